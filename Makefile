@@ -1,0 +1,69 @@
+# ferry — build, test, bench, demo.
+#
+# `make demo` and `make test` are the two set-up commands of the README: each
+# installs what it needs on a fresh Debian machine (apt packages, pinned peer
+# tools built from tools/go.mod into .bin/) before it runs.
+
+SHELL := /bin/bash
+GO    ?= go
+BIN   := $(CURDIR)/bin
+TOOLS := $(CURDIR)/.bin
+export PATH := $(TOOLS):$(BIN):$(PATH)
+export GOFLAGS ?= -buildvcs=false
+
+APT_PACKAGES := docker-registry skopeo zstd qemu-user-static
+PEER_TOOLS   := helm crane regctl oras
+
+.PHONY: all build test fuzz bench demo lint deps apt tools clean
+
+# Each area may add its own targets in mk/<area>.mk and hook them in with
+#   TEST_TARGETS  += <target>   (run by `make test` after go test)
+#   BENCH_TARGETS += <target>   (run by `make bench`)
+TEST_TARGETS  :=
+BENCH_TARGETS :=
+-include $(sort $(wildcard mk/*.mk))
+
+all: build
+
+build:
+	$(GO) build -trimpath -o $(BIN)/ferry ./cmd/ferry
+
+## deps: everything the tests need on a fresh machine (idempotent).
+deps: apt tools
+
+apt:
+	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "apt-get install$$missing"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+	fi
+	@# the Debian package starts a registry on :5000; tests start their own.
+	@systemctl disable --now docker-registry >/dev/null 2>&1 || service docker-registry stop >/dev/null 2>&1 || true
+
+tools:
+	@for t in $(PEER_TOOLS); do [ -x $(TOOLS)/$$t ] || { echo "building pinned peer tools (tools/go.mod)"; cd tools && GOBIN=$(TOOLS) $(GO) install tool && break; }; done
+
+## test: the README's test command.
+test: deps build
+	FERRY_REQUIRE_TOOLS=1 $(GO) test -count=1 ./...
+	$(MAKE) --no-print-directory fuzz FUZZTIME=10s
+	@for t in $(TEST_TARGETS); do $(MAKE) --no-print-directory $$t || exit 1; done
+
+FUZZTIME ?= 60s
+fuzz:
+	$(GO) test ./artifact -run '^$$' -fuzz '^FuzzParseDefinition$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./artifact -run '^$$' -fuzz '^FuzzReadArchive$$' -fuzztime $(FUZZTIME)
+
+bench: deps build
+	$(GO) test ./artifact -run '^$$' -bench . -benchtime 1x -timeout 60m
+	@for t in $(BENCH_TARGETS); do $(MAKE) --no-print-directory $$t || exit 1; done
+
+demo: build
+	@bash ./hack/demo.sh
+
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt: $$out"; exit 1; fi
+	$(GO) vet ./...
+
+clean:
+	rm -rf $(BIN) out
