@@ -1,0 +1,388 @@
+package registry
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/distribution/distribution/v3/registry/auth"
+	"github.com/distribution/reference"
+	"github.com/opencontainers/go-digest"
+	"github.com/opencontainers/image-spec/specs-go"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+)
+
+// distribution v3.1.2 has no referrers API (OCI distribution spec v1.1,
+// "Listing Referrers"). referrersHandler adds it in front of distribution: it
+// answers GET /v2/<name>/referrers/<digest> from a referrerIndex, and keeps
+// that index in step with manifest PUTs that carry a subject (answering them
+// with the OCI-Subject header) and with manifest DELETEs.
+
+// maxManifestSize is the largest manifest body we inspect for a subject;
+// distribution refuses bigger ones itself (4 MiB).
+const maxManifestSize = 4 << 20
+
+// referrerIndex maps repository → subject digest → referrer digest →
+// descriptor. With a directory it persists each entry as one small file,
+// <dir>/<escaped repository>/<subject alg>/<subject hex>/<alg>-<hex>.json, and
+// reloads them when a server starts.
+type referrerIndex struct {
+	dir string
+	mu  sync.RWMutex
+	m   map[string]map[digest.Digest]map[digest.Digest]ocispec.Descriptor
+}
+
+func newReferrerIndex(root string) (*referrerIndex, error) {
+	x := &referrerIndex{m: map[string]map[digest.Digest]map[digest.Digest]ocispec.Descriptor{}}
+	if root == "" {
+		return x, nil
+	}
+	x.dir = filepath.Join(root, "ferry", "referrers")
+	if err := x.load(); err != nil {
+		return nil, fmt.Errorf("registry: referrers index %s: %w", x.dir, err)
+	}
+	return x, nil
+}
+
+func (x *referrerIndex) load() error {
+	err := filepath.WalkDir(x.dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(p, ".json") {
+			return err
+		}
+		rel, err := filepath.Rel(x.dir, p)
+		if err != nil {
+			return err
+		}
+		parts := strings.Split(filepath.ToSlash(rel), "/")
+		if len(parts) != 4 {
+			return nil
+		}
+		repo, err := url.PathUnescape(parts[0])
+		if err != nil {
+			return nil
+		}
+		subject := digest.NewDigestFromEncoded(digest.Algorithm(parts[1]), parts[2])
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		var desc ocispec.Descriptor
+		if err := json.Unmarshal(b, &desc); err != nil {
+			return fmt.Errorf("%s: %w", p, err)
+		}
+		x.put(repo, subject, desc)
+		return nil
+	})
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	return err
+}
+
+func (x *referrerIndex) put(repo string, subject digest.Digest, desc ocispec.Descriptor) {
+	subjects := x.m[repo]
+	if subjects == nil {
+		subjects = map[digest.Digest]map[digest.Digest]ocispec.Descriptor{}
+		x.m[repo] = subjects
+	}
+	refs := subjects[subject]
+	if refs == nil {
+		refs = map[digest.Digest]ocispec.Descriptor{}
+		subjects[subject] = refs
+	}
+	refs[desc.Digest] = desc
+}
+
+func (x *referrerIndex) file(repo string, subject, referrer digest.Digest) string {
+	return filepath.Join(x.dir, url.PathEscape(repo), string(subject.Algorithm()), subject.Encoded(),
+		string(referrer.Algorithm())+"-"+referrer.Encoded()+".json")
+}
+
+// add records desc as a referrer of subject in repo.
+func (x *referrerIndex) add(repo string, subject digest.Digest, desc ocispec.Descriptor) error {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.dir != "" {
+		b, err := json.Marshal(desc)
+		if err != nil {
+			return err
+		}
+		p := x.file(repo, subject, desc.Digest)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return fmt.Errorf("referrers index: %w", err)
+		}
+		tmp, err := os.CreateTemp(filepath.Dir(p), ".tmp-*")
+		if err != nil {
+			return fmt.Errorf("referrers index: %w", err)
+		}
+		_, werr := tmp.Write(b)
+		cerr := tmp.Close()
+		if err := errors.Join(werr, cerr); err != nil {
+			_ = os.Remove(tmp.Name())
+			return fmt.Errorf("referrers index: %s: %w", p, err)
+		}
+		if err := os.Rename(tmp.Name(), p); err != nil {
+			_ = os.Remove(tmp.Name())
+			return fmt.Errorf("referrers index: %w", err)
+		}
+	}
+	x.put(repo, subject, desc)
+	return nil
+}
+
+// remove forgets referrer in repo, whatever subject it referred to.
+func (x *referrerIndex) remove(repo string, referrer digest.Digest) error {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	for subject, refs := range x.m[repo] {
+		if _, ok := refs[referrer]; !ok {
+			continue
+		}
+		if x.dir != "" {
+			if err := os.Remove(x.file(repo, subject, referrer)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return fmt.Errorf("referrers index: %w", err)
+			}
+		}
+		delete(refs, referrer)
+		if len(refs) == 0 {
+			delete(x.m[repo], subject)
+		}
+	}
+	return nil
+}
+
+// list returns the referrers of subject in repo, sorted by digest, keeping
+// only the given artifact types when any are given.
+func (x *referrerIndex) list(repo string, subject digest.Digest, artifactTypes []string) []ocispec.Descriptor {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	out := []ocispec.Descriptor{}
+	for _, d := range x.m[repo][subject] {
+		if len(artifactTypes) > 0 && !slices.Contains(artifactTypes, d.ArtifactType) {
+			continue
+		}
+		out = append(out, d)
+	}
+	slices.SortFunc(out, func(a, b ocispec.Descriptor) int { return strings.Compare(string(a.Digest), string(b.Digest)) })
+	return out
+}
+
+type referrersHandler struct {
+	next   http.Handler
+	index  *referrerIndex
+	access auth.AccessController // nil: anonymous access
+}
+
+// splitPath splits /v2/<name>/<kind>/<ref> for kind manifests or referrers.
+func splitPath(p string) (name, kind, ref string, ok bool) {
+	rest, found := strings.CutPrefix(p, "/v2/")
+	if !found {
+		return "", "", "", false
+	}
+	for _, k := range []string{"referrers", "manifests"} {
+		i := strings.LastIndex(rest, "/"+k+"/")
+		if i <= 0 {
+			continue
+		}
+		ref = rest[i+len(k)+2:]
+		if ref == "" || strings.Contains(ref, "/") {
+			continue
+		}
+		return rest[:i], k, ref, true
+	}
+	return "", "", "", false
+}
+
+func (h *referrersHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	name, kind, ref, ok := splitPath(r.URL.Path)
+	switch {
+	case ok && kind == "referrers" && (r.Method == http.MethodGet || r.Method == http.MethodHead):
+		h.serveReferrers(w, r, name, ref)
+	case ok && kind == "manifests" && r.Method == http.MethodPut:
+		h.putManifest(w, r, name)
+	case ok && kind == "manifests" && r.Method == http.MethodDelete:
+		h.deleteManifest(w, r, name, ref)
+	default:
+		h.next.ServeHTTP(w, r)
+	}
+}
+
+func (h *referrersHandler) serveReferrers(w http.ResponseWriter, r *http.Request, name, ref string) {
+	w.Header().Set("Docker-Distribution-API-Version", "registry/2.0")
+	if h.access != nil {
+		_, err := h.access.Authorized(r, auth.Access{Resource: auth.Resource{Type: "repository", Name: name}, Action: "pull"})
+		if err != nil {
+			var ch auth.Challenge
+			if errors.As(err, &ch) {
+				ch.SetHeaders(r, w)
+				writeError(w, http.StatusUnauthorized, "UNAUTHORIZED", "authentication required")
+				return
+			}
+			writeError(w, http.StatusInternalServerError, "UNKNOWN", err.Error())
+			return
+		}
+	}
+	if _, err := reference.WithName(name); err != nil {
+		writeError(w, http.StatusBadRequest, "NAME_INVALID", "invalid repository name "+name)
+		return
+	}
+	subject, err := digest.Parse(ref)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "DIGEST_INVALID", "invalid digest "+ref)
+		return
+	}
+	types := r.URL.Query()["artifactType"]
+	body, err := json.Marshal(ocispec.Index{
+		Versioned: specsVersioned,
+		MediaType: ocispec.MediaTypeImageIndex,
+		Manifests: h.index.list(name, subject, types),
+	})
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, "UNKNOWN", err.Error())
+		return
+	}
+	if len(types) > 0 {
+		w.Header().Set("OCI-Filters-Applied", "artifactType")
+	}
+	w.Header().Set("Content-Type", ocispec.MediaTypeImageIndex)
+	w.Header().Set("Content-Length", fmt.Sprint(len(body)))
+	w.WriteHeader(http.StatusOK)
+	if r.Method == http.MethodGet {
+		_, _ = w.Write(body)
+	}
+}
+
+// manifestFields are the parts of an image manifest or index that a
+// referrers descriptor is built from.
+type manifestFields struct {
+	MediaType    string              `json:"mediaType"`
+	ArtifactType string              `json:"artifactType"`
+	Config       *ocispec.Descriptor `json:"config"`
+	Subject      *ocispec.Descriptor `json:"subject"`
+	Annotations  map[string]string   `json:"annotations"`
+}
+
+func (h *referrersHandler) putManifest(w http.ResponseWriter, r *http.Request, name string) {
+	buf, err := io.ReadAll(io.LimitReader(r.Body, maxManifestSize+1))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "MANIFEST_INVALID", "reading manifest: "+err.Error())
+		return
+	}
+	r.Body = struct {
+		io.Reader
+		io.Closer
+	}{io.MultiReader(bytes.NewReader(buf), r.Body), r.Body}
+	var mf manifestFields
+	if len(buf) > maxManifestSize || json.Unmarshal(buf, &mf) != nil || mf.Subject == nil || mf.Subject.Digest.Validate() != nil {
+		h.next.ServeHTTP(w, r)
+		return
+	}
+	mediaType := mf.MediaType
+	if mediaType == "" {
+		mediaType = r.Header.Get("Content-Type")
+	}
+	artifactType := mf.ArtifactType
+	if artifactType == "" && mf.Config != nil {
+		artifactType = mf.Config.MediaType
+	}
+	subject := mf.Subject.Digest
+	hw := &hookWriter{ResponseWriter: w, hook: func(code int) int {
+		if code != http.StatusCreated {
+			return code
+		}
+		dgst, err := digest.Parse(w.Header().Get("Docker-Content-Digest"))
+		if err != nil {
+			return code
+		}
+		desc := ocispec.Descriptor{
+			MediaType:    mediaType,
+			ArtifactType: artifactType,
+			Digest:       dgst,
+			Size:         int64(len(buf)),
+			Annotations:  mf.Annotations,
+		}
+		if err := h.index.add(name, subject, desc); err != nil {
+			w.Header().Del("Location")
+			w.Header().Del("Docker-Content-Digest")
+			writeError(w, http.StatusInternalServerError, "UNKNOWN", err.Error())
+			return 0
+		}
+		w.Header().Set("OCI-Subject", subject.String())
+		return code
+	}}
+	h.next.ServeHTTP(hw, r)
+}
+
+func (h *referrersHandler) deleteManifest(w http.ResponseWriter, r *http.Request, name, ref string) {
+	dgst, err := digest.Parse(ref)
+	if err != nil { // a tag: deleting it leaves the manifest and its referrers
+		h.next.ServeHTTP(w, r)
+		return
+	}
+	hw := &hookWriter{ResponseWriter: w, hook: func(code int) int {
+		if code != http.StatusAccepted {
+			return code
+		}
+		if err := h.index.remove(name, dgst); err != nil {
+			writeError(w, http.StatusInternalServerError, "UNKNOWN", err.Error())
+			return 0
+		}
+		return code
+	}}
+	h.next.ServeHTTP(hw, r)
+}
+
+// hookWriter calls hook with the status code before it is written. The hook
+// returns the code to write, or 0 when it has written the response itself;
+// then the wrapped handler's output is dropped.
+type hookWriter struct {
+	http.ResponseWriter
+	hook    func(code int) int
+	written bool
+	dropped bool
+}
+
+func (w *hookWriter) WriteHeader(code int) {
+	if w.written {
+		return
+	}
+	w.written = true
+	if code = w.hook(code); code == 0 {
+		w.dropped = true
+		return
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *hookWriter) Write(b []byte) (int, error) {
+	if !w.written {
+		w.WriteHeader(http.StatusOK)
+	}
+	if w.dropped {
+		return len(b), nil
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *hookWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// writeError writes an OCI error response with one error.
+func writeError(w http.ResponseWriter, status int, code, message string) {
+	body, _ := json.Marshal(map[string]any{"errors": []map[string]string{{"code": code, "message": message}}})
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", fmt.Sprint(len(body)))
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+}
+
+var specsVersioned = specs.Versioned{SchemaVersion: 2}

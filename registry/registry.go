@@ -1,0 +1,258 @@
+// Package registry is ferry's embedded OCI registry: distribution v3 run
+// in-process, behind one constructor, with the OCI 1.1 referrers API that
+// distribution v3.1.2 lacks added around it.
+//
+// Embedding distribution has traps, contained here and nowhere else:
+// handlers.NewApp panics on a bad configuration (New validates first and turns
+// any remaining panic into an error), distribution logs through the global
+// logrus logger (New silences it and forwards entries to the Server's
+// *slog.Logger), and its cmd packages register cobra commands in init() (this
+// package never imports them).
+package registry
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/distribution/distribution/v3/configuration"
+	"github.com/distribution/distribution/v3/registry/auth"
+	"github.com/distribution/distribution/v3/registry/handlers"
+
+	// Storage drivers and the htpasswd access controller register
+	// themselves by name in init().
+	_ "github.com/distribution/distribution/v3/registry/auth/htpasswd"
+	_ "github.com/distribution/distribution/v3/registry/storage/driver/filesystem"
+	_ "github.com/distribution/distribution/v3/registry/storage/driver/inmemory"
+)
+
+// DefaultAddr is the address ListenAndServe uses when Config.Addr is empty.
+const DefaultAddr = "127.0.0.1:5000"
+
+// DefaultRealm is the basic-auth realm announced when Config.Realm is empty.
+const DefaultRealm = "ferry"
+
+// Config describes one registry. The zero value is a valid in-memory registry
+// without authentication or TLS, with deletes enabled.
+type Config struct {
+	// RootDir is the filesystem storage root. Empty means in-memory storage,
+	// lost when the process ends.
+	RootDir string
+	// Addr is the address ListenAndServe listens on; DefaultAddr if empty.
+	Addr string
+	// DisableDelete turns off DELETE of manifests, tags and blobs (enabled by
+	// default).
+	DisableDelete bool
+	// HTPasswdFile, when set, requires HTTP basic authentication checked
+	// against this htpasswd file (bcrypt entries). The file must exist.
+	HTPasswdFile string
+	// Realm is the basic-auth realm; DefaultRealm if empty.
+	Realm string
+	// TLSCertFile and TLSKeyFile, when both set, make Serve and
+	// ListenAndServe speak HTTPS. Setting only one is an error.
+	TLSCertFile string
+	TLSKeyFile  string
+}
+
+// Option configures a Server beyond its Config.
+type Option func(*options) error
+
+type options struct {
+	logger *slog.Logger
+}
+
+// WithLogger sends distribution's log entries to logger, at the levels
+// logger enables. The default discards everything.
+func WithLogger(logger *slog.Logger) Option {
+	return func(o *options) error {
+		if logger == nil {
+			return errors.New("registry: WithLogger: nil logger")
+		}
+		o.logger = logger
+		return nil
+	}
+}
+
+// Server is a running embedded registry. It is an http.Handler, so it can be
+// mounted behind httptest or any listener; ListenAndServe and Serve run it on
+// their own http.Server, which Shutdown stops gracefully.
+type Server struct {
+	cfg       Config
+	handler   http.Handler
+	app       *handlers.App
+	referrers *referrerIndex
+	tlsConfig *tls.Config
+	logSink   *logSink
+	httpSrv   *http.Server
+}
+
+// New builds a registry from cfg. ctx bounds the registry's background work
+// (upload purging); cancel it or call Shutdown to stop.
+func New(ctx context.Context, cfg Config, opts ...Option) (s *Server, err error) {
+	o := options{logger: slog.New(slog.DiscardHandler)}
+	for _, opt := range opts {
+		if err := opt(&o); err != nil {
+			return nil, err
+		}
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	s = &Server{cfg: cfg}
+	if cfg.TLSCertFile != "" {
+		cert, err := tls.LoadX509KeyPair(cfg.TLSCertFile, cfg.TLSKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("registry: TLS key pair %s, %s: %w", cfg.TLSCertFile, cfg.TLSKeyFile, err)
+		}
+		s.tlsConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	}
+	dcfg, err := cfg.distribution()
+	if err != nil {
+		return nil, err
+	}
+	var access auth.AccessController
+	if cfg.HTPasswdFile != "" {
+		access, err = auth.GetAccessController("htpasswd", dcfg.Auth.Parameters())
+		if err != nil {
+			return nil, fmt.Errorf("registry: htpasswd %s: %w", cfg.HTPasswdFile, err)
+		}
+	}
+	s.referrers, err = newReferrerIndex(cfg.RootDir)
+	if err != nil {
+		return nil, err
+	}
+
+	s.logSink = registerLogger(o.logger)
+	defer func() {
+		if r := recover(); r != nil {
+			s.logSink.unregister()
+			s, err = nil, fmt.Errorf("registry: configure distribution: %v", r)
+		}
+	}()
+	s.app = handlers.NewApp(ctx, dcfg)
+	s.handler = &referrersHandler{next: s.app, index: s.referrers, access: access}
+	return s, nil
+}
+
+// ServeHTTP serves the OCI distribution API.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.handler.ServeHTTP(w, r)
+}
+
+// TLS reports whether Serve speaks HTTPS.
+func (s *Server) TLS() bool { return s.tlsConfig != nil }
+
+// ListenAndServe listens on Config.Addr (DefaultAddr if empty) and serves
+// until Shutdown; it then returns http.ErrServerClosed.
+func (s *Server) ListenAndServe() error {
+	addr := s.cfg.Addr
+	if addr == "" {
+		addr = DefaultAddr
+	}
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("registry: listen %s: %w", addr, err)
+	}
+	return s.Serve(l)
+}
+
+// Serve serves on l (wrapping it in TLS when configured) until Shutdown; it
+// then returns http.ErrServerClosed. A Server serves at most one listener.
+func (s *Server) Serve(l net.Listener) error {
+	if s.httpSrv != nil {
+		return errors.New("registry: already serving")
+	}
+	if s.tlsConfig != nil {
+		l = tls.NewListener(l, s.tlsConfig)
+	}
+	s.httpSrv = &http.Server{
+		Handler:           s,
+		ReadHeaderTimeout: 30 * time.Second,
+		ErrorLog:          slog.NewLogLogger(s.logSink.logger.Handler(), slog.LevelDebug),
+	}
+	return s.httpSrv.Serve(l)
+}
+
+// Shutdown stops accepting connections and waits for in-flight requests
+// (uploads included) to finish; when ctx ends first it closes the remaining
+// connections, so an interrupted chunked upload is left as an incomplete
+// session that a client can not complete and that the upload purger removes.
+// It then stops the registry's background work.
+func (s *Server) Shutdown(ctx context.Context) error {
+	var err error
+	if s.httpSrv != nil {
+		if err = s.httpSrv.Shutdown(ctx); err != nil {
+			_ = s.httpSrv.Close()
+		}
+	}
+	if aerr := s.app.Shutdown(); aerr != nil && err == nil {
+		err = aerr
+	}
+	s.logSink.unregister()
+	return err
+}
+
+func (c Config) validate() error {
+	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
+		return errors.New("registry: TLS needs both a certificate and a key file")
+	}
+	if c.HTPasswdFile != "" {
+		// distribution creates a missing htpasswd file with a random admin
+		// password; we refuse instead.
+		fi, err := os.Stat(c.HTPasswdFile)
+		if err != nil {
+			return fmt.Errorf("registry: htpasswd file: %w", err)
+		}
+		if fi.IsDir() {
+			return fmt.Errorf("registry: htpasswd file %s is a directory", c.HTPasswdFile)
+		}
+	}
+	if c.RootDir != "" {
+		if !filepath.IsAbs(c.RootDir) {
+			return fmt.Errorf("registry: storage root %s is not an absolute path", c.RootDir)
+		}
+		if err := os.MkdirAll(c.RootDir, 0o755); err != nil {
+			return fmt.Errorf("registry: storage root: %w", err)
+		}
+	}
+	return nil
+}
+
+// distribution translates c into distribution's configuration.
+func (c Config) distribution() (*configuration.Configuration, error) {
+	secret := make([]byte, 32)
+	if _, err := rand.Read(secret); err != nil {
+		return nil, fmt.Errorf("registry: HTTP secret: %w", err)
+	}
+	d := &configuration.Configuration{Version: "0.1"}
+	d.HTTP.Secret = fmt.Sprintf("%x", secret)
+	d.Log.Level = "error"
+	d.Storage = configuration.Storage{
+		"delete": configuration.Parameters{"enabled": !c.DisableDelete},
+		"cache":  configuration.Parameters{"blobdescriptor": "inmemory"},
+	}
+	if c.RootDir == "" {
+		d.Storage["inmemory"] = configuration.Parameters{}
+		d.Storage["maintenance"] = configuration.Parameters{
+			"uploadpurging": map[any]any{"enabled": false},
+		}
+	} else {
+		d.Storage["filesystem"] = configuration.Parameters{"rootdirectory": c.RootDir}
+	}
+	if c.HTPasswdFile != "" {
+		realm := c.Realm
+		if realm == "" {
+			realm = DefaultRealm
+		}
+		d.Auth = configuration.Auth{"htpasswd": configuration.Parameters{"realm": realm, "path": c.HTPasswdFile}}
+	}
+	return d, nil
+}

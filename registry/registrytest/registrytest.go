@@ -1,0 +1,45 @@
+// Package registrytest starts ferry's embedded registry for tests of other
+// packages: in memory, behind httptest on 127.0.0.1, plain HTTP, stopped when
+// the test ends.
+package registrytest
+
+import (
+	"context"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/ferrypkg/ferry/registry"
+)
+
+// New starts an in-memory registry and returns its host, e.g.
+// "127.0.0.1:34567", for references such as host+"/repo:tag". Clients must
+// use plain HTTP (oras-go: remote.Repository.PlainHTTP = true).
+func New(t testing.TB, opts ...registry.Option) string {
+	t.Helper()
+	return NewServer(t, registry.Config{}, opts...).Listener.Addr().String()
+}
+
+// NewServer starts a registry built from cfg behind httptest and returns the
+// test server (URL, Client, Listener); both are closed when the test ends.
+func NewServer(t testing.TB, cfg registry.Config, opts ...registry.Option) *httptest.Server {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	srv, err := registry.New(ctx, cfg, opts...)
+	if err != nil {
+		cancel()
+		t.Fatalf("registrytest: %v", err)
+	}
+	ts := httptest.NewServer(srv)
+	t.Cleanup(func() {
+		ts.Close()
+		_ = srv.Shutdown(context.Background())
+		cancel()
+	})
+	return ts
+}
+
+// Host returns the host:port of a test server's URL.
+func Host(ts *httptest.Server) string {
+	return strings.TrimPrefix(ts.URL, "http://")
+}
