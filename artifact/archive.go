@@ -1,0 +1,249 @@
+package artifact
+
+import (
+	"archive/tar"
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/klauspost/compress/zstd"
+	"github.com/opencontainers/go-digest"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+)
+
+// Format is an archive format.
+type Format string
+
+// Archive formats.
+const (
+	FormatTarZstd Format = "tar.zst"
+	FormatTar     Format = "tar"
+)
+
+// Ext is the file name extension of the format, with its dot.
+func (f Format) Ext() string { return "." + string(f) }
+
+// FormatFromPath picks the format from a file name: .tar is plain tar,
+// anything else is tar.zst.
+func FormatFromPath(path string) Format {
+	if strings.HasSuffix(path, ".tar") {
+		return FormatTar
+	}
+	return FormatTarZstd
+}
+
+// Entry names inside a package archive, besides ConfigFileName.
+const (
+	layoutFileName = ocispec.ImageLayoutFile // oci-layout
+	indexFileName  = "index.json"
+	blobsDir       = ocispec.ImageBlobsDir + "/" // blobs/
+	blobsSHA256Dir = blobsDir + "sha256/"
+)
+
+// layoutFileData is the content of oci-layout.
+var layoutFileData = []byte(`{"imageLayoutVersion":"1.0.0"}`)
+
+// copyBufferSize is the buffer used to move blob bytes.
+const copyBufferSize = 1 << 20
+
+// newZstdWriter returns the encoder every ferry archive is written with; its
+// settings are fixed so the same package always compresses to the same bytes.
+func newZstdWriter(w io.Writer) (*zstd.Encoder, error) {
+	return zstd.NewWriter(w, zstd.WithEncoderLevel(zstd.SpeedDefault), zstd.WithEncoderConcurrency(2), zstd.WithWindowSize(4<<20))
+}
+
+// orderedBlobs lists the plan's blobs children-before-parents: by height,
+// then in the order they were first met.
+func (p *plan) orderedBlobs() []*blob {
+	list := make([]*blob, 0, len(p.blobs))
+	for _, b := range p.blobs {
+		list = append(list, b)
+	}
+	sort.Slice(list, func(i, j int) bool {
+		if list[i].height != list[j].height {
+			return list[i].height < list[j].height
+		}
+		return list[i].order < list[j].order
+	})
+	return list
+}
+
+// writeArchive writes the package: ferry.json, oci-layout, index.json, then
+// every blob once, children before parents, each verified as it is copied.
+func (p *plan) writeArchive(ctx context.Context, w io.Writer, format Format, progress ProgressFunc) (err error) {
+	var enc *zstd.Encoder
+	if format == FormatTarZstd {
+		if enc, err = newZstdWriter(w); err != nil {
+			return err
+		}
+		defer func() {
+			if cerr := enc.Close(); err == nil {
+				err = cerr
+			}
+		}()
+		w = enc
+	}
+	aw := &archiveWriter{tw: tar.NewWriter(w), mtime: p.mtime, buf: make([]byte, copyBufferSize)}
+	if err := aw.file(ConfigFileName, p.configData); err != nil {
+		return err
+	}
+	if err := aw.file(layoutFileName, layoutFileData); err != nil {
+		return err
+	}
+	if err := aw.file(indexFileName, p.indexJSON); err != nil {
+		return err
+	}
+	if err := aw.dir(blobsDir); err != nil {
+		return err
+	}
+	if err := aw.dir(blobsSHA256Dir); err != nil {
+		return err
+	}
+	blobs := p.orderedBlobs()
+	var total, done int64
+	for _, b := range blobs {
+		total += b.desc.Size
+	}
+	for i, b := range blobs {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := aw.blob(ctx, b); err != nil {
+			return err
+		}
+		done += b.desc.Size
+		if progress != nil {
+			progress(Progress{Phase: PhaseWrite, Digest: b.desc.Digest, Bytes: done, TotalBytes: total, Blobs: i + 1, TotalBlobs: len(blobs)})
+		}
+	}
+	return aw.tw.Close()
+}
+
+type archiveWriter struct {
+	tw    *tar.Writer
+	mtime time.Time
+	buf   []byte
+}
+
+func (a *archiveWriter) header(name string, typ byte, mode, size int64) error {
+	return a.tw.WriteHeader(&tar.Header{Typeflag: typ, Name: name, Mode: mode, Size: size, ModTime: a.mtime})
+}
+
+func (a *archiveWriter) dir(name string) error { return a.header(name, tar.TypeDir, 0o755, 0) }
+
+func (a *archiveWriter) file(name string, data []byte) error {
+	if err := a.header(name, tar.TypeReg, 0o644, int64(len(data))); err != nil {
+		return err
+	}
+	_, err := a.tw.Write(data)
+	return err
+}
+
+func blobPath(d digest.Digest) string { return blobsDir + d.Algorithm().String() + "/" + d.Encoded() }
+
+// blob copies one blob into the archive, checking size and digest.
+func (a *archiveWriter) blob(ctx context.Context, b *blob) error {
+	name := blobPath(b.desc.Digest)
+	if b.data != nil {
+		return a.file(name, b.data)
+	}
+	rc, err := b.open(ctx)
+	if err != nil {
+		return fmt.Errorf("fetch %s: %w", b.desc.Digest, err)
+	}
+	defer rc.Close()
+	if err := a.header(name, tar.TypeReg, 0o644, b.desc.Size); err != nil {
+		return err
+	}
+	return copyVerified(ctx, a.tw, rc, b.desc, a.buf)
+}
+
+// copyVerified copies exactly desc.Size bytes from r to w and fails unless
+// they hash to desc.Digest and r has nothing more.
+func copyVerified(ctx context.Context, w io.Writer, r io.Reader, desc ocispec.Descriptor, buf []byte) error {
+	v := desc.Digest.Verifier()
+	n, err := io.CopyBuffer(io.MultiWriter(w, v), &ctxReader{ctx: ctx, r: io.LimitReader(r, desc.Size)}, buf)
+	if err != nil {
+		return fmt.Errorf("blob %s: %w", desc.Digest, err)
+	}
+	if n != desc.Size {
+		return fmt.Errorf("blob %s: truncated: %d of %d bytes", desc.Digest, n, desc.Size)
+	}
+	if m, _ := r.Read(buf[:1]); m > 0 {
+		return fmt.Errorf("blob %s: longer than its %d bytes", desc.Digest, desc.Size)
+	}
+	if !v.Verified() {
+		return fmt.Errorf("blob %s does not match its digest", desc.Digest)
+	}
+	return nil
+}
+
+// ctxReader stops a long copy when its context is cancelled.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c *ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
+}
+
+// writeFileAtomic writes path through a temporary file in the same folder
+// and renames it into place only when write succeeded; it returns the size.
+func writeFileAtomic(path string, write func(io.Writer) error) (size int64, err error) {
+	dir, base := filepath.Split(path)
+	if dir == "" {
+		dir = "."
+	}
+	tmp, err := os.CreateTemp(dir, "."+base+".tmp-*")
+	if err != nil {
+		return 0, err
+	}
+	defer func() {
+		if err != nil {
+			tmp.Close()
+			os.Remove(tmp.Name())
+		}
+	}()
+	cw := &countWriter{w: tmp}
+	bw := bufio.NewWriterSize(cw, copyBufferSize)
+	if err = write(bw); err != nil {
+		return 0, err
+	}
+	if err = bw.Flush(); err != nil {
+		return 0, err
+	}
+	if err = tmp.Sync(); err != nil {
+		return 0, err
+	}
+	if err = tmp.Close(); err != nil {
+		return 0, err
+	}
+	if err = os.Chmod(tmp.Name(), 0o644); err != nil {
+		return 0, err
+	}
+	if err = os.Rename(tmp.Name(), path); err != nil {
+		return 0, err
+	}
+	return cw.n, nil
+}
+
+type countWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
+}

@@ -1,0 +1,73 @@
+package artifact
+
+import (
+	digest "github.com/opencontainers/go-digest"
+)
+
+// ConfigSchemaVersion is the version of the ferry.json schema written by this code.
+const ConfigSchemaVersion = 1
+
+// Config is ferry.json: the package manifest's config blob and the archive's
+// leading entry. It records every item with its resolved digest, so that
+// deploy never resolves a tag again.
+type Config struct {
+	SchemaVersion int         `json:"schemaVersion"`
+	Name          string      `json:"name"`
+	Version       string      `json:"version"`
+	Description   string      `json:"description,omitempty"`
+	Created       string      `json:"created,omitempty"`
+	Platforms     []string    `json:"platforms"`
+	Components    []Component `json:"components"`
+}
+
+// Component is one component of a package with its resolved content.
+type Component struct {
+	Name        string     `json:"name"`
+	Description string     `json:"description,omitempty"`
+	Required    bool       `json:"required"`
+	Images      []Image    `json:"images,omitempty"`
+	Charts      []Chart    `json:"charts,omitempty"`
+	Manifests   []Manifest `json:"manifests,omitempty"`
+	Files       []File     `json:"files,omitempty"`
+}
+
+// Image is an image as stored: its original reference and digest, and the
+// digest the cluster pulls (the same, or a platform-filtered manifest/index).
+type Image struct {
+	Ref            string        `json:"ref"`
+	Source         string        `json:"source,omitempty"`
+	OriginalDigest digest.Digest `json:"originalDigest"`
+	Digest         digest.Digest `json:"digest"`
+	MediaType      string        `json:"mediaType"`
+	Platforms      []string      `json:"platforms"`
+	// Size is the total size of the image's distinct blobs, manifests included.
+	Size int64 `json:"size"`
+}
+
+// Chart is a Helm chart stored as a Helm OCI artifact; Digest is its manifest's.
+type Chart struct {
+	Name       string        `json:"name"`
+	Version    string        `json:"version"`
+	AppVersion string        `json:"appVersion,omitempty"`
+	Source     string        `json:"source"`
+	Digest     digest.Digest `json:"digest"`
+	Size       int64         `json:"size"`
+}
+
+// Manifest is a bundle of Kubernetes manifests stored as one YAML layer.
+type Manifest struct {
+	Name      string        `json:"name"`
+	Namespace string        `json:"namespace,omitempty"`
+	Files     []string      `json:"files"`
+	Digest    digest.Digest `json:"digest"`
+	Size      int64         `json:"size"`
+}
+
+// File is a plain file stored as one layer, to be placed at Target.
+type File struct {
+	Source string        `json:"source"`
+	Target string        `json:"target"`
+	Mode   int64         `json:"mode"`
+	Digest digest.Digest `json:"digest"`
+	Size   int64         `json:"size"`
+}

@@ -1,0 +1,648 @@
+package artifact
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/opencontainers/go-digest"
+	specs "github.com/opencontainers/image-spec/specs-go"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+	"gopkg.in/yaml.v3"
+	"oras.land/oras-go/v2/content"
+	"oras.land/oras-go/v2/content/oci"
+)
+
+// CreateOptions configures Create. The zero value writes a .tar.zst next to
+// the working directory, named <name>-<version>.tar.zst.
+type CreateOptions struct {
+	// Output is the archive path; if empty, <name>-<version><ext> in the
+	// current folder. The format follows the extension (.tar or .tar.zst)
+	// unless Format is set.
+	Output string
+	// Format is the archive format; if empty, taken from Output's extension,
+	// FormatTarZstd by default.
+	Format Format
+	// Remote says how to reach registries for images and charts.
+	Remote RemoteOptions
+	// Epoch is the time written where a time must appear (tar mtimes, the
+	// created annotation); if nil, the Unix epoch and no created annotation.
+	// SourceDateEpoch reads it from SOURCE_DATE_EPOCH.
+	Epoch *time.Time
+	// Progress, if set, receives progress reports.
+	Progress ProgressFunc
+}
+
+// CreateResult describes a created package.
+type CreateResult struct {
+	Path   string
+	Root   ocispec.Descriptor
+	Config *Config
+	// Size is the archive's size in bytes; Blobs the number of distinct blobs.
+	Size  int64
+	Blobs int
+}
+
+// SourceDateEpoch returns the time SOURCE_DATE_EPOCH names, or nil when it is unset.
+func SourceDateEpoch() (*time.Time, error) {
+	v := os.Getenv("SOURCE_DATE_EPOCH")
+	if v == "" {
+		return nil, nil
+	}
+	sec, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		return nil, fmt.Errorf("SOURCE_DATE_EPOCH=%q is not a number of seconds", v)
+	}
+	t := time.Unix(sec, 0).UTC()
+	return &t, nil
+}
+
+// Create builds the package a definition describes and writes it as one
+// archive, atomically: on any error no file is left at Output.
+func Create(ctx context.Context, def *Definition, opts CreateOptions) (*CreateResult, error) {
+	b := newBuilder(def, opts)
+	pkg, err := b.build(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := opts.Output
+	if out == "" {
+		out = def.Metadata.Name + "-" + def.Metadata.Version + FormatTarZstd.Ext()
+	}
+	format := opts.Format
+	if format == "" {
+		format = FormatFromPath(out)
+	}
+	size, err := writeFileAtomic(out, func(w io.Writer) error {
+		return pkg.writeArchive(ctx, w, format, opts.Progress)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &CreateResult{Path: out, Root: pkg.root, Config: pkg.config, Size: size, Blobs: len(pkg.blobs)}, nil
+}
+
+// blob is one blob of a package being built: small ones are held in memory,
+// large ones are opened from their source when written.
+type blob struct {
+	desc   ocispec.Descriptor
+	data   []byte
+	open   func(ctx context.Context) (io.ReadCloser, error)
+	height int // 0 for leaves; a parent is higher than each of its children
+	order  int
+}
+
+// plan is a package ready to be written.
+type plan struct {
+	blobs      map[digest.Digest]*blob
+	configData []byte
+	config     *Config
+	root       ocispec.Descriptor
+	indexJSON  []byte
+	mtime      time.Time
+}
+
+type builder struct {
+	def  *Definition
+	opts CreateOptions
+	plan plan
+}
+
+func newBuilder(def *Definition, opts CreateOptions) *builder {
+	b := &builder{def: def, opts: opts}
+	b.plan.blobs = map[digest.Digest]*blob{}
+	b.plan.mtime = time.Unix(0, 0).UTC()
+	if opts.Epoch != nil {
+		b.plan.mtime = opts.Epoch.UTC()
+	}
+	return b
+}
+
+func (b *builder) add(bl *blob) {
+	if prev, ok := b.plan.blobs[bl.desc.Digest]; ok {
+		if bl.height > prev.height {
+			prev.height = bl.height
+		}
+		if prev.data == nil && bl.data != nil {
+			prev.data, prev.open = bl.data, nil
+		}
+		return
+	}
+	bl.order = len(b.plan.blobs)
+	b.plan.blobs[bl.desc.Digest] = bl
+}
+
+// addData stores data as a blob and returns its descriptor.
+func (b *builder) addData(mediaType string, data []byte, height int) ocispec.Descriptor {
+	d := content.NewDescriptorFromBytes(mediaType, data)
+	b.add(&blob{desc: d, data: data, height: height})
+	return d
+}
+
+// addJSON stores v, canonically encoded, as a blob.
+func (b *builder) addJSON(mediaType string, v any, height int) (ocispec.Descriptor, []byte, error) {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return ocispec.Descriptor{}, nil, err
+	}
+	return b.addData(mediaType, data, height), data, nil
+}
+
+func (b *builder) build(ctx context.Context) (*plan, error) {
+	def := b.def
+	cfg := &Config{
+		SchemaVersion: ConfigSchemaVersion,
+		Name:          def.Metadata.Name,
+		Version:       def.Metadata.Version,
+		Description:   def.Metadata.Description,
+	}
+	if b.opts.Epoch != nil {
+		cfg.Created = b.opts.Epoch.UTC().Format(time.RFC3339)
+	}
+	for _, p := range def.Platforms {
+		cfg.Platforms = append(cfg.Platforms, p.String())
+	}
+	var rootEntries []ocispec.Descriptor
+	var layers []ocispec.Descriptor
+	for ci, cd := range def.Components {
+		comp := Component{Name: cd.Name, Description: cd.Description, Required: cd.Required}
+		for ii, img := range cd.Images {
+			field := fmt.Sprintf("components[%d].images[%d]", ci, ii)
+			stored, rec, err := b.image(ctx, img)
+			if err != nil {
+				return nil, &DefinitionError{File: def.File, Line: img.Line, Field: field, Msg: err.Error()}
+			}
+			comp.Images = append(comp.Images, rec)
+			stored.Annotations = map[string]string{AnnotationKind: KindImage, AnnotationComponent: cd.Name, AnnotationImageRef: img.Ref}
+			rootEntries = append(rootEntries, stored)
+			b.progress(Progress{Phase: PhaseResolve, Item: img.Ref})
+		}
+		for hi, ch := range cd.Charts {
+			field := fmt.Sprintf("components[%d].charts[%d]", ci, hi)
+			mdesc, rec, err := b.chart(ctx, ch)
+			if err != nil {
+				return nil, &DefinitionError{File: def.File, Line: ch.Line, Field: field, Msg: err.Error()}
+			}
+			comp.Charts = append(comp.Charts, rec)
+			mdesc.Annotations = map[string]string{
+				AnnotationKind: KindChart, AnnotationComponent: cd.Name,
+				ocispec.AnnotationTitle: rec.Name, ocispec.AnnotationVersion: rec.Version,
+			}
+			rootEntries = append(rootEntries, mdesc)
+			b.progress(Progress{Phase: PhaseResolve, Item: "chart " + rec.Name})
+		}
+		for mi, md := range cd.Manifests {
+			field := fmt.Sprintf("components[%d].manifests[%d]", ci, mi)
+			data, files, err := b.manifestBundle(md)
+			if err != nil {
+				return nil, &DefinitionError{File: def.File, Line: md.Line, Field: field, Msg: err.Error()}
+			}
+			d := b.addData(MediaTypeManifestBundle, data, 0)
+			comp.Manifests = append(comp.Manifests, Manifest{Name: md.Name, Namespace: md.Namespace, Files: files, Digest: d.Digest, Size: d.Size})
+			d.Annotations = map[string]string{AnnotationComponent: cd.Name, ocispec.AnnotationTitle: md.Name}
+			layers = append(layers, d)
+		}
+		for fi, fd := range cd.Files {
+			field := fmt.Sprintf("components[%d].files[%d]", ci, fi)
+			d, err := b.file(fd)
+			if err != nil {
+				return nil, &DefinitionError{File: def.File, Line: fd.Line, Field: field, Msg: err.Error()}
+			}
+			comp.Files = append(comp.Files, File{Source: filepath.ToSlash(fd.Source), Target: fd.Target, Mode: fd.Mode, Digest: d.Digest, Size: d.Size})
+			d.Annotations = map[string]string{AnnotationComponent: cd.Name, ocispec.AnnotationTitle: fd.Target}
+			layers = append(layers, d)
+		}
+		cfg.Components = append(cfg.Components, comp)
+	}
+
+	cfgDesc, cfgData, err := b.addJSON(MediaTypeConfig, cfg, 0)
+	if err != nil {
+		return nil, err
+	}
+	if layers == nil {
+		layers = []ocispec.Descriptor{}
+	}
+	pkgAnn := map[string]string{AnnotationPackageName: cfg.Name, AnnotationPackageVersion: cfg.Version}
+	pkgManifest := ocispec.Manifest{
+		Versioned:    specs.Versioned{SchemaVersion: 2},
+		MediaType:    ocispec.MediaTypeImageManifest,
+		ArtifactType: ArtifactTypePackage,
+		Config:       cfgDesc,
+		Layers:       layers,
+		Annotations:  pkgAnn,
+	}
+	pkgDesc, _, err := b.addJSON(ocispec.MediaTypeImageManifest, pkgManifest, 1)
+	if err != nil {
+		return nil, err
+	}
+	pkgDesc.ArtifactType = ArtifactTypePackage
+	pkgDesc.Annotations = map[string]string{AnnotationKind: KindPackage}
+
+	rootAnn := map[string]string{
+		ocispec.AnnotationRefName: cfg.Version,
+		AnnotationPackageName:     cfg.Name,
+		AnnotationPackageVersion:  cfg.Version,
+	}
+	if cfg.Created != "" {
+		rootAnn[ocispec.AnnotationCreated] = cfg.Created
+	}
+	root := ocispec.Index{
+		Versioned:    specs.Versioned{SchemaVersion: 2},
+		MediaType:    ocispec.MediaTypeImageIndex,
+		ArtifactType: ArtifactTypePackage,
+		Manifests:    append([]ocispec.Descriptor{pkgDesc}, rootEntries...),
+		Annotations:  rootAnn,
+	}
+	height := 1
+	for _, e := range root.Manifests {
+		if h := b.plan.blobs[e.Digest].height + 1; h > height {
+			height = h
+		}
+	}
+	rootDesc, _, err := b.addJSON(ocispec.MediaTypeImageIndex, root, height)
+	if err != nil {
+		return nil, err
+	}
+	rootDesc.ArtifactType = ArtifactTypePackage
+	b.plan.config, b.plan.configData = cfg, cfgData
+	b.plan.root = rootDesc
+	b.plan.indexJSON, err = layoutIndex(rootDesc, cfg.Version, nil)
+	if err != nil {
+		return nil, err
+	}
+	return &b.plan, nil
+}
+
+// layoutIndex renders index.json: the root, tagged with the version, then
+// any signatures.
+func layoutIndex(root ocispec.Descriptor, version string, extra []ocispec.Descriptor) ([]byte, error) {
+	r := root
+	r.Annotations = map[string]string{ocispec.AnnotationRefName: version}
+	idx := ocispec.Index{
+		Versioned: specs.Versioned{SchemaVersion: 2},
+		MediaType: ocispec.MediaTypeImageIndex,
+		Manifests: append([]ocispec.Descriptor{r}, extra...),
+	}
+	return json.Marshal(idx)
+}
+
+func (b *builder) progress(p Progress) {
+	if b.opts.Progress != nil {
+		b.opts.Progress(p)
+	}
+}
+
+// imageSource opens the store an image comes from and resolves it there.
+func (b *builder) imageSource(ctx context.Context, img ImageDef) (content.ReadOnlyStorage, ocispec.Descriptor, string, error) {
+	if img.Layout != "" {
+		dir, err := b.def.Resolve(img.Layout)
+		if err != nil {
+			return nil, ocispec.Descriptor{}, "", err
+		}
+		store, err := oci.NewFromFS(ctx, os.DirFS(dir))
+		if err != nil {
+			return nil, ocispec.Descriptor{}, "", fmt.Errorf("open OCI layout %s: %w", img.Layout, err)
+		}
+		desc, err := store.Resolve(ctx, img.Tag)
+		if err != nil {
+			if d, err2 := store.Resolve(ctx, img.Ref); err2 == nil {
+				desc, err = d, nil
+			}
+		}
+		if err != nil {
+			return nil, ocispec.Descriptor{}, "", fmt.Errorf("image %q not found in OCI layout %s", img.Tag, img.Layout)
+		}
+		return store, desc, "oci-layout:" + filepath.ToSlash(img.Layout) + ":" + img.Tag, nil
+	}
+	repo, err := b.opts.Remote.Repository(img.Ref)
+	if err != nil {
+		return nil, ocispec.Descriptor{}, "", err
+	}
+	desc, err := repo.Resolve(ctx, repo.Reference.Reference)
+	if err != nil {
+		return nil, ocispec.Descriptor{}, "", fmt.Errorf("resolve %s: %w", img.Ref, err)
+	}
+	return repo, desc, img.Ref, nil
+}
+
+// image adds an image, filtered to the definition's platforms, and returns
+// its stored descriptor with the record for ferry.json.
+func (b *builder) image(ctx context.Context, img ImageDef) (ocispec.Descriptor, Image, error) {
+	src, desc, source, err := b.imageSource(ctx, img)
+	if err != nil {
+		return desc, Image{}, err
+	}
+	rec := Image{Ref: img.Ref, Source: source, OriginalDigest: desc.Digest}
+	if err := checkDescriptor(desc); err != nil {
+		return desc, rec, err
+	}
+	data, err := fetchSmall(ctx, src, desc)
+	if err != nil {
+		return desc, rec, err
+	}
+	seen := map[digest.Digest]bool{}
+	switch {
+	case isIndex(desc.MediaType):
+		stored, platforms, err := b.selectPlatforms(ctx, src, desc, data, seen)
+		if err != nil {
+			return desc, rec, err
+		}
+		desc, rec.Platforms = stored, platforms
+	case isManifest(desc.MediaType):
+		platform, err := b.manifestPlatform(ctx, src, data)
+		if err != nil {
+			return desc, rec, err
+		}
+		if !b.wantPlatform(platform) {
+			return desc, rec, fmt.Errorf("image is %s only; the package's platforms are %s", platform, b.platformList())
+		}
+		if _, err := b.node(ctx, src, desc, data, seen); err != nil {
+			return desc, rec, err
+		}
+		rec.Platforms = []string{platform.String()}
+	default:
+		return desc, rec, fmt.Errorf("unsupported image media type %q", desc.MediaType)
+	}
+	rec.Digest, rec.MediaType = desc.Digest, desc.MediaType
+	for d := range seen {
+		rec.Size += b.plan.blobs[d].desc.Size
+	}
+	return ocispec.Descriptor{MediaType: desc.MediaType, Digest: desc.Digest, Size: desc.Size}, rec, nil
+}
+
+// selectPlatforms keeps the index's manifests for the wanted platforms: the
+// index itself when every platform is wanted, the one manifest when only one
+// is, or a new index holding the wanted subset.
+func (b *builder) selectPlatforms(ctx context.Context, src content.ReadOnlyStorage, desc ocispec.Descriptor, data []byte, seen map[digest.Digest]bool) (ocispec.Descriptor, []string, error) {
+	var idx ocispec.Index
+	if err := json.Unmarshal(data, &idx); err != nil {
+		return desc, nil, fmt.Errorf("%s: parse index: %w", desc.Digest, err)
+	}
+	var selected []ocispec.Descriptor
+	var platforms, available []string
+	nplatforms := 0
+	for _, m := range idx.Manifests {
+		if m.Platform == nil || m.Platform.OS == "unknown" {
+			continue
+		}
+		nplatforms++
+		p := Platform{OS: m.Platform.OS, Architecture: m.Platform.Architecture, Variant: m.Platform.Variant}
+		available = append(available, p.String())
+		if b.wantPlatform(p) {
+			selected = append(selected, m)
+			platforms = append(platforms, p.String())
+		}
+	}
+	switch {
+	case len(selected) == 0:
+		return desc, nil, fmt.Errorf("no manifest for %s (the image has %s)", b.platformList(), strings.Join(available, ", "))
+	case len(selected) == nplatforms:
+		_, err := b.node(ctx, src, desc, data, seen)
+		return desc, platforms, err
+	case len(selected) == 1:
+		one := selected[0]
+		oneData, err := fetchSmall(ctx, src, one)
+		if err != nil {
+			return desc, nil, err
+		}
+		_, err = b.node(ctx, src, one, oneData, seen)
+		return ocispec.Descriptor{MediaType: one.MediaType, Digest: one.Digest, Size: one.Size}, platforms, err
+	}
+	height := 0
+	for _, m := range selected {
+		mdata, err := fetchSmall(ctx, src, m)
+		if err != nil {
+			return desc, nil, err
+		}
+		h, err := b.node(ctx, src, m, mdata, seen)
+		if err != nil {
+			return desc, nil, err
+		}
+		height = max(height, h+1)
+	}
+	idx.Manifests = selected
+	nd, _, err := b.addJSON(desc.MediaType, idx, height)
+	seen[nd.Digest] = true
+	return nd, platforms, err
+}
+
+// node adds a manifest or index (already fetched as data) and everything
+// below it, returning its height.
+func (b *builder) node(ctx context.Context, src content.ReadOnlyStorage, desc ocispec.Descriptor, data []byte, seen map[digest.Digest]bool) (int, error) {
+	kids, err := children(desc.MediaType, data)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", desc.Digest, err)
+	}
+	height := 1
+	for _, k := range kids {
+		if err := checkDescriptor(k); err != nil {
+			return 0, err
+		}
+		if isContainer(k.MediaType) {
+			kdata, err := fetchSmall(ctx, src, k)
+			if err != nil {
+				return 0, err
+			}
+			h, err := b.node(ctx, src, k, kdata, seen)
+			if err != nil {
+				return 0, err
+			}
+			height = max(height, h+1)
+			continue
+		}
+		seen[k.Digest] = true
+		k := ocispec.Descriptor{MediaType: k.MediaType, Digest: k.Digest, Size: k.Size}
+		b.add(&blob{desc: k, open: func(ctx context.Context) (io.ReadCloser, error) { return src.Fetch(ctx, k) }})
+	}
+	seen[desc.Digest] = true
+	b.add(&blob{desc: ocispec.Descriptor{MediaType: desc.MediaType, Digest: desc.Digest, Size: desc.Size}, data: data, height: height})
+	return height, nil
+}
+
+// manifestPlatform reads an image manifest's platform from its config.
+func (b *builder) manifestPlatform(ctx context.Context, src content.ReadOnlyStorage, data []byte) (Platform, error) {
+	var m ocispec.Manifest
+	if err := json.Unmarshal(data, &m); err != nil {
+		return Platform{}, fmt.Errorf("parse manifest: %w", err)
+	}
+	cfgData, err := fetchSmall(ctx, src, m.Config)
+	if err != nil {
+		return Platform{}, err
+	}
+	var img ocispec.Image
+	if err := json.Unmarshal(cfgData, &img); err != nil {
+		return Platform{}, fmt.Errorf("%s: parse image config: %w", m.Config.Digest, err)
+	}
+	if img.OS == "" || img.Architecture == "" {
+		return Platform{}, fmt.Errorf("%s: image config names no os/architecture", m.Config.Digest)
+	}
+	return Platform{OS: img.OS, Architecture: img.Architecture, Variant: img.Variant}, nil
+}
+
+func (b *builder) wantPlatform(p Platform) bool {
+	for _, w := range b.def.Platforms {
+		if w.OS != p.OS || w.Architecture != p.Architecture {
+			continue
+		}
+		if w.Variant == "" || w.Variant == p.Variant || (w.Architecture == "arm64" && normArm64(w.Variant) == normArm64(p.Variant)) {
+			return true
+		}
+	}
+	return false
+}
+
+func normArm64(v string) string {
+	if v == "v8" {
+		return ""
+	}
+	return v
+}
+
+func (b *builder) platformList() string {
+	var s []string
+	for _, p := range b.def.Platforms {
+		s = append(s, p.String())
+	}
+	return strings.Join(s, ", ")
+}
+
+// fetchSmall fetches a manifest-sized blob, verified against its descriptor.
+func fetchSmall(ctx context.Context, src content.Fetcher, desc ocispec.Descriptor) ([]byte, error) {
+	if err := checkDescriptor(desc); err != nil {
+		return nil, err
+	}
+	if desc.Size > manifestLimit {
+		return nil, fmt.Errorf("%s: %d bytes is too large for a manifest or config", desc.Digest, desc.Size)
+	}
+	data, err := content.FetchAll(ctx, src, desc)
+	if err != nil {
+		return nil, fmt.Errorf("fetch %s: %w", desc.Digest, err)
+	}
+	return data, nil
+}
+
+// manifestBundle joins a manifest entry's YAML files (folders walked in
+// lexical order) into one multi-document stream, checking each parses.
+func (b *builder) manifestBundle(md ManifestDef) ([]byte, []string, error) {
+	var buf bytes.Buffer
+	var names []string
+	for _, rel := range md.Files {
+		full, err := b.def.Resolve(rel)
+		if err != nil {
+			return nil, nil, err
+		}
+		var paths []string
+		fi, err := os.Stat(full)
+		if err != nil {
+			return nil, nil, err
+		}
+		if fi.IsDir() {
+			err := filepath.WalkDir(full, func(p string, d fs.DirEntry, err error) error {
+				if err != nil {
+					return err
+				}
+				if !d.IsDir() && (strings.HasSuffix(p, ".yaml") || strings.HasSuffix(p, ".yml") || strings.HasSuffix(p, ".json")) {
+					paths = append(paths, p)
+				}
+				return nil
+			})
+			if err != nil {
+				return nil, nil, err
+			}
+			sort.Strings(paths)
+			if len(paths) == 0 {
+				return nil, nil, fmt.Errorf("folder %s holds no .yaml, .yml or .json file", rel)
+			}
+		} else {
+			paths = []string{full}
+		}
+		for _, p := range paths {
+			r, _ := filepath.Rel(filepath.Join(b.def.Dir), p)
+			if abs, err := filepath.Abs(b.def.Dir); err == nil {
+				r, _ = filepath.Rel(abs, p)
+			}
+			r = filepath.ToSlash(r)
+			data, err := os.ReadFile(p)
+			if err != nil {
+				return nil, nil, err
+			}
+			if err := checkYAMLStream(data); err != nil {
+				return nil, nil, fmt.Errorf("%s: %v", r, err)
+			}
+			names = append(names, r)
+			fmt.Fprintf(&buf, "---\n# Source: %s\n", r)
+			buf.Write(bytes.TrimSuffix(data, []byte("\n")))
+			buf.WriteByte('\n')
+		}
+	}
+	return buf.Bytes(), names, nil
+}
+
+// checkYAMLStream parses every document of a YAML stream and requires each
+// non-empty one to be a Kubernetes object (a mapping with apiVersion and kind).
+func checkYAMLStream(data []byte) error {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	for i := 0; ; i++ {
+		var doc yaml.Node
+		err := dec.Decode(&doc)
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("invalid YAML: %s", strings.TrimPrefix(err.Error(), "yaml: "))
+		}
+		if len(doc.Content) == 0 || doc.Content[0].Tag == "!!null" {
+			continue
+		}
+		obj := doc.Content[0]
+		var apiVersion, kind bool
+		if obj.Kind == yaml.MappingNode {
+			for j := 0; j+1 < len(obj.Content); j += 2 {
+				apiVersion = apiVersion || obj.Content[j].Value == "apiVersion"
+				kind = kind || obj.Content[j].Value == "kind"
+			}
+		}
+		if !apiVersion || !kind {
+			return fmt.Errorf("line %d: document %d is not a Kubernetes object (no apiVersion/kind)", obj.Line, i+1)
+		}
+	}
+}
+
+// file adds a plain file as a layer; its bytes are read again (and checked)
+// when the archive is written.
+func (b *builder) file(fd FileDef) (ocispec.Descriptor, error) {
+	full, err := b.def.Resolve(fd.Source)
+	if err != nil {
+		return ocispec.Descriptor{}, err
+	}
+	f, err := os.Open(full)
+	if err != nil {
+		return ocispec.Descriptor{}, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return ocispec.Descriptor{}, err
+	}
+	if !fi.Mode().IsRegular() {
+		return ocispec.Descriptor{}, fmt.Errorf("%s is not a regular file", fd.Source)
+	}
+	dg := digest.SHA256.Digester()
+	n, err := io.Copy(dg.Hash(), f)
+	if err != nil {
+		return ocispec.Descriptor{}, err
+	}
+	d := ocispec.Descriptor{MediaType: MediaTypeFile, Digest: dg.Digest(), Size: n}
+	b.add(&blob{desc: d, open: func(context.Context) (io.ReadCloser, error) { return os.Open(full) }})
+	return d, nil
+}
