@@ -1,0 +1,137 @@
+package artifact
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/opencontainers/go-digest"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+)
+
+// Report is what inspect tells about a package.
+type Report struct {
+	Name        string        `json:"name"`
+	Version     string        `json:"version"`
+	Description string        `json:"description,omitempty"`
+	Created     string        `json:"created,omitempty"`
+	Root        digest.Digest `json:"root"`
+	Platforms   []string      `json:"platforms"`
+	Components  []Component   `json:"components"`
+	// TotalSize adds up every item as listed, shared blobs counted each time;
+	// StoredSize counts each distinct blob once, as the package stores it.
+	TotalSize  int64 `json:"totalSize"`
+	StoredSize int64 `json:"storedSize"`
+	Blobs      int   `json:"blobs"`
+	// Signatures lists the signature manifests stored for the root digest.
+	Signatures []digest.Digest `json:"signatures"`
+	Signed     bool            `json:"signed"`
+}
+
+// SignatureTag is the tag cosign gives the signature of a digest:
+// sha256-<hex>.sig.
+func SignatureTag(d digest.Digest) string {
+	return d.Algorithm().String() + "-" + d.Encoded() + ".sig"
+}
+
+// Inspect reads the whole package, verifying every blob and the graph, and
+// reports its content. ferry.json is checked against the graph: every image,
+// chart, manifest and file it lists must be held under the root with the
+// digest it records.
+func Inspect(ctx context.Context, r *Reader, progress ProgressFunc) (*Report, error) {
+	sum, err := r.Walk(ctx, nil, progress)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkConfig(r, sum); err != nil {
+		return nil, fmt.Errorf("%s: %w", r.Path(), err)
+	}
+	cfg := r.Config
+	rep := &Report{
+		Name: cfg.Name, Version: cfg.Version, Description: cfg.Description, Created: cfg.Created,
+		Root: r.Root.Digest, Platforms: cfg.Platforms, Components: cfg.Components,
+		StoredSize: sum.Size, Blobs: sum.Blobs, Signatures: []digest.Digest{},
+	}
+	for _, c := range cfg.Components {
+		for _, i := range c.Images {
+			rep.TotalSize += i.Size
+		}
+		for _, h := range c.Charts {
+			rep.TotalSize += h.Size
+		}
+		for _, m := range c.Manifests {
+			rep.TotalSize += m.Size
+		}
+		for _, f := range c.Files {
+			rep.TotalSize += f.Size
+		}
+	}
+	sigTag := SignatureTag(r.Root.Digest)
+	for _, d := range r.Index.Manifests {
+		if d.Annotations[ocispec.AnnotationRefName] == sigTag {
+			rep.Signatures = append(rep.Signatures, d.Digest)
+		}
+	}
+	rep.Signed = len(rep.Signatures) > 0
+	return rep, nil
+}
+
+// checkConfig cross-checks ferry.json against the verified graph.
+func checkConfig(r *Reader, sum *Summary) error {
+	var root ocispec.Index
+	if err := json.Unmarshal(sum.Nodes[r.Root.Digest].Data, &root); err != nil {
+		return fmt.Errorf("%w: root: %v", ErrCorrupt, err)
+	}
+	if root.Annotations[AnnotationPackageName] != r.Config.Name || root.Annotations[AnnotationPackageVersion] != r.Config.Version {
+		return fmt.Errorf("%w: %s names %s %s, the root %s %s", ErrCorrupt, ConfigFileName, r.Config.Name, r.Config.Version,
+			root.Annotations[AnnotationPackageName], root.Annotations[AnnotationPackageVersion])
+	}
+	entries := map[string]bool{}
+	var layers map[digest.Digest]bool
+	for _, m := range root.Manifests {
+		a := m.Annotations
+		switch a[AnnotationKind] {
+		case KindImage:
+			entries[KindImage+"|"+a[AnnotationComponent]+"|"+a[AnnotationImageRef]+"|"+m.Digest.String()] = true
+		case KindChart:
+			entries[KindChart+"|"+a[AnnotationComponent]+"|"+m.Digest.String()] = true
+		case KindPackage:
+			var pm ocispec.Manifest
+			if err := json.Unmarshal(sum.Nodes[m.Digest].Data, &pm); err != nil {
+				return fmt.Errorf("%w: package manifest: %v", ErrCorrupt, err)
+			}
+			layers = map[digest.Digest]bool{}
+			for _, l := range pm.Layers {
+				layers[l.Digest] = true
+			}
+		}
+	}
+	var missing []string
+	for _, c := range r.Config.Components {
+		for _, i := range c.Images {
+			if !entries[KindImage+"|"+c.Name+"|"+i.Ref+"|"+i.Digest.String()] {
+				missing = append(missing, fmt.Sprintf("image %s@%s", i.Ref, i.Digest))
+			}
+		}
+		for _, h := range c.Charts {
+			if !entries[KindChart+"|"+c.Name+"|"+h.Digest.String()] {
+				missing = append(missing, fmt.Sprintf("chart %s@%s", h.Name, h.Digest))
+			}
+		}
+		for _, m := range c.Manifests {
+			if !layers[m.Digest] {
+				missing = append(missing, fmt.Sprintf("manifests %s@%s", m.Name, m.Digest))
+			}
+		}
+		for _, f := range c.Files {
+			if !layers[f.Digest] {
+				missing = append(missing, fmt.Sprintf("file %s@%s", f.Target, f.Digest))
+			}
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("%w: %s lists what the package does not hold: %s", ErrCorrupt, ConfigFileName, strings.Join(missing, ", "))
+	}
+	return nil
+}

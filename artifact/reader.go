@@ -1,0 +1,590 @@
+package artifact
+
+import (
+	"archive/tar"
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+
+	"github.com/klauspost/compress/zstd"
+	"github.com/opencontainers/go-digest"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+)
+
+// Errors a reader reports; match them with errors.Is.
+var (
+	// ErrNotPackage means the input is not a ferry package.
+	ErrNotPackage = errors.New("not a ferry package")
+	// ErrCorrupt means the package is damaged or tampered with.
+	ErrCorrupt = errors.New("package is corrupt")
+	// ErrUnsafeEntry means an archive entry could escape its folder or is not a plain file.
+	ErrUnsafeEntry = errors.New("unsafe archive entry")
+)
+
+// Reader reads a package from an archive (.tar or .tar.zst) or an OCI
+// layout folder. Open reads only the head; Walk streams and verifies the rest.
+type Reader struct {
+	path  string
+	isDir bool
+	// Config is ferry.json, ConfigData its exact bytes.
+	Config     *Config
+	ConfigData []byte
+	// Index is the layout's index.json; Root the package root it names.
+	Index ocispec.Index
+	Root  ocispec.Descriptor
+}
+
+// Open opens a package archive or layout folder and reads its head:
+// ferry.json and index.json. Nothing is verified against digests until Walk.
+func Open(ctx context.Context, p string) (*Reader, error) {
+	fi, err := os.Stat(p)
+	if err != nil {
+		return nil, err
+	}
+	r := &Reader{path: p, isDir: fi.IsDir()}
+	if r.isDir {
+		err = r.openDir()
+	} else {
+		err = r.openArchive()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", p, err)
+	}
+	return r, nil
+}
+
+// Path is where the package was opened from.
+func (r *Reader) Path() string { return r.path }
+
+// openArchive reads the three leading entries of an archive.
+func (r *Reader) openArchive() error {
+	return r.withTar(func(tr *tar.Reader) error {
+		_, err := r.readHead(tr)
+		return err
+	})
+}
+
+// withTar opens the archive, undoing zstd when present, and hands its tar stream to fn.
+func (r *Reader) withTar(fn func(*tar.Reader) error) error {
+	f, err := os.Open(r.path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	br := bufio.NewReaderSize(f, copyBufferSize)
+	magic, _ := br.Peek(4)
+	var src io.Reader = br
+	if bytes.Equal(magic, []byte{0x28, 0xb5, 0x2f, 0xfd}) {
+		dec, err := zstd.NewReader(br, zstd.WithDecoderConcurrency(2), zstd.WithDecoderLowmem(true))
+		if err != nil {
+			return err
+		}
+		defer dec.Close()
+		src = dec
+	}
+	return fn(tar.NewReader(src))
+}
+
+// next returns the next tar entry, mapping stream damage to ErrCorrupt.
+func next(tr *tar.Reader) (*tar.Header, error) {
+	h, err := tr.Next()
+	switch {
+	case err == io.EOF:
+		return nil, err
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return nil, fmt.Errorf("%w: archive is truncated", ErrCorrupt)
+	case err != nil:
+		return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
+	}
+	return h, nil
+}
+
+// readEntry reads a small entry whole.
+func readEntry(tr *tar.Reader, h *tar.Header) ([]byte, error) {
+	if h.Size > manifestLimit {
+		return nil, fmt.Errorf("%w: %s is %d bytes", ErrCorrupt, h.Name, h.Size)
+	}
+	data, err := io.ReadAll(tr)
+	if err != nil {
+		if errors.Is(err, io.ErrUnexpectedEOF) {
+			return nil, fmt.Errorf("%w: archive is truncated", ErrCorrupt)
+		}
+		return nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, h.Name, err)
+	}
+	return data, nil
+}
+
+// readHead reads ferry.json, oci-layout and index.json, which must lead the archive.
+func (r *Reader) readHead(tr *tar.Reader) (int, error) {
+	want := []string{ConfigFileName, layoutFileName, indexFileName}
+	var data [3][]byte
+	for i, name := range want {
+		h, err := next(tr)
+		if err == io.EOF {
+			if i == 0 {
+				return 0, fmt.Errorf("%w: empty archive", ErrNotPackage)
+			}
+			return 0, fmt.Errorf("%w: archive is truncated", ErrCorrupt)
+		}
+		if err != nil {
+			return 0, err
+		}
+		if err := checkEntry(h); err != nil {
+			return 0, err
+		}
+		if h.Name != name {
+			if i == 0 {
+				return 0, fmt.Errorf("%w: first entry is %q, not %s", ErrNotPackage, h.Name, ConfigFileName)
+			}
+			return 0, fmt.Errorf("%w: entry %d is %q, want %s", ErrCorrupt, i+1, h.Name, name)
+		}
+		if data[i], err = readEntry(tr, h); err != nil {
+			return 0, err
+		}
+	}
+	if err := r.setHead(data[0], data[1], data[2]); err != nil {
+		return 0, err
+	}
+	return len(want), nil
+}
+
+// setHead parses and checks ferry.json, oci-layout and index.json.
+func (r *Reader) setHead(configData, layout, index []byte) error {
+	var l ocispec.ImageLayout
+	if err := json.Unmarshal(layout, &l); err != nil || l.Version != ocispec.ImageLayoutVersion {
+		return fmt.Errorf("%w: invalid oci-layout", ErrCorrupt)
+	}
+	if err := json.Unmarshal(index, &r.Index); err != nil {
+		return fmt.Errorf("%w: index.json: %v", ErrCorrupt, err)
+	}
+	var roots []ocispec.Descriptor
+	for _, d := range r.Index.Manifests {
+		if d.ArtifactType == ArtifactTypePackage {
+			roots = append(roots, d)
+		}
+	}
+	switch len(roots) {
+	case 0:
+		return fmt.Errorf("%w: index.json names no package root", ErrNotPackage)
+	case 1:
+		r.Root = roots[0]
+	default:
+		return fmt.Errorf("%w: index.json names %d package roots", ErrCorrupt, len(roots))
+	}
+	for _, d := range r.Index.Manifests {
+		if err := checkDescriptor(d); err != nil {
+			return fmt.Errorf("%w: index.json: %v", ErrCorrupt, err)
+		}
+	}
+	return r.setConfig(configData)
+}
+
+// setConfig parses ferry.json; nil data leaves the config unset.
+func (r *Reader) setConfig(configData []byte) error {
+	if configData == nil {
+		return nil
+	}
+	var cfg Config
+	if err := json.Unmarshal(configData, &cfg); err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrCorrupt, ConfigFileName, err)
+	}
+	r.Config, r.ConfigData = &cfg, configData
+	return nil
+}
+
+// checkEntry refuses entries that are not plain files or folders, or whose
+// names could land outside the extraction folder.
+func checkEntry(h *tar.Header) error {
+	switch h.Typeflag {
+	case tar.TypeReg, tar.TypeDir:
+	case tar.TypeSymlink, tar.TypeLink:
+		return fmt.Errorf("%w: %q is a link", ErrUnsafeEntry, h.Name)
+	case tar.TypeChar, tar.TypeBlock, tar.TypeFifo:
+		return fmt.Errorf("%w: %q is a device or fifo", ErrUnsafeEntry, h.Name)
+	default:
+		return fmt.Errorf("%w: %q has unsupported type %q", ErrUnsafeEntry, h.Name, h.Typeflag)
+	}
+	name := h.Name
+	if strings.HasPrefix(name, "/") || strings.Contains(name, "\\") || strings.ContainsRune(name, 0) {
+		return fmt.Errorf("%w: %q is an absolute or invalid path", ErrUnsafeEntry, name)
+	}
+	for _, part := range strings.Split(strings.TrimSuffix(name, "/"), "/") {
+		if part == ".." {
+			return fmt.Errorf("%w: %q contains ..", ErrUnsafeEntry, name)
+		}
+	}
+	return nil
+}
+
+// BlobFunc receives each blob of a package as Walk reads it. desc carries
+// the digest and size (and the media type when known); the reader yields the
+// blob's bytes, which Walk verifies once fn returns — a mismatch fails the
+// walk, so side effects of fn must wait for Walk's verdict.
+type BlobFunc func(desc ocispec.Descriptor, r io.Reader) error
+
+// Summary is what a complete walk established.
+type Summary struct {
+	// Blobs is the number of distinct blobs, Size their total bytes.
+	Blobs int
+	Size  int64
+	// Nodes holds every manifest and index reachable from index.json, by digest.
+	Nodes map[digest.Digest]Node
+}
+
+// Node is a manifest or index of the package graph.
+type Node struct {
+	Descriptor ocispec.Descriptor
+	Data       []byte
+}
+
+// Walk reads every blob once, in stored order (children before parents),
+// verifying each against its digest, calls fn (if not nil) for each, and
+// finally checks the graph: every blob reachable from index.json present with
+// its size, none left over, ferry.json equal to the package config blob.
+func (r *Reader) Walk(ctx context.Context, fn BlobFunc, progress ProgressFunc) (*Summary, error) {
+	w := &walker{r: r, fn: fn, progress: progress, sizes: map[digest.Digest]int64{}, small: map[digest.Digest][]byte{}, buf: make([]byte, copyBufferSize)}
+	var err error
+	if r.isDir {
+		err = w.walkDir(ctx)
+	} else {
+		err = r.withTar(func(tr *tar.Reader) error { return w.walkTar(ctx, tr) })
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", r.path, err)
+	}
+	sum, err := w.finish()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", r.path, err)
+	}
+	return sum, nil
+}
+
+type walker struct {
+	r        *Reader
+	fn       BlobFunc
+	progress ProgressFunc
+	sizes    map[digest.Digest]int64
+	small    map[digest.Digest][]byte // JSON-looking blobs, for the graph check
+	total    int64
+	buf      []byte
+}
+
+func (w *walker) walkTar(ctx context.Context, tr *tar.Reader) error {
+	if _, err := w.r.readHead(tr); err != nil {
+		return err
+	}
+	dirs := map[string]bool{}
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		h, err := next(tr)
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if err := checkEntry(h); err != nil {
+			return err
+		}
+		if h.Typeflag == tar.TypeDir {
+			if (h.Name != blobsDir && h.Name != blobsSHA256Dir) || dirs[h.Name] {
+				return fmt.Errorf("%w: unexpected entry %q", ErrCorrupt, h.Name)
+			}
+			dirs[h.Name] = true
+			continue
+		}
+		d, err := blobDigest(h.Name)
+		if err != nil {
+			return err
+		}
+		if _, dup := w.sizes[d]; dup {
+			return fmt.Errorf("%w: duplicate entry %q", ErrCorrupt, h.Name)
+		}
+		if err := w.blob(ocispec.Descriptor{Digest: d, Size: h.Size}, tr); err != nil {
+			return err
+		}
+	}
+}
+
+// blobDigest parses an entry name blobs/sha256/<hex>.
+func blobDigest(name string) (digest.Digest, error) {
+	rest, ok := strings.CutPrefix(name, blobsSHA256Dir)
+	if !ok {
+		return "", fmt.Errorf("%w: unexpected entry %q", ErrCorrupt, name)
+	}
+	d := digest.NewDigestFromEncoded(digest.SHA256, rest)
+	if err := d.Validate(); err != nil {
+		return "", fmt.Errorf("%w: entry %q is not named by a sha256 digest", ErrCorrupt, name)
+	}
+	return d, nil
+}
+
+// blob verifies one blob read from src, handing it to fn on the way.
+func (w *walker) blob(desc ocispec.Descriptor, src io.Reader) error {
+	v := desc.Digest.Verifier()
+	var keep *bytes.Buffer
+	if desc.Size <= manifestLimit {
+		keep = &bytes.Buffer{}
+	}
+	tee := io.TeeReader(io.LimitReader(src, desc.Size), io.MultiWriter(v, writerOrDiscard(keep)))
+	if w.fn != nil {
+		if err := w.fn(desc, tee); err != nil {
+			return err
+		}
+	}
+	if _, err := io.CopyBuffer(io.Discard, tee, w.buf); err != nil {
+		if errors.Is(err, io.ErrUnexpectedEOF) {
+			return fmt.Errorf("%w: archive is truncated", ErrCorrupt)
+		}
+		return fmt.Errorf("%w: blob %s: %v", ErrCorrupt, desc.Digest, err)
+	}
+	if !v.Verified() {
+		return fmt.Errorf("%w: blob %s does not match its digest", ErrCorrupt, desc.Digest)
+	}
+	if keep != nil && looksJSON(keep.Bytes()) {
+		w.small[desc.Digest] = keep.Bytes()
+	}
+	w.sizes[desc.Digest] = desc.Size
+	w.total += desc.Size
+	if w.progress != nil {
+		w.progress(Progress{Phase: PhaseRead, Digest: desc.Digest, Bytes: w.total, Blobs: len(w.sizes)})
+	}
+	return nil
+}
+
+func writerOrDiscard(b *bytes.Buffer) io.Writer {
+	if b == nil {
+		return io.Discard
+	}
+	return b
+}
+
+func looksJSON(b []byte) bool {
+	b = bytes.TrimLeft(b, " \t\r\n")
+	return len(b) > 0 && b[0] == '{'
+}
+
+// walkDir visits a layout folder's graph children-before-parents.
+func (w *walker) walkDir(ctx context.Context) error {
+	root := w.r.path
+	visited := map[digest.Digest]bool{}
+	var visit func(d ocispec.Descriptor) error
+	visit = func(d ocispec.Descriptor) error {
+		if visited[d.Digest] {
+			return nil
+		}
+		visited[d.Digest] = true
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := checkDescriptor(d); err != nil {
+			return fmt.Errorf("%w: %v", ErrCorrupt, err)
+		}
+		p := filepath.Join(root, filepath.FromSlash(blobPath(d.Digest)))
+		if isContainer(d.MediaType) {
+			data, err := readBlobFile(p, d)
+			if err != nil {
+				return err
+			}
+			kids, err := children(d.MediaType, data)
+			if err != nil {
+				return fmt.Errorf("%w: blob %s: %v", ErrCorrupt, d.Digest, err)
+			}
+			for _, k := range kids {
+				if err := visit(k); err != nil {
+					return err
+				}
+			}
+			return w.blob(d, bytes.NewReader(data))
+		}
+		f, err := os.Open(p)
+		if errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("%w: blob %s missing", ErrCorrupt, d.Digest)
+		}
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if fi, err := f.Stat(); err != nil || fi.Size() != d.Size {
+			return fmt.Errorf("%w: blob %s does not match its digest (size)", ErrCorrupt, d.Digest)
+		}
+		return w.blob(d, f)
+	}
+	for _, d := range w.r.Index.Manifests {
+		if err := visit(d); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func readBlobFile(p string, d ocispec.Descriptor) ([]byte, error) {
+	if d.Size > manifestLimit {
+		return nil, fmt.Errorf("%w: manifest %s is %d bytes", ErrCorrupt, d.Digest, d.Size)
+	}
+	data, err := os.ReadFile(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%w: blob %s missing", ErrCorrupt, d.Digest)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) != d.Size || digest.SHA256.FromBytes(data) != d.Digest {
+		return nil, fmt.Errorf("%w: blob %s does not match its digest", ErrCorrupt, d.Digest)
+	}
+	return data, nil
+}
+
+// finish checks the graph once every blob has been seen.
+func (w *walker) finish() (*Summary, error) {
+	sum := &Summary{Blobs: len(w.sizes), Size: w.total, Nodes: map[digest.Digest]Node{}}
+	reached := map[digest.Digest]bool{}
+	var visit func(d ocispec.Descriptor) error
+	visit = func(d ocispec.Descriptor) error {
+		size, ok := w.sizes[d.Digest]
+		if !ok {
+			return fmt.Errorf("%w: blob %s missing", ErrCorrupt, d.Digest)
+		}
+		if size != d.Size {
+			return fmt.Errorf("%w: blob %s is %d bytes, its descriptor says %d", ErrCorrupt, d.Digest, size, d.Size)
+		}
+		if reached[d.Digest] {
+			return nil
+		}
+		reached[d.Digest] = true
+		if !isContainer(d.MediaType) {
+			return nil
+		}
+		data, ok := w.small[d.Digest]
+		if !ok {
+			return fmt.Errorf("%w: manifest %s is not JSON", ErrCorrupt, d.Digest)
+		}
+		sum.Nodes[d.Digest] = Node{Descriptor: d, Data: data}
+		kids, err := children(d.MediaType, data)
+		if err != nil {
+			return fmt.Errorf("%w: blob %s: %v", ErrCorrupt, d.Digest, err)
+		}
+		for _, k := range kids {
+			if err := checkDescriptor(k); err != nil {
+				return fmt.Errorf("%w: blob %s: %v", ErrCorrupt, d.Digest, err)
+			}
+			if err := visit(k); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	for _, d := range w.r.Index.Manifests {
+		if err := visit(d); err != nil {
+			return nil, err
+		}
+	}
+	for d := range w.sizes {
+		if !reached[d] {
+			return nil, fmt.Errorf("%w: blob %s is not referenced by the package", ErrCorrupt, d)
+		}
+	}
+	// The package manifest's config is ferry.json.
+	rootNode := sum.Nodes[w.r.Root.Digest]
+	var root ocispec.Index
+	if err := json.Unmarshal(rootNode.Data, &root); err != nil || w.r.Root.MediaType != ocispec.MediaTypeImageIndex {
+		return nil, fmt.Errorf("%w: the package root is not an image index", ErrCorrupt)
+	}
+	var pkg *ocispec.Descriptor
+	for i, m := range root.Manifests {
+		if m.Annotations[AnnotationKind] == KindPackage {
+			pkg = &root.Manifests[i]
+			break
+		}
+	}
+	if pkg == nil {
+		return nil, fmt.Errorf("%w: the package root has no package manifest", ErrCorrupt)
+	}
+	var pm ocispec.Manifest
+	if err := json.Unmarshal(sum.Nodes[pkg.Digest].Data, &pm); err != nil || pm.Config.MediaType != MediaTypeConfig {
+		return nil, fmt.Errorf("%w: package manifest %s has no ferry config", ErrCorrupt, pkg.Digest)
+	}
+	if w.r.ConfigData == nil {
+		data, ok := w.small[pm.Config.Digest]
+		if !ok {
+			return nil, fmt.Errorf("%w: blob %s (%s) missing", ErrCorrupt, pm.Config.Digest, ConfigFileName)
+		}
+		var cfg Config
+		if err := json.Unmarshal(data, &cfg); err != nil {
+			return nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, ConfigFileName, err)
+		}
+		w.r.Config, w.r.ConfigData = &cfg, data
+	} else if digest.SHA256.FromBytes(w.r.ConfigData) != pm.Config.Digest {
+		return nil, fmt.Errorf("%w: %s differs from the package config blob %s", ErrCorrupt, ConfigFileName, pm.Config.Digest)
+	}
+	return sum, nil
+}
+
+// openDir reads a layout folder's oci-layout and index.json, and ferry.json
+// when present (it is checked against the config blob by Walk).
+func (r *Reader) openDir() error {
+	layout, err := os.ReadFile(filepath.Join(r.path, layoutFileName))
+	if err != nil {
+		return fmt.Errorf("%w: no oci-layout file", ErrNotPackage)
+	}
+	index, err := os.ReadFile(filepath.Join(r.path, indexFileName))
+	if err != nil {
+		return fmt.Errorf("%w: no index.json", ErrNotPackage)
+	}
+	cfg, err := os.ReadFile(filepath.Join(r.path, ConfigFileName))
+	if errors.Is(err, fs.ErrNotExist) {
+		cfg = nil
+	} else if err != nil {
+		return err
+	}
+	if err := r.setHead(cfg, layout, index); err != nil {
+		return err
+	}
+	if r.Config == nil {
+		// Read the config through the graph: root → package manifest → config.
+		return r.configFromGraph()
+	}
+	return nil
+}
+
+func (r *Reader) configFromGraph() error {
+	rp := func(d digest.Digest) string { return filepath.Join(r.path, filepath.FromSlash(path.Join(blobPath(d)))) }
+	data, err := readBlobFile(rp(r.Root.Digest), r.Root)
+	if err != nil {
+		return err
+	}
+	var root ocispec.Index
+	if err := json.Unmarshal(data, &root); err != nil {
+		return fmt.Errorf("%w: root: %v", ErrCorrupt, err)
+	}
+	for _, m := range root.Manifests {
+		if m.Annotations[AnnotationKind] != KindPackage {
+			continue
+		}
+		mdata, err := readBlobFile(rp(m.Digest), m)
+		if err != nil {
+			return err
+		}
+		var pm ocispec.Manifest
+		if err := json.Unmarshal(mdata, &pm); err != nil {
+			return fmt.Errorf("%w: package manifest: %v", ErrCorrupt, err)
+		}
+		cdata, err := readBlobFile(rp(pm.Config.Digest), pm.Config)
+		if err != nil {
+			return err
+		}
+		return r.setConfig(cdata)
+	}
+	return fmt.Errorf("%w: the package root has no package manifest", ErrCorrupt)
+}
