@@ -1,0 +1,163 @@
+package artifact_test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/ferrypkg/ferry/artifact"
+)
+
+const validDef = `apiVersion: ferry.dev/v1alpha1
+kind: Package
+metadata:
+  name: demo
+  version: 1.0.0
+components:
+  - name: web
+    images:
+      - nginx:1.27
+      - ref: ghcr.io/org/app@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef
+        layout: images
+    charts:
+      - path: charts/app
+      - url: oci://registry.example/charts/db
+        version: 1.2.3
+    manifests:
+      - name: base
+        files: [manifests]
+    files:
+      - source: files/a.conf
+        target: /etc/a.conf
+        mode: 0600
+`
+
+func TestParseDefinition(t *testing.T) {
+	def, err := artifact.ParseDefinition("pkg/ferry.yaml", []byte(validDef))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := def.Components[0]
+	if c.Images[0].Ref != "docker.io/library/nginx:1.27" {
+		t.Errorf("normalized ref = %q", c.Images[0].Ref)
+	}
+	if c.Images[1].Tag != "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef" || c.Images[1].Layout != "images" {
+		t.Errorf("layout image = %+v", c.Images[1])
+	}
+	if c.Files[0].Mode != 0o600 || !c.Required || def.Dir != "pkg" {
+		t.Errorf("file mode %o, required %v, dir %q", c.Files[0].Mode, c.Required, def.Dir)
+	}
+	if len(def.Platforms) != 1 || def.Platforms[0] != artifact.HostPlatform() {
+		t.Errorf("default platforms = %v", def.Platforms)
+	}
+}
+
+func TestParseDefinitionErrors(t *testing.T) {
+	head := "apiVersion: ferry.dev/v1alpha1\nkind: Package\nmetadata:\n  name: demo\n  version: 1.0.0\n"
+	tests := []struct {
+		name, yaml string
+		want       string // substring: file:line: field: message
+	}{
+		{"malformed YAML", "apiVersion: [\n", "ferry.yaml:1: invalid YAML"},
+		{"unknown top field", head + "extra: 1\n", "ferry.yaml:6: extra: unknown field"},
+		{"unknown component field", head + "components:\n  - name: a\n    image: [x]\n", "ferry.yaml:8: components[0].image: unknown field"},
+		{"missing metadata", "apiVersion: ferry.dev/v1alpha1\nkind: Package\n", "ferry.yaml:1: metadata: missing"},
+		{"missing name", "apiVersion: ferry.dev/v1alpha1\nkind: Package\nmetadata:\n  version: 1.0.0\n", "ferry.yaml:4: metadata.name: missing"},
+		{"missing version", "apiVersion: ferry.dev/v1alpha1\nkind: Package\nmetadata:\n  name: demo\n", "ferry.yaml:4: metadata.version: missing"},
+		{"bad apiVersion", "apiVersion: v9\nkind: Package\nmetadata:\n  name: demo\n  version: 1\n", "ferry.yaml:1: apiVersion: must be"},
+		{"duplicate component", head + "components:\n  - name: a\n  - name: a\n", "ferry.yaml:8: components[1].name: duplicate component name \"a\""},
+		{"invalid image ref", head + "components:\n  - name: a\n    images:\n      - \"Not A Ref\"\n", "ferry.yaml:9: components[0].images[0]: invalid image reference"},
+		{"uppercase image", head + "components:\n  - name: a\n    images: [\"docker.io/Library/x:1\"]\n", "ferry.yaml:8: components[0].images[0]: invalid image reference"},
+		{"chart without source", head + "components:\n  - name: a\n    charts:\n      - version: 1.0.0\n", "ferry.yaml:9: components[0].charts[0]: needs a path"},
+		{"chart http url", head + "components:\n  - name: a\n    charts:\n      - url: https://charts.example/x\n        version: 1\n", "ferry.yaml:9: components[0].charts[0].url: unsupported chart source"},
+		{"chart url without version", head + "components:\n  - name: a\n    charts:\n      - url: oci://r.example/x\n", "components[0].charts[0].version: missing"},
+		{"path escapes", head + "components:\n  - name: a\n    charts:\n      - path: ../outside\n", "ferry.yaml:9: components[0].charts[0].path: path \"../outside\" escapes"},
+		{"absolute path", head + "components:\n  - name: a\n    files:\n      - source: /etc/passwd\n        target: x\n", "ferry.yaml:9: components[0].files[0].source: path \"/etc/passwd\" must be relative"},
+		{"bad mode", head + "components:\n  - name: a\n    files:\n      - source: a\n        target: x\n        mode: rwx\n", "ferry.yaml:11: components[0].files[0].mode"},
+		{"bad platform", head + "platforms: [linux]\n", "ferry.yaml:6: platforms[0]: invalid platform"},
+		{"duplicate key", head + "components: []\ncomponents: []\n", "ferry.yaml:"},
+		{"two documents", head + "---\nfoo: 1\n", "more than one YAML document"},
+		{"empty", "", "empty definition"},
+		{"bad name", "apiVersion: ferry.dev/v1alpha1\nkind: Package\nmetadata:\n  name: Demo_X\n  version: 1\n", "ferry.yaml:4: metadata.name: \"Demo_X\" is not a valid name"},
+		{"required not bool", head + "components:\n  - name: a\n    required: yes please\n", "ferry.yaml:8: components[0].required: must be true or false"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := artifact.ParseDefinition("ferry.yaml", []byte(tt.yaml))
+			if err == nil {
+				t.Fatalf("no error, want %q", tt.want)
+			}
+			if !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("error %q, want it to contain %q", err, tt.want)
+			}
+			if strings.Contains(err.Error(), "\n") {
+				t.Errorf("error spans lines: %q", err)
+			}
+			var de *artifact.DefinitionError
+			if !errors.As(err, &de) {
+				t.Errorf("error %T is not a *DefinitionError", err)
+			}
+		})
+	}
+}
+
+// TestCreateBadSources: errors found while resolving name the item.
+func TestCreateBadSources(t *testing.T) {
+	w := newWorld(t)
+	head := "apiVersion: ferry.dev/v1alpha1\nkind: Package\nmetadata:\n  name: bad\n  version: 1.0.0\nplatforms: [linux/amd64]\ncomponents:\n  - name: a\n"
+	os.Symlink("/etc", filepath.Join(w.Dir, "escape"))
+	writeFile(t, filepath.Join(w.Dir, "manifests", "broken.yaml"), "apiVersion: v1\nkind: [\n")
+	writeFile(t, filepath.Join(w.Dir, "manifests", "notk8s.yaml"), "hello: world\n")
+	tests := []struct{ name, body, want string }{
+		{"unknown tag", "    images: [" + w.Host + "/library/web:nope]\n", "ferry.yaml:9: components[0].images[0]: resolve"},
+		{"unreachable registry", "    images: [127.0.0.1:1/x/y:1]\n", "ferry.yaml:9: components[0].images[0]: resolve 127.0.0.1:1/x/y:1"},
+		{"platform missing", "    images: [" + w.Host + "/team/worker:2.0]\n", ""},
+		{"layout tag missing", "    images:\n      - ref: x/y:9\n        layout: images\n", "components[0].images[0]: image \"9\" not found in OCI layout images"},
+		{"symlink escape", "    files:\n      - source: escape/hostname\n        target: /x\n", "escapes the definition's folder through a link"},
+		{"missing file", "    files:\n      - source: nope.txt\n        target: /x\n", "components[0].files[0]: "},
+		{"broken manifest", "    manifests:\n      - name: m\n        files: [manifests/broken.yaml]\n", "components[0].manifests[0]: manifests/broken.yaml: invalid YAML"},
+		{"not kubernetes", "    manifests:\n      - name: m\n        files: [manifests/notk8s.yaml]\n", "is not a Kubernetes object"},
+		{"chart not a chart", "    charts:\n      - path: files\n", "components[0].charts[0]: load chart files"},
+		{"remote chart is an image", "    charts:\n      - url: oci://" + w.Host + "/team/worker\n        version: \"2.0\"\n", "is not a Helm chart"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			body := tt.body
+			if tt.name == "platform missing" {
+				body = strings.Replace(head, "linux/amd64", "linux/s390x", 1) + body
+			} else {
+				body = head + body
+			}
+			path := filepath.Join(w.Dir, "ferry.yaml")
+			writeFile(t, path, body)
+			def, err := artifact.LoadDefinition(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out := filepath.Join(t.TempDir(), "out.tar.zst")
+			_, err = artifact.Create(t.Context(), def, artifact.CreateOptions{Output: out})
+			if err == nil {
+				t.Fatal("create succeeded")
+			}
+			want := tt.want
+			if tt.name == "platform missing" {
+				want = "image is linux/amd64 only; the package's platforms are linux/s390x"
+			}
+			if !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "\n") {
+				t.Fatalf("error %q, want %q", err, want)
+			}
+			assertNoOutput(t, filepath.Dir(out))
+		})
+	}
+}
+
+// assertNoOutput fails when dir holds any file: no package, no temp file.
+func assertNoOutput(t testing.TB, dir string) {
+	t.Helper()
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		t.Errorf("left behind: %s", e.Name())
+	}
+}
