@@ -213,6 +213,11 @@ func checkEntry(h *tar.Header) error {
 	default:
 		return fmt.Errorf("%w: %q has unsupported type %q", ErrUnsafeEntry, h.Name, h.Typeflag)
 	}
+	for k := range h.PAXRecords {
+		if strings.HasPrefix(k, "GNU.sparse.") {
+			return fmt.Errorf("%w: %q is a sparse file", ErrUnsafeEntry, h.Name)
+		}
+	}
 	name := h.Name
 	if strings.HasPrefix(name, "/") || strings.Contains(name, "\\") || strings.ContainsRune(name, 0) {
 		return fmt.Errorf("%w: %q is an absolute or invalid path", ErrUnsafeEntry, name)
