@@ -69,9 +69,11 @@ func (m mutation) wrap(next http.Handler) http.Handler {
 func TestSuiteCatchesBrokenRegistries(t *testing.T) {
 	mutations := map[string]mutation{
 		"wrong manifest digest header": {
-			match:    pathHas(http.MethodGet, "/manifests/"),
-			response: func(rec *httptest.ResponseRecorder) { rec.Header().Set("Docker-Content-Digest", "sha256:"+strings.Repeat("0", 64)) },
-			checks:   []string{"pull/manifest-by-tag", "pull/manifest-by-digest"},
+			match: pathHas(http.MethodGet, "/manifests/"),
+			response: func(rec *httptest.ResponseRecorder) {
+				rec.Header().Set("Docker-Content-Digest", "sha256:"+strings.Repeat("0", 64))
+			},
+			checks: []string{"pull/manifest-by-tag", "pull/manifest-by-digest"},
 		},
 		"missing blob Content-Length": {
 			match:    pathHas(http.MethodGet, "/blobs/sha256:"),

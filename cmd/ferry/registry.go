@@ -1,8 +1,12 @@
 package main
 
-import "github.com/spf13/cobra"
+import (
+	"github.com/spf13/cobra"
+)
 
-// newRegistryCmd groups the embedded-registry commands (serve, load, check).
+// newRegistryCmd groups the embedded-registry commands (serve, check).
 func newRegistryCmd() *cobra.Command {
-	return &cobra.Command{Use: "registry", Short: "Run and check OCI registries"}
+	cmd := &cobra.Command{Use: "registry", Short: "Run and check OCI registries"}
+	cmd.AddCommand(newRegistryServeCmd(), newRegistryCheckCmd())
+	return cmd
 }

@@ -1,0 +1,190 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ferrypkg/ferry/registry"
+)
+
+type registryServeOptions struct {
+	root            string
+	addr            string
+	htpasswd        string
+	tlsCert         string
+	tlsKey          string
+	insecureNoAuth  bool
+	output          string
+	logLevel        string
+	shutdownTimeout time.Duration
+}
+
+func newRegistryServeCmd() *cobra.Command {
+	o := registryServeOptions{}
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Serve an OCI registry (distribution v3 with the referrers API) from a local directory",
+		Long: `Serve an OCI distribution-spec v1.1 registry: filesystem storage, deletes enabled,
+the referrers API, optional htpasswd basic auth and TLS.
+
+It listens on 127.0.0.1:5000 by default. Listening on a non-loopback address
+requires --htpasswd, or --insecure-no-auth to serve anyone who can reach it.
+SIGINT/SIGTERM stop it gracefully: in-flight requests (uploads included) get
+--shutdown-timeout to finish.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runRegistryServe(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), o)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.root, "root", "", "storage root directory (default $XDG_DATA_HOME/ferry/registry or ~/.local/share/ferry/registry)")
+	f.StringVar(&o.addr, "addr", registry.DefaultAddr, "address to listen on")
+	f.StringVar(&o.htpasswd, "htpasswd", "", "require basic auth checked against this htpasswd file (bcrypt)")
+	f.StringVar(&o.tlsCert, "tls-cert", "", "TLS certificate file (PEM); needs --tls-key")
+	f.StringVar(&o.tlsKey, "tls-key", "", "TLS private key file (PEM); needs --tls-cert")
+	f.BoolVar(&o.insecureNoAuth, "insecure-no-auth", false, "allow a non-loopback address without --htpasswd")
+	f.StringVar(&o.output, "output", "text", "output format: text or json")
+	f.StringVar(&o.logLevel, "log-level", "off", "registry log level on stderr: off, error, warn, info or debug")
+	f.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long a graceful shutdown waits for in-flight requests")
+	return cmd
+}
+
+// defaultRegistryRoot is $XDG_DATA_HOME/ferry/registry, or
+// ~/.local/share/ferry/registry.
+func defaultRegistryRoot() (string, error) {
+	if d := os.Getenv("XDG_DATA_HOME"); d != "" && filepath.IsAbs(d) {
+		return filepath.Join(d, "ferry", "registry"), nil
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", fmt.Errorf("registry root: %w (pass --root)", err)
+	}
+	return filepath.Join(home, ".local", "share", "ferry", "registry"), nil
+}
+
+// isLoopback reports whether a listen address only accepts local
+// connections: a loopback IP or "localhost". An empty host (all interfaces)
+// is not loopback.
+func isLoopback(addr string) (bool, error) {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false, fmt.Errorf("--addr %q: %w", addr, err)
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true, nil
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback(), nil
+}
+
+func slogLogger(w io.Writer, level string) (*slog.Logger, error) {
+	var l slog.Level
+	switch level {
+	case "off", "":
+		return slog.New(slog.DiscardHandler), nil
+	case "error":
+		l = slog.LevelError
+	case "warn":
+		l = slog.LevelWarn
+	case "info":
+		l = slog.LevelInfo
+	case "debug":
+		l = slog.LevelDebug
+	default:
+		return nil, fmt.Errorf("--log-level %q: want off, error, warn, info or debug", level)
+	}
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l})), nil
+}
+
+func runRegistryServe(ctx context.Context, stdout, stderr io.Writer, o registryServeOptions) error {
+	if o.output != "text" && o.output != "json" {
+		return fmt.Errorf("--output %q: want text or json", o.output)
+	}
+	loopback, err := isLoopback(o.addr)
+	if err != nil {
+		return err
+	}
+	if !loopback && o.htpasswd == "" && !o.insecureNoAuth {
+		return fmt.Errorf("refusing to serve %s without authentication: pass --htpasswd FILE, or --insecure-no-auth to allow anyone who can reach it", o.addr)
+	}
+	root := o.root
+	if root == "" {
+		if root, err = defaultRegistryRoot(); err != nil {
+			return err
+		}
+	}
+	if root, err = filepath.Abs(root); err != nil {
+		return fmt.Errorf("--root: %w", err)
+	}
+	logger, err := slogLogger(stderr, o.logLevel)
+	if err != nil {
+		return err
+	}
+	srv, err := registry.New(ctx, registry.Config{
+		RootDir:      root,
+		Addr:         o.addr,
+		HTPasswdFile: o.htpasswd,
+		TLSCertFile:  o.tlsCert,
+		TLSKeyFile:   o.tlsKey,
+	}, registry.WithLogger(logger))
+	if err != nil {
+		return err
+	}
+	l, err := net.Listen("tcp", o.addr)
+	if err != nil {
+		_ = srv.Shutdown(context.Background())
+		return fmt.Errorf("listen %s: %w", o.addr, err)
+	}
+	scheme := "http"
+	if srv.TLS() {
+		scheme = "https"
+	}
+	info := struct {
+		Address string `json:"address"`
+		URL     string `json:"url"`
+		Root    string `json:"root"`
+		TLS     bool   `json:"tls"`
+		Auth    bool   `json:"auth"`
+	}{l.Addr().String(), scheme + "://" + l.Addr().String(), root, srv.TLS(), o.htpasswd != ""}
+	if o.output == "json" {
+		if err := json.NewEncoder(stdout).Encode(info); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprintf(stdout, "ferry registry listening on %s (storage %s)\n", info.URL, root)
+	}
+
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(l) }()
+	select {
+	case err := <-served:
+		_ = srv.Shutdown(context.Background())
+		return fmt.Errorf("serve %s: %w", o.addr, err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), o.shutdownTimeout)
+	defer cancel()
+	err = srv.Shutdown(sctx)
+	if serr := <-served; serr != nil && !errors.Is(serr, http.ErrServerClosed) && err == nil {
+		err = serr
+	}
+	if err != nil {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	if o.output == "text" {
+		fmt.Fprintln(stdout, "ferry registry stopped")
+	}
+	return nil
+}
