@@ -1,8 +1,155 @@
 package main
 
-import "github.com/spf13/cobra"
+import (
+	"fmt"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ferrypkg/ferry/artifact"
+)
 
 // newPackageCmd groups the package verbs.
 func newPackageCmd() *cobra.Command {
-	return &cobra.Command{Use: "package", Short: "Create, inspect and move packages"}
+	cmd := &cobra.Command{Use: "package", Short: "Create, inspect and move packages"}
+	cmd.AddCommand(newCreateCmd(), newInspectCmd())
+	return cmd
+}
+
+func newCreateCmd() *cobra.Command {
+	var (
+		out, format string
+		plainHTTP   bool
+		output      outputFlag
+	)
+	cmd := &cobra.Command{
+		Use:   "create [DIR|ferry.yaml]",
+		Short: "Create a package from a ferry.yaml definition",
+		Long: `Create a package from a ferry.yaml definition (default: the current folder).
+
+The package is one OCI image layout archived as .tar.zst (default) or .tar,
+written atomically: an interrupted create leaves no file behind. The same
+inputs give the same bytes; SOURCE_DATE_EPOCH sets the created time.
+Registry credentials come from the docker config file.`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := output.validate(); err != nil {
+				return err
+			}
+			src := "."
+			if len(args) == 1 {
+				src = args[0]
+			}
+			def, err := artifact.LoadDefinition(src)
+			if err != nil {
+				return err
+			}
+			epoch, err := artifact.SourceDateEpoch()
+			if err != nil {
+				return err
+			}
+			opts := artifact.CreateOptions{Output: out, Remote: artifact.RemoteOptions{PlainHTTP: plainHTTP}, Epoch: epoch}
+			switch format {
+			case "":
+			case "tar", "tar.zst":
+				opts.Format = artifact.Format(format)
+			default:
+				return fmt.Errorf("--format must be tar or tar.zst, not %q", format)
+			}
+			progress, done := newProgress(cmd)
+			opts.Progress = progress
+			res, err := artifact.Create(cmd.Context(), def, opts)
+			done()
+			if err != nil {
+				return err
+			}
+			if output.json() {
+				return writeJSON(cmd.OutOrStdout(), map[string]any{
+					"path": res.Path, "root": res.Root.Digest, "name": res.Config.Name, "version": res.Config.Version,
+					"size": res.Size, "blobs": res.Blobs,
+				})
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "created %s (%s %s, %s, %d blobs)\nroot %s\n", res.Path, res.Config.Name, res.Config.Version, humanBytes(res.Size), res.Blobs, res.Root.Digest)
+			return nil
+		},
+	}
+	cmd.Flags().StringVarP(&out, "out", "o", "", "archive to write (default <name>-<version>.tar.zst)")
+	cmd.Flags().StringVar(&format, "format", "", "archive format: tar.zst or tar (default from the file name)")
+	cmd.Flags().BoolVar(&plainHTTP, "plain-http", false, "use plain HTTP for registries (loopback registries always may)")
+	output.register(cmd)
+	return cmd
+}
+
+func newInspectCmd() *cobra.Command {
+	var output outputFlag
+	cmd := &cobra.Command{
+		Use:   "inspect PKG",
+		Short: "Verify a package and show what it holds",
+		Long: `Read a package (archive or layout folder) in one streaming pass, verify every
+blob against its digest and the graph against ferry.json, and show what it holds.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := output.validate(); err != nil {
+				return err
+			}
+			r, err := artifact.Open(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			progress, done := newProgress(cmd)
+			rep, err := artifact.Inspect(cmd.Context(), r, progress)
+			done()
+			if err != nil {
+				return err
+			}
+			if output.json() {
+				return writeJSON(cmd.OutOrStdout(), rep)
+			}
+			printReport(cmd, rep)
+			return nil
+		},
+	}
+	output.register(cmd)
+	return cmd
+}
+
+func printReport(cmd *cobra.Command, rep *artifact.Report) {
+	tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+	defer tw.Flush()
+	fmt.Fprintf(tw, "Package\t%s %s\n", rep.Name, rep.Version)
+	if rep.Description != "" {
+		fmt.Fprintf(tw, "Description\t%s\n", rep.Description)
+	}
+	if rep.Created != "" {
+		fmt.Fprintf(tw, "Created\t%s\n", rep.Created)
+	}
+	fmt.Fprintf(tw, "Root\t%s\n", rep.Root)
+	fmt.Fprintf(tw, "Platforms\t%s\n", strings.Join(rep.Platforms, ", "))
+	signed := "no"
+	if rep.Signed {
+		signed = fmt.Sprintf("yes (%d signature(s))", len(rep.Signatures))
+	}
+	fmt.Fprintf(tw, "Signed\t%s\n", signed)
+	fmt.Fprintf(tw, "Size\t%s stored, %s total, %d blobs\n", humanBytes(rep.StoredSize), humanBytes(rep.TotalSize), rep.Blobs)
+	for _, c := range rep.Components {
+		req := "optional"
+		if c.Required {
+			req = "required"
+		}
+		tw.Flush()
+		fmt.Fprintf(cmd.OutOrStdout(), "\nComponent %s (%s) %s\n", c.Name, req, c.Description)
+		for _, i := range c.Images {
+			fmt.Fprintf(tw, "  image\t%s\t→ %s\t%s\t%s\n", i.Ref, i.Digest, strings.Join(i.Platforms, ","), humanBytes(i.Size))
+		}
+		for _, h := range c.Charts {
+			fmt.Fprintf(tw, "  chart\t%s %s\t%s\t%s\t%s\n", h.Name, h.Version, h.Digest, h.Source, humanBytes(h.Size))
+		}
+		for _, m := range c.Manifests {
+			fmt.Fprintf(tw, "  manifests\t%s (%d files)\t%s\t\t%s\n", m.Name, len(m.Files), m.Digest, humanBytes(m.Size))
+		}
+		for _, f := range c.Files {
+			fmt.Fprintf(tw, "  file\t%s\t%s\t%04o\t%s\n", f.Target, f.Digest, f.Mode, humanBytes(f.Size))
+		}
+	}
 }

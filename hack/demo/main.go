@@ -1,0 +1,98 @@
+// Command demo writes a sample package definition with locally generated
+// sources (no network): an OCI layout holding a multi-platform image and a
+// single-platform one that share a layer, a Helm chart folder, Kubernetes
+// manifests and a plain file. Usage: go run ./hack/demo DIR
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+	"oras.land/oras-go/v2/content/oci"
+
+	"github.com/ferrypkg/ferry/internal/fixture"
+)
+
+const definition = `apiVersion: ferry.dev/v1alpha1
+kind: Package
+metadata:
+  name: demo
+  version: 1.0.0
+  description: ferry's demo package, generated locally
+platforms: [linux/amd64]
+components:
+  - name: app
+    description: a web app with its chart, config and settings file
+    images:
+      - ref: docker.io/library/app:1.0
+        layout: images
+      - ref: docker.io/library/sidecar:2.1
+        layout: images
+    charts:
+      - path: charts/app
+    manifests:
+      - name: app-config
+        files: [manifests]
+    files:
+      - source: files/app.conf
+        target: /etc/app/app.conf
+`
+
+func main() {
+	if len(os.Args) != 2 {
+		fmt.Fprintln(os.Stderr, "usage: demo DIR")
+		os.Exit(2)
+	}
+	if err := write(context.Background(), os.Args[1]); err != nil {
+		fmt.Fprintln(os.Stderr, "demo:", err)
+		os.Exit(1)
+	}
+}
+
+func write(ctx context.Context, dir string) error {
+	if err := os.RemoveAll(dir); err != nil {
+		return err
+	}
+	store, err := oci.New(filepath.Join(dir, "images"))
+	if err != nil {
+		return err
+	}
+	rng := fixture.Rand(2026)
+	base := fixture.NewLayer(rng, 2<<20)
+	amd, arm := fixture.Platform("linux", "amd64", ""), fixture.Platform("linux", "arm64", "v8")
+	app, err := fixture.MultiPlatformImage(ctx, store, rng, []ocispec.Platform{amd, arm}, []fixture.Layer{base}, 2, 1<<20)
+	if err != nil {
+		return err
+	}
+	if err := store.Tag(ctx, app, "1.0"); err != nil {
+		return err
+	}
+	sidecar, err := fixture.PushImage(ctx, store, amd, []fixture.Layer{base, fixture.NewLayer(rng, 512<<10)})
+	if err != nil {
+		return err
+	}
+	if err := store.Tag(ctx, sidecar, "2.1"); err != nil {
+		return err
+	}
+	if _, err := fixture.Chart(filepath.Join(dir, "charts"), "app", "0.1.0", "docker.io/library/app:1.0"); err != nil {
+		return err
+	}
+	files := map[string]string{
+		"manifests/configmap.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: app-settings\ndata:\n  greeting: hello from ferry\n",
+		"files/app.conf":           "listen = 0.0.0.0:8080\n",
+		"ferry.yaml":               definition,
+	}
+	for rel, body := range files {
+		p := filepath.Join(dir, filepath.FromSlash(rel))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
