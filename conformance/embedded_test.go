@@ -13,7 +13,6 @@ import (
 // knownEmbeddedFailures are checks distribution v3.1.2 blocks and registry/
 // does not yet work around.
 var knownEmbeddedFailures = map[string]bool{
-	"push/manifest-sha512": true, // distribution verifies a manifest PUT by digest against sha256 only
 }
 
 // TestEmbeddedRegistry runs every workflow against ferry's registry, in memory

@@ -117,22 +117,7 @@ func (x *referrerIndex) add(repo string, subject digest.Digest, desc ocispec.Des
 		if err != nil {
 			return err
 		}
-		p := x.file(repo, subject, desc.Digest)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			return fmt.Errorf("referrers index: %w", err)
-		}
-		tmp, err := os.CreateTemp(filepath.Dir(p), ".tmp-*")
-		if err != nil {
-			return fmt.Errorf("referrers index: %w", err)
-		}
-		_, werr := tmp.Write(b)
-		cerr := tmp.Close()
-		if err := errors.Join(werr, cerr); err != nil {
-			_ = os.Remove(tmp.Name())
-			return fmt.Errorf("referrers index: %s: %w", p, err)
-		}
-		if err := os.Rename(tmp.Name(), p); err != nil {
-			_ = os.Remove(tmp.Name())
+		if err := writeFileAtomic(x.file(repo, subject, desc.Digest), b); err != nil {
 			return fmt.Errorf("referrers index: %w", err)
 		}
 	}
@@ -178,9 +163,10 @@ func (x *referrerIndex) list(repo string, subject digest.Digest, artifactTypes [
 }
 
 type referrersHandler struct {
-	next   http.Handler
-	index  *referrerIndex
-	access auth.AccessController // nil: anonymous access
+	next    http.Handler
+	index   *referrerIndex
+	aliases *aliasIndex
+	access  auth.AccessController // nil: anonymous access
 }
 
 // splitPath splits /v2/<name>/<kind>/<ref> for kind manifests or referrers.
@@ -209,9 +195,11 @@ func (h *referrersHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case ok && kind == "referrers" && (r.Method == http.MethodGet || r.Method == http.MethodHead):
 		h.serveReferrers(w, r, name, ref)
 	case ok && kind == "manifests" && r.Method == http.MethodPut:
-		h.putManifest(w, r, name)
+		h.putManifest(w, r, name, ref)
 	case ok && kind == "manifests" && r.Method == http.MethodDelete:
 		h.deleteManifest(w, r, name, ref)
+	case ok && kind == "manifests" && (r.Method == http.MethodGet || r.Method == http.MethodHead):
+		h.getManifest(w, r, name, ref)
 	default:
 		h.next.ServeHTTP(w, r)
 	}
@@ -272,7 +260,7 @@ type manifestFields struct {
 	Annotations  map[string]string   `json:"annotations"`
 }
 
-func (h *referrersHandler) putManifest(w http.ResponseWriter, r *http.Request, name string) {
+func (h *referrersHandler) putManifest(w http.ResponseWriter, r *http.Request, name, ref string) {
 	buf, err := io.ReadAll(io.LimitReader(r.Body, maxManifestSize+1))
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "MANIFEST_INVALID", "reading manifest: "+err.Error())
@@ -282,8 +270,24 @@ func (h *referrersHandler) putManifest(w http.ResponseWriter, r *http.Request, n
 		io.Reader
 		io.Closer
 	}{io.MultiReader(bytes.NewReader(buf), r.Body), r.Body}
+
+	// A PUT by a non-sha256 digest: verify it here and let distribution
+	// store the manifest under its sha256 digest.
+	var alias digest.Digest
+	if d, err := digest.Parse(ref); err == nil && d.Algorithm() != digest.Canonical && len(buf) <= maxManifestSize {
+		if d.Algorithm().FromBytes(buf) != d {
+			writeError(w, http.StatusBadRequest, "DIGEST_INVALID", "provided digest did not match uploaded content")
+			return
+		}
+		alias = d
+		r.URL.Path = strings.TrimSuffix(r.URL.Path, ref) + digest.Canonical.FromBytes(buf).String()
+		r.URL.RawPath = ""
+	}
 	var mf manifestFields
 	if len(buf) > maxManifestSize || json.Unmarshal(buf, &mf) != nil || mf.Subject == nil || mf.Subject.Digest.Validate() != nil {
+		mf.Subject = nil
+	}
+	if alias == "" && mf.Subject == nil {
 		h.next.ServeHTTP(w, r)
 		return
 	}
@@ -295,7 +299,6 @@ func (h *referrersHandler) putManifest(w http.ResponseWriter, r *http.Request, n
 	if artifactType == "" && mf.Config != nil {
 		artifactType = mf.Config.MediaType
 	}
-	subject := mf.Subject.Digest
 	hw := &hookWriter{ResponseWriter: w, hook: func(code int) int {
 		if code != http.StatusCreated {
 			return code
@@ -304,6 +307,23 @@ func (h *referrersHandler) putManifest(w http.ResponseWriter, r *http.Request, n
 		if err != nil {
 			return code
 		}
+		if alias != "" {
+			if err := h.aliases.add(name, alias, dgst); err != nil {
+				w.Header().Del("Location")
+				w.Header().Del("Docker-Content-Digest")
+				writeError(w, http.StatusInternalServerError, "UNKNOWN", err.Error())
+				return 0
+			}
+			if loc := w.Header().Get("Location"); loc != "" {
+				w.Header().Set("Location", strings.Replace(loc, dgst.String(), alias.String(), 1))
+			}
+			w.Header().Set("Docker-Content-Digest", alias.String())
+			dgst = alias
+		}
+		if mf.Subject == nil {
+			return code
+		}
+		subject := mf.Subject.Digest
 		desc := ocispec.Descriptor{
 			MediaType:    mediaType,
 			ArtifactType: artifactType,
@@ -329,17 +349,59 @@ func (h *referrersHandler) deleteManifest(w http.ResponseWriter, r *http.Request
 		h.next.ServeHTTP(w, r)
 		return
 	}
+	canonical, aliased := h.rewriteAlias(r, name, dgst)
 	hw := &hookWriter{ResponseWriter: w, hook: func(code int) int {
 		if code != http.StatusAccepted {
 			return code
 		}
-		if err := h.index.remove(name, dgst); err != nil {
+		err := h.index.remove(name, dgst)
+		if err == nil && aliased {
+			err = h.index.remove(name, canonical)
+			if err == nil {
+				err = h.aliases.remove(name, dgst)
+			}
+		}
+		if err != nil {
 			writeError(w, http.StatusInternalServerError, "UNKNOWN", err.Error())
 			return 0
 		}
 		return code
 	}}
 	h.next.ServeHTTP(hw, r)
+}
+
+// rewriteAlias points a request for a sha512-addressed manifest at the
+// sha256 digest distribution stored it under.
+func (h *referrersHandler) rewriteAlias(r *http.Request, name string, d digest.Digest) (digest.Digest, bool) {
+	if d.Algorithm() == digest.Canonical {
+		return d, false
+	}
+	canonical, ok := h.aliases.lookup(name, d)
+	if !ok {
+		return d, false
+	}
+	r.URL.Path = strings.TrimSuffix(r.URL.Path, d.String()) + canonical.String()
+	r.URL.RawPath = ""
+	return canonical, true
+}
+
+// getManifest serves GET and HEAD, resolving sha512 aliases.
+func (h *referrersHandler) getManifest(w http.ResponseWriter, r *http.Request, name, ref string) {
+	d, err := digest.Parse(ref)
+	if err != nil {
+		h.next.ServeHTTP(w, r)
+		return
+	}
+	if _, aliased := h.rewriteAlias(r, name, d); !aliased {
+		h.next.ServeHTTP(w, r)
+		return
+	}
+	h.next.ServeHTTP(&hookWriter{ResponseWriter: w, hook: func(code int) int {
+		if code == http.StatusOK {
+			w.Header().Set("Docker-Content-Digest", d.String())
+		}
+		return code
+	}}, r)
 }
 
 // hookWriter calls hook with the status code before it is written. The hook

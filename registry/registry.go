@@ -129,6 +129,10 @@ func New(ctx context.Context, cfg Config, opts ...Option) (s *Server, err error)
 	if err != nil {
 		return nil, err
 	}
+	aliases, err := newAliasIndex(cfg.RootDir)
+	if err != nil {
+		return nil, err
+	}
 
 	s.logSink = registerLogger(o.logger)
 	defer func() {
@@ -138,7 +142,7 @@ func New(ctx context.Context, cfg Config, opts ...Option) (s *Server, err error)
 		}
 	}()
 	s.app = handlers.NewApp(ctx, dcfg)
-	s.handler = &referrersHandler{next: s.app, index: s.referrers, access: access}
+	s.handler = &referrersHandler{next: s.app, index: s.referrers, aliases: aliases, access: access}
 	return s, nil
 }
 

@@ -285,3 +285,46 @@ func TestServeShutdown(t *testing.T) {
 		t.Fatalf("Serve returned %v, want http.ErrServerClosed", err)
 	}
 }
+
+func TestSHA512ManifestsSurviveRestart(t *testing.T) {
+	root := t.TempDir()
+	start := func() (string, func()) {
+		srv, err := registry.New(context.Background(), registry.Config{RootDir: root})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ts := httptest.NewServer(srv)
+		return ts.URL, func() { ts.Close(); _ = srv.Shutdown(context.Background()) }
+	}
+	base, stop := start()
+	putBlob(t, base, "app", ocispec.DescriptorEmptyJSON.Data)
+	m := []byte(`{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json","artifactType":"application/vnd.example","config":{"mediaType":"application/vnd.oci.empty.v1+json","digest":"` +
+		ocispec.DescriptorEmptyJSON.Digest.String() + `","size":2},"layers":[]}`)
+	d := digest.SHA512.FromBytes(m)
+	if resp := do(t, http.MethodPut, base+"/v2/app/manifests/"+digest.SHA512.FromString("other").String(), ocispec.MediaTypeImageManifest, m); resp.StatusCode != http.StatusBadRequest {
+		t.Fatalf("PUT with a wrong sha512 digest: %s, want 400", resp.Status)
+	}
+	resp := do(t, http.MethodPut, base+"/v2/app/manifests/"+d.String(), ocispec.MediaTypeImageManifest, m)
+	if resp.StatusCode != http.StatusCreated || resp.Header.Get("Docker-Content-Digest") != d.String() || !strings.HasSuffix(resp.Header.Get("Location"), d.String()) {
+		t.Fatalf("PUT by sha512: %s, digest %q, location %q", resp.Status, resp.Header.Get("Docker-Content-Digest"), resp.Header.Get("Location"))
+	}
+	stop()
+	base, stop = start()
+	defer stop()
+	req, _ := http.NewRequest(http.MethodHead, base+"/v2/app/manifests/"+d.String(), nil)
+	req.Header.Set("Accept", ocispec.MediaTypeImageManifest)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Docker-Content-Digest") != d.String() {
+		t.Fatalf("HEAD by sha512 after restart: %s, digest %q", resp.Status, resp.Header.Get("Docker-Content-Digest"))
+	}
+	if resp := do(t, http.MethodDelete, base+"/v2/app/manifests/"+d.String(), "", nil); resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("DELETE by sha512: %s", resp.Status)
+	}
+	if resp := do(t, http.MethodGet, base+"/v2/app/manifests/"+d.String(), "", nil); resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("GET by sha512 after delete: %s, want 404", resp.Status)
+	}
+}
