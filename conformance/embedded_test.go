@@ -10,11 +10,6 @@ import (
 	"github.com/ferrypkg/ferry/registry/registrytest"
 )
 
-// knownEmbeddedFailures are checks distribution v3.1.2 blocks and registry/
-// does not yet work around.
-var knownEmbeddedFailures = map[string]bool{
-}
-
 // TestEmbeddedRegistry runs every workflow against ferry's registry, in memory
 // and on the filesystem: every check must pass.
 func TestEmbeddedRegistry(t *testing.T) {
@@ -32,7 +27,7 @@ func TestEmbeddedRegistry(t *testing.T) {
 				_ = conformance.WriteResults(os.Stdout, rep)
 			}
 			for _, r := range rep.Results {
-				if r.Status != conformance.Passed && !knownEmbeddedFailures[r.ID] {
+				if r.Status != conformance.Passed {
 					t.Errorf("%s %s: %s", r.ID, r.Status, r.Detail)
 				}
 			}
