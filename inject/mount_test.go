@@ -53,8 +53,12 @@ func stage1(t testing.TB, arch string) []byte {
 	p := filepath.Join(stage1Bins.dir, Stage1FileName(arch))
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	if _, err := BuildStage1(ctx, arch, p, BuildOptions{}); err != nil {
+	size, err := BuildStage1(ctx, arch, p, BuildOptions{})
+	if err != nil {
 		t.Fatal(err)
+	}
+	if size > MaxStage1Size {
+		t.Fatalf("stage 1 for linux/%s is %d bytes, over the %d-byte budget", arch, size, MaxStage1Size)
 	}
 	stage1Bins.path[arch] = p
 	b, err := os.ReadFile(p)
