@@ -9,7 +9,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -102,7 +104,7 @@ func TestRoundTrip(t *testing.T) {
 		t.Fatalf("skopeo copy: %s, want %s", got, md.Digest)
 	}
 	// Graceful on SIGTERM.
-	p.cmd.Process.Signal(os.Interrupt)
+	p.cmd.Process.Signal(syscall.SIGTERM)
 	if code := p.exit(t, 15*time.Second); code != 0 || !strings.Contains(p.stderr.String(), "shut down") {
 		t.Fatalf("exit %d after SIGTERM: %s", code, p.stderr.String())
 	}
@@ -218,5 +220,48 @@ func TestRefusals(t *testing.T) {
 			}
 			t.Logf("exit %d: %s", code, strings.TrimSpace(stderr))
 		})
+	}
+}
+
+// TestRoundTripBareRoot runs the Pod's command unmodified inside a chroot
+// holding nothing but the mounted volumes (no shell, no /etc, no /proc,
+// no libc), as an arbitrary non-root UID that can write only the work
+// volume, which is how the borrowed image's container sees it.
+func TestRoundTripBareRoot(t *testing.T) {
+	requireLinuxAMD64(t)
+	if os.Geteuid() != 0 {
+		t.Skip("chroot needs root")
+	}
+	chroot := peertool.Require(t, "chroot")
+	crane := peertool.Require(t, "crane")
+	plan, md := planFor(t, "amd64", nil)
+	root := t.TempDir()
+	os.Chmod(root, 0o755)
+	mountPod(t, root, plan)
+	addr := "127.0.0.1:" + strconv.Itoa(freePort(t))
+	cmd := append([]string{}, plan.Pod.Spec.Containers[0].Command...)
+	for i := range cmd {
+		if i > 0 && cmd[i-1] == "-addr" {
+			cmd[i] = addr
+		}
+	}
+	entries, _ := os.ReadDir(root)
+	if len(entries) != 1 || entries[0].Name() != "ferry" {
+		t.Fatalf("root holds more than the volumes: %v", entries)
+	}
+	p := startInjector(t, root, addr, append([]string{chroot, "--userspec=54321:54321", root}, cmd...))
+	if err := p.ready(30 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if got := run(t, crane, "digest", "--insecure", addr+"/"+testRepo+":1.0.0"); got != md.Digest.String() {
+		t.Fatalf("crane digest = %s, want %s", got, md.Digest)
+	}
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	if code := p.exit(t, 15*time.Second); code != 0 {
+		t.Fatalf("exit %d after SIGTERM: %s", code, p.stderr.String())
+	}
+	fi, err := os.Stat(filepath.Join(root, Stage1Path))
+	if err != nil || fi.Sys().(*syscall.Stat_t).Uid != 54321 {
+		t.Fatalf("stage 1 not written by the arbitrary UID: %v", err)
 	}
 }
