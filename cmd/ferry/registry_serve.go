@@ -132,7 +132,9 @@ func runRegistryServe(ctx context.Context, stdout, stderr io.Writer, o registryS
 	if err != nil {
 		return err
 	}
-	srv, err := registry.New(ctx, registry.Config{
+	// The registry outlives ctx: cancellation starts a graceful shutdown,
+	// during which in-flight requests still need a live registry.
+	srv, err := registry.New(context.WithoutCancel(ctx), registry.Config{
 		RootDir:      root,
 		Addr:         o.addr,
 		HTPasswdFile: o.htpasswd,

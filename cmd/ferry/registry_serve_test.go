@@ -1,0 +1,203 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/opencontainers/go-digest"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+	"golang.org/x/crypto/bcrypt"
+	"oras.land/oras-go/v2/registry/remote"
+	"oras.land/oras-go/v2/registry/remote/auth"
+
+	"github.com/ferrypkg/ferry/conformance"
+	"github.com/ferrypkg/ferry/registry/registrytest"
+)
+
+// serveForTest runs `ferry registry serve` in-process until the test ends
+// and returns its URL and a stop function that returns serve's error.
+func serveForTest(t *testing.T, o registryServeOptions) (string, func() error) {
+	t.Helper()
+	if o.addr == "" {
+		o.addr = "127.0.0.1:0"
+	}
+	if o.root == "" {
+		o.root = t.TempDir()
+	}
+	o.output, o.shutdownTimeout = "json", 10*time.Second
+	ctx, cancel := context.WithCancel(context.Background())
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		err := runRegistryServe(ctx, pw, io.Discard, o)
+		pw.CloseWithError(io.EOF)
+		done <- err
+	}()
+	br := bufio.NewReader(pr)
+	line, err := br.ReadString('\n')
+	if err != nil {
+		cancel()
+		t.Fatalf("serve: %v", <-done)
+	}
+	go func() { _, _ = io.Copy(io.Discard, br) }()
+	var info struct{ URL string }
+	if err := json.Unmarshal([]byte(line), &info); err != nil {
+		t.Fatalf("serve printed %q: %v", line, err)
+	}
+	stopped := false
+	stop := func() error {
+		if stopped {
+			return nil
+		}
+		stopped = true
+		cancel()
+		select {
+		case err := <-done:
+			return err
+		case <-time.After(20 * time.Second):
+			t.Fatal("serve did not stop")
+			return nil
+		}
+	}
+	t.Cleanup(func() { _ = stop() })
+	return info.URL, stop
+}
+
+func TestServeHTPasswd(t *testing.T) {
+	hash, err := bcrypt.GenerateFromPassword([]byte("pa55"), bcrypt.MinCost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	htpasswd := filepath.Join(t.TempDir(), "htpasswd")
+	if err := os.WriteFile(htpasswd, []byte("bob:"+string(hash)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	url, stop := serveForTest(t, registryServeOptions{htpasswd: htpasswd})
+	host := strings.TrimPrefix(url, "http://")
+
+	resp, err := http.Post(url+"/v2/app/blobs/uploads/", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("anonymous upload: %s, want 401", resp.Status)
+	}
+
+	repo, err := remote.NewRepository(host + "/app")
+	if err != nil {
+		t.Fatal(err)
+	}
+	repo.PlainHTTP = true
+	repo.Client = &auth.Client{Credential: auth.StaticCredential(host, auth.Credential{Username: "bob", Password: "pa55"})}
+	data := []byte("pushed with credentials")
+	desc := ocispec.Descriptor{MediaType: "application/octet-stream", Digest: digest.FromBytes(data), Size: int64(len(data))}
+	if err := repo.Push(context.Background(), desc, bytes.NewReader(data)); err != nil {
+		t.Fatalf("push with credentials: %v", err)
+	}
+	if err := stop(); err != nil {
+		t.Fatalf("serve returned %v after cancellation", err)
+	}
+}
+
+func TestServeRefusesOpenAddressWithoutAuth(t *testing.T) {
+	err := runRegistryServe(context.Background(), io.Discard, io.Discard, registryServeOptions{addr: "0.0.0.0:0", root: t.TempDir(), output: "text"})
+	if err == nil || !strings.Contains(err.Error(), "--insecure-no-auth") {
+		t.Fatalf("err = %v, want a refusal naming --insecure-no-auth", err)
+	}
+}
+
+func TestIsLoopback(t *testing.T) {
+	for addr, want := range map[string]bool{
+		"127.0.0.1:5000": true, "127.0.0.2:80": true, "[::1]:5000": true, "localhost:5000": true,
+		":5000": false, "0.0.0.0:5000": false, "[::]:5000": false, "10.0.0.1:5000": false, "registry.example:5000": false,
+	} {
+		got, err := isLoopback(addr)
+		if err != nil || got != want {
+			t.Errorf("isLoopback(%q) = %v, %v; want %v", addr, got, err, want)
+		}
+	}
+}
+
+// TestServeFinishesInFlightUpload cancels serve while a chunk upload is
+// still streaming: the PATCH must complete (202) and serve return cleanly.
+func TestServeFinishesInFlightUpload(t *testing.T) {
+	url, stop := serveForTest(t, registryServeOptions{})
+	resp, err := http.Post(url+"/v2/app/blobs/uploads/", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	loc, err := resp.Location()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pr, pw := io.Pipe()
+	req, _ := http.NewRequest(http.MethodPatch, loc.String(), pr)
+	req.Header.Set("Content-Type", "application/octet-stream")
+	patched := make(chan *http.Response, 1)
+	go func() {
+		// A connection of its own: Go's server may close a reused
+		// keep-alive connection whose next request it has not read yet.
+		client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Error(err)
+			close(patched)
+			return
+		}
+		resp.Body.Close()
+		patched <- resp
+	}()
+	_, _ = pw.Write(bytes.Repeat([]byte("a"), 1<<20))
+	time.Sleep(100 * time.Millisecond) // let the server start handling the PATCH
+	stopped := make(chan error, 1)
+	go func() { stopped <- stop() }()
+	time.Sleep(200 * time.Millisecond) // shutdown has begun; the upload is in flight
+	_, _ = pw.Write(bytes.Repeat([]byte("b"), 1<<20))
+	_ = pw.Close()
+	if r := <-patched; r == nil || r.StatusCode != http.StatusAccepted || r.Header.Get("Range") != "0-2097151" {
+		t.Fatalf("in-flight PATCH: %+v", r)
+	}
+	if err := <-stopped; err != nil {
+		t.Fatalf("serve returned %v", err)
+	}
+}
+
+func TestSplitRegistryRef(t *testing.T) {
+	for ref, want := range map[string][2]string{
+		"127.0.0.1:5000":               {"http://127.0.0.1:5000", ""},
+		"localhost:5000/scratch/x":     {"http://localhost:5000", "scratch/x"},
+		"registry.example/pkgs":        {"https://registry.example", "pkgs"},
+		"http://registry.example:80/a": {"http://registry.example:80", "a"},
+	} {
+		base, repo, err := splitRegistryRef(ref, false)
+		if err != nil || base != want[0] || repo != want[1] {
+			t.Errorf("splitRegistryRef(%q) = %q, %q, %v; want %q, %q", ref, base, repo, err, want[0], want[1])
+		}
+	}
+}
+
+func TestRegistryCheckJSON(t *testing.T) {
+	host := registrytest.New(t)
+	var out bytes.Buffer
+	if err := runRegistryCheck(context.Background(), strings.NewReader(""), &out, host+"/checks", registryCheckOptions{output: "json", largeBlob: -1}); err != nil {
+		t.Fatalf("check against ferry's registry: %v\n%s", err, out.String())
+	}
+	var rep conformance.Report
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Results) != len(conformance.Profile) || rep.Total().Passed != len(conformance.Profile) {
+		t.Fatalf("profile run: %s over %d results, want %d passed", rep.Total(), len(rep.Results), len(conformance.Profile))
+	}
+}
