@@ -121,6 +121,10 @@ func (c *client) authorize(ctx context.Context, challenge, scope string) error {
 		c.mu.Unlock()
 		return nil
 	case "bearer":
+		tokenScope := scope
+		if tokenScope == "" {
+			tokenScope = params["scope"]
+		}
 		realm, err := url.Parse(params["realm"])
 		if err != nil || realm.Host == "" {
 			return fmt.Errorf("bearer challenge with bad realm %q", params["realm"])
@@ -129,7 +133,7 @@ func (c *client) authorize(ctx context.Context, challenge, scope string) error {
 		if s := params["service"]; s != "" {
 			q.Set("service", s)
 		}
-		for _, s := range strings.Fields(scope) {
+		for _, s := range strings.Fields(tokenScope) {
 			q.Add("scope", s)
 		}
 		realm.RawQuery = q.Encode()
