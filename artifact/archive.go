@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"time"
 
@@ -57,20 +56,27 @@ func newZstdWriter(w io.Writer) (*zstd.Encoder, error) {
 	return zstd.NewWriter(w, zstd.WithEncoderLevel(zstd.SpeedDefault), zstd.WithEncoderConcurrency(2), zstd.WithWindowSize(4<<20))
 }
 
-// orderedBlobs lists the plan's blobs children-before-parents: by height,
-// then in the order they were first met.
-func (p *plan) orderedBlobs() []*blob {
-	list := make([]*blob, 0, len(p.blobs))
-	for _, b := range p.blobs {
+// ordered lists the plan's blobs in canonical order (see canonicalOrder).
+func (p *plan) ordered() ([]*blob, error) {
+	descs, err := canonicalOrder(p.index, func(d ocispec.Descriptor) ([]byte, error) {
+		b, ok := p.blobs[d.Digest]
+		if !ok || b.data == nil {
+			return nil, fmt.Errorf("manifest %s is not held in memory", d.Digest)
+		}
+		return b.data, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	list := make([]*blob, 0, len(descs))
+	for _, d := range descs {
+		b, ok := p.blobs[d.Digest]
+		if !ok {
+			return nil, fmt.Errorf("blob %s missing", d.Digest)
+		}
 		list = append(list, b)
 	}
-	sort.Slice(list, func(i, j int) bool {
-		if list[i].height != list[j].height {
-			return list[i].height < list[j].height
-		}
-		return list[i].order < list[j].order
-	})
-	return list
+	return list, nil
 }
 
 // writeArchive writes the package: ferry.json, oci-layout, index.json, then
@@ -104,7 +110,10 @@ func (p *plan) writeArchive(ctx context.Context, w io.Writer, format Format, pro
 	if err := aw.dir(blobsSHA256Dir); err != nil {
 		return err
 	}
-	blobs := p.orderedBlobs()
+	blobs, err := p.ordered()
+	if err != nil {
+		return err
+	}
 	var total, done int64
 	for _, b := range blobs {
 		total += b.desc.Size

@@ -59,11 +59,11 @@ func (b *builder) chart(ctx context.Context, cd ChartDef) (ocispec.Descriptor, C
 		}
 	}
 	meta := ch.Metadata
-	cfgDesc, _, err := b.addJSON(MediaTypeHelmConfig, meta, 0)
+	cfgDesc, _, err := b.addJSON(MediaTypeHelmConfig, meta)
 	if err != nil {
 		return ocispec.Descriptor{}, Chart{}, err
 	}
-	layer := b.addData(MediaTypeHelmChart, tgz, 0)
+	layer := b.addData(MediaTypeHelmChart, tgz)
 	ann := map[string]string{ocispec.AnnotationTitle: meta.Name, ocispec.AnnotationVersion: meta.Version}
 	if meta.Description != "" {
 		ann[ocispec.AnnotationDescription] = meta.Description
@@ -78,7 +78,7 @@ func (b *builder) chart(ctx context.Context, cd ChartDef) (ocispec.Descriptor, C
 		Layers:      []ocispec.Descriptor{layer},
 		Annotations: ann,
 	}
-	mdesc, _, err := b.addJSON(ocispec.MediaTypeImageManifest, m, 1)
+	mdesc, _, err := b.addJSON(ocispec.MediaTypeImageManifest, m)
 	if err != nil {
 		return ocispec.Descriptor{}, Chart{}, err
 	}
@@ -125,7 +125,7 @@ func (b *builder) remoteChart(ctx context.Context, cd ChartDef) (ocispec.Descrip
 	for _, l := range m.Layers {
 		size += l.Size
 	}
-	if _, err := b.node(ctx, repo, desc, data, map[digest.Digest]bool{}); err != nil {
+	if err := b.node(ctx, repo, desc, data, map[digest.Digest]bool{}); err != nil {
 		return ocispec.Descriptor{}, Chart{}, err
 	}
 	rec := Chart{Name: meta.Name, Version: meta.Version, AppVersion: meta.AppVersion, Source: cd.URL,

@@ -95,11 +95,9 @@ func Create(ctx context.Context, def *Definition, opts CreateOptions) (*CreateRe
 // blob is one blob of a package being built: small ones are held in memory,
 // large ones are opened from their source when written.
 type blob struct {
-	desc   ocispec.Descriptor
-	data   []byte
-	open   func(ctx context.Context) (io.ReadCloser, error)
-	height int // 0 for leaves; a parent is higher than each of its children
-	order  int
+	desc ocispec.Descriptor
+	data []byte
+	open func(ctx context.Context) (io.ReadCloser, error)
 }
 
 // plan is a package ready to be written.
@@ -108,8 +106,10 @@ type plan struct {
 	configData []byte
 	config     *Config
 	root       ocispec.Descriptor
-	indexJSON  []byte
-	mtime      time.Time
+	// index lists index.json's entries: the root, then signatures.
+	index     []ocispec.Descriptor
+	indexJSON []byte
+	mtime     time.Time
 }
 
 type builder struct {
@@ -130,32 +130,28 @@ func newBuilder(def *Definition, opts CreateOptions) *builder {
 
 func (b *builder) add(bl *blob) {
 	if prev, ok := b.plan.blobs[bl.desc.Digest]; ok {
-		if bl.height > prev.height {
-			prev.height = bl.height
-		}
 		if prev.data == nil && bl.data != nil {
 			prev.data, prev.open = bl.data, nil
 		}
 		return
 	}
-	bl.order = len(b.plan.blobs)
 	b.plan.blobs[bl.desc.Digest] = bl
 }
 
 // addData stores data as a blob and returns its descriptor.
-func (b *builder) addData(mediaType string, data []byte, height int) ocispec.Descriptor {
+func (b *builder) addData(mediaType string, data []byte) ocispec.Descriptor {
 	d := content.NewDescriptorFromBytes(mediaType, data)
-	b.add(&blob{desc: d, data: data, height: height})
+	b.add(&blob{desc: d, data: data})
 	return d
 }
 
 // addJSON stores v, canonically encoded, as a blob.
-func (b *builder) addJSON(mediaType string, v any, height int) (ocispec.Descriptor, []byte, error) {
+func (b *builder) addJSON(mediaType string, v any) (ocispec.Descriptor, []byte, error) {
 	data, err := json.Marshal(v)
 	if err != nil {
 		return ocispec.Descriptor{}, nil, err
 	}
-	return b.addData(mediaType, data, height), data, nil
+	return b.addData(mediaType, data), data, nil
 }
 
 func (b *builder) build(ctx context.Context) (*plan, error) {
@@ -207,7 +203,7 @@ func (b *builder) build(ctx context.Context) (*plan, error) {
 			if err != nil {
 				return nil, &DefinitionError{File: def.File, Line: md.Line, Field: field, Msg: err.Error()}
 			}
-			d := b.addData(MediaTypeManifestBundle, data, 0)
+			d := b.addData(MediaTypeManifestBundle, data)
 			comp.Manifests = append(comp.Manifests, Manifest{Name: md.Name, Namespace: md.Namespace, Files: files, Digest: d.Digest, Size: d.Size})
 			d.Annotations = map[string]string{AnnotationComponent: cd.Name, ocispec.AnnotationTitle: md.Name}
 			layers = append(layers, d)
@@ -225,7 +221,7 @@ func (b *builder) build(ctx context.Context) (*plan, error) {
 		cfg.Components = append(cfg.Components, comp)
 	}
 
-	cfgDesc, cfgData, err := b.addJSON(MediaTypeConfig, cfg, 0)
+	cfgDesc, cfgData, err := b.addJSON(MediaTypeConfig, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -241,7 +237,7 @@ func (b *builder) build(ctx context.Context) (*plan, error) {
 		Layers:       layers,
 		Annotations:  pkgAnn,
 	}
-	pkgDesc, _, err := b.addJSON(ocispec.MediaTypeImageManifest, pkgManifest, 1)
+	pkgDesc, _, err := b.addJSON(ocispec.MediaTypeImageManifest, pkgManifest)
 	if err != nil {
 		return nil, err
 	}
@@ -263,19 +259,14 @@ func (b *builder) build(ctx context.Context) (*plan, error) {
 		Manifests:    append([]ocispec.Descriptor{pkgDesc}, rootEntries...),
 		Annotations:  rootAnn,
 	}
-	height := 1
-	for _, e := range root.Manifests {
-		if h := b.plan.blobs[e.Digest].height + 1; h > height {
-			height = h
-		}
-	}
-	rootDesc, _, err := b.addJSON(ocispec.MediaTypeImageIndex, root, height)
+	rootDesc, _, err := b.addJSON(ocispec.MediaTypeImageIndex, root)
 	if err != nil {
 		return nil, err
 	}
 	rootDesc.ArtifactType = ArtifactTypePackage
 	b.plan.config, b.plan.configData = cfg, cfgData
 	b.plan.root = rootDesc
+	b.plan.index = []ocispec.Descriptor{rootDesc}
 	b.plan.indexJSON, err = layoutIndex(rootDesc, cfg.Version, nil)
 	if err != nil {
 		return nil, err
@@ -366,7 +357,7 @@ func (b *builder) image(ctx context.Context, img ImageDef) (ocispec.Descriptor, 
 		if !b.wantPlatform(platform) {
 			return desc, rec, fmt.Errorf("image is %s only; the package's platforms are %s", platform, b.platformList())
 		}
-		if _, err := b.node(ctx, src, desc, data, seen); err != nil {
+		if err := b.node(ctx, src, desc, data, seen); err != nil {
 			return desc, rec, err
 		}
 		rec.Platforms = []string{platform.String()}
@@ -407,57 +398,49 @@ func (b *builder) selectPlatforms(ctx context.Context, src content.ReadOnlyStora
 	case len(selected) == 0:
 		return desc, nil, fmt.Errorf("no manifest for %s (the image has %s)", b.platformList(), strings.Join(available, ", "))
 	case len(selected) == nplatforms:
-		_, err := b.node(ctx, src, desc, data, seen)
-		return desc, platforms, err
+		return desc, platforms, b.node(ctx, src, desc, data, seen)
 	case len(selected) == 1:
 		one := selected[0]
 		oneData, err := fetchSmall(ctx, src, one)
 		if err != nil {
 			return desc, nil, err
 		}
-		_, err = b.node(ctx, src, one, oneData, seen)
-		return ocispec.Descriptor{MediaType: one.MediaType, Digest: one.Digest, Size: one.Size}, platforms, err
+		return ocispec.Descriptor{MediaType: one.MediaType, Digest: one.Digest, Size: one.Size}, platforms, b.node(ctx, src, one, oneData, seen)
 	}
-	height := 0
 	for _, m := range selected {
 		mdata, err := fetchSmall(ctx, src, m)
 		if err != nil {
 			return desc, nil, err
 		}
-		h, err := b.node(ctx, src, m, mdata, seen)
-		if err != nil {
+		if err := b.node(ctx, src, m, mdata, seen); err != nil {
 			return desc, nil, err
 		}
-		height = max(height, h+1)
 	}
 	idx.Manifests = selected
-	nd, _, err := b.addJSON(desc.MediaType, idx, height)
+	nd, _, err := b.addJSON(desc.MediaType, idx)
 	seen[nd.Digest] = true
 	return nd, platforms, err
 }
 
 // node adds a manifest or index (already fetched as data) and everything
-// below it, returning its height.
-func (b *builder) node(ctx context.Context, src content.ReadOnlyStorage, desc ocispec.Descriptor, data []byte, seen map[digest.Digest]bool) (int, error) {
+// below it.
+func (b *builder) node(ctx context.Context, src content.ReadOnlyStorage, desc ocispec.Descriptor, data []byte, seen map[digest.Digest]bool) error {
 	kids, err := children(desc.MediaType, data)
 	if err != nil {
-		return 0, fmt.Errorf("%s: %w", desc.Digest, err)
+		return fmt.Errorf("%s: %w", desc.Digest, err)
 	}
-	height := 1
 	for _, k := range kids {
 		if err := checkDescriptor(k); err != nil {
-			return 0, err
+			return err
 		}
 		if isContainer(k.MediaType) {
 			kdata, err := fetchSmall(ctx, src, k)
 			if err != nil {
-				return 0, err
+				return err
 			}
-			h, err := b.node(ctx, src, k, kdata, seen)
-			if err != nil {
-				return 0, err
+			if err := b.node(ctx, src, k, kdata, seen); err != nil {
+				return err
 			}
-			height = max(height, h+1)
 			continue
 		}
 		seen[k.Digest] = true
@@ -465,8 +448,8 @@ func (b *builder) node(ctx context.Context, src content.ReadOnlyStorage, desc oc
 		b.add(&blob{desc: k, open: func(ctx context.Context) (io.ReadCloser, error) { return src.Fetch(ctx, k) }})
 	}
 	seen[desc.Digest] = true
-	b.add(&blob{desc: ocispec.Descriptor{MediaType: desc.MediaType, Digest: desc.Digest, Size: desc.Size}, data: data, height: height})
-	return height, nil
+	b.add(&blob{desc: ocispec.Descriptor{MediaType: desc.MediaType, Digest: desc.Digest, Size: desc.Size}, data: data})
+	return nil
 }
 
 // manifestPlatform reads an image manifest's platform from its config.

@@ -3,6 +3,7 @@ package artifact
 import (
 	"encoding/json"
 	"fmt"
+	"sort"
 
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
@@ -63,4 +64,73 @@ func checkDescriptor(d ocispec.Descriptor) error {
 		return fmt.Errorf("%s: negative size", d.Digest)
 	}
 	return nil
+}
+
+// jsonFetcher returns the bytes of a manifest or index.
+type jsonFetcher func(d ocispec.Descriptor) ([]byte, error)
+
+// canonicalOrder lists every blob reachable from roots, each once, in the
+// order a package archive stores them: for each root in turn, the blobs it
+// adds, sorted by height (leaves 0, a parent above each child) and then by
+// first visit in a depth-first walk following descriptor order (config, then
+// layers; manifests of an index in order). The order depends only on the
+// graph, so create, pull and sign write the same bytes.
+func canonicalOrder(roots []ocispec.Descriptor, fetch jsonFetcher) ([]ocispec.Descriptor, error) {
+	type entry struct {
+		desc          ocispec.Descriptor
+		height, visit int
+	}
+	placed := map[digest.Digest]bool{}
+	var out []ocispec.Descriptor
+	for _, root := range roots {
+		seen := map[digest.Digest]*entry{}
+		var list []*entry
+		var walk func(d ocispec.Descriptor) (int, error)
+		walk = func(d ocispec.Descriptor) (int, error) {
+			if e, ok := seen[d.Digest]; ok {
+				return e.height, nil
+			}
+			e := &entry{desc: ocispec.Descriptor{MediaType: d.MediaType, Digest: d.Digest, Size: d.Size}, visit: len(seen)}
+			seen[d.Digest] = e
+			if isContainer(d.MediaType) {
+				data, err := fetch(d)
+				if err != nil {
+					return 0, err
+				}
+				kids, err := children(d.MediaType, data)
+				if err != nil {
+					return 0, fmt.Errorf("%s: %w", d.Digest, err)
+				}
+				for _, k := range kids {
+					if err := checkDescriptor(k); err != nil {
+						return 0, err
+					}
+					h, err := walk(k)
+					if err != nil {
+						return 0, err
+					}
+					e.height = max(e.height, h+1)
+				}
+				e.height = max(e.height, 1)
+			}
+			if !placed[d.Digest] {
+				list = append(list, e)
+			}
+			return e.height, nil
+		}
+		if _, err := walk(root); err != nil {
+			return nil, err
+		}
+		sort.SliceStable(list, func(i, j int) bool {
+			if list[i].height != list[j].height {
+				return list[i].height < list[j].height
+			}
+			return list[i].visit < list[j].visit
+		})
+		for _, e := range list {
+			placed[e.desc.Digest] = true
+			out = append(out, e.desc)
+		}
+	}
+	return out, nil
 }

@@ -47,11 +47,15 @@ func Inspect(ctx context.Context, r *Reader, progress ProgressFunc) (*Report, er
 	if err := checkConfig(r, sum); err != nil {
 		return nil, fmt.Errorf("%s: %w", r.Path(), err)
 	}
-	cfg := r.Config
+	return newReport(r.Config, r.Root, r.Index.Manifests, sum.Blobs, sum.Size), nil
+}
+
+// newReport builds a report from a package's config and index.json entries.
+func newReport(cfg *Config, root ocispec.Descriptor, index []ocispec.Descriptor, blobs int, stored int64) *Report {
 	rep := &Report{
 		Name: cfg.Name, Version: cfg.Version, Description: cfg.Description, Created: cfg.Created,
-		Root: r.Root.Digest, Platforms: cfg.Platforms, Components: cfg.Components,
-		StoredSize: sum.Size, Blobs: sum.Blobs, Signatures: []digest.Digest{},
+		Root: root.Digest, Platforms: cfg.Platforms, Components: cfg.Components,
+		StoredSize: stored, Blobs: blobs, Signatures: []digest.Digest{},
 	}
 	for _, c := range cfg.Components {
 		for _, i := range c.Images {
@@ -67,14 +71,14 @@ func Inspect(ctx context.Context, r *Reader, progress ProgressFunc) (*Report, er
 			rep.TotalSize += f.Size
 		}
 	}
-	sigTag := SignatureTag(r.Root.Digest)
-	for _, d := range r.Index.Manifests {
+	sigTag := SignatureTag(root.Digest)
+	for _, d := range index {
 		if d.Annotations[ocispec.AnnotationRefName] == sigTag {
 			rep.Signatures = append(rep.Signatures, d.Digest)
 		}
 	}
 	rep.Signed = len(rep.Signatures) > 0
-	return rep, nil
+	return rep
 }
 
 // checkConfig cross-checks ferry.json against the verified graph.

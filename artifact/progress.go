@@ -7,6 +7,8 @@ const (
 	PhaseResolve = "resolve" // an item of the definition was resolved
 	PhaseWrite   = "write"   // a blob is being written to an archive
 	PhaseRead    = "read"    // a blob is being read and verified
+	PhasePush    = "push"    // a blob was pushed to, or found in, a registry
+	PhasePull    = "pull"    // a blob is being pulled from a registry
 )
 
 // Progress is one progress report. Byte counts are cumulative over the

@@ -1,0 +1,175 @@
+package artifact
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/opencontainers/go-digest"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+	"oras.land/oras-go/v2/errdef"
+	"oras.land/oras-go/v2/registry/remote"
+)
+
+// PullOptions configures Pull. The zero value works.
+type PullOptions struct {
+	Remote RemoteOptions
+	// Format is the archive format; if empty, taken from the output name.
+	Format Format
+	// Progress, if set, receives progress reports.
+	Progress ProgressFunc
+}
+
+// PullResult describes a pulled package.
+type PullResult struct {
+	Path   string             `json:"path"`
+	Root   ocispec.Descriptor `json:"root"`
+	Config *Config            `json:"-"`
+	Size   int64              `json:"size"`
+	Blobs  int                `json:"blobs"`
+}
+
+// Pull fetches the package ref names (tag or digest) and writes it as an
+// archive at out, atomically. Every blob is verified against its digest as
+// it is written; a digest reference is the root's. Pulling what Push sent
+// gives the same bytes.
+func Pull(ctx context.Context, ref, out string, opts PullOptions) (*PullResult, error) {
+	p, _, err := remotePlan(ctx, ref, opts.Remote)
+	if err != nil {
+		return nil, err
+	}
+	format := opts.Format
+	if format == "" {
+		format = FormatFromPath(out)
+	}
+	progress := opts.Progress
+	size, err := writeFileAtomic(out, func(w io.Writer) error {
+		return p.writeArchive(ctx, w, format, func(ev Progress) {
+			if progress != nil {
+				ev.Phase = PhasePull
+				progress(ev)
+			}
+		})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("pull %s: %w", ref, err)
+	}
+	return &PullResult{Path: out, Root: p.root, Config: p.config, Size: size, Blobs: len(p.blobs)}, nil
+}
+
+// InspectRemote reports on the package ref names reading only manifests,
+// indexes and ferry.json from the registry (each verified); layers are
+// counted from their descriptors, not downloaded.
+func InspectRemote(ctx context.Context, ref string, opts RemoteOptions) (*Report, error) {
+	p, _, err := remotePlan(ctx, ref, opts)
+	if err != nil {
+		return nil, err
+	}
+	var size int64
+	for _, b := range p.blobs {
+		size += b.desc.Size
+	}
+	return newReport(p.config, p.root, p.index, len(p.blobs), size), nil
+}
+
+// remotePlan reads a package's graph from a registry into a plan whose
+// large blobs are fetched when the plan is written.
+func remotePlan(ctx context.Context, ref string, opts RemoteOptions) (*plan, *remote.Repository, error) {
+	repo, err := opts.Repository(ref)
+	if err != nil {
+		return nil, nil, err
+	}
+	root, err := repo.Resolve(ctx, repo.Reference.Reference)
+	if err != nil {
+		return nil, nil, fmt.Errorf("resolve %s: %w", ref, err)
+	}
+	if d, err := digest.Parse(repo.Reference.Reference); err == nil && d != root.Digest {
+		return nil, nil, fmt.Errorf("%s: the registry answered with %s", ref, root.Digest)
+	}
+	p := &plan{blobs: map[digest.Digest]*blob{}}
+	fetch := func(d ocispec.Descriptor) ([]byte, error) {
+		if b, ok := p.blobs[d.Digest]; ok && b.data != nil {
+			return b.data, nil
+		}
+		data, err := fetchSmall(ctx, repo, d)
+		if err != nil {
+			return nil, err
+		}
+		p.blobs[d.Digest] = &blob{desc: rootDescriptor(d), data: data}
+		return data, nil
+	}
+	rootData, err := fetch(root)
+	if err != nil {
+		return nil, nil, err
+	}
+	var idx ocispec.Index
+	if err := json.Unmarshal(rootData, &idx); err != nil || root.MediaType != ocispec.MediaTypeImageIndex || idx.ArtifactType != ArtifactTypePackage {
+		return nil, nil, fmt.Errorf("%w: %s is not a ferry package (media type %s)", ErrNotPackage, ref, root.MediaType)
+	}
+	root.ArtifactType = ArtifactTypePackage
+	p.root = rootDescriptor(root)
+	p.root.ArtifactType = ArtifactTypePackage
+	// ferry.json: root → package manifest → config.
+	for _, m := range idx.Manifests {
+		if m.Annotations[AnnotationKind] != KindPackage {
+			continue
+		}
+		mdata, err := fetch(m)
+		if err != nil {
+			return nil, nil, err
+		}
+		var pm ocispec.Manifest
+		if err := json.Unmarshal(mdata, &pm); err != nil || pm.Config.MediaType != MediaTypeConfig {
+			return nil, nil, fmt.Errorf("%w: package manifest %s has no ferry config", ErrCorrupt, m.Digest)
+		}
+		cdata, err := fetchSmall(ctx, repo.Blobs(), pm.Config)
+		if err != nil {
+			return nil, nil, err
+		}
+		var cfg Config
+		if err := json.Unmarshal(cdata, &cfg); err != nil {
+			return nil, nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, ConfigFileName, err)
+		}
+		p.config, p.configData = &cfg, cdata
+		p.blobs[pm.Config.Digest] = &blob{desc: rootDescriptor(pm.Config), data: cdata}
+	}
+	if p.config == nil {
+		return nil, nil, fmt.Errorf("%w: %s has no package manifest", ErrCorrupt, ref)
+	}
+	p.mtime = time.Unix(0, 0).UTC()
+	if p.config.Created != "" {
+		if t, err := time.Parse(time.RFC3339, p.config.Created); err == nil {
+			p.mtime = t.UTC()
+		}
+	}
+	// Signatures are found by cosign's tag convention.
+	p.index = []ocispec.Descriptor{p.root}
+	sigTag := SignatureTag(root.Digest)
+	sig, err := repo.Resolve(ctx, sigTag)
+	switch {
+	case err == nil:
+		sig = rootDescriptor(sig)
+		sig.Annotations = map[string]string{ocispec.AnnotationRefName: sigTag}
+		p.index = append(p.index, sig)
+	case !errors.Is(err, errdef.ErrNotFound):
+		return nil, nil, fmt.Errorf("look up signature %s: %w", sigTag, err)
+	}
+	descs, err := canonicalOrder(p.index, fetch)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, d := range descs {
+		if _, ok := p.blobs[d.Digest]; ok {
+			continue
+		}
+		d := d
+		p.blobs[d.Digest] = &blob{desc: d, open: func(ctx context.Context) (io.ReadCloser, error) { return repo.Blobs().Fetch(ctx, d) }}
+	}
+	if p.indexJSON, err = layoutIndex(p.root, p.config.Version, p.index[1:]); err != nil {
+		return nil, nil, err
+	}
+	return p, repo, nil
+}

@@ -1,0 +1,258 @@
+package artifact
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+
+	"github.com/opencontainers/go-digest"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+	"golang.org/x/sync/errgroup"
+	"oras.land/oras-go/v2/registry/remote"
+)
+
+// DefaultPushConcurrency is how many small blobs Push uploads at once when
+// PushOptions.Concurrency is 0 or less.
+const DefaultPushConcurrency = 4
+
+// PushOptions configures Push. The zero value works.
+type PushOptions struct {
+	Remote RemoteOptions
+	// MountFrom names a repository on the same registry to mount missing
+	// blobs from (cross-repository mount) before uploading them.
+	MountFrom string
+	// Concurrency bounds parallel uploads; if ≤ 0, DefaultPushConcurrency.
+	Concurrency int
+	// Progress, if set, receives progress reports.
+	Progress ProgressFunc
+}
+
+// PushResult tells what a push did.
+type PushResult struct {
+	Root ocispec.Descriptor `json:"root"`
+	Ref  string             `json:"ref"`
+	// Pushed blobs were uploaded (or mounted); Skipped ones the registry had.
+	Pushed      int   `json:"pushed"`
+	Skipped     int   `json:"skipped"`
+	BytesPushed int64 `json:"bytesPushed"`
+}
+
+// Push copies a whole package — root index, package manifest, charts,
+// images and signatures — to the repository ref names, in one streaming
+// pass over the archive, children before parents. Blobs the registry has
+// are skipped after a HEAD. The root is tagged with ref's tag (or, for a
+// digest reference, must have that digest); signatures keep their tags.
+func Push(ctx context.Context, r *Reader, ref string, opts PushOptions) (*PushResult, error) {
+	repo, err := opts.Remote.Repository(ref)
+	if err != nil {
+		return nil, err
+	}
+	tag := repo.Reference.Reference
+	if d, err := digest.Parse(tag); err == nil && d != r.Root.Digest {
+		return nil, fmt.Errorf("push %s: the package root is %s", ref, r.Root.Digest)
+	}
+	p := &pusher{repo: repo, opts: opts, res: &PushResult{Root: r.Root, Ref: ref}}
+	sum, err := r.Walk(ctx, func(desc ocispec.Descriptor, rd io.Reader) error {
+		return p.stream(ctx, desc, rd)
+	}, nil)
+	if err != nil {
+		return nil, err
+	}
+	if err := p.finish(ctx, sum, r, tag); err != nil {
+		return nil, fmt.Errorf("push %s: %w", ref, err)
+	}
+	return p.res, nil
+}
+
+type pusher struct {
+	repo *remote.Repository
+	opts PushOptions
+	res  *PushResult
+	// held keeps small JSON blobs (manifests, indexes, configs) in archive
+	// order; they are pushed once the whole graph is verified.
+	held []heldBlob
+	done int64
+}
+
+type heldBlob struct {
+	desc ocispec.Descriptor
+	data []byte
+}
+
+// stream handles one blob as the archive yields it.
+func (p *pusher) stream(ctx context.Context, desc ocispec.Descriptor, rd io.Reader) error {
+	if desc.Size <= manifestLimit {
+		data, err := io.ReadAll(io.LimitReader(rd, desc.Size))
+		if err != nil {
+			return err
+		}
+		if digest.SHA256.FromBytes(data) != desc.Digest {
+			return fmt.Errorf("%w: blob %s does not match its digest", ErrCorrupt, desc.Digest)
+		}
+		if looksJSON(data) {
+			p.held = append(p.held, heldBlob{desc, data})
+			return nil
+		}
+		return p.blob(ctx, desc, func() io.Reader { return bytes.NewReader(data) })
+	}
+	return p.blob(ctx, desc, func() io.Reader { return newVerifyingReader(rd, desc) })
+}
+
+// blob uploads one blob unless the registry has it.
+func (p *pusher) blob(ctx context.Context, desc ocispec.Descriptor, body func() io.Reader) error {
+	blobs := p.repo.Blobs()
+	if ok, err := blobs.Exists(ctx, desc); err != nil {
+		return fmt.Errorf("check blob %s: %w", desc.Digest, err)
+	} else if ok {
+		p.count(desc, false)
+		return nil
+	}
+	var err error
+	if p.opts.MountFrom != "" {
+		err = p.repo.Mount(ctx, desc, p.opts.MountFrom, func() (io.ReadCloser, error) { return io.NopCloser(body()), nil })
+	} else {
+		err = blobs.Push(ctx, desc, body())
+	}
+	if err != nil {
+		var ce *corruptBlobError
+		if errors.As(err, &ce) {
+			return ce
+		}
+		return fmt.Errorf("upload blob %s: %w", desc.Digest, err)
+	}
+	p.count(desc, true)
+	return nil
+}
+
+func (p *pusher) count(desc ocispec.Descriptor, pushed bool) {
+	if pushed {
+		p.res.Pushed++
+		p.res.BytesPushed += desc.Size
+	} else {
+		p.res.Skipped++
+	}
+	p.done += desc.Size
+	if p.opts.Progress != nil {
+		p.opts.Progress(Progress{Phase: PhasePush, Digest: desc.Digest, Bytes: p.done, Blobs: p.res.Pushed + p.res.Skipped})
+	}
+}
+
+// finish pushes the held blobs: plain ones concurrently, then manifests in
+// archive order, then tags.
+func (p *pusher) finish(ctx context.Context, sum *Summary, r *Reader, tag string) error {
+	g, gctx := errgroup.WithContext(ctx)
+	limit := p.opts.Concurrency
+	if limit <= 0 {
+		limit = DefaultPushConcurrency
+	}
+	g.SetLimit(limit)
+	var manifests []heldBlob
+	results := make(chan pushed, len(p.held))
+	for _, h := range p.held {
+		if node, ok := sum.Nodes[h.desc.Digest]; ok {
+			manifests = append(manifests, heldBlob{node.Descriptor, h.data})
+			continue
+		}
+		g.Go(func() error {
+			return p.blobConcurrent(gctx, h, results)
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	close(results)
+	for r := range results {
+		p.count(r.desc, r.uploaded)
+	}
+	for _, m := range manifests {
+		desc := ocispec.Descriptor{MediaType: m.desc.MediaType, Digest: m.desc.Digest, Size: m.desc.Size}
+		ok, err := p.repo.Manifests().Exists(ctx, desc)
+		if err != nil {
+			return fmt.Errorf("check manifest %s: %w", desc.Digest, err)
+		}
+		if ok {
+			p.count(desc, false)
+			continue
+		}
+		if err := p.repo.Manifests().Push(ctx, desc, bytes.NewReader(m.data)); err != nil {
+			return fmt.Errorf("push manifest %s: %w", desc.Digest, err)
+		}
+		p.count(desc, true)
+	}
+	if _, err := digest.Parse(tag); err != nil && tag != "" {
+		if err := p.repo.Tag(ctx, rootDescriptor(r.Root), tag); err != nil {
+			return fmt.Errorf("tag %s: %w", tag, err)
+		}
+	}
+	for _, d := range r.Index.Manifests {
+		if t := d.Annotations[ocispec.AnnotationRefName]; t != "" && d.Digest != r.Root.Digest {
+			if err := p.repo.Tag(ctx, rootDescriptor(d), t); err != nil {
+				return fmt.Errorf("tag %s: %w", t, err)
+			}
+		}
+	}
+	return nil
+}
+
+// pushed is the outcome of one concurrent blob upload.
+type pushed struct {
+	desc     ocispec.Descriptor
+	uploaded bool
+}
+
+// blobConcurrent uploads a held blob from a worker; outcomes are reported on
+// results and counted by the caller, not concurrently.
+func (p *pusher) blobConcurrent(ctx context.Context, h heldBlob, results chan<- pushed) error {
+	blobs := p.repo.Blobs()
+	ok, err := blobs.Exists(ctx, h.desc)
+	if err != nil {
+		return fmt.Errorf("check blob %s: %w", h.desc.Digest, err)
+	}
+	if !ok {
+		if err := blobs.Push(ctx, h.desc, bytes.NewReader(h.data)); err != nil {
+			return fmt.Errorf("upload blob %s: %w", h.desc.Digest, err)
+		}
+	}
+	results <- pushed{h.desc, !ok}
+	return nil
+}
+
+// rootDescriptor strips a descriptor to what a registry needs to tag it.
+func rootDescriptor(d ocispec.Descriptor) ocispec.Descriptor {
+	return ocispec.Descriptor{MediaType: d.MediaType, Digest: d.Digest, Size: d.Size}
+}
+
+// corruptBlobError is returned by a verifyingReader whose content does not
+// match its digest.
+type corruptBlobError struct{ digest digest.Digest }
+
+func (e *corruptBlobError) Error() string {
+	return fmt.Sprintf("%v: blob %s does not match its digest", ErrCorrupt, e.digest)
+}
+
+func (e *corruptBlobError) Unwrap() error { return ErrCorrupt }
+
+// verifyingReader yields a blob's bytes and, instead of a clean EOF, an
+// error when they do not hash to the expected digest, so an upload of a
+// damaged blob is aborted before the registry could commit it.
+type verifyingReader struct {
+	r    io.Reader
+	h    hash.Hash
+	want digest.Digest
+}
+
+func newVerifyingReader(r io.Reader, desc ocispec.Descriptor) *verifyingReader {
+	return &verifyingReader{r: io.LimitReader(r, desc.Size), h: digest.SHA256.Hash(), want: desc.Digest}
+}
+
+func (v *verifyingReader) Read(p []byte) (int, error) {
+	n, err := v.r.Read(p)
+	v.h.Write(p[:n])
+	if err == io.EOF && digest.NewDigest(digest.SHA256, v.h) != v.want {
+		return n, &corruptBlobError{v.want}
+	}
+	return n, err
+}
