@@ -13,7 +13,7 @@ import (
 // newPackageCmd groups the package verbs.
 func newPackageCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "package", Short: "Create, inspect and move packages"}
-	cmd.AddCommand(newCreateCmd(), newInspectCmd())
+	cmd.AddCommand(newCreateCmd(), newInspectCmd(), newPushCmd(), newPullCmd())
 	return cmd
 }
 
@@ -82,26 +82,38 @@ Registry credentials come from the docker config file.`,
 }
 
 func newInspectCmd() *cobra.Command {
-	var output outputFlag
+	var (
+		output outputFlag
+		remote remoteFlags
+	)
 	cmd := &cobra.Command{
-		Use:   "inspect PKG",
+		Use:   "inspect PKG|REF",
 		Short: "Verify a package and show what it holds",
 		Long: `Read a package (archive or layout folder) in one streaming pass, verify every
-blob against its digest and the graph against ferry.json, and show what it holds.`,
+blob against its digest and the graph against ferry.json, and show what it holds.
+Given a registry reference instead, read only the manifests and ferry.json.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := output.validate(); err != nil {
 				return err
 			}
-			r, err := artifact.Open(cmd.Context(), args[0])
-			if err != nil {
-				return err
-			}
-			progress, done := newProgress(cmd)
-			rep, err := artifact.Inspect(cmd.Context(), r, progress)
-			done()
-			if err != nil {
-				return err
+			var rep *artifact.Report
+			if isLocal(args[0]) {
+				r, err := artifact.Open(cmd.Context(), args[0])
+				if err != nil {
+					return err
+				}
+				progress, done := newProgress(cmd)
+				rep, err = artifact.Inspect(cmd.Context(), r, progress)
+				done()
+				if err != nil {
+					return err
+				}
+			} else {
+				var err error
+				if rep, err = artifact.InspectRemote(cmd.Context(), args[0], remote.options()); err != nil {
+					return err
+				}
 			}
 			if output.json() {
 				return writeJSON(cmd.OutOrStdout(), rep)
@@ -111,6 +123,7 @@ blob against its digest and the graph against ferry.json, and show what it holds
 		},
 	}
 	output.register(cmd)
+	remote.register(cmd)
 	return cmd
 }
 
