@@ -12,3 +12,19 @@ echo "== ferry package create $work/src -o $work/demo-1.0.0.tar.zst"
 "$ferry" package create "$work/src" -o "$work/demo-1.0.0.tar.zst"
 echo "== ferry package inspect $work/demo-1.0.0.tar.zst"
 "$ferry" package inspect "$work/demo-1.0.0.tar.zst"
+
+port=${DEMO_PORT:-5055}
+echo "== ferry registry serve --addr 127.0.0.1:$port --root $work/registry (background)"
+rm -rf "$work/registry"
+"$ferry" registry serve --addr "127.0.0.1:$port" --root "$work/registry" >"$work/serve.log" 2>&1 &
+serve=$!
+trap 'kill $serve 2>/dev/null; wait $serve 2>/dev/null' EXIT
+for _ in $(seq 100); do (echo >/dev/tcp/127.0.0.1/$port) 2>/dev/null && break; sleep 0.1; done
+ref=127.0.0.1:$port/pkgs/demo:1.0.0
+echo "== ferry package push $work/demo-1.0.0.tar.zst $ref"
+"$ferry" package push "$work/demo-1.0.0.tar.zst" "$ref"
+echo "== ferry package pull $ref -o $work/pulled.tar.zst"
+"$ferry" package pull "$ref" -o "$work/pulled.tar.zst"
+cmp "$work/demo-1.0.0.tar.zst" "$work/pulled.tar.zst" && echo "pulled archive is byte-identical to the created one"
+echo "== ferry package inspect $ref (reads manifests only)"
+"$ferry" package inspect "$ref"
