@@ -29,6 +29,7 @@ type registryServeOptions struct {
 	output          string
 	logLevel        string
 	shutdownTimeout time.Duration
+	load            []string
 }
 
 func newRegistryServeCmd() *cobra.Command {
@@ -57,6 +58,7 @@ SIGINT/SIGTERM stop it gracefully: in-flight requests (uploads included) get
 	f.BoolVar(&o.insecureNoAuth, "insecure-no-auth", false, "allow a non-loopback address without --htpasswd")
 	f.StringVar(&o.output, "output", "text", "output format: text or json")
 	f.StringVar(&o.logLevel, "log-level", "off", "registry log level on stderr: off, error, warn, info or debug")
+	f.StringArrayVar(&o.load, "load", nil, "load this package into the storage first, as an offline mirror (repeatable)")
 	f.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long a graceful shutdown waits for in-flight requests")
 	return cmd
 }
@@ -131,6 +133,15 @@ func runRegistryServe(ctx context.Context, stdout, stderr io.Writer, o registryS
 	logger, err := slogLogger(stderr, o.logLevel)
 	if err != nil {
 		return err
+	}
+	if len(o.load) > 0 {
+		results, err := loadPackages(ctx, root, o.load)
+		if err != nil {
+			return err
+		}
+		if o.output == "text" {
+			printLoaded(stdout, results, o.addr)
+		}
 	}
 	// The registry outlives ctx: cancellation starts a graceful shutdown,
 	// during which in-flight requests still need a live registry.

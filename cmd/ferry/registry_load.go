@@ -1,0 +1,88 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/registry"
+)
+
+func newRegistryLoadCmd() *cobra.Command {
+	var (
+		root   string
+		output outputFlag
+	)
+	cmd := &cobra.Command{
+		Use:   "load PKG... [--root DIR]",
+		Short: "Load packages into a registry's storage as an offline mirror, without serving",
+		Long: `Load packages into the storage a later ` + "`ferry registry serve --root DIR`" + ` serves:
+each package under its own name (<name>:<version>), and each of its images
+under its original repository path and tag without the registry host
+(docker.io/library/nginx:1.27 → library/nginx:1.27, ghcr.io/org/app:v1 →
+org/app:v1), by the digest the package recorded. Prints the containerd and
+docker configuration that pulls them from the mirror.`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := output.validate(); err != nil {
+				return err
+			}
+			dir, err := registryRoot(root)
+			if err != nil {
+				return err
+			}
+			results, err := loadPackages(cmd.Context(), dir, args)
+			if err != nil {
+				return err
+			}
+			if output.json() {
+				return writeJSON(cmd.OutOrStdout(), map[string]any{"root": dir, "loaded": results})
+			}
+			printLoaded(cmd.OutOrStdout(), results, registry.DefaultAddr)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&root, "root", "", "storage root directory (default $XDG_DATA_HOME/ferry/registry or ~/.local/share/ferry/registry)")
+	output.register(cmd)
+	return cmd
+}
+
+// registryRoot is --root made absolute, or the default root.
+func registryRoot(root string) (string, error) {
+	if root == "" {
+		return defaultRegistryRoot()
+	}
+	abs, err := filepath.Abs(root)
+	if err != nil {
+		return "", fmt.Errorf("--root: %w", err)
+	}
+	return abs, nil
+}
+
+// loadPackages opens the packages and loads them into the storage at root.
+func loadPackages(ctx context.Context, root string, paths []string) ([]*registry.MirrorResult, error) {
+	var readers []*artifact.Reader
+	for _, p := range paths {
+		r, err := artifact.Open(ctx, p)
+		if err != nil {
+			return nil, err
+		}
+		readers = append(readers, r)
+	}
+	return registry.LoadInto(ctx, registry.Config{RootDir: root}, readers)
+}
+
+// printLoaded lists what was loaded and the mirror configuration for addr.
+func printLoaded(w io.Writer, results []*registry.MirrorResult, addr string) {
+	for _, r := range results {
+		fmt.Fprintf(w, "loaded package %s (%s)\n", r.Package, r.Root)
+		for _, i := range r.Images {
+			fmt.Fprintf(w, "  %s → %s:%s@%s\n", i.Ref, i.Repository, i.Tag, i.Digest)
+		}
+	}
+	fmt.Fprintf(w, "\n%s", registry.MirrorConfig(addr, results))
+}
