@@ -212,6 +212,11 @@ func (c *ctxReader) Read(p []byte) (int, error) {
 // every blob against its digest. Waiting for the disk would make create
 // disk-bound instead of hash-and-compress-bound.
 func writeFileAtomic(path string, write func(io.Writer) error) (size int64, err error) {
+	return writeFileMode(path, 0o644, write)
+}
+
+// writeFileMode is writeFileAtomic giving the file mode.
+func writeFileMode(path string, mode os.FileMode, write func(io.Writer) error) (size int64, err error) {
 	dir, base := filepath.Split(path)
 	if dir == "" {
 		dir = "."
@@ -233,7 +238,7 @@ func writeFileAtomic(path string, write func(io.Writer) error) (size int64, err 
 	if err = tmp.Close(); err != nil {
 		return 0, err
 	}
-	if err = os.Chmod(tmp.Name(), 0o644); err != nil {
+	if err = os.Chmod(tmp.Name(), mode); err != nil {
 		return 0, err
 	}
 	if err = os.Rename(tmp.Name(), path); err != nil {

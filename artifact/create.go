@@ -41,6 +41,9 @@ type CreateOptions struct {
 	Epoch *time.Time
 	// Progress, if set, receives progress reports.
 	Progress ProgressFunc
+	// SignKey, if set, signs the root digest; the signature is stored in
+	// the package as Sign stores it.
+	SignKey *PrivateKey
 }
 
 // CreateResult describes a created package.
@@ -74,6 +77,11 @@ func Create(ctx context.Context, def *Definition, opts CreateOptions) (*CreateRe
 	pkg, err := b.build(ctx)
 	if err != nil {
 		return nil, err
+	}
+	if opts.SignKey != nil {
+		if err := pkg.sign(opts.SignKey); err != nil {
+			return nil, err
+		}
 	}
 	out := opts.Output
 	if out == "" {
@@ -274,17 +282,36 @@ func (b *builder) build(ctx context.Context) (*plan, error) {
 	return &b.plan, nil
 }
 
+// sign adds key's signature over the root to a new package.
+func (p *plan) sign(key *PrivateKey) error {
+	si, _, err := addSignature(key, p.root.Digest, p.config.Name, p.config, nil)
+	if err != nil {
+		return err
+	}
+	for d, data := range si.blobs {
+		p.blobs[d] = &blob{desc: ocispec.Descriptor{Digest: d, Size: int64(len(data))}, data: data}
+	}
+	p.blobs[si.desc.Digest].desc = si.desc
+	p.index = withSignature(p.root.Digest, p.index, si.desc)
+	p.indexJSON, err = layoutIndex(p.root, p.config.Version, p.index[1:])
+	return err
+}
+
 // layoutIndex renders index.json: the root, tagged with the version, then
 // any signatures.
 func layoutIndex(root ocispec.Descriptor, version string, extra []ocispec.Descriptor) ([]byte, error) {
 	r := root
 	r.Annotations = map[string]string{ocispec.AnnotationRefName: version}
-	idx := ocispec.Index{
+	return indexJSON(append([]ocispec.Descriptor{r}, extra...))
+}
+
+// indexJSON renders an index.json listing entries.
+func indexJSON(entries []ocispec.Descriptor) ([]byte, error) {
+	return json.Marshal(ocispec.Index{
 		Versioned: specs.Versioned{SchemaVersion: 2},
 		MediaType: ocispec.MediaTypeImageIndex,
-		Manifests: append([]ocispec.Descriptor{r}, extra...),
-	}
-	return json.Marshal(idx)
+		Manifests: entries,
+	})
 }
 
 func (b *builder) progress(p Progress) {

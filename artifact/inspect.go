@@ -29,25 +29,25 @@ type Report struct {
 	Signed     bool            `json:"signed"`
 }
 
-// SignatureTag is the tag cosign gives the signature of a digest:
-// sha256-<hex>.sig.
-func SignatureTag(d digest.Digest) string {
-	return d.Algorithm().String() + "-" + d.Encoded() + ".sig"
-}
-
 // Inspect reads the whole package, verifying every blob and the graph, and
 // reports its content. ferry.json is checked against the graph: every image,
 // chart, manifest and file it lists must be held under the root with the
 // digest it records.
 func Inspect(ctx context.Context, r *Reader, progress ProgressFunc) (*Report, error) {
+	rep, _, err := inspect(ctx, r, progress)
+	return rep, err
+}
+
+// inspect is Inspect, also returning what the walk established.
+func inspect(ctx context.Context, r *Reader, progress ProgressFunc) (*Report, *Summary, error) {
 	sum, err := r.Walk(ctx, nil, progress)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := checkConfig(r, sum); err != nil {
-		return nil, fmt.Errorf("%s: %w", r.Path(), err)
+		return nil, nil, fmt.Errorf("%s: %w", r.Path(), err)
 	}
-	return newReport(r.Config, r.Root, r.Index.Manifests, sum.Blobs, sum.Size), nil
+	return newReport(r.Config, r.Root, r.Index.Manifests, sum.Blobs, sum.Size), sum, nil
 }
 
 // newReport builds a report from a package's config and index.json entries.
@@ -71,11 +71,8 @@ func newReport(cfg *Config, root ocispec.Descriptor, index []ocispec.Descriptor,
 			rep.TotalSize += f.Size
 		}
 	}
-	sigTag := SignatureTag(root.Digest)
-	for _, d := range index {
-		if d.Annotations[ocispec.AnnotationRefName] == sigTag {
-			rep.Signatures = append(rep.Signatures, d.Digest)
-		}
+	for _, d := range signatureEntries(root.Digest, index) {
+		rep.Signatures = append(rep.Signatures, d.Digest)
 	}
 	rep.Signed = len(rep.Signatures) > 0
 	return rep

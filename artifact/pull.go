@@ -21,6 +21,9 @@ type PullOptions struct {
 	Format Format
 	// Progress, if set, receives progress reports.
 	Progress ProgressFunc
+	// Keys, if set, require a valid signature over the root by one of them,
+	// checked before anything is written.
+	Keys []*PublicKey
 }
 
 // PullResult describes a pulled package.
@@ -30,16 +33,25 @@ type PullResult struct {
 	Config *Config            `json:"-"`
 	Size   int64              `json:"size"`
 	Blobs  int                `json:"blobs"`
+	// Signatures are the signatures verified with PullOptions.Keys.
+	Signatures []VerifiedSignature `json:"signatures,omitempty"`
 }
 
 // Pull fetches the package ref names (tag or digest) and writes it as an
 // archive at out, atomically. Every blob is verified against its digest as
-// it is written; a digest reference is the root's. Pulling what Push sent
+// it is written; a digest reference is the root's. With opts.Keys the
+// signature is checked first, before anything is written. Pulling what Push sent
 // gives the same bytes.
 func Pull(ctx context.Context, ref, out string, opts PullOptions) (*PullResult, error) {
-	p, _, err := remotePlan(ctx, ref, opts.Remote)
+	p, repo, err := remotePlan(ctx, ref, opts.Remote)
 	if err != nil {
 		return nil, err
+	}
+	var valid []VerifiedSignature
+	if len(opts.Keys) > 0 {
+		if valid, err = p.checkSignatures(ctx, repo, ref, opts.Keys); err != nil {
+			return nil, err
+		}
 	}
 	format := opts.Format
 	if format == "" {
@@ -57,7 +69,7 @@ func Pull(ctx context.Context, ref, out string, opts PullOptions) (*PullResult, 
 	if err != nil {
 		return nil, fmt.Errorf("pull %s: %w", ref, err)
 	}
-	return &PullResult{Path: out, Root: p.root, Config: p.config, Size: size, Blobs: len(p.blobs)}, nil
+	return &PullResult{Path: out, Root: p.root, Config: p.config, Size: size, Blobs: len(p.blobs), Signatures: valid}, nil
 }
 
 // InspectRemote reports on the package ref names reading only manifests,
@@ -139,12 +151,7 @@ func remotePlan(ctx context.Context, ref string, opts RemoteOptions) (*plan, *re
 	if p.config == nil {
 		return nil, nil, fmt.Errorf("%w: %s has no package manifest", ErrCorrupt, ref)
 	}
-	p.mtime = time.Unix(0, 0).UTC()
-	if p.config.Created != "" {
-		if t, err := time.Parse(time.RFC3339, p.config.Created); err == nil {
-			p.mtime = t.UTC()
-		}
-	}
+	p.mtime = archiveTime(p.config)
 	// Signatures are found by cosign's tag convention.
 	p.index = []ocispec.Descriptor{p.root}
 	sigTag := SignatureTag(root.Digest)
@@ -172,4 +179,15 @@ func remotePlan(ctx context.Context, ref string, opts RemoteOptions) (*plan, *re
 		return nil, nil, err
 	}
 	return p, repo, nil
+}
+
+// archiveTime is the tar mtime of a package's archive entries: its created
+// time, or the Unix epoch when it records none (as Create writes them).
+func archiveTime(cfg *Config) time.Time {
+	if cfg.Created != "" {
+		if t, err := time.Parse(time.RFC3339, cfg.Created); err == nil {
+			return t.UTC()
+		}
+	}
+	return time.Unix(0, 0).UTC()
 }

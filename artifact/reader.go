@@ -33,8 +33,9 @@ var (
 // Reader reads a package from an archive (.tar or .tar.zst) or an OCI
 // layout folder. Open reads only the head; Walk streams and verifies the rest.
 type Reader struct {
-	path  string
-	isDir bool
+	path   string
+	isDir  bool
+	format Format // of an archive: tar or tar.zst, as read
 	// Config is ferry.json, ConfigData its exact bytes.
 	Config     *Config
 	ConfigData []byte
@@ -83,7 +84,9 @@ func (r *Reader) withTar(fn func(*tar.Reader) error) error {
 	br := bufio.NewReaderSize(f, copyBufferSize)
 	magic, _ := br.Peek(4)
 	var src io.Reader = br
+	r.format = FormatTar
 	if bytes.Equal(magic, []byte{0x28, 0xb5, 0x2f, 0xfd}) {
+		r.format = FormatTarZstd
 		dec, err := zstd.NewReader(br, zstd.WithDecoderConcurrency(2), zstd.WithDecoderLowmem(true))
 		if err != nil {
 			return err
@@ -243,6 +246,9 @@ type Summary struct {
 	Size  int64
 	// Nodes holds every manifest and index reachable from index.json, by digest.
 	Nodes map[digest.Digest]Node
+	// json holds every small JSON blob (manifests, configs, signature
+	// payloads), verified, by digest.
+	json map[digest.Digest][]byte
 }
 
 // Node is a manifest or index of the package graph.
@@ -453,7 +459,7 @@ func readBlobFile(p string, d ocispec.Descriptor) ([]byte, error) {
 
 // finish checks the graph once every blob has been seen.
 func (w *walker) finish() (*Summary, error) {
-	sum := &Summary{Blobs: len(w.sizes), Size: w.total, Nodes: map[digest.Digest]Node{}}
+	sum := &Summary{Blobs: len(w.sizes), Size: w.total, Nodes: map[digest.Digest]Node{}, json: w.small}
 	reached := map[digest.Digest]bool{}
 	var visit func(d ocispec.Descriptor) error
 	visit = func(d ocispec.Descriptor) error {

@@ -13,15 +13,15 @@ import (
 // newPackageCmd groups the package verbs.
 func newPackageCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "package", Short: "Create, inspect and move packages"}
-	cmd.AddCommand(newCreateCmd(), newInspectCmd(), newPushCmd(), newPullCmd())
+	cmd.AddCommand(newCreateCmd(), newInspectCmd(), newPushCmd(), newPullCmd(), newSignCmd(), newVerifyCmd())
 	return cmd
 }
 
 func newCreateCmd() *cobra.Command {
 	var (
-		out, format string
-		plainHTTP   bool
-		output      outputFlag
+		out, format, signKey string
+		plainHTTP            bool
+		output               outputFlag
 	)
 	cmd := &cobra.Command{
 		Use:   "create [DIR|ferry.yaml]",
@@ -50,6 +50,11 @@ Registry credentials come from the docker config file.`,
 				return err
 			}
 			opts := artifact.CreateOptions{Output: out, Remote: artifact.RemoteOptions{PlainHTTP: plainHTTP}, Epoch: epoch}
+			if signKey != "" {
+				if opts.SignKey, err = loadSignKey(cmd, signKey); err != nil {
+					return err
+				}
+			}
 			switch format {
 			case "":
 			case "tar", "tar.zst":
@@ -67,7 +72,7 @@ Registry credentials come from the docker config file.`,
 			if output.json() {
 				return writeJSON(cmd.OutOrStdout(), map[string]any{
 					"path": res.Path, "root": res.Root.Digest, "name": res.Config.Name, "version": res.Config.Version,
-					"size": res.Size, "blobs": res.Blobs,
+					"size": res.Size, "blobs": res.Blobs, "signed": signKey != "",
 				})
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "created %s (%s %s, %s, %d blobs)\nroot %s\n", res.Path, res.Config.Name, res.Config.Version, humanBytes(res.Size), res.Blobs, res.Root.Digest)
@@ -77,6 +82,7 @@ Registry credentials come from the docker config file.`,
 	cmd.Flags().StringVarP(&out, "out", "o", "", "archive to write (default <name>-<version>.tar.zst)")
 	cmd.Flags().StringVar(&format, "format", "", "archive format: tar.zst or tar (default from the file name)")
 	cmd.Flags().BoolVar(&plainHTTP, "plain-http", false, "use plain HTTP for registries (loopback registries always may)")
+	cmd.Flags().StringVar(&signKey, "sign-key", "", "cosign private key to sign the package with")
 	output.register(cmd)
 	return cmd
 }
@@ -85,20 +91,29 @@ func newInspectCmd() *cobra.Command {
 	var (
 		output outputFlag
 		remote remoteFlags
+		keys   []string
 	)
 	cmd := &cobra.Command{
 		Use:   "inspect PKG|REF",
 		Short: "Verify a package and show what it holds",
 		Long: `Read a package (archive or layout folder) in one streaming pass, verify every
 blob against its digest and the graph against ferry.json, and show what it holds.
-Given a registry reference instead, read only the manifests and ferry.json.`,
+Given a registry reference instead, read only the manifests and ferry.json.
+With --key, verify the signature and every blob first (as package verify),
+and print nothing unless both hold.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := output.validate(); err != nil {
 				return err
 			}
 			var rep *artifact.Report
-			if isLocal(args[0]) {
+			if len(keys) > 0 {
+				res, err := verifyPackage(cmd, args[0], keys, remote)
+				if err != nil {
+					return err
+				}
+				rep = res.Report
+			} else if isLocal(args[0]) {
 				r, err := artifact.Open(cmd.Context(), args[0])
 				if err != nil {
 					return err
@@ -124,6 +139,7 @@ Given a registry reference instead, read only the manifests and ferry.json.`,
 	}
 	output.register(cmd)
 	remote.register(cmd)
+	addKeyFlag(cmd, &keys)
 	return cmd
 }
 

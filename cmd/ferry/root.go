@@ -15,7 +15,7 @@ func newRootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newPackageCmd(), newRegistryCmd())
+	root.AddCommand(newPackageCmd(), newRegistryCmd(), newKeyCmd())
 	return root
 }
 

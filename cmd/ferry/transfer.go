@@ -83,13 +83,15 @@ func newPullCmd() *cobra.Command {
 		remote remoteFlags
 		output outputFlag
 		out    string
+		keys   []string
 	)
 	cmd := &cobra.Command{
 		Use:   "pull REF -o FILE",
 		Short: "Pull a package from an OCI registry into an archive",
 		Long: `Pull the package REF (tag or digest) into FILE (.tar.zst or .tar), verifying
 every blob against its digest; written atomically. What push sent comes back
-byte for byte.`,
+byte for byte. With --key, a valid signature over the root by that key is
+required first: nothing is written otherwise.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := output.validate(); err != nil {
@@ -98,15 +100,19 @@ byte for byte.`,
 			if out == "" {
 				return fmt.Errorf("-o FILE is required")
 			}
+			verifyKeys, err := loadVerifyKeys(keys)
+			if err != nil {
+				return err
+			}
 			progress, done := newProgress(cmd)
-			res, err := artifact.Pull(cmd.Context(), args[0], out, artifact.PullOptions{Remote: remote.options(), Progress: progress})
+			res, err := artifact.Pull(cmd.Context(), args[0], out, artifact.PullOptions{Remote: remote.options(), Progress: progress, Keys: verifyKeys})
 			done()
 			if err != nil {
 				return err
 			}
 			if output.json() {
 				return writeJSON(cmd.OutOrStdout(), map[string]any{
-					"path": res.Path, "root": res.Root.Digest, "name": res.Config.Name, "version": res.Config.Version, "size": res.Size, "blobs": res.Blobs,
+					"path": res.Path, "root": res.Root.Digest, "name": res.Config.Name, "version": res.Config.Version, "size": res.Size, "blobs": res.Blobs, "signatures": res.Signatures,
 				})
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "pulled %s → %s (%s %s, %s, %d blobs)\n%s\n", args[0], res.Path, res.Config.Name, res.Config.Version, humanBytes(res.Size), res.Blobs, res.Root.Digest)
@@ -114,6 +120,7 @@ byte for byte.`,
 		},
 	}
 	cmd.Flags().StringVarP(&out, "out", "o", "", "archive to write (.tar.zst or .tar)")
+	addKeyFlag(cmd, &keys)
 	remote.register(cmd)
 	output.register(cmd)
 	return cmd

@@ -1,0 +1,244 @@
+package artifact
+
+import (
+	"bytes"
+	"crypto/ecdsa"
+	"encoding/asn1"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/big"
+
+	"github.com/google/go-containerregistry/pkg/v1/types"
+	"github.com/opencontainers/go-digest"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+	"github.com/sigstore/cosign/v2/pkg/oci"
+	"github.com/sigstore/cosign/v2/pkg/oci/empty"
+	"github.com/sigstore/cosign/v2/pkg/oci/mutate"
+	"github.com/sigstore/cosign/v2/pkg/oci/static"
+	"github.com/sigstore/sigstore/pkg/signature/payload"
+)
+
+// Signatures are cosign's: one OCI image manifest per signed digest, tagged
+// sha256-<hex>.sig (SignatureTag), with one layer per signature. A layer is
+// the simple-signing payload naming the signed digest; its annotation holds
+// the base64 signature over the payload's bytes. No certificate, bundle or
+// transparency-log entry is made: the key is the only trust root (air gap).
+const (
+	// MediaTypeSimpleSigning is the media type of a cosign signature payload.
+	MediaTypeSimpleSigning = "application/vnd.dev.cosign.simplesigning.v1+json"
+	// AnnotationCosignSignature holds a layer's base64 signature.
+	AnnotationCosignSignature = static.SignatureAnnotationKey
+)
+
+// Errors of signature verification; match them with errors.Is.
+var (
+	// ErrNoSignature means the package carries no signature over its root.
+	ErrNoSignature = errors.New("no signature")
+	// ErrSignature means signatures are there but none is valid for the key.
+	ErrSignature = errors.New("signature not valid")
+)
+
+// SignatureTag is the tag cosign gives the signature of a digest:
+// sha256-<hex>.sig.
+func SignatureTag(d digest.Digest) string {
+	return d.Algorithm().String() + "-" + d.Encoded() + ".sig"
+}
+
+// signatureEntries returns the entries of index that hold root's signatures.
+func signatureEntries(root digest.Digest, index []ocispec.Descriptor) []ocispec.Descriptor {
+	tag := SignatureTag(root)
+	var out []ocispec.Descriptor
+	for _, d := range index {
+		if d.Digest != root && d.Annotations[ocispec.AnnotationRefName] == tag {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// readSignatures parses signature manifests into cosign signatures, fetching
+// each payload (fetch must verify it against its descriptor).
+func readSignatures(manifests [][]byte, fetch func(ocispec.Descriptor) ([]byte, error)) ([]oci.Signature, error) {
+	var sigs []oci.Signature
+	for _, data := range manifests {
+		var m ocispec.Manifest
+		if err := json.Unmarshal(data, &m); err != nil {
+			return nil, fmt.Errorf("%w: signature manifest: %v", ErrCorrupt, err)
+		}
+		for _, l := range m.Layers {
+			body, err := fetch(l)
+			if err != nil {
+				return nil, err
+			}
+			opts := []static.Option{static.WithLayerMediaType(types.MediaType(l.MediaType))}
+			if len(l.Annotations) > 0 {
+				opts = append(opts, static.WithAnnotations(l.Annotations))
+			}
+			sig, err := static.NewSignature(body, l.Annotations[AnnotationCosignSignature], opts...)
+			if err != nil {
+				return nil, err
+			}
+			sigs = append(sigs, sig)
+		}
+	}
+	return sigs, nil
+}
+
+// signatureImage is a signature manifest ready to store: its descriptor and
+// every blob it needs, by digest.
+type signatureImage struct {
+	desc  ocispec.Descriptor
+	blobs map[digest.Digest][]byte
+}
+
+// newSignatureImage builds the signature manifest holding sigs, as cosign
+// builds it (cosign's own library), so that either tool can append to it.
+func newSignatureImage(sigs []oci.Signature) (*signatureImage, error) {
+	img, err := mutate.AppendSignatures(empty.Signatures(), false, sigs...)
+	if err != nil {
+		return nil, err
+	}
+	manifest, err := img.RawManifest()
+	if err != nil {
+		return nil, err
+	}
+	config, err := img.RawConfigFile()
+	if err != nil {
+		return nil, err
+	}
+	si := &signatureImage{
+		desc:  ocispec.Descriptor{MediaType: ocispec.MediaTypeImageManifest, Digest: digest.FromBytes(manifest), Size: int64(len(manifest))},
+		blobs: map[digest.Digest][]byte{digest.FromBytes(manifest): manifest, digest.FromBytes(config): config},
+	}
+	var m ocispec.Manifest
+	if err := json.Unmarshal(manifest, &m); err != nil || m.MediaType != ocispec.MediaTypeImageManifest {
+		return nil, fmt.Errorf("unexpected signature manifest %s", manifest)
+	}
+	for _, s := range sigs {
+		p, err := s.Payload()
+		if err != nil {
+			return nil, err
+		}
+		si.blobs[digest.FromBytes(p)] = p
+	}
+	return si, nil
+}
+
+// signPayload signs root with key: the cosign simple-signing payload naming
+// root, with the package's identity, and its signature as a cosign layer.
+func signPayload(key *PrivateKey, root digest.Digest, identity string, cfg *Config) (oci.Signature, error) {
+	body, err := json.Marshal(payload.SimpleContainerImage{
+		Critical: payload.Critical{
+			Identity: payload.Identity{DockerReference: identity},
+			Image:    payload.Image{DockerManifestDigest: root.String()},
+			Type:     payload.CosignSignatureType,
+		},
+		Optional: map[string]any{AnnotationPackageName: cfg.Name, AnnotationPackageVersion: cfg.Version},
+	})
+	if err != nil {
+		return nil, err
+	}
+	sig, err := key.SignMessage(bytes.NewReader(body))
+	if err != nil {
+		return nil, fmt.Errorf("sign with %s: %w", key.Name, err)
+	}
+	return static.NewSignature(body, base64.StdEncoding.EncodeToString(sig))
+}
+
+// VerifiedSignature is a signature that checked out.
+type VerifiedSignature struct {
+	Key     string        `json:"key"`
+	Payload digest.Digest `json:"payload"`
+}
+
+// checkSignatures returns the signatures in sigs that one of keys made over
+// root. When none is valid the error says why, the most telling reason
+// first: a valid signature over another digest, one by another key, a
+// malformed one, or none at all.
+func checkSignatures(root digest.Digest, sigs []oci.Signature, keys []*PublicKey) ([]VerifiedSignature, error) {
+	if len(keys) == 0 {
+		return nil, fmt.Errorf("%w: no public key to verify with", ErrKey)
+	}
+	if len(sigs) == 0 {
+		return nil, fmt.Errorf("%w over the package root %s", ErrNoSignature, root)
+	}
+	var (
+		valid                []VerifiedSignature
+		otherDigest, badSig  error
+		byOther, checkedKeys int
+	)
+	for i, s := range sigs {
+		n := i + 1
+		body, err := s.Payload()
+		if err != nil {
+			return nil, err
+		}
+		b64, _ := s.Base64Signature()
+		raw, err := base64.StdEncoding.DecodeString(b64)
+		if err != nil || len(raw) == 0 {
+			badSig = fmt.Errorf("%w: bad signature %d: not base64-encoded signature bytes", ErrSignature, n)
+			continue
+		}
+		for _, k := range keys {
+			checkedKeys++
+			if err := k.VerifySignature(bytes.NewReader(raw), bytes.NewReader(body)); err != nil {
+				if malformedECDSA(k, raw) {
+					badSig = fmt.Errorf("%w: bad signature %d: not a well-formed ECDSA signature", ErrSignature, n)
+				} else {
+					byOther++
+				}
+				continue
+			}
+			var p payload.SimpleContainerImage
+			if err := json.Unmarshal(body, &p); err != nil || p.Critical.Type != payload.CosignSignatureType {
+				badSig = fmt.Errorf("%w: bad signature %d: its payload is not a cosign signature payload", ErrSignature, n)
+				continue
+			}
+			if p.Critical.Image.DockerManifestDigest != root.String() {
+				otherDigest = fmt.Errorf("%w: signature %d by %s is over %s, not the package root %s", ErrSignature, n, k.Name, p.Critical.Image.DockerManifestDigest, root)
+				continue
+			}
+			pd, _ := s.Digest()
+			valid = append(valid, VerifiedSignature{Key: k.Name, Payload: digest.Digest(pd.String())})
+		}
+	}
+	switch {
+	case len(valid) > 0:
+		return valid, nil
+	case otherDigest != nil:
+		return nil, otherDigest
+	case byOther > 0:
+		return nil, fmt.Errorf("%w: signed by another key: none of %d signature(s) verifies with %s", ErrSignature, len(sigs), keyNames(keys))
+	case badSig != nil:
+		return nil, badSig
+	}
+	return nil, fmt.Errorf("%w over the package root %s", ErrNoSignature, root)
+}
+
+func keyNames(keys []*PublicKey) string {
+	var b bytes.Buffer
+	for i, k := range keys {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(k.Name)
+	}
+	return b.String()
+}
+
+// malformedECDSA reports whether raw cannot be an ECDSA signature for an
+// ECDSA key: not one DER SEQUENCE of two positive integers.
+func malformedECDSA(k *PublicKey, raw []byte) bool {
+	pub, err := k.PublicKey()
+	if err != nil {
+		return false
+	}
+	if _, ok := pub.(*ecdsa.PublicKey); !ok {
+		return false
+	}
+	var s struct{ R, S *big.Int }
+	rest, err := asn1.Unmarshal(raw, &s)
+	return err != nil || len(rest) > 0 || s.R.Sign() <= 0 || s.S.Sign() <= 0
+}
