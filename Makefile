@@ -12,7 +12,7 @@ export PATH := $(TOOLS):$(BIN):$(PATH)
 export GOFLAGS ?= -buildvcs=false
 
 APT_PACKAGES := docker-registry skopeo zstd qemu-user-static
-PEER_TOOLS   := helm crane regctl oras
+PEER_TOOLS   := helm crane regctl oras cosign
 
 .PHONY: all build test fuzz bench demo lint deps apt tools clean
 

@@ -348,13 +348,20 @@ func (w *walker) blob(desc ocispec.Descriptor, src io.Reader) error {
 	if desc.Size <= manifestLimit {
 		keep = &bytes.Buffer{}
 	}
-	tee := io.TeeReader(io.LimitReader(src, desc.Size), io.MultiWriter(v, writerOrDiscard(keep)))
+	sink := io.MultiWriter(v, writerOrDiscard(keep))
+	tee := io.TeeReader(io.LimitReader(src, desc.Size), sink)
+	var err error
 	if w.fn != nil {
 		if err := w.fn(desc, tee); err != nil {
 			return err
 		}
+		_, err = io.CopyBuffer(io.Discard, tee, w.buf)
+	} else {
+		// Nothing else reads the blob: hash it while the next bytes are
+		// read (and decompressed) on another core.
+		err = readAhead(sink, io.LimitReader(src, desc.Size), w.buf)
 	}
-	if _, err := io.CopyBuffer(io.Discard, tee, w.buf); err != nil {
+	if err != nil {
 		if errors.Is(err, io.ErrUnexpectedEOF) {
 			return fmt.Errorf("%w: archive is truncated", ErrCorrupt)
 		}
@@ -372,6 +379,80 @@ func (w *walker) blob(desc ocispec.Descriptor, src io.Reader) error {
 		w.progress(Progress{Phase: PhaseRead, Digest: desc.Digest, Bytes: w.total, Blobs: len(w.sizes)})
 	}
 	return nil
+}
+
+// readAheadChunks is how many chunks of its buffer readAhead keeps in flight.
+const readAheadChunks = 4
+
+// readAhead copies src to dst, reading in a second goroutine into chunks
+// of buf, so the reads (decompression, I/O) overlap with dst's work
+// (hashing). It returns src's first error other than io.EOF.
+func readAhead(dst io.Writer, src io.Reader, buf []byte) error {
+	size := len(buf) / readAheadChunks
+	free := make(chan []byte, readAheadChunks)
+	for i := range readAheadChunks {
+		free <- buf[i*size : (i+1)*size : (i+1)*size]
+	}
+	type chunk struct {
+		b   []byte
+		err error
+	}
+	full := make(chan chunk, readAheadChunks+1)
+	stop := make(chan struct{})
+	go func() {
+		defer close(full)
+		for {
+			var b []byte
+			select {
+			case b = <-free:
+			case <-stop:
+				return
+			}
+			n, err := fillBuffer(src, b)
+			if n > 0 {
+				full <- chunk{b: b[:n]}
+			}
+			if err != nil {
+				if err != io.EOF {
+					full <- chunk{err: err}
+				}
+				return
+			}
+		}
+	}()
+	var err error
+	for c := range full {
+		switch {
+		case err != nil:
+		case c.err != nil:
+			err = c.err
+		default:
+			if _, werr := dst.Write(c.b); werr != nil {
+				err = werr
+			}
+		}
+		if err != nil {
+			close(stop)
+			for range full {
+			}
+			break
+		}
+		free <- c.b[:cap(c.b)]
+	}
+	return err
+}
+
+// fillBuffer reads into b until it is full or src fails (io.EOF at the end).
+func fillBuffer(src io.Reader, b []byte) (int, error) {
+	n := 0
+	for n < len(b) {
+		m, err := src.Read(b[n:])
+		n += m
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
 }
 
 func writerOrDiscard(b *bytes.Buffer) io.Writer {

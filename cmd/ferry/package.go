@@ -157,7 +157,7 @@ func printReport(cmd *cobra.Command, rep *artifact.Report) {
 	fmt.Fprintf(tw, "Platforms\t%s\n", strings.Join(rep.Platforms, ", "))
 	signed := "no"
 	if rep.Signed {
-		signed = fmt.Sprintf("yes (%d signature(s))", len(rep.Signatures))
+		signed = "yes (cosign signature manifest " + rep.Signatures[0].String() + "; check it with package verify --key)"
 	}
 	fmt.Fprintf(tw, "Signed\t%s\n", signed)
 	fmt.Fprintf(tw, "Size\t%s stored, %s total, %d blobs\n", humanBytes(rep.StoredSize), humanBytes(rep.TotalSize), rep.Blobs)
