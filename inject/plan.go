@@ -20,8 +20,8 @@ import (
 const (
 	DefaultNamespace        = "ferry"
 	DefaultName             = "ferry-injector"
-	DefaultChunkSize        = 512 << 10
-	DefaultMaxConfigMapSize = 1 << 20 // the API server's limit on data + binaryData, keys included
+	DefaultChunkSize        = 512 << 10 // smaller than the limit: large ConfigMaps slow down small control planes
+	DefaultMaxConfigMapSize = 1 << 20   // the API server's limit on data + binaryData, keys included
 	DefaultPort             = 5000
 	DefaultNodePort         = 31999
 	// RunAsUser is the UID and GID the injector runs as; any UID works.
@@ -30,12 +30,12 @@ const (
 
 // Paths inside the injector container.
 const (
-	BootDir     = "/ferry/boot"    // loader and stage-1 chunks (ConfigMaps, mode 0555)
-	PayloadDir  = "/ferry/payload" // payload chunks (ConfigMaps, mode 0444)
-	WorkDir     = "/ferry/work"    // emptyDir: stage 1 and the extracted layout
-	LoaderKey   = "loader"
-	Stage1Path  = WorkDir + "/ferry-injector"
-	LayoutPath  = WorkDir + "/registry"
+	BootDir     = "/ferry/boot"               // loader and stage-1 chunks (ConfigMaps, mode 0555)
+	PayloadDir  = "/ferry/payload"            // payload chunks (ConfigMaps, mode 0444)
+	WorkDir     = "/ferry/work"               // emptyDir: stage 1 and the extracted layout
+	LoaderKey   = "loader"                    // the loader's key in the first boot ConfigMap
+	Stage1Path  = WorkDir + "/ferry-injector" // where the loader joins stage 1
+	LayoutPath  = WorkDir + "/registry"       // where stage 1 extracts the payload
 	stage1Chunk = "stage1-"
 )
 

@@ -265,3 +265,52 @@ func TestServerShutdownClosesIdle(t *testing.T) {
 		t.Fatalf("idle connection not closed: %v", err)
 	}
 }
+
+// TestServerShutdownFinishesInFlight: a download in progress when
+// Shutdown starts completes, then the connection closes.
+func TestServerShutdownFinishesInFlight(t *testing.T) {
+	img := newTestImage(t, 6, 64<<20)
+	dir := t.TempDir()
+	img.writeDir(t, dir)
+	srv, _ := NewServer(dir)
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	io.WriteString(c, "GET /v2/r/blobs/"+img.layers[0]+" HTTP/1.1\r\n\r\n")
+	head := make([]byte, 64)
+	if _, err := io.ReadFull(c, head); err != nil {
+		t.Fatal(err)
+	}
+	shut := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		shut <- srv.Shutdown(ctx)
+	}()
+	time.Sleep(100 * time.Millisecond)
+	select {
+	case err := <-shut:
+		t.Fatalf("Shutdown returned (%v) while a download was in flight", err)
+	default:
+	}
+	rest, err := io.ReadAll(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := append(head, rest...)
+	i := bytes.Index(all, []byte("\r\n\r\n"))
+	if i < 0 || len(all)-i-4 != 64<<20 {
+		t.Fatalf("download cut short: %d body bytes", len(all)-i-4)
+	}
+	if err := <-shut; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-errc; !errors.Is(err, ErrServerClosed) {
+		t.Fatal(err)
+	}
+}
