@@ -260,3 +260,27 @@ func (c Config) distribution() (*configuration.Configuration, error) {
 	}
 	return d, nil
 }
+
+// ServeUntil serves on l until ctx is done, then shuts down gracefully,
+// giving in-flight requests up to grace to finish. It returns nil after a
+// clean shutdown.
+func (s *Server) ServeUntil(ctx context.Context, l net.Listener, grace time.Duration) error {
+	served := make(chan error, 1)
+	go func() { served <- s.Serve(l) }()
+	select {
+	case err := <-served:
+		_ = s.Shutdown(context.Background())
+		return fmt.Errorf("serve %s: %w", l.Addr(), err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	err := s.Shutdown(sctx)
+	if serr := <-served; serr != nil && !errors.Is(serr, http.ErrServerClosed) && err == nil {
+		err = serr
+	}
+	if err != nil {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	return nil
+}

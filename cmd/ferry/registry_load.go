@@ -10,6 +10,7 @@ import (
 
 	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/registry"
+	"github.com/ferrypkg/ferry/registry/mirror"
 )
 
 func newRegistryLoadCmd() *cobra.Command {
@@ -64,7 +65,7 @@ func registryRoot(root string) (string, error) {
 }
 
 // loadPackages opens the packages and loads them into the storage at root.
-func loadPackages(ctx context.Context, root string, paths []string) ([]*registry.MirrorResult, error) {
+func loadPackages(ctx context.Context, root string, paths []string) ([]*mirror.Result, error) {
 	var readers []*artifact.Reader
 	for _, p := range paths {
 		r, err := artifact.Open(ctx, p)
@@ -73,16 +74,16 @@ func loadPackages(ctx context.Context, root string, paths []string) ([]*registry
 		}
 		readers = append(readers, r)
 	}
-	return registry.LoadInto(ctx, registry.Config{RootDir: root}, readers)
+	return mirror.LoadInto(ctx, registry.Config{RootDir: root}, readers)
 }
 
 // printLoaded lists what was loaded and the mirror configuration for addr.
-func printLoaded(w io.Writer, results []*registry.MirrorResult, addr string) {
+func printLoaded(w io.Writer, results []*mirror.Result, addr string) {
 	for _, r := range results {
 		fmt.Fprintf(w, "loaded package %s (%s)\n", r.Package, r.Root)
 		for _, i := range r.Images {
 			fmt.Fprintf(w, "  %s → %s:%s@%s\n", i.Ref, i.Repository, i.Tag, i.Digest)
 		}
 	}
-	fmt.Fprintf(w, "\n%s", registry.MirrorConfig(addr, results))
+	fmt.Fprintf(w, "\n%s", mirror.Snippets(addr, results))
 }

@@ -3,12 +3,10 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -179,22 +177,8 @@ func runRegistryServe(ctx context.Context, stdout, stderr io.Writer, o registryS
 		fmt.Fprintf(stdout, "ferry registry listening on %s (storage %s)\n", info.URL, root)
 	}
 
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(l) }()
-	select {
-	case err := <-served:
-		_ = srv.Shutdown(context.Background())
-		return fmt.Errorf("serve %s: %w", o.addr, err)
-	case <-ctx.Done():
-	}
-	sctx, cancel := context.WithTimeout(context.Background(), o.shutdownTimeout)
-	defer cancel()
-	err = srv.Shutdown(sctx)
-	if serr := <-served; serr != nil && !errors.Is(serr, http.ErrServerClosed) && err == nil {
-		err = serr
-	}
-	if err != nil {
-		return fmt.Errorf("shutdown: %w", err)
+	if err := srv.ServeUntil(ctx, l, o.shutdownTimeout); err != nil {
+		return err
 	}
 	if o.output == "text" {
 		fmt.Fprintln(stdout, "ferry registry stopped")

@@ -1,4 +1,4 @@
-package registry_test
+package mirror_test
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 	"github.com/ferrypkg/ferry/internal/fixture"
 	"github.com/ferrypkg/ferry/internal/peertool"
 	"github.com/ferrypkg/ferry/registry"
+	"github.com/ferrypkg/ferry/registry/mirror"
 	"github.com/ferrypkg/ferry/registry/registrytest"
 )
 
@@ -26,7 +27,7 @@ func TestMirrorPath(t *testing.T) {
 		"ghcr.io/org/app:v1":           "org/app:v1",
 		"127.0.0.1:5000/a/b/c:2":       "a/b/c:2",
 	} {
-		repo, tag, err := registry.MirrorPath(in)
+		repo, tag, err := mirror.Path(in)
 		if err != nil || repo+":"+tag != want {
 			t.Errorf("MirrorPath(%q) = %s:%s, %v; want %s", in, repo, tag, err, want)
 		}
@@ -79,7 +80,7 @@ func TestLoadMirror(t *testing.T) {
 	crane := peertool.Require(t, "crane")
 	r, want := mirrorPackage(t)
 	root := t.TempDir()
-	results, err := registry.LoadInto(context.Background(), registry.Config{RootDir: root}, []*artifact.Reader{r})
+	results, err := mirror.LoadInto(context.Background(), registry.Config{RootDir: root}, []*artifact.Reader{r})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +107,7 @@ func TestLoadMirror(t *testing.T) {
 	if _, err := artifact.InspectRemote(context.Background(), host+"/mirrored:2.0.0", artifact.RemoteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	cfg := registry.MirrorConfig(host, results)
+	cfg := mirror.Snippets(host, results)
 	for _, s := range []string{"certs.d/docker.io/hosts.toml", "certs.d/ghcr.io/hosts.toml", `[host."http://` + host + `"]`, "registry-mirrors"} {
 		if !strings.Contains(cfg, s) {
 			t.Errorf("mirror config lacks %q:\n%s", s, cfg)

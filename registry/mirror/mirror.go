@@ -1,4 +1,8 @@
-package registry
+// Package mirror loads ferry packages into a registry as an offline mirror:
+// each image under its original repository path and tag, the package under
+// its own name. It is apart from package registry so that the lean
+// in-cluster registry binary does not link the package model.
+package mirror
 
 import (
 	"context"
@@ -12,10 +16,11 @@ import (
 	"oras.land/oras-go/v2"
 
 	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/registry"
 )
 
-// MirrorImage is one image a mirror load made pullable.
-type MirrorImage struct {
+// Image is one image a mirror load made pullable.
+type Image struct {
 	// Ref is the original reference, e.g. docker.io/library/nginx:1.27.
 	Ref string `json:"ref"`
 	// Repository and Tag are where the mirror serves it: the original path
@@ -25,19 +30,19 @@ type MirrorImage struct {
 	Digest     string `json:"digest"`
 }
 
-// MirrorResult tells what Load put into a registry.
-type MirrorResult struct {
+// Result tells what Load put into a registry.
+type Result struct {
 	// Package is the repository:tag the whole package was pushed to.
-	Package string        `json:"package"`
-	Root    string        `json:"root"`
-	Images  []MirrorImage `json:"images"`
+	Package string  `json:"package"`
+	Root    string  `json:"root"`
+	Images  []Image `json:"images"`
 }
 
-// MirrorPath is the repository path an image is mirrored under: its
+// Path is the repository path an image is mirrored under: its
 // original path without the registry host, so docker.io/library/nginx:1.27
 // becomes library/nginx and ghcr.io/org/app:v1 becomes org/app. A
 // containerd or docker mirror for the original registry then finds it.
-func MirrorPath(ref string) (repo, tag string, err error) {
+func Path(ref string) (repo, tag string, err error) {
 	named, err := reference.ParseNormalizedNamed(ref)
 	if err != nil {
 		return "", "", fmt.Errorf("invalid image reference %q: %w", ref, err)
@@ -52,7 +57,7 @@ func MirrorPath(ref string) (repo, tag string, err error) {
 // loopback): the whole package under its own name (<name>:<version>), then
 // each image under its original repository path and tag, by the digest the
 // package recorded, mounting blobs from the package repository.
-func Load(ctx context.Context, host string, r *artifact.Reader, opts artifact.RemoteOptions) (*MirrorResult, error) {
+func Load(ctx context.Context, host string, r *artifact.Reader, opts artifact.RemoteOptions) (*Result, error) {
 	cfg := r.Config
 	pkgRepo := cfg.Name
 	pkgRef := fmt.Sprintf("%s/%s:%s", host, pkgRepo, cfg.Version)
@@ -63,11 +68,11 @@ func Load(ctx context.Context, host string, r *artifact.Reader, opts artifact.Re
 	if err != nil {
 		return nil, err
 	}
-	res := &MirrorResult{Package: pkgRepo + ":" + cfg.Version, Root: r.Root.Digest.String()}
+	res := &Result{Package: pkgRepo + ":" + cfg.Version, Root: r.Root.Digest.String()}
 	seen := map[string]string{} // repo:tag → digest
 	for _, c := range r.Config.Components {
 		for _, img := range c.Images {
-			repoPath, tag, err := MirrorPath(img.Ref)
+			repoPath, tag, err := Path(img.Ref)
 			if err != nil {
 				return nil, err
 			}
@@ -98,16 +103,16 @@ func Load(ctx context.Context, host string, r *artifact.Reader, opts artifact.Re
 					return nil, fmt.Errorf("mirror %s: tag: %w", img.Ref, err)
 				}
 			}
-			res.Images = append(res.Images, MirrorImage{Ref: img.Ref, Repository: repoPath, Tag: tag, Digest: img.Digest.String()})
+			res.Images = append(res.Images, Image{Ref: img.Ref, Repository: repoPath, Tag: tag, Digest: img.Digest.String()})
 		}
 	}
 	sort.Slice(res.Images, func(i, j int) bool { return res.Images[i].Ref < res.Images[j].Ref })
 	return res, nil
 }
 
-// MirrorConfig renders the configuration that makes containerd and docker
+// Snippets renders the configuration that makes containerd and docker
 // pull the mirrored images from the registry at host (plain HTTP).
-func MirrorConfig(host string, res []*MirrorResult) string {
+func Snippets(host string, res []*Result) string {
 	registries := map[string]bool{}
 	for _, r := range res {
 		for _, img := range r.Images {
@@ -140,9 +145,9 @@ func MirrorConfig(host string, res []*MirrorResult) string {
 // mirror prepared without serving (`ferry registry load`), or before serving
 // (`ferry registry serve --load`). cfg.RootDir should be set: in-memory
 // storage would be lost.
-func LoadInto(ctx context.Context, cfg Config, pkgs []*artifact.Reader, opts ...Option) ([]*MirrorResult, error) {
+func LoadInto(ctx context.Context, cfg registry.Config, pkgs []*artifact.Reader, opts ...registry.Option) ([]*Result, error) {
 	cfg.HTPasswdFile, cfg.TLSCertFile, cfg.TLSKeyFile, cfg.Addr = "", "", "", ""
-	srv, err := New(ctx, cfg, opts...)
+	srv, err := registry.New(ctx, cfg, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -161,8 +166,8 @@ func LoadInto(ctx context.Context, cfg Config, pkgs []*artifact.Reader, opts ...
 }
 
 // loadAll loads each package into the registry at host.
-func loadAll(ctx context.Context, host string, pkgs []*artifact.Reader) ([]*MirrorResult, error) {
-	var out []*MirrorResult
+func loadAll(ctx context.Context, host string, pkgs []*artifact.Reader) ([]*Result, error) {
+	var out []*Result
 	for _, r := range pkgs {
 		res, err := Load(ctx, host, r, artifact.RemoteOptions{PlainHTTP: true})
 		if err != nil {
