@@ -85,12 +85,9 @@ type heldBlob struct {
 // stream handles one blob as the archive yields it.
 func (p *pusher) stream(ctx context.Context, desc ocispec.Descriptor, rd io.Reader) error {
 	if desc.Size <= manifestLimit {
-		data, err := io.ReadAll(io.LimitReader(rd, desc.Size))
+		data, err := io.ReadAll(rd) // fails if the bytes do not match the digest
 		if err != nil {
 			return err
-		}
-		if digest.SHA256.FromBytes(data) != desc.Digest {
-			return fmt.Errorf("%w: blob %s does not match its digest", ErrCorrupt, desc.Digest)
 		}
 		if looksJSON(data) {
 			p.held = append(p.held, heldBlob{desc, data})
@@ -98,7 +95,9 @@ func (p *pusher) stream(ctx context.Context, desc ocispec.Descriptor, rd io.Read
 		}
 		return p.blob(ctx, desc, func() io.Reader { return bytes.NewReader(data) })
 	}
-	return p.blob(ctx, desc, func() io.Reader { return newVerifyingReader(rd, desc) })
+	// rd is the walker's: it fails instead of ending when the bytes do not
+	// match the digest, so a damaged blob's upload is aborted uncommitted.
+	return p.blob(ctx, desc, func() io.Reader { return rd })
 }
 
 // blob uploads one blob unless the registry has it.

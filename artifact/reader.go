@@ -262,7 +262,7 @@ type Node struct {
 // finally checks the graph: every blob reachable from index.json present with
 // its size, none left over, ferry.json equal to the package config blob.
 func (r *Reader) Walk(ctx context.Context, fn BlobFunc, progress ProgressFunc) (*Summary, error) {
-	w := &walker{r: r, fn: fn, progress: progress, sizes: map[digest.Digest]int64{}, small: map[digest.Digest][]byte{}, buf: make([]byte, copyBufferSize)}
+	w := &walker{r: r, fn: fn, progress: progress, sizes: map[digest.Digest]int64{}, small: map[digest.Digest][]byte{}, buf: make([]byte, copyBufferSize), copyBuf: make([]byte, 256<<10)}
 	var err error
 	if r.isDir {
 		err = w.walkDir(ctx)
@@ -286,7 +286,8 @@ type walker struct {
 	sizes    map[digest.Digest]int64
 	small    map[digest.Digest][]byte // JSON-looking blobs, for the graph check
 	total    int64
-	buf      []byte
+	buf      []byte // the prefetch chunks
+	copyBuf  []byte
 }
 
 func (w *walker) walkTar(ctx context.Context, tr *tar.Reader) error {
@@ -341,34 +342,33 @@ func blobDigest(name string) (digest.Digest, error) {
 	return d, nil
 }
 
-// blob verifies one blob read from src, handing it to fn on the way.
+// blob verifies one blob read from src, handing it to fn on the way. fn's
+// reader ends in a *corruptBlobError instead of io.EOF when the bytes do
+// not match the digest, so fn never takes a damaged blob for a whole one.
 func (w *walker) blob(desc ocispec.Descriptor, src io.Reader) error {
-	v := desc.Digest.Verifier()
 	var keep *bytes.Buffer
 	if desc.Size <= manifestLimit {
 		keep = &bytes.Buffer{}
 	}
-	sink := io.MultiWriter(v, writerOrDiscard(keep))
-	tee := io.TeeReader(io.LimitReader(src, desc.Size), sink)
-	var err error
+	// Reading (I/O, decompression) runs ahead on another core while fn
+	// and the hash work on what was read.
+	pr := newPrefetchReader(io.LimitReader(src, desc.Size), w.buf)
+	defer pr.Close()
+	tee := io.TeeReader(newVerifyingReader(pr, desc), writerOrDiscard(keep))
 	if w.fn != nil {
 		if err := w.fn(desc, tee); err != nil {
 			return err
 		}
-		_, err = io.CopyBuffer(io.Discard, tee, w.buf)
-	} else {
-		// Nothing else reads the blob: hash it while the next bytes are
-		// read (and decompressed) on another core.
-		err = readAhead(sink, io.LimitReader(src, desc.Size), w.buf)
 	}
-	if err != nil {
-		if errors.Is(err, io.ErrUnexpectedEOF) {
-			return fmt.Errorf("%w: archive is truncated", ErrCorrupt)
-		}
+	_, err := io.CopyBuffer(io.Discard, tee, w.copyBuf)
+	var ce *corruptBlobError
+	switch {
+	case errors.As(err, &ce):
+		return err
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return fmt.Errorf("%w: archive is truncated", ErrCorrupt)
+	case err != nil:
 		return fmt.Errorf("%w: blob %s: %v", ErrCorrupt, desc.Digest, err)
-	}
-	if !v.Verified() {
-		return fmt.Errorf("%w: blob %s does not match its digest", ErrCorrupt, desc.Digest)
 	}
 	if keep != nil && looksJSON(keep.Bytes()) {
 		w.small[desc.Digest] = keep.Bytes()
@@ -381,65 +381,89 @@ func (w *walker) blob(desc ocispec.Descriptor, src io.Reader) error {
 	return nil
 }
 
-// readAheadChunks is how many chunks of its buffer readAhead keeps in flight.
-const readAheadChunks = 4
+// prefetchChunks is how many chunks of its buffer a prefetchReader keeps
+// in flight.
+const prefetchChunks = 4
 
-// readAhead copies src to dst, reading in a second goroutine into chunks
-// of buf, so the reads (decompression, I/O) overlap with dst's work
-// (hashing). It returns src's first error other than io.EOF.
-func readAhead(dst io.Writer, src io.Reader, buf []byte) error {
-	size := len(buf) / readAheadChunks
-	free := make(chan []byte, readAheadChunks)
-	for i := range readAheadChunks {
-		free <- buf[i*size : (i+1)*size : (i+1)*size]
+// prefetchReader reads src ahead in a second goroutine, into chunks of a
+// buffer, so that reading (I/O, decompression) overlaps with the reader's
+// own work (hashing, uploading). Close stops the goroutine; it must be
+// called before src is used again.
+type prefetchReader struct {
+	full chan prefetched
+	free chan []byte
+	stop chan struct{}
+	cur  []byte // unread part of the current chunk
+	buf  []byte // the current chunk, returned to free once read
+	err  error
+}
+
+type prefetched struct {
+	b   []byte
+	err error
+}
+
+func newPrefetchReader(src io.Reader, buf []byte) *prefetchReader {
+	size := len(buf) / prefetchChunks
+	r := &prefetchReader{
+		full: make(chan prefetched, prefetchChunks+1),
+		free: make(chan []byte, prefetchChunks),
+		stop: make(chan struct{}),
 	}
-	type chunk struct {
-		b   []byte
-		err error
+	for i := range prefetchChunks {
+		r.free <- buf[i*size : (i+1)*size : (i+1)*size]
 	}
-	full := make(chan chunk, readAheadChunks+1)
-	stop := make(chan struct{})
 	go func() {
-		defer close(full)
+		defer close(r.full)
 		for {
 			var b []byte
 			select {
-			case b = <-free:
-			case <-stop:
+			case b = <-r.free:
+			case <-r.stop:
 				return
 			}
 			n, err := fillBuffer(src, b)
 			if n > 0 {
-				full <- chunk{b: b[:n]}
+				r.full <- prefetched{b: b[:n]}
 			}
 			if err != nil {
-				if err != io.EOF {
-					full <- chunk{err: err}
-				}
+				r.full <- prefetched{err: err}
 				return
 			}
 		}
 	}()
-	var err error
-	for c := range full {
+	return r
+}
+
+func (r *prefetchReader) Read(p []byte) (int, error) {
+	for len(r.cur) == 0 {
+		if r.err != nil {
+			return 0, r.err
+		}
+		if r.buf != nil {
+			r.free <- r.buf[:cap(r.buf)]
+			r.buf = nil
+		}
+		c, ok := <-r.full
 		switch {
-		case err != nil:
+		case !ok:
+			r.err = io.EOF
 		case c.err != nil:
-			err = c.err
+			r.err = c.err
 		default:
-			if _, werr := dst.Write(c.b); werr != nil {
-				err = werr
-			}
+			r.cur, r.buf = c.b, c.b
 		}
-		if err != nil {
-			close(stop)
-			for range full {
-			}
-			break
-		}
-		free <- c.b[:cap(c.b)]
 	}
-	return err
+	n := copy(p, r.cur)
+	r.cur = r.cur[n:]
+	return n, nil
+}
+
+// Close stops the read-ahead and waits for it.
+func (r *prefetchReader) Close() {
+	close(r.stop)
+	for range r.full {
+	}
 }
 
 // fillBuffer reads into b until it is full or src fails (io.EOF at the end).
