@@ -94,7 +94,7 @@ func (p *plan) writeArchive(ctx context.Context, w io.Writer, format Format, pro
 		}()
 		w = enc
 	}
-	aw := &archiveWriter{tw: tar.NewWriter(w), mtime: p.mtime, buf: make([]byte, copyBufferSize)}
+	aw := &archiveWriter{tw: tar.NewWriter(w), mtime: p.mtime, buf: make([]byte, 256<<10), prefetch: make([]byte, copyBufferSize)}
 	if err := aw.file(ConfigFileName, p.configData); err != nil {
 		return err
 	}
@@ -137,6 +137,9 @@ type archiveWriter struct {
 	tw    *tar.Writer
 	mtime time.Time
 	buf   []byte
+	// prefetch holds the chunks a blob's source is read ahead into, so
+	// fetching (disk, network) overlaps with hashing and compressing.
+	prefetch []byte
 }
 
 func (a *archiveWriter) header(name string, typ byte, mode, size int64) error {
@@ -169,7 +172,9 @@ func (a *archiveWriter) blob(ctx context.Context, b *blob) error {
 	if err := a.header(name, tar.TypeReg, 0o644, b.desc.Size); err != nil {
 		return err
 	}
-	return copyVerified(ctx, a.tw, rc, b.desc, a.buf)
+	pr := newPrefetchReader(rc, a.prefetch)
+	defer pr.Close()
+	return copyVerified(ctx, a.tw, pr, b.desc, a.buf)
 }
 
 // copyVerified copies exactly desc.Size bytes from r to w and fails unless
