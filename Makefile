@@ -25,8 +25,15 @@ BENCH_TARGETS :=
 
 all: build
 
-build:
+REGISTRY_ARCHES := amd64 arm64
+
+## build: ferry, and what `ferry init` ships into a cluster beside it in bin/:
+## the in-cluster registry and the injector (stage 0 and 1) per architecture.
+build: injector
 	$(GO) build -trimpath -o $(BIN)/ferry ./cmd/ferry
+	@for a in $(REGISTRY_ARCHES); do \
+	  CGO_ENABLED=0 GOOS=linux GOARCH=$$a $(GO) build -trimpath -ldflags='-s -w -buildid=' -o $(BIN)/ferry-registry-linux-$$a ./registry/cmd/ferry-registry || exit 1; \
+	done
 
 ## deps: everything the tests need on a fresh machine (idempotent).
 deps: apt tools

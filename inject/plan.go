@@ -232,8 +232,10 @@ func NewPlan(opts Options) (*Plan, error) {
 				Image:           opts.Image,
 				ImagePullPolicy: corev1.PullNever,
 				Command:         command,
-				WorkingDir:      WorkDir,
-				Ports:           []corev1.ContainerPort{{Name: "registry", ContainerPort: opts.Port, Protocol: corev1.ProtocolTCP}},
+				// A refusal (damaged chunk, digest mismatch) is the message.
+				TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+				WorkingDir:               WorkDir,
+				Ports:                    []corev1.ContainerPort{{Name: "registry", ContainerPort: opts.Port, Protocol: corev1.ProtocolTCP}},
 				ReadinessProbe: &corev1.Probe{
 					ProbeHandler:     corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/v2/", Port: intstr.FromString("registry")}},
 					PeriodSeconds:    2,

@@ -15,7 +15,7 @@ func newRootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newPackageCmd(), newRegistryCmd(), newKeyCmd())
+	root.AddCommand(newPackageCmd(), newRegistryCmd(), newKeyCmd(), newInitCmd())
 	return root
 }
 

@@ -1,0 +1,102 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/ferrypkg/ferry/inject"
+)
+
+// kubeFlags are the flags of commands that talk to a cluster.
+type kubeFlags struct{ kubeconfig, context string }
+
+func (f *kubeFlags) register(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig file (default $KUBECONFIG or ~/.kube/config)")
+	cmd.Flags().StringVar(&f.context, "context", "", "kubeconfig context (default: the current one)")
+}
+
+func (f *kubeFlags) client() (kubernetes.Interface, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = f.kubeconfig
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: f.context}).ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig: %w", err)
+	}
+	return kubernetes.NewForConfig(cfg)
+}
+
+// defaultBinDir is where the binaries ferry ships into a cluster are: beside
+// the ferry executable, as `make build` puts them in bin/.
+func defaultBinDir() string {
+	exe, err := os.Executable()
+	if err != nil {
+		return "bin"
+	}
+	return filepath.Dir(exe)
+}
+
+func newInitCmd() *cobra.Command {
+	var (
+		kube     kubeFlags
+		output   outputFlag
+		opts     inject.InitOptions
+		nodePort int
+	)
+	cmd := &cobra.Command{
+		Use:   "init",
+		Short: "Bootstrap the in-cluster registry from ConfigMap chunks",
+		Long: `Bootstrap ferry's registry in a cluster that has none and no internet.
+
+The registry image (ferry's own, one static binary, built for the node's
+architecture) is carried in ConfigMap chunks with a two-stage injector; a Pod
+borrowing an image already on a node serves it read-only on NodePort 31999
+after checking its sha256; the registry Deployment pulls its image from
+127.0.0.1:31999 by digest and takes the NodePort over; the injector's objects
+are deleted. Credentials are generated once and kept in Secrets in the ferry
+namespace. Running init again checks and repairs; it does not fail.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := output.validate(); err != nil {
+				return err
+			}
+			cs, err := kube.client()
+			if err != nil {
+				return err
+			}
+			opts.NodePort = int32(nodePort)
+			out := cmd.OutOrStdout()
+			if !output.json() {
+				opts.Progress = func(s inject.Step) {
+					fmt.Fprintf(out, "%-15s %s (%.1fs)\n", s.Name, s.Detail, s.Took.Seconds())
+				}
+			}
+			start := time.Now()
+			res, err := inject.Init(cmd.Context(), cs, opts)
+			if err != nil {
+				return err
+			}
+			if output.json() {
+				return writeJSON(out, struct {
+					*inject.InitResult
+					Seconds float64 `json:"seconds"`
+				}{res, time.Since(start).Seconds()})
+			}
+			fmt.Fprintf(out, "registry ready at %s (image %s) in %.1fs\n", res.Registry, res.Image, time.Since(start).Seconds())
+			return nil
+		},
+	}
+	kube.register(cmd)
+	output.register(cmd)
+	cmd.Flags().StringVarP(&opts.Namespace, "namespace", "n", inject.DefaultNamespace, "namespace for the registry and ferry's state")
+	cmd.Flags().StringVar(&opts.BinDir, "bin-dir", defaultBinDir(), "folder with ferry-injector-linux-<arch> and ferry-registry-linux-<arch>")
+	cmd.Flags().IntVar(&nodePort, "node-port", inject.DefaultNodePort, "NodePort of the registry on every node")
+	cmd.Flags().DurationVar(&opts.WaitTimeout, "timeout", inject.DefaultWaitTimeout, "how long each waiting step may take")
+	cmd.Flags().StringVar(&opts.StorageDir, "storage-dir", inject.DefaultStorageDir, "registry storage on its node (hostPath)")
+	return cmd
+}
