@@ -68,14 +68,10 @@ type PublicKey struct {
 // `cosign generate-key-pair`) and decrypts it with password. A wrong
 // password, a public key, or a damaged file is an ErrKey naming the file.
 func LoadPrivateKey(path string, password []byte) (*PrivateKey, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrKey, err)
-	}
-	block, _ := pem.Decode(data)
+	data, block, err := readPEM(path)
 	switch {
-	case block == nil:
-		return nil, fmt.Errorf("%w: %s is not a PEM key file", ErrKey, path)
+	case err != nil:
+		return nil, err
 	case block.Type == "PUBLIC KEY":
 		return nil, fmt.Errorf("%w: %s is a public key; signing needs the private key (cosign.key)", ErrKey, path)
 	case block.Type != cosign.SigstorePrivateKeyPemType && block.Type != cosign.CosignPrivateKeyPemType:
@@ -94,14 +90,10 @@ func LoadPrivateKey(path string, password []byte) (*PrivateKey, error) {
 // LoadPublicKey reads a PEM public key file (cosign.pub) for verification.
 // A private key or a damaged file is an ErrKey naming the file.
 func LoadPublicKey(path string) (*PublicKey, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrKey, err)
-	}
-	block, _ := pem.Decode(data)
+	data, block, err := readPEM(path)
 	switch {
-	case block == nil:
-		return nil, fmt.Errorf("%w: %s is not a PEM key file", ErrKey, path)
+	case err != nil:
+		return nil, err
 	case strings.Contains(block.Type, "PRIVATE KEY"):
 		return nil, fmt.Errorf("%w: %s is a private key; verification needs the public key (cosign.pub)", ErrKey, path)
 	}
@@ -115,4 +107,17 @@ func LoadPublicKey(path string) (*PublicKey, error) {
 		return nil, fmt.Errorf("%w: %s: %v", ErrKey, path, err)
 	}
 	return &PublicKey{Name: path, Verifier: v}, nil
+}
+
+// readPEM reads a key file and its first PEM block.
+func readPEM(path string) ([]byte, *pem.Block, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %v", ErrKey, err)
+	}
+	block, _ := pem.Decode(data)
+	if block == nil {
+		return nil, nil, fmt.Errorf("%w: %s is not a PEM key file", ErrKey, path)
+	}
+	return data, block, nil
 }
