@@ -1,0 +1,173 @@
+package mkimg_test
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/opencontainers/go-digest"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+	"oras.land/oras-go/v2"
+	"oras.land/oras-go/v2/content"
+	"oras.land/oras-go/v2/content/memory"
+	"oras.land/oras-go/v2/content/oci"
+	"oras.land/oras-go/v2/errdef"
+	"oras.land/oras-go/v2/registry/remote"
+
+	"github.com/ferrypkg/ferry/e2e/internal/mkimg"
+	"github.com/ferrypkg/ferry/registry/registrytest"
+)
+
+var binary = []byte("#!/not/really/a/static/binary\n")
+
+func TestReproducible(t *testing.T) {
+	opts := mkimg.Options{Cmd: []string{"serve"}, Labels: map[string]string{"a": "1", "b": "2"}}
+	a, err := mkimg.New(binary, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := mkimg.New(binary, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Manifest.Digest != b.Manifest.Digest {
+		t.Errorf("same inputs, manifests %s and %s", a.Manifest.Digest, b.Manifest.Digest)
+	}
+	var ta, tb bytes.Buffer
+	if err := a.WriteArchive(&ta, "ferry.local/tiny:e2e"); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.WriteArchive(&tb, "ferry.local/tiny:e2e"); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(ta.Bytes(), tb.Bytes()) {
+		t.Error("same inputs, different archives")
+	}
+
+	c, err := mkimg.New(binary, mkimg.Options{Cmd: []string{"serve"}, Labels: map[string]string{"a": "other"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Manifest.Digest == a.Manifest.Digest || c.Config.Digest == a.Config.Digest {
+		t.Error("another label, same manifest or config digest")
+	}
+	if c.Layer.Digest != a.Layer.Digest {
+		t.Errorf("another label changed the layer: %s, %s", a.Layer.Digest, c.Layer.Digest)
+	}
+}
+
+func TestImage(t *testing.T) {
+	ctx := context.Background()
+	img, err := mkimg.New(binary, mkimg.Options{Cmd: []string{"pause"}, Architecture: "arm64"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg ocispec.Image
+	if err := json.Unmarshal(fetch(t, img, img.Config), &cfg); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.OS != "linux" || cfg.Architecture != "arm64" || len(cfg.Config.Entrypoint) != 1 || cfg.Config.Entrypoint[0] != "/tiny" ||
+		len(cfg.Config.Cmd) != 1 || cfg.Config.Cmd[0] != "pause" || len(cfg.RootFS.DiffIDs) != 1 || cfg.RootFS.DiffIDs[0] != img.Layer.Digest {
+		t.Errorf("config %+v", cfg)
+	}
+	tr := tar.NewReader(bytes.NewReader(fetch(t, img, img.Layer)))
+	hdr, err := tr.Next()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.ReadAll(tr)
+	if hdr.Name != "tiny" || hdr.Mode != 0o755 || !bytes.Equal(got, binary) {
+		t.Errorf("layer holds %s mode %o (%d bytes)", hdr.Name, hdr.Mode, len(got))
+	}
+	if _, err := tr.Next(); err != io.EOF {
+		t.Errorf("layer: more than one entry (%v)", err)
+	}
+
+	_, err = img.Fetch(ctx, ocispec.Descriptor{Digest: digest.FromString("absent")})
+	if !errors.Is(err, errdef.ErrNotFound) {
+		t.Errorf("fetch of an unknown blob: %v, want ErrNotFound", err)
+	}
+	if _, err := mkimg.New(binary, mkimg.Options{Path: "bin/tiny"}); err == nil {
+		t.Error("a path with a folder: no error")
+	}
+}
+
+// TestArchive reads the archive back as an OCI layout and checks it holds the
+// image under its tag and names it for containerd's importer.
+func TestArchive(t *testing.T) {
+	ctx := context.Background()
+	img, err := mkimg.New(binary, mkimg.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "tiny.tar")
+	var buf bytes.Buffer
+	if err := img.WriteArchive(&buf, "ferry.local/tiny:e2e"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	store, err := oci.NewFromTar(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	desc, err := store.Resolve(ctx, "e2e")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if desc.Digest != img.Manifest.Digest {
+		t.Errorf("archive resolves e2e to %s, want %s", desc.Digest, img.Manifest.Digest)
+	}
+	if name := desc.Annotations[mkimg.AnnotationImageName]; name != "ferry.local/tiny:e2e" {
+		t.Errorf("%s = %q", mkimg.AnnotationImageName, name)
+	}
+	// Every blob is there and matches its digest.
+	if err := oras.CopyGraph(ctx, store, memory.New(), desc, oras.DefaultCopyGraphOptions); err != nil {
+		t.Errorf("walking the archive's graph: %v", err)
+	}
+
+	for _, name := range []string{"ferry.local/tiny", "ferry.local/Tiny:x", "ferry.local/tiny@sha256:" + img.Manifest.Digest.Encoded()} {
+		if err := img.WriteArchive(io.Discard, name); err == nil {
+			t.Errorf("name %q: no error", name)
+		}
+	}
+}
+
+func TestPush(t *testing.T) {
+	ctx := context.Background()
+	img, err := mkimg.New(binary, mkimg.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	repo, err := remote.NewRepository(registrytest.New(t) + "/e2e/tiny")
+	if err != nil {
+		t.Fatal(err)
+	}
+	repo.PlainHTTP = true
+	if err := oras.CopyGraph(ctx, img, repo, img.Manifest, oras.DefaultCopyGraphOptions); err != nil {
+		t.Fatal(err)
+	}
+	desc, err := repo.Resolve(ctx, img.Manifest.Digest.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if desc.Digest != img.Manifest.Digest || desc.MediaType != ocispec.MediaTypeImageManifest {
+		t.Errorf("registry has %s %s, want %s", desc.MediaType, desc.Digest, img.Manifest.Digest)
+	}
+}
+
+func fetch(t *testing.T, s content.Fetcher, desc ocispec.Descriptor) []byte {
+	t.Helper()
+	b, err := content.FetchAll(context.Background(), s, desc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
