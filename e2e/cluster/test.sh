@@ -1,0 +1,44 @@
+#!/bin/bash
+# test.sh [GO TEST ARGS...] — bring the e2e cluster up, run the e2e tests inside
+# its network namespace, and always tear it down (also on failure or Ctrl-C).
+# Prints how long each step took. Exit status: the tests', or 1 when the
+# cluster did not come up or down.sh left something behind.
+# Default go test arguments: -count=1 -v ./e2e/...
+set -uo pipefail
+source "$(dirname "$0")/lib.sh"
+GO=${GO:-go}
+[ $# -gt 0 ] || set -- -count=1 -v ./e2e/...
+
+now() { date +%s.%N; }
+secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", b - a }'; }
+up_s=- test_s=- down_s=-
+rc=1
+finish() {
+  trap - EXIT INT TERM
+  local t; t=$(now)
+  "$E2E_DIR/cluster/down.sh" || rc=1
+  down_s=$(secs "$t" "$(now)")
+  [ -n "${test_t0:-}" ] && [ "$test_s" = - ] && test_s="$(secs "$test_t0" "$t") (interrupted)"
+  echo "e2e: cluster up ${up_s}s, tests ${test_s}s, down ${down_s}s; exit $rc" >&2
+  exit $rc
+}
+trap finish EXIT
+trap 'rc=130; exit' INT TERM
+
+# A cluster left by an interrupted run would make up.sh refuse.
+if [ -e "$NETNS_PATH" ] || [ -e "$RUN" ]; then
+  log "removing the cluster a previous run left"
+  "$E2E_DIR/cluster/down.sh" || exit 1
+fi
+
+# Modules the tests need are fetched here: the netns has no network.
+(cd "$REPO_DIR" && GOFLAGS="${GOFLAGS:-} -mod=readonly" "$GO" list -test -deps ./e2e/... >/dev/null) || exit 1
+
+t=$(now)
+"$E2E_DIR/cluster/up.sh" >/dev/null || exit 1
+up_s=$(secs "$t" "$(now)")
+
+test_t0=$(now)
+(cd "$REPO_DIR" && FERRY_E2E=1 "$E2E_DIR/cluster/exec.sh" "$GO" test "$@")
+rc=$?
+test_s=$(secs "$test_t0" "$(now)")
