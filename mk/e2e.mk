@@ -24,7 +24,10 @@ e2e-deps:
 e2e-build: e2e-deps
 	@GO=$(GO) bash $(E2E_SCRIPTS)/build.sh
 
-e2e: e2e-build
+TEST_TARGETS += e2e
+
+# The e2e tests of `ferry init` use the binaries `make build` puts in bin/.
+e2e: e2e-build build
 	@GO=$(GO) bash $(E2E_SCRIPTS)/test.sh -count=1 -timeout 20m $(E2E_TESTFLAGS) ./e2e/...
 
 e2e-up: e2e-build
