@@ -48,7 +48,13 @@ apt:
 	@systemctl disable --now docker-registry >/dev/null 2>&1 || service docker-registry stop >/dev/null 2>&1 || true
 
 tools:
-	@for t in $(PEER_TOOLS); do [ -x $(TOOLS)/$$t ] || { echo "building pinned peer tools (tools/go.mod)"; cd tools && GOBIN=$(TOOLS) $(GO) install tool && break; }; done
+	@for t in $(PEER_TOOLS); do \
+	  if [ ! -x $(TOOLS)/$$t ]; then \
+	    echo "building pinned peer tools (tools/go.mod)"; \
+	    (cd tools && GOBIN=$(TOOLS) $(GO) install tool) || exit 1; \
+	    break; \
+	  fi; \
+	done
 
 ## test: the README's test command.
 test: deps build
