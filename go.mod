@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/distribution/distribution/v3 v3.1.2
 	github.com/distribution/reference v0.6.0
+	github.com/evanphx/json-patch v5.9.11+incompatible
 	github.com/google/go-containerregistry v0.20.7
 	github.com/klauspost/compress v1.20.3
 	github.com/opencontainers/go-digest v1.0.0
@@ -58,7 +59,6 @@ require (
 	github.com/docker/go-metrics v0.1.0 // indirect
 	github.com/dustin/go-humanize v1.0.1 // indirect
 	github.com/emicklei/go-restful/v3 v3.13.0 // indirect
-	github.com/evanphx/json-patch v5.9.11+incompatible // indirect
 	github.com/exponent-io/jsonpath v0.0.0-20210407135951-1de76d718b3f // indirect
 	github.com/fatih/color v1.18.0 // indirect
 	github.com/felixge/httpsnoop v1.0.4 // indirect

@@ -1,0 +1,135 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// maxReviewSize bounds an AdmissionReview request body.
+const maxReviewSize = 4 << 20
+
+// Webhook serves the mutating admission webhook: it answers an
+// AdmissionReview v1 for a Pod with a JSONPatch that rewrites its images
+// (see Rewriter.Pod) and adds the registry pull secret, or refuses the Pod
+// when the policy requires known images and one is not.
+type Webhook struct {
+	// Rewriter returns the rewriter to use for a request, so the images
+	// deployed packages recorded can change while the webhook runs.
+	Rewriter func(context.Context) (*Rewriter, error)
+	// PullSecret is added to every Pod whose images point at the registry.
+	PullSecret string
+	// Ignore says whether to leave a namespace's Pods alone (ferry's own
+	// namespace, namespaces labelled to be ignored).
+	Ignore func(namespace string) bool
+}
+
+type patchOp struct {
+	Op    string `json:"op"`
+	Path  string `json:"path"`
+	Value any    `json:"value,omitempty"`
+}
+
+func (h *Webhook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		http.Error(w, "POST an AdmissionReview", http.StatusMethodNotAllowed)
+		return
+	}
+	var review admissionv1.AdmissionReview
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxReviewSize))
+	if err == nil {
+		err = json.Unmarshal(body, &review)
+	}
+	if err != nil || review.Request == nil {
+		http.Error(w, "invalid AdmissionReview", http.StatusBadRequest)
+		return
+	}
+	resp := h.review(r.Context(), review.Request)
+	resp.UID = review.Request.UID
+	review.Response, review.Request = resp, nil
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(review)
+}
+
+// review decides on one request.
+func (h *Webhook) review(ctx context.Context, req *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
+	allow := &admissionv1.AdmissionResponse{Allowed: true}
+	if req.Kind.Kind != "Pod" || (h.Ignore != nil && h.Ignore(req.Namespace)) {
+		return allow
+	}
+	var pod corev1.Pod
+	if err := json.Unmarshal(req.Object.Raw, &pod); err != nil {
+		return deny(http.StatusBadRequest, "ferry agent: invalid Pod: "+err.Error())
+	}
+	rw, err := h.Rewriter(ctx)
+	if err != nil {
+		// Fail closed: a Pod admitted unrewritten would pull by tag.
+		return deny(http.StatusInternalServerError, "ferry agent: "+err.Error())
+	}
+	changes, err := rw.Pod(&pod)
+	if err != nil {
+		return deny(http.StatusForbidden, "ferry agent: "+err.Error())
+	}
+	var ops []patchOp
+	for _, c := range changes {
+		ops = append(ops, patchOp{Op: "replace", Path: c.Path, Value: c.New})
+	}
+	if h.PullSecret != "" && usesRegistry(&pod, rw.Registry) && !hasSecret(&pod, h.PullSecret) {
+		ref := corev1.LocalObjectReference{Name: h.PullSecret}
+		if len(pod.Spec.ImagePullSecrets) == 0 {
+			ops = append(ops, patchOp{Op: "add", Path: "/spec/imagePullSecrets", Value: []corev1.LocalObjectReference{ref}})
+		} else {
+			ops = append(ops, patchOp{Op: "add", Path: "/spec/imagePullSecrets/-", Value: ref})
+		}
+	}
+	if len(ops) == 0 {
+		return allow
+	}
+	patch, err := json.Marshal(ops)
+	if err != nil {
+		return deny(http.StatusInternalServerError, "ferry agent: "+err.Error())
+	}
+	pt := admissionv1.PatchTypeJSONPatch
+	allow.Patch, allow.PatchType = patch, &pt
+	return allow
+}
+
+func deny(code int32, msg string) *admissionv1.AdmissionResponse {
+	return &admissionv1.AdmissionResponse{Allowed: false, Result: &metav1.Status{Status: metav1.StatusFailure, Code: code, Message: msg}}
+}
+
+// usesRegistry reports whether any image of pod is in the registry at host.
+func usesRegistry(pod *corev1.Pod, host string) bool {
+	for _, cs := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for _, c := range cs {
+			if strings.HasPrefix(c.Image, host+"/") {
+				return true
+			}
+		}
+	}
+	for _, c := range pod.Spec.EphemeralContainers {
+		if strings.HasPrefix(c.Image, host+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+func hasSecret(pod *corev1.Pod, name string) bool {
+	for _, s := range pod.Spec.ImagePullSecrets {
+		if s.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// String describes a change for logs.
+func (c Change) String() string { return fmt.Sprintf("%s: %s → %s", c.Path, c.Old, c.New) }
