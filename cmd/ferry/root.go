@@ -15,7 +15,7 @@ func newRootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newPackageCmd(), newRegistryCmd(), newKeyCmd(), newInitCmd())
+	root.AddCommand(newPackageCmd(), newRegistryCmd(), newKeyCmd(), newInitCmd(), newListCmd())
 	return root
 }
 

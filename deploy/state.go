@@ -1,0 +1,125 @@
+// Package deploy puts verified packages into a cluster and keeps the record
+// of what is deployed, in Secrets of ferry's namespace, for list, remove and
+// the agent.
+package deploy
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+
+	"github.com/opencontainers/go-digest"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/deploy/agent"
+)
+
+// Labels of the Secrets that record deployed packages.
+const (
+	LabelManagedBy = "app.kubernetes.io/managed-by"
+	LabelPackage   = "ferry.dev/package"
+	recordPrefix   = "ferry-package-"
+	recordKey      = "record.json"
+	configKey      = artifact.ConfigFileName
+)
+
+// Record is what deploy recorded for one deployed package.
+type Record struct {
+	Name       string        `json:"name"`
+	Version    string        `json:"version"`
+	Root       digest.Digest `json:"root"`
+	Components []string      `json:"components"`
+	// Releases are the Helm releases deploy installed, as namespace/name.
+	Releases []string `json:"releases,omitempty"`
+	// Config is the package's ferry.json, whose image digests the agent uses.
+	Config *artifact.Config `json:"-"`
+}
+
+// State reads and writes the records in a namespace.
+type State struct {
+	Client    kubernetes.Interface
+	Namespace string
+}
+
+// Save records rec (replacing an earlier record of the same package).
+func (s *State) Save(ctx context.Context, rec *Record) error {
+	meta, err := json.Marshal(rec)
+	if err != nil {
+		return err
+	}
+	cfg, err := json.Marshal(rec.Config)
+	if err != nil {
+		return err
+	}
+	sec := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: recordPrefix + rec.Name, Namespace: s.Namespace,
+			Labels: map[string]string{LabelManagedBy: "ferry", LabelPackage: rec.Name},
+		},
+		Data: map[string][]byte{recordKey: meta, configKey: cfg},
+	}
+	c := s.Client.CoreV1().Secrets(s.Namespace)
+	cur, err := c.Get(ctx, sec.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		_, err = c.Create(ctx, sec, metav1.CreateOptions{})
+	case err == nil:
+		cur.Data, cur.Labels = sec.Data, sec.Labels
+		_, err = c.Update(ctx, cur, metav1.UpdateOptions{})
+	}
+	if err != nil {
+		return fmt.Errorf("record package %s: %w", rec.Name, err)
+	}
+	return nil
+}
+
+// List returns every recorded package, by name.
+func (s *State) List(ctx context.Context) ([]*Record, error) {
+	list, err := s.Client.CoreV1().Secrets(s.Namespace).List(ctx, metav1.ListOptions{LabelSelector: LabelPackage})
+	if err != nil {
+		return nil, fmt.Errorf("list deployed packages: %w", err)
+	}
+	var out []*Record
+	for _, sec := range list.Items {
+		var rec Record
+		if err := json.Unmarshal(sec.Data[recordKey], &rec); err != nil {
+			return nil, fmt.Errorf("record %s: %w", sec.Name, err)
+		}
+		rec.Config = &artifact.Config{}
+		if err := json.Unmarshal(sec.Data[configKey], rec.Config); err != nil {
+			return nil, fmt.Errorf("record %s: %s: %w", sec.Name, configKey, err)
+		}
+		out = append(out, &rec)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// Delete forgets the record of package name.
+func (s *State) Delete(ctx context.Context, name string) error {
+	err := s.Client.CoreV1().Secrets(s.Namespace).Delete(ctx, recordPrefix+name, metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("forget package %s: %w", name, err)
+	}
+	return nil
+}
+
+// Images gathers the images every recorded package holds, for the agent.
+func (s *State) Images(ctx context.Context) (agent.Images, error) {
+	recs, err := s.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	images := agent.Images{}
+	for _, r := range recs {
+		if err := images.Add(r.Config); err != nil {
+			return nil, err
+		}
+	}
+	return images, nil
+}
