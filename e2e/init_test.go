@@ -13,6 +13,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
@@ -53,6 +54,7 @@ func TestInit(t *testing.T) {
 	ctx := timeout(t, 10*time.Minute)
 	ns := inject.DefaultNamespace
 	bin := binDir(t)
+	resetFerry(ctx, t, c) // from an empty cluster, whichever test ran first
 
 	start := time.Now()
 	res, err := inject.Init(ctx, c.Client, inject.InitOptions{BinDir: bin, Progress: func(s inject.Step) {
@@ -214,6 +216,27 @@ func TestInjectorRefusesCorruptChunk(t *testing.T) {
 	t.Logf("refused as expected: %v", err)
 	if err := inject.DeleteInjector(ctx, c.Client, tns); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// resetFerry deletes ferry's namespace, and so everything init made, and
+// waits until it is gone.
+func resetFerry(ctx context.Context, t *testing.T, c *cluster.Cluster) {
+	t.Helper()
+	ns := inject.DefaultNamespace
+	if err := c.Client.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		_, err := c.Client.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("namespace %s still there after 2 minutes: %v", ns, err)
+		}
+		time.Sleep(500 * time.Millisecond)
 	}
 }
 

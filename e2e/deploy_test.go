@@ -1,0 +1,147 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"oras.land/oras-go/v2"
+	"oras.land/oras-go/v2/content/oci"
+
+	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/deploy"
+	"github.com/ferrypkg/ferry/deploy/agent"
+	"github.com/ferrypkg/ferry/e2e/internal/cluster"
+	"github.com/ferrypkg/ferry/e2e/internal/mkimg"
+	"github.com/ferrypkg/ferry/inject"
+)
+
+// TestDeployImages: a signed package holding docker.io/library/app:1.0 (a
+// generated image) is refused unsigned-checked and with a wrong key, then
+// deployed: its image lands in the in-cluster registry under library/app by
+// the recorded digest, the record lists it, and a pod whose image the
+// agent's rewriter maps from docker.io/library/app:1.0 runs from
+// 127.0.0.1:31999 by digest.
+func TestDeployImages(t *testing.T) {
+	c := cluster.Get(t)
+	ctx := timeout(t, 8*time.Minute)
+	if _, err := inject.Init(ctx, c.Client, inject.InitOptions{BinDir: binDir(t)}); err != nil {
+		t.Fatal(err)
+	}
+
+	// A package whose image comes from an OCI layout, named as on Docker Hub.
+	dir := t.TempDir()
+	img, err := mkimg.New(c.Tiny(t), mkimg.Options{Labels: map[string]string{"e2e": "deploy"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := oci.New(filepath.Join(dir, "images"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := oras.CopyGraph(ctx, img, store, img.Manifest, oras.DefaultCopyGraphOptions); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Tag(ctx, img.Manifest, "1.0"); err != nil {
+		t.Fatal(err)
+	}
+	def := fmt.Sprintf("apiVersion: ferry.dev/v1alpha1\nkind: Package\nmetadata: {name: e2e-app, version: 1.0.0}\nplatforms: [linux/%s]\ncomponents:\n  - name: app\n    images:\n      - {ref: docker.io/library/app:1.0, layout: images}\n", runtime.GOARCH)
+	if err := os.WriteFile(filepath.Join(dir, "ferry.yaml"), []byte(def), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	keys := t.TempDir()
+	kp, err := artifact.GenerateKeyPair([]byte("pw"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := kp.WriteFiles(filepath.Join(keys, "k.key"), filepath.Join(keys, "k.pub")); err != nil {
+		t.Fatal(err)
+	}
+	priv, err := artifact.LoadPrivateKey(filepath.Join(keys, "k.key"), []byte("pw"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, err := artifact.LoadPublicKey(filepath.Join(keys, "k.pub"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := artifact.LoadDefinition(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pkg := filepath.Join(t.TempDir(), "app.tar.zst")
+	if _, err := artifact.Create(ctx, d, artifact.CreateOptions{Output: pkg, SignKey: priv}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := artifact.Open(ctx, pkg)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Fail closed: no key, a wrong key.
+	if _, err := deploy.Deploy(ctx, c.Client, r, deploy.Options{}); !errors.Is(err, deploy.ErrUnsigned) {
+		t.Fatalf("deploy without a key: %v", err)
+	}
+	other, _ := artifact.GenerateKeyPair(nil)
+	_ = other.WriteFiles(filepath.Join(keys, "o.key"), filepath.Join(keys, "o.pub"))
+	otherPub, _ := artifact.LoadPublicKey(filepath.Join(keys, "o.pub"))
+	if _, err := deploy.Deploy(ctx, c.Client, r, deploy.Options{Keys: []*artifact.PublicKey{otherPub}}); !errors.Is(err, artifact.ErrSignature) {
+		t.Fatalf("deploy with a wrong key: %v", err)
+	}
+	st := &deploy.State{Client: c.Client, Namespace: inject.DefaultNamespace}
+	if recs, _ := st.List(ctx); len(recs) != 0 {
+		t.Fatalf("a refused deploy recorded %d packages", len(recs))
+	}
+
+	start := time.Now()
+	rec, err := deploy.Deploy(ctx, c.Client, r, deploy.Options{Keys: []*artifact.PublicKey{pub}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("TIMING deploy (verify + push images): %.1fs", time.Since(start).Seconds())
+	t.Cleanup(func() { _ = st.Delete(context.Background(), rec.Name) })
+	images, err := st.Images(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rw := &agent.Rewriter{Registry: inject.RegistryHost(inject.DefaultNodePort), Images: images, RequireKnown: true}
+	image, err := rw.Rewrite("docker.io/library/app:1.0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "127.0.0.1:31999/library/app@" + r.Config.Components[0].Images[0].Digest.String(); image != want {
+		t.Fatalf("rewritten to %s, want %s", image, want)
+	}
+
+	// A pod runs it from the in-cluster registry, with init's pull secret.
+	ns := c.Namespace(t)
+	pull, err := c.Client.CoreV1().Secrets(inject.DefaultNamespace).Get(ctx, inject.PullSecretName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Client.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: inject.PullSecretName}, Type: pull.Type, Data: pull.Data}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	p := tinyPod("app", image, corev1.PullAlways)
+	p.Spec.ImagePullSecrets = []corev1.LocalObjectReference{{Name: inject.PullSecretName}}
+	if _, err := c.Client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cluster.WaitPodReady(ctx, c.Client, ns, "app"); err != nil {
+		t.Fatalf("pod from the deployed image: %v", err)
+	}
+
+	// Deploying the same package again pushes nothing new and succeeds.
+	start = time.Now()
+	if _, err := deploy.Deploy(ctx, c.Client, r, deploy.Options{Keys: []*artifact.PublicKey{pub}}); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("TIMING redeploy of an unchanged package: %.1fs", time.Since(start).Seconds())
+}
