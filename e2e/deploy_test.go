@@ -2,9 +2,11 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"testing"
@@ -138,10 +140,18 @@ func TestDeployImages(t *testing.T) {
 		t.Fatalf("pod from the deployed image: %v", err)
 	}
 
-	// Deploying the same package again pushes nothing new and succeeds.
+	// `ferry deploy` of the same package again succeeds (blobs all there).
 	start = time.Now()
-	if _, err := deploy.Deploy(ctx, c.Client, r, deploy.Options{Keys: []*artifact.PublicKey{pub}}); err != nil {
-		t.Fatal(err)
+	out, err := exec.CommandContext(ctx, filepath.Join(binDir(t), "ferry"), "deploy", pkg, "--key", pub.Name, "--kubeconfig", c.Kubeconfig, "-O", "json").Output()
+	if err != nil {
+		t.Fatalf("ferry deploy: %v: %s", err, exitStderr(err))
 	}
-	t.Logf("TIMING redeploy of an unchanged package: %.1fs", time.Since(start).Seconds())
+	t.Logf("TIMING redeploy of an unchanged package (CLI): %.1fs", time.Since(start).Seconds())
+	var again deploy.Record
+	if err := json.Unmarshal(out, &again); err != nil || again.Root != rec.Root {
+		t.Fatalf("ferry deploy printed %s (%v)", out, err)
+	}
+	if out, err := exec.CommandContext(ctx, filepath.Join(binDir(t), "ferry"), "deploy", pkg, "--kubeconfig", c.Kubeconfig).CombinedOutput(); err == nil {
+		t.Fatalf("ferry deploy without --key succeeded: %s", out)
+	}
 }
