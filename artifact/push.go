@@ -73,8 +73,9 @@ type pusher struct {
 	res  *PushResult
 	// held keeps small JSON blobs (manifests, indexes, configs) in archive
 	// order; they are pushed once the whole graph is verified.
-	held []heldBlob
-	done int64
+	held      []heldBlob
+	done      int64
+	uploadBuf []byte
 }
 
 type heldBlob struct {
@@ -113,7 +114,7 @@ func (p *pusher) blob(ctx context.Context, desc ocispec.Descriptor, body func() 
 	if p.opts.MountFrom != "" {
 		err = p.repo.Mount(ctx, desc, p.opts.MountFrom, func() (io.ReadCloser, error) { return io.NopCloser(body()), nil })
 	} else {
-		err = blobs.Push(ctx, desc, body())
+		err = blobs.Push(ctx, desc, &bigWrites{r: body(), buf: p.buf()})
 	}
 	if err != nil {
 		var ce *corruptBlobError
@@ -217,6 +218,43 @@ func (p *pusher) blobConcurrent(ctx context.Context, h heldBlob, results chan<- 
 	}
 	results <- pushed{h.desc, !ok}
 	return nil
+}
+
+// buf returns the pusher's upload buffer.
+func (p *pusher) buf() []byte {
+	if p.uploadBuf == nil {
+		p.uploadBuf = make([]byte, 1<<20)
+	}
+	return p.uploadBuf
+}
+
+// bigWrites hands an upload's bytes to the HTTP transport in large writes
+// (io.Copy prefers WriteTo), not through its 4 KiB buffer.
+type bigWrites struct {
+	r   io.Reader
+	buf []byte
+}
+
+func (b *bigWrites) Read(p []byte) (int, error) { return b.r.Read(p) }
+
+func (b *bigWrites) WriteTo(w io.Writer) (int64, error) {
+	var n int64
+	for {
+		m, err := fillBuffer(b.r, b.buf)
+		if m > 0 {
+			k, werr := w.Write(b.buf[:m])
+			n += int64(k)
+			if werr != nil {
+				return n, werr
+			}
+		}
+		if err == io.EOF {
+			return n, nil
+		}
+		if err != nil {
+			return n, err
+		}
+	}
 }
 
 // rootDescriptor strips a descriptor to what a registry needs to tag it.
