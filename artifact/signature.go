@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
+	"strings"
 
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	"github.com/opencontainers/go-digest"
@@ -165,9 +166,9 @@ func checkSignatures(root digest.Digest, sigs []oci.Signature, keys []*PublicKey
 		return nil, fmt.Errorf("%w over the package root %s", ErrNoSignature, root)
 	}
 	var (
-		valid                []VerifiedSignature
-		otherDigest, badSig  error
-		byOther, checkedKeys int
+		valid               []VerifiedSignature
+		otherDigest, badSig error
+		byOther             int
 	)
 	for i, s := range sigs {
 		n := i + 1
@@ -182,7 +183,6 @@ func checkSignatures(root digest.Digest, sigs []oci.Signature, keys []*PublicKey
 			continue
 		}
 		for _, k := range keys {
-			checkedKeys++
 			if err := k.VerifySignature(bytes.NewReader(raw), bytes.NewReader(body)); err != nil {
 				if malformedECDSA(k, raw) {
 					badSig = fmt.Errorf("%w: bad signature %d: not a well-formed ECDSA signature", ErrSignature, n)
@@ -218,14 +218,11 @@ func checkSignatures(root digest.Digest, sigs []oci.Signature, keys []*PublicKey
 }
 
 func keyNames(keys []*PublicKey) string {
-	var b bytes.Buffer
+	names := make([]string, len(keys))
 	for i, k := range keys {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString(k.Name)
+		names[i] = k.Name
 	}
-	return b.String()
+	return strings.Join(names, ", ")
 }
 
 // malformedECDSA reports whether raw cannot be an ECDSA signature for an
