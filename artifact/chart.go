@@ -83,7 +83,7 @@ func (b *builder) chart(ctx context.Context, cd ChartDef) (ocispec.Descriptor, C
 		return ocispec.Descriptor{}, Chart{}, err
 	}
 	rec := Chart{Name: meta.Name, Version: meta.Version, AppVersion: meta.AppVersion, Source: filepath.ToSlash(cd.Path),
-		Digest: mdesc.Digest, Size: mdesc.Size + cfgDesc.Size + layer.Size}
+		Digest: mdesc.Digest, Size: mdesc.Size + cfgDesc.Size + layer.Size, Namespace: cd.Namespace, ReleaseName: cd.ReleaseName}
 	return mdesc, rec, nil
 }
 
@@ -129,7 +129,7 @@ func (b *builder) remoteChart(ctx context.Context, cd ChartDef) (ocispec.Descrip
 		return ocispec.Descriptor{}, Chart{}, err
 	}
 	rec := Chart{Name: meta.Name, Version: meta.Version, AppVersion: meta.AppVersion, Source: cd.URL,
-		Digest: desc.Digest, Size: size + m.Config.Size}
+		Digest: desc.Digest, Size: size + m.Config.Size, Namespace: cd.Namespace, ReleaseName: cd.ReleaseName}
 	return ocispec.Descriptor{MediaType: desc.MediaType, Digest: desc.Digest, Size: desc.Size}, rec, nil
 }
 

@@ -52,6 +52,22 @@ type Chart struct {
 	Source     string        `json:"source"`
 	Digest     digest.Digest `json:"digest"`
 	Size       int64         `json:"size"`
+	// Namespace and ReleaseName are where deploy installs it, when the
+	// definition says (else "default" and Name).
+	Namespace   string `json:"namespace,omitempty"`
+	ReleaseName string `json:"releaseName,omitempty"`
+}
+
+// Release is the Helm release deploy makes of c: its namespace and name.
+func (c Chart) Release() (namespace, name string) {
+	namespace, name = c.Namespace, c.ReleaseName
+	if namespace == "" {
+		namespace = "default"
+	}
+	if name == "" {
+		name = c.Name
+	}
+	return namespace, name
 }
 
 // Manifest is a bundle of Kubernetes manifests stored as one YAML layer.

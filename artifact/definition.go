@@ -66,7 +66,10 @@ type ImageDef struct {
 // registry (URL oci://… with Version).
 type ChartDef struct {
 	Path, URL, Version string
-	Line               int
+	// Namespace and ReleaseName say where deploy installs the chart: the
+	// namespace "default" and the chart's name when empty.
+	Namespace, ReleaseName string
+	Line                   int
 }
 
 // ManifestDef is a bundle of Kubernetes manifests: YAML files and folders.
@@ -309,6 +312,20 @@ func (p *defParser) str(n *yaml.Node, field string, dst *string) error {
 	return nil
 }
 
+var labelRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,51}[a-z0-9])?$`)
+
+// dnsLabel reads a Kubernetes namespace or Helm release name: a DNS label
+// of at most 53 characters (Helm's limit for release names).
+func (p *defParser) dnsLabel(n *yaml.Node, field string, dst *string) error {
+	if err := p.str(n, field, dst); err != nil {
+		return err
+	}
+	if !labelRE.MatchString(*dst) {
+		return p.errf(n.Line, field, "%q is not a valid name (lowercase letters, digits and '-', at most 53)", *dst)
+	}
+	return nil
+}
+
 func (p *defParser) boolean(n *yaml.Node, field string, dst *bool) error {
 	if n.Kind != yaml.ScalarNode || n.Tag != "!!bool" {
 		return p.errf(n.Line, field, "must be true or false")
@@ -470,6 +487,12 @@ func (p *defParser) chart(n *yaml.Node, field string) (ChartDef, error) {
 		"path":    func(v *yaml.Node, f string) error { return p.path(v, f, &ch.Path) },
 		"url":     func(v *yaml.Node, f string) error { return p.str(v, f, &ch.URL) },
 		"version": func(v *yaml.Node, f string) error { return p.str(v, f, &ch.Version) },
+		"namespace": func(v *yaml.Node, f string) error {
+			return p.dnsLabel(v, f, &ch.Namespace)
+		},
+		"releaseName": func(v *yaml.Node, f string) error {
+			return p.dnsLabel(v, f, &ch.ReleaseName)
+		},
 	})
 	if err != nil {
 		return ch, err

@@ -73,6 +73,8 @@ func TestParseDefinitionErrors(t *testing.T) {
 		{"chart without source", head + "components:\n  - name: a\n    charts:\n      - version: 1.0.0\n", "ferry.yaml:9: components[0].charts[0]: needs a path"},
 		{"chart http url", head + "components:\n  - name: a\n    charts:\n      - url: https://charts.example/x\n        version: 1\n", "ferry.yaml:9: components[0].charts[0].url: unsupported chart source"},
 		{"chart url without version", head + "components:\n  - name: a\n    charts:\n      - url: oci://r.example/x\n", "components[0].charts[0].version: missing"},
+		{"chart bad namespace", head + "components:\n  - name: a\n    charts:\n      - path: c\n        namespace: Apps_1\n", "ferry.yaml:10: components[0].charts[0].namespace: \"Apps_1\" is not a valid name"},
+		{"chart long release name", head + "components:\n  - name: a\n    charts:\n      - path: c\n        releaseName: " + strings.Repeat("a", 54) + "\n", "components[0].charts[0].releaseName: \"aaaa"},
 		{"path escapes", head + "components:\n  - name: a\n    charts:\n      - path: ../outside\n", "ferry.yaml:9: components[0].charts[0].path: path \"../outside\" escapes"},
 		{"absolute path", head + "components:\n  - name: a\n    files:\n      - source: /etc/passwd\n        target: x\n", "ferry.yaml:9: components[0].files[0].source: path \"/etc/passwd\" must be relative"},
 		{"bad mode", head + "components:\n  - name: a\n    files:\n      - source: a\n        target: x\n        mode: rwx\n", "ferry.yaml:11: components[0].files[0].mode"},

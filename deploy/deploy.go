@@ -1,15 +1,25 @@
 package deploy
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
 
+	"helm.sh/helm/v3/pkg/strvals"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/kubernetes"
 	"oras.land/oras-go/v2/registry/remote/auth"
 
 	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/deploy/agent"
 	"github.com/ferrypkg/ferry/inject"
 	"github.com/ferrypkg/ferry/registry/mirror"
 )
@@ -17,29 +27,71 @@ import (
 // ErrUnsigned means a package was refused for want of a key to verify it.
 var ErrUnsigned = errors.New("refusing to deploy without signature verification: pass --key, or --insecure-skip-signature-verification")
 
+// DefaultTimeout bounds the wait for each chart's and bundle's resources.
+const DefaultTimeout = 5 * time.Minute
+
+// PhaseInstall reports a chart installed or a manifest bundle applied.
+const PhaseInstall = "install"
+
 // Options configure Deploy.
 type Options struct {
 	// Namespace is ferry's namespace; inject.DefaultNamespace if empty.
 	Namespace string
+	// Kube reaches the cluster for Helm and server-side apply (a
+	// kubeconfig's flags); required when a selected component has charts or
+	// manifests.
+	Kube genericclioptions.RESTClientGetter
 	// Keys verify the package's signature; required unless
 	// InsecureSkipSignatureVerification.
 	Keys []*artifact.PublicKey
 	// InsecureSkipSignatureVerification deploys unsigned packages (every
 	// blob is still re-hashed).
 	InsecureSkipSignatureVerification bool
+	// Components selects components by name (required ones always come
+	// along); all of them when empty.
+	Components []string
+	// Set are chart values, KEY=VALUE as helm --set takes them, given to
+	// every chart deployed.
+	Set []string
+	// Timeout bounds the wait for each chart's and bundle's resources to be
+	// ready; DefaultTimeout if 0.
+	Timeout time.Duration
 	// Progress, if set, receives progress reports.
 	Progress artifact.ProgressFunc
 }
 
-// Deploy verifies a package, fail closed, then pushes its images into the
+// Deploy verifies a package, fail closed; pushes its images into the
 // in-cluster registry that `ferry init` set up — under their original
-// paths, by the digests the package recorded, skipping blobs already there —
-// and records the package for list, remove and the agent.
+// paths, by the digests the package recorded, skipping blobs already there;
+// installs or upgrades the charts of the selected components with Helm
+// (waiting for readiness, rolled back on failure) and applies their
+// manifests, every image rewritten to the in-cluster registry by digest;
+// removes what an earlier deploy of the package installed that this one
+// does not; and records the package for list, remove and the agent.
 //
-// Charts and manifests are not installed yet (issue 8).
+// Nothing is pushed or installed unless verification passed. When a chart
+// or bundle fails, the error says which and why; the record then keeps
+// the earlier version, plus whatever this deploy did install, so that
+// remove finds it.
 func Deploy(ctx context.Context, cs kubernetes.Interface, r *artifact.Reader, opts Options) (*Record, error) {
 	if opts.Namespace == "" {
 		opts.Namespace = inject.DefaultNamespace
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = DefaultTimeout
+	}
+	comps, err := selectComponents(r.Config, opts.Components)
+	if err != nil {
+		return nil, err
+	}
+	values := map[string]any{}
+	for _, s := range opts.Set {
+		if err := strvals.ParseInto(s, values); err != nil {
+			return nil, fmt.Errorf("--set %s: %w", s, err)
+		}
+	}
+	if opts.Kube == nil && slices.ContainsFunc(comps, func(c artifact.Component) bool { return len(c.Charts)+len(c.Manifests) > 0 }) {
+		return nil, errors.New("deploy: charts and manifests need a kubeconfig (Options.Kube)")
 	}
 	switch {
 	case len(opts.Keys) > 0:
@@ -58,17 +110,313 @@ func Deploy(ctx context.Context, cs kubernetes.Interface, r *artifact.Reader, op
 		return nil, err
 	}
 	remote := artifact.RemoteOptions{PlainHTTP: true, Credential: auth.StaticCredential(host, cred)}
-	if _, err := mirror.Load(ctx, host, r, remote); err != nil {
+	loaded, err := mirror.Load(ctx, host, r, remote)
+	if err != nil {
 		return nil, fmt.Errorf("push images to %s: %w", host, err)
 	}
-	rec := &Record{Name: r.Config.Name, Version: r.Config.Version, Root: r.Root.Digest, Config: r.Config}
-	for _, c := range r.Config.Components {
+	st := &State{Client: cs, Namespace: opts.Namespace}
+	prev, err := st.Get(ctx, r.Config.Name)
+	if err != nil {
+		return nil, err
+	}
+	d := &deployer{cs: cs, opts: opts, values: values, host: host, remote: remote, cfg: r.Config, prev: prev, ensured: map[string]bool{}}
+	rec := &Record{Name: r.Config.Name, Version: r.Config.Version, Root: r.Root.Digest, Config: r.Config, BytesPushed: loaded.BytesPushed}
+	for _, c := range comps {
 		rec.Components = append(rec.Components, c.Name)
 	}
-	if err := (&State{Client: cs, Namespace: opts.Namespace}).Save(ctx, rec); err != nil {
+	if rec.Earlier, err = earlierImages(prev, r.Config); err != nil {
+		return nil, err
+	}
+	if err := d.install(ctx, comps, rec); err != nil {
+		if serr := st.Save(ctx, d.failed(rec)); serr != nil {
+			err = errors.Join(err, serr)
+		}
+		return nil, err
+	}
+	if err := d.prune(ctx, rec); err != nil {
+		return nil, err
+	}
+	if err := st.Save(ctx, rec); err != nil {
 		return nil, err
 	}
 	return rec, nil
+}
+
+// earlierImages are the images of prev, and those it kept from versions
+// before it, that cfg does not have, as repository@digest.
+func earlierImages(prev *Record, cfg *artifact.Config) ([]string, error) {
+	if prev == nil {
+		return nil, nil
+	}
+	now, err := imageRefs(cfg)
+	if err != nil {
+		return nil, err
+	}
+	old, err := imageRefs(prev.Config)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, ref := range append(prev.Earlier, old...) {
+		if !slices.Contains(now, ref) && !slices.Contains(out, ref) {
+			out = append(out, ref)
+		}
+	}
+	return out, nil
+}
+
+// imageRefs lists the images of a package as the in-cluster registry holds
+// them: repository@digest.
+func imageRefs(cfg *artifact.Config) ([]string, error) {
+	var out []string
+	for _, c := range cfg.Components {
+		for _, img := range c.Images {
+			path, _, err := mirror.Path(img.Ref)
+			if err != nil {
+				return nil, err
+			}
+			if ref := path + "@" + img.Digest.String(); !slices.Contains(out, ref) {
+				out = append(out, ref)
+			}
+		}
+	}
+	return out, nil
+}
+
+// selectComponents returns the components named, and the required ones;
+// all of them when names is empty.
+func selectComponents(cfg *artifact.Config, names []string) ([]artifact.Component, error) {
+	if len(names) == 0 {
+		return cfg.Components, nil
+	}
+	var all []string
+	for _, c := range cfg.Components {
+		all = append(all, c.Name)
+	}
+	for _, n := range names {
+		if !slices.Contains(all, n) {
+			return nil, fmt.Errorf("package %s has no component %q (it has %s)", cfg.Name, n, strings.Join(all, ", "))
+		}
+	}
+	var out []artifact.Component
+	for _, c := range cfg.Components {
+		if c.Required || slices.Contains(names, c.Name) {
+			out = append(out, c)
+		}
+	}
+	return out, nil
+}
+
+// deployer installs the charts and manifests of one package.
+type deployer struct {
+	cs      kubernetes.Interface
+	opts    Options
+	values  map[string]any
+	host    string
+	remote  artifact.RemoteOptions
+	cfg     *artifact.Config
+	prev    *Record
+	ensured map[string]bool
+	applier *applier
+}
+
+func (d *deployer) progress(item string) {
+	if d.opts.Progress != nil {
+		d.opts.Progress(artifact.Progress{Phase: PhaseInstall, Item: item})
+	}
+}
+
+// install installs every chart, then applies every manifest bundle, of
+// comps, in order, adding what it did to rec.
+func (d *deployer) install(ctx context.Context, comps []artifact.Component, rec *Record) error {
+	repo, err := d.remote.Repository(d.host + "/" + d.cfg.Name)
+	if err != nil {
+		return err
+	}
+	images := agent.Images{}
+	if err := images.Add(d.cfg); err != nil {
+		return err
+	}
+	render := &imageRenderer{rw: &agent.Rewriter{Registry: d.host, Images: images}, pullSecret: inject.PullSecretName}
+	vd, err := jsonDigest(d.values)
+	if err != nil {
+		return err
+	}
+	id, err := jsonDigest(images)
+	if err != nil {
+		return err
+	}
+	for _, c := range comps {
+		for _, ch := range c.Charts {
+			chrt, err := fetchChart(ctx, repo, ch)
+			if err != nil {
+				return err
+			}
+			ns, name := ch.Release()
+			spec := releaseSpec{chart: chrt, values: d.values, rec: Release{
+				Namespace: ns, Name: name, Chart: ch.Name + "-" + ch.Version, Digest: ch.Digest, Values: vd, Images: id,
+			}}
+			if err := d.ensureNamespace(ctx, ns); err != nil {
+				return err
+			}
+			hc, err := helmConfig(d.opts.Kube, ns)
+			if err != nil {
+				return err
+			}
+			done, err := installRelease(ctx, hc, spec, render, d.prevRelease(spec.rec), d.opts.Timeout)
+			if err != nil {
+				return fmt.Errorf("component %s: %w", c.Name, err)
+			}
+			rec.Releases = append(rec.Releases, done)
+			d.progress(fmt.Sprintf("release %s (%s, revision %d)", done, done.Chart, done.Revision))
+		}
+		for _, m := range c.Manifests {
+			if d.applier == nil {
+				if d.applier, err = newApplier(d.opts.Kube, render, d.ensureNamespace, d.opts.Timeout); err != nil {
+					return err
+				}
+			}
+			data, err := fetchManifests(ctx, repo, m)
+			if err != nil {
+				return err
+			}
+			objs, err := d.applier.apply(ctx, m, data)
+			rec.Objects = append(rec.Objects, objs...)
+			if err != nil {
+				return fmt.Errorf("component %s: %w", c.Name, err)
+			}
+			d.progress(fmt.Sprintf("manifests %s (%d objects)", m.Name, len(objs)))
+		}
+	}
+	return nil
+}
+
+func (d *deployer) prevRelease(r Release) *Release {
+	if d.prev == nil {
+		return nil
+	}
+	for i, p := range d.prev.Releases {
+		if p.Namespace == r.Namespace && p.Name == r.Name {
+			return &d.prev.Releases[i]
+		}
+	}
+	return nil
+}
+
+// prune removes what the previous deploy of the package installed and this
+// one did not: releases of charts (or components) no longer there, objects
+// no longer in its manifests.
+func (d *deployer) prune(ctx context.Context, rec *Record) error {
+	if d.prev == nil {
+		return nil
+	}
+	for _, p := range d.prev.Releases {
+		if !slices.ContainsFunc(rec.Releases, func(r Release) bool { return r.String() == p.String() }) {
+			if err := uninstallRelease(d.opts.Kube, p, d.opts.Timeout); err != nil {
+				return err
+			}
+			d.progress("uninstalled release " + p.String())
+		}
+	}
+	var gone []Object
+	for _, o := range d.prev.Objects {
+		if !slices.Contains(rec.Objects, o) {
+			gone = append(gone, o)
+		}
+	}
+	if len(gone) == 0 {
+		return nil
+	}
+	if d.applier == nil {
+		var err error
+		if d.applier, err = newApplier(d.opts.Kube, nil, d.ensureNamespace, d.opts.Timeout); err != nil {
+			return err
+		}
+	}
+	for _, o := range gone {
+		if err := d.applier.deleteObject(ctx, o); err != nil {
+			return err
+		}
+		d.progress("deleted " + o.String())
+	}
+	return nil
+}
+
+// failed is the record to keep after a failed deploy: the earlier one
+// (what mostly still runs), plus whatever this deploy installed, so that
+// remove finds it.
+func (d *deployer) failed(rec *Record) *Record {
+	out := rec
+	if d.prev != nil {
+		cp := *d.prev
+		out = &cp
+		out.Releases = slices.Clone(d.prev.Releases)
+		out.Objects = slices.Clone(d.prev.Objects)
+	} else {
+		cp := *rec
+		out = &cp
+		out.Releases, out.Objects = nil, nil
+	}
+	for _, r := range rec.Releases {
+		if !slices.ContainsFunc(out.Releases, func(p Release) bool { return p.String() == r.String() }) {
+			out.Releases = append(out.Releases, r)
+		}
+	}
+	for _, o := range rec.Objects {
+		if !slices.Contains(out.Objects, o) {
+			out.Objects = append(out.Objects, o)
+		}
+	}
+	return out
+}
+
+// ensureNamespace creates namespace ns when it is missing and gives it the
+// in-cluster registry's pull secret, which the rewritten pods name.
+func (d *deployer) ensureNamespace(ctx context.Context, ns string) error {
+	if d.ensured[ns] {
+		return nil
+	}
+	if err := EnsurePullSecret(ctx, d.cs, d.opts.Namespace, ns); err != nil {
+		return err
+	}
+	d.ensured[ns] = true
+	return nil
+}
+
+// EnsurePullSecret creates namespace ns if it is missing and copies the
+// in-cluster registry's pull secret from ferry's namespace into it.
+func EnsurePullSecret(ctx context.Context, cs kubernetes.Interface, ferryNS, ns string) error {
+	if _, err := cs.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+		_, err = cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("create namespace %s: %w", ns, err)
+		}
+	} else if err != nil {
+		return fmt.Errorf("namespace %s: %w", ns, err)
+	}
+	if ns == ferryNS {
+		return nil
+	}
+	src, err := cs.CoreV1().Secrets(ferryNS).Get(ctx, inject.PullSecretName, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("registry pull secret (run `ferry init`): %w", err)
+	}
+	c := cs.CoreV1().Secrets(ns)
+	cur, err := c.Get(ctx, inject.PullSecretName, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		_, err = c.Create(ctx, &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Name: inject.PullSecretName, Labels: map[string]string{LabelManagedBy: "ferry"}},
+			Type:       src.Type, Data: src.Data,
+		}, metav1.CreateOptions{})
+	case err == nil && !maps.EqualFunc(cur.Data, src.Data, bytes.Equal):
+		cur.Data = src.Data
+		_, err = c.Update(ctx, cur, metav1.UpdateOptions{})
+	}
+	if err != nil {
+		return fmt.Errorf("pull secret in namespace %s: %w", ns, err)
+	}
+	return nil
 }
 
 // registryAccess reads where the in-cluster registry is and its account.

@@ -34,8 +34,17 @@ type Record struct {
 	Version    string        `json:"version"`
 	Root       digest.Digest `json:"root"`
 	Components []string      `json:"components"`
-	// Releases are the Helm releases deploy installed, as namespace/name.
-	Releases []string `json:"releases,omitempty"`
+	// Releases are the Helm releases deploy installed from its charts.
+	Releases []Release `json:"releases,omitempty"`
+	// Objects are what deploy applied from its manifests.
+	Objects []Object `json:"objects,omitempty"`
+	// Earlier are the images (repository@digest, in the in-cluster
+	// registry) of earlier versions of the package that this one no longer
+	// has: kept for Helm rollbacks, deleted by remove.
+	Earlier []string `json:"earlier,omitempty"`
+	// BytesPushed is what the deploy that made this record uploaded to the
+	// in-cluster registry (0 when it had every blob).
+	BytesPushed int64 `json:"bytesPushed"`
 	// Config is the package's ferry.json, whose image digests the agent uses.
 	Config *artifact.Config `json:"-"`
 }
@@ -78,6 +87,18 @@ func (s *State) Save(ctx context.Context, rec *Record) error {
 	return nil
 }
 
+// Get returns the record of package name, or nil when there is none.
+func (s *State) Get(ctx context.Context, name string) (*Record, error) {
+	sec, err := s.Client.CoreV1().Secrets(s.Namespace).Get(ctx, recordPrefix+name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read the record of package %s: %w", name, err)
+	}
+	return decodeRecord(sec)
+}
+
 // List returns every recorded package, by name.
 func (s *State) List(ctx context.Context) ([]*Record, error) {
 	list, err := s.Client.CoreV1().Secrets(s.Namespace).List(ctx, metav1.ListOptions{LabelSelector: LabelPackage})
@@ -85,19 +106,27 @@ func (s *State) List(ctx context.Context) ([]*Record, error) {
 		return nil, fmt.Errorf("list deployed packages: %w", err)
 	}
 	var out []*Record
-	for _, sec := range list.Items {
-		var rec Record
-		if err := json.Unmarshal(sec.Data[recordKey], &rec); err != nil {
-			return nil, fmt.Errorf("record %s: %w", sec.Name, err)
+	for i := range list.Items {
+		rec, err := decodeRecord(&list.Items[i])
+		if err != nil {
+			return nil, err
 		}
-		rec.Config = &artifact.Config{}
-		if err := json.Unmarshal(sec.Data[configKey], rec.Config); err != nil {
-			return nil, fmt.Errorf("record %s: %s: %w", sec.Name, configKey, err)
-		}
-		out = append(out, &rec)
+		out = append(out, rec)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil
+}
+
+func decodeRecord(sec *corev1.Secret) (*Record, error) {
+	var rec Record
+	if err := json.Unmarshal(sec.Data[recordKey], &rec); err != nil {
+		return nil, fmt.Errorf("record %s: %w", sec.Name, err)
+	}
+	rec.Config = &artifact.Config{}
+	if err := json.Unmarshal(sec.Data[configKey], rec.Config); err != nil {
+		return nil, fmt.Errorf("record %s: %s: %w", sec.Name, configKey, err)
+	}
+	return &rec, nil
 }
 
 // Delete forgets the record of package name.

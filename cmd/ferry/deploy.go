@@ -64,14 +64,18 @@ func newDeployCmd() *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "deploy PKG --key cosign.pub",
-		Short: "Verify a package and push its images into the in-cluster registry",
+		Short: "Verify a package, push its images into the cluster, install its charts and manifests",
 		Long: `Verify the package (archive or layout folder) fail closed — a valid signature
 over its root by --key, and every blob re-hashed — then push its images into
 the registry ` + "`ferry init`" + ` set up, under their original paths by the digests the
-package recorded (blobs already there are skipped), and record the package
-for ` + "`ferry list`" + ` and the agent. Unsigned packages are refused unless
---insecure-skip-signature-verification. Run it where 127.0.0.1:<NodePort>
-reaches the registry (a node). Charts and manifests are not installed yet.`,
+package recorded (blobs already there are skipped); install or upgrade each
+selected component's charts with Helm (waiting until ready, rolled back on
+failure) and apply its manifests (server-side apply), every workload's
+images rewritten to the in-cluster registry by digest; remove what an
+earlier deploy of the package installed and this one does not; and record
+the package for ` + "`ferry list`" + `, ` + "`ferry remove`" + ` and the agent. Unsigned packages are
+refused unless --insecure-skip-signature-verification. Run it where
+127.0.0.1:<NodePort> reaches the registry (a node).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := output.validate(); err != nil {
@@ -93,7 +97,7 @@ reaches the registry (a node). Charts and manifests are not installed yet.`,
 				return err
 			}
 			progress, done := newProgress(cmd)
-			opts.Progress, opts.Namespace = progress, namespace
+			opts.Progress, opts.Namespace, opts.Kube = progress, namespace, kube.getter()
 			rec, err := deploy.Deploy(cmd.Context(), cs, r, opts)
 			done()
 			if err != nil {
@@ -111,5 +115,52 @@ reaches the registry (a node). Charts and manifests are not installed yet.`,
 	addKeyFlag(cmd, &keys)
 	cmd.Flags().BoolVar(&opts.InsecureSkipSignatureVerification, "insecure-skip-signature-verification", false, "deploy without a signature check (blobs are still verified)")
 	cmd.Flags().StringVarP(&namespace, "namespace", "n", inject.DefaultNamespace, "ferry's namespace")
+	cmd.Flags().StringSliceVar(&opts.Components, "components", nil, "components to deploy, comma-separated (required ones always; default all)")
+	cmd.Flags().StringArrayVar(&opts.Set, "set", nil, "chart value KEY=VALUE, as helm --set (repeatable; given to every chart)")
+	cmd.Flags().DurationVar(&opts.Timeout, "timeout", deploy.DefaultTimeout, "how long each chart or manifest bundle may take to be ready")
+	return cmd
+}
+
+func newRemoveCmd() *cobra.Command {
+	var (
+		kube   kubeFlags
+		output outputFlag
+		opts   deploy.RemoveOptions
+	)
+	cmd := &cobra.Command{
+		Use:   "remove NAME",
+		Short: "Remove a deployed package: its releases, manifests and unshared images",
+		Long: `Uninstall the Helm releases of the deployed package NAME, delete the objects
+of its manifests, delete its images from the in-cluster registry unless
+another deployed package uses them, forget it, and garbage-collect the
+registry's storage (in the registry's pod, which is then restarted).`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := output.validate(); err != nil {
+				return err
+			}
+			cs, err := kube.client()
+			if err != nil {
+				return err
+			}
+			progress, done := newProgress(cmd)
+			opts.Progress, opts.Kube = progress, kube.getter()
+			res, err := deploy.Remove(cmd.Context(), cs, args[0], opts)
+			done()
+			if err != nil {
+				return err
+			}
+			if output.json() {
+				return writeJSON(cmd.OutOrStdout(), res)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "removed %s %s: %d releases, %d objects, %d images (%d kept for other packages); registry storage %s → %s\n",
+				res.Name, res.Version, len(res.Releases), len(res.Objects), len(res.Images), len(res.Kept), humanBytes(res.Storage.Before), humanBytes(res.Storage.After))
+			return nil
+		},
+	}
+	kube.register(cmd)
+	output.register(cmd)
+	cmd.Flags().StringVarP(&opts.Namespace, "namespace", "n", inject.DefaultNamespace, "ferry's namespace")
+	cmd.Flags().DurationVar(&opts.Timeout, "timeout", deploy.DefaultTimeout, "how long each uninstall may take")
 	return cmd
 }

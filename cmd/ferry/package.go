@@ -13,7 +13,7 @@ import (
 // newPackageCmd groups the package verbs.
 func newPackageCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "package", Short: "Create, inspect and move packages"}
-	cmd.AddCommand(newCreateCmd(), newInspectCmd(), newPushCmd(), newPullCmd(), newSignCmd(), newVerifyCmd())
+	cmd.AddCommand(newCreateCmd(), newInspectCmd(), newPushCmd(), newPullCmd(), newSignCmd(), newVerifyCmd(), newMirrorCmd())
 	return cmd
 }
 

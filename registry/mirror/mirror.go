@@ -36,6 +36,9 @@ type Result struct {
 	Package string  `json:"package"`
 	Root    string  `json:"root"`
 	Images  []Image `json:"images"`
+	// BytesPushed counts the blob bytes uploaded (not those the registry
+	// had, nor those mounted from the package's repository).
+	BytesPushed int64 `json:"bytesPushed"`
 }
 
 // Path is the repository path an image is mirrored under: its
@@ -53,22 +56,23 @@ func Path(ref string) (repo, tag string, err error) {
 	return reference.Path(named), tag, nil
 }
 
-// Load copies a package into the registry at host (host:port, plain HTTP on
-// loopback): the whole package under its own name (<name>:<version>), then
+// Load copies a package into the registry at host (host[:port][/prefix],
+// plain HTTP on loopback; a prefix goes before every repository): the whole package under its own name (<name>:<version>), then
 // each image under its original repository path and tag, by the digest the
 // package recorded, mounting blobs from the package repository.
 func Load(ctx context.Context, host string, r *artifact.Reader, opts artifact.RemoteOptions) (*Result, error) {
 	cfg := r.Config
 	pkgRepo := cfg.Name
 	pkgRef := fmt.Sprintf("%s/%s:%s", host, pkgRepo, cfg.Version)
-	if _, err := artifact.Push(ctx, r, pkgRef, artifact.PushOptions{Remote: opts}); err != nil {
+	pushed, err := artifact.Push(ctx, r, pkgRef, artifact.PushOptions{Remote: opts})
+	if err != nil {
 		return nil, err
 	}
 	src, err := opts.Repository(pkgRef)
 	if err != nil {
 		return nil, err
 	}
-	res := &Result{Package: pkgRepo + ":" + cfg.Version, Root: r.Root.Digest.String()}
+	res := &Result{Package: pkgRepo + ":" + cfg.Version, Root: r.Root.Digest.String(), BytesPushed: pushed.BytesPushed}
 	seen := map[string]string{} // repo:tag → digest
 	for _, c := range r.Config.Components {
 		for _, img := range c.Images {
@@ -93,7 +97,9 @@ func Load(ctx context.Context, host string, r *artifact.Reader, opts artifact.Re
 				return nil, fmt.Errorf("mirror %s: %w", img.Ref, err)
 			}
 			copyOpts := oras.CopyGraphOptions{
-				MountFrom: func(context.Context, ocispec.Descriptor) ([]string, error) { return []string{pkgRepo}, nil },
+				MountFrom: func(context.Context, ocispec.Descriptor) ([]string, error) {
+					return []string{src.Reference.Repository}, nil
+				},
 			}
 			if err := oras.CopyGraph(ctx, src, dst, desc, copyOpts); err != nil {
 				return nil, fmt.Errorf("mirror %s: %w", img.Ref, err)

@@ -6,6 +6,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -26,6 +27,9 @@ func main() {
 }
 
 func run(args []string) error {
+	if len(args) > 0 && args[0] == "gc" {
+		return gc(args[1:])
+	}
 	fs := flag.NewFlagSet("ferry-registry", flag.ContinueOnError)
 	addr := fs.String("addr", ":5000", "address to listen on")
 	root := fs.String("root", "/var/lib/registry", "filesystem storage root")
@@ -48,4 +52,20 @@ func run(args []string) error {
 	}
 	logger.Info("ferry-registry listening", "addr", l.Addr().String(), "root", *root, "auth", *htpasswd != "")
 	return srv.ServeUntil(ctx, l, *grace)
+}
+
+// gc is `ferry-registry gc --root DIR`: a garbage collection of the storage
+// (ferry remove runs it in the registry's pod, then restarts the pod). It
+// prints the bytes before and after as one JSON line.
+func gc(args []string) error {
+	fs := flag.NewFlagSet("ferry-registry gc", flag.ContinueOnError)
+	root := fs.String("root", "/var/lib/registry", "filesystem storage root")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	res, err := registry.GarbageCollect(context.Background(), *root)
+	if err != nil {
+		return err
+	}
+	return json.NewEncoder(os.Stdout).Encode(res)
 }

@@ -1,0 +1,160 @@
+package deploy
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/opencontainers/go-digest"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/chart"
+	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v3/pkg/kube"
+	"helm.sh/helm/v3/pkg/release"
+	"helm.sh/helm/v3/pkg/storage/driver"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"oras.land/oras-go/v2"
+	"oras.land/oras-go/v2/content"
+	"oras.land/oras-go/v2/registry/remote"
+
+	"github.com/ferrypkg/ferry/artifact"
+)
+
+// Release is a Helm release deploy installed from a chart of a package.
+type Release struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	// Chart is the chart's name-version; Digest its manifest's digest.
+	Chart  string        `json:"chart"`
+	Digest digest.Digest `json:"digest"`
+	// Values is the digest of the values deploy passed (--set), Images
+	// that of the package's image digests its post-renderer wrote in: the
+	// same chart renders differently when either changes.
+	Values   digest.Digest `json:"values"`
+	Images   digest.Digest `json:"images"`
+	Revision int           `json:"revision"`
+}
+
+func (r Release) String() string { return r.Namespace + "/" + r.Name }
+
+// helmConfig gives a Helm action configuration for namespace, whose
+// releases are stored as Secrets there (as the helm CLI does).
+func helmConfig(getter genericclioptions.RESTClientGetter, namespace string) (*action.Configuration, error) {
+	cfg := new(action.Configuration)
+	if err := cfg.Init(getter, namespace, "secret", func(string, ...any) {}); err != nil {
+		return nil, fmt.Errorf("helm: %w", err)
+	}
+	// Objects a chart leaves without a namespace go to the release's.
+	cfg.KubeClient.(*kube.Client).Namespace = namespace
+	return cfg, nil
+}
+
+// fetchChart reads a chart the package stored — its Helm OCI manifest, then
+// the chart layer — from the package's repository in the in-cluster
+// registry, each checked against its digest.
+func fetchChart(ctx context.Context, repo *remote.Repository, c artifact.Chart) (*chart.Chart, error) {
+	_, data, err := oras.FetchBytes(ctx, repo, c.Digest.String(), oras.DefaultFetchBytesOptions)
+	if err != nil {
+		return nil, fmt.Errorf("chart %s: %w", c.Name, err)
+	}
+	var m ocispec.Manifest
+	if err := json.Unmarshal(data, &m); err != nil {
+		return nil, fmt.Errorf("chart %s: manifest %s: %w", c.Name, c.Digest, err)
+	}
+	for _, l := range m.Layers {
+		if l.MediaType != artifact.MediaTypeHelmChart {
+			continue
+		}
+		tgz, err := content.FetchAll(ctx, repo.Blobs(), l)
+		if err != nil {
+			return nil, fmt.Errorf("chart %s: %w", c.Name, err)
+		}
+		ch, err := loader.LoadArchive(bytes.NewReader(tgz))
+		if err != nil {
+			return nil, fmt.Errorf("chart %s: %w", c.Name, err)
+		}
+		return ch, nil
+	}
+	return nil, fmt.Errorf("chart %s: manifest %s has no %s layer", c.Name, c.Digest, artifact.MediaTypeHelmChart)
+}
+
+// releaseSpec is what one chart of a deploy asks of Helm.
+type releaseSpec struct {
+	chart  *chart.Chart
+	rec    Release
+	values map[string]any
+}
+
+// installRelease installs the release, or upgrades it when it exists,
+// waiting until its resources are ready; a failure rolls it back (an
+// install is uninstalled, an upgrade returns to the previous revision) and
+// is returned with Helm's reason. An upgrade to the chart and values the
+// deployed revision already has is skipped: prev is what the last deploy
+// recorded for this release.
+func installRelease(ctx context.Context, cfg *action.Configuration, spec releaseSpec, render *imageRenderer, prev *Release, timeout time.Duration) (Release, error) {
+	rec := spec.rec
+	hist := action.NewHistory(cfg)
+	hist.Max = 1
+	last, err := hist.Run(rec.Name)
+	if err != nil && !errors.Is(err, driver.ErrReleaseNotFound) {
+		return rec, fmt.Errorf("release %s: %w", rec, err)
+	}
+	var cur *release.Release
+	for _, r := range last {
+		if cur == nil || r.Version > cur.Version {
+			cur = r
+		}
+	}
+	var rel *release.Release
+	switch {
+	case cur == nil || cur.Info.Status == release.StatusUninstalled:
+		in := action.NewInstall(cfg)
+		in.ReleaseName, in.Namespace = rec.Name, rec.Namespace
+		in.Wait, in.Timeout, in.Atomic = true, timeout, true
+		in.PostRenderer = render
+		if rel, err = in.RunWithContext(ctx, spec.chart, spec.values); err != nil {
+			return rec, fmt.Errorf("install release %s (chart %s): %w", rec, rec.Chart, err)
+		}
+	case prev != nil && cur.Info.Status == release.StatusDeployed && cur.Version == prev.Revision &&
+		prev.Digest == rec.Digest && prev.Values == rec.Values && prev.Images == rec.Images:
+		rec.Revision = cur.Version
+		return rec, nil
+	default:
+		up := action.NewUpgrade(cfg)
+		up.Namespace = rec.Namespace
+		up.Wait, up.Timeout, up.Atomic, up.MaxHistory = true, timeout, true, 10
+		up.PostRenderer = render
+		if rel, err = up.RunWithContext(ctx, rec.Name, spec.chart, spec.values); err != nil {
+			return rec, fmt.Errorf("upgrade release %s to chart %s: %w", rec, rec.Chart, err)
+		}
+	}
+	rec.Revision = rel.Version
+	return rec, nil
+}
+
+// uninstallRelease removes a release and waits for its resources to go.
+func uninstallRelease(getter genericclioptions.RESTClientGetter, r Release, timeout time.Duration) error {
+	cfg, err := helmConfig(getter, r.Namespace)
+	if err != nil {
+		return err
+	}
+	un := action.NewUninstall(cfg)
+	un.Wait, un.Timeout, un.IgnoreNotFound = true, timeout, true
+	if _, err := un.Run(r.Name); err != nil && !errors.Is(err, driver.ErrReleaseNotFound) {
+		return fmt.Errorf("uninstall release %s: %w", r, err)
+	}
+	return nil
+}
+
+// jsonDigest identifies values or images (JSON, map keys sorted).
+func jsonDigest(v any) (digest.Digest, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return "", err
+	}
+	return digest.FromBytes(b), nil
+}

@@ -1,0 +1,363 @@
+package deploy
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/opencontainers/go-digest"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/remotecommand"
+	"oras.land/oras-go/v2"
+	"oras.land/oras-go/v2/errdef"
+	"oras.land/oras-go/v2/registry/remote"
+	"oras.land/oras-go/v2/registry/remote/auth"
+
+	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/inject"
+	"github.com/ferrypkg/ferry/registry"
+	"github.com/ferrypkg/ferry/registry/mirror"
+)
+
+// RemoveOptions configure Remove.
+type RemoveOptions struct {
+	// Namespace is ferry's namespace; inject.DefaultNamespace if empty.
+	Namespace string
+	// Kube reaches the cluster (Helm, deletes, exec into the registry pod).
+	Kube genericclioptions.RESTClientGetter
+	// Timeout bounds each wait; DefaultTimeout if 0.
+	Timeout time.Duration
+	// Progress, if set, receives progress reports.
+	Progress artifact.ProgressFunc
+}
+
+// RemoveResult tells what Remove did.
+type RemoveResult struct {
+	Name     string    `json:"name"`
+	Version  string    `json:"version"`
+	Releases []Release `json:"releases"`
+	Objects  []Object  `json:"objects"`
+	// Images are the images deleted from the registry, as repository@digest;
+	// Kept those another deployed package still uses.
+	Images []string `json:"images"`
+	Kept   []string `json:"kept"`
+	// Storage is the registry's storage before and after garbage collection.
+	Storage registry.GCResult `json:"storage"`
+}
+
+// ErrNotDeployed means Remove found no record of the package.
+var ErrNotDeployed = errors.New("not deployed")
+
+// Remove undoes Deploy of package name: it uninstalls its Helm releases,
+// deletes the objects of its manifests, deletes its images from the
+// in-cluster registry unless another deployed package uses them, and the
+// package itself, forgets the record, then garbage-collects the registry's
+// storage (in the registry's pod) and restarts the registry so that
+// nothing of the deleted content stays cached.
+func Remove(ctx context.Context, cs kubernetes.Interface, name string, opts RemoveOptions) (*RemoveResult, error) {
+	if opts.Namespace == "" {
+		opts.Namespace = inject.DefaultNamespace
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = DefaultTimeout
+	}
+	if opts.Kube == nil {
+		return nil, errors.New("remove: no kubeconfig (RemoveOptions.Kube)")
+	}
+	st := &State{Client: cs, Namespace: opts.Namespace}
+	recs, err := st.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	i := slices.IndexFunc(recs, func(r *Record) bool { return r.Name == name })
+	if i < 0 {
+		return nil, fmt.Errorf("package %s: %w", name, ErrNotDeployed)
+	}
+	rec := recs[i]
+	others := slices.Delete(recs, i, i+1)
+	res := &RemoveResult{Name: rec.Name, Version: rec.Version, Releases: rec.Releases, Objects: rec.Objects, Images: []string{}, Kept: []string{}}
+	progress := func(item string) {
+		if opts.Progress != nil {
+			opts.Progress(artifact.Progress{Phase: "remove", Item: item})
+		}
+	}
+
+	for _, r := range slices.Backward(rec.Releases) {
+		if err := uninstallRelease(opts.Kube, r, opts.Timeout); err != nil {
+			return nil, err
+		}
+		progress("uninstalled release " + r.String())
+	}
+	if len(rec.Objects) > 0 {
+		a, err := newApplier(opts.Kube, nil, nil, opts.Timeout)
+		if err != nil {
+			return nil, err
+		}
+		for _, o := range slices.Backward(rec.Objects) {
+			if err := a.deleteObject(ctx, o); err != nil {
+				return nil, err
+			}
+			progress("deleted " + o.String())
+		}
+	}
+
+	host, cred, err := registryAccess(ctx, cs, opts.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	ro := artifact.RemoteOptions{PlainHTTP: true, Credential: auth.StaticCredential(host, cred)}
+	reg := &registryCleaner{host: host, remote: ro}
+	used, err := reg.usedBy(ctx, others)
+	if err != nil {
+		return nil, err
+	}
+	refs, err := imageRefs(rec.Config)
+	if err != nil {
+		return nil, err
+	}
+	for _, ref := range append(refs, rec.Earlier...) {
+		if used[ref] {
+			res.Kept = append(res.Kept, ref)
+			continue
+		}
+		path, d, _ := strings.Cut(ref, "@")
+		if err := reg.deleteGraph(ctx, path, digest.Digest(d), used); err != nil {
+			return nil, err
+		}
+		res.Images = append(res.Images, ref)
+		progress("deleted image " + ref)
+	}
+	// The package's own repository holds every version's whole graph, and
+	// their signatures.
+	if err := reg.deleteRepository(ctx, rec.Name); err != nil {
+		return nil, err
+	}
+	if err := st.Delete(ctx, rec.Name); err != nil {
+		return nil, err
+	}
+	if res.Storage, err = collectGarbage(ctx, cs, opts); err != nil {
+		return nil, err
+	}
+	progress(fmt.Sprintf("registry storage %d → %d bytes", res.Storage.Before, res.Storage.After))
+	return res, nil
+}
+
+// registryCleaner deletes manifests from the in-cluster registry.
+type registryCleaner struct {
+	host   string
+	remote artifact.RemoteOptions
+}
+
+func (c *registryCleaner) repo(path string) (*remote.Repository, error) {
+	return c.remote.Repository(c.host + "/" + path)
+}
+
+// usedBy gives every repository@digest the images of recs need: each
+// image's manifest or index, and an index's manifests.
+func (c *registryCleaner) usedBy(ctx context.Context, recs []*Record) (map[string]bool, error) {
+	used := map[string]bool{}
+	for _, r := range recs {
+		for _, comp := range r.Config.Components {
+			for _, img := range comp.Images {
+				path, _, err := mirror.Path(img.Ref)
+				if err != nil {
+					return nil, err
+				}
+				used[path+"@"+img.Digest.String()] = true
+				if img.MediaType != ocispec.MediaTypeImageIndex && img.MediaType != "application/vnd.docker.distribution.manifest.list.v2+json" {
+					continue
+				}
+				repo, err := c.repo(path)
+				if err != nil {
+					return nil, err
+				}
+				_, data, err := oras.FetchBytes(ctx, repo, img.Digest.String(), oras.DefaultFetchBytesOptions)
+				if err != nil {
+					return nil, fmt.Errorf("image %s of package %s: %w", img.Ref, r.Name, err)
+				}
+				var idx ocispec.Index
+				if err := json.Unmarshal(data, &idx); err != nil {
+					return nil, fmt.Errorf("image %s of package %s: %w", img.Ref, r.Name, err)
+				}
+				for _, m := range idx.Manifests {
+					used[path+"@"+m.Digest.String()] = true
+				}
+			}
+		}
+	}
+	return used, nil
+}
+
+// deleteGraph deletes the manifest or index d of repository path, and the
+// manifests an index holds (those not in keep), children first. One
+// already gone is fine.
+func (c *registryCleaner) deleteGraph(ctx context.Context, path string, d digest.Digest, keep map[string]bool) error {
+	repo, err := c.repo(path)
+	if err != nil {
+		return err
+	}
+	desc, data, err := oras.FetchBytes(ctx, repo, d.String(), oras.DefaultFetchBytesOptions)
+	if errors.Is(err, errdef.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("delete %s@%s: %w", path, d, err)
+	}
+	var idx ocispec.Index
+	if json.Unmarshal(data, &idx) == nil && idx.Manifests != nil {
+		for _, m := range idx.Manifests {
+			if keep[path+"@"+m.Digest.String()] {
+				continue
+			}
+			if err := c.deleteGraph(ctx, path, m.Digest, keep); err != nil {
+				return err
+			}
+		}
+	}
+	if err := repo.Delete(ctx, desc); err != nil && !errors.Is(err, errdef.ErrNotFound) {
+		return fmt.Errorf("delete %s@%s: %w", path, d, err)
+	}
+	return nil
+}
+
+// deleteRepository deletes every tagged manifest of repository path, and
+// what they hold.
+func (c *registryCleaner) deleteRepository(ctx context.Context, path string) error {
+	repo, err := c.repo(path)
+	if err != nil {
+		return err
+	}
+	var tags []string
+	err = repo.Tags(ctx, "", func(page []string) error {
+		tags = append(tags, page...)
+		return nil
+	})
+	if err != nil && !errors.Is(err, errdef.ErrNotFound) {
+		return fmt.Errorf("list tags of %s: %w", path, err)
+	}
+	for _, tag := range tags {
+		desc, err := repo.Resolve(ctx, tag)
+		if errors.Is(err, errdef.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("resolve %s:%s: %w", path, tag, err)
+		}
+		if err := c.deleteGraph(ctx, path, desc.Digest, nil); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// collectGarbage runs `ferry-registry gc` in the registry's pod, then
+// restarts the pod (the registry caches blob descriptors and referrers) and
+// waits until it serves again.
+func collectGarbage(ctx context.Context, cs kubernetes.Interface, opts RemoveOptions) (registry.GCResult, error) {
+	var res registry.GCResult
+	dep, err := cs.AppsV1().Deployments(opts.Namespace).Get(ctx, inject.RegistryName, metav1.GetOptions{})
+	if err != nil {
+		return res, fmt.Errorf("registry deployment: %w", err)
+	}
+	sel := labels.SelectorFromSet(dep.Spec.Selector.MatchLabels).String()
+	pods, err := cs.CoreV1().Pods(opts.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
+	if err != nil {
+		return res, fmt.Errorf("registry pod: %w", err)
+	}
+	var pod *corev1.Pod
+	for i := range pods.Items {
+		if p := &pods.Items[i]; p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
+			pod = p
+		}
+	}
+	if pod == nil {
+		return res, fmt.Errorf("registry pod: none running in namespace %s", opts.Namespace)
+	}
+	c := pod.Spec.Containers[0]
+	out, err := execPod(ctx, cs, opts.Kube, pod, c.Name, []string{inject.RegistryBinaryPath, "gc", "--root", "/var/lib/registry"})
+	if err != nil {
+		return res, fmt.Errorf("garbage collect in pod %s: %w", pod.Name, err)
+	}
+	if err := json.Unmarshal(out, &res); err != nil {
+		return res, fmt.Errorf("garbage collect in pod %s: %q: %w", pod.Name, out, err)
+	}
+	if err := cs.CoreV1().Pods(opts.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{}); err != nil {
+		return res, fmt.Errorf("restart registry pod %s: %w", pod.Name, err)
+	}
+	if err := waitRegistry(ctx, cs, opts.Namespace, sel, pod.Name, opts.Timeout); err != nil {
+		return res, err
+	}
+	return res, nil
+}
+
+// execPod runs cmd in a container and returns its standard output.
+func execPod(ctx context.Context, cs kubernetes.Interface, getter genericclioptions.RESTClientGetter, pod *corev1.Pod, container string, cmd []string) ([]byte, error) {
+	cfg, err := getter.ToRESTConfig()
+	if err != nil {
+		return nil, err
+	}
+	req := cs.CoreV1().RESTClient().Post().Resource("pods").Namespace(pod.Namespace).Name(pod.Name).SubResource("exec").
+		VersionedParams(&corev1.PodExecOptions{Container: container, Command: cmd, Stdout: true, Stderr: true}, scheme.ParameterCodec)
+	ws, err := remotecommand.NewWebSocketExecutor(cfg, http.MethodGet, req.URL().String())
+	if err != nil {
+		return nil, err
+	}
+	spdy, err := remotecommand.NewSPDYExecutor(cfg, http.MethodPost, req.URL())
+	if err != nil {
+		return nil, err
+	}
+	exec, err := remotecommand.NewFallbackExecutor(ws, spdy, func(err error) bool { return true })
+	if err != nil {
+		return nil, err
+	}
+	var stdout, stderr bytes.Buffer
+	if err := exec.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: &stdout, Stderr: &stderr}); err != nil {
+		if msg := bytes.TrimSpace(stderr.Bytes()); len(msg) > 0 {
+			return nil, fmt.Errorf("%w: %s", err, msg)
+		}
+		return nil, err
+	}
+	return stdout.Bytes(), nil
+}
+
+// waitRegistry waits for a registry pod other than old to be ready.
+func waitRegistry(ctx context.Context, cs kubernetes.Interface, ns, sel, old string, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	for {
+		pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
+		if err == nil {
+			for _, p := range pods.Items {
+				if p.Name != old && p.DeletionTimestamp == nil && podReady(&p) {
+					return nil
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("registry restart: no ready pod after %s", timeout)
+		case <-time.After(300 * time.Millisecond):
+		}
+	}
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
