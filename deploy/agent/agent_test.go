@@ -89,6 +89,14 @@ func testPod() *corev1.Pod {
 // and the pod with the patch applied.
 func admit(t *testing.T, url string, pod *corev1.Pod) (*admissionv1.AdmissionResponse, *corev1.Pod) {
 	t.Helper()
+	return admitRequest(t, url, pod, nil)
+}
+
+type admissionRequest = admissionv1.AdmissionRequest
+
+// admitRequest is admit with the request changed by edit first.
+func admitRequest(t *testing.T, url string, pod *corev1.Pod, edit func(*admissionRequest)) (*admissionv1.AdmissionResponse, *corev1.Pod) {
+	t.Helper()
 	raw, _ := json.Marshal(pod)
 	review := admissionv1.AdmissionReview{
 		TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"},
@@ -96,6 +104,9 @@ func admit(t *testing.T, url string, pod *corev1.Pod) (*admissionv1.AdmissionRes
 			UID: "u-1", Kind: metav1.GroupVersionKind{Version: "v1", Kind: "Pod"}, Namespace: pod.Namespace,
 			Operation: admissionv1.Create, Object: runtime.RawExtension{Raw: raw},
 		},
+	}
+	if edit != nil {
+		edit(review.Request)
 	}
 	body, _ := json.Marshal(review)
 	resp, err := http.Post(url, "application/json", bytes.NewReader(body))

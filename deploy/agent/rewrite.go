@@ -63,12 +63,27 @@ type Rewriter struct {
 // registry by digest is returned as it is (idempotent). An unknown image is
 // returned unchanged, or an ErrUnknownImage with RequireKnown.
 func (rw *Rewriter) Rewrite(image string) (string, error) {
+	ref, known, err := rw.lookup(image)
+	switch {
+	case err != nil:
+		return "", err
+	case known:
+		return ref, nil
+	case rw.RequireKnown:
+		return "", fmt.Errorf("%w: %s", ErrUnknownImage, image)
+	}
+	return image, nil
+}
+
+// lookup finds the in-cluster reference of image; known is false when no
+// deployed package recorded it.
+func (rw *Rewriter) lookup(image string) (ref string, known bool, err error) {
 	if strings.HasPrefix(image, rw.Registry+"/") && strings.Contains(image, "@sha256:") {
-		return image, nil
+		return image, true, nil
 	}
 	key, err := normalize(image)
 	if err != nil {
-		return "", err
+		return "", false, err
 	}
 	img, ok := rw.Images[key]
 	d := img.Digest
@@ -83,13 +98,36 @@ func (rw *Rewriter) Rewrite(image string) (string, error) {
 		}
 	}
 	if !ok {
-		if rw.RequireKnown {
-			return "", fmt.Errorf("%w: %s", ErrUnknownImage, image)
-		}
-		return image, nil
+		return "", false, nil
 	}
 	named, _ := reference.ParseNormalizedNamed(key)
-	return rw.Registry + "/" + reference.Path(named) + "@" + d.String(), nil
+	return rw.Registry + "/" + reference.Path(named) + "@" + d.String(), true, nil
+}
+
+// unknown reports whether pod names an image (valid or not) that no
+// deployed package recorded and that is not in the registry by digest.
+func (rw *Rewriter) unknown(pod *corev1.Pod) bool {
+	for _, image := range podImages(pod) {
+		if _, known, _ := rw.lookup(image); !known {
+			return true
+		}
+	}
+	return false
+}
+
+// podImages lists the images of every init, regular and ephemeral container.
+func podImages(pod *corev1.Pod) []string {
+	var out []string
+	for _, c := range pod.Spec.InitContainers {
+		out = append(out, c.Image)
+	}
+	for _, c := range pod.Spec.Containers {
+		out = append(out, c.Image)
+	}
+	for _, c := range pod.Spec.EphemeralContainers {
+		out = append(out, c.Image)
+	}
+	return out
 }
 
 // byDigest finds the stored digest of an image of repository name whose

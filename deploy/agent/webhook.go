@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"strings"
 
@@ -19,16 +20,27 @@ const maxReviewSize = 4 << 20
 // Webhook serves the mutating admission webhook: it answers an
 // AdmissionReview v1 for a Pod with a JSONPatch that rewrites its images
 // (see Rewriter.Pod) and adds the registry pull secret, or refuses the Pod
-// when the policy requires known images and one is not.
+// when the policy requires known images and one is not. Anything it cannot
+// decide is refused (fail closed): a Pod admitted unrewritten would pull by
+// tag.
 type Webhook struct {
 	// Rewriter returns the rewriter to use for a request, so the images
 	// deployed packages recorded can change while the webhook runs.
 	Rewriter func(context.Context) (*Rewriter, error)
+	// Refresh, if set, is called when a Pod names an image that Rewriter's
+	// images do not know, for a rewriter that re-read them: deploy records
+	// a package just before it installs the workloads that use its images.
+	Refresh func(context.Context) (*Rewriter, error)
 	// PullSecret is added to every Pod whose images point at the registry.
 	PullSecret string
+	// EnsurePullSecret, if set, is called before such a Pod is admitted
+	// (except on a dry run), so that PullSecret exists in its namespace.
+	EnsurePullSecret func(ctx context.Context, namespace string) error
 	// Ignore says whether to leave a namespace's Pods alone (ferry's own
 	// namespace, namespaces labelled to be ignored).
 	Ignore func(namespace string) bool
+	// Logger receives one record per decision; nil discards them.
+	Logger *slog.Logger
 }
 
 type patchOp struct {
@@ -64,41 +76,72 @@ func (h *Webhook) review(ctx context.Context, req *admissionv1.AdmissionRequest)
 	if req.Kind.Kind != "Pod" || (h.Ignore != nil && h.Ignore(req.Namespace)) {
 		return allow
 	}
+	log := h.logger().With("namespace", req.Namespace, "name", req.Name, "operation", req.Operation, "uid", req.UID)
+	if req.SubResource != "" {
+		log = log.With("subresource", req.SubResource)
+	}
+	refuse := func(code int32, err error) *admissionv1.AdmissionResponse {
+		log.Warn("refused", "error", err)
+		return deny(code, "ferry agent: "+err.Error())
+	}
 	var pod corev1.Pod
 	if err := json.Unmarshal(req.Object.Raw, &pod); err != nil {
-		return deny(http.StatusBadRequest, "ferry agent: invalid Pod: "+err.Error())
+		return refuse(http.StatusBadRequest, fmt.Errorf("invalid Pod: %w", err))
+	}
+	if req.Name == "" {
+		log = log.With("generateName", pod.GenerateName)
 	}
 	rw, err := h.Rewriter(ctx)
+	if err == nil && h.Refresh != nil && rw.unknown(&pod) {
+		rw, err = h.Refresh(ctx)
+	}
 	if err != nil {
-		// Fail closed: a Pod admitted unrewritten would pull by tag.
-		return deny(http.StatusInternalServerError, "ferry agent: "+err.Error())
+		return refuse(http.StatusInternalServerError, err)
 	}
 	changes, err := rw.Pod(&pod)
 	if err != nil {
-		return deny(http.StatusForbidden, "ferry agent: "+err.Error())
+		return refuse(http.StatusForbidden, err)
 	}
 	var ops []patchOp
 	for _, c := range changes {
 		ops = append(ops, patchOp{Op: "replace", Path: c.Path, Value: c.New})
 	}
-	if h.PullSecret != "" && usesRegistry(&pod, rw.Registry) && !hasSecret(&pod, h.PullSecret) {
-		ref := corev1.LocalObjectReference{Name: h.PullSecret}
-		if len(pod.Spec.ImagePullSecrets) == 0 {
-			ops = append(ops, patchOp{Op: "add", Path: "/spec/imagePullSecrets", Value: []corev1.LocalObjectReference{ref}})
-		} else {
-			ops = append(ops, patchOp{Op: "add", Path: "/spec/imagePullSecrets/-", Value: ref})
+	if h.PullSecret != "" && usesRegistry(&pod, rw.Registry) {
+		if h.EnsurePullSecret != nil && (req.DryRun == nil || !*req.DryRun) {
+			if err := h.EnsurePullSecret(ctx, req.Namespace); err != nil {
+				return refuse(http.StatusInternalServerError, fmt.Errorf("pull secret %s: %w", h.PullSecret, err))
+			}
+		}
+		if !hasSecret(&pod, h.PullSecret) {
+			ref := corev1.LocalObjectReference{Name: h.PullSecret}
+			if len(pod.Spec.ImagePullSecrets) == 0 {
+				ops = append(ops, patchOp{Op: "add", Path: "/spec/imagePullSecrets", Value: []corev1.LocalObjectReference{ref}})
+			} else {
+				ops = append(ops, patchOp{Op: "add", Path: "/spec/imagePullSecrets/-", Value: ref})
+			}
 		}
 	}
 	if len(ops) == 0 {
+		log.Debug("admitted unchanged")
 		return allow
 	}
 	patch, err := json.Marshal(ops)
 	if err != nil {
-		return deny(http.StatusInternalServerError, "ferry agent: "+err.Error())
+		return refuse(http.StatusInternalServerError, err)
+	}
+	for _, c := range changes {
+		log.Info("rewrote", "path", c.Path, "from", c.Old, "to", c.New)
 	}
 	pt := admissionv1.PatchTypeJSONPatch
 	allow.Patch, allow.PatchType = patch, &pt
 	return allow
+}
+
+func (h *Webhook) logger() *slog.Logger {
+	if h.Logger == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return h.Logger
 }
 
 func deny(code int32, msg string) *admissionv1.AdmissionResponse {
@@ -107,15 +150,8 @@ func deny(code int32, msg string) *admissionv1.AdmissionResponse {
 
 // usesRegistry reports whether any image of pod is in the registry at host.
 func usesRegistry(pod *corev1.Pod, host string) bool {
-	for _, cs := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
-		for _, c := range cs {
-			if strings.HasPrefix(c.Image, host+"/") {
-				return true
-			}
-		}
-	}
-	for _, c := range pod.Spec.EphemeralContainers {
-		if strings.HasPrefix(c.Image, host+"/") {
+	for _, image := range podImages(pod) {
+		if strings.HasPrefix(image, host+"/") {
 			return true
 		}
 	}
