@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash"
 	"io"
+	"sync"
 
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
@@ -18,14 +19,25 @@ import (
 // PushOptions.Concurrency is 0 or less.
 const DefaultPushConcurrency = 4
 
+// DefaultPushStreams is how many large blobs Push uploads at once when
+// PushOptions.Streams is 0 or less.
+const DefaultPushStreams = 3
+
 // PushOptions configures Push. The zero value works.
 type PushOptions struct {
 	Remote RemoteOptions
 	// MountFrom names a repository on the same registry to mount missing
 	// blobs from (cross-repository mount) before uploading them.
 	MountFrom string
-	// Concurrency bounds parallel uploads; if ≤ 0, DefaultPushConcurrency.
+	// Concurrency bounds parallel uploads of small blobs; if ≤ 0,
+	// DefaultPushConcurrency.
 	Concurrency int
+	// Streams is how many large blobs (layers) are uploaded at once; if ≤ 0,
+	// DefaultPushStreams. Each stream reads the package on its own — an
+	// archive without an index can only be read from its start — taking
+	// every Streams-th large blob and passing over the others, so memory
+	// stays bounded whatever the blob sizes.
+	Streams int
 	// Progress, if set, receives progress reports.
 	Progress ProgressFunc
 }
@@ -55,9 +67,7 @@ func Push(ctx context.Context, r *Reader, ref string, opts PushOptions) (*PushRe
 		return nil, fmt.Errorf("push %s: the package root is %s", ref, r.Root.Digest)
 	}
 	p := &pusher{repo: repo, opts: opts, res: &PushResult{Root: r.Root, Ref: ref}}
-	sum, err := r.Walk(ctx, func(desc ocispec.Descriptor, rd io.Reader) error {
-		return p.stream(ctx, desc, rd)
-	}, nil)
+	sum, err := p.walk(ctx, r)
 	if err != nil {
 		return nil, err
 	}
@@ -67,15 +77,65 @@ func Push(ctx context.Context, r *Reader, ref string, opts PushOptions) (*PushRe
 	return p.res, nil
 }
 
+// walk uploads the package's blobs in Streams parallel walks over it: walk i
+// uploads every large blob whose rank among the large ones is i modulo
+// Streams, and walk 0 also the small ones (holding manifests back). Each
+// blob is verified by the walk that uploads it; every walk checks the graph.
+func (p *pusher) walk(ctx context.Context, r *Reader) (*Summary, error) {
+	streams := p.opts.Streams
+	if streams <= 0 {
+		streams = DefaultPushStreams
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	sums := make([]*Summary, streams)
+	for i := range streams {
+		rc := r
+		if i > 0 {
+			cp := *r
+			rc = &cp
+		}
+		var rank int
+		skip := func(ocispec.Descriptor) bool {
+			k := rank
+			rank++
+			return k%streams != i
+		}
+		if streams == 1 {
+			skip = nil
+		}
+		buf := make([]byte, 1<<20)
+		g.Go(func() error {
+			sum, err := rc.walk(gctx, func(desc ocispec.Descriptor, rd io.Reader) error {
+				if desc.Size > manifestLimit {
+					// rd is the walker's: it fails instead of ending when the
+					// bytes do not match the digest, so a damaged blob's
+					// upload is aborted uncommitted.
+					return p.blob(gctx, desc, func() io.Reader { return rd }, buf)
+				}
+				if i != 0 {
+					return nil
+				}
+				return p.small(gctx, desc, rd, buf)
+			}, nil, skip)
+			sums[i] = sum
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	return sums[0], nil
+}
+
 type pusher struct {
 	repo *remote.Repository
 	opts PushOptions
 	res  *PushResult
 	// held keeps small JSON blobs (manifests, indexes, configs) in archive
 	// order; they are pushed once the whole graph is verified.
-	held      []heldBlob
-	done      int64
-	uploadBuf []byte
+	held []heldBlob
+	mu   sync.Mutex // guards res and done
+	done int64
 }
 
 type heldBlob struct {
@@ -83,26 +143,22 @@ type heldBlob struct {
 	data []byte
 }
 
-// stream handles one blob as the archive yields it.
-func (p *pusher) stream(ctx context.Context, desc ocispec.Descriptor, rd io.Reader) error {
-	if desc.Size <= manifestLimit {
-		data, err := io.ReadAll(rd) // fails if the bytes do not match the digest
-		if err != nil {
-			return err
-		}
-		if looksJSON(data) {
-			p.held = append(p.held, heldBlob{desc, data})
-			return nil
-		}
-		return p.blob(ctx, desc, func() io.Reader { return bytes.NewReader(data) })
+// small handles one small blob as the archive yields it: JSON is held for
+// finish, anything else uploaded.
+func (p *pusher) small(ctx context.Context, desc ocispec.Descriptor, rd io.Reader, buf []byte) error {
+	data, err := io.ReadAll(rd) // fails if the bytes do not match the digest
+	if err != nil {
+		return err
 	}
-	// rd is the walker's: it fails instead of ending when the bytes do not
-	// match the digest, so a damaged blob's upload is aborted uncommitted.
-	return p.blob(ctx, desc, func() io.Reader { return rd })
+	if looksJSON(data) {
+		p.held = append(p.held, heldBlob{desc, data})
+		return nil
+	}
+	return p.blob(ctx, desc, func() io.Reader { return bytes.NewReader(data) }, buf)
 }
 
 // blob uploads one blob unless the registry has it.
-func (p *pusher) blob(ctx context.Context, desc ocispec.Descriptor, body func() io.Reader) error {
+func (p *pusher) blob(ctx context.Context, desc ocispec.Descriptor, body func() io.Reader, buf []byte) error {
 	blobs := p.repo.Blobs()
 	if ok, err := blobs.Exists(ctx, desc); err != nil {
 		return fmt.Errorf("check blob %s: %w", desc.Digest, err)
@@ -114,7 +170,7 @@ func (p *pusher) blob(ctx context.Context, desc ocispec.Descriptor, body func() 
 	if p.opts.MountFrom != "" {
 		err = p.repo.Mount(ctx, desc, p.opts.MountFrom, func() (io.ReadCloser, error) { return io.NopCloser(body()), nil })
 	} else {
-		err = blobs.Push(ctx, desc, &bigWrites{r: body(), buf: p.buf()})
+		err = blobs.Push(ctx, desc, &bigWrites{r: body(), buf: buf})
 	}
 	if err != nil {
 		var ce *corruptBlobError
@@ -128,6 +184,8 @@ func (p *pusher) blob(ctx context.Context, desc ocispec.Descriptor, body func() 
 }
 
 func (p *pusher) count(desc ocispec.Descriptor, pushed bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	if pushed {
 		p.res.Pushed++
 		p.res.BytesPushed += desc.Size
@@ -218,14 +276,6 @@ func (p *pusher) blobConcurrent(ctx context.Context, h heldBlob, results chan<- 
 	}
 	results <- pushed{h.desc, !ok}
 	return nil
-}
-
-// buf returns the pusher's upload buffer.
-func (p *pusher) buf() []byte {
-	if p.uploadBuf == nil {
-		p.uploadBuf = make([]byte, 1<<20)
-	}
-	return p.uploadBuf
 }
 
 // bigWrites hands an upload's bytes to the HTTP transport in large writes

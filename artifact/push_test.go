@@ -1,13 +1,23 @@
 package artifact_test
 
 import (
+	"archive/tar"
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
+	"github.com/opencontainers/go-digest"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+	"oras.land/oras-go/v2/registry/remote"
+
 	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/registry/registrytest"
 )
 
 // TestPushPullRoundTrip: create → push → pull gives the same bytes, for
@@ -59,4 +69,118 @@ func TestPushPullRoundTrip(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestPushStreams: layers pushed in 1, 2 and 3 parallel walks over a
+// .tar.zst, a .tar and a layout folder come back byte for byte; a damaged
+// layer fails the push naming it, and neither it nor the root lands.
+func TestPushStreams(t *testing.T) {
+	ctx := context.Background()
+	host := registrytest.New(t)
+	dir := t.TempDir()
+	layers := genImageSet(t, dir, 24) // 6 MiB layers: beyond the small-blob limit
+	if len(layers) < 6 {
+		t.Fatalf("fixture has %d blobs", len(layers))
+	}
+	def, err := artifact.LoadDefinition(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := t.TempDir()
+	for _, f := range []artifact.Format{artifact.FormatTarZstd, artifact.FormatTar} {
+		p := filepath.Join(out, "big"+f.Ext())
+		if _, err := artifact.Create(ctx, def, artifact.CreateOptions{Output: p, Format: f}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	layout := extractLayout(t, filepath.Join(out, "big.tar"))
+	want, _ := os.ReadFile(filepath.Join(out, "big.tar"))
+	for _, src := range []string{"big.tar.zst", "big.tar", layout} {
+		for _, streams := range []int{1, 2, 3} {
+			p := src
+			if !filepath.IsAbs(p) {
+				p = filepath.Join(out, src)
+			}
+			r, err := artifact.Open(ctx, p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ref := fmt.Sprintf("%s/streams/%s-%d:1", host, strings.ReplaceAll(filepath.Base(src), ".", "-"), streams)
+			res, err := artifact.Push(ctx, r, ref, artifact.PushOptions{Streams: streams})
+			if err != nil {
+				t.Fatalf("%s, %d streams: %v", src, streams, err)
+			}
+			if res.Pushed == 0 || res.Skipped != 0 || res.Root.Digest != r.Root.Digest {
+				t.Fatalf("%s, %d streams: %+v", src, streams, res)
+			}
+			pulled := filepath.Join(t.TempDir(), "p.tar")
+			if _, err := artifact.Pull(ctx, ref, pulled, artifact.PullOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			if got, _ := os.ReadFile(pulled); !bytes.Equal(got, want) {
+				t.Fatalf("%s, %d streams: pulled %d bytes, want %d", src, streams, len(got), len(want))
+			}
+		}
+	}
+
+	// One flipped byte in the middle of the archive's largest entry.
+	bad := filepath.Join(out, "bad.tar")
+	b := bytes.Clone(want)
+	off, size, name := largestTarEntry(t, b)
+	b[off+size/2] ^= 1
+	if err := os.WriteFile(bad, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, streams := range []int{1, 3} {
+		r, err := artifact.Open(ctx, bad)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ref := fmt.Sprintf("%s/streams/bad-%d:1", host, streams)
+		_, err = artifact.Push(ctx, r, ref, artifact.PushOptions{Streams: streams})
+		d := strings.TrimPrefix(name, "blobs/sha256/")
+		if !errors.Is(err, artifact.ErrCorrupt) || !strings.Contains(err.Error(), d) {
+			t.Fatalf("push of a damaged layer, %d streams: %v", streams, err)
+		}
+		repo, _ := remote.NewRepository(ref)
+		repo.PlainHTTP = true
+		if ok, _ := repo.Blobs().Exists(ctx, ocispec.Descriptor{Digest: digest.NewDigestFromEncoded(digest.SHA256, d), Size: size}); ok {
+			t.Fatalf("%d streams: the damaged layer was committed", streams)
+		}
+		if _, err := repo.Resolve(ctx, "1"); err == nil {
+			t.Fatalf("%d streams: the root was tagged", streams)
+		}
+	}
+}
+
+// largestTarEntry gives the data offset, size and name of a tar's largest entry.
+func largestTarEntry(t *testing.T, b []byte) (int64, int64, string) {
+	t.Helper()
+	cr := &countingReader{r: bytes.NewReader(b)}
+	tr := tar.NewReader(cr)
+	var off, size int64
+	var name string
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return off, size, name
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h.Size > size {
+			off, size, name = cr.n, h.Size, h.Name
+		}
+	}
+}
+
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
 }

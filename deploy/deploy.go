@@ -110,6 +110,7 @@ func Deploy(ctx context.Context, cs kubernetes.Interface, r *artifact.Reader, op
 		return nil, err
 	}
 	remote := artifact.RemoteOptions{PlainHTTP: true, Credential: auth.StaticCredential(host, cred)}
+	pushStart := time.Now()
 	loaded, err := mirror.Load(ctx, host, r, remote)
 	if err != nil {
 		return nil, fmt.Errorf("push images to %s: %w", host, err)
@@ -120,7 +121,7 @@ func Deploy(ctx context.Context, cs kubernetes.Interface, r *artifact.Reader, op
 		return nil, err
 	}
 	d := &deployer{cs: cs, opts: opts, values: values, host: host, remote: remote, cfg: r.Config, prev: prev, ensured: map[string]bool{}}
-	rec := &Record{Name: r.Config.Name, Version: r.Config.Version, Root: r.Root.Digest, Config: r.Config, BytesPushed: loaded.BytesPushed}
+	rec := &Record{Name: r.Config.Name, Version: r.Config.Version, Root: r.Root.Digest, Config: r.Config, BytesPushed: loaded.BytesPushed, PushTook: time.Since(pushStart)}
 	for _, c := range comps {
 		rec.Components = append(rec.Components, c.Name)
 	}

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"time"
 
 	"github.com/opencontainers/go-digest"
 	corev1 "k8s.io/api/core/v1"
@@ -45,6 +46,8 @@ type Record struct {
 	// BytesPushed is what the deploy that made this record uploaded to the
 	// in-cluster registry (0 when it had every blob).
 	BytesPushed int64 `json:"bytesPushed"`
+	// PushTook is how long that deploy took to push (not recorded).
+	PushTook time.Duration `json:"-"`
 	// Config is the package's ferry.json, whose image digests the agent uses.
 	Config *artifact.Config `json:"-"`
 }

@@ -152,7 +152,7 @@ components:
 }
 
 // testKeys makes a key pair and returns the private and public keys.
-func testKeys(t *testing.T) (*artifact.PrivateKey, *artifact.PublicKey) {
+func testKeys(t testing.TB) (*artifact.PrivateKey, *artifact.PublicKey) {
 	t.Helper()
 	dir := t.TempDir()
 	kp, err := artifact.GenerateKeyPair([]byte("pw"))

@@ -29,7 +29,7 @@ import (
 
 // binDir is where `make build` put the binaries init ships (bin/ at the
 // repository root); FERRY_BIN_DIR overrides it.
-func binDir(t *testing.T) string {
+func binDir(t testing.TB) string {
 	if d := os.Getenv("FERRY_BIN_DIR"); d != "" {
 		return d
 	}

@@ -35,3 +35,10 @@ e2e-up: e2e-build
 
 e2e-down:
 	@bash $(E2E_SCRIPTS)/down.sh
+
+# The deploy budget (issue 8): ferry deploy's image push against crane push to
+# the in-cluster registry's NodePort, and an unchanged redeploy, in one run.
+.PHONY: e2e-bench
+BENCH_TARGETS += e2e-bench
+e2e-bench: e2e-build build
+	@GO=$(GO) bash $(E2E_SCRIPTS)/test.sh -count=1 -run '^$$' -bench BenchmarkDeploy -benchtime 1x -timeout 30m ./e2e/

@@ -1,0 +1,161 @@
+package e2e
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"oras.land/oras-go/v2/content/oci"
+
+	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/deploy"
+	"github.com/ferrypkg/ferry/e2e/internal/cluster"
+	"github.com/ferrypkg/ferry/inject"
+	"github.com/ferrypkg/ferry/internal/fixture"
+	"github.com/ferrypkg/ferry/internal/peertool"
+)
+
+// writeImages writes an OCI layout at dir holding one image of mib MiB of
+// random 50 MiB layers (seeded), tagged tag.
+func writeImages(ctx context.Context, b *testing.B, dir string, mib int, seed uint64, tag string) {
+	b.Helper()
+	store, err := oci.New(dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	rng := fixture.Rand(seed)
+	var layers []fixture.Layer
+	for range mib / 50 {
+		layers = append(layers, fixture.NewLayer(rng, 50<<20))
+	}
+	d, err := fixture.PushImage(ctx, store, fixture.Platform("linux", runtime.GOARCH, ""), layers)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := store.Tag(ctx, d, tag); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// BenchmarkDeploy measures the image push of `ferry deploy` of a generated
+// package (FERRY_BENCH_DEPLOY_MIB, default 500 MiB) into the in-cluster
+// registry through the NodePort, beside `crane push` of an image of the
+// same size (other random content, so neither finds the other's blobs) to
+// the same NodePort in the same run, then an unchanged redeploy.
+// Budget (issue 8): push throughput ≥ 0.8× crane's; the redeploy pushes 0
+// bytes and takes < 10 s.
+func BenchmarkDeploy(b *testing.B) {
+	c := cluster.Get(b)
+	crane := peertool.Require(b, "crane")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	mib := 500
+	if s := os.Getenv("FERRY_BENCH_DEPLOY_MIB"); s != "" {
+		mib, _ = strconv.Atoi(s)
+	}
+	if _, err := inject.Init(ctx, c.Client, inject.InitOptions{BinDir: binDir(b)}); err != nil {
+		b.Fatal(err)
+	}
+	host := inject.RegistryHost(inject.DefaultNodePort)
+
+	// crane reads the registry account from a docker config.
+	sec, err := c.Client.CoreV1().Secrets(inject.DefaultNamespace).Get(ctx, inject.AuthSecretName, metav1.GetOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	dockerDir := b.TempDir()
+	auth := base64.StdEncoding.EncodeToString([]byte(string(sec.Data["username"]) + ":" + string(sec.Data["password"])))
+	cfg, _ := json.Marshal(map[string]any{"auths": map[string]any{host: map[string]string{"auth": auth}}})
+	if err := os.WriteFile(filepath.Join(dockerDir, "config.json"), cfg, 0o600); err != nil {
+		b.Fatal(err)
+	}
+
+	dir := b.TempDir()
+	// Fresh content each run: nothing of an earlier run may be found.
+	seed := uint64(time.Now().UnixNano())
+	writeImages(ctx, b, filepath.Join(dir, "crane"), mib, seed, "1")
+	writeImages(ctx, b, filepath.Join(dir, "images"), mib, seed+1, "1.0")
+	def := fmt.Sprintf("apiVersion: ferry.dev/v1alpha1\nkind: Package\nmetadata: {name: e2e-bench, version: 1.0.0}\nplatforms: [linux/%s]\ncomponents:\n  - name: big\n    images:\n      - {ref: docker.io/library/big:1.0, layout: images}\n", runtime.GOARCH)
+	if err := os.WriteFile(filepath.Join(dir, "ferry.yaml"), []byte(def), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	d, err := artifact.LoadDefinition(dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	priv, pub := testKeys(b)
+	pkg := filepath.Join(b.TempDir(), "bench.tar.zst")
+	if _, err := artifact.Create(ctx, d, artifact.CreateOptions{Output: pkg, SignKey: priv}); err != nil {
+		b.Fatal(err)
+	}
+	st := &deploy.State{Client: c.Client, Namespace: inject.DefaultNamespace}
+	b.Cleanup(func() {
+		ctx := context.Background()
+		_ = exec.CommandContext(ctx, crane, "delete", host+"/bench/crane@"+craneDigest(b, crane, dockerDir, host)).Run()
+		if rec, _ := st.Get(ctx, "e2e-bench"); rec != nil {
+			kube := genericclioptions.NewConfigFlags(true)
+			kube.KubeConfig = &c.Kubeconfig
+			if _, err := deploy.Remove(ctx, c.Client, "e2e-bench", deploy.RemoveOptions{Kube: kube}); err != nil {
+				b.Errorf("remove: %v", err)
+			}
+		}
+	})
+
+	for range b.N {
+		cmd := exec.CommandContext(ctx, crane, "push", filepath.Join(dir, "crane"), host+"/bench/crane:1")
+		cmd.Env = append(os.Environ(), "DOCKER_CONFIG="+dockerDir)
+		start := time.Now()
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.Fatalf("crane push: %v\n%s", err, out)
+		}
+		craneTook := time.Since(start)
+
+		r, err := artifact.Open(ctx, pkg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		start = time.Now()
+		rec, err := deploy.Deploy(ctx, c.Client, r, deploy.Options{Keys: []*artifact.PublicKey{pub}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		deployTook := time.Since(start)
+
+		start = time.Now()
+		again, err := deploy.Deploy(ctx, c.Client, r, deploy.Options{Keys: []*artifact.PublicKey{pub}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		redeployTook := time.Since(start)
+
+		mb := float64(mib) * (1 << 20) / 1e6
+		ratio := craneTook.Seconds() / rec.PushTook.Seconds()
+		fmt.Printf("deploy %d MiB: push %.2fs (%.0f MB/s), crane push %.2fs (%.0f MB/s): throughput ratio %.2f (budget ≥ 0.80); whole deploy %.2fs; unchanged redeploy %.2fs, %d bytes pushed (budget 0 bytes, < 10 s)\n",
+			mib, rec.PushTook.Seconds(), mb/rec.PushTook.Seconds(), craneTook.Seconds(), mb/craneTook.Seconds(), ratio, deployTook.Seconds(), redeployTook.Seconds(), again.BytesPushed)
+		b.ReportMetric(ratio, "push-x-crane-throughput")
+		b.ReportMetric(redeployTook.Seconds(), "redeploy-s")
+		if ratio < 0.8 {
+			b.Errorf("push throughput %.2f× crane's, budget ≥ 0.8", ratio)
+		}
+		if again.BytesPushed != 0 || redeployTook >= 10*time.Second {
+			b.Errorf("unchanged redeploy pushed %d bytes in %s; budget 0 bytes, < 10 s", again.BytesPushed, redeployTook)
+		}
+	}
+}
+
+func craneDigest(b *testing.B, crane, dockerDir, host string) string {
+	cmd := exec.Command(crane, "digest", host+"/bench/crane:1")
+	cmd.Env = append(os.Environ(), "DOCKER_CONFIG="+dockerDir)
+	out, _ := cmd.Output()
+	return string(out[:max(0, len(out)-1)])
+}
