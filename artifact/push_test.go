@@ -1,12 +1,10 @@
 package artifact_test
 
 import (
-	"archive/tar"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,6 +15,7 @@ import (
 	"oras.land/oras-go/v2/registry/remote"
 
 	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/internal/fixture"
 	"github.com/ferrypkg/ferry/registry/registrytest"
 )
 
@@ -126,7 +125,10 @@ func TestPushStreams(t *testing.T) {
 	// One flipped byte in the middle of the archive's largest entry.
 	bad := filepath.Join(out, "bad.tar")
 	b := bytes.Clone(want)
-	off, size, name := largestTarEntry(t, b)
+	off, size, name, err := fixture.LargestTarEntry(b)
+	if err != nil {
+		t.Fatal(err)
+	}
 	b[off+size/2] ^= 1
 	if err := os.WriteFile(bad, b, 0o644); err != nil {
 		t.Fatal(err)
@@ -151,36 +153,4 @@ func TestPushStreams(t *testing.T) {
 			t.Fatalf("%d streams: the root was tagged", streams)
 		}
 	}
-}
-
-// largestTarEntry gives the data offset, size and name of a tar's largest entry.
-func largestTarEntry(t *testing.T, b []byte) (int64, int64, string) {
-	t.Helper()
-	cr := &countingReader{r: bytes.NewReader(b)}
-	tr := tar.NewReader(cr)
-	var off, size int64
-	var name string
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			return off, size, name
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if h.Size > size {
-			off, size, name = cr.n, h.Size, h.Name
-		}
-	}
-}
-
-type countingReader struct {
-	r io.Reader
-	n int64
-}
-
-func (c *countingReader) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	c.n += int64(n)
-	return n, err
 }

@@ -1,12 +1,9 @@
 package e2e
 
 import (
-	"archive/tar"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -29,6 +26,7 @@ import (
 	"github.com/ferrypkg/ferry/e2e/internal/cluster"
 	"github.com/ferrypkg/ferry/e2e/internal/mkimg"
 	"github.com/ferrypkg/ferry/inject"
+	"github.com/ferrypkg/ferry/internal/fixture"
 )
 
 const helmNS = "e2e-helm"
@@ -411,43 +409,14 @@ func flipLayerByte(t *testing.T, p string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	off := largestEntry(t, b)
-	b[off] ^= 0xff
+	off, size, _, err := fixture.LargestTarEntry(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[off+size/2] ^= 0xff
 	if err := os.WriteFile(p, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// largestEntry is the offset of the middle of the largest entry of a tar.
-func largestEntry(t *testing.T, b []byte) int64 {
-	t.Helper()
-	cr := &countingReader{r: bytes.NewReader(b)}
-	tr := tar.NewReader(cr)
-	var off, size int64
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if h.Size > size {
-			off, size = cr.n, h.Size
-		}
-	}
-	return off + size/2
-}
-
-type countingReader struct {
-	r io.Reader
-	n int64
-}
-
-func (c *countingReader) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	c.n += int64(n)
-	return n, err
 }
 
 func helmCfg(t *testing.T, kube genericclioptions.RESTClientGetter) *action.Configuration {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
-	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -41,14 +40,7 @@ func pushImage(t *testing.T, base, repo, tag string) (manifest, layer ocispec.De
 // the others and untagged referrers, and the registry serves what is left.
 func TestGarbageCollect(t *testing.T) {
 	root := t.TempDir()
-	start := func() (string, func()) {
-		srv, err := registry.New(context.Background(), registry.Config{RootDir: root})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ts := httptest.NewServer(srv)
-		return ts.URL, func() { ts.Close(); _ = srv.Shutdown(context.Background()) }
-	}
+	start := func() (string, func()) { return startAt(t, root) }
 	base, stop := start()
 	gone, goneLayer := pushImage(t, base, "app", "1")
 	kept, keptLayer := pushImage(t, base, "app", "2")

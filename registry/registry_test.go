@@ -204,14 +204,7 @@ func listReferrers(t *testing.T, base, repo string, subject digest.Digest, query
 
 func TestReferrersPersistAcrossRestart(t *testing.T) {
 	root := t.TempDir()
-	start := func() (string, func()) {
-		srv, err := registry.New(context.Background(), registry.Config{RootDir: root})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ts := httptest.NewServer(srv)
-		return ts.URL, func() { ts.Close(); _ = srv.Shutdown(context.Background()) }
-	}
+	start := func() (string, func()) { return startAt(t, root) }
 	base, stop := start()
 	// The subject need not exist (distribution spec: registries SHOULD
 	// accept a manifest whose subject is absent).
@@ -248,6 +241,17 @@ func TestReferrersPersistAcrossRestart(t *testing.T) {
 	if _, err := oras.Resolve(context.Background(), mustRepo(t, base, "app"), sbom.Digest.String(), oras.DefaultResolveOptions); err != nil {
 		t.Fatalf("resolve referrer: %v", err)
 	}
+}
+
+// startAt starts a registry on the storage at root; stop shuts it down.
+func startAt(t *testing.T, root string) (base string, stop func()) {
+	t.Helper()
+	srv, err := registry.New(context.Background(), registry.Config{RootDir: root})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(srv)
+	return ts.URL, func() { ts.Close(); _ = srv.Shutdown(context.Background()) }
 }
 
 func mustRepo(t *testing.T, base, name string) *remote.Repository {
@@ -288,14 +292,7 @@ func TestServeShutdown(t *testing.T) {
 
 func TestSHA512ManifestsSurviveRestart(t *testing.T) {
 	root := t.TempDir()
-	start := func() (string, func()) {
-		srv, err := registry.New(context.Background(), registry.Config{RootDir: root})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ts := httptest.NewServer(srv)
-		return ts.URL, func() { ts.Close(); _ = srv.Shutdown(context.Background()) }
-	}
+	start := func() (string, func()) { return startAt(t, root) }
 	base, stop := start()
 	putBlob(t, base, "app", ocispec.DescriptorEmptyJSON.Data)
 	m := []byte(`{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json","artifactType":"application/vnd.example","config":{"mediaType":"application/vnd.oci.empty.v1+json","digest":"` +
