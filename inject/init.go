@@ -22,8 +22,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
+	"oras.land/oras-go/v2/registry/remote/auth"
 )
 
 // Names of what init leaves in the cluster, in its namespace.
@@ -63,6 +65,13 @@ type InitOptions struct {
 	// WaitTimeout bounds each step that waits on the cluster;
 	// DefaultWaitTimeout if 0.
 	WaitTimeout time.Duration
+	// Ferry is the ferry executable the agent's image is built from when
+	// it is a static linux executable for the node's architecture;
+	// BinDir/ferry if empty. Otherwise BinDir/AgentFileName(arch) is used.
+	Ferry string
+	// AgentRequireKnown makes the agent refuse Pods with an image in no
+	// deployed package (`ferry agent --require-known`).
+	AgentRequireKnown bool
 	// Progress, if set, is told of each step as it finishes.
 	Progress func(Step)
 }
@@ -87,6 +96,8 @@ type InitResult struct {
 	// Injected is false when the registry was already running its image
 	// and init only checked (and repaired) the rest.
 	Injected bool `json:"injected"`
+	// Agent is the agent's image, by digest, in the registry.
+	Agent string `json:"agent"`
 }
 
 // StepError says which step of Init failed.
@@ -103,8 +114,11 @@ func (e *StepError) Unwrap() error { return e.Err }
 // carried into the cluster in ConfigMap chunks, served by the injector on
 // the NodePort, pulled from there by digest by the registry Deployment,
 // which then takes over the NodePort; the injector's objects are deleted.
-// A second run finds the registry running its image and only repairs
-// what is missing (credentials, Service, leftovers).
+// Then the agent, the admission webhook that sends every Pod to the
+// registry by digest, is built from the ferry binary, pushed, deployed and
+// registered (see AgentName). A second run finds the registry running its
+// image and only repairs what is missing (credentials, Service, leftovers,
+// the agent's objects).
 func Init(ctx context.Context, cs kubernetes.Interface, opts InitOptions) (*InitResult, error) {
 	if opts.Namespace == "" {
 		opts.Namespace = DefaultNamespace
@@ -133,6 +147,7 @@ func Init(ctx context.Context, cs kubernetes.Interface, opts InitOptions) (*Init
 		{"hand-over", in.handOver},
 		{"clean-up", in.cleanUp},
 		{"state", in.state},
+		{"agent", in.agent},
 	}
 	for _, s := range steps {
 		start := time.Now()
@@ -154,6 +169,8 @@ type initRun struct {
 	res      *InitResult
 	arch     string
 	htpasswd []byte
+	cred     auth.Credential // the registry account
+	nsUID    types.UID       // of the namespace, owner of the cluster-wide objects
 	payload  Payload
 	healthy  bool // the registry already runs the right image
 }
@@ -163,15 +180,20 @@ func (in *initRun) labels(component string) map[string]string {
 }
 
 func (in *initRun) namespace(ctx context.Context) (string, error) {
-	_, err := in.cs.CoreV1().Namespaces().Get(ctx, in.ns, metav1.GetOptions{})
+	ns, err := in.cs.CoreV1().Namespaces().Get(ctx, in.ns, metav1.GetOptions{})
 	if err == nil {
+		in.nsUID = ns.UID
 		return "exists", nil
 	}
 	if !apierrors.IsNotFound(err) {
 		return "", err
 	}
-	_, err = in.cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: in.ns, Labels: map[string]string{LabelManagedBy: "ferry"}}}, metav1.CreateOptions{})
-	return "created " + in.ns, err
+	ns, err = in.cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: in.ns, Labels: map[string]string{LabelManagedBy: "ferry"}}}, metav1.CreateOptions{})
+	if err != nil {
+		return "", err
+	}
+	in.nsUID = ns.UID
+	return "created " + in.ns, nil
 }
 
 // credentials makes the registry account once and keeps it: a generated
@@ -206,6 +228,7 @@ func (in *initRun) credentials(ctx context.Context) (string, error) {
 	}
 	in.htpasswd = auth.Data["htpasswd"]
 	user, pass := string(auth.Data["username"]), string(auth.Data["password"])
+	in.cred.Username, in.cred.Password = user, pass
 	cfg, err := json.Marshal(map[string]any{"auths": map[string]any{in.res.Registry: map[string]string{
 		"username": user, "password": pass, "auth": base64.StdEncoding.EncodeToString([]byte(user + ":" + pass)),
 	}}})
@@ -429,7 +452,8 @@ func (in *initRun) registry(ctx context.Context) (string, error) {
 		return "", err
 	}
 	start := time.Now()
-	if err := waitPods(ctx, in.cs, in.ns, in.labels("registry"), in.opts.WaitTimeout, nil); err != nil {
+	// The rollout, not any Ready pod: the old one may still be Ready.
+	if err := waitRollout(ctx, in.cs, in.ns, RegistryName, in.opts.WaitTimeout); err != nil {
 		return "", err
 	}
 	return fmt.Sprintf("Deployment %s ready, image pulled by digest through %s in %.1fs", RegistryName, in.res.Registry, time.Since(start).Seconds()), nil
