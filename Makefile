@@ -27,10 +27,11 @@ all: build
 
 REGISTRY_ARCHES := amd64 arm64
 
-## build: ferry, and what `ferry init` ships into a cluster beside it in bin/:
-## the in-cluster registry and the injector (stage 0 and 1) per architecture.
+## build: ferry (static: init builds the agent's image from it), and what
+## `ferry init` ships into a cluster beside it in bin/: the in-cluster
+## registry and the injector (stage 0 and 1) per architecture.
 build: injector
-	$(GO) build -trimpath -o $(BIN)/ferry ./cmd/ferry
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w' -o $(BIN)/ferry ./cmd/ferry
 	@for a in $(REGISTRY_ARCHES); do \
 	  CGO_ENABLED=0 GOOS=linux GOARCH=$$a $(GO) build -trimpath -ldflags='-s -w -buildid=' -o $(BIN)/ferry-registry-linux-$$a ./registry/cmd/ferry-registry || exit 1; \
 	done

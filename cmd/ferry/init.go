@@ -59,7 +59,11 @@ borrowing an image already on a node serves it read-only on NodePort 31999
 after checking its sha256; the registry Deployment pulls its image from
 127.0.0.1:31999 by digest and takes the NodePort over; the injector's objects
 are deleted. Credentials are generated once and kept in Secrets in the ferry
-namespace. Running init again checks and repairs; it does not fail.`,
+namespace. Then the agent, the admission webhook that rewrites every Pod's
+images to the registry by digest (see ferry agent --help), is built from this
+ferry binary (or ferry-linux-<arch> in --bin-dir for a node of another
+architecture), pushed to the registry and deployed. Running init again checks
+and repairs; it does not fail.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := output.validate(); err != nil {
@@ -70,6 +74,9 @@ namespace. Running init again checks and repairs; it does not fail.`,
 				return err
 			}
 			opts.NodePort = int32(nodePort)
+			if exe, err := os.Executable(); err == nil {
+				opts.Ferry = exe
+			}
 			out := cmd.OutOrStdout()
 			if !output.json() {
 				opts.Progress = func(s inject.Step) {
@@ -87,14 +94,15 @@ namespace. Running init again checks and repairs; it does not fail.`,
 					Seconds float64 `json:"seconds"`
 				}{res, time.Since(start).Seconds()})
 			}
-			fmt.Fprintf(out, "registry ready at %s (image %s) in %.1fs\n", res.Registry, res.Image, time.Since(start).Seconds())
+			fmt.Fprintf(out, "registry ready at %s (image %s), agent %s, in %.1fs\n", res.Registry, res.Image, res.Agent, time.Since(start).Seconds())
 			return nil
 		},
 	}
 	kube.register(cmd)
 	output.register(cmd)
 	cmd.Flags().StringVarP(&opts.Namespace, "namespace", "n", inject.DefaultNamespace, "namespace for the registry and ferry's state")
-	cmd.Flags().StringVar(&opts.BinDir, "bin-dir", defaultBinDir(), "folder with ferry-injector-linux-<arch> and ferry-registry-linux-<arch>")
+	cmd.Flags().StringVar(&opts.BinDir, "bin-dir", defaultBinDir(), "folder with ferry-injector-linux-<arch>, ferry-registry-linux-<arch> (and ferry-linux-<arch> for the agent when this ferry is for another platform)")
+	cmd.Flags().BoolVar(&opts.AgentRequireKnown, "require-known-images", false, "the agent refuses Pods with an image in no deployed package (instead of leaving it as it is)")
 	cmd.Flags().IntVar(&nodePort, "node-port", inject.DefaultNodePort, "NodePort of the registry on every node")
 	cmd.Flags().DurationVar(&opts.WaitTimeout, "timeout", inject.DefaultWaitTimeout, "how long each waiting step may take")
 	cmd.Flags().StringVar(&opts.StorageDir, "storage-dir", inject.DefaultStorageDir, "registry storage on its node (hostPath)")

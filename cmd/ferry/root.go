@@ -15,7 +15,7 @@ func newRootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newPackageCmd(), newRegistryCmd(), newKeyCmd(), newInitCmd(), newDeployCmd(), newListCmd(), newRemoveCmd())
+	root.AddCommand(newPackageCmd(), newRegistryCmd(), newKeyCmd(), newInitCmd(), newDeployCmd(), newListCmd(), newRemoveCmd(), newAgentCmd())
 	return root
 }
 

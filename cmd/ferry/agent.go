@@ -1,0 +1,96 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+
+	"github.com/spf13/cobra"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/ferrypkg/ferry/deploy"
+	"github.com/ferrypkg/ferry/deploy/agent"
+	"github.com/ferrypkg/ferry/inject"
+)
+
+func newAgentCmd() *cobra.Command {
+	var (
+		kube                            kubeFlags
+		namespace, registry, pullSecret string
+		certFile, keyFile, addr         string
+		requireKnown, verbose           bool
+	)
+	cmd := &cobra.Command{
+		Use:   "agent",
+		Short: "Run the admission webhook that rewrites pod images (in the cluster; init deploys it)",
+		Long: `Run ferry's mutating admission webhook. ` + "`ferry init`" + ` deploys it in the ferry
+namespace from ferry's own image, with a certificate from a CA it generates.
+
+Every container, init container and ephemeral container image of a Pod is
+rewritten to <registry>/<path>@sha256:<digest>, by the digests deployed
+packages recorded (a tag is never trusted in the cluster), and the registry
+pull secret is added (and copied into the Pod's namespace). Images in no
+deployed package are left as they are, or refused with --require-known.
+Pods of ferry's namespace, and of namespaces labelled ` + inject.AgentIgnoreLabel + "=" + inject.AgentIgnoreValue + `,
+are left alone. Whatever the agent cannot decide it refuses.
+
+Outside a Pod, --kubeconfig (or $KUBECONFIG) names the cluster.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cs, err := agentClient(&kube)
+			if err != nil {
+				return err
+			}
+			level := slog.LevelInfo
+			if verbose {
+				level = slog.LevelDebug
+			}
+			log := slog.New(slog.NewJSONHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
+			cache := &agent.Cache{Source: &deploy.State{Client: cs, Namespace: namespace}, Registry: registry, RequireKnown: requireKnown}
+			copies := &agent.PullSecrets{Client: cs, Namespace: namespace, Name: pullSecret}
+			wh := &agent.Webhook{
+				Rewriter: cache.Rewriter, Refresh: cache.Refresh,
+				PullSecret: pullSecret, EnsurePullSecret: copies.Ensure,
+				Ignore: func(ns string) bool { return ns == namespace || ns == inject.AgentSystemNamespace },
+				Logger: log,
+			}
+			log.Info("serving", "addr", addr, "namespace", namespace, "registry", registry, "requireKnown", requireKnown)
+			err = agent.Serve(cmd.Context(), wh, agent.ServeOptions{
+				Addr: addr, CertFile: certFile, KeyFile: keyFile, Logger: log,
+				Ready: func(ctx context.Context) error { _, err := cache.Rewriter(ctx); return err },
+			})
+			if err == nil {
+				log.Info("stopped")
+			}
+			return err
+		},
+	}
+	kube.register(cmd)
+	f := cmd.Flags()
+	f.StringVarP(&namespace, "namespace", "n", inject.DefaultNamespace, "ferry's namespace: deployed packages, the pull secret; its Pods are left alone")
+	f.StringVar(&registry, "registry", inject.RegistryHost(inject.DefaultNodePort), "the in-cluster registry, as every node reaches it")
+	f.StringVar(&pullSecret, "pull-secret", inject.PullSecretName, "the registry pull secret in ferry's namespace, added to Pods")
+	f.StringVar(&certFile, "tls-cert", "", "serving certificate (PEM)")
+	f.StringVar(&keyFile, "tls-key", "", "serving key (PEM)")
+	f.StringVar(&addr, "addr", agent.DefaultAddr, "address to serve HTTPS on ("+agent.PathMutate+", "+agent.PathHealth+")")
+	f.BoolVar(&requireKnown, "require-known", false, "refuse Pods with an image in no deployed package")
+	f.BoolVarP(&verbose, "verbose", "v", false, "log every review, not only rewrites and refusals")
+	_ = cmd.MarkFlagRequired("tls-cert")
+	_ = cmd.MarkFlagRequired("tls-key")
+	return cmd
+}
+
+// agentClient uses the Pod's service account in a cluster, unless a
+// kubeconfig is named.
+func agentClient(kube *kubeFlags) (kubernetes.Interface, error) {
+	if kube.kubeconfig == "" && kube.context == "" && os.Getenv("KUBECONFIG") == "" {
+		cfg, err := rest.InClusterConfig()
+		if err != nil {
+			return nil, fmt.Errorf("in-cluster config (outside a Pod, pass --kubeconfig): %w", err)
+		}
+		return kubernetes.NewForConfig(cfg)
+	}
+	return kube.client()
+}
