@@ -58,6 +58,7 @@ const (
 	// agent away from its Pods: their images are neither rewritten nor
 	// refused (kubectl label namespace NAME ferry.dev/agent=ignore).
 	AgentIgnoreLabel = "ferry.dev/agent"
+	// AgentIgnoreValue is the value of AgentIgnoreLabel that means ignore.
 	AgentIgnoreValue = "ignore"
 	// AgentSystemNamespace is left alone too, like ferry's own namespace:
 	// the cluster's own Pods (network, DNS) must start when the agent

@@ -62,8 +62,8 @@ func BuildImage(ctx context.Context, dir string, opts ImageOptions) (ocispec.Des
 
 // PushImage builds the image BuildImage describes into target (an OCI
 // layout, a registry repository), pushing only the blobs target does not
-// have yet, tags it and returns its manifest. When target has the manifest
-// already, it does nothing more (not even the tag).
+// have yet, tags it and returns its manifest. When the tag names that
+// manifest already, it does nothing more.
 func PushImage(ctx context.Context, target oras.Target, opts ImageOptions) (ocispec.Descriptor, error) {
 	if opts.Path == "" {
 		opts.Path = RegistryBinaryPath
@@ -116,9 +116,9 @@ func PushImage(ctx context.Context, target oras.Target, opts ImageOptions) (ocis
 	}
 	desc := content.NewDescriptorFromBytes(ocispec.MediaTypeImageManifest, manifest)
 	desc.Platform = &ocispec.Platform{OS: "linux", Architecture: opts.Arch}
-	// A manifest is only there with its blobs: then there is nothing to do
-	// (one request to a registry instead of five).
-	if ok, err := target.Exists(ctx, desc); err == nil && ok {
+	// The tag names the manifest already: then its blobs are there too, and
+	// there is nothing to do (one request to a registry instead of six).
+	if cur, err := target.Resolve(ctx, opts.Tag); err == nil && cur.Digest == desc.Digest {
 		return desc, nil
 	}
 	for _, b := range []struct {
