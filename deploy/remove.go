@@ -147,7 +147,7 @@ func Remove(ctx context.Context, cs kubernetes.Interface, name string, opts Remo
 	if err := st.Delete(ctx, rec.Name); err != nil {
 		return nil, err
 	}
-	if res.Storage, err = collectGarbage(ctx, cs, opts); err != nil {
+	if res.Storage, err = collectGarbage(ctx, cs, host, opts); err != nil {
 		return nil, err
 	}
 	progress(fmt.Sprintf("registry storage %d → %d bytes", res.Storage.Before, res.Storage.After))
@@ -265,7 +265,7 @@ func (c *registryCleaner) deleteRepository(ctx context.Context, path string) err
 // collectGarbage runs `ferry-registry gc` in the registry's pod, then
 // restarts the pod (the registry caches blob descriptors and referrers) and
 // waits until it serves again.
-func collectGarbage(ctx context.Context, cs kubernetes.Interface, opts RemoveOptions) (registry.GCResult, error) {
+func collectGarbage(ctx context.Context, cs kubernetes.Interface, host string, opts RemoveOptions) (registry.GCResult, error) {
 	var res registry.GCResult
 	dep, err := cs.AppsV1().Deployments(opts.Namespace).Get(ctx, inject.RegistryName, metav1.GetOptions{})
 	if err != nil {
@@ -296,8 +296,12 @@ func collectGarbage(ctx context.Context, cs kubernetes.Interface, opts RemoveOpt
 	if err := cs.CoreV1().Pods(opts.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{}); err != nil {
 		return res, fmt.Errorf("restart registry pod %s: %w", pod.Name, err)
 	}
-	if err := waitRegistry(ctx, cs, opts.Namespace, sel, pod.Name, opts.Timeout); err != nil {
+	if err := waitRegistryPod(ctx, cs, opts.Namespace, sel, pod.Name, opts.Timeout); err != nil {
 		return res, err
+	}
+	// The NodePort follows the new pod a moment after it is ready.
+	if err := inject.WaitRegistry(ctx, host, opts.Timeout); err != nil {
+		return res, fmt.Errorf("registry restart: %w", err)
 	}
 	return res, nil
 }
@@ -332,8 +336,8 @@ func execPod(ctx context.Context, cs kubernetes.Interface, getter genericcliopti
 	return stdout.Bytes(), nil
 }
 
-// waitRegistry waits for a registry pod other than old to be ready.
-func waitRegistry(ctx context.Context, cs kubernetes.Interface, ns, sel, old string, timeout time.Duration) error {
+// waitRegistryPod waits for a registry pod other than old to be ready.
+func waitRegistryPod(ctx context.Context, cs kubernetes.Interface, ns, sel, old string, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	for {

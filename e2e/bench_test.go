@@ -101,7 +101,11 @@ func BenchmarkDeploy(b *testing.B) {
 	st := &deploy.State{Client: c.Client, Namespace: inject.DefaultNamespace}
 	b.Cleanup(func() {
 		ctx := context.Background()
-		_ = exec.CommandContext(ctx, crane, "delete", host+"/bench/crane@"+craneDigest(b, crane, dockerDir, host)).Run()
+		for _, repo := range []string{"bench/crane", "bench/crane2"} {
+			cmd := exec.CommandContext(ctx, crane, "delete", host+"/"+repo+"@"+craneDigest(crane, dockerDir, host+"/"+repo))
+			cmd.Env = append(os.Environ(), "DOCKER_CONFIG="+dockerDir)
+			_ = cmd.Run()
+		}
 		if rec, _ := st.Get(ctx, "e2e-bench"); rec != nil {
 			kube := genericclioptions.NewConfigFlags(true)
 			kube.KubeConfig = &c.Kubeconfig
@@ -111,25 +115,30 @@ func BenchmarkDeploy(b *testing.B) {
 		}
 	})
 
-	for range b.N {
-		cmd := exec.CommandContext(ctx, crane, "push", filepath.Join(dir, "crane"), host+"/bench/crane:1")
+	cranePush := func(repo string) time.Duration {
+		cmd := exec.CommandContext(ctx, crane, "push", filepath.Join(dir, "crane"), host+"/"+repo+":1")
 		cmd.Env = append(os.Environ(), "DOCKER_CONFIG="+dockerDir)
 		start := time.Now()
 		if out, err := cmd.CombinedOutput(); err != nil {
 			b.Fatalf("crane push: %v\n%s", err, out)
 		}
-		craneTook := time.Since(start)
-
+		return time.Since(start)
+	}
+	for range b.N {
+		// crane before and after ferry (to fresh repositories each time: a
+		// registry links blobs per repository), so neither order favours it.
+		craneTook := cranePush("bench/crane")
 		r, err := artifact.Open(ctx, pkg)
 		if err != nil {
 			b.Fatal(err)
 		}
-		start = time.Now()
+		start := time.Now()
 		rec, err := deploy.Deploy(ctx, c.Client, r, deploy.Options{Keys: []*artifact.PublicKey{pub}})
 		if err != nil {
 			b.Fatal(err)
 		}
 		deployTook := time.Since(start)
+		craneTook = (craneTook + cranePush("bench/crane2")) / 2
 
 		start = time.Now()
 		again, err := deploy.Deploy(ctx, c.Client, r, deploy.Options{Keys: []*artifact.PublicKey{pub}})
@@ -140,7 +149,7 @@ func BenchmarkDeploy(b *testing.B) {
 
 		mb := float64(mib) * (1 << 20) / 1e6
 		ratio := craneTook.Seconds() / rec.PushTook.Seconds()
-		fmt.Printf("deploy %d MiB: push %.2fs (%.0f MB/s), crane push %.2fs (%.0f MB/s): throughput ratio %.2f (budget ≥ 0.80); whole deploy %.2fs; unchanged redeploy %.2fs, %d bytes pushed (budget 0 bytes, < 10 s)\n",
+		fmt.Printf("deploy %d MiB: push %.2fs (%.0f MB/s), crane push (mean of 2) %.2fs (%.0f MB/s): throughput ratio %.2f (budget ≥ 0.80); whole deploy %.2fs; unchanged redeploy %.2fs, %d bytes pushed (budget 0 bytes, < 10 s)\n",
 			mib, rec.PushTook.Seconds(), mb/rec.PushTook.Seconds(), craneTook.Seconds(), mb/craneTook.Seconds(), ratio, deployTook.Seconds(), redeployTook.Seconds(), again.BytesPushed)
 		b.ReportMetric(ratio, "push-x-crane-throughput")
 		b.ReportMetric(redeployTook.Seconds(), "redeploy-s")
@@ -153,8 +162,8 @@ func BenchmarkDeploy(b *testing.B) {
 	}
 }
 
-func craneDigest(b *testing.B, crane, dockerDir, host string) string {
-	cmd := exec.Command(crane, "digest", host+"/bench/crane:1")
+func craneDigest(crane, dockerDir, repo string) string {
+	cmd := exec.Command(crane, "digest", repo+":1")
 	cmd.Env = append(os.Environ(), "DOCKER_CONFIG="+dockerDir)
 	out, _ := cmd.Output()
 	return string(out[:max(0, len(out)-1)])

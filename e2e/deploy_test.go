@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -23,6 +24,7 @@ import (
 	"github.com/ferrypkg/ferry/e2e/internal/cluster"
 	"github.com/ferrypkg/ferry/e2e/internal/mkimg"
 	"github.com/ferrypkg/ferry/inject"
+	"github.com/ferrypkg/ferry/registry/registrytest"
 )
 
 // TestDeployImages: a signed package holding docker.io/library/app:1.0 (a
@@ -153,5 +155,21 @@ func TestDeployImages(t *testing.T) {
 	}
 	if out, err := exec.CommandContext(ctx, filepath.Join(binDir(t), "ferry"), "deploy", pkg, "--kubeconfig", c.Kubeconfig).CombinedOutput(); err == nil {
 		t.Fatalf("ferry deploy without --key succeeded: %s", out)
+	}
+
+	// From a registry reference: pulled (signature first), then deployed.
+	src := registrytest.New(t) + "/pkgs/e2e-app:1.0.0"
+	if _, err := artifact.Push(ctx, r, src, artifact.PushOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.CommandContext(ctx, filepath.Join(binDir(t), "ferry"), "deploy", src, "--key", filepath.Join(keys, "o.pub"), "--kubeconfig", c.Kubeconfig).CombinedOutput(); err == nil || !strings.Contains(string(out), "o.pub") {
+		t.Fatalf("ferry deploy REF with a wrong key: %v: %s", err, out)
+	}
+	out, err = exec.CommandContext(ctx, filepath.Join(binDir(t), "ferry"), "deploy", src, "--key", pub.Name, "--kubeconfig", c.Kubeconfig, "-O", "json").Output()
+	if err != nil {
+		t.Fatalf("ferry deploy REF: %v: %s", err, exitStderr(err))
+	}
+	if err := json.Unmarshal(out, &again); err != nil || again.Root != rec.Root {
+		t.Fatalf("ferry deploy REF printed %s (%v)", out, err)
 	}
 }

@@ -138,7 +138,7 @@ func (in *initRun) agent(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if err := waitRegistry(ctx, in.res.Registry, in.opts.WaitTimeout); err != nil {
+	if err := WaitRegistry(ctx, in.res.Registry, in.opts.WaitTimeout); err != nil {
 		return "", err
 	}
 	repo, err := artifact.RemoteOptions{PlainHTTP: true, Credential: auth.StaticCredential(in.res.Registry, in.cred)}.Repository(in.res.Registry + "/" + AgentRepository)
@@ -187,10 +187,10 @@ func (in *initRun) agent(ctx context.Context) (string, error) {
 		in.res.Agent, path, AgentName, ready.Seconds(), certs, agentClusterName(in.ns), check), nil
 }
 
-// waitRegistry waits until the registry itself answers at host: it asks
+// WaitRegistry waits until the registry itself answers at host: it asks
 // for the account (401) where the read-only injector, which may keep the
 // NodePort for a while after the hand-over, lets anyone read.
-func waitRegistry(ctx context.Context, host string, timeout time.Duration) error {
+func WaitRegistry(ctx context.Context, host string, timeout time.Duration) error {
 	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 	last := "no answer"
 	err := poll(ctx, timeout, func() (bool, error) {

@@ -275,9 +275,27 @@ func (in *initRun) node(ctx context.Context) (string, error) {
 	if in.arch != "amd64" && in.arch != "arm64" {
 		return "", fmt.Errorf("node %s is %s; ferry ships amd64 and arm64", node.Name, in.arch)
 	}
+	// The smallest image with a tagged name: the kubelet finds an image by
+	// tag for certain, while a bare repo@digest name the node reports may
+	// have lost its reference in the runtime (then the injector would fail
+	// with ErrImageNeverPull). Only when no image has a tag, the smallest.
+	tagged := func(img corev1.ContainerImage) string {
+		for _, n := range img.Names {
+			if !strings.Contains(n, "@") {
+				return n
+			}
+		}
+		return ""
+	}
+	better := func(a, b corev1.ContainerImage) bool {
+		if ta, tb := tagged(a) != "", tagged(b) != ""; ta != tb {
+			return ta
+		}
+		return a.SizeBytes < b.SizeBytes
+	}
 	var best corev1.ContainerImage
 	for _, img := range node.Status.Images {
-		if len(img.Names) > 0 && (best.Names == nil || img.SizeBytes < best.SizeBytes) {
+		if len(img.Names) > 0 && (best.Names == nil || better(img, best)) {
 			best = img
 		}
 	}
@@ -285,11 +303,8 @@ func (in *initRun) node(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("node %s reports no image to borrow for the injector", node.Name)
 	}
 	in.res.BorrowedImage = best.Names[0]
-	for _, n := range best.Names { // prefer a name with a tag over a bare digest
-		if !strings.Contains(n, "@") {
-			in.res.BorrowedImage = n
-			break
-		}
+	if n := tagged(best); n != "" {
+		in.res.BorrowedImage = n
 	}
 	return fmt.Sprintf("%s (linux/%s), borrowing %s", node.Name, in.arch, in.res.BorrowedImage), nil
 }

@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 
@@ -61,12 +63,15 @@ func newDeployCmd() *cobra.Command {
 		keys      []string
 		opts      deploy.Options
 		namespace string
+		remote    remoteFlags
 	)
 	cmd := &cobra.Command{
-		Use:   "deploy PKG --key cosign.pub",
+		Use:   "deploy PKG|REF --key cosign.pub",
 		Short: "Verify a package, push its images into the cluster, install its charts and manifests",
-		Long: `Verify the package (archive or layout folder) fail closed — a valid signature
-over its root by --key, and every blob re-hashed — then push its images into
+		Long: `Verify the package (archive, layout folder, or registry reference, which is
+first pulled into a temporary archive — with --key, nothing is pulled unless
+its signature verifies) fail closed — a valid signature over its root by
+--key, and every blob re-hashed — then push its images into
 the registry ` + "`ferry init`" + ` set up, under their original paths by the digests the
 package recorded (blobs already there are skipped); install or upgrade each
 selected component's charts with Helm (waiting until ready, rolled back on
@@ -92,11 +97,24 @@ refused unless --insecure-skip-signature-verification. Run it where
 			if err != nil {
 				return err
 			}
-			r, err := artifact.Open(cmd.Context(), args[0])
+			progress, done := newProgress(cmd)
+			defer done()
+			path := args[0]
+			if !isLocal(path) {
+				tmp, err := os.MkdirTemp("", "ferry-deploy-")
+				if err != nil {
+					return err
+				}
+				defer os.RemoveAll(tmp)
+				path = filepath.Join(tmp, "package.tar")
+				if _, err := artifact.Pull(cmd.Context(), args[0], path, artifact.PullOptions{Remote: remote.options(), Keys: opts.Keys, Progress: progress}); err != nil {
+					return err
+				}
+			}
+			r, err := artifact.Open(cmd.Context(), path)
 			if err != nil {
 				return err
 			}
-			progress, done := newProgress(cmd)
 			opts.Progress, opts.Namespace, opts.Kube = progress, namespace, kube.getter()
 			rec, err := deploy.Deploy(cmd.Context(), cs, r, opts)
 			done()
@@ -115,6 +133,7 @@ refused unless --insecure-skip-signature-verification. Run it where
 	addKeyFlag(cmd, &keys)
 	cmd.Flags().BoolVar(&opts.InsecureSkipSignatureVerification, "insecure-skip-signature-verification", false, "deploy without a signature check (blobs are still verified)")
 	cmd.Flags().StringVarP(&namespace, "namespace", "n", inject.DefaultNamespace, "ferry's namespace")
+	remote.register(cmd)
 	cmd.Flags().StringSliceVar(&opts.Components, "components", nil, "components to deploy, comma-separated (required ones always; default all)")
 	cmd.Flags().StringArrayVar(&opts.Set, "set", nil, "chart value KEY=VALUE, as helm --set (repeatable; given to every chart)")
 	cmd.Flags().DurationVar(&opts.Timeout, "timeout", deploy.DefaultTimeout, "how long each chart or manifest bundle may take to be ready")

@@ -28,6 +28,9 @@ func (f *kubeFlags) client() (kubernetes.Interface, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kubeconfig: %w", err)
 	}
+	// client-go's default (5 requests/s) throttles init's and deploy's
+	// short bursts of small requests; kubectl uses 50/300 too.
+	cfg.QPS, cfg.Burst = 50, 300
 	return kubernetes.NewForConfig(cfg)
 }
 

@@ -94,6 +94,7 @@ func (p *progressBar) done() {
 	defer p.mu.Unlock()
 	if p.shown {
 		fmt.Fprint(p.w, "\r\033[K")
+		p.shown = false
 	}
 }
 
