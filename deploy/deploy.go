@@ -1,11 +1,9 @@
 package deploy
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -385,7 +383,8 @@ func (d *deployer) ensureNamespace(ctx context.Context, ns string) error {
 }
 
 // EnsurePullSecret creates namespace ns if it is missing and copies the
-// in-cluster registry's pull secret from ferry's namespace into it.
+// in-cluster registry's pull secret from ferry's namespace into it, as the
+// agent does for the Pods it admits.
 func EnsurePullSecret(ctx context.Context, cs kubernetes.Interface, ferryNS, ns string) error {
 	if _, err := cs.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{}); apierrors.IsNotFound(err) {
 		_, err = cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
@@ -395,27 +394,9 @@ func EnsurePullSecret(ctx context.Context, cs kubernetes.Interface, ferryNS, ns 
 	} else if err != nil {
 		return fmt.Errorf("namespace %s: %w", ns, err)
 	}
-	if ns == ferryNS {
-		return nil
-	}
-	src, err := cs.CoreV1().Secrets(ferryNS).Get(ctx, inject.PullSecretName, metav1.GetOptions{})
-	if err != nil {
+	ps := &agent.PullSecrets{Client: cs, Namespace: ferryNS, Name: inject.PullSecretName}
+	if err := ps.Ensure(ctx, ns); err != nil {
 		return fmt.Errorf("registry pull secret (run `ferry init`): %w", err)
-	}
-	c := cs.CoreV1().Secrets(ns)
-	cur, err := c.Get(ctx, inject.PullSecretName, metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
-		_, err = c.Create(ctx, &corev1.Secret{
-			ObjectMeta: metav1.ObjectMeta{Name: inject.PullSecretName, Labels: map[string]string{LabelManagedBy: "ferry"}},
-			Type:       src.Type, Data: src.Data,
-		}, metav1.CreateOptions{})
-	case err == nil && !maps.EqualFunc(cur.Data, src.Data, bytes.Equal):
-		cur.Data = src.Data
-		_, err = c.Update(ctx, cur, metav1.UpdateOptions{})
-	}
-	if err != nil {
-		return fmt.Errorf("pull secret in namespace %s: %w", ns, err)
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"maps"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -49,7 +50,7 @@ func (p *PullSecrets) Ensure(ctx context.Context, namespace string) error {
 		if apierrors.IsAlreadyExists(err) { // another Pod of the namespace, at the same time
 			err = nil
 		}
-	case err == nil && cur.Labels[labelManagedBy] == "ferry" && !sameData(cur.Data, orig.Data):
+	case err == nil && cur.Labels[labelManagedBy] == "ferry" && !maps.EqualFunc(cur.Data, orig.Data, bytes.Equal):
 		cur.Data = orig.Data
 		_, err = secrets.Update(ctx, cur, metav1.UpdateOptions{})
 	}
@@ -61,15 +62,3 @@ func (p *PullSecrets) Ensure(ctx context.Context, namespace string) error {
 
 // labelManagedBy marks what ferry made.
 const labelManagedBy = "app.kubernetes.io/managed-by"
-
-func sameData(a, b map[string][]byte) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || !bytes.Equal(v, w) {
-			return false
-		}
-	}
-	return true
-}
