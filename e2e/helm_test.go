@@ -2,10 +2,12 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -240,13 +242,17 @@ func TestDeployChartsAndManifests(t *testing.T) {
 	}
 	assertRunning(ctx, t, c, "app", "library/app", d2["docker.io/library/app:1.0"])
 
-	// An upgrade whose pod never gets ready: rolled back, v2 keeps running.
+	// An upgrade whose pod never gets ready (through the CLI, with --set
+	// and --timeout): rolled back, v2 keeps running, exit 1 with the reason.
 	start = time.Now()
-	_, err = deploy.Deploy(ctx, c.Client, open(v2), deploy.Options{Kube: kube, Keys: keys, Set: []string{"broken=true"}, Timeout: 15 * time.Second})
-	if err == nil || !strings.Contains(err.Error(), "rolled back") {
-		t.Fatalf("deploy of a never-ready upgrade: %v", err)
+	ferry := filepath.Join(binDir(t), "ferry")
+	cmd := exec.CommandContext(ctx, ferry, "deploy", v2, "--key", pub.Name, "--kubeconfig", c.Kubeconfig, "--set", "broken=true", "--timeout", "15s")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err == nil || !strings.Contains(stderr.String(), "rolled back") || strings.Count(strings.TrimSpace(stderr.String()), "\n") != 0 {
+		t.Fatalf("ferry deploy of a never-ready upgrade: %v: %q", err, stderr.String())
 	}
-	t.Logf("refused after %.1fs: %v", time.Since(start).Seconds(), err)
+	t.Logf("refused after %.1fs: %s", time.Since(start).Seconds(), strings.TrimSpace(stderr.String()))
 	last := lastRelease(t, kube, "app")
 	if last.Info.Status != release.StatusDeployed || last.Version != 4 {
 		t.Fatalf("after the rollback: revision %d %s", last.Version, last.Info.Status)
@@ -327,8 +333,13 @@ func TestDeployChartsAndManifests(t *testing.T) {
 		t.Fatalf("deploy after remove: %v", err)
 	}
 	assertRunning(ctx, t, c, "app", "library/app", d1["docker.io/library/app:1.0"])
-	if _, err := deploy.Remove(ctx, c.Client, "e2e-helm", deploy.RemoveOptions{Kube: kube}); err != nil {
-		t.Fatal(err)
+	out, err := exec.CommandContext(ctx, ferry, "remove", "e2e-helm", "--kubeconfig", c.Kubeconfig, "-O", "json").Output()
+	if err != nil {
+		t.Fatalf("ferry remove: %v: %s", err, exitStderr(err))
+	}
+	var removed deploy.RemoveResult
+	if err := json.Unmarshal(out, &removed); err != nil || removed.Version != "1.0.0" || len(removed.Releases) != 1 || len(removed.Images) != 2 || removed.Storage.After >= removed.Storage.Before {
+		t.Fatalf("ferry remove printed %s (%v)", out, err)
 	}
 }
 

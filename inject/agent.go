@@ -191,6 +191,14 @@ func (in *initRun) agent(ctx context.Context) (string, error) {
 // for the account (401) where the read-only injector, which may keep the
 // NodePort for a while after the hand-over, lets anyone read.
 func WaitRegistry(ctx context.Context, host string, timeout time.Duration) error {
+	return waitNodePort(ctx, host, http.StatusUnauthorized, "the registry", timeout)
+}
+
+// waitNodePort waits until an anonymous GET /v2/ at host answers want: a
+// new Service's NodePort reaches its pod only once kube-proxy has synced
+// (seconds on a fresh node), and until then the node's image pulls fail
+// into a back-off of minutes.
+func waitNodePort(ctx context.Context, host string, want int, what string, timeout time.Duration) error {
 	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 	last := "no answer"
 	err := poll(ctx, timeout, func() (bool, error) {
@@ -205,8 +213,8 @@ func WaitRegistry(ctx context.Context, host string, timeout time.Duration) error
 		}
 		resp.Body.Close()
 		last = "anonymous GET /v2/: " + resp.Status
-		return resp.StatusCode == http.StatusUnauthorized, nil
-	}, "the registry at "+host+" does not answer")
+		return resp.StatusCode == want, nil
+	}, what+" at "+host+" does not answer")
 	if err != nil {
 		err = fmt.Errorf("%w (%s)", err, last)
 	}

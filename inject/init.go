@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
@@ -397,6 +398,11 @@ func (in *initRun) injector(ctx context.Context) (string, error) {
 		return "", err
 	}
 	if err := RunInjector(ctx, in.cs, plan, in.opts.WaitTimeout); err != nil {
+		return "", err
+	}
+	// The registry's pod pulls through the NodePort: wait until it leads
+	// to the injector (anonymous reads allowed: 200).
+	if err := waitNodePort(ctx, RegistryHost(in.opts.NodePort), http.StatusOK, "the injector", in.opts.WaitTimeout); err != nil {
 		return "", err
 	}
 	return fmt.Sprintf("serving on NodePort %d from %d ConfigMaps (%d payload chunks, %d stage-1 chunks)", in.opts.NodePort, len(plan.ConfigMaps), plan.PayloadChunks, plan.Stage1Chunks), nil

@@ -14,7 +14,8 @@ source "$(dirname "$0")/lib.sh"
 # since up.sh, or anything else, is never signalled.
 ours() {
   case "$(readlink "/proc/$1/exe" 2>/dev/null)" in
-    "$BIN/kube" | */etcd | */containerd | */containerd-shim-runc-v2) ;;
+    # "(deleted)": the binary was rebuilt while this cluster ran.
+    "$BIN/kube" | "$BIN/kube (deleted)" | */etcd | */containerd | */containerd-shim-runc-v2) ;;
     *) return 1 ;;
   esac
   tr '\0' ' ' < "/proc/$1/cmdline" 2>/dev/null | grep -qF -e "$BIN/" -e "$RUN/"
