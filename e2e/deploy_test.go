@@ -60,22 +60,7 @@ func TestDeployImages(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "ferry.yaml"), []byte(def), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	keys := t.TempDir()
-	kp, err := artifact.GenerateKeyPair([]byte("pw"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := kp.WriteFiles(filepath.Join(keys, "k.key"), filepath.Join(keys, "k.pub")); err != nil {
-		t.Fatal(err)
-	}
-	priv, err := artifact.LoadPrivateKey(filepath.Join(keys, "k.key"), []byte("pw"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pub, err := artifact.LoadPublicKey(filepath.Join(keys, "k.pub"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	priv, pub := testKeys(t)
 	d, err := artifact.LoadDefinition(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -93,9 +78,7 @@ func TestDeployImages(t *testing.T) {
 	if _, err := deploy.Deploy(ctx, c.Client, r, deploy.Options{}); !errors.Is(err, deploy.ErrUnsigned) {
 		t.Fatalf("deploy without a key: %v", err)
 	}
-	other, _ := artifact.GenerateKeyPair(nil)
-	_ = other.WriteFiles(filepath.Join(keys, "o.key"), filepath.Join(keys, "o.pub"))
-	otherPub, _ := artifact.LoadPublicKey(filepath.Join(keys, "o.pub"))
+	_, otherPub := testKeys(t)
 	if _, err := deploy.Deploy(ctx, c.Client, r, deploy.Options{Keys: []*artifact.PublicKey{otherPub}}); !errors.Is(err, artifact.ErrSignature) {
 		t.Fatalf("deploy with a wrong key: %v", err)
 	}
@@ -162,7 +145,7 @@ func TestDeployImages(t *testing.T) {
 	if _, err := artifact.Push(ctx, r, src, artifact.PushOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := exec.CommandContext(ctx, filepath.Join(binDir(t), "ferry"), "deploy", src, "--key", filepath.Join(keys, "o.pub"), "--kubeconfig", c.Kubeconfig).CombinedOutput(); err == nil || !strings.Contains(string(out), "o.pub") {
+	if out, err := exec.CommandContext(ctx, filepath.Join(binDir(t), "ferry"), "deploy", src, "--key", otherPub.Name, "--kubeconfig", c.Kubeconfig).CombinedOutput(); err == nil || !strings.Contains(string(out), otherPub.Name) {
 		t.Fatalf("ferry deploy REF with a wrong key: %v: %s", err, out)
 	}
 	out, err = exec.CommandContext(ctx, filepath.Join(binDir(t), "ferry"), "deploy", src, "--key", pub.Name, "--kubeconfig", c.Kubeconfig, "-O", "json").Output()
