@@ -3,16 +3,8 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
 	"fmt"
-	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -45,6 +37,7 @@ import (
 	"github.com/ferrypkg/ferry/e2e/internal/cluster"
 	"github.com/ferrypkg/ferry/e2e/internal/mkimg"
 	"github.com/ferrypkg/ferry/inject"
+	"github.com/ferrypkg/ferry/internal/fixture"
 )
 
 // TestAgent proves the admission webhook on the real cluster. After init
@@ -406,7 +399,10 @@ func TestAgentCommand(t *testing.T) {
 	t.Cleanup(func() { _ = st.Delete(context.Background(), rec.Name) })
 
 	dir := t.TempDir()
-	certFile, keyFile, client := selfSignedLoopback(t, dir)
+	certFile, keyFile, client, err := fixture.SelfSignedLoopback(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -477,35 +473,3 @@ func TestAgentCommand(t *testing.T) {
 }
 
 func ptrTo[T any](v T) *T { return &v }
-
-// selfSignedLoopback writes a certificate for 127.0.0.1 and its key into
-// dir and returns a client that trusts it.
-func selfSignedLoopback(t *testing.T, dir string) (certFile, keyFile string, client *http.Client) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "agent"},
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
-		NotBefore:   time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, _ := x509.MarshalECPrivateKey(key)
-	certFile, keyFile = filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
-	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cert, _ := x509.ParseCertificate(der)
-	pool := x509.NewCertPool()
-	pool.AddCert(cert)
-	return certFile, keyFile, &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
-}
