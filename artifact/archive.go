@@ -56,7 +56,9 @@ func newZstdWriter(w io.Writer) (*zstd.Encoder, error) {
 	return zstd.NewWriter(w, zstd.WithEncoderLevel(zstd.SpeedDefault), zstd.WithEncoderConcurrency(2), zstd.WithWindowSize(4<<20))
 }
 
-// ordered lists the plan's blobs in canonical order (see canonicalOrder).
+// ordered lists the plan's blobs in canonical order (see canonicalOrder),
+// each with its canonical descriptor, whose media type decides how the blob
+// is stored: the same graph then always gives the same archive.
 func (p *plan) ordered() ([]*blob, error) {
 	descs, err := canonicalOrder(p.index, func(d ocispec.Descriptor) ([]byte, error) {
 		b, ok := p.blobs[d.Digest]
@@ -74,7 +76,7 @@ func (p *plan) ordered() ([]*blob, error) {
 		if !ok {
 			return nil, fmt.Errorf("blob %s missing", d.Digest)
 		}
-		list = append(list, b)
+		list = append(list, &blob{desc: d, data: b.data, open: b.open})
 	}
 	return list, nil
 }
@@ -82,19 +84,19 @@ func (p *plan) ordered() ([]*blob, error) {
 // writeArchive writes the package: ferry.json, oci-layout, index.json, then
 // every blob once, children before parents, each verified as it is copied.
 func (p *plan) writeArchive(ctx context.Context, w io.Writer, format Format, progress ProgressFunc) (err error) {
-	var enc *zstd.Encoder
+	var frames *frameWriter
 	if format == FormatTarZstd {
-		if enc, err = newZstdWriter(w); err != nil {
+		if frames, err = newFrameWriter(w); err != nil {
 			return err
 		}
 		defer func() {
-			if cerr := enc.Close(); err == nil {
+			if cerr := frames.Close(); err == nil {
 				err = cerr
 			}
 		}()
-		w = enc
+		w = frames
 	}
-	aw := &archiveWriter{tw: tar.NewWriter(w), mtime: p.mtime, buf: make([]byte, 256<<10), prefetch: make([]byte, copyBufferSize)}
+	aw := &archiveWriter{tw: tar.NewWriter(w), frames: frames, mtime: p.mtime, prefetch: make([]byte, 4*copyBufferSize)}
 	if err := aw.file(ConfigFileName, p.configData); err != nil {
 		return err
 	}
@@ -134,9 +136,10 @@ func (p *plan) writeArchive(ctx context.Context, w io.Writer, format Format, pro
 }
 
 type archiveWriter struct {
-	tw    *tar.Writer
-	mtime time.Time
-	buf   []byte
+	tw *tar.Writer
+	// frames, for tar.zst, stores compressed blobs in raw blocks.
+	frames *frameWriter
+	mtime  time.Time
 	// prefetch holds the chunks a blob's source is read ahead into, so
 	// fetching (disk, network) overlaps with hashing and compressing.
 	prefetch []byte
@@ -160,54 +163,65 @@ func blobPath(d digest.Digest) string { return blobsDir + d.Algorithm().String()
 
 // blob copies one blob into the archive, checking size and digest.
 func (a *archiveWriter) blob(ctx context.Context, b *blob) error {
-	name := blobPath(b.desc.Digest)
-	if b.data != nil {
-		return a.file(name, b.data)
-	}
-	rc, err := b.open(ctx)
-	if err != nil {
-		return fmt.Errorf("fetch %s: %w", b.desc.Digest, err)
-	}
-	defer rc.Close()
-	if err := a.header(name, tar.TypeReg, 0o644, b.desc.Size); err != nil {
+	stored := a.frames != nil && b.desc.Size > 0 && storedMediaType(b.desc.MediaType)
+	body := func() error {
+		_, err := a.tw.Write(b.data)
 		return err
 	}
-	pr := newPrefetchReader(rc, a.prefetch)
-	defer pr.Close()
-	return copyVerified(ctx, a.tw, pr, b.desc, a.buf)
+	if b.data == nil {
+		rc, err := b.open(ctx)
+		if err != nil {
+			return fmt.Errorf("fetch %s: %w", b.desc.Digest, err)
+		}
+		defer rc.Close()
+		if !b.desc.Digest.Algorithm().Available() {
+			return fmt.Errorf("blob %s: unsupported digest algorithm", b.desc.Digest)
+		}
+		pr := newPrefetchReader(io.LimitReader(rc, b.desc.Size+1), a.prefetch, b.desc.Digest.Algorithm().Hash())
+		defer pr.Close()
+		body = func() error { return copyVerified(ctx, a.tw, pr, b.desc) }
+	}
+	if err := a.header(blobPath(b.desc.Digest), tar.TypeReg, 0o644, b.desc.Size); err != nil {
+		return err
+	}
+	if !stored {
+		return body()
+	}
+	if err := a.frames.beginRaw(b.desc.Size); err != nil {
+		return err
+	}
+	if err := body(); err != nil {
+		return err
+	}
+	return a.frames.endRaw()
 }
 
-// copyVerified copies exactly desc.Size bytes from r to w and fails unless
-// they hash to desc.Digest and r has nothing more.
-func copyVerified(ctx context.Context, w io.Writer, r io.Reader, desc ocispec.Descriptor, buf []byte) error {
-	v := desc.Digest.Verifier()
-	n, err := io.CopyBuffer(io.MultiWriter(w, v), &ctxReader{ctx: ctx, r: io.LimitReader(r, desc.Size)}, buf)
-	if err != nil {
+// copyVerified copies exactly desc.Size bytes from pr, which hashes them,
+// to w, and fails unless they hash to desc.Digest and pr has nothing more.
+// Its chunks are written as they are: whole prefetch chunks (multiples of
+// rawBlockSize) but the last, so raw frames take them without copying.
+func copyVerified(ctx context.Context, w io.Writer, pr *prefetchReader, desc ocispec.Descriptor) error {
+	var n int64
+	err := pr.chunks(func(b []byte) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if n+int64(len(b)) > desc.Size {
+			return fmt.Errorf("longer than its %d bytes", desc.Size)
+		}
+		n += int64(len(b))
+		_, err := w.Write(b)
+		return err
+	})
+	switch {
+	case err != nil:
 		return fmt.Errorf("blob %s: %w", desc.Digest, err)
-	}
-	if n != desc.Size {
+	case n < desc.Size:
 		return fmt.Errorf("blob %s: truncated: %d of %d bytes", desc.Digest, n, desc.Size)
-	}
-	if m, _ := r.Read(buf[:1]); m > 0 {
-		return fmt.Errorf("blob %s: longer than its %d bytes", desc.Digest, desc.Size)
-	}
-	if !v.Verified() {
+	case digest.NewDigest(desc.Digest.Algorithm(), pr.sum()) != desc.Digest:
 		return fmt.Errorf("blob %s does not match its digest", desc.Digest)
 	}
 	return nil
-}
-
-// ctxReader stops a long copy when its context is cancelled.
-type ctxReader struct {
-	ctx context.Context
-	r   io.Reader
-}
-
-func (c *ctxReader) Read(p []byte) (int, error) {
-	if err := c.ctx.Err(); err != nil {
-		return 0, err
-	}
-	return c.r.Read(p)
 }
 
 // writeFileAtomic writes path through a temporary file in the same folder

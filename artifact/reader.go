@@ -8,12 +8,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 
 	"github.com/klauspost/compress/zstd"
 	"github.com/opencontainers/go-digest"
@@ -87,7 +89,7 @@ func (r *Reader) withTar(fn func(*tar.Reader) error) error {
 	r.format = FormatTar
 	if bytes.Equal(magic, []byte{0x28, 0xb5, 0x2f, 0xfd}) {
 		r.format = FormatTarZstd
-		dec, err := zstd.NewReader(br, zstd.WithDecoderConcurrency(2), zstd.WithDecoderLowmem(true))
+		dec, err := zstd.NewReader(br, zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true))
 		if err != nil {
 			return err
 		}
@@ -378,7 +380,7 @@ func (w *walker) blob(desc ocispec.Descriptor, src io.Reader) error {
 	}
 	// Reading (I/O, decompression) runs ahead on another core while fn
 	// and the hash work on what was read.
-	pr := newPrefetchReader(io.LimitReader(src, desc.Size), w.buf)
+	pr := newPrefetchReader(io.LimitReader(src, desc.Size), w.buf, nil)
 	defer pr.Close()
 	tee := io.TeeReader(newVerifyingReader(pr, desc), writerOrDiscard(keep))
 	if w.fn != nil {
@@ -413,44 +415,78 @@ const prefetchChunks = 4
 
 // prefetchReader reads src ahead in a second goroutine, into chunks of a
 // buffer, so that reading (I/O, decompression) overlaps with the reader's
-// own work (hashing, uploading). Close stops the goroutine; it must be
-// called before src is used again.
+// own work (hashing, uploading). Given a hash, a third goroutine hashes each
+// chunk while the reader uses it: reading, hashing and writing a pulled blob
+// then run side by side. Close stops the goroutines; it must be called before
+// src or the buffer is used again.
 type prefetchReader struct {
-	full chan prefetched
-	free chan []byte
-	stop chan struct{}
-	cur  []byte // unread part of the current chunk
-	buf  []byte // the current chunk, returned to free once read
-	err  error
+	full   chan prefetched
+	free   chan *chunk
+	stop   chan struct{}
+	cur    []byte // unread part of the current chunk
+	chunk  *chunk // the current chunk, released once read
+	err    error
+	hash   hash.Hash
+	hashed chan struct{} // closed when every chunk is hashed
+}
+
+// chunk is a part of a prefetchReader's buffer; it goes back to free when
+// both the reader and the hasher are done with it.
+type chunk struct {
+	b    []byte
+	refs atomic.Int32
 }
 
 type prefetched struct {
-	b   []byte
+	c   *chunk
 	err error
 }
 
-func newPrefetchReader(src io.Reader, buf []byte) *prefetchReader {
+// newPrefetchReader reads src ahead into the prefetchChunks chunks of buf;
+// if h is not nil, what is read is also fed to h (see sum).
+func newPrefetchReader(src io.Reader, buf []byte, h hash.Hash) *prefetchReader {
 	size := len(buf) / prefetchChunks
 	r := &prefetchReader{
 		full: make(chan prefetched, prefetchChunks+1),
-		free: make(chan []byte, prefetchChunks),
+		free: make(chan *chunk, prefetchChunks),
 		stop: make(chan struct{}),
+		hash: h,
 	}
 	for i := range prefetchChunks {
-		r.free <- buf[i*size : (i+1)*size : (i+1)*size]
+		r.free <- &chunk{b: buf[i*size : (i+1)*size : (i+1)*size]}
+	}
+	var toHash chan *chunk
+	if h != nil {
+		toHash, r.hashed = make(chan *chunk, prefetchChunks), make(chan struct{})
+		go func() {
+			defer close(r.hashed)
+			for c := range toHash {
+				h.Write(c.b)
+				r.release(c)
+			}
+		}()
 	}
 	go func() {
 		defer close(r.full)
+		if toHash != nil {
+			defer close(toHash)
+		}
 		for {
-			var b []byte
+			var c *chunk
 			select {
-			case b = <-r.free:
+			case c = <-r.free:
 			case <-r.stop:
 				return
 			}
-			n, err := fillBuffer(src, b)
+			n, err := fillBuffer(src, c.b[:cap(c.b)])
 			if n > 0 {
-				r.full <- prefetched{b: b[:n]}
+				c.b = c.b[:n]
+				c.refs.Store(1)
+				if toHash != nil {
+					c.refs.Store(2)
+					toHash <- c
+				}
+				r.full <- prefetched{c: c}
 			}
 			if err != nil {
 				r.full <- prefetched{err: err}
@@ -461,34 +497,75 @@ func newPrefetchReader(src io.Reader, buf []byte) *prefetchReader {
 	return r
 }
 
+func (r *prefetchReader) release(c *chunk) {
+	if c.refs.Add(-1) == 0 {
+		r.free <- c
+	}
+}
+
 func (r *prefetchReader) Read(p []byte) (int, error) {
-	for len(r.cur) == 0 {
-		if r.err != nil {
-			return 0, r.err
-		}
-		if r.buf != nil {
-			r.free <- r.buf[:cap(r.buf)]
-			r.buf = nil
-		}
-		c, ok := <-r.full
-		switch {
-		case !ok:
-			r.err = io.EOF
-		case c.err != nil:
-			r.err = c.err
-		default:
-			r.cur, r.buf = c.b, c.b
-		}
+	if err := r.fill(); err != nil {
+		return 0, err
 	}
 	n := copy(p, r.cur)
 	r.cur = r.cur[n:]
 	return n, nil
 }
 
+// fill makes the next chunk current once the current one is read.
+func (r *prefetchReader) fill() error {
+	for len(r.cur) == 0 {
+		if r.err != nil {
+			return r.err
+		}
+		if r.chunk != nil {
+			r.release(r.chunk)
+			r.chunk = nil
+		}
+		p, ok := <-r.full
+		switch {
+		case !ok:
+			r.err = io.EOF
+		case p.err != nil:
+			r.err = p.err
+		default:
+			r.cur, r.chunk = p.c.b, p.c
+		}
+	}
+	return nil
+}
+
+// chunks hands fn the rest of src chunk by chunk, as read: whole chunks but
+// the last, without copying them. It returns nil at the end of src.
+func (r *prefetchReader) chunks(fn func([]byte) error) error {
+	for {
+		if err := r.fill(); err == io.EOF {
+			return nil
+		} else if err != nil {
+			return err
+		}
+		b := r.cur
+		r.cur = nil
+		if err := fn(b); err != nil {
+			return err
+		}
+	}
+}
+
+// sum waits until everything read is hashed and returns the hash. Call it
+// only after reading to the end.
+func (r *prefetchReader) sum() hash.Hash {
+	<-r.hashed
+	return r.hash
+}
+
 // Close stops the read-ahead and waits for it.
 func (r *prefetchReader) Close() {
 	close(r.stop)
 	for range r.full {
+	}
+	if r.hashed != nil {
+		<-r.hashed
 	}
 }
 

@@ -148,6 +148,9 @@ func New(ctx context.Context, cfg Config, opts ...Option) (s *Server, err error)
 
 // ServeHTTP serves the OCI distribution API.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if s.cfg.RootDir != "" {
+		largeWrites(r)
+	}
 	s.handler.ServeHTTP(w, r)
 }
 

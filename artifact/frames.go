@@ -1,0 +1,146 @@
+package artifact
+
+import (
+	"encoding/binary"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/klauspost/compress/zstd"
+)
+
+// A .tar.zst archive is a series of zstd frames. The tar stream goes through
+// the encoder, except the bodies of blobs that are compressed already (gzip
+// and zstd layers, Helm charts): each of those is a frame of raw blocks of its
+// own. Compressing them again gains nothing, and cost a fifth of pull's CPU
+// (measured on a 1 GiB package). Every zstd decoder reads concatenated frames,
+// so the archive is an ordinary .tar.zst.
+//
+// The raw frames are written here because the encoder has no setting that
+// stores without trying to compress. Their layout depends only on the blob:
+// blocks of rawBlockSize from its first byte, so the same package always
+// gives the same bytes.
+
+const (
+	rawBlockSize = 128 << 10 // zstd's largest block
+	// rawWindowDescriptor declares a 128 KiB window (exponent 17-10, mantissa 0):
+	// enough for rawBlockSize blocks, and small for every decoder.
+	rawWindowDescriptor = 7 << 3
+	// rawFrameDescriptor: an 8-byte Frame_Content_Size, a window descriptor,
+	// no checksum (every blob is checked against its digest), no dictionary.
+	rawFrameDescriptor = 3 << 6
+)
+
+var zstdMagic = []byte{0x28, 0xb5, 0x2f, 0xfd}
+
+// storedMediaType reports whether a blob of media type mt is compressed
+// already and goes into the archive in raw blocks.
+func storedMediaType(mt string) bool {
+	for _, s := range []string{"+gzip", "+zstd", ".gzip", ".zstd"} {
+		if strings.HasSuffix(mt, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// frameWriter writes an archive's zstd frames: through enc, or, between
+// beginRaw and endRaw, as one frame of raw blocks.
+type frameWriter struct {
+	out   io.Writer
+	enc   *zstd.Encoder
+	raw   bool
+	left  int64  // bytes the raw frame still expects
+	block []byte // a raw block being filled, when writes are not block-aligned
+	hdr   [3]byte
+}
+
+func newFrameWriter(out io.Writer) (*frameWriter, error) {
+	enc, err := newZstdWriter(out)
+	if err != nil {
+		return nil, err
+	}
+	return &frameWriter{out: out, enc: enc}, nil
+}
+
+func (f *frameWriter) Write(p []byte) (int, error) {
+	if !f.raw {
+		return f.enc.Write(p)
+	}
+	if int64(len(p)) > f.left {
+		return 0, fmt.Errorf("raw frame: %d bytes written past its size", int64(len(p))-f.left)
+	}
+	n := 0
+	for len(p) > 0 {
+		size := int(min(rawBlockSize, f.left+int64(len(f.block))))
+		if len(f.block) == 0 && len(p) >= size {
+			// Aligned: the block goes out straight from p.
+			f.left -= int64(size)
+			if err := f.writeBlock(p[:size]); err != nil {
+				return n, err
+			}
+			p, n = p[size:], n+size
+			continue
+		}
+		k := min(size-len(f.block), len(p))
+		f.block = append(f.block, p[:k]...)
+		p, n = p[k:], n+k
+		f.left -= int64(k)
+		if len(f.block) == size {
+			if err := f.writeBlock(f.block); err != nil {
+				return n, err
+			}
+			f.block = f.block[:0]
+		}
+	}
+	return n, nil
+}
+
+// writeBlock writes one raw block: the frame's last when nothing is left
+// after it.
+func (f *frameWriter) writeBlock(b []byte) error {
+	h := uint32(len(b)) << 3 // Block_Type 0 (raw)
+	if f.left == 0 {
+		h |= 1 // Last_Block
+	}
+	f.hdr[0], f.hdr[1], f.hdr[2] = byte(h), byte(h>>8), byte(h>>16)
+	if _, err := f.out.Write(f.hdr[:]); err != nil {
+		return err
+	}
+	_, err := f.out.Write(b)
+	return err
+}
+
+// beginRaw ends the current compressed frame and starts a raw frame of size
+// bytes (size > 0).
+func (f *frameWriter) beginRaw(size int64) error {
+	if err := f.enc.Close(); err != nil {
+		return err
+	}
+	var h [4 + 2 + 8]byte
+	copy(h[:], zstdMagic)
+	h[4], h[5] = rawFrameDescriptor, rawWindowDescriptor
+	binary.LittleEndian.PutUint64(h[6:], uint64(size))
+	if _, err := f.out.Write(h[:]); err != nil {
+		return err
+	}
+	f.raw, f.left = true, size
+	if f.block == nil {
+		f.block = make([]byte, 0, rawBlockSize)
+	}
+	return nil
+}
+
+// endRaw checks the raw frame is complete and goes back to the encoder,
+// which starts a new frame.
+func (f *frameWriter) endRaw() error {
+	if f.left != 0 || len(f.block) != 0 {
+		return fmt.Errorf("raw frame: %d bytes short", f.left)
+	}
+	f.raw = false
+	f.enc.Reset(f.out)
+	return nil
+}
+
+// Close ends the last frame.
+func (f *frameWriter) Close() error { return f.enc.Close() }
