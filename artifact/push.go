@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash"
 	"io"
 	"sync"
 
@@ -322,23 +321,18 @@ func (e *corruptBlobError) Error() string {
 
 func (e *corruptBlobError) Unwrap() error { return ErrCorrupt }
 
-// verifyingReader yields a blob's bytes and, instead of a clean EOF, an
-// error when they do not hash to the expected digest, so an upload of a
-// damaged blob is aborted before the registry could commit it.
+// verifyingReader yields a blob's bytes from a prefetchReader that hashes
+// them and, instead of a clean EOF, an error when they do not hash to the
+// expected digest, so an upload of a damaged blob is aborted before the
+// registry could commit it.
 type verifyingReader struct {
-	r    io.Reader
-	h    hash.Hash
+	pr   *prefetchReader
 	want digest.Digest
 }
 
-func newVerifyingReader(r io.Reader, desc ocispec.Descriptor) *verifyingReader {
-	return &verifyingReader{r: io.LimitReader(r, desc.Size), h: digest.SHA256.Hash(), want: desc.Digest}
-}
-
 func (v *verifyingReader) Read(p []byte) (int, error) {
-	n, err := v.r.Read(p)
-	v.h.Write(p[:n])
-	if err == io.EOF && digest.NewDigest(digest.SHA256, v.h) != v.want {
+	n, err := v.pr.Read(p)
+	if err == io.EOF && digest.NewDigest(v.want.Algorithm(), v.pr.sum()) != v.want {
 		return n, &corruptBlobError{v.want}
 	}
 	return n, err

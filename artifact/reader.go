@@ -378,11 +378,14 @@ func (w *walker) blob(desc ocispec.Descriptor, src io.Reader) error {
 	if desc.Size <= manifestLimit {
 		keep = &bytes.Buffer{}
 	}
-	// Reading (I/O, decompression) runs ahead on another core while fn
-	// and the hash work on what was read.
-	pr := newPrefetchReader(io.LimitReader(src, desc.Size), w.buf, nil)
+	if !desc.Digest.Algorithm().Available() {
+		return fmt.Errorf("%w: blob %s: unsupported digest algorithm", ErrCorrupt, desc.Digest)
+	}
+	// Reading (I/O, decompression) and hashing run ahead on other cores
+	// while fn works on what was read.
+	pr := newPrefetchReader(io.LimitReader(src, desc.Size), w.buf, desc.Digest.Algorithm().Hash())
 	defer pr.Close()
-	tee := io.TeeReader(newVerifyingReader(pr, desc), writerOrDiscard(keep))
+	tee := io.TeeReader(&verifyingReader{pr: pr, want: desc.Digest}, writerOrDiscard(keep))
 	if w.fn != nil {
 		if err := w.fn(desc, tee); err != nil {
 			return err
