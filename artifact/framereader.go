@@ -1,0 +1,239 @@
+package artifact
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/klauspost/compress/zstd"
+)
+
+// zstReader reads a .tar.zst archive frame by frame. The raw frames that
+// frameWriter writes are read straight from the file, with no decoder and
+// no copy, and Seek passes over them without reading: a push walk that
+// leaves a layer to another walk skips it for free. Any other frame goes
+// through the zstd decoder, bounded to the frame. Only forward Seeks
+// relative to the current position are supported, which is what
+// archive/tar uses to skip an entry's data.
+type zstReader struct {
+	f    io.ReaderAt
+	size int64 // file size
+	off  int64 // file offset: in a raw frame, of the next byte; else of the next frame
+	pos  int64 // position in the decompressed stream
+	dec  *zstd.Decoder
+
+	raw       bool  // in a raw frame
+	rawLeft   int64 // its content bytes not yet read
+	blockLeft int   // bytes left in its current block; 0 at a block boundary
+
+	decoding bool  // dec is decoding a frame ending at next
+	next     int64 // file offset after the frame dec decodes
+	hdr      [18]byte
+}
+
+func newZstReader(f io.ReaderAt, size int64) (*zstReader, error) {
+	dec, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true))
+	if err != nil {
+		return nil, err
+	}
+	return &zstReader{f: f, size: size, dec: dec}, nil
+}
+
+// Close releases the decoder.
+func (z *zstReader) Close() { z.dec.Close() }
+
+func (z *zstReader) Read(p []byte) (int, error) {
+	for {
+		switch {
+		case z.raw && z.rawLeft > 0:
+			if z.blockLeft == 0 {
+				if err := z.rawBlock(); err != nil {
+					return 0, err
+				}
+			}
+			n := min(len(p), z.blockLeft)
+			k, err := z.f.ReadAt(p[:n], z.off)
+			z.advance(int64(k))
+			if k < n {
+				return k, truncated(err)
+			}
+			return k, nil
+		case z.raw:
+			z.raw = false
+		case z.decoding:
+			n, err := z.dec.Read(p)
+			z.pos += int64(n)
+			if err == io.EOF {
+				z.decoding, z.off = false, z.next
+				err = nil
+			}
+			if n > 0 || err != nil {
+				return n, err
+			}
+		case z.off >= z.size:
+			return 0, io.EOF
+		default:
+			if err := z.frame(); err != nil {
+				return 0, err
+			}
+		}
+	}
+}
+
+// advance moves n bytes on in the current raw block.
+func (z *zstReader) advance(n int64) {
+	z.off += n
+	z.pos += n
+	z.rawLeft -= n
+	z.blockLeft -= int(n)
+}
+
+// rawBlock reads the header of a raw frame's next block, which must be the
+// block frameWriter writes there.
+func (z *zstReader) rawBlock() error {
+	if _, err := z.f.ReadAt(z.hdr[:3], z.off); err != nil {
+		return truncated(err)
+	}
+	h := uint32(z.hdr[0]) | uint32(z.hdr[1])<<8 | uint32(z.hdr[2])<<16
+	size := int64(min(rawBlockSize, z.rawLeft))
+	last := size == z.rawLeft
+	if h>>1&3 != 0 || int64(h>>3) != size || (h&1 == 1) != last {
+		return fmt.Errorf("%w: zstd raw block at offset %d is damaged", ErrCorrupt, z.off)
+	}
+	z.off += 3
+	z.blockLeft = int(size)
+	return nil
+}
+
+// frame starts the frame at z.off.
+func (z *zstReader) frame() error {
+	h := z.hdr[:min(int64(len(z.hdr)), z.size-z.off)]
+	if _, err := z.f.ReadAt(h, z.off); err != nil && !errors.Is(err, io.EOF) {
+		return err
+	}
+	if len(h) >= 14 && bytes.Equal(h[:4], zstdMagic) && h[4] == rawFrameDescriptor && h[5] == rawWindowDescriptor {
+		if size := int64(binary.LittleEndian.Uint64(h[6:14])); size > 0 {
+			z.raw, z.rawLeft, z.blockLeft, z.off = true, size, 0, z.off+14
+			return nil
+		}
+	}
+	end, err := z.frameEnd(h)
+	if err != nil {
+		return err
+	}
+	if err := z.dec.Reset(io.NewSectionReader(z.f, z.off, end-z.off)); err != nil {
+		return fmt.Errorf("%w: %v", ErrCorrupt, err)
+	}
+	z.decoding, z.next = true, end
+	return nil
+}
+
+// frameEnd finds where the frame at z.off, whose first bytes are h, ends,
+// from its header and its blocks' headers (RFC 8878, section 3.1).
+func (z *zstReader) frameEnd(h []byte) (int64, error) {
+	if len(h) >= 8 && binary.LittleEndian.Uint32(h)&0xfffffff0 == 0x184d2a50 {
+		// A skippable frame: magic, size, data.
+		return z.off + 8 + int64(binary.LittleEndian.Uint32(h[4:8])), nil
+	}
+	if len(h) < 6 || !bytes.Equal(h[:4], zstdMagic) {
+		return 0, fmt.Errorf("%w: no zstd frame at offset %d", ErrCorrupt, z.off)
+	}
+	fhd := h[4]
+	single := fhd>>5&1 == 1
+	n := int64(5)
+	if !single {
+		n++ // window descriptor
+	}
+	n += [4]int64{0, 1, 2, 4}[fhd&3] // dictionary ID
+	switch fhd >> 6 {                // frame content size
+	case 0:
+		if single {
+			n++
+		}
+	case 1:
+		n += 2
+	case 2:
+		n += 4
+	case 3:
+		n += 8
+	}
+	at := z.off + n
+	for {
+		var b [3]byte
+		if _, err := z.f.ReadAt(b[:], at); err != nil {
+			return 0, truncated(err)
+		}
+		bh := uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16
+		size := int64(bh >> 3)
+		switch bh >> 1 & 3 {
+		case 1: // RLE: one byte stands for size bytes
+			size = 1
+		case 3:
+			return 0, fmt.Errorf("%w: reserved zstd block type at offset %d", ErrCorrupt, at)
+		}
+		at += 3 + size
+		if bh&1 == 1 {
+			break
+		}
+	}
+	if fhd>>2&1 == 1 {
+		at += 4 // content checksum
+	}
+	if at > z.size {
+		return 0, fmt.Errorf("%w: archive is truncated", ErrCorrupt)
+	}
+	return at, nil
+}
+
+// Seek skips forward: offset ≥ 0 from the current position (io.SeekCurrent).
+// Raw frames are passed over without reading; others are decoded.
+func (z *zstReader) Seek(offset int64, whence int) (int64, error) {
+	if whence != io.SeekCurrent || offset < 0 {
+		return z.pos, errors.New("zstd archive: only forward seeks from the current position")
+	}
+	for offset > 0 {
+		if !z.raw || z.rawLeft == 0 {
+			// Not in a raw frame's content: read through.
+			var buf [32 << 10]byte
+			n, err := z.Read(buf[:min(offset, int64(len(buf)))])
+			offset -= int64(n)
+			if err != nil {
+				return z.pos, err
+			}
+			continue
+		}
+		if z.blockLeft > 0 {
+			k := min(offset, int64(z.blockLeft))
+			z.advance(k)
+			offset -= k
+			continue
+		}
+		// At a block boundary: pass whole blocks by arithmetic; their
+		// headers are checked by the walk that reads them.
+		size := min(rawBlockSize, z.rawLeft)
+		if offset < size {
+			if err := z.rawBlock(); err != nil {
+				return z.pos, err
+			}
+			continue
+		}
+		z.off += 3 + size
+		z.pos += size
+		z.rawLeft -= size
+		offset -= size
+	}
+	if z.off > z.size {
+		return z.pos, fmt.Errorf("%w: archive is truncated", ErrCorrupt)
+	}
+	return z.pos, nil
+}
+
+// truncated maps a short read's error to ErrCorrupt.
+func truncated(err error) error {
+	if err == nil || errors.Is(err, io.EOF) {
+		return fmt.Errorf("%w: archive is truncated", ErrCorrupt)
+	}
+	return err
+}
