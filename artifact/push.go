@@ -20,7 +20,7 @@ const DefaultPushConcurrency = 4
 
 // DefaultPushStreams is how many large blobs Push uploads at once when
 // PushOptions.Streams is 0 or less.
-const DefaultPushStreams = 3
+const DefaultPushStreams = 8
 
 // PushOptions configures Push. The zero value works.
 type PushOptions struct {
@@ -80,6 +80,8 @@ func Push(ctx context.Context, r *Reader, ref string, opts PushOptions) (*PushRe
 // uploads every large blob whose rank among the large ones is i modulo
 // Streams, and walk 0 also the small ones (holding manifests back). Each
 // blob is verified by the walk that uploads it; every walk checks the graph.
+// A large blob the registry has is neither read nor verified: the walk that
+// owns it asks the registry (HEAD) when it reaches it, and seeks past it.
 func (p *pusher) walk(ctx context.Context, r *Reader) (*Summary, error) {
 	streams := p.opts.Streams
 	if streams <= 0 {
@@ -94,13 +96,18 @@ func (p *pusher) walk(ctx context.Context, r *Reader) (*Summary, error) {
 			rc = &cp
 		}
 		var rank int
-		skip := func(ocispec.Descriptor) bool {
+		skip := func(desc ocispec.Descriptor) bool {
 			k := rank
 			rank++
-			return k%streams != i
-		}
-		if streams == 1 {
-			skip = nil
+			if k%streams != i {
+				return true
+			}
+			// An error here is left to the upload to report.
+			has, err := p.repo.Blobs().Exists(gctx, desc)
+			if has && err == nil {
+				p.count(desc, false)
+			}
+			return has && err == nil
 		}
 		buf := make([]byte, 1<<20)
 		g.Go(func() error {
@@ -108,8 +115,8 @@ func (p *pusher) walk(ctx context.Context, r *Reader) (*Summary, error) {
 				if desc.Size > manifestLimit {
 					// rd is the walker's: it fails instead of ending when the
 					// bytes do not match the digest, so a damaged blob's
-					// upload is aborted uncommitted.
-					return p.blob(gctx, desc, func() io.Reader { return rd }, buf)
+					// upload is aborted uncommitted. skip asked the registry.
+					return p.upload(gctx, desc, func() io.Reader { return rd }, buf)
 				}
 				if i != 0 {
 					return nil
@@ -158,13 +165,18 @@ func (p *pusher) small(ctx context.Context, desc ocispec.Descriptor, rd io.Reade
 
 // blob uploads one blob unless the registry has it.
 func (p *pusher) blob(ctx context.Context, desc ocispec.Descriptor, body func() io.Reader, buf []byte) error {
-	blobs := p.repo.Blobs()
-	if ok, err := blobs.Exists(ctx, desc); err != nil {
+	if ok, err := p.repo.Blobs().Exists(ctx, desc); err != nil {
 		return fmt.Errorf("check blob %s: %w", desc.Digest, err)
 	} else if ok {
 		p.count(desc, false)
 		return nil
 	}
+	return p.upload(ctx, desc, body, buf)
+}
+
+// upload uploads one blob (or mounts it from MountFrom).
+func (p *pusher) upload(ctx context.Context, desc ocispec.Descriptor, body func() io.Reader, buf []byte) error {
+	blobs := p.repo.Blobs()
 	var err error
 	if p.opts.MountFrom != "" {
 		err = p.repo.Mount(ctx, desc, p.opts.MountFrom, func() (io.ReadCloser, error) { return io.NopCloser(body()), nil })

@@ -153,4 +153,19 @@ func TestPushStreams(t *testing.T) {
 			t.Fatalf("%d streams: the root was tagged", streams)
 		}
 	}
+
+	// A layer the registry has is not read at all: once the whole package
+	// is in a repository, pushing the damaged archive there again uploads
+	// nothing and does not trip over the damaged copy.
+	for _, streams := range []int{1, 3} {
+		ref := fmt.Sprintf("%s/streams/big-tar-%d:1", host, streams)
+		r, err := artifact.Open(ctx, bad)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := artifact.Push(ctx, r, ref, artifact.PushOptions{Streams: streams})
+		if err != nil || res.Pushed != 0 || res.BytesPushed != 0 {
+			t.Fatalf("re-push with %d streams of what the registry has: %+v, %v", streams, res, err)
+		}
+	}
 }

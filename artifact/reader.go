@@ -274,9 +274,9 @@ func (r *Reader) Walk(ctx context.Context, fn BlobFunc, progress ProgressFunc) (
 
 // walk is Walk, except that blobs larger than manifestLimit for which skip
 // (if not nil; called in stored order) reports true are passed over: not
-// verified, not handed to fn. Several walks, each skipping what the others
-// take, read one package in parallel; each must run on its own copy of the
-// Reader.
+// read, not verified, not handed to fn. Several walks, each skipping what
+// the others take, read one package in parallel; each must run on its own
+// copy of the Reader.
 func (r *Reader) walk(ctx context.Context, fn BlobFunc, progress ProgressFunc, skip func(ocispec.Descriptor) bool) (*Summary, error) {
 	w := &walker{r: r, fn: fn, progress: progress, skip: skip, sizes: map[digest.Digest]int64{}, small: map[digest.Digest][]byte{}, buf: make([]byte, copyBufferSize), copyBuf: make([]byte, 256<<10)}
 	var err error
@@ -364,7 +364,7 @@ func blobDigest(name string) (digest.Digest, error) {
 // not match the digest, so fn never takes a damaged blob for a whole one.
 func (w *walker) blob(desc ocispec.Descriptor, src io.Reader) error {
 	if desc.Size > manifestLimit && w.skip != nil && w.skip(desc) {
-		// Another walk verifies it. Nothing is read: archive/tar seeks past
+		// Another walk verifies it, or it is not needed. Nothing is read: archive/tar seeks past
 		// it (and fails on a truncated archive); a layout folder's file need
 		// not be opened at all.
 		w.sizes[desc.Digest] = desc.Size
