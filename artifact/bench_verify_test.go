@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ferrypkg/ferry/internal/benchenv"
 )
 
 // BenchmarkVerify measures `ferry package verify --key` of a signed package
@@ -18,6 +20,7 @@ import (
 // Budget (issue 4): time ≤ 1.1× the floor; memory flat (< 150 MiB).
 func BenchmarkVerify(b *testing.B) {
 	ferry := buildFerry(b)
+	benchenv.Quiet(b, 8)
 	for _, mib := range []int{100, 1024} {
 		dir := b.TempDir()
 		genImageSet(b, dir, mib)
