@@ -21,6 +21,7 @@ import (
 	"github.com/ferrypkg/ferry/deploy"
 	"github.com/ferrypkg/ferry/e2e/internal/cluster"
 	"github.com/ferrypkg/ferry/inject"
+	"github.com/ferrypkg/ferry/internal/benchenv"
 	"github.com/ferrypkg/ferry/internal/fixture"
 	"github.com/ferrypkg/ferry/internal/peertool"
 )
@@ -58,6 +59,7 @@ func BenchmarkDeploy(b *testing.B) {
 	c := cluster.Get(b)
 	crane := peertool.Require(b, "crane")
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	benchenv.Quiet(b, 4)
 	defer cancel()
 	mib := 500
 	if s := os.Getenv("FERRY_BENCH_DEPLOY_MIB"); s != "" {

@@ -22,6 +22,7 @@ import (
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"oras.land/oras-go/v2/registry/remote"
 
+	"github.com/ferrypkg/ferry/internal/benchenv"
 	"github.com/ferrypkg/ferry/registry/registrytest"
 )
 
@@ -33,6 +34,7 @@ import (
 // ratio (budget, checked by `make bench-registry`: ferry ≥ 0.9×).
 // FERRY_BIN names the ferry binary; otherwise it is built.
 func BenchmarkBlobGetRatio(b *testing.B) {
+	benchenv.Quiet(b, 4)
 	const size = 64 << 20
 	data := make([]byte, size)
 	_, _ = rand.Read(data)
