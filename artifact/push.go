@@ -12,6 +12,8 @@ import (
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"golang.org/x/sync/errgroup"
 	"oras.land/oras-go/v2/registry/remote"
+
+	"github.com/ferrypkg/ferry/internal/chunk"
 )
 
 // DefaultPushConcurrency is how many small blobs Push uploads at once when
@@ -298,25 +300,7 @@ type bigWrites struct {
 
 func (b *bigWrites) Read(p []byte) (int, error) { return b.r.Read(p) }
 
-func (b *bigWrites) WriteTo(w io.Writer) (int64, error) {
-	var n int64
-	for {
-		m, err := fillBuffer(b.r, b.buf)
-		if m > 0 {
-			k, werr := w.Write(b.buf[:m])
-			n += int64(k)
-			if werr != nil {
-				return n, werr
-			}
-		}
-		if err == io.EOF {
-			return n, nil
-		}
-		if err != nil {
-			return n, err
-		}
-	}
-}
+func (b *bigWrites) WriteTo(w io.Writer) (int64, error) { return chunk.Copy(w, b.r, b.buf) }
 
 // rootDescriptor strips a descriptor to what a registry needs to tag it.
 func rootDescriptor(d ocispec.Descriptor) ocispec.Descriptor {

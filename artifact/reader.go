@@ -18,6 +18,8 @@ import (
 
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+
+	"github.com/ferrypkg/ferry/internal/chunk"
 )
 
 // Errors a reader reports; match them with errors.Is.
@@ -421,24 +423,24 @@ const prefetchChunks = 4
 // src or the buffer is used again.
 type prefetchReader struct {
 	full   chan prefetched
-	free   chan *chunk
+	free   chan *part
 	stop   chan struct{}
 	cur    []byte // unread part of the current chunk
-	chunk  *chunk // the current chunk, released once read
+	held   *part  // the current chunk, released once read
 	err    error
 	hash   hash.Hash
 	hashed chan struct{} // closed when every chunk is hashed
 }
 
-// chunk is a part of a prefetchReader's buffer; it goes back to free when
+// part is a piece of a prefetchReader's buffer; it goes back to free when
 // both the reader and the hasher are done with it.
-type chunk struct {
+type part struct {
 	b    []byte
 	refs atomic.Int32
 }
 
 type prefetched struct {
-	c   *chunk
+	c   *part
 	err error
 }
 
@@ -448,16 +450,16 @@ func newPrefetchReader(src io.Reader, buf []byte, h hash.Hash) *prefetchReader {
 	size := len(buf) / prefetchChunks
 	r := &prefetchReader{
 		full: make(chan prefetched, prefetchChunks+1),
-		free: make(chan *chunk, prefetchChunks),
+		free: make(chan *part, prefetchChunks),
 		stop: make(chan struct{}),
 		hash: h,
 	}
 	for i := range prefetchChunks {
-		r.free <- &chunk{b: buf[i*size : (i+1)*size : (i+1)*size]}
+		r.free <- &part{b: buf[i*size : (i+1)*size : (i+1)*size]}
 	}
-	var toHash chan *chunk
+	var toHash chan *part
 	if h != nil {
-		toHash, r.hashed = make(chan *chunk, prefetchChunks), make(chan struct{})
+		toHash, r.hashed = make(chan *part, prefetchChunks), make(chan struct{})
 		go func() {
 			defer close(r.hashed)
 			for c := range toHash {
@@ -472,13 +474,13 @@ func newPrefetchReader(src io.Reader, buf []byte, h hash.Hash) *prefetchReader {
 			defer close(toHash)
 		}
 		for {
-			var c *chunk
+			var c *part
 			select {
 			case c = <-r.free:
 			case <-r.stop:
 				return
 			}
-			n, err := fillBuffer(src, c.b[:cap(c.b)])
+			n, err := chunk.Fill(src, c.b[:cap(c.b)])
 			if n > 0 {
 				c.b = c.b[:n]
 				c.refs.Store(1)
@@ -497,7 +499,7 @@ func newPrefetchReader(src io.Reader, buf []byte, h hash.Hash) *prefetchReader {
 	return r
 }
 
-func (r *prefetchReader) release(c *chunk) {
+func (r *prefetchReader) release(c *part) {
 	if c.refs.Add(-1) == 0 {
 		r.free <- c
 	}
@@ -518,9 +520,9 @@ func (r *prefetchReader) fill() error {
 		if r.err != nil {
 			return r.err
 		}
-		if r.chunk != nil {
-			r.release(r.chunk)
-			r.chunk = nil
+		if r.held != nil {
+			r.release(r.held)
+			r.held = nil
 		}
 		p, ok := <-r.full
 		switch {
@@ -529,7 +531,7 @@ func (r *prefetchReader) fill() error {
 		case p.err != nil:
 			r.err = p.err
 		default:
-			r.cur, r.chunk = p.c.b, p.c
+			r.cur, r.held = p.c.b, p.c
 		}
 	}
 	return nil
@@ -567,19 +569,6 @@ func (r *prefetchReader) Close() {
 	if r.hashed != nil {
 		<-r.hashed
 	}
-}
-
-// fillBuffer reads into b until it is full or src fails (io.EOF at the end).
-func fillBuffer(src io.Reader, b []byte) (int, error) {
-	n := 0
-	for n < len(b) {
-		m, err := src.Read(b[n:])
-		n += m
-		if err != nil {
-			return n, err
-		}
-	}
-	return n, nil
 }
 
 func writerOrDiscard(b *bytes.Buffer) io.Writer {

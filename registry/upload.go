@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+
+	"github.com/ferrypkg/ferry/internal/chunk"
 )
 
 // uploadChunk is the size of the writes a blob upload reaches storage in.
@@ -34,35 +36,5 @@ type uploadBody struct{ io.ReadCloser }
 func (b *uploadBody) WriteTo(w io.Writer) (int64, error) {
 	bp := uploadBufs.Get().(*[]byte)
 	defer uploadBufs.Put(bp)
-	buf := *bp
-	var n int64
-	for {
-		k, err := fill(b.ReadCloser, buf)
-		if k > 0 {
-			m, werr := w.Write(buf[:k])
-			n += int64(m)
-			if werr != nil {
-				return n, werr
-			}
-		}
-		if err == io.EOF {
-			return n, nil
-		}
-		if err != nil {
-			return n, err
-		}
-	}
-}
-
-// fill reads into buf until it is full or r fails; io.EOF only at the end.
-func fill(r io.Reader, buf []byte) (int, error) {
-	n := 0
-	for n < len(buf) {
-		k, err := r.Read(buf[n:])
-		n += k
-		if err != nil {
-			return n, err
-		}
-	}
-	return n, nil
+	return chunk.Copy(w, b.ReadCloser, *bp)
 }
