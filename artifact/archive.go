@@ -236,6 +236,11 @@ func writeFileAtomic(path string, write func(io.Writer) error) (size int64, err 
 
 // writeFileMode is writeFileAtomic giving the file mode.
 func writeFileMode(path string, mode os.FileMode, write func(io.Writer) error) (size int64, err error) {
+	// A rename would replace a device, a pipe or a folder (as root,
+	// `-o /dev/stdout` swapped the device for a regular file).
+	if fi, err := os.Stat(path); err == nil && !fi.Mode().IsRegular() {
+		return 0, fmt.Errorf("%s exists and is not a regular file", path)
+	}
 	dir, base := filepath.Split(path)
 	if dir == "" {
 		dir = "."

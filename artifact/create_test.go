@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -221,5 +222,29 @@ func TestOpenLayoutDir(t *testing.T) {
 	}
 	if rep.Root != res.Root.Digest || rep.Blobs != res.Blobs || rep.Name != "demo" {
 		t.Errorf("layout dir report: root %s blobs %d name %s", rep.Root, rep.Blobs, rep.Name)
+	}
+}
+
+// TestOutputMustBeARegularFile: create refuses to rename its archive over
+// anything but a regular file (a device, a pipe, a folder), and leaves it be.
+func TestOutputMustBeARegularFile(t *testing.T) {
+	w := newWorld(t)
+	def, err := artifact.LoadDefinition(w.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, out := range []string{fifo, dir} {
+		_, err := artifact.Create(context.Background(), def, artifact.CreateOptions{Output: out})
+		if err == nil || !strings.Contains(err.Error(), "not a regular file") {
+			t.Fatalf("create -o %s: %v", out, err)
+		}
+	}
+	if fi, err := os.Lstat(fifo); err != nil || fi.Mode()&os.ModeNamedPipe == 0 {
+		t.Fatalf("the pipe was replaced: %v %v", fi.Mode(), err)
 	}
 }
