@@ -554,10 +554,12 @@ func (r *prefetchReader) chunks(fn func([]byte) error) error {
 	}
 }
 
-// sum waits until everything read is hashed and returns the hash. Call it
-// only after reading to the end.
+// sum waits until everything read is hashed and returns the hash (nil
+// without one). Call it only after reading to the end.
 func (r *prefetchReader) sum() hash.Hash {
-	<-r.hashed
+	if r.hashed != nil {
+		<-r.hashed
+	}
 	return r.hash
 }
 
