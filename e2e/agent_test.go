@@ -7,10 +7,8 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"sort"
 	"strings"
@@ -28,14 +26,11 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"oras.land/oras-go/v2"
-	"oras.land/oras-go/v2/content/oci"
 	"oras.land/oras-go/v2/registry/remote/auth"
 
 	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/deploy"
 	"github.com/ferrypkg/ferry/e2e/internal/cluster"
-	"github.com/ferrypkg/ferry/e2e/internal/mkimg"
 	"github.com/ferrypkg/ferry/inject"
 	"github.com/ferrypkg/ferry/internal/fixture"
 )
@@ -205,54 +200,11 @@ func TestAgent(t *testing.T) {
 	}
 }
 
-// agentPackage makes a signed package holding docker.io/library/app:1.0,
-// the same image as TestDeployImages's (so both records agree on its
-// digest), and returns it open with the key that verifies it.
+// agentPackage makes the signed app package (see appPackage) named
+// e2e-agent and returns it open with the key that verifies it.
 func agentPackage(ctx context.Context, t *testing.T, c *cluster.Cluster) (*artifact.Reader, *artifact.PublicKey) {
 	t.Helper()
-	dir := t.TempDir()
-	img, err := mkimg.New(c.Tiny(t), mkimg.Options{Labels: map[string]string{"e2e": "deploy"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	store, err := oci.New(filepath.Join(dir, "images"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := oras.CopyGraph(ctx, img, store, img.Manifest, oras.DefaultCopyGraphOptions); err != nil {
-		t.Fatal(err)
-	}
-	if err := store.Tag(ctx, img.Manifest, "1.0"); err != nil {
-		t.Fatal(err)
-	}
-	def := fmt.Sprintf("apiVersion: ferry.dev/v1alpha1\nkind: Package\nmetadata: {name: e2e-agent, version: 1.0.0}\nplatforms: [linux/%s]\ncomponents:\n  - name: app\n    images:\n      - {ref: docker.io/library/app:1.0, layout: images}\n", runtime.GOARCH)
-	if err := os.WriteFile(filepath.Join(dir, "ferry.yaml"), []byte(def), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	kp, err := artifact.GenerateKeyPair(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keys := t.TempDir()
-	if err := kp.WriteFiles(filepath.Join(keys, "k.key"), filepath.Join(keys, "k.pub")); err != nil {
-		t.Fatal(err)
-	}
-	priv, err := artifact.LoadPrivateKey(filepath.Join(keys, "k.key"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pub, err := artifact.LoadPublicKey(filepath.Join(keys, "k.pub"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := artifact.LoadDefinition(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pkg := filepath.Join(t.TempDir(), "agent.tar.zst")
-	if _, err := artifact.Create(ctx, d, artifact.CreateOptions{Output: pkg, SignKey: priv}); err != nil {
-		t.Fatal(err)
-	}
+	pkg, pub := appPackage(ctx, t, c, "e2e-agent")
 	r, err := artifact.Open(ctx, pkg)
 	if err != nil {
 		t.Fatal(err)

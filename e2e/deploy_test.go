@@ -41,34 +41,7 @@ func TestDeployImages(t *testing.T) {
 	}
 
 	// A package whose image comes from an OCI layout, named as on Docker Hub.
-	dir := t.TempDir()
-	img, err := mkimg.New(c.Tiny(t), mkimg.Options{Labels: map[string]string{"e2e": "deploy"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	store, err := oci.New(filepath.Join(dir, "images"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := oras.CopyGraph(ctx, img, store, img.Manifest, oras.DefaultCopyGraphOptions); err != nil {
-		t.Fatal(err)
-	}
-	if err := store.Tag(ctx, img.Manifest, "1.0"); err != nil {
-		t.Fatal(err)
-	}
-	def := fmt.Sprintf("apiVersion: ferry.dev/v1alpha1\nkind: Package\nmetadata: {name: e2e-app, version: 1.0.0}\nplatforms: [linux/%s]\ncomponents:\n  - name: app\n    images:\n      - {ref: docker.io/library/app:1.0, layout: images}\n", runtime.GOARCH)
-	if err := os.WriteFile(filepath.Join(dir, "ferry.yaml"), []byte(def), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	priv, pub := testKeys(t)
-	d, err := artifact.LoadDefinition(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pkg := filepath.Join(t.TempDir(), "app.tar.zst")
-	if _, err := artifact.Create(ctx, d, artifact.CreateOptions{Output: pkg, SignKey: priv}); err != nil {
-		t.Fatal(err)
-	}
+	pkg, pub := appPackage(ctx, t, c, "e2e-app")
 	r, err := artifact.Open(ctx, pkg)
 	if err != nil {
 		t.Fatal(err)
@@ -155,4 +128,41 @@ func TestDeployImages(t *testing.T) {
 	if err := json.Unmarshal(out, &again); err != nil || again.Root != rec.Root {
 		t.Fatalf("ferry deploy REF printed %s (%v)", out, err)
 	}
+}
+
+// appPackage creates a signed package named name holding
+// docker.io/library/app:1.0, the tiny image labelled e2e=deploy from an OCI
+// layout (the same image whichever test makes it, so every package record
+// agrees on its digest), and returns its path and the key that verifies it.
+func appPackage(ctx context.Context, t *testing.T, c *cluster.Cluster, name string) (string, *artifact.PublicKey) {
+	t.Helper()
+	dir := t.TempDir()
+	img, err := mkimg.New(c.Tiny(t), mkimg.Options{Labels: map[string]string{"e2e": "deploy"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := oci.New(filepath.Join(dir, "images"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := oras.CopyGraph(ctx, img, store, img.Manifest, oras.DefaultCopyGraphOptions); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Tag(ctx, img.Manifest, "1.0"); err != nil {
+		t.Fatal(err)
+	}
+	def := fmt.Sprintf("apiVersion: ferry.dev/v1alpha1\nkind: Package\nmetadata: {name: %s, version: 1.0.0}\nplatforms: [linux/%s]\ncomponents:\n  - name: app\n    images:\n      - {ref: docker.io/library/app:1.0, layout: images}\n", name, runtime.GOARCH)
+	if err := os.WriteFile(filepath.Join(dir, "ferry.yaml"), []byte(def), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	priv, pub := testKeys(t)
+	d, err := artifact.LoadDefinition(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pkg := filepath.Join(t.TempDir(), name+".tar.zst")
+	if _, err := artifact.Create(ctx, d, artifact.CreateOptions{Output: pkg, SignKey: priv}); err != nil {
+		t.Fatal(err)
+	}
+	return pkg, pub
 }
