@@ -169,14 +169,14 @@ func (a *archiveWriter) blob(ctx context.Context, b *blob) error {
 		return err
 	}
 	if b.data == nil {
+		if !b.desc.Digest.Algorithm().Available() {
+			return fmt.Errorf("blob %s: unsupported digest algorithm", b.desc.Digest)
+		}
 		rc, err := b.open(ctx)
 		if err != nil {
 			return fmt.Errorf("fetch %s: %w", b.desc.Digest, err)
 		}
 		defer rc.Close()
-		if !b.desc.Digest.Algorithm().Available() {
-			return fmt.Errorf("blob %s: unsupported digest algorithm", b.desc.Digest)
-		}
 		pr := newPrefetchReader(io.LimitReader(rc, b.desc.Size+1), a.prefetch, b.desc.Digest.Algorithm().Hash())
 		defer pr.Close()
 		body = func() error { return copyVerified(ctx, a.tw, pr, b.desc) }

@@ -366,9 +366,9 @@ func blobDigest(name string) (digest.Digest, error) {
 // not match the digest, so fn never takes a damaged blob for a whole one.
 func (w *walker) blob(desc ocispec.Descriptor, src io.Reader) error {
 	if desc.Size > manifestLimit && w.skip != nil && w.skip(desc) {
-		// Another walk verifies it, or it is not needed. Nothing is read: archive/tar seeks past
-		// it (and fails on a truncated archive); a layout folder's file need
-		// not be opened at all.
+		// Another walk verifies it, or it is not needed. Nothing is read:
+		// archive/tar seeks past it (and fails on a truncated archive); a
+		// layout folder's file need not be opened at all.
 		w.sizes[desc.Digest] = desc.Size
 		w.total += desc.Size
 		return nil
