@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/klauspost/compress/zstd"
@@ -235,6 +236,12 @@ func writeFileAtomic(path string, write func(io.Writer) error) (size int64, err 
 }
 
 // writeFileMode is writeFileAtomic giving the file mode.
+//
+// The temporary file (.NAME.tmp-NNN beside path) is locked (flock) for as
+// long as it exists under that name. A process killed while writing (even
+// by SIGKILL) loses its lock, so the next write of the same path removes
+// such stale files: those it can lock are no one's. A live writer's are
+// left alone.
 func writeFileMode(path string, mode os.FileMode, write func(io.Writer) error) (size int64, err error) {
 	// A rename would replace a device, a pipe or a folder (as root,
 	// `-o /dev/stdout` swapped the device for a regular file).
@@ -245,30 +252,70 @@ func writeFileMode(path string, mode os.FileMode, write func(io.Writer) error) (
 	if dir == "" {
 		dir = "."
 	}
-	tmp, err := os.CreateTemp(dir, "."+base+".tmp-*")
+	pattern := "." + base + ".tmp-*"
+	removeStaleTemps(filepath.Join(dir, pattern))
+	tmp, err := lockedTemp(dir, pattern)
 	if err != nil {
 		return 0, err
 	}
+	// Closing releases the lock: the file is closed only once renamed, or
+	// after it is removed.
 	defer func() {
 		if err != nil {
-			tmp.Close()
 			os.Remove(tmp.Name())
 		}
+		tmp.Close()
 	}()
 	cw := &countWriter{w: tmp}
 	if err = write(cw); err != nil {
 		return 0, err
 	}
-	if err = tmp.Close(); err != nil {
-		return 0, err
-	}
-	if err = os.Chmod(tmp.Name(), mode); err != nil {
+	if err = tmp.Chmod(mode); err != nil {
 		return 0, err
 	}
 	if err = os.Rename(tmp.Name(), path); err != nil {
 		return 0, err
 	}
 	return cw.n, nil
+}
+
+// lockedTemp creates a temporary file in dir and takes its lock. Another
+// process's removeStaleTemps may lock it first, in the instant between the
+// two: then the file is left to it and another is made.
+func lockedTemp(dir, pattern string) (*os.File, error) {
+	for range 8 {
+		tmp, err := os.CreateTemp(dir, pattern)
+		if err != nil {
+			return nil, err
+		}
+		if err := syscall.Flock(int(tmp.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err == nil {
+			return tmp, nil
+		}
+		tmp.Close()
+	}
+	return nil, fmt.Errorf("cannot lock a temporary file in %s", dir)
+}
+
+// removeStaleTemps removes the temporary files matching glob that no live
+// writer holds: regular files (not links) it can lock, and that are still
+// the file of that name once locked. Failures are ignored: a stale file
+// left is only disk space, and the next write tries again.
+func removeStaleTemps(glob string) {
+	names, _ := filepath.Glob(glob)
+	for _, name := range names {
+		f, err := os.OpenFile(name, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+		if err != nil {
+			continue
+		}
+		if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) == nil {
+			held, err1 := f.Stat()
+			now, err2 := os.Lstat(name)
+			if err1 == nil && err2 == nil && held.Mode().IsRegular() && os.SameFile(held, now) {
+				os.Remove(name)
+			}
+		}
+		f.Close()
+	}
 }
 
 // countWriter counts the bytes written through it.

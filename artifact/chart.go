@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"time"
 
@@ -134,8 +135,10 @@ func (b *builder) remoteChart(ctx context.Context, cd ChartDef) (ocispec.Descrip
 }
 
 // packageChart packages a loaded chart with the Helm SDK and rewrites the
-// archive with fixed times and ownership, so the same chart gives the same
-// bytes.
+// archive with fixed times and ownership, and its entries in one order —
+// Chart.yaml first, then by path — so the same chart gives the same bytes.
+// The order matters: Helm's loader keeps subcharts (folders or .tgz files
+// under charts/) in map order, and chartutil.Save writes them in that order.
 func packageChart(ch *chart.Chart, mtime time.Time) ([]byte, error) {
 	tmp, err := os.MkdirTemp("", "ferry-chart-")
 	if err != nil {
@@ -155,9 +158,11 @@ func packageChart(ch *chart.Chart, mtime time.Time) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	var out bytes.Buffer
-	zw, _ := gzip.NewWriterLevel(&out, gzip.BestCompression)
-	tw := tar.NewWriter(zw)
+	type entry struct {
+		h    *tar.Header
+		data []byte
+	}
+	var entries []entry
 	tr := tar.NewReader(zr)
 	for {
 		h, err := tr.Next()
@@ -167,14 +172,35 @@ func packageChart(ch *chart.Chart, mtime time.Time) ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		nh := &tar.Header{Typeflag: h.Typeflag, Name: h.Name, Mode: h.Mode, Size: h.Size, ModTime: mtime, Format: tar.FormatPAX}
 		if h.Typeflag != tar.TypeReg && h.Typeflag != tar.TypeDir {
 			continue
 		}
-		if err := tw.WriteHeader(nh); err != nil {
+		data, err := io.ReadAll(tr)
+		if err != nil {
 			return nil, err
 		}
-		if _, err := io.Copy(tw, tr); err != nil {
+		nh := &tar.Header{Typeflag: h.Typeflag, Name: h.Name, Mode: h.Mode, Size: h.Size, ModTime: mtime, Format: tar.FormatPAX}
+		entries = append(entries, entry{nh, data})
+	}
+	chartYAML := ch.Name() + "/" + chartutil.ChartfileName
+	sort.SliceStable(entries, func(i, j int) bool {
+		a, b := entries[i].h.Name, entries[j].h.Name
+		if (a == chartYAML) != (b == chartYAML) {
+			return a == chartYAML
+		}
+		if a != b {
+			return a < b
+		}
+		return bytes.Compare(entries[i].data, entries[j].data) < 0
+	})
+	var out bytes.Buffer
+	zw, _ := gzip.NewWriterLevel(&out, gzip.BestCompression)
+	tw := tar.NewWriter(zw)
+	for _, e := range entries {
+		if err := tw.WriteHeader(e.h); err != nil {
+			return nil, err
+		}
+		if _, err := tw.Write(e.data); err != nil {
 			return nil, err
 		}
 	}

@@ -31,10 +31,12 @@ type zstReader struct {
 	decoding bool  // dec is decoding a frame ending at next
 	next     int64 // file offset after the frame dec decodes
 	hdr      [18]byte
+	win      []byte // frameEnd's window of block headers
 }
 
 func newZstReader(f io.ReaderAt, size int64) (*zstReader, error) {
-	dec, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true))
+	dec, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true),
+		zstd.WithDecoderMaxWindow(MaxZstdWindow), zstd.WithDecoderMaxMemory(MaxZstdWindow))
 	if err != nil {
 		return nil, err
 	}
@@ -69,8 +71,14 @@ func (z *zstReader) Read(p []byte) (int, error) {
 				z.decoding, z.off = false, z.next
 				err = nil
 			}
-			if n > 0 || err != nil {
-				return n, err
+			if err != nil {
+				return n, z.decodeError(err)
+			}
+			if z.pos > expansionFloor && z.pos/MaxExpansion > z.next {
+				return n, fmt.Errorf("%w: the archive expands to more than %d times its size (a zstd bomb?)", ErrCorrupt, MaxExpansion)
+			}
+			if n > 0 {
+				return n, nil
 			}
 		case z.off >= z.size:
 			return 0, io.EOF
@@ -124,10 +132,21 @@ func (z *zstReader) frame() error {
 		return err
 	}
 	if err := z.dec.Reset(io.NewSectionReader(z.f, z.off, end-z.off)); err != nil {
-		return fmt.Errorf("%w: %v", ErrCorrupt, err)
+		return z.decodeError(err)
 	}
 	z.decoding, z.next = true, end
 	return nil
+}
+
+// decodeError maps a decoder's error to ErrCorrupt, naming the frame.
+func (z *zstReader) decodeError(err error) error {
+	if errors.Is(err, io.ErrUnexpectedEOF) {
+		return err
+	}
+	if errors.Is(err, zstd.ErrWindowSizeExceeded) || errors.Is(err, zstd.ErrDecoderSizeExceeded) {
+		return fmt.Errorf("%w: the zstd frame at offset %d needs a window over %d MiB, more than a package may use", ErrCorrupt, z.off, MaxZstdWindow>>20)
+	}
+	return fmt.Errorf("%w: zstd frame at offset %d: %v", ErrCorrupt, z.off, err)
 }
 
 // frameEnd finds where the frame at z.off, whose first bytes are h, ends,
@@ -160,11 +179,22 @@ func (z *zstReader) frameEnd(h []byte) (int64, error) {
 		n += 8
 	}
 	at := z.off + n
+	// Block headers are read through a window of the file: a run of RLE
+	// blocks (4 bytes each) would cost a read per block.
+	var win []byte
+	var winOff int64
 	for {
-		var b [3]byte
-		if _, err := z.f.ReadAt(b[:], at); err != nil {
-			return 0, truncated(err)
+		if at < winOff || at+3 > winOff+int64(len(win)) {
+			if z.win == nil {
+				z.win = make([]byte, 64<<10)
+			}
+			k, err := z.f.ReadAt(z.win, at)
+			if k < 3 {
+				return 0, truncated(err)
+			}
+			win, winOff = z.win[:k], at
 		}
+		b := win[at-winOff:]
 		bh := uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16
 		size := int64(bh >> 3)
 		switch bh >> 1 & 3 {

@@ -25,9 +25,6 @@ func isManifest(mediaType string) bool {
 	return mediaType == ocispec.MediaTypeImageManifest || mediaType == mediaTypeDockerManifest
 }
 
-// manifestLimit bounds how much of a manifest or index is read into memory.
-const manifestLimit = 4 << 20
-
 // children lists the descriptors a manifest or index refers to (config and
 // layers, or manifests). Subjects are not children: a referrer points at its
 // subject, it does not contain it.

@@ -160,6 +160,16 @@ func remotePlan(ctx context.Context, ref string, opts RemoteOptions) (*plan, *re
 	case err == nil:
 		sig = rootDescriptor(sig)
 		sig.Annotations = map[string]string{ocispec.AnnotationRefName: sigTag}
+		if _, err := checkIndex(append([]ocispec.Descriptor{p.root}, sig)); err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", ref, err)
+		}
+		data, err := fetch(sig)
+		if err != nil {
+			return nil, nil, err
+		}
+		if err := checkSignatureManifest(root.Digest, data, fetch); err != nil {
+			return nil, nil, fmt.Errorf("%s: %s: %w", ref, sigTag, err)
+		}
 		p.index = append(p.index, sig)
 	case !errors.Is(err, errdef.ErrNotFound):
 		return nil, nil, fmt.Errorf("look up signature %s: %w", sigTag, err)

@@ -113,7 +113,7 @@ func (p *pusher) walk(ctx context.Context, r *Reader) (*Summary, error) {
 		}
 		buf := make([]byte, 1<<20)
 		g.Go(func() error {
-			sum, err := rc.walk(gctx, func(desc ocispec.Descriptor, rd io.Reader) error {
+			fn := func(desc ocispec.Descriptor, rd io.Reader) error {
 				if desc.Size > manifestLimit {
 					// rd is the walker's: it fails instead of ending when the
 					// bytes do not match the digest, so a damaged blob's
@@ -124,7 +124,9 @@ func (p *pusher) walk(ctx context.Context, r *Reader) (*Summary, error) {
 					return nil
 				}
 				return p.small(gctx, desc, rd, buf)
-			}, nil, skip)
+			}
+			// Walk 0 alone holds the graph's JSON and checks the graph.
+			sum, err := rc.walk(gctx, walkOptions{fn: fn, skip: skip, graph: i == 0})
 			sums[i] = sum
 			return err
 		})
@@ -139,27 +141,19 @@ type pusher struct {
 	repo *remote.Repository
 	opts PushOptions
 	res  *PushResult
-	// held keeps small JSON blobs (manifests, indexes, configs) in archive
-	// order; they are pushed once the whole graph is verified.
-	held []heldBlob
 	mu   sync.Mutex // guards res and done
 	done int64
 }
 
-type heldBlob struct {
-	desc ocispec.Descriptor
-	data []byte
-}
-
-// small handles one small blob as the archive yields it: JSON is held for
-// finish, anything else uploaded.
+// small handles one small blob as the archive yields it: one the graph
+// check keeps (a manifest, index or signature payload; see graphJSON) waits
+// for finish, anything else is uploaded.
 func (p *pusher) small(ctx context.Context, desc ocispec.Descriptor, rd io.Reader, buf []byte) error {
 	data, err := io.ReadAll(rd) // fails if the bytes do not match the digest
 	if err != nil {
 		return err
 	}
-	if looksJSON(data) {
-		p.held = append(p.held, heldBlob{desc, data})
+	if graphJSON(data) {
 		return nil
 	}
 	return p.blob(ctx, desc, func() io.Reader { return bytes.NewReader(data) }, buf)
@@ -178,14 +172,7 @@ func (p *pusher) blob(ctx context.Context, desc ocispec.Descriptor, body func() 
 
 // upload uploads one blob (or mounts it from MountFrom).
 func (p *pusher) upload(ctx context.Context, desc ocispec.Descriptor, body func() io.Reader, buf []byte) error {
-	blobs := p.repo.Blobs()
-	var err error
-	if p.opts.MountFrom != "" {
-		err = p.repo.Mount(ctx, desc, p.opts.MountFrom, func() (io.ReadCloser, error) { return io.NopCloser(body()), nil })
-	} else {
-		err = blobs.Push(ctx, desc, &bigWrites{r: body(), buf: buf})
-	}
-	if err != nil {
+	if err := pushBlob(ctx, p.repo, desc, body(), buf, p.opts.MountFrom); err != nil {
 		var ce *corruptBlobError
 		if errors.As(err, &ce) {
 			return ce
@@ -211,8 +198,9 @@ func (p *pusher) count(desc ocispec.Descriptor, pushed bool) {
 	}
 }
 
-// finish pushes the held blobs: plain ones concurrently, then manifests in
-// archive order, then tags.
+// finish pushes what the walks held back, once the whole graph is
+// verified: the JSON blobs that are not manifests concurrently, then the
+// manifests in stored order (children before parents), then tags.
 func (p *pusher) finish(ctx context.Context, sum *Summary, r *Reader, tag string) error {
 	g, gctx := errgroup.WithContext(ctx)
 	limit := p.opts.Concurrency
@@ -220,15 +208,16 @@ func (p *pusher) finish(ctx context.Context, sum *Summary, r *Reader, tag string
 		limit = DefaultPushConcurrency
 	}
 	g.SetLimit(limit)
-	var manifests []heldBlob
-	results := make(chan pushed, len(p.held))
-	for _, h := range p.held {
-		if node, ok := sum.Nodes[h.desc.Digest]; ok {
-			manifests = append(manifests, heldBlob{node.Descriptor, h.data})
+	var manifests []ocispec.Descriptor
+	results := make(chan pushed, len(sum.order))
+	for _, d := range sum.order {
+		if node, ok := sum.Nodes[d]; ok {
+			manifests = append(manifests, node.Descriptor)
 			continue
 		}
+		desc := ocispec.Descriptor{MediaType: "application/octet-stream", Digest: d, Size: int64(len(sum.json[d]))}
 		g.Go(func() error {
-			return p.blobConcurrent(gctx, h, results)
+			return p.blobConcurrent(gctx, desc, sum.json[d], results)
 		})
 	}
 	if err := g.Wait(); err != nil {
@@ -239,7 +228,7 @@ func (p *pusher) finish(ctx context.Context, sum *Summary, r *Reader, tag string
 		p.count(r.desc, r.uploaded)
 	}
 	for _, m := range manifests {
-		desc := ocispec.Descriptor{MediaType: m.desc.MediaType, Digest: m.desc.Digest, Size: m.desc.Size}
+		desc := ocispec.Descriptor{MediaType: m.MediaType, Digest: m.Digest, Size: m.Size}
 		ok, err := p.repo.Manifests().Exists(ctx, desc)
 		if err != nil {
 			return fmt.Errorf("check manifest %s: %w", desc.Digest, err)
@@ -248,7 +237,7 @@ func (p *pusher) finish(ctx context.Context, sum *Summary, r *Reader, tag string
 			p.count(desc, false)
 			continue
 		}
-		if err := p.repo.Manifests().Push(ctx, desc, bytes.NewReader(m.data)); err != nil {
+		if err := p.repo.Manifests().Push(ctx, desc, bytes.NewReader(sum.json[m.Digest])); err != nil {
 			return fmt.Errorf("push manifest %s: %w", desc.Digest, err)
 		}
 		p.count(desc, true)
@@ -258,11 +247,11 @@ func (p *pusher) finish(ctx context.Context, sum *Summary, r *Reader, tag string
 			return fmt.Errorf("tag %s: %w", tag, err)
 		}
 	}
-	for _, d := range r.Index.Manifests {
-		if t := d.Annotations[ocispec.AnnotationRefName]; t != "" && d.Digest != r.Root.Digest {
-			if err := p.repo.Tag(ctx, rootDescriptor(d), t); err != nil {
-				return fmt.Errorf("tag %s: %w", t, err)
-			}
+	// index.json holds the root and at most its signature (checkIndex).
+	for _, d := range signatureEntries(r.Root.Digest, r.Index.Manifests) {
+		t := d.Annotations[ocispec.AnnotationRefName]
+		if err := p.repo.Tag(ctx, rootDescriptor(d), t); err != nil {
+			return fmt.Errorf("tag %s: %w", t, err)
 		}
 	}
 	return nil
@@ -276,18 +265,17 @@ type pushed struct {
 
 // blobConcurrent uploads a held blob from a worker; outcomes are reported on
 // results and counted by the caller, not concurrently.
-func (p *pusher) blobConcurrent(ctx context.Context, h heldBlob, results chan<- pushed) error {
-	blobs := p.repo.Blobs()
-	ok, err := blobs.Exists(ctx, h.desc)
+func (p *pusher) blobConcurrent(ctx context.Context, desc ocispec.Descriptor, data []byte, results chan<- pushed) error {
+	ok, err := p.repo.Blobs().Exists(ctx, desc)
 	if err != nil {
-		return fmt.Errorf("check blob %s: %w", h.desc.Digest, err)
+		return fmt.Errorf("check blob %s: %w", desc.Digest, err)
 	}
 	if !ok {
-		if err := blobs.Push(ctx, h.desc, bytes.NewReader(h.data)); err != nil {
-			return fmt.Errorf("upload blob %s: %w", h.desc.Digest, err)
+		if err := pushBlob(ctx, p.repo, desc, bytes.NewReader(data), nil, ""); err != nil {
+			return fmt.Errorf("upload blob %s: %w", desc.Digest, err)
 		}
 	}
-	results <- pushed{h.desc, !ok}
+	results <- pushed{desc, !ok}
 	return nil
 }
 

@@ -10,11 +10,13 @@ import (
 	"hash"
 	"io"
 	"io/fs"
+	"math"
 	"os"
-	"path"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
@@ -44,6 +46,10 @@ type Reader struct {
 	// Index is the layout's index.json; Root the package root it names.
 	Index ocispec.Index
 	Root  ocispec.Descriptor
+	// head is the digest of the head (ferry.json, oci-layout, index.json)
+	// as Open read it: a later walk refuses an archive whose head changed,
+	// so what was verified is what is pushed.
+	head digest.Digest
 }
 
 // Open opens a package archive or layout folder and reads its head:
@@ -68,12 +74,26 @@ func Open(ctx context.Context, p string) (*Reader, error) {
 // Path is where the package was opened from.
 func (r *Reader) Path() string { return r.path }
 
-// openArchive reads the three leading entries of an archive.
+// openArchive reads the three leading entries of an archive. A .tar.zst
+// whose ferry.json accounts for more than MaxExpansion times its size is
+// refused there: a real package's blobs compress less than that, a zstd
+// bomb's much more.
 func (r *Reader) openArchive() error {
-	return r.withTar(func(tr *tar.Reader) error {
+	var size int64
+	err := r.withTar(func(tr *tar.Reader) error {
 		_, err := r.readHead(tr)
 		return err
 	})
+	if err != nil {
+		return err
+	}
+	if fi, err := os.Stat(r.path); err == nil {
+		size = fi.Size()
+	}
+	if claimed := claimedSize(r.Config); r.format == FormatTarZstd && claimed > expansionFloor+MaxExpansion*size {
+		return fmt.Errorf("%w: %s accounts for %d bytes of blobs, more than %d times the archive's %d bytes (a zstd bomb?)", ErrCorrupt, ConfigFileName, claimed, MaxExpansion, size)
+	}
+	return nil
 }
 
 // withTar opens the archive, undoing zstd when present, and hands its tar
@@ -122,8 +142,8 @@ func next(tr *tar.Reader) (*tar.Header, error) {
 
 // readEntry reads a small entry whole.
 func readEntry(tr *tar.Reader, h *tar.Header) ([]byte, error) {
-	if h.Size > manifestLimit {
-		return nil, fmt.Errorf("%w: %s is %d bytes", ErrCorrupt, h.Name, h.Size)
+	if h.Size > MaxManifestSize {
+		return nil, fmt.Errorf("%w: %s is %d bytes, more than the %d a package allows", ErrCorrupt, h.Name, h.Size, MaxManifestSize)
 	}
 	data, err := io.ReadAll(tr)
 	if err != nil {
@@ -169,35 +189,95 @@ func (r *Reader) readHead(tr *tar.Reader) (int, error) {
 	return len(want), nil
 }
 
-// setHead parses and checks ferry.json, oci-layout and index.json.
+// headDigest identifies a package's head: ferry.json, oci-layout and
+// index.json, each with its length.
+func headDigest(parts ...[]byte) digest.Digest {
+	d := digest.SHA256.Digester()
+	for _, p := range parts {
+		fmt.Fprintf(d.Hash(), "%d\n", len(p))
+		d.Hash().Write(p)
+	}
+	return d.Digest()
+}
+
+// setHead parses and checks ferry.json, oci-layout and index.json. Read
+// again by a later walk, the head must be the one Open read.
 func (r *Reader) setHead(configData, layout, index []byte) error {
+	head := headDigest(configData, layout, index)
+	if r.head != "" {
+		if head != r.head {
+			return fmt.Errorf("%w: the package changed since it was opened (its ferry.json, oci-layout or index.json differ)", ErrCorrupt)
+		}
+		return nil
+	}
 	var l ocispec.ImageLayout
 	if err := json.Unmarshal(layout, &l); err != nil || l.Version != ocispec.ImageLayoutVersion {
 		return fmt.Errorf("%w: invalid oci-layout", ErrCorrupt)
 	}
-	if err := json.Unmarshal(index, &r.Index); err != nil {
+	var idx ocispec.Index
+	if err := json.Unmarshal(index, &idx); err != nil {
 		return fmt.Errorf("%w: index.json: %v", ErrCorrupt, err)
 	}
+	root, err := checkIndex(idx.Manifests)
+	if err != nil {
+		return err
+	}
+	if err := r.setConfig(configData); err != nil {
+		return err
+	}
+	r.Index, r.Root, r.head = idx, root, head
+	return nil
+}
+
+// checkIndex checks index.json's entries and returns the package root. A
+// package is its root, what the root reaches, and signatures over the
+// root: index.json names the root and, at most once, the signature
+// manifest cosign tags for it (SignatureTag). Any other entry — an image, a
+// second root, a manifest tagged like the package's version — is covered
+// by no signature, and would be pushed and tagged beside the package, so
+// it is refused before anything is read or written.
+func checkIndex(entries []ocispec.Descriptor) (ocispec.Descriptor, error) {
 	var roots []ocispec.Descriptor
-	for _, d := range r.Index.Manifests {
+	for _, d := range entries {
+		if err := checkDescriptor(d); err != nil {
+			return ocispec.Descriptor{}, fmt.Errorf("%w: index.json: %v", ErrCorrupt, err)
+		}
 		if d.ArtifactType == ArtifactTypePackage {
 			roots = append(roots, d)
 		}
 	}
-	switch len(roots) {
-	case 0:
-		return fmt.Errorf("%w: index.json names no package root", ErrNotPackage)
-	case 1:
-		r.Root = roots[0]
-	default:
-		return fmt.Errorf("%w: index.json names %d package roots", ErrCorrupt, len(roots))
+	switch {
+	case len(roots) == 0:
+		return ocispec.Descriptor{}, fmt.Errorf("%w: index.json names no package root", ErrNotPackage)
+	case len(roots) > 1:
+		return ocispec.Descriptor{}, fmt.Errorf("%w: index.json names %d package roots", ErrCorrupt, len(roots))
 	}
-	for _, d := range r.Index.Manifests {
-		if err := checkDescriptor(d); err != nil {
-			return fmt.Errorf("%w: index.json: %v", ErrCorrupt, err)
+	root := roots[0]
+	if root.MediaType != ocispec.MediaTypeImageIndex {
+		return ocispec.Descriptor{}, fmt.Errorf("%w: the package root %s is a %q, not an image index", ErrCorrupt, root.Digest, root.MediaType)
+	}
+	if root.Size > MaxManifestSize {
+		return ocispec.Descriptor{}, fmt.Errorf("%w: the package root %s is %d bytes, more than the %d a manifest may have", ErrCorrupt, root.Digest, root.Size, MaxManifestSize)
+	}
+	sigTag, sigs := SignatureTag(root.Digest), 0
+	for i, d := range entries {
+		if d.ArtifactType == ArtifactTypePackage {
+			continue
 		}
+		if d.Digest != root.Digest && d.MediaType == ocispec.MediaTypeImageManifest && d.Annotations[ocispec.AnnotationRefName] == sigTag && sigs == 0 {
+			if d.Size > MaxManifestSize {
+				return ocispec.Descriptor{}, fmt.Errorf("%w: signature manifest %s is %d bytes, more than the %d a manifest may have", ErrCorrupt, d.Digest, d.Size, MaxManifestSize)
+			}
+			sigs++
+			continue
+		}
+		what := d.Digest.String()
+		if ref := d.Annotations[ocispec.AnnotationRefName]; ref != "" {
+			what += ", tagged " + strconv.Quote(ref)
+		}
+		return ocispec.Descriptor{}, fmt.Errorf("%w: index.json entry %d (%s) is neither the package root %s nor its signature: nothing outside the signed root may travel in a package", ErrCorrupt, i+1, what, root.Digest)
 	}
-	return r.setConfig(configData)
+	return root, nil
 }
 
 // setConfig parses ferry.json; nil data leaves the config unset.
@@ -255,9 +335,11 @@ type Summary struct {
 	Size  int64
 	// Nodes holds every manifest and index reachable from index.json, by digest.
 	Nodes map[digest.Digest]Node
-	// json holds every small JSON blob (manifests, configs, signature
-	// payloads), verified, by digest.
-	json map[digest.Digest][]byte
+	// json holds the small JSON blobs the graph check needs (manifests,
+	// indexes, signature payloads), verified, by digest; order lists them
+	// as stored.
+	json  map[digest.Digest][]byte
+	order []digest.Digest
 }
 
 // Node is a manifest or index of the package graph.
@@ -269,18 +351,33 @@ type Node struct {
 // Walk reads every blob once, in stored order (children before parents),
 // verifying each against its digest, calls fn (if not nil) for each, and
 // finally checks the graph: every blob reachable from index.json present with
-// its size, none left over, ferry.json equal to the package config blob.
+// its size, none left over, ferry.json equal to the package config blob,
+// signatures shaped as cosign makes them. Memory stays bounded: only
+// manifests, indexes and signature payloads are held (MaxGraphSize in all),
+// and a package whose blobs exceed what ferry.json accounts for, or
+// MaxBlobs, is refused as soon as the excess is seen.
 func (r *Reader) Walk(ctx context.Context, fn BlobFunc, progress ProgressFunc) (*Summary, error) {
-	return r.walk(ctx, fn, progress, nil)
+	return r.walk(ctx, walkOptions{fn: fn, progress: progress, graph: true})
 }
 
-// walk is Walk, except that blobs larger than manifestLimit for which skip
-// (if not nil; called in stored order) reports true are passed over: not
-// read, not verified, not handed to fn. Several walks, each skipping what
-// the others take, read one package in parallel; each must run on its own
-// copy of the Reader.
-func (r *Reader) walk(ctx context.Context, fn BlobFunc, progress ProgressFunc, skip func(ocispec.Descriptor) bool) (*Summary, error) {
-	w := &walker{r: r, fn: fn, progress: progress, skip: skip, sizes: map[digest.Digest]int64{}, small: map[digest.Digest][]byte{}, buf: make([]byte, copyBufferSize), copyBuf: make([]byte, 256<<10)}
+// walkOptions configures one walk.
+type walkOptions struct {
+	fn       BlobFunc
+	progress ProgressFunc
+	// skip, if not nil, is asked (in stored order) about each blob larger
+	// than MaxManifestSize; one it reports true for is passed over: not
+	// read, not verified, not handed to fn. Several walks, each skipping
+	// what the others take, read one package in parallel; each must run on
+	// its own copy of the Reader.
+	skip func(ocispec.Descriptor) bool
+	// graph keeps the graph's JSON and checks the graph at the end; of
+	// several parallel walks, one does.
+	graph bool
+}
+
+func (r *Reader) walk(ctx context.Context, opts walkOptions) (*Summary, error) {
+	w := &walker{r: r, walkOptions: opts, sizes: map[digest.Digest]int64{}, kept: map[digest.Digest][]byte{},
+		budget: sizeBudget(r.Config, len(r.ConfigData)), buf: make([]byte, copyBufferSize), copyBuf: make([]byte, 256<<10)}
 	var err error
 	if r.isDir {
 		err = w.walkDir(ctx)
@@ -290,6 +387,9 @@ func (r *Reader) walk(ctx context.Context, fn BlobFunc, progress ProgressFunc, s
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", r.path, err)
 	}
+	if !opts.graph {
+		return &Summary{Blobs: w.blobs, Size: w.total}, nil
+	}
 	sum, err := w.finish()
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", r.path, err)
@@ -298,15 +398,60 @@ func (r *Reader) walk(ctx context.Context, fn BlobFunc, progress ProgressFunc, s
 }
 
 type walker struct {
-	r        *Reader
-	fn       BlobFunc
-	skip     func(ocispec.Descriptor) bool
-	progress ProgressFunc
-	sizes    map[digest.Digest]int64
-	small    map[digest.Digest][]byte // JSON-looking blobs, for the graph check
+	r *Reader
+	walkOptions
+	sizes    map[digest.Digest]int64  // by the walk that checks the graph
+	blobs    int                      // blobs seen
+	kept     map[digest.Digest][]byte // graphJSON blobs, for the graph check
+	order    []digest.Digest          // kept, in stored order
+	keptSize int64
 	total    int64
+	budget   int64  // the most bytes of blobs ferry.json accounts for
 	buf      []byte // the prefetch chunks
 	copyBuf  []byte
+}
+
+// sizeBudget is the most bytes of blobs a package whose ferry.json is cfg
+// (of n bytes) can hold: every image, chart, manifest bundle and file at the
+// size ferry.json records (shared blobs counted each time), ferry.json
+// itself, the root index and the package manifest, and the signatures. A
+// blob beyond it cannot be part of the package; the graph check would
+// refuse it at the end, the budget refuses it before it is read. Whether
+// ferry.json tells the truth is checked against the graph.
+func sizeBudget(cfg *Config, n int) int64 {
+	if cfg == nil {
+		return sizeCeiling
+	}
+	return min(claimedSize(cfg)+int64(n)+3*MaxManifestSize+MaxSignatures*MaxSignaturePayload, sizeCeiling)
+}
+
+// sizeCeiling bounds size sums, far from overflow.
+const sizeCeiling = math.MaxInt64 / 4
+
+// claimedSize adds up the sizes ferry.json records for its images, charts,
+// manifest bundles and files.
+func claimedSize(cfg *Config) int64 {
+	var b int64
+	add := func(size int64) {
+		if size > 0 {
+			b = min(b+min(size, sizeCeiling), sizeCeiling)
+		}
+	}
+	for _, c := range cfg.Components {
+		for _, i := range c.Images {
+			add(i.Size)
+		}
+		for _, h := range c.Charts {
+			add(h.Size)
+		}
+		for _, m := range c.Manifests {
+			add(m.Size)
+		}
+		for _, f := range c.Files {
+			add(f.Size)
+		}
+	}
+	return b
 }
 
 func (w *walker) walkTar(ctx context.Context, tr *tar.Reader) error {
@@ -339,7 +484,7 @@ func (w *walker) walkTar(ctx context.Context, tr *tar.Reader) error {
 		if err != nil {
 			return err
 		}
-		if _, dup := w.sizes[d]; dup {
+		if _, dup := w.sizes[d]; dup && w.graph {
 			return fmt.Errorf("%w: duplicate entry %q", ErrCorrupt, h.Name)
 		}
 		if err := w.blob(ocispec.Descriptor{Digest: d, Size: h.Size}, tr); err != nil {
@@ -365,17 +510,22 @@ func blobDigest(name string) (digest.Digest, error) {
 // reader ends in a *corruptBlobError instead of io.EOF when the bytes do
 // not match the digest, so fn never takes a damaged blob for a whole one.
 func (w *walker) blob(desc ocispec.Descriptor, src io.Reader) error {
+	if w.blobs >= MaxBlobs {
+		return fmt.Errorf("%w: more than %d blobs", ErrCorrupt, MaxBlobs)
+	}
+	if desc.Size < 0 || w.total+desc.Size > w.budget {
+		return fmt.Errorf("%w: blob %s (%d bytes) is more than %s accounts for: the package's blobs may total %d bytes", ErrCorrupt, desc.Digest, desc.Size, ConfigFileName, w.budget)
+	}
 	if desc.Size > manifestLimit && w.skip != nil && w.skip(desc) {
 		// Another walk verifies it, or it is not needed. Nothing is read:
 		// archive/tar seeks past it (and fails on a truncated archive); a
 		// layout folder's file need not be opened at all.
-		w.sizes[desc.Digest] = desc.Size
-		w.total += desc.Size
+		w.seen(desc)
 		return nil
 	}
 	var keep *bytes.Buffer
-	if desc.Size <= manifestLimit {
-		keep = &bytes.Buffer{}
+	if w.graph && desc.Size <= manifestLimit {
+		keep = bytes.NewBuffer(make([]byte, 0, desc.Size))
 	}
 	if !desc.Digest.Algorithm().Available() {
 		return fmt.Errorf("%w: blob %s: unsupported digest algorithm", ErrCorrupt, desc.Digest)
@@ -400,15 +550,29 @@ func (w *walker) blob(desc ocispec.Descriptor, src io.Reader) error {
 	case err != nil:
 		return fmt.Errorf("%w: blob %s: %v", ErrCorrupt, desc.Digest, err)
 	}
-	if keep != nil && looksJSON(keep.Bytes()) {
-		w.small[desc.Digest] = keep.Bytes()
+	if keep != nil && graphJSON(keep.Bytes()) {
+		if w.keptSize += int64(keep.Len()); w.keptSize > MaxGraphSize {
+			return fmt.Errorf("%w: its manifests, indexes and signatures total more than %d bytes", ErrCorrupt, MaxGraphSize)
+		}
+		w.kept[desc.Digest] = keep.Bytes()
+		w.order = append(w.order, desc.Digest)
 	}
-	w.sizes[desc.Digest] = desc.Size
-	w.total += desc.Size
+	w.seen(desc)
 	if w.progress != nil {
-		w.progress(Progress{Phase: PhaseRead, Digest: desc.Digest, Bytes: w.total, Blobs: len(w.sizes)})
+		w.progress(Progress{Phase: PhaseRead, Digest: desc.Digest, Bytes: w.total, Blobs: w.blobs})
 	}
 	return nil
+}
+
+// seen counts a blob; the walk that checks the graph records its size. (Of
+// parallel walks over a package of MaxBlobs blobs, each map would cost
+// about 15 MiB.)
+func (w *walker) seen(desc ocispec.Descriptor) {
+	if w.graph {
+		w.sizes[desc.Digest] = desc.Size
+	}
+	w.blobs++
+	w.total += desc.Size
 }
 
 // prefetchChunks is how many chunks of its buffer a prefetchReader keeps
@@ -585,9 +749,21 @@ func looksJSON(b []byte) bool {
 	return len(b) > 0 && b[0] == '{'
 }
 
-// walkDir visits a layout folder's graph children-before-parents.
+// graphJSON reports whether a small blob is one the graph check may need:
+// JSON that names "manifests" (an index), "layers" (a manifest) or
+// "critical" (a cosign signature payload). Configs, charts and files are
+// not: a walk holds only these, so its memory does not grow with the blobs
+// a package has, and a manifest that is not held cannot be in the graph
+// (a manifest that spells its keys otherwise, with escapes, is refused).
+// A byte search, not a parse: a hostile archive may hold many megabytes of
+// JSON-looking blobs.
+func graphJSON(b []byte) bool {
+	return looksJSON(b) && (bytes.Contains(b, []byte(`"layers"`)) || bytes.Contains(b, []byte(`"manifests"`)) || bytes.Contains(b, []byte(`"critical"`)))
+}
+
+// walkDir visits a layout folder's graph children-before-parents. Every
+// file it opens must be a regular file (see openRegular).
 func (w *walker) walkDir(ctx context.Context) error {
-	root := w.r.path
 	visited := map[digest.Digest]bool{}
 	var visit func(d ocispec.Descriptor) error
 	visit = func(d ocispec.Descriptor) error {
@@ -601,9 +777,8 @@ func (w *walker) walkDir(ctx context.Context) error {
 		if err := checkDescriptor(d); err != nil {
 			return fmt.Errorf("%w: %v", ErrCorrupt, err)
 		}
-		p := filepath.Join(root, filepath.FromSlash(blobPath(d.Digest)))
 		if isContainer(d.MediaType) {
-			data, err := readBlobFile(p, d)
+			data, err := w.r.readBlobFile(d)
 			if err != nil {
 				return err
 			}
@@ -618,17 +793,11 @@ func (w *walker) walkDir(ctx context.Context) error {
 			}
 			return w.blob(d, bytes.NewReader(data))
 		}
-		f, err := os.Open(p)
-		if errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("%w: blob %s missing", ErrCorrupt, d.Digest)
-		}
+		f, err := w.r.openBlobFile(d)
 		if err != nil {
 			return err
 		}
 		defer f.Close()
-		if fi, err := f.Stat(); err != nil || fi.Size() != d.Size {
-			return fmt.Errorf("%w: blob %s does not match its digest (size)", ErrCorrupt, d.Digest)
-		}
 		return w.blob(d, f)
 	}
 	for _, d := range w.r.Index.Manifests {
@@ -639,14 +808,81 @@ func (w *walker) walkDir(ctx context.Context) error {
 	return nil
 }
 
-func readBlobFile(p string, d ocispec.Descriptor) ([]byte, error) {
-	if d.Size > manifestLimit {
-		return nil, fmt.Errorf("%w: manifest %s is %d bytes", ErrCorrupt, d.Digest, d.Size)
+// openRegular opens name, a file of a layout folder, for reading. It must
+// be a regular file: a link (even to a regular file: archives refuse links
+// too), a device or a FIFO is refused as ErrUnsafeEntry. The file is opened
+// without following a link and without blocking, so a FIFO cannot hang the
+// reader and a swap after a check cannot fool it.
+func openRegular(p, name string) (*os.File, os.FileInfo, error) {
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if errors.Is(err, syscall.ELOOP) {
+		return nil, nil, fmt.Errorf("%w: %q is a link", ErrUnsafeEntry, name)
 	}
-	data, err := os.ReadFile(p)
+	if err != nil {
+		return nil, nil, err
+	}
+	fi, err := f.Stat()
+	if err == nil && !fi.Mode().IsRegular() {
+		err = fmt.Errorf("%w: %q is not a regular file (%s)", ErrUnsafeEntry, name, fi.Mode().Type())
+	}
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	return f, fi, nil
+}
+
+// readRegular reads name, a regular file of a layout folder of at most
+// limit bytes, whole.
+func readRegular(p, name string, limit int64) ([]byte, error) {
+	f, fi, err := openRegular(p, name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if fi.Size() > limit {
+		return nil, fmt.Errorf("%w: %s is %d bytes, more than the %d a package allows", ErrCorrupt, name, fi.Size(), limit)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) > limit {
+		return nil, fmt.Errorf("%w: %s grew past %d bytes while read", ErrCorrupt, name, limit)
+	}
+	return data, nil
+}
+
+// openBlobFile opens the layout folder's file of blob d, which must be a
+// regular file of d's size.
+func (r *Reader) openBlobFile(d ocispec.Descriptor) (*os.File, error) {
+	name := blobPath(d.Digest)
+	f, fi, err := openRegular(filepath.Join(r.path, filepath.FromSlash(name)), name)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("%w: blob %s missing", ErrCorrupt, d.Digest)
 	}
+	if err != nil {
+		return nil, err
+	}
+	if fi.Size() != d.Size {
+		f.Close()
+		return nil, fmt.Errorf("%w: blob %s does not match its digest (size)", ErrCorrupt, d.Digest)
+	}
+	return f, nil
+}
+
+// readBlobFile reads a manifest, index or config from the layout folder,
+// verified against d.
+func (r *Reader) readBlobFile(d ocispec.Descriptor) ([]byte, error) {
+	if d.Size > manifestLimit {
+		return nil, fmt.Errorf("%w: manifest %s is %d bytes, more than the %d a manifest may have", ErrCorrupt, d.Digest, d.Size, manifestLimit)
+	}
+	f, err := r.openBlobFile(d)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, d.Size+1))
 	if err != nil {
 		return nil, err
 	}
@@ -658,7 +894,7 @@ func readBlobFile(p string, d ocispec.Descriptor) ([]byte, error) {
 
 // finish checks the graph once every blob has been seen.
 func (w *walker) finish() (*Summary, error) {
-	sum := &Summary{Blobs: len(w.sizes), Size: w.total, Nodes: map[digest.Digest]Node{}, json: w.small}
+	sum := &Summary{Blobs: w.blobs, Size: w.total, Nodes: map[digest.Digest]Node{}, json: w.kept, order: w.order}
 	reached := map[digest.Digest]bool{}
 	var visit func(d ocispec.Descriptor) error
 	visit = func(d ocispec.Descriptor) error {
@@ -676,9 +912,9 @@ func (w *walker) finish() (*Summary, error) {
 		if !isContainer(d.MediaType) {
 			return nil
 		}
-		data, ok := w.small[d.Digest]
+		data, ok := w.kept[d.Digest]
 		if !ok {
-			return fmt.Errorf("%w: manifest %s is not JSON", ErrCorrupt, d.Digest)
+			return fmt.Errorf("%w: manifest %s is not a JSON manifest or index", ErrCorrupt, d.Digest)
 		}
 		sum.Nodes[d.Digest] = Node{Descriptor: d, Data: data}
 		kids, err := children(d.MediaType, data)
@@ -705,6 +941,18 @@ func (w *walker) finish() (*Summary, error) {
 			return nil, fmt.Errorf("%w: blob %s is not referenced by the package", ErrCorrupt, d)
 		}
 	}
+	for _, d := range signatureEntries(w.r.Root.Digest, w.r.Index.Manifests) {
+		err := checkSignatureManifest(w.r.Root.Digest, sum.Nodes[d.Digest].Data, func(l ocispec.Descriptor) ([]byte, error) {
+			data, ok := w.kept[l.Digest]
+			if !ok {
+				return nil, fmt.Errorf("%w: signature payload %s is not a JSON document", ErrCorrupt, l.Digest)
+			}
+			return data, nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
 	// The package manifest's config is ferry.json.
 	rootNode := sum.Nodes[w.r.Root.Digest]
 	var root ocispec.Index
@@ -725,38 +973,41 @@ func (w *walker) finish() (*Summary, error) {
 	if err := json.Unmarshal(sum.Nodes[pkg.Digest].Data, &pm); err != nil || pm.Config.MediaType != MediaTypeConfig {
 		return nil, fmt.Errorf("%w: package manifest %s has no ferry config", ErrCorrupt, pkg.Digest)
 	}
-	if w.r.ConfigData == nil {
-		data, ok := w.small[pm.Config.Digest]
-		if !ok {
-			return nil, fmt.Errorf("%w: blob %s (%s) missing", ErrCorrupt, pm.Config.Digest, ConfigFileName)
-		}
-		var cfg Config
-		if err := json.Unmarshal(data, &cfg); err != nil {
-			return nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, ConfigFileName, err)
-		}
-		w.r.Config, w.r.ConfigData = &cfg, data
-	} else if digest.SHA256.FromBytes(w.r.ConfigData) != pm.Config.Digest {
+	if digest.SHA256.FromBytes(w.r.ConfigData) != pm.Config.Digest {
 		return nil, fmt.Errorf("%w: %s differs from the package config blob %s", ErrCorrupt, ConfigFileName, pm.Config.Digest)
 	}
 	return sum, nil
 }
 
 // openDir reads a layout folder's oci-layout and index.json, and ferry.json
-// when present (it is checked against the config blob by Walk).
+// when present (it is checked against the config blob by Walk). Each must
+// be a regular file of at most MaxManifestSize bytes, and blobs/ and
+// blobs/sha256/ folders, not links.
 func (r *Reader) openDir() error {
-	layout, err := os.ReadFile(filepath.Join(r.path, layoutFileName))
-	if err != nil {
-		return fmt.Errorf("%w: no oci-layout file", ErrNotPackage)
+	head := func(name string, required error) ([]byte, error) {
+		data, err := readRegular(filepath.Join(r.path, name), name, MaxManifestSize)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, required
+		}
+		return data, err
 	}
-	index, err := os.ReadFile(filepath.Join(r.path, indexFileName))
+	layout, err := head(layoutFileName, fmt.Errorf("%w: no oci-layout file", ErrNotPackage))
 	if err != nil {
-		return fmt.Errorf("%w: no index.json", ErrNotPackage)
-	}
-	cfg, err := os.ReadFile(filepath.Join(r.path, ConfigFileName))
-	if errors.Is(err, fs.ErrNotExist) {
-		cfg = nil
-	} else if err != nil {
 		return err
+	}
+	index, err := head(indexFileName, fmt.Errorf("%w: no index.json", ErrNotPackage))
+	if err != nil {
+		return err
+	}
+	cfg, err := head(ConfigFileName, nil)
+	if err != nil {
+		return err
+	}
+	for _, dir := range []string{blobsDir, blobsSHA256Dir} {
+		fi, err := os.Lstat(filepath.Join(r.path, filepath.FromSlash(dir)))
+		if err == nil && !fi.IsDir() {
+			return fmt.Errorf("%w: %q is not a folder", ErrUnsafeEntry, strings.TrimSuffix(dir, "/"))
+		}
 	}
 	if err := r.setHead(cfg, layout, index); err != nil {
 		return err
@@ -769,8 +1020,7 @@ func (r *Reader) openDir() error {
 }
 
 func (r *Reader) configFromGraph() error {
-	rp := func(d digest.Digest) string { return filepath.Join(r.path, filepath.FromSlash(path.Join(blobPath(d)))) }
-	data, err := readBlobFile(rp(r.Root.Digest), r.Root)
+	data, err := r.readBlobFile(r.Root)
 	if err != nil {
 		return err
 	}
@@ -782,7 +1032,7 @@ func (r *Reader) configFromGraph() error {
 		if m.Annotations[AnnotationKind] != KindPackage {
 			continue
 		}
-		mdata, err := readBlobFile(rp(m.Digest), m)
+		mdata, err := r.readBlobFile(m)
 		if err != nil {
 			return err
 		}
@@ -790,7 +1040,7 @@ func (r *Reader) configFromGraph() error {
 		if err := json.Unmarshal(mdata, &pm); err != nil {
 			return fmt.Errorf("%w: package manifest: %v", ErrCorrupt, err)
 		}
-		cdata, err := readBlobFile(rp(pm.Config.Digest), pm.Config)
+		cdata, err := r.readBlobFile(pm.Config)
 		if err != nil {
 			return err
 		}

@@ -59,6 +59,49 @@ func signatureEntries(root digest.Digest, index []ocispec.Descriptor) []ocispec.
 	return out
 }
 
+// checkSignatureManifest checks that a signature manifest stored for root
+// is shaped as cosign makes it, within ferry's limits: a small config and 1
+// to MaxSignatures layers, each a simple-signing payload of at most
+// MaxSignaturePayload bytes naming root. fetch returns a layer's bytes,
+// verified. Whether a signature is valid is Verify's question; this one is
+// whether the entry holds signatures over this root and nothing else, since
+// no signature covers it.
+func checkSignatureManifest(root digest.Digest, data []byte, fetch func(ocispec.Descriptor) ([]byte, error)) error {
+	var m ocispec.Manifest
+	if err := json.Unmarshal(data, &m); err != nil {
+		return fmt.Errorf("%w: signature manifest: %v", ErrCorrupt, err)
+	}
+	switch {
+	case m.Config.Size > MaxSignaturePayload:
+		return fmt.Errorf("%w: signature manifest's config %s is %d bytes, more than %d", ErrCorrupt, m.Config.Digest, m.Config.Size, MaxSignaturePayload)
+	case len(m.Layers) == 0:
+		return fmt.Errorf("%w: signature manifest holds no signature", ErrCorrupt)
+	case len(m.Layers) > MaxSignatures:
+		return fmt.Errorf("%w: signature manifest holds %d signatures, more than %d", ErrCorrupt, len(m.Layers), MaxSignatures)
+	}
+	for i, l := range m.Layers {
+		n := i + 1
+		if l.MediaType != MediaTypeSimpleSigning {
+			return fmt.Errorf("%w: signature %d (%s) is a %q, not a cosign signature payload", ErrCorrupt, n, l.Digest, l.MediaType)
+		}
+		if l.Size > MaxSignaturePayload {
+			return fmt.Errorf("%w: signature %d (%s) is %d bytes, more than %d", ErrCorrupt, n, l.Digest, l.Size, MaxSignaturePayload)
+		}
+		body, err := fetch(l)
+		if err != nil {
+			return err
+		}
+		var p payload.SimpleContainerImage
+		if err := json.Unmarshal(body, &p); err != nil || p.Critical.Type != payload.CosignSignatureType {
+			return fmt.Errorf("%w: signature %d (%s) is not a cosign signature payload", ErrCorrupt, n, l.Digest)
+		}
+		if p.Critical.Image.DockerManifestDigest != root.String() {
+			return fmt.Errorf("%w: signature %d is over %s, not the package root %s", ErrSignature, n, p.Critical.Image.DockerManifestDigest, root)
+		}
+	}
+	return nil
+}
+
 // readSignatures parses signature manifests into cosign signatures, fetching
 // each payload (fetch must verify it against its descriptor).
 func readSignatures(manifests [][]byte, fetch func(ocispec.Descriptor) ([]byte, error)) ([]oci.Signature, error) {

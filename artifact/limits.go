@@ -1,0 +1,48 @@
+package artifact
+
+// Limits on what ferry reads from a package, whatever its source (archive,
+// layout folder, registry). Real packages stay far below each of them; a
+// package over one is refused with ErrCorrupt, as early as the limit can be
+// known, so that hostile input costs little memory and time. The README's
+// verification section lists them.
+const (
+	// MaxManifestSize bounds one manifest or index, ferry.json, index.json
+	// and oci-layout (4 MiB, distribution's own limit for manifests).
+	MaxManifestSize = 4 << 20
+
+	// MaxGraphSize bounds the manifests, indexes and signature payloads of
+	// one package held in memory together for the graph check (32 MiB; a
+	// package of 1,000 multi-platform images needs about 5 MiB). Other
+	// blobs are never held.
+	MaxGraphSize = 32 << 20
+
+	// MaxBlobs bounds the number of blobs in one package (100,000).
+	MaxBlobs = 100_000
+
+	// MaxSignatures bounds the signatures stored over one package root
+	// (256), MaxSignaturePayload the size of one signature's payload
+	// (64 KiB; cosign's are about 300 bytes).
+	MaxSignatures       = 256
+	MaxSignaturePayload = 64 << 10
+
+	// MaxZstdWindow bounds the window a .tar.zst frame may declare, which
+	// is the memory its decoder needs (8 MiB: what zstd levels 1 to 19
+	// use; ferry writes 4 MiB; --ultra and --long archives are refused).
+	MaxZstdWindow = 8 << 20
+
+	// MaxExpansion bounds how many times its compressed size a .tar.zst may
+	// expand to, counted from the start of the archive, once it has given
+	// more than expansionFloor bytes (a zstd bomb: 269 KB to 8 GiB is
+	// 31,000×; a real package's JSON, YAML and uncompressed layers give 2–20×,
+	// and its gzip layers 1×). The sizes ferry.json records, shared blobs
+	// counted each time, may add up to at most this many times the archive's
+	// size too.
+	MaxExpansion = 100
+)
+
+// expansionFloor is how many decompressed bytes a .tar.zst may give before
+// MaxExpansion applies (256 KiB): a very small archive may expand more.
+const expansionFloor = 256 << 10
+
+// manifestLimit is MaxManifestSize, under the name the code grew with.
+const manifestLimit = MaxManifestSize
