@@ -72,6 +72,7 @@ FUZZFLAGS ?= -fuzzminimizetime 1s
 fuzz:
 	$(GO) test ./artifact -run '^$$' -fuzz '^FuzzParseDefinition$$' -fuzztime $(FUZZTIME) $(FUZZFLAGS)
 	$(GO) test ./artifact -run '^$$' -fuzz '^FuzzReadArchive$$' -fuzztime $(FUZZTIME) $(FUZZFLAGS)
+	$(GO) test ./artifact -run '^$$' -fuzz '^FuzzReadLayout$$' -fuzztime $(FUZZTIME) $(FUZZFLAGS)
 
 bench: deps build
 	$(GO) test ./artifact -run '^$$' -bench . -benchtime 1x -timeout 60m

@@ -4,10 +4,13 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/ferrypkg/ferry/artifact"
 )
@@ -85,6 +88,77 @@ func FuzzReadArchive(f *testing.F) {
 		}
 		if rep.Root == "" || rep.Name == "" {
 			t.Fatalf("accepted a package without root or name")
+		}
+	})
+}
+
+// FuzzReadLayout: the reader never panics or hangs on a layout folder made
+// from arbitrary bytes (a tar of its files, extracted as it says: regular
+// files, folders, links to /dev/zero or within the folder, FIFOs), every
+// error it returns is one line, and a folder it accepts has a root and a
+// name.
+//
+//	go test ./artifact -run '^$' -fuzz FuzzReadLayout -fuzztime 60s
+func FuzzReadLayout(f *testing.F) {
+	seeds, _ := filepath.Glob("testdata/archive/*.tar")
+	for _, s := range seeds {
+		if b, err := os.ReadFile(s); err == nil {
+			f.Add(b)
+		}
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		dir := t.TempDir()
+		tr := tar.NewReader(bytes.NewReader(data))
+		for n := 0; n < 256; n++ {
+			h, err := tr.Next()
+			if err != nil {
+				break
+			}
+			if !filepath.IsLocal(h.Name) {
+				continue
+			}
+			p := filepath.Join(dir, h.Name)
+			os.MkdirAll(filepath.Dir(p), 0o755)
+			switch h.Typeflag {
+			case tar.TypeDir:
+				os.MkdirAll(p, 0o755)
+			case tar.TypeReg:
+				b, _ := io.ReadAll(io.LimitReader(tr, 1<<20))
+				os.WriteFile(p, b, 0o644)
+			case tar.TypeSymlink:
+				target := "/dev/zero"
+				if filepath.IsLocal(h.Linkname) {
+					target = filepath.Join(dir, h.Linkname)
+				}
+				os.Symlink(target, p)
+			case tar.TypeFifo:
+				syscall.Mkfifo(p, 0o644)
+			}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		done := make(chan error, 1)
+		var rep *artifact.Report
+		go func() {
+			r, err := artifact.Open(ctx, dir)
+			if err == nil {
+				rep, err = artifact.Inspect(ctx, r, nil)
+			}
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			if err != nil {
+				if strings.Contains(err.Error(), "\n") {
+					t.Fatalf("multi-line error %q", err)
+				}
+				return
+			}
+			if rep.Root == "" || rep.Name == "" {
+				t.Fatalf("accepted a layout without root or name")
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("the reader hangs")
 		}
 	})
 }
