@@ -73,7 +73,7 @@ func TestCLISignVerify(t *testing.T) {
 	fails(pw, "cosign.key exists", "key", "generate")
 	fails(nil, "set COSIGN_PASSWORD", "key", "generate", "--prefix", "nopw")
 
-	ok(nil, "package", "create", "-o", "unsigned.tar")
+	ok(nil, "package", "create", "-f", "unsigned.tar")
 	fails(nil, "no signature over the package root", "package", "verify", "unsigned.tar", "--key", "cosign.pub")
 	fails(nil, "no signature over the package root", "package", "inspect", "unsigned.tar", "--key", "cosign.pub")
 	fails(nil, "--key is required", "package", "verify", "unsigned.tar")
@@ -82,8 +82,8 @@ func TestCLISignVerify(t *testing.T) {
 	fails(pw, "cosign.pub is a public key", "package", "sign", "unsigned.tar", "--key", "cosign.pub")
 	fails(nil, "cosign.key is a private key", "package", "verify", "unsigned.tar", "--key", "cosign.key")
 
-	ok(pw, "package", "create", "-o", "signed.tar.zst", "--sign-key", "cosign.key")
-	out := ok(nil, "package", "verify", "signed.tar.zst", "--key", "cosign.pub", "-O", "json")
+	ok(pw, "package", "create", "-f", "signed.tar.zst", "--sign-key", "cosign.key")
+	out := ok(nil, "package", "verify", "signed.tar.zst", "--key", "cosign.pub", "-o", "json")
 	var res struct {
 		Package struct {
 			Name   string `json:"name"`
