@@ -93,7 +93,7 @@ func TestCLISignVerify(t *testing.T) {
 		Signatures []struct{ Key string } `json:"signatures"`
 	}
 	if err := json.Unmarshal([]byte(out), &res); err != nil || res.Package.Name != "cli" || !res.Package.Signed || len(res.Signatures) != 1 || res.Signatures[0].Key != "cosign.pub" {
-		t.Fatalf("verify -O json: %v %s", err, out)
+		t.Fatalf("verify -o json: %v %s", err, out)
 	}
 	fails(nil, "signed by another key", "package", "verify", "signed.tar.zst", "--key", "other.pub")
 	if out := ok(nil, "package", "inspect", "signed.tar.zst", "--key", "cosign.pub"); !strings.Contains(out, "Signed") || !strings.Contains(out, res.Package.Root) {
