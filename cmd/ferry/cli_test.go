@@ -1,15 +1,12 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
-	"syscall"
 	"testing"
 
 	"golang.org/x/crypto/bcrypt"
@@ -23,26 +20,6 @@ import (
 // credentials and TLS, PKG|REF resolution, tagless push and the smaller
 // output fixes.
 
-// runFerryIn runs the binary like runFerryEnv, with stdin.
-func runFerryIn(t *testing.T, dir string, env []string, stdin string, args ...string) (string, string, int) {
-	t.Helper()
-	cmd := exec.Command(ferryBin, args...)
-	cmd.Dir = dir
-	cmd.Env = append(withoutPassword(os.Environ()), env...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	cmd.Stdin = strings.NewReader(stdin)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	return out.String(), errb.String(), code
-}
-
 // cliPackageDir writes goodDef and its files into a new folder.
 func cliPackageDir(t *testing.T) string {
 	t.Helper()
@@ -50,6 +27,17 @@ func cliPackageDir(t *testing.T) string {
 	writeFile(t, filepath.Join(dir, "ferry.yaml"), goodDef)
 	writeFile(t, filepath.Join(dir, "m.yaml"), "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: cli\n")
 	writeFile(t, filepath.Join(dir, "f.txt"), "hello\n")
+	return dir
+}
+
+// cliPackage is cliPackageDir with the package created in it as
+// cli-0.1.0.tar.zst.
+func cliPackage(t *testing.T) string {
+	t.Helper()
+	dir := cliPackageDir(t)
+	if _, stderr, code := runFerry(t, dir, "package", "create"); code != 0 {
+		t.Fatal(stderr)
+	}
 	return dir
 }
 
@@ -166,10 +154,7 @@ func authRegistry(t *testing.T, o registryServeOptions) string {
 // TestCLILoginLogout: login writes the docker config file oras-go reads
 // back, push uses it, logout removes it; a wrong password stores nothing.
 func TestCLILoginLogout(t *testing.T) {
-	dir := cliPackageDir(t)
-	if _, stderr, code := runFerry(t, dir, "package", "create"); code != 0 {
-		t.Fatal(stderr)
-	}
+	dir := cliPackage(t)
 	host := authRegistry(t, registryServeOptions{})
 	cfgDir := t.TempDir()
 	env := []string{"DOCKER_CONFIG=" + cfgDir}
@@ -216,10 +201,7 @@ func TestCLILoginLogout(t *testing.T) {
 // TestCLIPasswordStdin: -u with --password-stdin authenticates a push, an
 // inspect and a pull to that registry without any docker config file.
 func TestCLIPasswordStdin(t *testing.T) {
-	dir := cliPackageDir(t)
-	if _, stderr, code := runFerry(t, dir, "package", "create"); code != 0 {
-		t.Fatal(stderr)
-	}
+	dir := cliPackage(t)
 	host := authRegistry(t, registryServeOptions{})
 	env := []string{"DOCKER_CONFIG=" + t.TempDir()}
 	ref := host + "/cli:0.1.0"
@@ -242,10 +224,7 @@ func TestCLIPasswordStdin(t *testing.T) {
 // reached with --ca-file, or with --insecure (and a warning), and refused
 // without either.
 func TestCLICAFileInsecure(t *testing.T) {
-	dir := cliPackageDir(t)
-	if _, stderr, code := runFerry(t, dir, "package", "create"); code != 0 {
-		t.Fatal(stderr)
-	}
+	dir := cliPackage(t)
 	cert, key, _, err := fixture.SelfSignedLoopback(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -286,10 +265,7 @@ func TestCLISource(t *testing.T) {
 
 // TestCLITaglessPush: push to host/repo tags the package's version.
 func TestCLITaglessPush(t *testing.T) {
-	dir := cliPackageDir(t)
-	if _, stderr, code := runFerry(t, dir, "package", "create"); code != 0 {
-		t.Fatal(stderr)
-	}
+	dir := cliPackage(t)
 	url, _ := serveForTest(t, registryServeOptions{})
 	host := strings.TrimPrefix(url, "http://")
 	out, stderr, code := runFerry(t, dir, "package", "push", "cli-0.1.0.tar.zst", "oci://"+host+"/pkgs/cli", "-o", "json")

@@ -15,9 +15,16 @@ import (
 // as in CI) with extra environment; it returns stdout, stderr, exit code.
 func runFerryEnv(t *testing.T, dir string, env []string, args ...string) (string, string, int) {
 	t.Helper()
+	return runFerryIn(t, dir, env, "", args...)
+}
+
+// runFerryIn is runFerryEnv with stdin.
+func runFerryIn(t *testing.T, dir string, env []string, stdin string, args ...string) (string, string, int) {
+	t.Helper()
 	cmd := exec.Command(ferryBin, args...)
 	cmd.Dir = dir
 	cmd.Env = append(withoutPassword(os.Environ()), env...)
+	cmd.Stdin = strings.NewReader(stdin)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
