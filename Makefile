@@ -27,11 +27,16 @@ all: build
 
 REGISTRY_ARCHES := amd64 arm64
 
+# What `ferry version` prints: GOFLAGS has -buildvcs=false, so the commit and
+# the tag (empty without one: "(devel)") are passed at link time.
+FERRY_VERSION ?= $(shell git describe --tags --dirty 2>/dev/null)
+FERRY_COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null)
+
 ## build: ferry (static: init builds the agent's image from it), and what
 ## `ferry init` ships into a cluster beside it in bin/: the in-cluster
 ## registry and the injector (stage 0 and 1) per architecture.
 build: injector
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w' -o $(BIN)/ferry ./cmd/ferry
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w -X main.version=$(FERRY_VERSION) -X main.commit=$(FERRY_COMMIT)' -o $(BIN)/ferry ./cmd/ferry
 	@for a in $(REGISTRY_ARCHES); do \
 	  CGO_ENABLED=0 GOOS=linux GOARCH=$$a $(GO) build -trimpath -ldflags='-s -w -buildid=' -o $(BIN)/ferry-registry-linux-$$a ./registry/cmd/ferry-registry || exit 1; \
 	done

@@ -74,7 +74,7 @@ func BenchmarkPushPull(b *testing.B) {
 			}{
 				{"ferry push", []string{ferry, "package", "push", pkg, ferryHost + "/bench/pkg:1"}},
 				{"crane push", []string{crane, "push", "--index", layout, craneHost + "/bench/pkg:1"}},
-				{"ferry pull", []string{ferry, "package", "pull", ferryHost + "/bench/pkg:1", "-o", sub("pulled.tar.zst")}},
+				{"ferry pull", []string{ferry, "package", "pull", ferryHost + "/bench/pkg:1", "-f", sub("pulled.tar.zst")}},
 				{"crane pull", []string{crane, "pull", "--format", "oci", craneHost + "/bench/pkg:1", sub("layout")}},
 			}
 			if r%2 == 1 {

@@ -55,7 +55,7 @@ func BenchmarkCreate(b *testing.B) {
 				floor := hashAndCompress(b, blobs)
 				out := filepath.Join(b.TempDir(), "bench.tar.zst")
 				start := time.Now()
-				cmd := exec.Command(ferry, "package", "create", dir, "-o", out)
+				cmd := exec.Command(ferry, "package", "create", dir, "-f", out)
 				rss, msg, err := runPeakRSS(cmd)
 				if err != nil {
 					b.Fatalf("create: %v\n%s", err, msg)

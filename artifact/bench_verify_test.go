@@ -34,7 +34,7 @@ func BenchmarkVerify(b *testing.B) {
 		for _, ext := range []string{".tar.zst", ".tar"} {
 			b.Run(fmt.Sprintf("%dMiB%s", mib, ext), func(b *testing.B) {
 				pkg := filepath.Join(b.TempDir(), "bench"+ext)
-				create := exec.Command(ferry, "package", "create", dir, "-o", pkg, "--sign-key", filepath.Join(keys, "cosign.key"))
+				create := exec.Command(ferry, "package", "create", dir, "-f", pkg, "--sign-key", filepath.Join(keys, "cosign.key"))
 				create.Env = env
 				if out, err := create.CombinedOutput(); err != nil {
 					b.Fatalf("create: %v\n%s", err, out)

@@ -1,6 +1,7 @@
 package artifact
 
 import (
+	"crypto/tls"
 	"fmt"
 	"net"
 	"net/http"
@@ -17,9 +18,13 @@ import (
 // the docker config file's credentials.
 type RemoteOptions struct {
 	// PlainHTTP talks HTTP instead of HTTPS to every registry. Loopback
-	// registries (127.0.0.0/8, localhost, ::1) use plain HTTP when
-	// PlainHTTP is false and they do not answer TLS either way, as crane does.
+	// registries (127.0.0.0/8, localhost, ::1) are spoken to over plain
+	// HTTP anyway, unless TLS is set.
 	PlainHTTP bool
+	// TLS configures HTTPS (extra root CAs, or InsecureSkipVerify) when
+	// Client is nil; if nil, the system roots are used. Setting it also
+	// makes loopback registries speak HTTPS (unless PlainHTTP).
+	TLS *tls.Config
 	// Credential resolves credentials per registry host; if nil, the docker
 	// config file ($DOCKER_CONFIG/config.json or ~/.docker/config.json) is used.
 	Credential auth.CredentialFunc
@@ -39,7 +44,37 @@ func (o RemoteOptions) Repository(ref string) (*remote.Repository, error) {
 	if parsed.Registry == "docker.io" {
 		parsed.Registry = dockerHub
 	}
-	repo := &remote.Repository{Reference: parsed, PlainHTTP: o.PlainHTTP || isLoopback(parsed.Registry)}
+	client, err := o.client()
+	if err != nil {
+		return nil, err
+	}
+	return &remote.Repository{Reference: parsed, PlainHTTP: o.plainHTTP(parsed.Registry), Client: client}, nil
+}
+
+// Registry returns an oras-go registry client for host (host[:port];
+// docker.io is Docker Hub), e.g. to log in to it.
+func (o RemoteOptions) Registry(host string) (*remote.Registry, error) {
+	if host == "docker.io" {
+		host = dockerHub
+	}
+	reg, err := remote.NewRegistry(host)
+	if err != nil {
+		return nil, fmt.Errorf("invalid registry host %q: %w", host, err)
+	}
+	if reg.Client, err = o.client(); err != nil {
+		return nil, err
+	}
+	reg.PlainHTTP = o.plainHTTP(host)
+	return reg, nil
+}
+
+// plainHTTP says whether host is spoken to over plain HTTP.
+func (o RemoteOptions) plainHTTP(host string) bool {
+	return o.PlainHTTP || (o.TLS == nil && isLoopback(host))
+}
+
+// client is the authenticating HTTP client o describes.
+func (o RemoteOptions) client() (*auth.Client, error) {
 	cred := o.Credential
 	if cred == nil {
 		store, err := credentials.NewStoreFromDocker(credentials.StoreOptions{})
@@ -49,11 +84,15 @@ func (o RemoteOptions) Repository(ref string) (*remote.Repository, error) {
 		cred = credentials.Credential(store)
 	}
 	base := o.Client
-	if base == nil {
+	switch {
+	case base == nil && o.TLS != nil:
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.TLSClientConfig = o.TLS.Clone()
+		base = &http.Client{Transport: retry.NewTransport(t)}
+	case base == nil:
 		base = retry.DefaultClient
 	}
-	repo.Client = &auth.Client{Client: base, Credential: cred, Cache: auth.NewCache(), Header: http.Header{"User-Agent": {"ferry"}}}
-	return repo, nil
+	return &auth.Client{Client: base, Credential: cred, Cache: auth.NewCache(), Header: http.Header{"User-Agent": {"ferry"}}}, nil
 }
 
 func isLoopback(host string) bool {

@@ -100,7 +100,7 @@ func TestDeployImages(t *testing.T) {
 
 	// `ferry deploy` of the same package again succeeds (blobs all there).
 	start = time.Now()
-	out, err := exec.CommandContext(ctx, filepath.Join(binDir(t), "ferry"), "deploy", pkg, "--key", pub.Name, "--kubeconfig", c.Kubeconfig, "-O", "json").Output()
+	out, err := exec.CommandContext(ctx, filepath.Join(binDir(t), "ferry"), "deploy", pkg, "--key", pub.Name, "--kubeconfig", c.Kubeconfig, "-o", "json").Output()
 	if err != nil {
 		t.Fatalf("ferry deploy: %v: %s", err, exitStderr(err))
 	}
@@ -121,7 +121,7 @@ func TestDeployImages(t *testing.T) {
 	if out, err := exec.CommandContext(ctx, filepath.Join(binDir(t), "ferry"), "deploy", src, "--key", otherPub.Name, "--kubeconfig", c.Kubeconfig).CombinedOutput(); err == nil || !strings.Contains(string(out), otherPub.Name) {
 		t.Fatalf("ferry deploy REF with a wrong key: %v: %s", err, out)
 	}
-	out, err = exec.CommandContext(ctx, filepath.Join(binDir(t), "ferry"), "deploy", src, "--key", pub.Name, "--kubeconfig", c.Kubeconfig, "-O", "json").Output()
+	out, err = exec.CommandContext(ctx, filepath.Join(binDir(t), "ferry"), "deploy", src, "--key", pub.Name, "--kubeconfig", c.Kubeconfig, "-o", "json").Output()
 	if err != nil {
 		t.Fatalf("ferry deploy REF: %v: %s", err, exitStderr(err))
 	}

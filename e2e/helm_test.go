@@ -333,7 +333,7 @@ func TestDeployChartsAndManifests(t *testing.T) {
 		t.Fatalf("deploy after remove: %v", err)
 	}
 	assertRunning(ctx, t, c, "app", "library/app", d1["docker.io/library/app:1.0"])
-	out, err := exec.CommandContext(ctx, ferry, "remove", "e2e-helm", "--kubeconfig", c.Kubeconfig, "-O", "json").Output()
+	out, err := exec.CommandContext(ctx, ferry, "remove", "e2e-helm", "--kubeconfig", c.Kubeconfig, "-o", "json").Output()
 	if err != nil {
 		t.Fatalf("ferry remove: %v: %s", err, exitStderr(err))
 	}

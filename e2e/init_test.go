@@ -131,7 +131,7 @@ func TestInit(t *testing.T) {
 
 	// `ferry init` again: nothing to inject, the registry pod untouched.
 	start = time.Now()
-	out, err := exec.CommandContext(ctx, filepath.Join(bin, "ferry"), "init", "--kubeconfig", c.Kubeconfig, "-O", "json").Output()
+	out, err := exec.CommandContext(ctx, filepath.Join(bin, "ferry"), "init", "--kubeconfig", c.Kubeconfig, "-o", "json").Output()
 	if err != nil {
 		t.Fatalf("second ferry init: %v: %s", err, exitStderr(err))
 	}

@@ -15,7 +15,7 @@ import (
 )
 
 // TestDeployState records packages in the real API server, lists them back
-// (library and `ferry list -O json`), derives the agent's rewrites from
+// (library and `ferry list -o json`), derives the agent's rewrites from
 // them and forgets one.
 func TestDeployState(t *testing.T) {
 	c := cluster.Get(t)
@@ -40,7 +40,7 @@ func TestDeployState(t *testing.T) {
 	if err != nil || len(recs) != 2 || recs[0].Name != "db" || recs[0].Version != "2.4.0" || recs[1].Name != "web" {
 		t.Fatalf("list: %+v %v", recs, err)
 	}
-	out, err := exec.CommandContext(ctx, filepath.Join(binDir(t), "ferry"), "list", "--kubeconfig", c.Kubeconfig, "-n", ns, "-O", "json").Output()
+	out, err := exec.CommandContext(ctx, filepath.Join(binDir(t), "ferry"), "list", "--kubeconfig", c.Kubeconfig, "-n", ns, "-o", "json").Output()
 	if err != nil {
 		t.Fatalf("ferry list: %v: %s", err, exitStderr(err))
 	}

@@ -9,8 +9,8 @@ work=${DEMO_DIR:-out/demo}
 mkdir -p out
 echo "== generating demo sources in $work/src"
 go run ./hack/demo "$work/src"
-echo "== ferry package create $work/src -o $work/demo-1.0.0.tar.zst"
-"$ferry" package create "$work/src" -o "$work/demo-1.0.0.tar.zst"
+echo "== ferry package create $work/src -f $work/demo-1.0.0.tar.zst"
+"$ferry" package create "$work/src" -f "$work/demo-1.0.0.tar.zst"
 echo "== ferry package inspect $work/demo-1.0.0.tar.zst"
 "$ferry" package inspect "$work/demo-1.0.0.tar.zst"
 
@@ -33,9 +33,9 @@ for _ in $(seq 100); do (echo >/dev/tcp/127.0.0.1/$port) 2>/dev/null && break; s
 ref=127.0.0.1:$port/pkgs/demo:1.0.0
 echo "== ferry package push $work/demo-1.0.0.tar.zst $ref"
 "$ferry" package push "$work/demo-1.0.0.tar.zst" "$ref"
-echo "== ferry package pull $ref -o $work/pulled.tar.zst --key $work/keys/cosign.pub"
+echo "== ferry package pull $ref -f $work/pulled.tar.zst --key $work/keys/cosign.pub"
 rm -f "$work/pulled.tar.zst"
-"$ferry" package pull "$ref" -o "$work/pulled.tar.zst" --key "$work/keys/cosign.pub"
+"$ferry" package pull "$ref" -f "$work/pulled.tar.zst" --key "$work/keys/cosign.pub"
 cmp "$work/demo-1.0.0.tar.zst" "$work/pulled.tar.zst" && echo "pulled archive is byte-identical to the created one"
 echo "== ferry package inspect $ref (reads manifests only)"
 "$ferry" package inspect "$ref"

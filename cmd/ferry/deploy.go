@@ -99,15 +99,22 @@ refused unless --insecure-skip-signature-verification. Run it where
 			}
 			progress, done := newProgress(cmd)
 			defer done()
-			path := args[0]
-			if !isLocal(path) {
+			path, ref, err := parseSource(args[0])
+			if err != nil {
+				return err
+			}
+			if path == "" {
+				ro, err := remote.options(cmd, ref)
+				if err != nil {
+					return err
+				}
 				tmp, err := os.MkdirTemp("", "ferry-deploy-")
 				if err != nil {
 					return err
 				}
 				defer os.RemoveAll(tmp)
 				path = filepath.Join(tmp, "package.tar")
-				if _, err := artifact.Pull(cmd.Context(), args[0], path, artifact.PullOptions{Remote: remote.options(), Keys: opts.Keys, Progress: progress}); err != nil {
+				if _, err := artifact.Pull(cmd.Context(), ref, path, artifact.PullOptions{Remote: ro, Keys: opts.Keys, Progress: progress}); err != nil {
 					return err
 				}
 			}

@@ -79,7 +79,7 @@ func loadVerifyKeys(paths []string) ([]*artifact.PublicKey, error) {
 }
 
 func newKeyCmd() *cobra.Command {
-	cmd := &cobra.Command{Use: "key", Short: "Manage signing keys (cosign-compatible)"}
+	cmd := groupCmd(&cobra.Command{Use: "key", Short: "Manage signing keys (cosign-compatible)"})
 	cmd.AddCommand(newKeyGenerateCmd())
 	return cmd
 }

@@ -49,7 +49,7 @@ func TestCLICreateInspect(t *testing.T) {
 	writeFile(t, filepath.Join(dir, "ferry.yaml"), goodDef)
 	writeFile(t, filepath.Join(dir, "m.yaml"), "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: cli\n")
 	writeFile(t, filepath.Join(dir, "f.txt"), "hello\n")
-	out, stderr, code := runFerry(t, dir, "package", "create", "-O", "json")
+	out, stderr, code := runFerry(t, dir, "package", "create", "-o", "json")
 	if code != 0 {
 		t.Fatalf("create exit %d: %s", code, stderr)
 	}
@@ -74,12 +74,12 @@ func TestCLIBadInput(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"unknown field", []string{"package", "create", "bad", "-o", "x.tar.zst"}, "ferry: bad/ferry.yaml:5: metadata.colour: unknown field"},
-		{"escaping path", []string{"package", "create", "esc", "-o", "x.tar.zst"}, "ferry: esc/ferry.yaml:12: components[0].files[0].source: path \"../../etc/passwd\" escapes the definition's folder"},
-		{"missing definition", []string{"package", "create", "nowhere", "-o", "x.tar.zst"}, "ferry: read definition: open nowhere: no such file or directory"},
+		{"unknown field", []string{"package", "create", "bad", "-f", "x.tar.zst"}, "ferry: bad/ferry.yaml:5: metadata.colour: unknown field"},
+		{"escaping path", []string{"package", "create", "esc", "-f", "x.tar.zst"}, "ferry: esc/ferry.yaml:12: components[0].files[0].source: path \"../../etc/passwd\" escapes the definition's folder"},
+		{"missing definition", []string{"package", "create", "nowhere", "-f", "x.tar.zst"}, "ferry: read definition: open nowhere: no such file or directory"},
 		{"garbage archive", []string{"package", "inspect", "garbage.tar.zst"}, "ferry: garbage.tar.zst: package is corrupt"},
-		{"missing archive", []string{"package", "inspect", "nope.tar.zst"}, "ferry: stat nope.tar.zst: no such file or directory"},
-		{"bad output flag", []string{"package", "inspect", "garbage.tar.zst", "-O", "yaml"}, "ferry: --output must be text or json"},
+		{"missing archive", []string{"package", "inspect", "nope.tar.zst"}, "ferry: nope.tar.zst: no such file or directory"},
+		{"bad output flag", []string{"package", "inspect", "garbage.tar.zst", "-o", "yaml"}, "ferry: -o/--output must be text or json"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

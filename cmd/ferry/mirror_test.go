@@ -59,7 +59,7 @@ func TestCLIMirror(t *testing.T) {
 	writeFile(t, filepath.Join(dir, "ferry.yaml"), "apiVersion: ferry.dev/v1alpha1\nkind: Package\nmetadata: {name: mir, version: 0.1.0}\nplatforms: [linux/"+runtime.GOARCH+"]\ncomponents:\n  - name: c\n    images:\n      - {ref: docker.io/library/app:1.0, layout: images}\n")
 	img := writeLayoutImage(t, filepath.Join(dir, "images"), "1.0")
 	pw := []string{passwordEnv + "=pw"}
-	for _, args := range [][]string{{"key", "generate"}, {"key", "generate", "--prefix", "other"}, {"package", "create", "-o", "mir.tar.zst", "--sign-key", "cosign.key"}} {
+	for _, args := range [][]string{{"key", "generate"}, {"key", "generate", "--prefix", "other"}, {"package", "create", "-f", "mir.tar.zst", "--sign-key", "cosign.key"}} {
 		if _, stderr, code := runFerryEnv(t, dir, pw, args...); code != 0 {
 			t.Fatalf("ferry %v: %s", args, stderr)
 		}
@@ -83,7 +83,7 @@ func TestCLIMirror(t *testing.T) {
 		t.Fatal("a refused mirror pushed the image")
 	}
 
-	out, stderr, code = runFerry(t, dir, "package", "mirror", "mir.tar.zst", target, "--key", "cosign.pub", "-O", "json")
+	out, stderr, code = runFerry(t, dir, "package", "mirror", "mir.tar.zst", target, "--key", "cosign.pub", "-o", "json")
 	if code != 0 {
 		t.Fatalf("mirror: exit %d: %s", code, stderr)
 	}

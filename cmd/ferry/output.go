@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -14,21 +15,83 @@ import (
 	"github.com/ferrypkg/ferry/artifact"
 )
 
-// outputFlag is the --output flag: text (default) or json.
-type outputFlag struct{ format string }
-
-func (o *outputFlag) register(cmd *cobra.Command) {
-	cmd.Flags().StringVarP(&o.format, "output", "O", "text", "output format: text or json")
+// outputFlag is -o/--output, the output format: text (default) or json,
+// as kubectl's and helm's -o. It means the same in every command; an
+// archive a command writes is named with -f/--file (fileFlag).
+type outputFlag struct {
+	format string
+	// writesFile says the command writes an archive, named with -f: a
+	// path given to -o is then pointed there.
+	writesFile bool
 }
 
-func (o *outputFlag) validate() error {
-	if o.format != "text" && o.format != "json" {
-		return fmt.Errorf("--output must be text or json, not %q", o.format)
+func (o *outputFlag) register(cmd *cobra.Command) {
+	addOutputFlag(cmd, &o.format)
+}
+
+// addOutputFlag registers -o/--output into format.
+func addOutputFlag(cmd *cobra.Command, format *string) {
+	cmd.Flags().StringVarP(format, "output", "o", "text", "output format: text or json")
+}
+
+func (o *outputFlag) validate() error { return checkOutput(o.format, o.writesFile) }
+
+func (o *outputFlag) json() bool { return o.format == "json" }
+
+// checkOutput refuses an output format other than text or json, and says
+// where a file name given to -o (the docker and zarf habit) belongs.
+func checkOutput(format string, writesFile bool) error {
+	switch {
+	case format == "text" || format == "json":
+		return nil
+	case looksLikePath(format) && writesFile:
+		return fmt.Errorf("-o %q: -o/--output is the output format (text or json); name the archive to write with -f %s", format, format)
+	case looksLikePath(format):
+		return fmt.Errorf("-o %q: -o/--output is the output format (text or json), and this command writes no file", format)
+	}
+	return fmt.Errorf("-o/--output must be text or json, not %q", format)
+}
+
+// looksLikePath reports whether s reads as a file name rather than a
+// format: it has a folder or an extension.
+func looksLikePath(s string) bool {
+	return strings.ContainsAny(s, `./\`)
+}
+
+// formatNames are words a user may give -f meaning an output format.
+var formatNames = map[string]bool{"json": true, "text": true, "yaml": true, "yml": true, "table": true, "wide": true}
+
+// fileFlag is -f/--file, the archive a command writes (as tar's -f).
+type fileFlag struct{ path string }
+
+func (f *fileFlag) register(cmd *cobra.Command, usage string) {
+	cmd.Flags().StringVarP(&f.path, "file", "f", "", usage)
+}
+
+// validate refuses a format name where the archive's path is expected (the
+// kubectl and helm habit meant -o), and an explicit format that the file's
+// extension contradicts; ./json names a file called json.
+func (f *fileFlag) validate(format artifact.Format) error {
+	if formatNames[strings.ToLower(f.path)] {
+		return fmt.Errorf("-f %q: -f/--file is the archive to write; for %s output use -o %s (for a file of that name, -f ./%s)", f.path, f.path, f.path, f.path)
+	}
+	if ext := archiveFormat(f.path); format != "" && ext != "" && ext != format {
+		return fmt.Errorf("--format %s, but -f %s names a %s archive: drop --format or change the extension", format, f.path, ext)
 	}
 	return nil
 }
 
-func (o *outputFlag) json() bool { return o.format == "json" }
+// archiveFormat is the format a file name's extension says, or "" when it
+// says none.
+func archiveFormat(path string) artifact.Format {
+	switch {
+	case strings.HasSuffix(path, ".tar"):
+		return artifact.FormatTar
+	case strings.HasSuffix(path, ".tar.zst"), strings.HasSuffix(path, ".tzst"):
+		return artifact.FormatTarZstd
+	}
+	return ""
+}
 
 // writeJSON prints v as indented JSON.
 func writeJSON(w io.Writer, v any) error {

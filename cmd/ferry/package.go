@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"strings"
 	"text/tabwriter"
 
@@ -12,16 +13,17 @@ import (
 
 // newPackageCmd groups the package verbs.
 func newPackageCmd() *cobra.Command {
-	cmd := &cobra.Command{Use: "package", Short: "Create, inspect and move packages"}
+	cmd := groupCmd(&cobra.Command{Use: "package", Short: "Create, inspect and move packages"})
 	cmd.AddCommand(newCreateCmd(), newInspectCmd(), newPushCmd(), newPullCmd(), newSignCmd(), newVerifyCmd(), newMirrorCmd())
 	return cmd
 }
 
 func newCreateCmd() *cobra.Command {
 	var (
-		out, format, signKey string
-		plainHTTP            bool
-		output               outputFlag
+		format, signKey string
+		remote          remoteFlags
+		file            fileFlag
+		output          = outputFlag{writesFile: true}
 	)
 	cmd := &cobra.Command{
 		Use:   "create [DIR|ferry.yaml]",
@@ -31,10 +33,18 @@ func newCreateCmd() *cobra.Command {
 The package is one OCI image layout archived as .tar.zst (default) or .tar,
 written atomically: an interrupted create leaves no file behind. The same
 inputs give the same bytes; SOURCE_DATE_EPOCH sets the created time.
-Registry credentials come from the docker config file.`,
+Registry credentials come from the docker config file (ferry registry login).`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := output.validate(); err != nil {
+				return err
+			}
+			switch format {
+			case "", "tar", "tar.zst":
+			default:
+				return fmt.Errorf("--format must be tar or tar.zst, not %q", format)
+			}
+			if err := file.validate(artifact.Format(format)); err != nil {
 				return err
 			}
 			src := "."
@@ -49,18 +59,18 @@ Registry credentials come from the docker config file.`,
 			if err != nil {
 				return err
 			}
-			opts := artifact.CreateOptions{Output: out, Remote: artifact.RemoteOptions{PlainHTTP: plainHTTP}, Epoch: epoch}
+			ro, err := remote.options(cmd, "")
+			if err != nil {
+				return err
+			}
+			opts := artifact.CreateOptions{Output: file.path, Format: artifact.Format(format), Remote: ro, Epoch: epoch}
+			if opts.Output == "" && opts.Format != "" {
+				opts.Output = def.Metadata.Name + "-" + def.Metadata.Version + opts.Format.Ext()
+			}
 			if signKey != "" {
 				if opts.SignKey, err = loadSignKey(cmd, signKey); err != nil {
 					return err
 				}
-			}
-			switch format {
-			case "":
-			case "tar", "tar.zst":
-				opts.Format = artifact.Format(format)
-			default:
-				return fmt.Errorf("--format must be tar or tar.zst, not %q", format)
 			}
 			progress, done := newProgress(cmd)
 			opts.Progress = progress
@@ -79,9 +89,9 @@ Registry credentials come from the docker config file.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVarP(&out, "out", "o", "", "archive to write (default <name>-<version>.tar.zst)")
-	cmd.Flags().StringVar(&format, "format", "", "archive format: tar.zst or tar (default from the file name)")
-	cmd.Flags().BoolVar(&plainHTTP, "plain-http", false, "use plain HTTP for registries (loopback registries always may)")
+	file.register(cmd, "archive to write (default <name>-<version>.tar.zst)")
+	cmd.Flags().StringVar(&format, "format", "", "archive format: tar.zst or tar (default from the file name; a contradicting extension is an error)")
+	remote.registerTLS(cmd)
 	cmd.Flags().StringVar(&signKey, "sign-key", "", "cosign private key to sign the package with")
 	output.register(cmd)
 	return cmd
@@ -98,7 +108,8 @@ func newInspectCmd() *cobra.Command {
 		Short: "Verify a package and show what it holds",
 		Long: `Read a package (archive or layout folder) in one streaming pass, verify every
 blob against its digest and the graph against ferry.json, and show what it holds.
-Given a registry reference instead, read only the manifests and ferry.json.
+Given a registry reference instead (host/repository:tag or @digest; oci://
+makes it explicit, ./ a path), read only the manifests and ferry.json.
 With --key, verify the signature and every blob first (as package verify),
 and print nothing unless both hold.`,
 		Args: cobra.ExactArgs(1),
@@ -107,14 +118,22 @@ and print nothing unless both hold.`,
 				return err
 			}
 			var rep *artifact.Report
+			path, ref, err := parseSource(args[0])
+			if err != nil {
+				return err
+			}
+			var archiveSize int64 = -1
+			if fi, err := os.Stat(path); path != "" && err == nil && fi.Mode().IsRegular() {
+				archiveSize = fi.Size()
+			}
 			if len(keys) > 0 {
 				res, err := verifyPackage(cmd, args[0], keys, remote)
 				if err != nil {
 					return err
 				}
 				rep = res.Report
-			} else if isLocal(args[0]) {
-				r, err := artifact.Open(cmd.Context(), args[0])
+			} else if path != "" {
+				r, err := artifact.Open(cmd.Context(), path)
 				if err != nil {
 					return err
 				}
@@ -125,15 +144,18 @@ and print nothing unless both hold.`,
 					return err
 				}
 			} else {
-				var err error
-				if rep, err = artifact.InspectRemote(cmd.Context(), args[0], remote.options()); err != nil {
+				ro, err := remote.options(cmd, ref)
+				if err != nil {
+					return err
+				}
+				if rep, err = artifact.InspectRemote(cmd.Context(), ref, ro); err != nil {
 					return err
 				}
 			}
 			if output.json() {
-				return writeJSON(cmd.OutOrStdout(), rep)
+				return writeJSON(cmd.OutOrStdout(), newReportJSON(rep))
 			}
-			printReport(cmd, rep)
+			printReport(cmd, rep, archiveSize)
 			return nil
 		},
 	}
@@ -143,7 +165,9 @@ and print nothing unless both hold.`,
 	return cmd
 }
 
-func printReport(cmd *cobra.Command, rep *artifact.Report) {
+// printReport prints rep as text; archiveSize is the archive file's size,
+// or negative when there is no archive file.
+func printReport(cmd *cobra.Command, rep *artifact.Report, archiveSize int64) {
 	tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 	defer tw.Flush()
 	fmt.Fprintf(tw, "Package\t%s %s\n", rep.Name, rep.Version)
@@ -160,14 +184,22 @@ func printReport(cmd *cobra.Command, rep *artifact.Report) {
 		signed = "yes (cosign signature manifest " + rep.Signatures[0].String() + "; check it with package verify --key)"
 	}
 	fmt.Fprintf(tw, "Signed\t%s\n", signed)
-	fmt.Fprintf(tw, "Size\t%s stored, %s total, %d blobs\n", humanBytes(rep.StoredSize), humanBytes(rep.TotalSize), rep.Blobs)
+	fmt.Fprintf(tw, "Content\t%s in images, charts, manifests and files (a shared blob counted at each use)\n", humanBytes(rep.TotalSize))
+	fmt.Fprintf(tw, "Blobs\t%s in %s, each stored once, metadata included, uncompressed\n", humanBytes(rep.StoredSize), plural(rep.Blobs, "blob"))
+	if archiveSize >= 0 {
+		fmt.Fprintf(tw, "Archive\t%s on disk\n", humanBytes(archiveSize))
+	}
 	for _, c := range rep.Components {
 		req := "optional"
 		if c.Required {
 			req = "required"
 		}
 		tw.Flush()
-		fmt.Fprintf(cmd.OutOrStdout(), "\nComponent %s (%s) %s\n", c.Name, req, c.Description)
+		line := fmt.Sprintf("Component %s (%s)", c.Name, req)
+		if c.Description != "" {
+			line += " " + c.Description
+		}
+		fmt.Fprintf(cmd.OutOrStdout(), "\n%s\n", line)
 		for _, i := range c.Images {
 			fmt.Fprintf(tw, "  image\t%s\t→ %s\t%s\t%s\n", i.Ref, i.Digest, strings.Join(i.Platforms, ","), humanBytes(i.Size))
 		}
@@ -175,10 +207,18 @@ func printReport(cmd *cobra.Command, rep *artifact.Report) {
 			fmt.Fprintf(tw, "  chart\t%s %s\t%s\t%s\t%s\n", h.Name, h.Version, h.Digest, h.Source, humanBytes(h.Size))
 		}
 		for _, m := range c.Manifests {
-			fmt.Fprintf(tw, "  manifests\t%s (%d files)\t%s\t\t%s\n", m.Name, len(m.Files), m.Digest, humanBytes(m.Size))
+			fmt.Fprintf(tw, "  manifests\t%s (%s)\t%s\t\t%s\n", m.Name, plural(len(m.Files), "file"), m.Digest, humanBytes(m.Size))
 		}
 		for _, f := range c.Files {
 			fmt.Fprintf(tw, "  file\t%s\t%s\t%04o\t%s\n", f.Target, f.Digest, f.Mode, humanBytes(f.Size))
 		}
 	}
+}
+
+// plural is "1 file", "2 files".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }

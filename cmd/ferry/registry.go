@@ -4,9 +4,9 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// newRegistryCmd groups the embedded-registry commands (serve, check).
+// newRegistryCmd groups the registry commands: serve, load, check, login, logout.
 func newRegistryCmd() *cobra.Command {
-	cmd := &cobra.Command{Use: "registry", Short: "Run and check OCI registries"}
-	cmd.AddCommand(newRegistryServeCmd(), newRegistryCheckCmd(), newRegistryLoadCmd())
+	cmd := groupCmd(&cobra.Command{Use: "registry", Short: "Run, load, check and log in to OCI registries"})
+	cmd.AddCommand(newRegistryServeCmd(), newRegistryCheckCmd(), newRegistryLoadCmd(), newRegistryLoginCmd(), newRegistryLogoutCmd())
 	return cmd
 }

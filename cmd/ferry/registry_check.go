@@ -1,15 +1,15 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
-	"os"
+	"net/http"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -17,15 +17,12 @@ import (
 )
 
 type registryCheckOptions struct {
-	all           bool
-	workflows     []string
-	checks        []string
-	username      string
-	passwordStdin bool
-	plainHTTP     bool
-	insecure      bool
-	output        string
-	largeBlob     int64
+	all       bool
+	workflows []string
+	checks    []string
+	remote    remoteFlags
+	output    string
+	largeBlob int64
 }
 
 func newRegistryCheckCmd() *cobra.Command {
@@ -46,21 +43,18 @@ fresh sub-repository per run, and delete some of it. Plain HTTP is used for
 loopback hosts, HTTPS otherwise, unless the REGISTRY is a full http(s):// URL.`,
 		Example: `  ferry registry check 127.0.0.1:5000
   ferry registry check registry.example:5000/scratch --all --username ci --password-stdin < token
-  ferry registry check https://registry.example --workflow pull --workflow discovery --output json`,
+  ferry registry check https://registry.example --workflow pull --workflow discovery -o json`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runRegistryCheck(cmd.Context(), cmd.InOrStdin(), cmd.OutOrStdout(), args[0], o)
+			return runRegistryCheck(cmd.Context(), cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr(), args[0], o)
 		},
 	}
 	f := cmd.Flags()
 	f.BoolVar(&o.all, "all", false, "run the whole suite, not just what ferry needs")
 	f.StringSliceVar(&o.workflows, "workflow", nil, "run these workflows of the suite: pull, push, discovery, management (repeatable)")
 	f.StringSliceVar(&o.checks, "check", nil, "run these checks by ID, e.g. push/blob-chunked (repeatable)")
-	f.StringVar(&o.username, "username", "", "registry user name")
-	f.BoolVar(&o.passwordStdin, "password-stdin", false, "read the password (or token) from standard input")
-	f.BoolVar(&o.plainHTTP, "plain-http", false, "use plain HTTP even for a non-loopback host")
-	f.BoolVar(&o.insecure, "insecure", false, "skip TLS certificate verification")
-	f.StringVar(&o.output, "output", "text", "output format: text or json")
+	o.remote.register(cmd)
+	addOutputFlag(cmd, &o.output)
 	f.Int64Var(&o.largeBlob, "large-blob-size", conformance.DefaultLargeBlobSize, "size in bytes of the large-blob upload check (negative skips it)")
 	return cmd
 }
@@ -89,30 +83,37 @@ func splitRegistryRef(ref string, plainHTTP bool) (base, repo string, err error)
 	return scheme + "://" + host, strings.Trim(repo, "/"), nil
 }
 
-func runRegistryCheck(ctx context.Context, stdin io.Reader, stdout io.Writer, ref string, o registryCheckOptions) error {
-	if o.output != "text" && o.output != "json" {
-		return fmt.Errorf("--output %q: want text or json", o.output)
+func runRegistryCheck(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer, ref string, o registryCheckOptions) error {
+	if err := checkOutput(o.output, false); err != nil {
+		return err
 	}
-	base, repo, err := splitRegistryRef(ref, o.plainHTTP)
+	base, repo, err := splitRegistryRef(ref, o.remote.plainHTTP)
 	if err != nil {
 		return err
 	}
 	cfg := conformance.Config{
-		URL:                base,
-		Repo:               repo,
-		Username:           o.username,
-		InsecureSkipVerify: o.insecure,
-		Checks:             o.checks,
-		LargeBlobSize:      o.largeBlob,
+		URL:           base,
+		Repo:          repo,
+		Username:      o.remote.username,
+		Checks:        o.checks,
+		LargeBlobSize: o.largeBlob,
 	}
-	if o.passwordStdin {
-		line, err := bufio.NewReader(stdin).ReadString('\n')
-		if err != nil && !errors.Is(err, io.EOF) {
-			return fmt.Errorf("reading password from stdin: %w", err)
+	if o.remote.username == "" && o.remote.passwordStdin {
+		return errors.New("--password-stdin needs --username")
+	}
+	if o.remote.username != "" {
+		if cfg.Password, err = o.remote.password(stdin); err != nil {
+			return err
 		}
-		cfg.Password = strings.TrimRight(line, "\r\n")
-	} else if p := os.Getenv("FERRY_REGISTRY_PASSWORD"); p != "" {
-		cfg.Password = p
+	}
+	tlsConfig, err := o.remote.tlsConfig(stderr)
+	if err != nil {
+		return err
+	}
+	if tlsConfig != nil {
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.TLSClientConfig = tlsConfig
+		cfg.Client = &http.Client{Timeout: 2 * time.Minute, Transport: t}
 	}
 	for _, w := range o.workflows {
 		wf, err := conformance.ParseWorkflow(w)

@@ -15,8 +15,8 @@ import (
 
 func newRegistryLoadCmd() *cobra.Command {
 	var (
-		root   string
-		output outputFlag
+		root, addr string
+		output     outputFlag
 	)
 	cmd := &cobra.Command{
 		Use:   "load PKG... [--root DIR]",
@@ -26,7 +26,8 @@ each package under its own name (<name>:<version>), and each of its images
 under its original repository path and tag without the registry host
 (docker.io/library/nginx:1.27 → library/nginx:1.27, ghcr.io/org/app:v1 →
 org/app:v1), by the digest the package recorded. Prints the containerd and
-docker configuration that pulls them from the mirror.`,
+docker configuration that pulls them from the mirror at --addr, the address
+clients will reach the registry at (default ` + registry.DefaultAddr + `).`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := output.validate(); err != nil {
@@ -43,11 +44,12 @@ docker configuration that pulls them from the mirror.`,
 			if output.json() {
 				return writeJSON(cmd.OutOrStdout(), map[string]any{"root": dir, "loaded": results})
 			}
-			printLoaded(cmd.OutOrStdout(), results, registry.DefaultAddr)
+			printLoaded(cmd.OutOrStdout(), results, addr)
 			return nil
 		},
 	}
 	cmd.Flags().StringVar(&root, "root", "", "storage root directory (default $XDG_DATA_HOME/ferry/registry or ~/.local/share/ferry/registry)")
+	cmd.Flags().StringVar(&addr, "addr", registry.DefaultAddr, "host:port the registry serving this storage is reached at (for the printed mirror configuration)")
 	output.register(cmd)
 	return cmd
 }

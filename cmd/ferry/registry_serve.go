@@ -54,7 +54,7 @@ SIGINT/SIGTERM stop it gracefully: in-flight requests (uploads included) get
 	f.StringVar(&o.tlsCert, "tls-cert", "", "TLS certificate file (PEM); needs --tls-key")
 	f.StringVar(&o.tlsKey, "tls-key", "", "TLS private key file (PEM); needs --tls-cert")
 	f.BoolVar(&o.insecureNoAuth, "insecure-no-auth", false, "allow a non-loopback address without --htpasswd")
-	f.StringVar(&o.output, "output", "text", "output format: text or json")
+	addOutputFlag(cmd, &o.output)
 	f.StringVar(&o.logLevel, "log-level", "off", "registry log level on stderr: off, error, warn, info or debug")
 	f.StringArrayVar(&o.load, "load", nil, "load this package into the storage first, as an offline mirror (repeatable)")
 	f.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long a graceful shutdown waits for in-flight requests")
@@ -109,8 +109,8 @@ func slogLogger(w io.Writer, level string) (*slog.Logger, error) {
 }
 
 func runRegistryServe(ctx context.Context, stdout, stderr io.Writer, o registryServeOptions) error {
-	if o.output != "text" && o.output != "json" {
-		return fmt.Errorf("--output %q: want text or json", o.output)
+	if err := checkOutput(o.output, false); err != nil {
+		return err
 	}
 	loopback, err := isLoopback(o.addr)
 	if err != nil {

@@ -190,7 +190,7 @@ func TestSplitRegistryRef(t *testing.T) {
 func TestRegistryCheckJSON(t *testing.T) {
 	host := registrytest.New(t)
 	var out bytes.Buffer
-	if err := runRegistryCheck(context.Background(), strings.NewReader(""), &out, host+"/checks", registryCheckOptions{output: "json", largeBlob: -1}); err != nil {
+	if err := runRegistryCheck(context.Background(), strings.NewReader(""), &out, io.Discard, host+"/checks", registryCheckOptions{output: "json", largeBlob: -1}); err != nil {
 		t.Fatalf("check against ferry's registry: %v\n%s", err, out.String())
 	}
 	var rep conformance.Report

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -12,11 +13,50 @@ func newRootCmd() *cobra.Command {
 	root := &cobra.Command{
 		Use:           "ferry",
 		Short:         "Carry Kubernetes software into air-gapped clusters as signed OCI packages",
+		Version:       currentVersion().String(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newPackageCmd(), newRegistryCmd(), newKeyCmd(), newInitCmd(), newDeployCmd(), newListCmd(), newRemoveCmd(), newAgentCmd())
+	root.SetVersionTemplate("ferry {{.Version}}\n")
+	root.AddCommand(newPackageCmd(), newRegistryCmd(), newKeyCmd(), newInitCmd(), newDeployCmd(), newListCmd(), newRemoveCmd(), newAgentCmd(), newVersionCmd())
+	root.SetFlagErrorFunc(flagError)
+	groupCmd(root)
 	return root
+}
+
+// groupCmd makes a command that only groups subcommands refuse an unknown
+// subcommand — one line, exit 1, the nearest names suggested — instead of
+// printing its help and exiting 0. With no argument it prints its help.
+func groupCmd(cmd *cobra.Command) *cobra.Command {
+	cmd.Args = cobra.ArbitraryArgs
+	cmd.SuggestionsMinimumDistance = 2
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		if len(args) == 0 {
+			return cmd.Help()
+		}
+		msg := fmt.Sprintf("unknown command %q for %q", args[0], cmd.CommandPath())
+		if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+			msg += fmt.Sprintf("; did you mean %q?", s[0])
+		} else {
+			var names []string
+			for _, c := range cmd.Commands() {
+				if c.IsAvailableCommand() {
+					names = append(names, c.Name())
+				}
+			}
+			msg += "; commands: " + strings.Join(names, ", ")
+		}
+		return fmt.Errorf("%s", msg)
+	}
+	return cmd
+}
+
+// flagError points a user of the old -O (the output format) to -o.
+func flagError(cmd *cobra.Command, err error) error {
+	if strings.Contains(err.Error(), "shorthand flag: 'O'") {
+		return fmt.Errorf("%w: the output format is -o/--output (text or json)", err)
+	}
+	return err
 }
 
 // oneLine folds an error onto a single line for the terminal.

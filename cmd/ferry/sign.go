@@ -34,13 +34,17 @@ key alone, and nothing records when or whether a signature was made.`,
 			if key == "" {
 				return fmt.Errorf("--key is required")
 			}
+			path, ref, err := parseSource(args[0])
+			if err != nil {
+				return err
+			}
 			k, err := loadSignKey(cmd, key)
 			if err != nil {
 				return err
 			}
 			var res *artifact.SignResult
-			if isLocal(args[0]) {
-				r, err := artifact.Open(cmd.Context(), args[0])
+			if path != "" {
+				r, err := artifact.Open(cmd.Context(), path)
 				if err != nil {
 					return err
 				}
@@ -50,8 +54,14 @@ key alone, and nothing records when or whether a signature was made.`,
 				if err != nil {
 					return err
 				}
-			} else if res, err = artifact.SignRemote(cmd.Context(), args[0], k, artifact.SignOptions{Remote: remote.options()}); err != nil {
-				return err
+			} else {
+				ro, err := remote.options(cmd, ref)
+				if err != nil {
+					return err
+				}
+				if res, err = artifact.SignRemote(cmd.Context(), ref, k, artifact.SignOptions{Remote: ro}); err != nil {
+					return err
+				}
 			}
 			if output.json() {
 				return writeJSON(cmd.OutOrStdout(), res)
@@ -94,7 +104,7 @@ Exit status 0 only when both hold.`,
 				return err
 			}
 			if output.json() {
-				return writeJSON(cmd.OutOrStdout(), res)
+				return writeJSON(cmd.OutOrStdout(), newVerifyJSON(res))
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "verified %s %s\nroot %s: %d blobs, %s, every digest checked\n",
 				res.Report.Name, res.Report.Version, res.Report.Root, res.Report.Blobs, humanBytes(res.Report.StoredSize))
@@ -124,13 +134,21 @@ func verifyPackage(cmd *cobra.Command, src string, keyFiles []string, remote rem
 	if err != nil {
 		return nil, err
 	}
+	path, ref, err := parseSource(src)
+	if err != nil {
+		return nil, err
+	}
+	ro, err := remote.options(cmd, ref)
+	if err != nil {
+		return nil, err
+	}
 	progress, done := newProgress(cmd)
 	defer done()
-	opts := artifact.VerifyOptions{Keys: keys, Remote: remote.options(), Progress: progress}
-	if !isLocal(src) {
-		return artifact.VerifyRemote(cmd.Context(), src, opts)
+	opts := artifact.VerifyOptions{Keys: keys, Remote: ro, Progress: progress}
+	if path == "" {
+		return artifact.VerifyRemote(cmd.Context(), ref, opts)
 	}
-	r, err := artifact.Open(cmd.Context(), src)
+	r, err := artifact.Open(cmd.Context(), path)
 	if err != nil {
 		return nil, err
 	}

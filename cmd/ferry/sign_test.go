@@ -15,9 +15,16 @@ import (
 // as in CI) with extra environment; it returns stdout, stderr, exit code.
 func runFerryEnv(t *testing.T, dir string, env []string, args ...string) (string, string, int) {
 	t.Helper()
+	return runFerryIn(t, dir, env, "", args...)
+}
+
+// runFerryIn is runFerryEnv with stdin.
+func runFerryIn(t *testing.T, dir string, env []string, stdin string, args ...string) (string, string, int) {
+	t.Helper()
 	cmd := exec.Command(ferryBin, args...)
 	cmd.Dir = dir
 	cmd.Env = append(withoutPassword(os.Environ()), env...)
+	cmd.Stdin = strings.NewReader(stdin)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
@@ -73,7 +80,7 @@ func TestCLISignVerify(t *testing.T) {
 	fails(pw, "cosign.key exists", "key", "generate")
 	fails(nil, "set COSIGN_PASSWORD", "key", "generate", "--prefix", "nopw")
 
-	ok(nil, "package", "create", "-o", "unsigned.tar")
+	ok(nil, "package", "create", "-f", "unsigned.tar")
 	fails(nil, "no signature over the package root", "package", "verify", "unsigned.tar", "--key", "cosign.pub")
 	fails(nil, "no signature over the package root", "package", "inspect", "unsigned.tar", "--key", "cosign.pub")
 	fails(nil, "--key is required", "package", "verify", "unsigned.tar")
@@ -82,8 +89,8 @@ func TestCLISignVerify(t *testing.T) {
 	fails(pw, "cosign.pub is a public key", "package", "sign", "unsigned.tar", "--key", "cosign.pub")
 	fails(nil, "cosign.key is a private key", "package", "verify", "unsigned.tar", "--key", "cosign.key")
 
-	ok(pw, "package", "create", "-o", "signed.tar.zst", "--sign-key", "cosign.key")
-	out := ok(nil, "package", "verify", "signed.tar.zst", "--key", "cosign.pub", "-O", "json")
+	ok(pw, "package", "create", "-f", "signed.tar.zst", "--sign-key", "cosign.key")
+	out := ok(nil, "package", "verify", "signed.tar.zst", "--key", "cosign.pub", "-o", "json")
 	var res struct {
 		Package struct {
 			Name   string `json:"name"`
@@ -93,7 +100,7 @@ func TestCLISignVerify(t *testing.T) {
 		Signatures []struct{ Key string } `json:"signatures"`
 	}
 	if err := json.Unmarshal([]byte(out), &res); err != nil || res.Package.Name != "cli" || !res.Package.Signed || len(res.Signatures) != 1 || res.Signatures[0].Key != "cosign.pub" {
-		t.Fatalf("verify -O json: %v %s", err, out)
+		t.Fatalf("verify -o json: %v %s", err, out)
 	}
 	fails(nil, "signed by another key", "package", "verify", "signed.tar.zst", "--key", "other.pub")
 	if out := ok(nil, "package", "inspect", "signed.tar.zst", "--key", "cosign.pub"); !strings.Contains(out, "Signed") || !strings.Contains(out, res.Package.Root) {

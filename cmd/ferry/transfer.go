@@ -1,39 +1,195 @@
 package main
 
 import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
+	"oras.land/oras-go/v2/registry"
+	"oras.land/oras-go/v2/registry/remote/auth"
+	"oras.land/oras-go/v2/registry/remote/credentials"
 
 	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/registry/mirror"
 )
 
-// remoteFlags are the flags every registry-talking command shares.
-type remoteFlags struct{ plainHTTP bool }
+// remoteFlags are the flags every registry-talking command shares, named
+// as crane's and oras's: --plain-http, -u/--username with --password-stdin,
+// --ca-file and --insecure.
+type remoteFlags struct {
+	plainHTTP, insecure, passwordStdin bool
+	username, caFile                   string
+}
 
+// register adds every remote flag: for a command that talks to the one
+// registry its REF names.
 func (f *remoteFlags) register(cmd *cobra.Command) {
+	f.registerTLS(cmd)
+	cmd.Flags().StringVarP(&f.username, "username", "u", "", "registry user name (password from --password-stdin or $FERRY_REGISTRY_PASSWORD; default: the docker config file's credentials)")
+	cmd.Flags().BoolVar(&f.passwordStdin, "password-stdin", false, "read the registry password (or token) from standard input")
+}
+
+// registerTLS adds the transport flags only: for a command that may talk to
+// several registries (credentials then come from the docker config file).
+func (f *remoteFlags) registerTLS(cmd *cobra.Command) {
 	cmd.Flags().BoolVar(&f.plainHTTP, "plain-http", false, "use plain HTTP for the registry (loopback registries always may)")
+	cmd.Flags().StringVar(&f.caFile, "ca-file", "", "PEM file of CA certificates to trust beside the system's (loopback registries then speak HTTPS too)")
+	cmd.Flags().BoolVar(&f.insecure, "insecure", false, "skip TLS certificate verification (anyone on the path can read and change what is sent)")
 }
 
-func (f *remoteFlags) options() artifact.RemoteOptions {
-	return artifact.RemoteOptions{PlainHTTP: f.plainHTTP}
+// passwordEnvRegistry is where a registry password is read from when
+// --username is given without --password-stdin.
+const passwordEnvRegistry = "FERRY_REGISTRY_PASSWORD"
+
+// tlsConfig is the TLS configuration --ca-file and --insecure ask for, or
+// nil for the default; --insecure is announced on stderr.
+func (f *remoteFlags) tlsConfig(stderr io.Writer) (*tls.Config, error) {
+	if f.caFile == "" && !f.insecure {
+		return nil, nil
+	}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if f.caFile != "" {
+		pem, err := os.ReadFile(f.caFile)
+		if err != nil {
+			return nil, fmt.Errorf("--ca-file: %w", err)
+		}
+		pool, err := x509.SystemCertPool()
+		if err != nil {
+			pool = x509.NewCertPool()
+		}
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("--ca-file %s: no PEM certificate in it", f.caFile)
+		}
+		cfg.RootCAs = pool
+	}
+	if f.insecure {
+		fmt.Fprintln(stderr, "ferry: WARNING: --insecure: registry TLS certificates are not verified; anyone on the network path can read and change what is sent")
+		cfg.InsecureSkipVerify = true
+	}
+	return cfg, nil
 }
 
-// isLocal reports whether arg names a package on disk rather than a
-// registry reference: it exists, or it does not start with a registry host
-// (a name with a dot or port, or localhost, before the first slash).
-func isLocal(arg string) bool {
-	if _, err := os.Stat(arg); err == nil {
-		return true
+// password is the registry password for --username: from standard input
+// with --password-stdin, else from $FERRY_REGISTRY_PASSWORD.
+func (f *remoteFlags) password(stdin io.Reader) (string, error) {
+	if f.passwordStdin {
+		if f.username == "" {
+			return "", errors.New("--password-stdin needs --username")
+		}
+		line, err := bufio.NewReader(stdin).ReadString('\n')
+		if err != nil && !errors.Is(err, io.EOF) {
+			return "", fmt.Errorf("reading the password from standard input: %w", err)
+		}
+		return strings.TrimRight(line, "\r\n"), nil
+	}
+	return passwordFromEnv(), nil
+}
+
+// passwordFromEnv is $FERRY_REGISTRY_PASSWORD.
+func passwordFromEnv() string { return os.Getenv(passwordEnvRegistry) }
+
+// options turns the flags into artifact.RemoteOptions. Credentials given
+// with --username go to ref's registry host only; every other host gets
+// the docker config file's.
+func (f *remoteFlags) options(cmd *cobra.Command, ref string) (artifact.RemoteOptions, error) {
+	ro, err := f.transport(cmd.ErrOrStderr())
+	if err != nil {
+		return ro, err
+	}
+	if f.username == "" {
+		if f.passwordStdin {
+			return ro, errors.New("--password-stdin needs --username")
+		}
+		return ro, nil
+	}
+	pw, err := f.password(cmd.InOrStdin())
+	if err != nil {
+		return ro, err
+	}
+	store, err := credentials.NewStoreFromDocker(credentials.StoreOptions{})
+	if err != nil {
+		return ro, fmt.Errorf("docker config: %w", err)
+	}
+	fallback := credentials.Credential(store)
+	host := registryHost(ref)
+	cred := auth.Credential{Username: f.username, Password: pw}
+	ro.Credential = func(ctx context.Context, hostport string) (auth.Credential, error) {
+		if hostport == host || (host == "docker.io" && hostport == "registry-1.docker.io") {
+			return cred, nil
+		}
+		return fallback(ctx, hostport)
+	}
+	return ro, nil
+}
+
+// transport is the flags' plain-HTTP and TLS choices, without credentials.
+func (f *remoteFlags) transport(stderr io.Writer) (artifact.RemoteOptions, error) {
+	tlsConfig, err := f.tlsConfig(stderr)
+	return artifact.RemoteOptions{PlainHTTP: f.plainHTTP, TLS: tlsConfig}, err
+}
+
+// registryHost is the host[:port] a reference or REGISTRY[/prefix] names.
+func registryHost(ref string) string {
+	host, _, _ := strings.Cut(strings.TrimPrefix(ref, ociScheme), "/")
+	return host
+}
+
+// ociScheme marks an argument as a registry reference, as helm's and
+// oras's oci:// does.
+const ociScheme = "oci://"
+
+// parseSource decides whether a PKG|REF argument is a package on disk
+// (path) or a registry reference (ref). oci:// means a reference; ./, ../
+// or / a path; an existing file or folder is a path, and so is a name
+// ending in .tar or .tar.zst. Otherwise a first element that is a
+// registry host (with a dot or port, or localhost) means a reference. A
+// path that does not exist is "no such file"; a reference must name a tag
+// or a digest.
+func parseSource(arg string) (path, ref string, err error) {
+	if r, ok := strings.CutPrefix(arg, ociScheme); ok {
+		return "", r, checkTagged(r)
+	}
+	_, err = os.Stat(arg)
+	switch {
+	case err == nil:
+		return arg, "", nil
+	case looksLikeRef(arg):
+		return "", arg, checkTagged(arg)
+	case errors.Is(err, fs.ErrNotExist):
+		return "", "", fmt.Errorf("%s: no such file or directory (a registry reference is host/repository:tag, or oci://…)", arg)
+	}
+	return arg, "", nil
+}
+
+// looksLikeRef reports whether arg, which is not on disk, reads as a
+// registry reference rather than a path.
+func looksLikeRef(arg string) bool {
+	if strings.HasPrefix(arg, "./") || strings.HasPrefix(arg, "../") || strings.HasPrefix(arg, "/") || archiveFormat(arg) != "" {
+		return false
 	}
 	host, _, ok := strings.Cut(arg, "/")
-	if !ok || host == "." || host == ".." {
-		return true
+	return ok && (strings.ContainsAny(host, ".:") || host == "localhost")
+}
+
+// checkTagged refuses a reference with no tag or digest, or one that does
+// not parse.
+func checkTagged(ref string) error {
+	r, err := registry.ParseReference(ref)
+	if err != nil {
+		return fmt.Errorf("%q is neither a file nor a valid registry reference (host/repository:tag or @sha256:…)", ref)
 	}
-	return !(strings.ContainsAny(host, ".:") || host == "localhost")
+	if r.Reference == "" {
+		return fmt.Errorf("%s names no tag or digest: add :TAG (a package's version is its tag) or @sha256:…", ref)
+	}
+	return nil
 }
 
 func newPushCmd() *cobra.Command {
@@ -46,20 +202,37 @@ func newPushCmd() *cobra.Command {
 		Use:   "push PKG REF",
 		Short: "Push a package (archive or layout folder) to an OCI registry",
 		Long: `Push the whole package graph — root index, package manifest, charts, images,
-signatures — to REF (host/repo:tag), children before parents, streaming the
-archive in one pass. Blobs the registry already has are skipped.
-Credentials come from the docker config file.`,
+signatures — to REF (host/repo[:tag], oci:// optional), children before
+parents, streaming the archive in one pass. Blobs the registry already has
+are skipped. Without a tag, the package's version is the tag.
+Credentials come from --username/--password-stdin or the docker config file
+(ferry registry login).`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := output.validate(); err != nil {
+				return err
+			}
+			ref := strings.TrimPrefix(args[1], ociScheme)
+			parsed, err := registry.ParseReference(ref)
+			if err != nil {
+				return fmt.Errorf("%q is not a registry reference (host/repository[:tag]): %w", args[1], err)
+			}
+			if strings.HasPrefix(parsed.Reference, "sha256:") {
+				return fmt.Errorf("%s: push to a tag (or to host/repository, tagged with the package's version), not a digest", args[1])
+			}
+			ro, err := remote.options(cmd, ref)
+			if err != nil {
 				return err
 			}
 			r, err := artifact.Open(cmd.Context(), args[0])
 			if err != nil {
 				return err
 			}
+			if parsed.Reference == "" {
+				ref += ":" + r.Config.Version
+			}
 			progress, done := newProgress(cmd)
-			res, err := artifact.Push(cmd.Context(), r, args[1], artifact.PushOptions{Remote: remote.options(), MountFrom: mount, Progress: progress})
+			res, err := artifact.Push(cmd.Context(), r, ref, artifact.PushOptions{Remote: ro, MountFrom: mount, Progress: progress})
 			done()
 			if err != nil {
 				return err
@@ -82,12 +255,12 @@ Credentials come from the docker config file.`,
 func newPullCmd() *cobra.Command {
 	var (
 		remote remoteFlags
-		output outputFlag
-		out    string
+		output = outputFlag{writesFile: true}
+		file   fileFlag
 		keys   []string
 	)
 	cmd := &cobra.Command{
-		Use:   "pull REF -o FILE",
+		Use:   "pull REF -f FILE",
 		Short: "Pull a package from an OCI registry into an archive",
 		Long: `Pull the package REF (tag or digest) into FILE (.tar.zst or .tar), verifying
 every blob against its digest; written atomically. What push sent comes back
@@ -98,15 +271,26 @@ required first: nothing is written otherwise.`,
 			if err := output.validate(); err != nil {
 				return err
 			}
-			if out == "" {
-				return fmt.Errorf("-o FILE is required")
+			if file.path == "" {
+				return fmt.Errorf("-f FILE is required: the archive to write (.tar.zst or .tar)")
+			}
+			if err := file.validate(""); err != nil {
+				return err
+			}
+			ref := strings.TrimPrefix(args[0], ociScheme)
+			if err := checkTagged(ref); err != nil {
+				return err
+			}
+			ro, err := remote.options(cmd, ref)
+			if err != nil {
+				return err
 			}
 			verifyKeys, err := loadVerifyKeys(keys)
 			if err != nil {
 				return err
 			}
 			progress, done := newProgress(cmd)
-			res, err := artifact.Pull(cmd.Context(), args[0], out, artifact.PullOptions{Remote: remote.options(), Progress: progress, Keys: verifyKeys})
+			res, err := artifact.Pull(cmd.Context(), ref, file.path, artifact.PullOptions{Remote: ro, Progress: progress, Keys: verifyKeys})
 			done()
 			if err != nil {
 				return err
@@ -120,7 +304,7 @@ required first: nothing is written otherwise.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVarP(&out, "out", "o", "", "archive to write (.tar.zst or .tar)")
+	file.register(cmd, "archive to write (.tar.zst or .tar; required)")
 	addKeyFlag(cmd, &keys)
 	remote.register(cmd)
 	output.register(cmd)
@@ -143,10 +327,16 @@ without the registry host (docker.io/library/nginx:1.27 →
 REGISTRY/library/nginx:1.27), by the digest the package recorded, blobs
 mounted from the package's repository. With --key, a valid signature over the
 root by that key is required first: nothing is pushed otherwise.
-Credentials come from the docker config file.`,
+Credentials come from --username/--password-stdin or the docker config file
+(ferry registry login).`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := output.validate(); err != nil {
+				return err
+			}
+			target := strings.TrimSuffix(strings.TrimPrefix(args[1], ociScheme), "/")
+			ro, err := remote.options(cmd, target)
+			if err != nil {
 				return err
 			}
 			verifyKeys, err := loadVerifyKeys(keys)
@@ -164,7 +354,7 @@ Credentials come from the docker config file.`,
 					return err
 				}
 			}
-			res, err := mirror.Load(cmd.Context(), strings.TrimSuffix(args[1], "/"), r, remote.options())
+			res, err := mirror.Load(cmd.Context(), target, r, ro)
 			done()
 			if err != nil {
 				return err
