@@ -190,6 +190,12 @@ func splitPath(p string) (name, kind, ref string, ok bool) {
 }
 
 func (h *referrersHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !checkRequest(w, r) {
+		return
+	}
+	if r.URL.Path == "/v2/_catalog" {
+		clampCatalogPage(r)
+	}
 	name, kind, ref, ok := splitPath(r.URL.Path)
 	switch {
 	case ok && kind == "referrers" && (r.Method == http.MethodGet || r.Method == http.MethodHead):
@@ -270,6 +276,20 @@ func (h *referrersHandler) putManifest(w http.ResponseWriter, r *http.Request, n
 		io.Reader
 		io.Closer
 	}{io.MultiReader(bytes.NewReader(buf), r.Body), r.Body}
+	var mf manifestFields
+	if len(buf) > maxManifestSize || json.Unmarshal(buf, &mf) != nil || mf.Subject == nil || mf.Subject.Digest.Validate() != nil {
+		mf.Subject = nil
+	}
+	mediaType := r.Header.Get("Content-Type")
+	if mediaType == "" {
+		mediaType = mf.MediaType
+	}
+	if len(buf) <= maxManifestSize {
+		if err := checkManifest(mediaType, buf); err != nil {
+			writeError(w, http.StatusBadRequest, "MANIFEST_INVALID", err.Error())
+			return
+		}
+	}
 
 	// A PUT by a non-sha256 digest: verify it here and let distribution
 	// store the manifest under its sha256 digest.
@@ -283,17 +303,12 @@ func (h *referrersHandler) putManifest(w http.ResponseWriter, r *http.Request, n
 		r.URL.Path = strings.TrimSuffix(r.URL.Path, ref) + digest.Canonical.FromBytes(buf).String()
 		r.URL.RawPath = ""
 	}
-	var mf manifestFields
-	if len(buf) > maxManifestSize || json.Unmarshal(buf, &mf) != nil || mf.Subject == nil || mf.Subject.Digest.Validate() != nil {
-		mf.Subject = nil
-	}
 	if alias == "" && mf.Subject == nil {
 		h.next.ServeHTTP(w, r)
 		return
 	}
-	mediaType := mf.MediaType
-	if mediaType == "" {
-		mediaType = r.Header.Get("Content-Type")
+	if mf.MediaType != "" {
+		mediaType = mf.MediaType
 	}
 	artifactType := mf.ArtifactType
 	if artifactType == "" && mf.Config != nil {

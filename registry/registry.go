@@ -271,6 +271,16 @@ func (c Config) distribution() (*configuration.Configuration, error) {
 	d := &configuration.Configuration{Version: "0.1"}
 	d.HTTP.Secret = fmt.Sprintf("%x", secret)
 	d.Log.Level = "error"
+	// configuration.Parse fills in defaults that a Configuration built in
+	// code lacks. With catalog.maxentries 0, GET /v2/_catalog listed no
+	// repository and refused any n. (tags.maxtags 0 means no limit.)
+	d.Catalog.MaxEntries = catalogMaxEntries
+	// Non-distributable layers carry urls and their blobs are never pushed.
+	// With no allow list, distribution refuses every URL (and answered such
+	// manifests with a 500); allow any http or https URL, as the image spec
+	// and other registries do. distribution still refuses other schemes and
+	// fragments, which checkManifest answers with a 400 first.
+	d.Validation.Manifests.URLs.Allow = []string{`^https?://`}
 	d.Storage = configuration.Storage{
 		"delete": configuration.Parameters{"enabled": !c.DisableDelete},
 		"cache":  configuration.Parameters{"blobdescriptor": "inmemory"},
