@@ -196,6 +196,9 @@ func (h *referrersHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path == "/v2/_catalog" {
 		clampCatalogPage(r)
 	}
+	if h.serveBlob(w, r) {
+		return
+	}
 	name, kind, ref, ok := splitPath(r.URL.Path)
 	switch {
 	case ok && kind == "referrers" && (r.Method == http.MethodGet || r.Method == http.MethodHead):
@@ -291,17 +294,28 @@ func (h *referrersHandler) putManifest(w http.ResponseWriter, r *http.Request, n
 		}
 	}
 
-	// A PUT by a non-sha256 digest: verify it here and let distribution
-	// store the manifest under its sha256 digest.
+	// A PUT by a non-sha256 digest, or by a tag with ?digest= naming one
+	// (the client's way to say which digest it refers to the manifest by):
+	// verify it here, let distribution store the manifest under its sha256
+	// digest, and record the alias.
 	var alias digest.Digest
-	if d, err := digest.Parse(ref); err == nil && d.Algorithm() != digest.Canonical && len(buf) <= maxManifestSize {
+	byDigest := true
+	named := ref
+	if _, err := digest.Parse(ref); err != nil {
+		byDigest, named = false, r.URL.Query().Get("digest")
+	}
+	if d, err := digest.Parse(named); err == nil && len(buf) <= maxManifestSize {
 		if d.Algorithm().FromBytes(buf) != d {
 			writeError(w, http.StatusBadRequest, "DIGEST_INVALID", "provided digest did not match uploaded content")
 			return
 		}
-		alias = d
-		r.URL.Path = strings.TrimSuffix(r.URL.Path, ref) + digest.Canonical.FromBytes(buf).String()
-		r.URL.RawPath = ""
+		if d.Algorithm() != digest.Canonical {
+			alias = d
+			if byDigest {
+				r.URL.Path = strings.TrimSuffix(r.URL.Path, ref) + digest.Canonical.FromBytes(buf).String()
+				r.URL.RawPath = ""
+			}
+		}
 	}
 	if alias == "" && mf.Subject == nil {
 		h.next.ServeHTTP(w, r)
