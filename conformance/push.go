@@ -120,22 +120,9 @@ var pushChecks = []check{
 	def(Push, "blob-mount", "Mounting a blob from another repository (end-11)", "POST ?mount=&from= answers 201 with Location and the blob appears in the target repository",
 		func(ctx context.Context, e *env) error {
 			b := newBlob("application/octet-stream", randomBytes("mount "+e.runID, 4096))
-			src, dst := e.repo("mount-src"), e.repo("mount-dst")
-			if err := e.pushBlob(ctx, src, b); err != nil {
-				return fmt.Errorf("setup: %w", err)
-			}
-			resp, err := e.c.do(ctx, request{Method: http.MethodPost, Path: "/v2/" + dst + "/blobs/uploads/?mount=" + b.desc.Digest.String() + "&from=" + src, Header: http.Header{"Content-Length": {"0"}}})
-			if err != nil {
+			dst := e.repo("mount-dst")
+			if err := mountBlob(ctx, e, b, e.repo("mount-src"), dst); err != nil {
 				return err
-			}
-			if resp.Status == http.StatusAccepted {
-				return fmt.Errorf("mount: got 202, the registry opened an upload instead of mounting (spec-permitted, but a cross-mount is what ferry relies on)")
-			}
-			if err := wantStatus("mount", resp, http.StatusCreated); err != nil {
-				return err
-			}
-			if _, err := resp.location(); err != nil {
-				return fmt.Errorf("mount: %w", err)
 			}
 			return headBlob(ctx, e, dst, b)
 		}),
@@ -245,21 +232,8 @@ var pushChecks = []check{
 			data := randomBytes("mount sha512 "+e.runID, 3000)
 			b := newBlob("application/octet-stream", data)
 			b.desc.Digest = sha512Digest(data)
-			src, dst := e.repo("mount-src"), e.repo("mount-dst-sha512")
-			if err := e.pushBlob(ctx, src, b); err != nil {
-				return fmt.Errorf("setup: %w", err)
-			}
-			resp, err := e.c.do(ctx, request{Method: http.MethodPost, Path: "/v2/" + dst + "/blobs/uploads/?mount=" + b.desc.Digest.String() + "&from=" + src, Header: http.Header{"Content-Length": {"0"}}})
-			if err != nil {
-				return err
-			}
-			if resp.Status == http.StatusAccepted {
-				return fmt.Errorf("mount by sha512: got 202, the registry opened an upload instead of mounting")
-			}
-			if err := wantStatus("mount by sha512", resp, http.StatusCreated); err != nil {
-				return err
-			}
-			if err := wantDigestHeader("mount by sha512", resp, b.desc.Digest, false); err != nil {
+			dst := e.repo("mount-dst-sha512")
+			if err := mountBlob(ctx, e, b, e.repo("mount-src"), dst); err != nil {
 				return err
 			}
 			return getBlobByDigest(ctx, e, dst, b)
@@ -343,6 +317,29 @@ func pushAndVerify(ctx context.Context, e *env, repo, tag string, m blob, blobs 
 		return getManifest(ctx, e, repo, m.desc.Digest.String(), m)
 	}
 	return nil
+}
+
+// mountBlob pushes b to src, then mounts it into dst (end-11): 201 with a
+// Location and, when sent, b's digest in Docker-Content-Digest.
+func mountBlob(ctx context.Context, e *env, b blob, src, dst string) error {
+	if err := e.pushBlob(ctx, src, b); err != nil {
+		return fmt.Errorf("setup: %w", err)
+	}
+	resp, err := e.c.do(ctx, request{Method: http.MethodPost, Path: "/v2/" + dst + "/blobs/uploads/?mount=" + b.desc.Digest.String() + "&from=" + src, Header: http.Header{"Content-Length": {"0"}}})
+	if err != nil {
+		return err
+	}
+	what := "mount " + b.desc.Digest.String()
+	if resp.Status == http.StatusAccepted {
+		return fmt.Errorf("%s: got 202, the registry opened an upload instead of mounting (spec-permitted, but a cross-mount is what ferry relies on)", what)
+	}
+	if err := wantStatus(what, resp, http.StatusCreated); err != nil {
+		return err
+	}
+	if _, err := resp.location(); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return wantDigestHeader(what, resp, b.desc.Digest, false)
 }
 
 // getBlobByDigest GETs and HEADs b by its digest: the body must be b's and

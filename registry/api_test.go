@@ -30,6 +30,12 @@ func call(t *testing.T, method, url, contentType string, body []byte) (*http.Res
 	if contentType != "" {
 		req.Header.Set("Content-Type", contentType)
 	}
+	return send(t, req)
+}
+
+// send sends req and returns the response with its body read.
+func send(t *testing.T, req *http.Request) (*http.Response, []byte) {
+	t.Helper()
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

@@ -109,7 +109,7 @@ func (h *referrersHandler) mountByAlias(w http.ResponseWriter, r *http.Request, 
 
 	pr, pw := io.Pipe()
 	go func() {
-		get := &pipeWriter{header: http.Header{}, pw: pw}
+		get := &pipeWriter{recorder: recorder{header: http.Header{}}, pw: pw}
 		h.next.ServeHTTP(get, internalRequest(r, http.MethodGet, "/v2/"+from+"/blobs/"+d.String(), "", nil))
 		if get.code != 0 && get.code != http.StatusOK {
 			pw.CloseWithError(fmt.Errorf("mount %s from %s: GET answered %d", d, from, get.code))
@@ -180,17 +180,8 @@ func (rec *recorder) replay(w http.ResponseWriter) {
 
 // pipeWriter streams a response body into a pipe.
 type pipeWriter struct {
-	header http.Header
-	code   int
-	pw     *io.PipeWriter
-}
-
-func (p *pipeWriter) Header() http.Header { return p.header }
-
-func (p *pipeWriter) WriteHeader(code int) {
-	if p.code == 0 {
-		p.code = code
-	}
+	recorder
+	pw *io.PipeWriter
 }
 
 func (p *pipeWriter) Write(b []byte) (int, error) {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -214,14 +213,5 @@ func getManifest(t *testing.T, url string) (*http.Response, []byte) {
 	}
 	req.Header.Set("Accept", strings.Join([]string{ocispec.MediaTypeImageManifest, ocispec.MediaTypeImageIndex,
 		"application/vnd.docker.distribution.manifest.v2+json", "application/vnd.docker.distribution.manifest.list.v2+json"}, ", "))
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp, b
+	return send(t, req)
 }

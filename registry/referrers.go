@@ -162,6 +162,10 @@ func (x *referrerIndex) list(repo string, subject digest.Digest, artifactTypes [
 	return out
 }
 
+// referrersHandler is what stands in front of distribution: it answers
+// malformed requests (check.go), bounds catalog pages (catalog.go), serves
+// blobs named by non-sha256 digests (blobdigest.go) and manifests by their
+// aliases (alias.go), and the referrers API; everything else goes to next.
 type referrersHandler struct {
 	next    http.Handler
 	index   *referrerIndex
