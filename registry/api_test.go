@@ -173,37 +173,52 @@ func TestMalformedRequests(t *testing.T) {
 		body         []byte
 		status       int
 		code         string
+		header       http.Header // besides Content-Type: the OCI manifest type
 	}{
-		{"name over 255 characters: tags", http.MethodGet, "/v2/" + long + "/tags/list", nil, 400, "NAME_INVALID"},
-		{"name over 255 characters: upload", http.MethodPost, "/v2/" + long + "/blobs/uploads/", nil, 400, "NAME_INVALID"},
-		{"name over 255 characters: manifest", http.MethodPut, "/v2/" + long + "/manifests/v1", manifest(""), 400, "NAME_INVALID"},
-		{"upper-case name: upload", http.MethodPost, "/v2/UPPER/app/blobs/uploads/", nil, 400, "NAME_INVALID"},
-		{"upper-case name: manifest {}", http.MethodPut, "/v2/UPPER/app/manifests/v1", []byte("{}"), 400, "NAME_INVALID"},
-		{"upper-case name: one component", http.MethodPut, "/v2/Upper/manifests/v1", []byte("{}"), 400, "NAME_INVALID"},
-		{"upper-case name: blob", http.MethodGet, "/v2/app/Sub/blobs/" + someDigest, nil, 400, "NAME_INVALID"},
-		{"host and port as name", http.MethodPost, "/v2/localhost:5000/app/blobs/uploads/", nil, 400, "NAME_INVALID"},
-		{"name with an empty component", http.MethodGet, "/v2/a//b/tags/list", nil, 400, "NAME_INVALID"},
-		{"mount from an invalid name", http.MethodPost, "/v2/app/blobs/uploads/?mount=" + someDigest + "&from=Other", nil, 400, "NAME_INVALID"},
-		{"manifest {}", http.MethodPut, "/v2/app/manifests/v2", []byte("{}"), 400, "MANIFEST_INVALID"},
-		{"manifest schemaVersion 3", http.MethodPut, "/v2/app/manifests/v2", []byte(`{"schemaVersion":3,"layers":[]}`), 400, "MANIFEST_INVALID"},
-		{"manifest not JSON", http.MethodPut, "/v2/app/manifests/v2", []byte("not json"), 400, "MANIFEST_INVALID"},
-		{"layer with an unsupported digest algorithm", http.MethodPut, "/v2/app/manifests/v2", manifest(`{"mediaType":"application/vnd.oci.image.layer.v1.tar","digest":"md5:0123","size":1}`), 400, "MANIFEST_INVALID"},
-		{"layer with a short digest", http.MethodPut, "/v2/app/manifests/v2", manifest(`{"mediaType":"application/vnd.oci.image.layer.v1.tar","digest":"sha256:0123","size":1}`), 400, "MANIFEST_INVALID"},
-		{"layer URL with a ftp scheme", http.MethodPut, "/v2/app/manifests/v2", manifest(`{"mediaType":"application/vnd.oci.image.layer.nondistributable.v1.tar+gzip","digest":"` + someDigest + `","size":1,"urls":["ftp://example.com/l"]}`), 400, "MANIFEST_INVALID"},
-		{"invalid tag: PUT", http.MethodPut, "/v2/app/manifests/-v1", manifest(""), 400, "TAG_INVALID"},
-		{"tag over 128 characters: PUT", http.MethodPut, "/v2/app/manifests/" + strings.Repeat("t", 129), manifest(""), 400, "TAG_INVALID"},
-		{"invalid tag: GET", http.MethodGet, "/v2/app/manifests/-v1", nil, 404, "MANIFEST_UNKNOWN"},
-		{"manifest digest with an unknown algorithm", http.MethodGet, "/v2/app/manifests/md5:0123", nil, 400, "DIGEST_INVALID"},
-		{"manifest digest in upper case", http.MethodGet, "/v2/app/manifests/sha256:" + strings.ToUpper(someDigest[7:]), nil, 400, "DIGEST_INVALID"},
-		{"blob digest too short", http.MethodGet, "/v2/app/blobs/sha256:0123", nil, 400, "DIGEST_INVALID"},
-		{"blob digest in upper case", http.MethodHead, "/v2/app/blobs/sha256:" + strings.ToUpper(someDigest[7:]), nil, 400, ""},
-		{"upload digest unknown algorithm", http.MethodPost, "/v2/app/blobs/uploads/?digest=md5:0123", []byte("x"), 400, "DIGEST_INVALID"},
-		{"mount of a malformed digest", http.MethodPost, "/v2/app/blobs/uploads/?mount=sha256:zz&from=other", nil, 400, "DIGEST_INVALID"},
-		{"referrers of a malformed digest", http.MethodGet, "/v2/app/referrers/sha256:zz", nil, 400, "DIGEST_INVALID"},
-		{"tags n not a number", http.MethodGet, "/v2/app/tags/list?n=x", nil, 400, "PAGINATION_NUMBER_INVALID"},
+		{"name over 255 characters: tags", http.MethodGet, "/v2/" + long + "/tags/list", nil, 400, "NAME_INVALID", nil},
+		{"name over 255 characters: upload", http.MethodPost, "/v2/" + long + "/blobs/uploads/", nil, 400, "NAME_INVALID", nil},
+		{"name over 255 characters: manifest", http.MethodPut, "/v2/" + long + "/manifests/v1", manifest(""), 400, "NAME_INVALID", nil},
+		{"upper-case name: upload", http.MethodPost, "/v2/UPPER/app/blobs/uploads/", nil, 400, "NAME_INVALID", nil},
+		{"upper-case name: manifest {}", http.MethodPut, "/v2/UPPER/app/manifests/v1", []byte("{}"), 400, "NAME_INVALID", nil},
+		{"upper-case name: one component", http.MethodPut, "/v2/Upper/manifests/v1", []byte("{}"), 400, "NAME_INVALID", nil},
+		{"upper-case name: blob", http.MethodGet, "/v2/app/Sub/blobs/" + someDigest, nil, 400, "NAME_INVALID", nil},
+		{"host and port as name", http.MethodPost, "/v2/localhost:5000/app/blobs/uploads/", nil, 400, "NAME_INVALID", nil},
+		{"name with an empty component", http.MethodGet, "/v2/a//b/tags/list", nil, 400, "NAME_INVALID", nil},
+		{"mount from an invalid name", http.MethodPost, "/v2/app/blobs/uploads/?mount=" + someDigest + "&from=Other", nil, 400, "NAME_INVALID", nil},
+		{"manifest {}", http.MethodPut, "/v2/app/manifests/v2", []byte("{}"), 400, "MANIFEST_INVALID", nil},
+		{"manifest schemaVersion 3", http.MethodPut, "/v2/app/manifests/v2", []byte(`{"schemaVersion":3,"layers":[]}`), 400, "MANIFEST_INVALID", nil},
+		{"manifest not JSON", http.MethodPut, "/v2/app/manifests/v2", []byte("not json"), 400, "MANIFEST_INVALID", nil},
+		{"layer with an unsupported digest algorithm", http.MethodPut, "/v2/app/manifests/v2", manifest(`{"mediaType":"application/vnd.oci.image.layer.v1.tar","digest":"md5:0123","size":1}`), 400, "MANIFEST_INVALID", nil},
+		{"layer with a short digest", http.MethodPut, "/v2/app/manifests/v2", manifest(`{"mediaType":"application/vnd.oci.image.layer.v1.tar","digest":"sha256:0123","size":1}`), 400, "MANIFEST_INVALID", nil},
+		{"layer URL with a ftp scheme", http.MethodPut, "/v2/app/manifests/v2", manifest(`{"mediaType":"application/vnd.oci.image.layer.nondistributable.v1.tar+gzip","digest":"` + someDigest + `","size":1,"urls":["ftp://example.com/l"]}`), 400, "MANIFEST_INVALID", nil},
+		{"invalid tag: PUT", http.MethodPut, "/v2/app/manifests/-v1", manifest(""), 400, "TAG_INVALID", nil},
+		{"tag over 128 characters: PUT", http.MethodPut, "/v2/app/manifests/" + strings.Repeat("t", 129), manifest(""), 400, "TAG_INVALID", nil},
+		{"invalid tag: GET", http.MethodGet, "/v2/app/manifests/-v1", nil, 404, "MANIFEST_UNKNOWN", nil},
+		{"manifest digest with an unknown algorithm", http.MethodGet, "/v2/app/manifests/md5:0123", nil, 400, "DIGEST_INVALID", nil},
+		{"manifest digest in upper case", http.MethodGet, "/v2/app/manifests/sha256:" + strings.ToUpper(someDigest[7:]), nil, 400, "DIGEST_INVALID", nil},
+		{"blob digest too short", http.MethodGet, "/v2/app/blobs/sha256:0123", nil, 400, "DIGEST_INVALID", nil},
+		{"blob digest in upper case", http.MethodHead, "/v2/app/blobs/sha256:" + strings.ToUpper(someDigest[7:]), nil, 400, "", nil},
+		{"upload digest unknown algorithm", http.MethodPost, "/v2/app/blobs/uploads/?digest=md5:0123", []byte("x"), 400, "DIGEST_INVALID", nil},
+		{"mount of a malformed digest", http.MethodPost, "/v2/app/blobs/uploads/?mount=sha256:zz&from=other", nil, 400, "DIGEST_INVALID", nil},
+		{"referrers of a malformed digest", http.MethodGet, "/v2/app/referrers/sha256:zz", nil, 400, "DIGEST_INVALID", nil},
+		{"tags n not a number", http.MethodGet, "/v2/app/tags/list?n=x", nil, 400, "PAGINATION_NUMBER_INVALID", nil},
+		{"chunk with a malformed Content-Range", http.MethodPatch, "upload", []byte("abc"), 416, "RANGE_INVALID", http.Header{"Content-Type": {"application/octet-stream"}, "Content-Range": {"zero-2"}}},
+		{"closing PUT with a malformed Content-Range", http.MethodPut, "upload?digest=" + digest.FromString("abc").String(), []byte("abc"), 416, "RANGE_INVALID", http.Header{"Content-Type": {"application/octet-stream"}, "Content-Range": {"zero-2"}}},
+		{"chunk with a JSON Content-Type", http.MethodPatch, "upload", []byte("abc"), 400, "BLOB_UPLOAD_INVALID", http.Header{"Content-Range": {"0-2"}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			resp, body := call(t, tc.method, base+tc.path, ocispec.MediaTypeImageManifest, tc.body)
+			if strings.HasPrefix(tc.path, "upload") {
+				tc.path = openUpload(t, base, "app", tc.path)
+			}
+			req, err := http.NewRequest(tc.method, base+tc.path, bytes.NewReader(tc.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("Content-Type", ocispec.MediaTypeImageManifest)
+			for k, v := range tc.header {
+				req.Header[k] = v
+			}
+			resp, body := send(t, req)
 			if resp.StatusCode != tc.status || (tc.code != "" && errorCode(body) != tc.code) {
 				t.Fatalf("%s %.80s: %s %.200s; want %d %s", tc.method, tc.path, resp.Status, body, tc.status, tc.code)
 			}
@@ -222,8 +237,19 @@ func TestMalformedRequests(t *testing.T) {
 	if !slices.Equal(dirs, []string{"app"}) {
 		t.Fatalf("repository folders %v, want only [app]", dirs)
 	}
-	uploads, _ := os.ReadDir(filepath.Join(repos, "app", "_uploads"))
-	if len(uploads) != 0 {
-		t.Fatalf("%d upload sessions left in app, want none", len(uploads))
+}
+
+// openUpload opens an upload session in repo and returns its path and
+// query, with rest's query (after "upload") added.
+func openUpload(t *testing.T, base, repo, rest string) string {
+	t.Helper()
+	resp := do(t, http.MethodPost, base+"/v2/"+repo+"/blobs/uploads/", "", nil)
+	loc, err := resp.Location()
+	if err != nil {
+		t.Fatal(err)
 	}
+	if _, query, ok := strings.Cut(rest, "?"); ok {
+		loc.RawQuery += "&" + query
+	}
+	return loc.RequestURI()
 }

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
 
 	"github.com/opencontainers/go-digest"
@@ -87,8 +88,30 @@ func checkRequest(w http.ResponseWriter, r *http.Request) bool {
 			writeError(w, http.StatusBadRequest, "NAME_INVALID", fmt.Sprintf("invalid repository name %.300q in from", from))
 			return false
 		}
+		// A chunk's Content-Range and Content-Type: distribution answers a
+		// malformed one with a 500.
+		if cr := r.Header.Get("Content-Range"); cr != "" && (r.Method == http.MethodPatch || r.Method == http.MethodPut) && !validContentRange(cr) {
+			writeError(w, http.StatusRequestedRangeNotSatisfiable, "RANGE_INVALID", fmt.Sprintf("invalid Content-Range %.100q, want <start>-<end>", cr))
+			return false
+		}
+		if ct := r.Header.Get("Content-Type"); r.Method == http.MethodPatch && ct != "" && ct != "application/octet-stream" {
+			writeError(w, http.StatusBadRequest, "BLOB_UPLOAD_INVALID", fmt.Sprintf("chunk Content-Type %.100q, want application/octet-stream", ct))
+			return false
+		}
 	}
 	return true
+}
+
+// validContentRange reports whether cr is <start>-<end>, as distribution
+// parses it.
+func validContentRange(cr string) bool {
+	start, end, ok := strings.Cut(cr, "-")
+	if !ok {
+		return false
+	}
+	_, err1 := strconv.ParseInt(start, 10, 64)
+	_, err2 := strconv.ParseInt(end, 10, 64)
+	return err1 == nil && err2 == nil
 }
 
 func checkDigest(w http.ResponseWriter, s string) bool {
