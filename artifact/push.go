@@ -91,12 +91,23 @@ func (p *pusher) walk(ctx context.Context, r *Reader) (*Summary, error) {
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	sums := make([]*Summary, streams)
+	// Each stream walks its own Reader, and a walk of an archive reads the
+	// head again into it: the copies are made before any walk starts, and an
+	// archive's get no index, so that none shares the slices and maps that
+	// json.Unmarshal writes into (go test -race found both).
+	readers := make([]*Reader, streams)
 	for i := range streams {
-		rc := r
+		readers[i] = r
 		if i > 0 {
 			cp := *r
-			rc = &cp
+			if !r.isDir {
+				cp.Index = ocispec.Index{}
+			}
+			readers[i] = &cp
 		}
+	}
+	for i := range streams {
+		rc := readers[i]
 		var rank int
 		skip := func(desc ocispec.Descriptor) bool {
 			k := rank

@@ -202,6 +202,9 @@ func scopeFor(method string, u *url.URL) string {
 	if !ok {
 		return ""
 	}
+	if rest == "_catalog" {
+		return "registry:catalog:*"
+	}
 	name := ""
 	for _, sep := range []string{"/blobs/", "/manifests/", "/tags/", "/referrers/"} {
 		if i := strings.LastIndex(rest, sep); i > 0 {

@@ -237,7 +237,7 @@ func def(w Workflow, name, spec, title string, run func(context.Context, *env) e
 var catalog []check
 
 func init() {
-	catalog = slices.Concat(pullChecks, pushChecks, discoveryChecks, managementChecks)
+	catalog = slices.Concat(pullChecks, pushChecks, malformedChecks, discoveryChecks, catalogChecks, managementChecks)
 }
 
 // Run runs the selected checks against cfg.URL and reports each outcome. It

@@ -215,23 +215,29 @@ func (e *env) startUpload(ctx context.Context, repo string) (string, error) {
 // pushBlob uploads b monolithically with POST then PUT (end-4a, end-6),
 // the way every client can.
 func (e *env) pushBlob(ctx context.Context, repo string, b blob) error {
+	_, err := e.uploadBlob(ctx, repo, b)
+	return err
+}
+
+// uploadBlob is pushBlob returning the closing PUT's response.
+func (e *env) uploadBlob(ctx context.Context, repo string, b blob) (*response, error) {
 	loc, err := e.startUpload(ctx, repo)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	loc, err = withDigest(loc, b.desc.Digest)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	resp, err := e.c.do(ctx, request{Method: http.MethodPut, Path: loc, Header: octet, Body: b.data})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := wantStatus("PUT blob "+b.desc.Digest.String(), resp, http.StatusCreated); err != nil {
-		return err
+		return resp, err
 	}
 	_, err = resp.location()
-	return err
+	return resp, err
 }
 
 // pushManifest PUTs a manifest under ref (end-7) and returns the response.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
@@ -119,22 +120,9 @@ var pushChecks = []check{
 	def(Push, "blob-mount", "Mounting a blob from another repository (end-11)", "POST ?mount=&from= answers 201 with Location and the blob appears in the target repository",
 		func(ctx context.Context, e *env) error {
 			b := newBlob("application/octet-stream", randomBytes("mount "+e.runID, 4096))
-			src, dst := e.repo("mount-src"), e.repo("mount-dst")
-			if err := e.pushBlob(ctx, src, b); err != nil {
-				return fmt.Errorf("setup: %w", err)
-			}
-			resp, err := e.c.do(ctx, request{Method: http.MethodPost, Path: "/v2/" + dst + "/blobs/uploads/?mount=" + b.desc.Digest.String() + "&from=" + src, Header: http.Header{"Content-Length": {"0"}}})
-			if err != nil {
+			dst := e.repo("mount-dst")
+			if err := mountBlob(ctx, e, b, e.repo("mount-src"), dst); err != nil {
 				return err
-			}
-			if resp.Status == http.StatusAccepted {
-				return fmt.Errorf("mount: got 202, the registry opened an upload instead of mounting (spec-permitted, but a cross-mount is what ferry relies on)")
-			}
-			if err := wantStatus("mount", resp, http.StatusCreated); err != nil {
-				return err
-			}
-			if _, err := resp.location(); err != nil {
-				return fmt.Errorf("mount: %w", err)
 			}
 			return headBlob(ctx, e, dst, b)
 		}),
@@ -221,16 +209,52 @@ var pushChecks = []check{
 			}
 			return nil
 		}),
-	def(Push, "blob-sha512", "Pushing blobs; Pulling blobs (end-6, end-2); image-spec sha512 digests", "a blob uploaded and fetched by a sha512 digest",
+	def(Push, "blob-sha512", "Pushing blobs; Pulling blobs (end-6, end-2); image-spec sha512 digests", "a blob uploaded and fetched by a sha512 digest, answered with that digest in Docker-Content-Digest and Location",
 		func(ctx context.Context, e *env) error {
 			data := randomBytes("sha512 "+e.runID, 5000)
 			b := newBlob("application/octet-stream", data)
 			b.desc.Digest = sha512Digest(data)
 			repo := e.repo("push")
-			if err := e.pushBlob(ctx, repo, b); err != nil {
+			resp, err := e.uploadBlob(ctx, repo, b)
+			if err != nil {
 				return err
 			}
-			return getBlob(ctx, e, repo, b)
+			if err := wantDigestHeader("PUT blob by sha512", resp, b.desc.Digest, false); err != nil {
+				return err
+			}
+			if loc := resp.Header.Get("Location"); !strings.HasSuffix(loc, b.desc.Digest.String()) {
+				return fmt.Errorf("PUT blob by sha512: Location %q does not name %s", loc, b.desc.Digest)
+			}
+			return getBlobByDigest(ctx, e, repo, b)
+		}),
+	def(Push, "blob-mount-sha512", "Mounting a blob from another repository (end-11); image-spec sha512 digests", "a blob mounted by a sha512 digest: 201 naming that digest, and the target repository serves it by it",
+		func(ctx context.Context, e *env) error {
+			data := randomBytes("mount sha512 "+e.runID, 3000)
+			b := newBlob("application/octet-stream", data)
+			b.desc.Digest = sha512Digest(data)
+			dst := e.repo("mount-dst-sha512")
+			if err := mountBlob(ctx, e, b, e.repo("mount-src"), dst); err != nil {
+				return err
+			}
+			return getBlobByDigest(ctx, e, dst, b)
+		}),
+	def(Push, "manifest-nondistributable", "Pushing Manifests (end-7); image-spec descriptor urls, non-distributable layers", "a manifest whose layer carries urls and whose blob is never pushed is stored byte for byte",
+		func(ctx context.Context, e *env) error {
+			repo := e.repo("push")
+			layer := newBlob("application/vnd.oci.image.layer.nondistributable.v1.tar+gzip", randomBytes("foreign "+e.runID, 100))
+			layer.desc.URLs = []string{"https://example.com/v2/foreign/blobs/" + layer.desc.Digest.String()}
+			m := imageManifest(emptyConfig(), []blob{layer}, "", nil, map[string]string{"run": e.runID})
+			if err := e.pushBlob(ctx, repo, emptyConfig()); err != nil {
+				return fmt.Errorf("setup: %w", err)
+			}
+			resp, err := e.pushManifest(ctx, repo, m.desc.Digest.String(), m)
+			if err != nil {
+				return err
+			}
+			if err := wantDigestHeader("PUT manifest", resp, m.desc.Digest, false); err != nil {
+				return err
+			}
+			return getManifest(ctx, e, repo, m.desc.Digest.String(), m)
 		}),
 	def(Push, "manifest-sha512", "Pushing Manifests; Pulling manifests (end-7, end-3); image-spec sha512 digests", "a manifest pushed and fetched by a sha512 digest",
 		func(ctx context.Context, e *env) error {
@@ -291,6 +315,51 @@ func pushAndVerify(ctx context.Context, e *env, repo, tag string, m blob, blobs 
 	}
 	if tag != "" {
 		return getManifest(ctx, e, repo, m.desc.Digest.String(), m)
+	}
+	return nil
+}
+
+// mountBlob pushes b to src, then mounts it into dst (end-11): 201 with a
+// Location and, when sent, b's digest in Docker-Content-Digest.
+func mountBlob(ctx context.Context, e *env, b blob, src, dst string) error {
+	if err := e.pushBlob(ctx, src, b); err != nil {
+		return fmt.Errorf("setup: %w", err)
+	}
+	resp, err := e.c.do(ctx, request{Method: http.MethodPost, Path: "/v2/" + dst + "/blobs/uploads/?mount=" + b.desc.Digest.String() + "&from=" + src, Header: http.Header{"Content-Length": {"0"}}})
+	if err != nil {
+		return err
+	}
+	what := "mount " + b.desc.Digest.String()
+	if resp.Status == http.StatusAccepted {
+		return fmt.Errorf("%s: got 202, the registry opened an upload instead of mounting (spec-permitted, but a cross-mount is what ferry relies on)", what)
+	}
+	if err := wantStatus(what, resp, http.StatusCreated); err != nil {
+		return err
+	}
+	if _, err := resp.location(); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return wantDigestHeader(what, resp, b.desc.Digest, false)
+}
+
+// getBlobByDigest GETs and HEADs b by its digest: the body must be b's and
+// Docker-Content-Digest, when present, b's digest.
+func getBlobByDigest(ctx context.Context, e *env, repo string, b blob) error {
+	for _, m := range []string{http.MethodHead, http.MethodGet} {
+		resp, err := e.get(ctx, m, blobPath(repo, b.desc.Digest), nil)
+		if err != nil {
+			return err
+		}
+		what := m + " blob " + b.desc.Digest.String()
+		if err := wantStatus(what, resp, http.StatusOK); err != nil {
+			return err
+		}
+		if err := wantDigestHeader(what, resp, b.desc.Digest, false); err != nil {
+			return err
+		}
+		if m == http.MethodGet {
+			return wantBody(what, resp, b)
+		}
 	}
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -74,4 +75,46 @@ func TestPeerToolsUseReferrersAPI(t *testing.T) {
 	if out := run(oras, "repo", "tags", "--plain-http", host+"/app"); strings.Contains(out, "sha256-") {
 		t.Fatalf("a client fell back to the referrers tag schema: tags %q", out)
 	}
+}
+
+// TestPeerToolsListRepositories lists a registry's repositories with crane,
+// oras and regctl: each must print every repository and exit 0.
+func TestPeerToolsListRepositories(t *testing.T) {
+	tools := map[string]func(host string) []string{
+		"crane": func(host string) []string { return []string{"catalog", "--insecure", host} },
+		"oras":  func(host string) []string { return []string{"repo", "ls", "--plain-http", host} },
+		"regctl": func(host string) []string {
+			return []string{"repo", "ls", "--host=reg=" + host + ",tls=disabled", host}
+		},
+	}
+	ts := httptest.NewServer(mustNew(t, registry.Config{RootDir: t.TempDir()}))
+	t.Cleanup(ts.Close)
+	host := strings.TrimPrefix(ts.URL, "http://")
+	repos := []string{"app", "library/nginx", "org/team/tool"}
+	pushRepos(t, ts.URL, repos...)
+	for _, name := range []string{"crane", "oras", "regctl"} {
+		t.Run(name, func(t *testing.T) {
+			bin := peertool.Require(t, name)
+			dir := t.TempDir()
+			cmd := exec.Command(bin, tools[name](host)...)
+			cmd.Env = append(os.Environ(), "HOME="+dir, "DOCKER_CONFIG="+filepath.Join(dir, ".docker"))
+			out, err := cmd.Output()
+			if err != nil {
+				t.Fatalf("%s %s: %v\n%s", name, strings.Join(cmd.Args[1:], " "), err, out)
+			}
+			if got := strings.Fields(string(out)); !slices.Equal(got, repos) {
+				t.Fatalf("%s listed %q, want %v", name, out, repos)
+			}
+		})
+	}
+}
+
+func mustNew(t *testing.T, cfg registry.Config) *registry.Server {
+	t.Helper()
+	srv, err := registry.New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Shutdown(context.Background()) })
+	return srv
 }

@@ -162,6 +162,10 @@ func (x *referrerIndex) list(repo string, subject digest.Digest, artifactTypes [
 	return out
 }
 
+// referrersHandler is what stands in front of distribution: it answers
+// malformed requests (check.go), bounds catalog pages (catalog.go), serves
+// blobs named by non-sha256 digests (blobdigest.go) and manifests by their
+// aliases (alias.go), and the referrers API; everything else goes to next.
 type referrersHandler struct {
 	next    http.Handler
 	index   *referrerIndex
@@ -190,6 +194,15 @@ func splitPath(p string) (name, kind, ref string, ok bool) {
 }
 
 func (h *referrersHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !checkRequest(w, r) {
+		return
+	}
+	if r.URL.Path == "/v2/_catalog" {
+		clampCatalogPage(r)
+	}
+	if h.serveBlob(w, r) {
+		return
+	}
 	name, kind, ref, ok := splitPath(r.URL.Path)
 	switch {
 	case ok && kind == "referrers" && (r.Method == http.MethodGet || r.Method == http.MethodHead):
@@ -270,30 +283,50 @@ func (h *referrersHandler) putManifest(w http.ResponseWriter, r *http.Request, n
 		io.Reader
 		io.Closer
 	}{io.MultiReader(bytes.NewReader(buf), r.Body), r.Body}
+	var mf manifestFields
+	if len(buf) > maxManifestSize || json.Unmarshal(buf, &mf) != nil || mf.Subject == nil || mf.Subject.Digest.Validate() != nil {
+		mf.Subject = nil
+	}
+	mediaType := r.Header.Get("Content-Type")
+	if mediaType == "" {
+		mediaType = mf.MediaType
+	}
+	if len(buf) <= maxManifestSize {
+		if err := checkManifest(mediaType, buf); err != nil {
+			writeError(w, http.StatusBadRequest, "MANIFEST_INVALID", err.Error())
+			return
+		}
+	}
 
-	// A PUT by a non-sha256 digest: verify it here and let distribution
-	// store the manifest under its sha256 digest.
+	// A PUT by a non-sha256 digest, or by a tag with ?digest= naming one
+	// (the client's way to say which digest it refers to the manifest by):
+	// verify it here, let distribution store the manifest under its sha256
+	// digest, and record the alias.
 	var alias digest.Digest
-	if d, err := digest.Parse(ref); err == nil && d.Algorithm() != digest.Canonical && len(buf) <= maxManifestSize {
+	byDigest := true
+	named := ref
+	if _, err := digest.Parse(ref); err != nil {
+		byDigest, named = false, r.URL.Query().Get("digest")
+	}
+	if d, err := digest.Parse(named); err == nil && len(buf) <= maxManifestSize {
 		if d.Algorithm().FromBytes(buf) != d {
 			writeError(w, http.StatusBadRequest, "DIGEST_INVALID", "provided digest did not match uploaded content")
 			return
 		}
-		alias = d
-		r.URL.Path = strings.TrimSuffix(r.URL.Path, ref) + digest.Canonical.FromBytes(buf).String()
-		r.URL.RawPath = ""
-	}
-	var mf manifestFields
-	if len(buf) > maxManifestSize || json.Unmarshal(buf, &mf) != nil || mf.Subject == nil || mf.Subject.Digest.Validate() != nil {
-		mf.Subject = nil
+		if d.Algorithm() != digest.Canonical {
+			alias = d
+			if byDigest {
+				r.URL.Path = strings.TrimSuffix(r.URL.Path, ref) + digest.Canonical.FromBytes(buf).String()
+				r.URL.RawPath = ""
+			}
+		}
 	}
 	if alias == "" && mf.Subject == nil {
 		h.next.ServeHTTP(w, r)
 		return
 	}
-	mediaType := mf.MediaType
-	if mediaType == "" {
-		mediaType = r.Header.Get("Content-Type")
+	if mf.MediaType != "" {
+		mediaType = mf.MediaType
 	}
 	artifactType := mf.ArtifactType
 	if artifactType == "" && mf.Config != nil {

@@ -21,6 +21,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/distribution/distribution/v3/configuration"
@@ -91,7 +92,12 @@ type Server struct {
 	referrers *referrerIndex
 	tlsConfig *tls.Config
 	logSink   *logSink
-	httpSrv   *http.Server
+
+	// mu guards httpSrv and closing: Serve and Shutdown run on different
+	// goroutines, and a Shutdown that comes before Serve must still stop it.
+	mu      sync.Mutex
+	httpSrv *http.Server
+	closing bool
 }
 
 // New builds a registry from cfg. ctx bounds the registry's background work
@@ -173,32 +179,55 @@ func (s *Server) ListenAndServe() error {
 
 // Serve serves on l (wrapping it in TLS when configured) until Shutdown; it
 // then returns http.ErrServerClosed. A Server serves at most one listener.
+// After Shutdown, even one that came first, Serve closes l and returns
+// http.ErrServerClosed at once.
 func (s *Server) Serve(l net.Listener) error {
-	if s.httpSrv != nil {
+	s.mu.Lock()
+	switch {
+	case s.closing:
+		s.mu.Unlock()
+		_ = l.Close()
+		return http.ErrServerClosed
+	case s.httpSrv != nil:
+		s.mu.Unlock()
 		return errors.New("registry: already serving")
 	}
 	if s.tlsConfig != nil {
 		l = tls.NewListener(l, s.tlsConfig)
 	}
-	s.httpSrv = &http.Server{
+	srv := &http.Server{
 		Handler:           s,
 		ReadHeaderTimeout: 30 * time.Second,
 		ErrorLog:          slog.NewLogLogger(s.logSink.logger.Handler(), slog.LevelDebug),
 	}
-	return s.httpSrv.Serve(l)
+	s.httpSrv = srv
+	s.mu.Unlock()
+	// A Shutdown between the unlock and here is seen by srv.Serve, which
+	// then returns http.ErrServerClosed.
+	return srv.Serve(l)
 }
 
 // Shutdown stops accepting connections and waits for in-flight requests
 // (uploads included) to finish; when ctx ends first it closes the remaining
 // connections, so an interrupted chunked upload is left as an incomplete
 // session that a client can not complete and that the upload purger removes.
-// It then stops the registry's background work.
+// It then stops the registry's background work. A Serve called before or
+// after Shutdown returns http.ErrServerClosed; Shutdown may be called more
+// than once.
 func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	first := !s.closing
+	s.closing = true
+	srv := s.httpSrv
+	s.mu.Unlock()
 	var err error
-	if s.httpSrv != nil {
-		if err = s.httpSrv.Shutdown(ctx); err != nil {
-			_ = s.httpSrv.Close()
+	if srv != nil {
+		if err = srv.Shutdown(ctx); err != nil {
+			_ = srv.Close()
 		}
+	}
+	if !first {
+		return err
 	}
 	if aerr := s.app.Shutdown(); aerr != nil && err == nil {
 		err = aerr
@@ -242,6 +271,16 @@ func (c Config) distribution() (*configuration.Configuration, error) {
 	d := &configuration.Configuration{Version: "0.1"}
 	d.HTTP.Secret = fmt.Sprintf("%x", secret)
 	d.Log.Level = "error"
+	// configuration.Parse fills in defaults that a Configuration built in
+	// code lacks. With catalog.maxentries 0, GET /v2/_catalog listed no
+	// repository and refused any n. (tags.maxtags 0 means no limit.)
+	d.Catalog.MaxEntries = catalogMaxEntries
+	// Non-distributable layers carry urls and their blobs are never pushed.
+	// With no allow list, distribution refuses every URL (and answered such
+	// manifests with a 500); allow any http or https URL, as the image spec
+	// and other registries do. distribution still refuses other schemes and
+	// fragments, which checkManifest answers with a 400 first.
+	d.Validation.Manifests.URLs.Allow = []string{`^https?://`}
 	d.Storage = configuration.Storage{
 		"delete": configuration.Parameters{"enabled": !c.DisableDelete},
 		"cache":  configuration.Parameters{"blobdescriptor": "inmemory"},

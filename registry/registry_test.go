@@ -170,18 +170,7 @@ func putBlob(t *testing.T, base, repo string, data []byte) {
 
 func do(t *testing.T, method, url, contentType string, body []byte) *http.Response {
 	t.Helper()
-	req, err := http.NewRequest(method, url, bytes.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if contentType != "" {
-		req.Header.Set("Content-Type", contentType)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
+	resp, _ := call(t, method, url, contentType, body)
 	return resp
 }
 

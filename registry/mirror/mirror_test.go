@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"oras.land/oras-go/v2/content/oci"
@@ -111,6 +112,28 @@ func TestLoadMirror(t *testing.T) {
 	for _, s := range []string{"certs.d/docker.io/hosts.toml", "certs.d/ghcr.io/hosts.toml", `[host."http://` + host + `"]`, "registry-mirrors"} {
 		if !strings.Contains(cfg, s) {
 			t.Errorf("mirror config lacks %q:\n%s", s, cfg)
+		}
+	}
+}
+
+// TestLoadIntoReturnsWhenLoadEndsAtOnce stops the loading registry right
+// after starting it (nothing to load): LoadInto must not wait for a Serve
+// that began after its Shutdown (run with -race by make test).
+func TestLoadIntoReturnsWhenLoadEndsAtOnce(t *testing.T) {
+	root := t.TempDir()
+	for range 20 {
+		done := make(chan error, 1)
+		go func() {
+			_, err := mirror.LoadInto(context.Background(), registry.Config{RootDir: root}, nil)
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("LoadInto with nothing to load did not return within 10s")
 		}
 	}
 }
