@@ -284,7 +284,7 @@ func (b *builder) build(ctx context.Context) (*plan, error) {
 
 // sign adds key's signature over the root to a new package.
 func (p *plan) sign(key *PrivateKey) error {
-	si, _, err := addSignature(key, p.root.Digest, p.config.Name, p.config, nil)
+	si, _, err := addSignature(key, p.root, p.config.Name, p.config, nil)
 	if err != nil {
 		return err
 	}

@@ -152,10 +152,16 @@ func remotePlan(ctx context.Context, ref string, opts RemoteOptions) (*plan, *re
 		return nil, nil, fmt.Errorf("%w: %s has no package manifest", ErrCorrupt, ref)
 	}
 	p.mtime = archiveTime(p.config)
-	// Signatures are found by cosign's tag convention.
+	// Signatures are found by cosign's tag convention, else among the
+	// root's referrers (a copy by `oras copy -r` carries no tag).
 	p.index = []ocispec.Descriptor{p.root}
 	sigTag := SignatureTag(root.Digest)
 	sig, err := repo.Resolve(ctx, sigTag)
+	if errors.Is(err, errdef.ErrNotFound) {
+		if ref, ok := signatureReferrer(ctx, repo, p.root); ok {
+			sig, err = ref, nil
+		}
+	}
 	switch {
 	case err == nil:
 		sig = rootDescriptor(sig)
@@ -189,6 +195,38 @@ func remotePlan(ctx context.Context, ref string, opts RemoteOptions) (*plan, *re
 		return nil, nil, err
 	}
 	return p, repo, nil
+}
+
+// signatureReferrer returns the signature manifest among root's referrers
+// in repo (OCI 1.1 referrers API, or the referrers tag schema): of several
+// (a root signed again leaves the older ones), the one holding the most
+// signatures. Any failure to list referrers counts as none.
+func signatureReferrer(ctx context.Context, repo *remote.Repository, root ocispec.Descriptor) (ocispec.Descriptor, bool) {
+	var best ocispec.Descriptor
+	most := 0
+	err := repo.Referrers(ctx, root, ArtifactTypeSignature, func(refs []ocispec.Descriptor) error {
+		for _, d := range refs {
+			if d.MediaType != ocispec.MediaTypeImageManifest || d.Size > MaxManifestSize {
+				continue
+			}
+			data, err := fetchSmall(ctx, repo, d)
+			if err != nil {
+				continue
+			}
+			var m ocispec.Manifest
+			if json.Unmarshal(data, &m) != nil {
+				continue
+			}
+			if n := len(m.Layers); n > most || (n == most && n > 0 && d.Digest < best.Digest) {
+				best, most = d, n
+			}
+		}
+		return nil
+	})
+	if err != nil || most == 0 {
+		return ocispec.Descriptor{}, false
+	}
+	return rootDescriptor(best), true
 }
 
 // archiveTime is the tar mtime of a package's archive entries: its created

@@ -91,18 +91,16 @@ func (p *pusher) walk(ctx context.Context, r *Reader) (*Summary, error) {
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	sums := make([]*Summary, streams)
-	// Each stream walks its own Reader, and a walk of an archive reads the
-	// head again into it: the copies are made before any walk starts, and an
-	// archive's get no index, so that none shares the slices and maps that
-	// json.Unmarshal writes into (go test -race found both).
+	// Each stream walks its own Reader, copied before any walk starts. A
+	// walk reads an archive's head again only to compare it with what Open
+	// read (setHead), so the copies share the parsed head read-only.
+	// (go test -race found the copies made while walk 0 ran, when a walk
+	// still parsed the head again into its Reader.)
 	readers := make([]*Reader, streams)
 	for i := range streams {
 		readers[i] = r
 		if i > 0 {
 			cp := *r
-			if !r.isDir {
-				cp.Index = ocispec.Index{}
-			}
 			readers[i] = &cp
 		}
 	}

@@ -52,7 +52,7 @@ func Sign(ctx context.Context, r *Reader, key *PrivateKey, opts SignOptions) (*S
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", r.Path(), err)
 	}
-	si, res, err := addSignature(key, r.Root.Digest, r.Config.Name, r.Config, existing)
+	si, res, err := addSignature(key, r.Root, r.Config.Name, r.Config, existing)
 	if err != nil || !res.Added {
 		if err == nil && len(old) > 0 {
 			res.Signature = rootDescriptor(old[0])
@@ -97,7 +97,7 @@ func SignRemote(ctx context.Context, ref string, key *PrivateKey, opts SignOptio
 		return nil, err
 	}
 	identity := repo.Reference.Registry + "/" + repo.Reference.Repository
-	si, res, err := addSignature(key, p.root.Digest, identity, p.config, existing)
+	si, res, err := addSignature(key, p.root, identity, p.config, existing)
 	if err != nil || !res.Added {
 		if err == nil && len(p.index) > 1 {
 			res.Signature = rootDescriptor(p.index[1])
@@ -129,16 +129,16 @@ func SignRemote(ctx context.Context, ref string, key *PrivateKey, opts SignOptio
 // addSignature signs root with key unless key already has a valid
 // signature over it among existing, and builds the signature manifest
 // holding existing signatures and the new one.
-func addSignature(key *PrivateKey, root digest.Digest, identity string, cfg *Config, existing []oci.Signature) (*signatureImage, *SignResult, error) {
-	res := &SignResult{Root: root, Signatures: len(existing)}
-	if _, err := checkSignatures(root, existing, []*PublicKey{{Name: key.Name, Verifier: key}}); err == nil {
+func addSignature(key *PrivateKey, root ocispec.Descriptor, identity string, cfg *Config, existing []oci.Signature) (*signatureImage, *SignResult, error) {
+	res := &SignResult{Root: root.Digest, Signatures: len(existing)}
+	if _, err := checkSignatures(root.Digest, existing, []*PublicKey{{Name: key.Name, Verifier: key}}); err == nil {
 		return nil, res, nil
 	}
-	sig, err := signPayload(key, root, identity, cfg)
+	sig, err := signPayload(key, root.Digest, identity, cfg)
 	if err != nil {
 		return nil, nil, err
 	}
-	si, err := newSignatureImage(append(existing, sig))
+	si, err := newSignatureImage(root, append(existing, sig))
 	if err != nil {
 		return nil, nil, err
 	}

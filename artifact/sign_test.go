@@ -6,14 +6,17 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+	"oras.land/oras-go/v2"
 
 	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/internal/peertool"
 )
 
 // keyPair writes a fresh cosign key pair into dir as name.key/name.pub and
@@ -457,4 +460,71 @@ func TestKeyErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestSignatureTravelsAsReferrer: the signature manifest is also an OCI 1.1
+// referrer of the root, so a copy of the root with its referrers (oras-go's
+// ExtendedCopy, as `oras copy -r`; the oras CLI when installed) carries it
+// and verify finds it there without the cosign tag; `oras discover` shows
+// it. A copy without referrers is refused naming where ferry looked and how
+// to copy the signature.
+func TestSignatureTravelsAsReferrer(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t)
+	alice, alicePub := keyPair(t, t.TempDir(), "alice")
+	signed := filepath.Join(t.TempDir(), "signed.tar.zst")
+	create(t, w, signed)
+	res, err := artifact.Sign(ctx, openPkg(t, signed), alice, artifact.SignOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	host := w.Host
+	if _, err := pushFile(t, signed, host+"/pkgs/demo:1.0.0", artifact.PushOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	root := res.Root.String()
+	src := remoteRepo(t, host+"/pkgs/demo")
+	keys := artifact.VerifyOptions{Keys: []*artifact.PublicKey{alicePub}}
+
+	withReferrers := remoteRepo(t, host+"/copies/with-referrers")
+	if _, err := oras.ExtendedCopy(ctx, src, root, withReferrers, root, oras.DefaultExtendedCopyOptions); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := withReferrers.Resolve(ctx, artifact.SignatureTag(res.Root)); err == nil {
+		t.Fatal("the copy has the signature tag: the test would not show the referrer is used")
+	}
+	if _, err := artifact.VerifyRemote(ctx, host+"/copies/with-referrers@"+root, keys); err != nil {
+		t.Fatalf("verify of a copy with referrers: %v", err)
+	}
+	out := filepath.Join(t.TempDir(), "pulled.tar.zst")
+	if _, err := artifact.Pull(ctx, host+"/copies/with-referrers@"+root, out, artifact.PullOptions{Keys: keys.Keys}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := verifyFile(out, alicePub); err != nil {
+		t.Fatalf("the pulled copy: %v", err)
+	}
+
+	bare := remoteRepo(t, host+"/copies/bare")
+	if _, err := oras.Copy(ctx, src, root, bare, root, oras.DefaultCopyOptions); err != nil {
+		t.Fatal(err)
+	}
+	_, err = artifact.VerifyRemote(ctx, host+"/copies/bare@"+root, keys)
+	if !errors.Is(err, artifact.ErrNoSignature) || !strings.Contains(err.Error(), "oras copy -r") || !strings.Contains(err.Error(), artifact.SignatureTag(res.Root)) {
+		t.Fatalf("verify of a copy without the signature: %v", err)
+	}
+
+	t.Run("oras CLI", func(t *testing.T) {
+		orasBin := peertool.Require(t, "oras")
+		cmd := exec.Command(orasBin, "copy", "-r", "--from-plain-http", "--to-plain-http", host+"/pkgs/demo@"+root, host+"/copies/oras-cli@"+root)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("oras copy -r: %v\n%s", err, out)
+		}
+		if _, err := artifact.VerifyRemote(ctx, host+"/copies/oras-cli@"+root, keys); err != nil {
+			t.Fatalf("verify after oras copy -r: %v", err)
+		}
+		out, err := exec.Command(orasBin, "discover", "--plain-http", host+"/copies/oras-cli@"+root).CombinedOutput()
+		if err != nil || !strings.Contains(string(out), artifact.ArtifactTypeSignature) {
+			t.Fatalf("oras discover: %v\n%s", err, out)
+		}
+	})
 }

@@ -99,6 +99,9 @@ func checkSignatureManifest(root digest.Digest, data []byte, fetch func(ocispec.
 			return fmt.Errorf("%w: signature %d is over %s, not the package root %s", ErrSignature, n, p.Critical.Image.DockerManifestDigest, root)
 		}
 	}
+	if m.Subject != nil && m.Subject.Digest != root {
+		return fmt.Errorf("%w: signature manifest's subject is %s, not the package root %s", ErrSignature, m.Subject.Digest, root)
+	}
 	return nil
 }
 
@@ -137,14 +140,23 @@ type signatureImage struct {
 	blobs map[digest.Digest][]byte
 }
 
-// newSignatureImage builds the signature manifest holding sigs, as cosign
-// builds it (cosign's own library), so that either tool can append to it.
-func newSignatureImage(sigs []oci.Signature) (*signatureImage, error) {
+// ArtifactTypeSignature is the artifact type of a signature manifest, as
+// cosign names it in its OCI 1.1 mode.
+const ArtifactTypeSignature = "application/vnd.dev.cosign.artifact.sig.v1+json"
+
+// newSignatureImage builds the signature manifest holding sigs over root as
+// cosign builds it (cosign's own library), so that either tool can append
+// to it, and makes it an OCI 1.1 referrer of root too: its subject is root
+// and its artifact type ArtifactTypeSignature. Tagged sha256-<hex>.sig, it
+// is where `cosign verify` looks; as a referrer, `oras copy -r`, `regctl
+// image copy --referrers` and `oras discover` carry and show it with the
+// package.
+func newSignatureImage(root ocispec.Descriptor, sigs []oci.Signature) (*signatureImage, error) {
 	img, err := mutate.AppendSignatures(empty.Signatures(), false, sigs...)
 	if err != nil {
 		return nil, err
 	}
-	manifest, err := img.RawManifest()
+	raw, err := img.RawManifest()
 	if err != nil {
 		return nil, err
 	}
@@ -152,13 +164,19 @@ func newSignatureImage(sigs []oci.Signature) (*signatureImage, error) {
 	if err != nil {
 		return nil, err
 	}
-	si := &signatureImage{
-		desc:  ocispec.Descriptor{MediaType: ocispec.MediaTypeImageManifest, Digest: digest.FromBytes(manifest), Size: int64(len(manifest))},
-		blobs: map[digest.Digest][]byte{digest.FromBytes(manifest): manifest, digest.FromBytes(config): config},
-	}
 	var m ocispec.Manifest
-	if err := json.Unmarshal(manifest, &m); err != nil || m.MediaType != ocispec.MediaTypeImageManifest {
-		return nil, fmt.Errorf("unexpected signature manifest %s", manifest)
+	if err := json.Unmarshal(raw, &m); err != nil || m.MediaType != ocispec.MediaTypeImageManifest {
+		return nil, fmt.Errorf("unexpected signature manifest %s", raw)
+	}
+	subject := rootDescriptor(root)
+	m.Subject, m.ArtifactType = &subject, ArtifactTypeSignature
+	manifest, err := json.Marshal(m)
+	if err != nil {
+		return nil, err
+	}
+	si := &signatureImage{
+		desc:  ocispec.Descriptor{MediaType: ocispec.MediaTypeImageManifest, ArtifactType: ArtifactTypeSignature, Digest: digest.FromBytes(manifest), Size: int64(len(manifest))},
+		blobs: map[digest.Digest][]byte{digest.FromBytes(manifest): manifest, digest.FromBytes(config): config},
 	}
 	for _, s := range sigs {
 		p, err := s.Payload()

@@ -84,6 +84,12 @@ func (p *plan) checkSignatures(ctx context.Context, repo *remote.Repository, ref
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", ref, err)
 	}
+	if len(sigs) == 0 {
+		tag := SignatureTag(p.root.Digest)
+		repoName := repo.Reference.Registry + "/" + repo.Reference.Repository
+		return nil, fmt.Errorf("%s: %w over the package root %s: none at the tag %s:%s nor among the root's referrers; copy the signature with the package (oras copy -r, regctl image copy --referrers) or copy its tag too (crane copy SOURCE:%s %s:%s)",
+			ref, ErrNoSignature, p.root.Digest, repoName, tag, tag, repoName, tag)
+	}
 	valid, err := checkSignatures(p.root.Digest, sigs, keys)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", ref, err)
