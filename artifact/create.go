@@ -377,7 +377,7 @@ func (b *builder) image(ctx context.Context, img ImageDef) (ocispec.Descriptor, 
 		}
 		desc, rec.Platforms = stored, platforms
 	case isManifest(desc.MediaType):
-		platform, err := b.manifestPlatform(ctx, src, data)
+		platform, err := b.manifestPlatform(ctx, src, data, img)
 		if err != nil {
 			return desc, rec, err
 		}
@@ -479,24 +479,32 @@ func (b *builder) node(ctx context.Context, src content.ReadOnlyStorage, desc oc
 	return nil
 }
 
-// manifestPlatform reads an image manifest's platform from its config.
-func (b *builder) manifestPlatform(ctx context.Context, src content.ReadOnlyStorage, data []byte) (Platform, error) {
+// manifestPlatform reads an image manifest's platform from its config, or
+// from the definition when the config names none.
+func (b *builder) manifestPlatform(ctx context.Context, src content.ReadOnlyStorage, data []byte, def ImageDef) (Platform, error) {
 	var m ocispec.Manifest
 	if err := json.Unmarshal(data, &m); err != nil {
-		return Platform{}, fmt.Errorf("parse manifest: %w", err)
+		return Platform{}, fmt.Errorf("image %s: parse manifest: %w", def.Ref, err)
 	}
 	cfgData, err := fetchSmall(ctx, src, m.Config)
 	if err != nil {
-		return Platform{}, err
+		return Platform{}, fmt.Errorf("image %s: %w", def.Ref, err)
 	}
 	var img ocispec.Image
 	if err := json.Unmarshal(cfgData, &img); err != nil {
-		return Platform{}, fmt.Errorf("%s: parse image config: %w", m.Config.Digest, err)
+		return Platform{}, fmt.Errorf("image %s: parse its config %s: %w", def.Ref, m.Config.Digest, err)
 	}
-	if img.OS == "" || img.Architecture == "" {
-		return Platform{}, fmt.Errorf("%s: image config names no os/architecture", m.Config.Digest)
+	named := Platform{OS: img.OS, Architecture: img.Architecture, Variant: img.Variant}
+	switch {
+	case img.OS == "" || img.Architecture == "":
+		if def.Platform != nil {
+			return *def.Platform, nil
+		}
+		return Platform{}, fmt.Errorf("image %s: its config %s names no os/architecture; say which platform it is for with `platform: os/arch` in its entry (with ref:)", def.Ref, m.Config.Digest)
+	case def.Platform != nil && (def.Platform.OS != named.OS || def.Platform.Architecture != named.Architecture || (def.Platform.Variant != "" && def.Platform.Variant != named.Variant)):
+		return Platform{}, fmt.Errorf("image %s is %s (its config %s), not the %s its entry says", def.Ref, named, m.Config.Digest, def.Platform)
 	}
-	return Platform{OS: img.OS, Architecture: img.Architecture, Variant: img.Variant}, nil
+	return named, nil
 }
 
 func (b *builder) wantPlatform(p Platform) bool {

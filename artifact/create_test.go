@@ -13,8 +13,11 @@ import (
 
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+	"oras.land/oras-go/v2"
+	"oras.land/oras-go/v2/content/oci"
 
 	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/internal/fixture"
 )
 
 func TestCreateInspect(t *testing.T) {
@@ -246,5 +249,62 @@ func TestOutputMustBeARegularFile(t *testing.T) {
 	}
 	if fi, err := os.Lstat(fifo); err != nil || fi.Mode()&os.ModeNamedPipe == 0 {
 		t.Fatalf("the pipe was replaced: %v %v", fi.Mode(), err)
+	}
+}
+
+// TestImagePlatformFromDefinition: an image whose config names no platform
+// is refused naming the image and saying how to declare its platform; a
+// `platform:` in its entry declares it, and one that contradicts the
+// config is refused.
+func TestImagePlatformFromDefinition(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	store, err := oci.New(filepath.Join(dir, "images"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	push := func(tag string, config []byte) {
+		cdesc, err := oras.PushBytes(ctx, store, ocispec.MediaTypeImageConfig, config)
+		if err != nil {
+			t.Fatal(err)
+		}
+		layer := fixture.NewLayer(fixture.Rand(uint64(len(tag))), 1024).Data
+		ldesc, err := oras.PushBytes(ctx, store, ocispec.MediaTypeImageLayerGzip, layer)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := oras.PackManifest(ctx, store, oras.PackManifestVersion1_1, "", oras.PackManifestOptions{ConfigDescriptor: &cdesc, Layers: []ocispec.Descriptor{ldesc}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := store.Tag(ctx, m, tag); err != nil {
+			t.Fatal(err)
+		}
+	}
+	push("noplat", []byte(`{"rootfs":{"type":"layers","diff_ids":[]}}`))
+	push("amd64", []byte(`{"os":"linux","architecture":"amd64","rootfs":{"type":"layers","diff_ids":[]}}`))
+	def := func(entry string) *artifact.Definition {
+		writeFile(t, filepath.Join(dir, artifact.DefinitionFileName), "apiVersion: ferry.dev/v1alpha1\nkind: Package\nmetadata: {name: p, version: '1'}\nplatforms: [linux/amd64]\ncomponents:\n  - name: c\n    images:\n      - "+entry+"\n")
+		d, err := artifact.LoadDefinition(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	out := filepath.Join(t.TempDir(), "p.tar")
+	_, err = artifact.Create(ctx, def("{ref: example.com/app:noplat, layout: images}"), artifact.CreateOptions{Output: out})
+	if err == nil || !strings.Contains(err.Error(), "image example.com/app:noplat: its config sha256:") || !strings.Contains(err.Error(), "`platform: os/arch`") {
+		t.Fatalf("an image with no platform: %v", err)
+	}
+	res, err := artifact.Create(ctx, def("{ref: example.com/app:noplat, layout: images, platform: linux/amd64}"), artifact.CreateOptions{Output: out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := res.Config.Components[0].Images[0].Platforms; len(p) != 1 || p[0] != "linux/amd64" {
+		t.Fatalf("recorded platforms %v", p)
+	}
+	_, err = artifact.Create(ctx, def("{ref: example.com/app:amd64, layout: images, platform: linux/arm64}"), artifact.CreateOptions{Output: out})
+	if err == nil || !strings.Contains(err.Error(), "image example.com/app:amd64 is linux/amd64 (its config") {
+		t.Fatalf("a contradicting platform: %v", err)
 	}
 }

@@ -58,8 +58,12 @@ type ImageDef struct {
 	Layout string
 	// Tag is the name of the image inside Layout (its ref.name); defaults to
 	// Ref's tag or digest.
-	Tag  string
-	Line int
+	Tag string
+	// Platform, when set, says which platform a single-platform image is
+	// for when its config does not (an image config with no os or
+	// architecture); a config that names another platform is an error.
+	Platform *Platform
+	Line     int
 }
 
 // ChartDef is a Helm chart source: a chart folder or .tgz (Path), or an OCI
@@ -453,6 +457,18 @@ func (p *defParser) image(n *yaml.Node, field string) (ImageDef, error) {
 			"ref":    func(v *yaml.Node, f string) error { return p.str(v, f, &ref) },
 			"layout": func(v *yaml.Node, f string) error { return p.path(v, f, &img.Layout) },
 			"tag":    func(v *yaml.Node, f string) error { return p.str(v, f, &img.Tag) },
+			"platform": func(v *yaml.Node, f string) error {
+				var s string
+				if err := p.str(v, f, &s); err != nil {
+					return err
+				}
+				pl, err := ParsePlatform(s)
+				if err != nil {
+					return p.errf(v.Line, f, "%v", err)
+				}
+				img.Platform = &pl
+				return nil
+			},
 		})
 		if err != nil {
 			return img, err
