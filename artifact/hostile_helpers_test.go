@@ -337,3 +337,18 @@ func largestBlob(entries []tarEntry) string {
 	}
 	return name
 }
+
+// signedPackage creates the world's package as name in a temporary folder
+// and signs it with a fresh key, alice; it returns the archive's path and
+// alice's keys (written beside it as alice.key and alice.pub).
+func signedPackage(t testing.TB, w *world, name string) (string, *artifact.PrivateKey, *artifact.PublicKey) {
+	t.Helper()
+	dir := t.TempDir()
+	alice, alicePub := keyPair(t, dir, "alice")
+	path := filepath.Join(dir, name)
+	create(t, w, path)
+	if _, err := artifact.Sign(context.Background(), openPkg(t, path), alice, artifact.SignOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return path, alice, alicePub
+}

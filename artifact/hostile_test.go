@@ -32,13 +32,7 @@ import (
 // refused by the next walk.
 func TestOnlyTheSignedRootTravels(t *testing.T) {
 	ctx := context.Background()
-	w := newWorld(t)
-	alice, alicePub := keyPair(t, t.TempDir(), "alice")
-	signed := filepath.Join(t.TempDir(), "signed.tar")
-	create(t, w, signed)
-	if _, err := artifact.Sign(ctx, openPkg(t, signed), alice, artifact.SignOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	signed, _, alicePub := signedPackage(t, newWorld(t), "signed.tar")
 	a := loadArchive(t, signed)
 	sig := a.index.Manifests[1]
 
@@ -148,14 +142,7 @@ func TestOnlyTheSignedRootTravels(t *testing.T) {
 // TestSignatureManifestShape: a signature manifest holds cosign signature
 // payloads over the root and nothing else, within the limits.
 func TestSignatureManifestShape(t *testing.T) {
-	ctx := context.Background()
-	w := newWorld(t)
-	alice, alicePub := keyPair(t, t.TempDir(), "alice")
-	signed := filepath.Join(t.TempDir(), "signed.tar")
-	create(t, w, signed)
-	if _, err := artifact.Sign(ctx, openPkg(t, signed), alice, artifact.SignOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	signed, _, alicePub := signedPackage(t, newWorld(t), "signed.tar")
 	a := loadArchive(t, signed)
 	sm := a.manifest(t, a.index.Manifests[1].Digest)
 	payload := a.blob(t, sm.Layers[0].Digest)

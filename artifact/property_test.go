@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
-	"path/filepath"
 	"sort"
 	"testing"
 
@@ -27,15 +26,8 @@ import (
 // reordered archive) for the property to say anything.
 func TestVerifiedPushesOnlyTheSignedGraph(t *testing.T) {
 	ctx := context.Background()
-	w := newWorld(t)
-	keys := t.TempDir()
-	alice, alicePub := keyPair(t, keys, "alice")
-	bob, _ := keyPair(t, keys, "bob")
-	signed := filepath.Join(t.TempDir(), "signed.tar")
-	create(t, w, signed)
-	if _, err := artifact.Sign(ctx, openPkg(t, signed), alice, artifact.SignOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	signed, _, alicePub := signedPackage(t, newWorld(t), "signed.tar")
+	bob, _ := keyPair(t, t.TempDir(), "bob")
 	a := loadArchive(t, signed)
 	extra := []byte(`{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json","config":{"mediaType":"application/vnd.oci.empty.v1+json","digest":"sha256:44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a","size":2},"layers":[]}`)
 	empty := []byte("{}")
