@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/klauspost/compress/zstd"
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
@@ -445,5 +446,53 @@ components:
 		if res.Root.Digest != first || !bytes.Equal(data, firstBytes) {
 			t.Fatalf("create %d: root %s, first %s (bytes equal: %v)", i+1, res.Root.Digest, first, bytes.Equal(data, firstBytes))
 		}
+	}
+}
+
+// TestArchivePathMustBeARegularFile: an archive path that is a FIFO or a
+// device is refused at once (a FIFO used to hang the reader).
+func TestArchivePathMustBeARegularFile(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "pkg.tar.zst")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{fifo, "/dev/zero"} {
+		done := make(chan error, 1)
+		go func() { _, err := artifact.Open(context.Background(), p); done <- err }()
+		select {
+		case err := <-done:
+			if !errors.Is(err, artifact.ErrUnsafeEntry) || !strings.Contains(err.Error(), "is not a regular file") {
+				t.Fatalf("%s: %v", p, err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: open hangs", p)
+		}
+	}
+}
+
+// TestPushOneFrameArchive: a .tar.zst recompressed as one zstd frame (zstd
+// or tar --zstd made it) pushes whole, by two streams (each decompresses
+// all of it), and pulls back verified.
+func TestPushOneFrameArchive(t *testing.T) {
+	dir := t.TempDir()
+	plain := filepath.Join(dir, "small.tar")
+	smallPackage(t, plain, 6<<20)
+	data, _ := os.ReadFile(plain)
+	var one bytes.Buffer
+	enc, _ := zstd.NewWriter(&one)
+	enc.Write(data)
+	enc.Close()
+	p := filepath.Join(dir, "one.tar.zst")
+	os.WriteFile(p, one.Bytes(), 0o644)
+	host := registrytest.New(t)
+	if _, err := pushFile(t, p, host+"/pkgs/small:1.0.0", artifact.PushOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "pulled.tar")
+	if _, err := artifact.Pull(context.Background(), host+"/pkgs/small:1.0.0", out, artifact.PullOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := inspectErr(out); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -37,7 +37,9 @@ type PushOptions struct {
 	// DefaultPushStreams. Each stream reads the package on its own — an
 	// archive without an index can only be read from its start — taking
 	// every Streams-th large blob and passing over the others, so memory
-	// stays bounded whatever the blob sizes.
+	// stays bounded whatever the blob sizes. A .tar.zst that is one zstd
+	// frame (made by zstd or tar --zstd, not ferry) is read by at most two
+	// streams: each decompresses all of it.
 	Streams int
 	// Progress, if set, receives progress reports.
 	Progress ProgressFunc
@@ -88,6 +90,12 @@ func (p *pusher) walk(ctx context.Context, r *Reader) (*Summary, error) {
 	streams := p.opts.Streams
 	if streams <= 0 {
 		streams = DefaultPushStreams
+	}
+	if r.oneFrame {
+		// Every walk would decompress the whole archive to find its blobs:
+		// two, one of which uploads the small blobs as it goes while the
+		// other runs ahead and meets a bad entry (or the end) early.
+		streams = min(streams, 2)
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	sums := make([]*Summary, streams)

@@ -50,6 +50,9 @@ type Reader struct {
 	// as Open read it: a later walk refuses an archive whose head changed,
 	// so what was verified is what is pushed.
 	head digest.Digest
+	// oneFrame is set for a .tar.zst that is one zstd frame: it can only be
+	// read from its start by decompressing all of it.
+	oneFrame bool
 }
 
 // Open opens a package archive or layout folder and reads its head:
@@ -80,15 +83,20 @@ func (r *Reader) Path() string { return r.path }
 // bomb's much more.
 func (r *Reader) openArchive() error {
 	var size int64
-	err := r.withTar(func(tr *tar.Reader) error {
-		_, err := r.readHead(tr)
-		return err
+	err := r.withTar(func(tr *tar.Reader, z *zstReader) error {
+		if _, err := r.readHead(tr); err != nil {
+			return err
+		}
+		if z != nil {
+			size = z.size
+			// A frame still being decoded that ends at the end of the file:
+			// the archive is one zstd frame (zstd or tar --zstd made it).
+			r.oneFrame = z.decoding && z.next == z.size
+		}
+		return nil
 	})
 	if err != nil {
 		return err
-	}
-	if fi, err := os.Stat(r.path); err == nil {
-		size = fi.Size()
 	}
 	if claimed := claimedSize(r.Config); r.format == FormatTarZstd && claimed > expansionFloor+MaxExpansion*size {
 		return fmt.Errorf("%w: %s accounts for %d bytes of blobs, more than %d times the archive's %d bytes (a zstd bomb?)", ErrCorrupt, ConfigFileName, claimed, MaxExpansion, size)
@@ -96,34 +104,31 @@ func (r *Reader) openArchive() error {
 	return nil
 }
 
-// withTar opens the archive, undoing zstd when present, and hands its tar
-// stream to fn. Both streams can Seek forward, so archive/tar skips the data
-// of entries fn leaves unread without reading it (a .tar.zst's raw frames;
-// see zstReader).
-func (r *Reader) withTar(fn func(*tar.Reader) error) error {
-	f, err := os.Open(r.path)
+// withTar opens the archive, which must be a regular file, undoing zstd
+// when present, and hands its tar stream to fn, with the zstd reader (nil
+// for a plain tar). Both streams can Seek forward, so archive/tar skips the
+// data of entries fn leaves unread without reading it (a .tar.zst's raw
+// frames; see zstReader).
+func (r *Reader) withTar(fn func(*tar.Reader, *zstReader) error) error {
+	f, fi, err := openRegular(r.path, r.path)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return err
-	}
 	var magic [4]byte
 	_, _ = f.ReadAt(magic[:], 0)
 	var src io.Reader = f
+	var z *zstReader
 	r.format = FormatTar
 	if bytes.Equal(magic[:], zstdMagic) {
 		r.format = FormatTarZstd
-		z, err := newZstReader(f, fi.Size())
-		if err != nil {
+		if z, err = newZstReader(f, fi.Size()); err != nil {
 			return err
 		}
 		defer z.Close()
 		src = z
 	}
-	return fn(tar.NewReader(src))
+	return fn(tar.NewReader(src), z)
 }
 
 // next returns the next tar entry, mapping stream damage to ErrCorrupt.
@@ -382,7 +387,7 @@ func (r *Reader) walk(ctx context.Context, opts walkOptions) (*Summary, error) {
 	if r.isDir {
 		err = w.walkDir(ctx)
 	} else {
-		err = r.withTar(func(tr *tar.Reader) error { return w.walkTar(ctx, tr) })
+		err = r.withTar(func(tr *tar.Reader, _ *zstReader) error { return w.walkTar(ctx, tr) })
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", r.path, err)

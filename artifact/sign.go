@@ -202,7 +202,7 @@ func (r *Reader) rewriteArchive(ctx context.Context, entries, descs []ocispec.De
 	if p.indexJSON, err = indexJSON(entries); err != nil {
 		return err
 	}
-	return r.withTar(func(tr *tar.Reader) error {
+	return r.withTar(func(tr *tar.Reader, _ *zstReader) error {
 		if _, err := r.readHead(tr); err != nil {
 			return err
 		}

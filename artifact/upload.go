@@ -3,6 +3,7 @@ package artifact
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -20,17 +21,25 @@ const uploadCancelTimeout = 10 * time.Second
 
 // pushBlob uploads one blob as crane does — a POST that opens an upload
 // session (mounting from mountFrom, a repository of the same registry, when
-// set), a PATCH that streams the body, a PUT that commits it under its
-// digest — and cancels the session when the upload fails, so that a push
-// refused half-way leaves nothing in the registry's upload area. A blob is
-// verified as it streams; when its reader fails (the blob damaged, the
-// archive found hostile) or ctx ends, the PATCH body ends early instead of
-// being cut off, the registry answers with the session's state, and the
-// session is deleted instead of committed. (A request cut off mid-body
-// leaves a session the registry will not delete: distribution answers 416
-// to a DELETE whose state does not match the data it holds, and oras-go's
-// one-PUT upload can only be cut off.) A registry that does not answer
-// within uploadCancelTimeout of ctx's end is cut off all the same.
+// set), a PATCH with the whole body, a PUT that commits it under its digest
+// — so that a push refused half-way leaves nothing in the registry's upload
+// area:
+//
+//   - A damaged blob is known at its last byte, when the walker's reader
+//     fails instead of ending. The PATCH body is complete by then: it ends
+//     cleanly, the registry answers with the session's new state, and the
+//     session is deleted instead of committed. (oras-go's one PUT would
+//     send the damaged blob for the registry to refuse; distribution then
+//     keeps the session, and refuses to delete it: its state no longer
+//     matches the data it holds. That costs push of 1 GiB about 5%.)
+//   - When ctx ends (another stream failed, Ctrl-C), an upload under way is
+//     let finish, for up to uploadCancelTimeout: its blob is verified, and
+//     a request cut off mid-body leaves a session behind as above.
+//   - Any other failure cuts the request off, and the session is deleted
+//     as far as the registry allows.
+//
+// A blob held in memory (a *bytes.Reader), verified already, goes up in
+// one PUT.
 //
 // The body goes to the HTTP transport in writes of len(buf) (from 4 KiB if
 // buf is nil).
@@ -48,7 +57,7 @@ func pushBlob(ctx context.Context, repo *remote.Repository, desc ocispec.Descrip
 		scoped = auth.AppendRepositoryScope(scoped, from, auth.ActionPull)
 		start += "?" + url.Values{"mount": {desc.Digest.String()}, "from": {mountFrom}}.Encode()
 	}
-	resp, err := do(scoped, repo.Client, http.MethodPost, start, nil, nil)
+	resp, err := do(scoped, repo.Client, http.MethodPost, start, nil, 0)
 	if err != nil {
 		return fmt.Errorf("open upload: %w", err)
 	}
@@ -59,81 +68,88 @@ func pushBlob(ctx context.Context, repo *remote.Repository, desc ocispec.Descrip
 	if err != nil {
 		return fmt.Errorf("open upload: %w", err)
 	}
-	// The PATCH outlives ctx a little, so that its body can end cleanly.
+	// The upload outlives ctx a little, so that it can finish.
 	reqCtx, cancelReq := context.WithCancel(context.WithoutCancel(scoped))
 	defer cancelReq()
 	stop := context.AfterFunc(ctx, func() { time.AfterFunc(uploadCancelTimeout, cancelReq) })
 	defer stop()
-	held := &endEarly{r: body, ctx: ctx}
-	var rb io.Reader = held
-	if buf != nil {
-		rb = &bigWrites{r: held, buf: buf}
-	}
-	if resp, err = do(reqCtx, repo.Client, http.MethodPatch, loc.String(), rb, nil); err == nil {
-		var next *url.URL
-		if next, err = location(resp, http.StatusAccepted); err == nil {
-			loc = next
-		}
-	}
-	if err == nil && held.err != nil {
-		err = held.err
-	}
-	if err == nil {
+	held := &wholeIfCorrupt{r: body}
+	if _, inMemory := body.(*bytes.Reader); inMemory {
+		// Verified already, and whole: one PUT, as oras-go sends it.
 		u := *loc
 		q := u.Query()
 		q.Set("digest", desc.Digest.String())
 		u.RawQuery = q.Encode()
-		if resp, err = do(scoped, repo.Client, http.MethodPut, u.String(), nil, nil); err == nil {
+		if resp, err = do(reqCtx, repo.Client, http.MethodPut, u.String(), body, desc.Size); err == nil {
+			_, err = location(resp, http.StatusCreated)
+		}
+		if err != nil && resp == nil {
+			cancelUpload(scoped, repo.Client, loc)
+		}
+		return err
+	}
+	if desc.Size > 0 {
+		var rb io.Reader = held
+		if buf != nil {
+			rb = &bigWrites{r: held, buf: buf}
+		}
+		if resp, err = do(reqCtx, repo.Client, http.MethodPatch, loc.String(), rb, desc.Size); err == nil {
+			var next *url.URL
+			if next, err = location(resp, http.StatusAccepted); err == nil {
+				loc = next
+			}
+		}
+	}
+	if err == nil && held.err == nil {
+		u := *loc
+		q := u.Query()
+		q.Set("digest", desc.Digest.String())
+		u.RawQuery = q.Encode()
+		if resp, err = do(reqCtx, repo.Client, http.MethodPut, u.String(), nil, 0); err == nil {
 			_, err = location(resp, http.StatusCreated)
 		}
 	}
-	if err != nil {
+	if err != nil || held.err != nil {
 		cancelUpload(scoped, repo.Client, loc)
-		if held.err != nil {
-			return held.err
-		}
+	}
+	if held.err != nil {
+		return held.err
 	}
 	return err
 }
 
-// endEarly ends a blob's body cleanly, and keeps the reason, where its
-// reader fails or ctx ends: the upload's PATCH then completes with what it
-// sent, and the caller deletes the session instead of committing it.
-type endEarly struct {
+// wholeIfCorrupt passes a blob's body through and, where the walker's
+// reader fails with a *corruptBlobError (every byte read, the digest
+// wrong), ends it cleanly and keeps the error: the registry then gets the
+// whole body and refuses it on its digest.
+type wholeIfCorrupt struct {
 	r   io.Reader
-	ctx context.Context
 	err error
 }
 
-func (e *endEarly) Read(p []byte) (int, error) {
-	if e.err != nil {
-		return 0, io.EOF
-	}
-	if err := e.ctx.Err(); err != nil {
-		e.err = err
-		return 0, io.EOF
-	}
-	n, err := e.r.Read(p)
-	if err != nil && err != io.EOF {
-		e.err = err
+func (c *wholeIfCorrupt) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	var ce *corruptBlobError
+	if errors.As(err, &ce) {
+		c.err = err
 		return n, io.EOF
 	}
 	return n, err
 }
 
-// do sends one request of an upload, streaming body (if any) with chunked
-// transfer encoding, and returns the response with its body read (an
-// error's first bytes) and closed.
-func do(ctx context.Context, client remote.Client, method, u string, body io.Reader, hdr http.Header) (*http.Response, error) {
+// do sends one request of an upload, with body (if any) of size bytes, and
+// returns the response with its body read (an error's first bytes) and
+// closed.
+func do(ctx context.Context, client remote.Client, method, u string, body io.Reader, size int64) (*http.Response, error) {
 	req, err := http.NewRequestWithContext(ctx, method, u, body)
 	if err != nil {
 		return nil, err
 	}
-	for k, v := range hdr {
-		req.Header[k] = v
-	}
 	if body != nil {
-		req.ContentLength = -1
+		req.ContentLength = size
+		if size == 0 {
+			req.Body = http.NoBody
+		}
 		req.Header.Set("Content-Type", "application/octet-stream")
 	}
 	resp, err := client.Do(req)
@@ -171,7 +187,7 @@ func redact(u *url.URL) string {
 func cancelUpload(ctx context.Context, client remote.Client, loc *url.URL) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), uploadCancelTimeout)
 	defer cancel()
-	_, _ = do(ctx, client, http.MethodDelete, loc.String(), nil, nil)
+	_, _ = do(ctx, client, http.MethodDelete, loc.String(), nil, 0)
 }
 
 // errorDetail is the start of a registry's error body, on one line, after
