@@ -57,7 +57,17 @@ func pushBlob(ctx context.Context, repo *remote.Repository, desc ocispec.Descrip
 		scoped = auth.AppendRepositoryScope(scoped, from, auth.ActionPull)
 		start += "?" + url.Values{"mount": {desc.Digest.String()}, "from": {mountFrom}}.Encode()
 	}
-	resp, err := do(scoped, repo.Client, http.MethodPost, start, nil, 0)
+	// The upload, once begun, outlives ctx a little, so that it can finish:
+	// a POST cut off could leave a session the registry opened unknown to
+	// us, a PATCH cut off one it will not delete.
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	reqCtx, cancelReq := context.WithCancel(context.WithoutCancel(scoped))
+	defer cancelReq()
+	stop := context.AfterFunc(ctx, func() { time.AfterFunc(uploadCancelTimeout, cancelReq) })
+	defer stop()
+	resp, err := do(reqCtx, repo.Client, http.MethodPost, start, nil, 0)
 	if err != nil {
 		return fmt.Errorf("open upload: %w", err)
 	}
@@ -68,11 +78,6 @@ func pushBlob(ctx context.Context, repo *remote.Repository, desc ocispec.Descrip
 	if err != nil {
 		return fmt.Errorf("open upload: %w", err)
 	}
-	// The upload outlives ctx a little, so that it can finish.
-	reqCtx, cancelReq := context.WithCancel(context.WithoutCancel(scoped))
-	defer cancelReq()
-	stop := context.AfterFunc(ctx, func() { time.AfterFunc(uploadCancelTimeout, cancelReq) })
-	defer stop()
 	held := &wholeIfCorrupt{r: body}
 	if _, inMemory := body.(*bytes.Reader); inMemory {
 		// Verified already, and whole: one PUT, as oras-go sends it.
