@@ -119,12 +119,19 @@ func FuzzReadLayout(f *testing.F) {
 			}
 			p := filepath.Join(dir, h.Name)
 			os.MkdirAll(filepath.Dir(p), 0o755)
+			// A later entry replaces an earlier one of the same name; the
+			// harness itself must not write through a link or into a FIFO
+			// (which blocks).
+			os.RemoveAll(p)
 			switch h.Typeflag {
 			case tar.TypeDir:
 				os.MkdirAll(p, 0o755)
 			case tar.TypeReg:
 				b, _ := io.ReadAll(io.LimitReader(tr, 1<<20))
-				os.WriteFile(p, b, 0o644)
+				if f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0o644); err == nil {
+					f.Write(b)
+					f.Close()
+				}
 			case tar.TypeSymlink:
 				target := "/dev/zero"
 				if filepath.IsLocal(h.Linkname) {
