@@ -99,21 +99,17 @@ func (p *pusher) walk(ctx context.Context, r *Reader) (*Summary, error) {
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	sums := make([]*Summary, streams)
-	// Each stream walks its own Reader, copied before any walk starts. A
-	// walk reads an archive's head again only to compare it with what Open
-	// read (setHead), so the copies share the parsed head read-only.
-	// (go test -race found the copies made while walk 0 ran, when a walk
-	// still parsed the head again into its Reader.)
-	readers := make([]*Reader, streams)
+	// Each stream walks its own copy of the Reader. A walk writes nothing
+	// into it: it reads an archive's head again only to compare it with
+	// what Open read (setHead), so the copies share the parsed head
+	// read-only. (go test -race found walks that parsed the head again, and
+	// set the format, into a Reader being copied.)
 	for i := range streams {
-		readers[i] = r
+		rc := r
 		if i > 0 {
 			cp := *r
-			readers[i] = &cp
+			rc = &cp
 		}
-	}
-	for i := range streams {
-		rc := readers[i]
 		var rank int
 		skip := func(desc ocispec.Descriptor) bool {
 			k := rank
@@ -131,7 +127,7 @@ func (p *pusher) walk(ctx context.Context, r *Reader) (*Summary, error) {
 		buf := make([]byte, 1<<20)
 		g.Go(func() error {
 			fn := func(desc ocispec.Descriptor, rd io.Reader) error {
-				if desc.Size > manifestLimit {
+				if desc.Size > MaxManifestSize {
 					// rd is the walker's: it fails instead of ending when the
 					// bytes do not match the digest, so a damaged blob's
 					// upload is aborted uncommitted. skip asked the registry.

@@ -87,8 +87,9 @@ func (r *Reader) openArchive() error {
 		if _, err := r.readHead(tr); err != nil {
 			return err
 		}
+		r.format = FormatTar
 		if z != nil {
-			size = z.size
+			r.format, size = FormatTarZstd, z.size
 			// A frame still being decoded that ends at the end of the file:
 			// the archive is one zstd frame (zstd or tar --zstd made it).
 			r.oneFrame = z.decoding && z.next == z.size
@@ -106,7 +107,7 @@ func (r *Reader) openArchive() error {
 
 // withTar opens the archive, which must be a regular file, undoing zstd
 // when present, and hands its tar stream to fn, with the zstd reader (nil
-// for a plain tar). Both streams can Seek forward, so archive/tar skips the
+// for a plain tar). It writes nothing into r: parallel walks share it. Both streams can Seek forward, so archive/tar skips the
 // data of entries fn leaves unread without reading it (a .tar.zst's raw
 // frames; see zstReader).
 func (r *Reader) withTar(fn func(*tar.Reader, *zstReader) error) error {
@@ -119,9 +120,7 @@ func (r *Reader) withTar(fn func(*tar.Reader, *zstReader) error) error {
 	_, _ = f.ReadAt(magic[:], 0)
 	var src io.Reader = f
 	var z *zstReader
-	r.format = FormatTar
 	if bytes.Equal(magic[:], zstdMagic) {
-		r.format = FormatTarZstd
 		if z, err = newZstReader(f, fi.Size()); err != nil {
 			return err
 		}
@@ -521,7 +520,7 @@ func (w *walker) blob(desc ocispec.Descriptor, src io.Reader) error {
 	if desc.Size < 0 || w.total+desc.Size > w.budget {
 		return fmt.Errorf("%w: blob %s (%d bytes) is more than %s accounts for: the package's blobs may total %d bytes", ErrCorrupt, desc.Digest, desc.Size, ConfigFileName, w.budget)
 	}
-	if desc.Size > manifestLimit && w.skip != nil && w.skip(desc) {
+	if desc.Size > MaxManifestSize && w.skip != nil && w.skip(desc) {
 		// Another walk verifies it, or it is not needed. Nothing is read:
 		// archive/tar seeks past it (and fails on a truncated archive); a
 		// layout folder's file need not be opened at all.
@@ -529,7 +528,7 @@ func (w *walker) blob(desc ocispec.Descriptor, src io.Reader) error {
 		return nil
 	}
 	var keep *bytes.Buffer
-	if w.graph && desc.Size <= manifestLimit {
+	if w.graph && desc.Size <= MaxManifestSize {
 		keep = bytes.NewBuffer(make([]byte, 0, desc.Size))
 	}
 	if !desc.Digest.Algorithm().Available() {
@@ -879,8 +878,8 @@ func (r *Reader) openBlobFile(d ocispec.Descriptor) (*os.File, error) {
 // readBlobFile reads a manifest, index or config from the layout folder,
 // verified against d.
 func (r *Reader) readBlobFile(d ocispec.Descriptor) ([]byte, error) {
-	if d.Size > manifestLimit {
-		return nil, fmt.Errorf("%w: manifest %s is %d bytes, more than the %d a manifest may have", ErrCorrupt, d.Digest, d.Size, manifestLimit)
+	if d.Size > MaxManifestSize {
+		return nil, fmt.Errorf("%w: manifest %s is %d bytes, more than the %d a manifest may have", ErrCorrupt, d.Digest, d.Size, MaxManifestSize)
 	}
 	f, err := r.openBlobFile(d)
 	if err != nil {
