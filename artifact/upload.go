@@ -16,7 +16,8 @@ import (
 	"oras.land/oras-go/v2/registry/remote/auth"
 )
 
-// uploadCancelTimeout bounds the DELETE that cancels a failed upload.
+// uploadCancelTimeout bounds how long an upload under way may go on once its
+// push has failed, and the DELETE that cancels a failed upload.
 const uploadCancelTimeout = 10 * time.Second
 
 // pushBlob uploads one blob as crane does — a POST that opens an upload
@@ -31,7 +32,8 @@ const uploadCancelTimeout = 10 * time.Second
 //     session is deleted instead of committed. (oras-go's one PUT would
 //     send the damaged blob for the registry to refuse; distribution then
 //     keeps the session, and refuses to delete it: its state no longer
-//     matches the data it holds. That costs push of 1 GiB about 5%.)
+//     matches the data it holds. The extra request costs push of 1 GiB
+//     about 0.2 s against distribution: 2.12 s, 1.93 s with one PUT.)
 //   - When ctx ends (another stream failed, Ctrl-C), an upload under way is
 //     let finish, for up to uploadCancelTimeout: its blob is verified, and
 //     a request cut off mid-body leaves a session behind as above.
@@ -78,14 +80,9 @@ func pushBlob(ctx context.Context, repo *remote.Repository, desc ocispec.Descrip
 	if err != nil {
 		return fmt.Errorf("open upload: %w", err)
 	}
-	held := &wholeIfCorrupt{r: body}
 	if _, inMemory := body.(*bytes.Reader); inMemory {
 		// Verified already, and whole: one PUT, as oras-go sends it.
-		u := *loc
-		q := u.Query()
-		q.Set("digest", desc.Digest.String())
-		u.RawQuery = q.Encode()
-		if resp, err = do(reqCtx, repo.Client, http.MethodPut, u.String(), body, desc.Size); err == nil {
+		if resp, err = do(reqCtx, repo.Client, http.MethodPut, commitURL(loc, desc), body, desc.Size); err == nil {
 			_, err = location(resp, http.StatusCreated)
 		}
 		if err != nil && resp == nil {
@@ -93,6 +90,7 @@ func pushBlob(ctx context.Context, repo *remote.Repository, desc ocispec.Descrip
 		}
 		return err
 	}
+	held := &wholeIfCorrupt{r: body}
 	if desc.Size > 0 {
 		var rb io.Reader = held
 		if buf != nil {
@@ -106,11 +104,7 @@ func pushBlob(ctx context.Context, repo *remote.Repository, desc ocispec.Descrip
 		}
 	}
 	if err == nil && held.err == nil {
-		u := *loc
-		q := u.Query()
-		q.Set("digest", desc.Digest.String())
-		u.RawQuery = q.Encode()
-		if resp, err = do(reqCtx, repo.Client, http.MethodPut, u.String(), nil, 0); err == nil {
+		if resp, err = do(reqCtx, repo.Client, http.MethodPut, commitURL(loc, desc), nil, 0); err == nil {
 			_, err = location(resp, http.StatusCreated)
 		}
 	}
@@ -121,6 +115,15 @@ func pushBlob(ctx context.Context, repo *remote.Repository, desc ocispec.Descrip
 		return held.err
 	}
 	return err
+}
+
+// commitURL is the upload session loc's URL that commits it as desc.
+func commitURL(loc *url.URL, desc ocispec.Descriptor) string {
+	u := *loc
+	q := u.Query()
+	q.Set("digest", desc.Digest.String())
+	u.RawQuery = q.Encode()
+	return u.String()
 }
 
 // wholeIfCorrupt passes a blob's body through and, where the walker's
