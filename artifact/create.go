@@ -539,7 +539,7 @@ func fetchSmall(ctx context.Context, src content.Fetcher, desc ocispec.Descripto
 	if err := checkDescriptor(desc); err != nil {
 		return nil, err
 	}
-	if desc.Size > manifestLimit {
+	if desc.Size > MaxManifestSize {
 		return nil, fmt.Errorf("%s: %d bytes is too large for a manifest or config", desc.Digest, desc.Size)
 	}
 	data, err := content.FetchAll(ctx, src, desc)

@@ -43,6 +43,3 @@ const (
 // expansionFloor is how many decompressed bytes a .tar.zst may give before
 // MaxExpansion applies (256 KiB): a very small archive may expand more.
 const expansionFloor = 256 << 10
-
-// manifestLimit is MaxManifestSize, under the name the code grew with.
-const manifestLimit = MaxManifestSize
