@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/artifact/chart"
 	"github.com/ferrypkg/ferry/internal/benchenv"
 	"github.com/ferrypkg/ferry/internal/peertool"
 	"github.com/ferrypkg/ferry/registry"
@@ -50,7 +51,7 @@ func BenchmarkPushPull(b *testing.B) {
 		b.Fatal(err)
 	}
 	pkg := filepath.Join(b.TempDir(), "bench.tar.zst")
-	if _, err := artifact.Create(context.Background(), def, artifact.CreateOptions{Output: pkg}); err != nil {
+	if _, err := artifact.Create(context.Background(), def, artifact.CreateOptions{Charts: chart.Packager{}, Output: pkg}); err != nil {
 		b.Fatal(err)
 	}
 	layout := filepath.Join(dir, "images")

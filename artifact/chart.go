@@ -1,29 +1,39 @@
 package artifact
 
 import (
-	"archive/tar"
-	"bytes"
-	"compress/gzip"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"time"
 
 	"github.com/opencontainers/go-digest"
 	specs "github.com/opencontainers/image-spec/specs-go"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
-	"helm.sh/helm/v3/pkg/chart"
-	"helm.sh/helm/v3/pkg/chart/loader"
-	"helm.sh/helm/v3/pkg/chartutil"
 )
 
-// chartLimit bounds a chart archive held in memory.
-const chartLimit = 64 << 20
+// A ChartPackager turns a Helm chart on disk into what a Helm OCI artifact
+// holds. Package artifact/chart's Packager is Helm's SDK doing it; Create
+// needs one for a definition with charts in folders or .tgz files
+// (CreateOptions.Charts).
+type ChartPackager interface {
+	// PackageChart packages the chart at path, a folder or a .tgz archive
+	// (kept as it is): the chart archive, the same bytes for the same chart
+	// (entries' times set to mtime), and its metadata as Helm stores it in
+	// an OCI config (Chart.yaml as JSON). Its errors need not name the
+	// chart: Create adds "load chart <path>".
+	PackageChart(path string, mtime time.Time) (archive, config []byte, err error)
+}
+
+// chartMeta is what a package records of a chart's metadata.
+type chartMeta struct {
+	Name        string `json:"name"`
+	Version     string `json:"version"`
+	AppVersion  string `json:"appVersion"`
+	Description string `json:"description"`
+}
 
 // chart adds a Helm chart as a Helm OCI artifact and returns its manifest's
 // descriptor and record.
@@ -39,31 +49,21 @@ func (b *builder) chart(ctx context.Context, cd ChartDef) (ocispec.Descriptor, C
 	if err != nil {
 		return ocispec.Descriptor{}, Chart{}, err
 	}
-	var tgz []byte
-	var ch *chart.Chart
-	if fi.IsDir() {
-		if ch, err = loader.LoadDir(full); err != nil {
-			return ocispec.Descriptor{}, Chart{}, fmt.Errorf("load chart %s: %w", cd.Path, err)
-		}
-		if tgz, err = packageChart(ch, b.plan.mtime); err != nil {
-			return ocispec.Descriptor{}, Chart{}, fmt.Errorf("package chart %s: %w", cd.Path, err)
-		}
-	} else {
-		if fi.Size() > chartLimit {
-			return ocispec.Descriptor{}, Chart{}, fmt.Errorf("chart %s is larger than %d bytes", cd.Path, chartLimit)
-		}
-		if tgz, err = os.ReadFile(full); err != nil {
-			return ocispec.Descriptor{}, Chart{}, err
-		}
-		if ch, err = loader.LoadArchive(bytes.NewReader(tgz)); err != nil {
-			return ocispec.Descriptor{}, Chart{}, fmt.Errorf("load chart %s: %w", cd.Path, err)
-		}
+	if b.opts.Charts == nil {
+		return ocispec.Descriptor{}, Chart{}, fmt.Errorf("chart %s: no chart packager given (CreateOptions.Charts; package artifact/chart has Helm's)", cd.Path)
 	}
-	meta := ch.Metadata
-	cfgDesc, _, err := b.addJSON(MediaTypeHelmConfig, meta)
+	if !fi.IsDir() && fi.Size() > MaxChartSize {
+		return ocispec.Descriptor{}, Chart{}, fmt.Errorf("chart %s is larger than %d bytes", cd.Path, MaxChartSize)
+	}
+	tgz, config, err := b.opts.Charts.PackageChart(full, b.plan.mtime)
 	if err != nil {
-		return ocispec.Descriptor{}, Chart{}, err
+		return ocispec.Descriptor{}, Chart{}, fmt.Errorf("load chart %s: %w", cd.Path, err)
 	}
+	var meta chartMeta
+	if err := json.Unmarshal(config, &meta); err != nil {
+		return ocispec.Descriptor{}, Chart{}, fmt.Errorf("chart %s: its metadata: %w", cd.Path, err)
+	}
+	cfgDesc := b.addData(MediaTypeHelmConfig, config)
 	layer := b.addData(MediaTypeHelmChart, tgz)
 	ann := map[string]string{ocispec.AnnotationTitle: meta.Name, ocispec.AnnotationVersion: meta.Version}
 	if meta.Description != "" {
@@ -118,7 +118,7 @@ func (b *builder) remoteChart(ctx context.Context, cd ChartDef) (ocispec.Descrip
 	if err != nil {
 		return ocispec.Descriptor{}, Chart{}, err
 	}
-	var meta chart.Metadata
+	var meta chartMeta
 	if err := json.Unmarshal(cfgData, &meta); err != nil {
 		return ocispec.Descriptor{}, Chart{}, fmt.Errorf("%s: parse chart metadata: %w", ref, err)
 	}
@@ -132,83 +132,4 @@ func (b *builder) remoteChart(ctx context.Context, cd ChartDef) (ocispec.Descrip
 	rec := Chart{Name: meta.Name, Version: meta.Version, AppVersion: meta.AppVersion, Source: cd.URL,
 		Digest: desc.Digest, Size: size + m.Config.Size, Namespace: cd.Namespace, ReleaseName: cd.ReleaseName}
 	return ocispec.Descriptor{MediaType: desc.MediaType, Digest: desc.Digest, Size: desc.Size}, rec, nil
-}
-
-// packageChart packages a loaded chart with the Helm SDK and rewrites the
-// archive with fixed times and ownership, and its entries in one order —
-// Chart.yaml first, then by path — so the same chart gives the same bytes.
-// The order matters: Helm's loader keeps subcharts (folders or .tgz files
-// under charts/) in map order, and chartutil.Save writes them in that order.
-func packageChart(ch *chart.Chart, mtime time.Time) ([]byte, error) {
-	tmp, err := os.MkdirTemp("", "ferry-chart-")
-	if err != nil {
-		return nil, err
-	}
-	defer os.RemoveAll(tmp)
-	path, err := chartutil.Save(ch, tmp)
-	if err != nil {
-		return nil, err
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		return nil, err
-	}
-	type entry struct {
-		h    *tar.Header
-		data []byte
-	}
-	var entries []entry
-	tr := tar.NewReader(zr)
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return nil, err
-		}
-		if h.Typeflag != tar.TypeReg && h.Typeflag != tar.TypeDir {
-			continue
-		}
-		data, err := io.ReadAll(tr)
-		if err != nil {
-			return nil, err
-		}
-		nh := &tar.Header{Typeflag: h.Typeflag, Name: h.Name, Mode: h.Mode, Size: h.Size, ModTime: mtime, Format: tar.FormatPAX}
-		entries = append(entries, entry{nh, data})
-	}
-	chartYAML := ch.Name() + "/" + chartutil.ChartfileName
-	sort.SliceStable(entries, func(i, j int) bool {
-		a, b := entries[i].h.Name, entries[j].h.Name
-		if (a == chartYAML) != (b == chartYAML) {
-			return a == chartYAML
-		}
-		if a != b {
-			return a < b
-		}
-		return bytes.Compare(entries[i].data, entries[j].data) < 0
-	})
-	var out bytes.Buffer
-	zw, _ := gzip.NewWriterLevel(&out, gzip.BestCompression)
-	tw := tar.NewWriter(zw)
-	for _, e := range entries {
-		if err := tw.WriteHeader(e.h); err != nil {
-			return nil, err
-		}
-		if _, err := tw.Write(e.data); err != nil {
-			return nil, err
-		}
-	}
-	if err := tw.Close(); err != nil {
-		return nil, err
-	}
-	if err := zw.Close(); err != nil {
-		return nil, err
-	}
-	return out.Bytes(), nil
 }

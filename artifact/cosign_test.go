@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/artifact/key"
 	"github.com/ferrypkg/ferry/internal/peertool"
 )
 
@@ -60,11 +61,11 @@ func TestCosignInterop(t *testing.T) {
 
 	// A key pair from the cosign CLI, one from ferry.
 	cosign.must("cli-pw", "generate-key-pair", "--output-key-prefix", filepath.Join(keys, "cli"))
-	cliKey, err := artifact.LoadPrivateKey(filepath.Join(keys, "cli.key"), []byte("cli-pw"))
+	cliKey, err := key.LoadPrivate(filepath.Join(keys, "cli.key"), []byte("cli-pw"))
 	if err != nil {
 		t.Fatalf("ferry loads a cosign-made private key: %v", err)
 	}
-	cliPub, err := artifact.LoadPublicKey(filepath.Join(keys, "cli.pub"))
+	cliPub, err := key.LoadPublic(filepath.Join(keys, "cli.pub"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +74,7 @@ func TestCosignInterop(t *testing.T) {
 	// ferry signs with both keys, pushes; cosign verifies with each public key.
 	path := filepath.Join(t.TempDir(), "demo.tar.zst")
 	res := create(t, w, path)
-	for _, k := range []*artifact.PrivateKey{ferryKey, cliKey} {
+	for _, k := range []*key.Private{ferryKey, cliKey} {
 		if _, err := artifact.Sign(ctx, openPkg(t, path), k, artifact.SignOptions{}); err != nil {
 			t.Fatal(err)
 		}
@@ -104,13 +105,13 @@ func TestCosignInterop(t *testing.T) {
 	signRef := byCosign + "@" + res.Root.Digest.String()
 	cosign.must("cli-pw", "sign", "--key", filepath.Join(keys, "cli.key"), "--tlog-upload=false", "--allow-http-registry", "-y", signRef)
 	cosign.must("pw-ferry", "sign", "--key", filepath.Join(keys, "ferry.key"), "--tlog-upload=false", "--allow-http-registry", "-y", signRef)
-	for _, k := range []*artifact.PublicKey{cliPub, ferryPub} {
-		if _, err := artifact.VerifyRemote(ctx, byCosign+":1.0.0", artifact.VerifyOptions{Keys: []*artifact.PublicKey{k}}); err != nil {
-			t.Fatalf("ferry verify (registry) of a cosign-signed package with %s: %v", k.Name, err)
+	for _, k := range []artifact.Verifier{cliPub, ferryPub} {
+		if _, err := artifact.VerifyRemote(ctx, byCosign+":1.0.0", artifact.VerifyOptions{Keys: []artifact.Verifier{k}}); err != nil {
+			t.Fatalf("ferry verify (registry) of a cosign-signed package with %s: %v", k.KeyName(), err)
 		}
 	}
 	pulled := filepath.Join(t.TempDir(), "pulled.tar.zst")
-	pr, err := artifact.Pull(ctx, byCosign+":1.0.0", pulled, artifact.PullOptions{Keys: []*artifact.PublicKey{cliPub}})
+	pr, err := artifact.Pull(ctx, byCosign+":1.0.0", pulled, artifact.PullOptions{Keys: []artifact.Verifier{cliPub}})
 	if err != nil || len(pr.Signatures) != 1 {
 		t.Fatalf("pull --key: %+v %v", pr, err)
 	}
@@ -130,7 +131,7 @@ func TestCosignInterop(t *testing.T) {
 	}
 	// A wrong key fails pull before anything is written.
 	refused := filepath.Join(t.TempDir(), "refused.tar.zst")
-	if _, err := artifact.Pull(ctx, byCosign+":1.0.0", refused, artifact.PullOptions{Keys: []*artifact.PublicKey{strangerPub}}); !errors.Is(err, artifact.ErrSignature) {
+	if _, err := artifact.Pull(ctx, byCosign+":1.0.0", refused, artifact.PullOptions{Keys: []artifact.Verifier{strangerPub}}); !errors.Is(err, artifact.ErrSignature) {
 		t.Fatalf("pull with a wrong key: %v", err)
 	}
 	if left, _ := filepath.Glob(filepath.Join(filepath.Dir(refused), "*")); len(left) != 0 {

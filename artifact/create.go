@@ -41,9 +41,13 @@ type CreateOptions struct {
 	Epoch *time.Time
 	// Progress, if set, receives progress reports.
 	Progress ProgressFunc
+	// Charts packages the definition's charts in folders and .tgz files;
+	// without one such a definition fails. Package artifact/chart has
+	// Helm's (chart.Packager{}).
+	Charts ChartPackager
 	// SignKey, if set, signs the root digest; the signature is stored in
 	// the package as Sign stores it.
-	SignKey *PrivateKey
+	SignKey Signer
 }
 
 // CreateResult describes a created package.
@@ -283,7 +287,7 @@ func (b *builder) build(ctx context.Context) (*plan, error) {
 }
 
 // sign adds key's signature over the root to a new package.
-func (p *plan) sign(key *PrivateKey) error {
+func (p *plan) sign(key Signer) error {
 	si, _, err := addSignature(key, p.root, p.config.Name, p.config, nil)
 	if err != nil {
 		return err

@@ -17,6 +17,7 @@ import (
 	"oras.land/oras-go/v2/content/oci"
 
 	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/artifact/chart"
 	"github.com/ferrypkg/ferry/internal/fixture"
 )
 
@@ -183,7 +184,7 @@ func TestCreateReproducible(t *testing.T) {
 	def, _ := artifact.LoadDefinition(w.Dir)
 	var roots []digest.Digest
 	for _, name := range []string{"c.tar.zst", "d.tar.zst"} {
-		res, err := artifact.Create(context.Background(), def, artifact.CreateOptions{Output: filepath.Join(dir, name), Epoch: epoch})
+		res, err := artifact.Create(context.Background(), def, artifact.CreateOptions{Charts: chart.Packager{}, Output: filepath.Join(dir, name), Epoch: epoch})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -242,7 +243,7 @@ func TestOutputMustBeARegularFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, out := range []string{fifo, dir} {
-		_, err := artifact.Create(context.Background(), def, artifact.CreateOptions{Output: out})
+		_, err := artifact.Create(context.Background(), def, artifact.CreateOptions{Charts: chart.Packager{}, Output: out})
 		if err == nil || !strings.Contains(err.Error(), "not a regular file") {
 			t.Fatalf("create -o %s: %v", out, err)
 		}
@@ -292,18 +293,18 @@ func TestImagePlatformFromDefinition(t *testing.T) {
 		return d
 	}
 	out := filepath.Join(t.TempDir(), "p.tar")
-	_, err = artifact.Create(ctx, def("{ref: example.com/app:noplat, layout: images}"), artifact.CreateOptions{Output: out})
+	_, err = artifact.Create(ctx, def("{ref: example.com/app:noplat, layout: images}"), artifact.CreateOptions{Charts: chart.Packager{}, Output: out})
 	if err == nil || !strings.Contains(err.Error(), "image example.com/app:noplat: its config sha256:") || !strings.Contains(err.Error(), "`platform: os/arch`") {
 		t.Fatalf("an image with no platform: %v", err)
 	}
-	res, err := artifact.Create(ctx, def("{ref: example.com/app:noplat, layout: images, platform: linux/amd64}"), artifact.CreateOptions{Output: out})
+	res, err := artifact.Create(ctx, def("{ref: example.com/app:noplat, layout: images, platform: linux/amd64}"), artifact.CreateOptions{Charts: chart.Packager{}, Output: out})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if p := res.Config.Components[0].Images[0].Platforms; len(p) != 1 || p[0] != "linux/amd64" {
 		t.Fatalf("recorded platforms %v", p)
 	}
-	_, err = artifact.Create(ctx, def("{ref: example.com/app:amd64, layout: images, platform: linux/arm64}"), artifact.CreateOptions{Output: out})
+	_, err = artifact.Create(ctx, def("{ref: example.com/app:amd64, layout: images, platform: linux/arm64}"), artifact.CreateOptions{Charts: chart.Packager{}, Output: out})
 	if err == nil || !strings.Contains(err.Error(), "image example.com/app:amd64 is linux/amd64 (its config") {
 		t.Fatalf("a contradicting platform: %v", err)
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/artifact/chart"
 )
 
 const validDef = `apiVersion: ferry.dev/v1alpha1
@@ -139,7 +140,7 @@ func TestCreateBadSources(t *testing.T) {
 				t.Fatal(err)
 			}
 			out := filepath.Join(t.TempDir(), "out.tar.zst")
-			_, err = artifact.Create(t.Context(), def, artifact.CreateOptions{Output: out})
+			_, err = artifact.Create(t.Context(), def, artifact.CreateOptions{Charts: chart.Packager{}, Output: out})
 			if err == nil {
 				t.Fatal("create succeeded")
 			}

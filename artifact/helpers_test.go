@@ -22,6 +22,7 @@ import (
 	"oras.land/oras-go/v2/registry/remote"
 
 	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/artifact/chart"
 	"github.com/ferrypkg/ferry/internal/fixture"
 	"github.com/ferrypkg/ferry/registry/registrytest"
 )
@@ -211,7 +212,7 @@ func create(t testing.TB, w *world, out string) *artifact.CreateResult {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := artifact.Create(context.Background(), def, artifact.CreateOptions{Output: out})
+	res, err := artifact.Create(context.Background(), def, artifact.CreateOptions{Charts: chart.Packager{}, Output: out})
 	if err != nil {
 		t.Fatalf("create: %v", err)
 	}

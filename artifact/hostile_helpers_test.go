@@ -19,6 +19,8 @@ import (
 	"helm.sh/helm/v3/pkg/chartutil"
 
 	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/artifact/chart"
+	"github.com/ferrypkg/ferry/artifact/key"
 	"github.com/ferrypkg/ferry/internal/fixture"
 )
 
@@ -43,7 +45,7 @@ components:
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := artifact.Create(context.Background(), def, artifact.CreateOptions{Output: out})
+	res, err := artifact.Create(context.Background(), def, artifact.CreateOptions{Charts: chart.Packager{}, Output: out})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -341,7 +343,7 @@ func largestBlob(entries []tarEntry) string {
 // signedPackage creates the world's package as name in a temporary folder
 // and signs it with a fresh key, alice; it returns the archive's path and
 // alice's keys (written beside it as alice.key and alice.pub).
-func signedPackage(t testing.TB, w *world, name string) (string, *artifact.PrivateKey, *artifact.PublicKey) {
+func signedPackage(t testing.TB, w *world, name string) (string, *key.Private, *key.Public) {
 	t.Helper()
 	dir := t.TempDir()
 	alice, alicePub := keyPair(t, dir, "alice")

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/artifact/key"
 	"github.com/ferrypkg/ferry/registry"
 	"github.com/ferrypkg/ferry/registry/registrytest"
 )
@@ -104,10 +105,10 @@ func TestHostileChild(t *testing.T) {
 		t.Skip("run by runHostile")
 	}
 	ctx := context.Background()
-	var key *artifact.PublicKey
+	var pub *key.Public
 	if op == "verify" {
 		var err error
-		if key, err = artifact.LoadPublicKey(os.Getenv("FERRY_HOSTILE_KEY")); err != nil {
+		if pub, err = key.LoadPublic(os.Getenv("FERRY_HOSTILE_KEY")); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -121,7 +122,7 @@ func TestHostileChild(t *testing.T) {
 		case "inspect":
 			_, err = artifact.Inspect(ctx, r, nil)
 		case "verify":
-			_, err = artifact.Verify(ctx, r, artifact.VerifyOptions{Keys: []*artifact.PublicKey{key}})
+			_, err = artifact.Verify(ctx, r, artifact.VerifyOptions{Keys: []artifact.Verifier{pub}})
 		case "push":
 			_, err = artifact.Push(ctx, r, os.Getenv("FERRY_HOSTILE_REGISTRY")+"/hostile/pkg:1", artifact.PushOptions{})
 		}

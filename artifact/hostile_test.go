@@ -19,6 +19,7 @@ import (
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
 	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/artifact/chart"
 	"github.com/ferrypkg/ferry/internal/fixture"
 	"github.com/ferrypkg/ferry/registry"
 	"github.com/ferrypkg/ferry/registry/registrytest"
@@ -93,7 +94,7 @@ func TestOnlyTheSignedRootTravels(t *testing.T) {
 		data, _ := os.ReadFile(signed)
 		os.WriteFile(p, data, 0o644)
 		r := openPkg(t, p)
-		if _, err := artifact.Verify(ctx, r, artifact.VerifyOptions{Keys: []*artifact.PublicKey{alicePub}}); err != nil {
+		if _, err := artifact.Verify(ctx, r, artifact.VerifyOptions{Keys: []artifact.Verifier{alicePub}}); err != nil {
 			t.Fatal(err)
 		}
 		bad, _ := os.ReadFile(cases[0].path)
@@ -127,7 +128,7 @@ func TestOnlyTheSignedRootTravels(t *testing.T) {
 			t.Fatal(err)
 		}
 		want := "is a \"" + ocispec.MediaTypeImageLayerGzip + "\", not a cosign signature payload"
-		if _, err := artifact.VerifyRemote(ctx, ref, artifact.VerifyOptions{Keys: []*artifact.PublicKey{alicePub}}); !errors.Is(err, artifact.ErrCorrupt) || !strings.Contains(err.Error(), want) {
+		if _, err := artifact.VerifyRemote(ctx, ref, artifact.VerifyOptions{Keys: []artifact.Verifier{alicePub}}); !errors.Is(err, artifact.ErrCorrupt) || !strings.Contains(err.Error(), want) {
 			t.Fatalf("verify: %v", err)
 		}
 		out := filepath.Join(t.TempDir(), "pulled.tar")
@@ -397,19 +398,19 @@ func TestStaleTemporariesRemoved(t *testing.T) {
 // orders subcharts by map iteration.
 func TestChartSubchartsReproducible(t *testing.T) {
 	dir := t.TempDir()
-	chart, err := fixture.Chart(filepath.Join(dir, "charts"), "app", "0.1.0", "docker.io/library/web:1.0")
+	app, err := fixture.Chart(filepath.Join(dir, "charts"), "app", "0.1.0", "docker.io/library/web:1.0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, sub := range []string{"alpha", "beta", "gamma"} {
-		if _, err := fixture.Chart(filepath.Join(chart, "charts"), sub, "0.2.0", "docker.io/library/"+sub+":1"); err != nil {
+		if _, err := fixture.Chart(filepath.Join(app, "charts"), sub, "0.2.0", "docker.io/library/"+sub+":1"); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// A packaged dependency, as `helm dependency build` leaves it.
 	tgzDir := t.TempDir()
 	src, _ := fixture.Chart(tgzDir, "delta", "0.3.0", "docker.io/library/delta:1")
-	tgz := helmPackage(t, src, filepath.Join(chart, "charts"))
+	tgz := helmPackage(t, src, filepath.Join(app, "charts"))
 	if !strings.HasSuffix(tgz, "delta-0.3.0.tgz") {
 		t.Fatalf("packaged %s", tgz)
 	}
@@ -429,7 +430,7 @@ components:
 	var firstBytes []byte
 	for i := range 6 {
 		out := filepath.Join(t.TempDir(), "p.tar")
-		res, err := artifact.Create(context.Background(), def, artifact.CreateOptions{Output: out})
+		res, err := artifact.Create(context.Background(), def, artifact.CreateOptions{Charts: chart.Packager{}, Output: out})
 		if err != nil {
 			t.Fatal(err)
 		}

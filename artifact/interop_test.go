@@ -22,6 +22,7 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/artifact/chart"
 	"github.com/ferrypkg/ferry/internal/peertool"
 	"github.com/ferrypkg/ferry/registry"
 	"github.com/ferrypkg/ferry/registry/registrytest"
@@ -160,7 +161,7 @@ func TestConcurrentPushes(t *testing.T) {
 	for i := range 8 {
 		d := *def
 		d.Metadata.Version = fmt.Sprintf("1.0.%d", i)
-		res, err := artifact.Create(context.Background(), &d, artifact.CreateOptions{Output: filepath.Join(t.TempDir(), "p.tar.zst")})
+		res, err := artifact.Create(context.Background(), &d, artifact.CreateOptions{Charts: chart.Packager{}, Output: filepath.Join(t.TempDir(), "p.tar.zst")})
 		if err != nil {
 			t.Fatal(err)
 		}

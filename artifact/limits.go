@@ -38,6 +38,10 @@ const (
 	// counted each time, may add up to at most this many times the archive's
 	// size too.
 	MaxExpansion = 100
+
+	// MaxChartSize bounds a chart archive (.tgz) put into a package: it is
+	// held in memory (64 MiB; Helm's loader refuses a chart that expands past 100 MiB).
+	MaxChartSize = 64 << 20
 )
 
 // expansionFloor is how many decompressed bytes a .tar.zst may give before

@@ -23,7 +23,7 @@ type PullOptions struct {
 	Progress ProgressFunc
 	// Keys, if set, require a valid signature over the root by one of them,
 	// checked before anything is written.
-	Keys []*PublicKey
+	Keys []Verifier
 }
 
 // PullResult describes a pulled package.

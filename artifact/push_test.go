@@ -15,6 +15,7 @@ import (
 	"oras.land/oras-go/v2/registry/remote"
 
 	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/artifact/chart"
 	"github.com/ferrypkg/ferry/internal/fixture"
 	"github.com/ferrypkg/ferry/registry/registrytest"
 )
@@ -88,7 +89,7 @@ func TestPushStreams(t *testing.T) {
 	out := t.TempDir()
 	for _, f := range []artifact.Format{artifact.FormatTarZstd, artifact.FormatTar} {
 		p := filepath.Join(out, "big"+f.Ext())
-		if _, err := artifact.Create(ctx, def, artifact.CreateOptions{Output: p, Format: f}); err != nil {
+		if _, err := artifact.Create(ctx, def, artifact.CreateOptions{Charts: chart.Packager{}, Output: p, Format: f}); err != nil {
 			t.Fatal(err)
 		}
 	}

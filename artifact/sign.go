@@ -12,7 +12,6 @@ import (
 
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
-	"github.com/sigstore/cosign/v2/pkg/oci"
 	"oras.land/oras-go/v2/registry/remote"
 )
 
@@ -42,7 +41,7 @@ type SignResult struct {
 // package is verified first; the root digest never changes. An archive is
 // rewritten atomically in its own format, a layout folder gets the new
 // blobs and then a new index.json.
-func Sign(ctx context.Context, r *Reader, key *PrivateKey, opts SignOptions) (*SignResult, error) {
+func Sign(ctx context.Context, r *Reader, key Signer, opts SignOptions) (*SignResult, error) {
 	_, sum, err := inspect(ctx, r, opts.Progress)
 	if err != nil {
 		return nil, err
@@ -87,7 +86,7 @@ func Sign(ctx context.Context, r *Reader, key *PrivateKey, opts SignOptions) (*S
 // SignRemote signs the package ref names in its registry: the signature
 // manifest is pushed and tagged sha256-<hex>.sig beside the root, where
 // `cosign verify` looks for it. Manifests are fetched and verified first.
-func SignRemote(ctx context.Context, ref string, key *PrivateKey, opts SignOptions) (*SignResult, error) {
+func SignRemote(ctx context.Context, ref string, key Signer, opts SignOptions) (*SignResult, error) {
 	p, repo, err := remotePlan(ctx, ref, opts.Remote)
 	if err != nil {
 		return nil, err
@@ -129,9 +128,9 @@ func SignRemote(ctx context.Context, ref string, key *PrivateKey, opts SignOptio
 // addSignature signs root with key unless key already has a valid
 // signature over it among existing, and builds the signature manifest
 // holding existing signatures and the new one.
-func addSignature(key *PrivateKey, root ocispec.Descriptor, identity string, cfg *Config, existing []oci.Signature) (*signatureImage, *SignResult, error) {
+func addSignature(key Signer, root ocispec.Descriptor, identity string, cfg *Config, existing []signature) (*signatureImage, *SignResult, error) {
 	res := &SignResult{Root: root.Digest, Signatures: len(existing)}
-	if _, err := checkSignatures(root.Digest, existing, []*PublicKey{{Name: key.Name, Verifier: key}}); err == nil {
+	if _, err := checkSignatures(root.Digest, existing, []Verifier{key}); err == nil {
 		return nil, res, nil
 	}
 	sig, err := signPayload(key, root.Digest, identity, cfg)
@@ -162,7 +161,7 @@ func withSignature(root digest.Digest, index []ocispec.Descriptor, sig ocispec.D
 }
 
 // localSignatures reads the signatures a walked package holds for its root.
-func localSignatures(r *Reader, sum *Summary) ([]oci.Signature, error) {
+func localSignatures(r *Reader, sum *Summary) ([]signature, error) {
 	var manifests [][]byte
 	for _, d := range signatureEntries(r.Root.Digest, r.Index.Manifests) {
 		manifests = append(manifests, sum.Nodes[d.Digest].Data)
@@ -177,7 +176,7 @@ func localSignatures(r *Reader, sum *Summary) ([]oci.Signature, error) {
 }
 
 // signatures reads the signatures a remote package has for its root.
-func (p *plan) signatures(ctx context.Context, repo *remote.Repository) ([]oci.Signature, error) {
+func (p *plan) signatures(ctx context.Context, repo *remote.Repository) ([]signature, error) {
 	var manifests [][]byte
 	for _, d := range p.index[1:] {
 		b, ok := p.blobs[d.Digest]

@@ -16,14 +16,16 @@ import (
 	"oras.land/oras-go/v2"
 
 	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/artifact/chart"
+	"github.com/ferrypkg/ferry/artifact/key"
 	"github.com/ferrypkg/ferry/internal/peertool"
 )
 
 // keyPair writes a fresh cosign key pair into dir as name.key/name.pub and
 // loads both.
-func keyPair(t testing.TB, dir, name string) (*artifact.PrivateKey, *artifact.PublicKey) {
+func keyPair(t testing.TB, dir, name string) (*key.Private, *key.Public) {
 	t.Helper()
-	kp, err := artifact.GenerateKeyPair([]byte("pw-" + name))
+	kp, err := key.Generate([]byte("pw-" + name))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,11 +33,11 @@ func keyPair(t testing.TB, dir, name string) (*artifact.PrivateKey, *artifact.Pu
 	if err := kp.WriteFiles(priv, pub); err != nil {
 		t.Fatal(err)
 	}
-	sk, err := artifact.LoadPrivateKey(priv, []byte("pw-"+name))
+	sk, err := key.LoadPrivate(priv, []byte("pw-"+name))
 	if err != nil {
 		t.Fatal(err)
 	}
-	pk, err := artifact.LoadPublicKey(pub)
+	pk, err := key.LoadPublic(pub)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +53,7 @@ func openPkg(t testing.TB, path string) *artifact.Reader {
 	return r
 }
 
-func verifyFile(path string, keys ...*artifact.PublicKey) (*artifact.VerifyResult, error) {
+func verifyFile(path string, keys ...artifact.Verifier) (*artifact.VerifyResult, error) {
 	r, err := artifact.Open(context.Background(), path)
 	if err != nil {
 		return nil, err
@@ -113,9 +115,9 @@ func TestSignVerify(t *testing.T) {
 			if sr, err := artifact.Sign(ctx, openPkg(t, path), bob, artifact.SignOptions{}); err != nil || !sr.Added || sr.Signatures != 2 {
 				t.Fatalf("sign with a second key: %+v %v", sr, err)
 			}
-			for _, k := range []*artifact.PublicKey{alicePub, bobPub} {
+			for _, k := range []artifact.Verifier{alicePub, bobPub} {
 				if _, err := verifyFile(path, k); err != nil {
-					t.Fatalf("after a second signature, %s: %v", k.Name, err)
+					t.Fatalf("after a second signature, %s: %v", k.KeyName(), err)
 				}
 			}
 
@@ -125,7 +127,7 @@ func TestSignVerify(t *testing.T) {
 				t.Fatal(err)
 			}
 			assertPullIdentical(t, ref, path)
-			if _, err := artifact.VerifyRemote(ctx, ref, artifact.VerifyOptions{Keys: []*artifact.PublicKey{bobPub}}); err != nil {
+			if _, err := artifact.VerifyRemote(ctx, ref, artifact.VerifyOptions{Keys: []artifact.Verifier{bobPub}}); err != nil {
 				t.Fatalf("verify remote: %v", err)
 			}
 		})
@@ -137,7 +139,7 @@ func TestSignVerify(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cr, err := artifact.Create(ctx, def, artifact.CreateOptions{Output: signed, SignKey: alice})
+	cr, err := artifact.Create(ctx, def, artifact.CreateOptions{Charts: chart.Packager{}, Output: signed, SignKey: alice})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,7 +168,7 @@ func TestSignLayoutDir(t *testing.T) {
 	bob, bobPub := keyPair(t, keys, "bob")
 	res := create(t, w, filepath.Join(t.TempDir(), "demo.tar"))
 	dir := extractLayout(t, res.Path)
-	for _, k := range []*artifact.PrivateKey{alice, bob} {
+	for _, k := range []*key.Private{alice, bob} {
 		if _, err := artifact.Sign(ctx, openPkg(t, dir), k, artifact.SignOptions{}); err != nil {
 			t.Fatal(err)
 		}
@@ -282,7 +284,7 @@ func TestVerifyTamper(t *testing.T) {
 	sigManifest := a.manifest(t, sigDesc.Digest)
 	image := a.kind(t, artifact.KindImage)
 	imageManifest := a.manifest(t, image.Digest)
-	chart := a.manifest(t, a.kind(t, artifact.KindChart).Digest)
+	chartM := a.manifest(t, a.kind(t, artifact.KindChart).Digest)
 	pkg := a.kind(t, artifact.KindPackage)
 
 	// A package signed by mallory only.
@@ -299,7 +301,7 @@ func TestVerifyTamper(t *testing.T) {
 		t.Fatal(err)
 	}
 	def.Metadata.Version = "2.0.0"
-	if _, err := artifact.Create(ctx, def, artifact.CreateOptions{Output: other, SignKey: alice}); err != nil {
+	if _, err := artifact.Create(ctx, def, artifact.CreateOptions{Charts: chart.Packager{}, Output: other, SignKey: alice}); err != nil {
 		t.Fatal(err)
 	}
 	o := loadArchive(t, other)
@@ -344,7 +346,7 @@ func TestVerifyTamper(t *testing.T) {
 		{"layer", a.write(t, flip(imageManifest.Layers[0].Digest)), artifact.ErrCorrupt, "blob " + imageManifest.Layers[0].Digest.String() + " does not match its digest"},
 		{"image config", a.write(t, flip(imageManifest.Config.Digest)), artifact.ErrCorrupt, "blob " + imageManifest.Config.Digest.String() + " does not match its digest"},
 		{"image manifest", a.write(t, flip(image.Digest)), artifact.ErrCorrupt, "blob " + image.Digest.String() + " does not match its digest"},
-		{"chart", a.write(t, flip(chart.Layers[0].Digest)), artifact.ErrCorrupt, "blob " + chart.Layers[0].Digest.String() + " does not match its digest"},
+		{"chart", a.write(t, flip(chartM.Layers[0].Digest)), artifact.ErrCorrupt, "blob " + chartM.Layers[0].Digest.String() + " does not match its digest"},
 		{"package manifest", a.write(t, flip(pkg.Digest)), artifact.ErrCorrupt, "blob " + pkg.Digest.String() + " does not match its digest"},
 		{"root index", a.write(t, flip(a.root)), artifact.ErrCorrupt, "blob " + a.root.String() + " does not match its digest"},
 		{"signature manifest", a.write(t, flip(sigDesc.Digest)), artifact.ErrCorrupt, "blob " + sigDesc.Digest.String() + " does not match its digest"},
@@ -446,12 +448,12 @@ func TestKeyErrors(t *testing.T) {
 		err  func() error
 		want string
 	}{
-		{"wrong password", func() error { _, err := artifact.LoadPrivateKey(priv, []byte("nope")); return err }, "wrong password for " + priv},
-		{"public as private", func() error { _, err := artifact.LoadPrivateKey(pub, nil); return err }, pub + " is a public key"},
-		{"corrupt private", func() error { _, err := artifact.LoadPrivateKey(corrupt, nil); return err }, corrupt},
-		{"private as public", func() error { _, err := artifact.LoadPublicKey(priv); return err }, priv + " is a private key"},
-		{"garbage public", func() error { _, err := artifact.LoadPublicKey(garbage); return err }, garbage + " is not a PEM key file"},
-		{"missing", func() error { _, err := artifact.LoadPublicKey(filepath.Join(dir, "none.pub")); return err }, "none.pub"},
+		{"wrong password", func() error { _, err := key.LoadPrivate(priv, []byte("nope")); return err }, "wrong password for " + priv},
+		{"public as private", func() error { _, err := key.LoadPrivate(pub, nil); return err }, pub + " is a public key"},
+		{"corrupt private", func() error { _, err := key.LoadPrivate(corrupt, nil); return err }, corrupt},
+		{"private as public", func() error { _, err := key.LoadPublic(priv); return err }, priv + " is a private key"},
+		{"garbage public", func() error { _, err := key.LoadPublic(garbage); return err }, garbage + " is not a PEM key file"},
+		{"missing", func() error { _, err := key.LoadPublic(filepath.Join(dir, "none.pub")); return err }, "none.pub"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			err := c.err()
@@ -478,7 +480,7 @@ func TestSignatureTravelsAsReferrer(t *testing.T) {
 	}
 	root := openPkg(t, signed).Root.Digest.String()
 	src := remoteRepo(t, host+"/pkgs/demo")
-	keys := artifact.VerifyOptions{Keys: []*artifact.PublicKey{alicePub}}
+	keys := artifact.VerifyOptions{Keys: []artifact.Verifier{alicePub}}
 
 	withReferrers := remoteRepo(t, host+"/copies/with-referrers")
 	if _, err := oras.ExtendedCopy(ctx, src, root, withReferrers, root, oras.DefaultExtendedCopyOptions); err != nil {

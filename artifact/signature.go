@@ -1,7 +1,6 @@
 package artifact
 
 import (
-	"bytes"
 	"crypto/ecdsa"
 	"encoding/asn1"
 	"encoding/base64"
@@ -11,13 +10,9 @@ import (
 	"math/big"
 	"strings"
 
-	"github.com/google/go-containerregistry/pkg/v1/types"
 	"github.com/opencontainers/go-digest"
+	specs "github.com/opencontainers/image-spec/specs-go"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
-	"github.com/sigstore/cosign/v2/pkg/oci"
-	"github.com/sigstore/cosign/v2/pkg/oci/empty"
-	"github.com/sigstore/cosign/v2/pkg/oci/mutate"
-	"github.com/sigstore/cosign/v2/pkg/oci/static"
 	"github.com/sigstore/sigstore/pkg/signature/payload"
 )
 
@@ -30,7 +25,7 @@ const (
 	// MediaTypeSimpleSigning is the media type of a cosign signature payload.
 	MediaTypeSimpleSigning = "application/vnd.dev.cosign.simplesigning.v1+json"
 	// AnnotationCosignSignature holds a layer's base64 signature.
-	AnnotationCosignSignature = static.SignatureAnnotationKey
+	AnnotationCosignSignature = "dev.cosignproject.cosign/signature"
 )
 
 // Errors of signature verification; match them with errors.Is.
@@ -105,10 +100,19 @@ func checkSignatureManifest(root digest.Digest, data []byte, fetch func(ocispec.
 	return nil
 }
 
-// readSignatures parses signature manifests into cosign signatures, fetching
+// signature is one cosign signature as a signature manifest holds it: the
+// simple-signing payload, and its layer (media type, annotations) whose
+// AnnotationCosignSignature annotation is the base64 signature over the
+// payload's bytes.
+type signature struct {
+	payload []byte
+	layer   ocispec.Descriptor
+}
+
+// readSignatures parses signature manifests into their signatures, fetching
 // each payload (fetch must verify it against its descriptor).
-func readSignatures(manifests [][]byte, fetch func(ocispec.Descriptor) ([]byte, error)) ([]oci.Signature, error) {
-	var sigs []oci.Signature
+func readSignatures(manifests [][]byte, fetch func(ocispec.Descriptor) ([]byte, error)) ([]signature, error) {
+	var sigs []signature
 	for _, data := range manifests {
 		var m ocispec.Manifest
 		if err := json.Unmarshal(data, &m); err != nil {
@@ -119,15 +123,7 @@ func readSignatures(manifests [][]byte, fetch func(ocispec.Descriptor) ([]byte, 
 			if err != nil {
 				return nil, err
 			}
-			opts := []static.Option{static.WithLayerMediaType(types.MediaType(l.MediaType))}
-			if len(l.Annotations) > 0 {
-				opts = append(opts, static.WithAnnotations(l.Annotations))
-			}
-			sig, err := static.NewSignature(body, l.Annotations[AnnotationCosignSignature], opts...)
-			if err != nil {
-				return nil, err
-			}
-			sigs = append(sigs, sig)
+			sigs = append(sigs, signature{payload: body, layer: l})
 		}
 	}
 	return sigs, nil
@@ -144,53 +140,80 @@ type signatureImage struct {
 // cosign names it in its OCI 1.1 mode.
 const ArtifactTypeSignature = "application/vnd.dev.cosign.artifact.sig.v1+json"
 
+// signatureConfig is the config of a signature manifest as cosign writes
+// it (an empty image's config with one history entry and one diff ID per
+// layer), so that a manifest ferry makes is byte for byte the one cosign
+// makes for the same signatures.
+type signatureConfig struct {
+	Architecture string `json:"architecture"`
+	Created      string `json:"created"`
+	History      []struct {
+		Created string `json:"created"`
+	} `json:"history"`
+	OS     string `json:"os"`
+	RootFS struct {
+		Type    string          `json:"type"`
+		DiffIDs []digest.Digest `json:"diff_ids"`
+	} `json:"rootfs"`
+	Config struct{} `json:"config"`
+}
+
+// zeroTime is how cosign's empty image states its creation time.
+const zeroTime = "0001-01-01T00:00:00Z"
+
 // newSignatureImage builds the signature manifest holding sigs over root as
-// cosign builds it (cosign's own library), so that either tool can append
-// to it, and makes it an OCI 1.1 referrer of root too: its subject is root
-// and its artifact type ArtifactTypeSignature. Tagged sha256-<hex>.sig, it
-// is where `cosign verify` looks; as a referrer, `oras copy -r`, `regctl
-// image copy --referrers` and `oras discover` carry and show it with the
-// package.
-func newSignatureImage(root ocispec.Descriptor, sigs []oci.Signature) (*signatureImage, error) {
-	img, err := mutate.AppendSignatures(empty.Signatures(), false, sigs...)
+// cosign builds it (the same bytes), so that either tool can append to it,
+// and makes it an OCI 1.1 referrer of root too: its subject is root and its
+// artifact type ArtifactTypeSignature. Tagged sha256-<hex>.sig, it is where
+// `cosign verify` looks; as a referrer, `oras copy -r`, `regctl image copy
+// --referrers` and `oras discover` carry and show it with the package.
+func newSignatureImage(root ocispec.Descriptor, sigs []signature) (*signatureImage, error) {
+	cfg := signatureConfig{Created: zeroTime}
+	cfg.RootFS.Type = "layers"
+	cfg.RootFS.DiffIDs = []digest.Digest{}
+	blobs := map[digest.Digest][]byte{}
+	m := ocispec.Manifest{
+		Versioned:    specs.Versioned{SchemaVersion: 2},
+		MediaType:    ocispec.MediaTypeImageManifest,
+		ArtifactType: ArtifactTypeSignature,
+		Layers:       []ocispec.Descriptor{},
+	}
+	for _, s := range sigs {
+		l := s.layer
+		l.Digest, l.Size = digest.FromBytes(s.payload), int64(len(s.payload))
+		if l.MediaType == "" {
+			l.MediaType = MediaTypeSimpleSigning
+		}
+		m.Layers = append(m.Layers, l)
+		blobs[l.Digest] = s.payload
+		cfg.History = append(cfg.History, struct {
+			Created string `json:"created"`
+		}{zeroTime})
+		cfg.RootFS.DiffIDs = append(cfg.RootFS.DiffIDs, l.Digest)
+	}
+	config, err := json.Marshal(cfg)
 	if err != nil {
 		return nil, err
 	}
-	raw, err := img.RawManifest()
-	if err != nil {
-		return nil, err
-	}
-	config, err := img.RawConfigFile()
-	if err != nil {
-		return nil, err
-	}
-	var m ocispec.Manifest
-	if err := json.Unmarshal(raw, &m); err != nil || m.MediaType != ocispec.MediaTypeImageManifest {
-		return nil, fmt.Errorf("unexpected signature manifest %s", raw)
-	}
+	m.Config = ocispec.Descriptor{MediaType: ocispec.MediaTypeImageConfig, Digest: digest.FromBytes(config), Size: int64(len(config))}
 	subject := rootDescriptor(root)
-	m.Subject, m.ArtifactType = &subject, ArtifactTypeSignature
+	m.Subject = &subject
 	manifest, err := json.Marshal(m)
 	if err != nil {
 		return nil, err
 	}
-	si := &signatureImage{
+	blobs[m.Config.Digest] = config
+	blobs[digest.FromBytes(manifest)] = manifest
+	return &signatureImage{
 		desc:  ocispec.Descriptor{MediaType: ocispec.MediaTypeImageManifest, ArtifactType: ArtifactTypeSignature, Digest: digest.FromBytes(manifest), Size: int64(len(manifest))},
-		blobs: map[digest.Digest][]byte{digest.FromBytes(manifest): manifest, digest.FromBytes(config): config},
-	}
-	for _, s := range sigs {
-		p, err := s.Payload()
-		if err != nil {
-			return nil, err
-		}
-		si.blobs[digest.FromBytes(p)] = p
-	}
-	return si, nil
+		blobs: blobs,
+	}, nil
 }
 
-// signPayload signs root with key: the cosign simple-signing payload naming
-// root, with the package's identity, and its signature as a cosign layer.
-func signPayload(key *PrivateKey, root digest.Digest, identity string, cfg *Config) (oci.Signature, error) {
+// signPayload signs root with signer: the cosign simple-signing payload
+// naming root, with the package's identity, and its signature as a cosign
+// layer.
+func signPayload(signer Signer, root digest.Digest, identity string, cfg *Config) (signature, error) {
 	body, err := json.Marshal(payload.SimpleContainerImage{
 		Critical: payload.Critical{
 			Identity: payload.Identity{DockerReference: identity},
@@ -200,13 +223,16 @@ func signPayload(key *PrivateKey, root digest.Digest, identity string, cfg *Conf
 		Optional: map[string]any{AnnotationPackageName: cfg.Name, AnnotationPackageVersion: cfg.Version},
 	})
 	if err != nil {
-		return nil, err
+		return signature{}, err
 	}
-	sig, err := key.SignMessage(bytes.NewReader(body))
+	sig, err := signer.SignPayload(body)
 	if err != nil {
-		return nil, fmt.Errorf("sign with %s: %w", key.Name, err)
+		return signature{}, fmt.Errorf("sign with %s: %w", signer.KeyName(), err)
 	}
-	return static.NewSignature(body, base64.StdEncoding.EncodeToString(sig))
+	return signature{payload: body, layer: ocispec.Descriptor{
+		MediaType:   MediaTypeSimpleSigning,
+		Annotations: map[string]string{AnnotationCosignSignature: base64.StdEncoding.EncodeToString(sig)},
+	}}, nil
 }
 
 // VerifiedSignature is a signature that checked out.
@@ -219,7 +245,7 @@ type VerifiedSignature struct {
 // root. When none is valid the error says why, the most telling reason
 // first: a valid signature over another digest, one by another key, a
 // malformed one, or none at all.
-func checkSignatures(root digest.Digest, sigs []oci.Signature, keys []*PublicKey) ([]VerifiedSignature, error) {
+func checkSignatures(root digest.Digest, sigs []signature, keys []Verifier) ([]VerifiedSignature, error) {
 	if len(keys) == 0 {
 		return nil, fmt.Errorf("%w: no public key to verify with", ErrKey)
 	}
@@ -233,18 +259,14 @@ func checkSignatures(root digest.Digest, sigs []oci.Signature, keys []*PublicKey
 	)
 	for i, s := range sigs {
 		n := i + 1
-		body, err := s.Payload()
-		if err != nil {
-			return nil, err
-		}
-		b64, _ := s.Base64Signature()
-		raw, err := base64.StdEncoding.DecodeString(b64)
+		body := s.payload
+		raw, err := base64.StdEncoding.DecodeString(s.layer.Annotations[AnnotationCosignSignature])
 		if err != nil || len(raw) == 0 {
 			badSig = fmt.Errorf("%w: bad signature %d: not base64-encoded signature bytes", ErrSignature, n)
 			continue
 		}
 		for _, k := range keys {
-			if err := k.VerifySignature(bytes.NewReader(raw), bytes.NewReader(body)); err != nil {
+			if err := k.VerifyPayload(body, raw); err != nil {
 				if malformedECDSA(k, raw) {
 					badSig = fmt.Errorf("%w: bad signature %d: not a well-formed ECDSA signature", ErrSignature, n)
 				} else {
@@ -258,11 +280,10 @@ func checkSignatures(root digest.Digest, sigs []oci.Signature, keys []*PublicKey
 				continue
 			}
 			if p.Critical.Image.DockerManifestDigest != root.String() {
-				otherDigest = fmt.Errorf("%w: signature %d by %s is over %s, not the package root %s", ErrSignature, n, k.Name, p.Critical.Image.DockerManifestDigest, root)
+				otherDigest = fmt.Errorf("%w: signature %d by %s is over %s, not the package root %s", ErrSignature, n, k.KeyName(), p.Critical.Image.DockerManifestDigest, root)
 				continue
 			}
-			pd, _ := s.Digest()
-			valid = append(valid, VerifiedSignature{Key: k.Name, Payload: digest.Digest(pd.String())})
+			valid = append(valid, VerifiedSignature{Key: k.KeyName(), Payload: digest.FromBytes(body)})
 		}
 	}
 	switch {
@@ -278,22 +299,18 @@ func checkSignatures(root digest.Digest, sigs []oci.Signature, keys []*PublicKey
 	return nil, fmt.Errorf("%w over the package root %s", ErrNoSignature, root)
 }
 
-func keyNames(keys []*PublicKey) string {
+func keyNames(keys []Verifier) string {
 	names := make([]string, len(keys))
 	for i, k := range keys {
-		names[i] = k.Name
+		names[i] = k.KeyName()
 	}
 	return strings.Join(names, ", ")
 }
 
 // malformedECDSA reports whether raw cannot be an ECDSA signature for an
 // ECDSA key: not one DER SEQUENCE of two positive integers.
-func malformedECDSA(k *PublicKey, raw []byte) bool {
-	pub, err := k.PublicKey()
-	if err != nil {
-		return false
-	}
-	if _, ok := pub.(*ecdsa.PublicKey); !ok {
+func malformedECDSA(k Verifier, raw []byte) bool {
+	if _, ok := k.PublicKey().(*ecdsa.PublicKey); !ok {
 		return false
 	}
 	var s struct{ R, S *big.Int }

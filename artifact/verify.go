@@ -12,7 +12,7 @@ import (
 type VerifyOptions struct {
 	// Keys are the public keys a signature may be made with; at least one
 	// is required.
-	Keys []*PublicKey
+	Keys []Verifier
 	// Remote says how to reach the registry (VerifyRemote).
 	Remote RemoteOptions
 	// Progress, if set, receives progress reports.
@@ -79,7 +79,7 @@ func VerifyRemote(ctx context.Context, ref string, opts VerifyOptions) (*VerifyR
 }
 
 // checkSignatures verifies a remote package's signatures over its root.
-func (p *plan) checkSignatures(ctx context.Context, repo *remote.Repository, ref string, keys []*PublicKey) ([]VerifiedSignature, error) {
+func (p *plan) checkSignatures(ctx context.Context, repo *remote.Repository, ref string, keys []Verifier) ([]VerifiedSignature, error) {
 	sigs, err := p.signatures(ctx, repo)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", ref, err)

@@ -41,7 +41,7 @@ type Options struct {
 	Kube genericclioptions.RESTClientGetter
 	// Keys verify the package's signature; required unless
 	// InsecureSkipSignatureVerification.
-	Keys []*artifact.PublicKey
+	Keys []artifact.Verifier
 	// InsecureSkipSignatureVerification deploys unsigned packages (every
 	// blob is still re-hashed).
 	InsecureSkipSignatureVerification bool

@@ -29,6 +29,7 @@ import (
 	"oras.land/oras-go/v2/registry/remote/auth"
 
 	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/artifact/key"
 	"github.com/ferrypkg/ferry/deploy"
 	"github.com/ferrypkg/ferry/e2e/internal/cluster"
 	"github.com/ferrypkg/ferry/inject"
@@ -82,7 +83,7 @@ func TestAgent(t *testing.T) {
 
 	// Deploy a signed package holding docker.io/library/app:1.0.
 	r, pub := agentPackage(ctx, t, c)
-	rec, err := deploy.Deploy(ctx, c.Client, r, deploy.Options{Keys: []*artifact.PublicKey{pub}})
+	rec, err := deploy.Deploy(ctx, c.Client, r, deploy.Options{Keys: []artifact.Verifier{pub}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -202,7 +203,7 @@ func TestAgent(t *testing.T) {
 
 // agentPackage makes the signed app package (see appPackage) named
 // e2e-agent and returns it open with the key that verifies it.
-func agentPackage(ctx context.Context, t *testing.T, c *cluster.Cluster) (*artifact.Reader, *artifact.PublicKey) {
+func agentPackage(ctx context.Context, t *testing.T, c *cluster.Cluster) (*artifact.Reader, *key.Public) {
 	t.Helper()
 	pkg, pub := appPackage(ctx, t, c, "e2e-agent")
 	r, err := artifact.Open(ctx, pkg)
@@ -343,7 +344,7 @@ func TestAgentCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	r, pub := agentPackage(ctx, t, c)
-	rec, err := deploy.Deploy(ctx, c.Client, r, deploy.Options{Keys: []*artifact.PublicKey{pub}})
+	rec, err := deploy.Deploy(ctx, c.Client, r, deploy.Options{Keys: []artifact.Verifier{pub}})
 	if err != nil {
 		t.Fatal(err)
 	}

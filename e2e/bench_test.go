@@ -18,6 +18,7 @@ import (
 	"oras.land/oras-go/v2/content/oci"
 
 	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/artifact/chart"
 	"github.com/ferrypkg/ferry/deploy"
 	"github.com/ferrypkg/ferry/e2e/internal/cluster"
 	"github.com/ferrypkg/ferry/inject"
@@ -97,7 +98,7 @@ func BenchmarkDeploy(b *testing.B) {
 	}
 	priv, pub := testKeys(b)
 	pkg := filepath.Join(b.TempDir(), "bench.tar.zst")
-	if _, err := artifact.Create(ctx, d, artifact.CreateOptions{Output: pkg, SignKey: priv}); err != nil {
+	if _, err := artifact.Create(ctx, d, artifact.CreateOptions{Charts: chart.Packager{}, Output: pkg, SignKey: priv}); err != nil {
 		b.Fatal(err)
 	}
 	st := &deploy.State{Client: c.Client, Namespace: inject.DefaultNamespace}
@@ -135,7 +136,7 @@ func BenchmarkDeploy(b *testing.B) {
 			b.Fatal(err)
 		}
 		start := time.Now()
-		rec, err := deploy.Deploy(ctx, c.Client, r, deploy.Options{Keys: []*artifact.PublicKey{pub}})
+		rec, err := deploy.Deploy(ctx, c.Client, r, deploy.Options{Keys: []artifact.Verifier{pub}})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -143,7 +144,7 @@ func BenchmarkDeploy(b *testing.B) {
 		craneTook = (craneTook + cranePush("bench/crane2")) / 2
 
 		start = time.Now()
-		again, err := deploy.Deploy(ctx, c.Client, r, deploy.Options{Keys: []*artifact.PublicKey{pub}})
+		again, err := deploy.Deploy(ctx, c.Client, r, deploy.Options{Keys: []artifact.Verifier{pub}})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -19,6 +19,8 @@ import (
 	"oras.land/oras-go/v2/content/oci"
 
 	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/artifact/chart"
+	"github.com/ferrypkg/ferry/artifact/key"
 	"github.com/ferrypkg/ferry/deploy"
 	"github.com/ferrypkg/ferry/deploy/agent"
 	"github.com/ferrypkg/ferry/e2e/internal/cluster"
@@ -52,7 +54,7 @@ func TestDeployImages(t *testing.T) {
 		t.Fatalf("deploy without a key: %v", err)
 	}
 	_, otherPub := testKeys(t)
-	if _, err := deploy.Deploy(ctx, c.Client, r, deploy.Options{Keys: []*artifact.PublicKey{otherPub}}); !errors.Is(err, artifact.ErrSignature) {
+	if _, err := deploy.Deploy(ctx, c.Client, r, deploy.Options{Keys: []artifact.Verifier{otherPub}}); !errors.Is(err, artifact.ErrSignature) {
 		t.Fatalf("deploy with a wrong key: %v", err)
 	}
 	st := &deploy.State{Client: c.Client, Namespace: inject.DefaultNamespace}
@@ -61,7 +63,7 @@ func TestDeployImages(t *testing.T) {
 	}
 
 	start := time.Now()
-	rec, err := deploy.Deploy(ctx, c.Client, r, deploy.Options{Keys: []*artifact.PublicKey{pub}})
+	rec, err := deploy.Deploy(ctx, c.Client, r, deploy.Options{Keys: []artifact.Verifier{pub}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +136,7 @@ func TestDeployImages(t *testing.T) {
 // docker.io/library/app:1.0, the tiny image labelled e2e=deploy from an OCI
 // layout (the same image whichever test makes it, so every package record
 // agrees on its digest), and returns its path and the key that verifies it.
-func appPackage(ctx context.Context, t *testing.T, c *cluster.Cluster, name string) (string, *artifact.PublicKey) {
+func appPackage(ctx context.Context, t *testing.T, c *cluster.Cluster, name string) (string, *key.Public) {
 	t.Helper()
 	dir := t.TempDir()
 	img, err := mkimg.New(c.Tiny(t), mkimg.Options{Labels: map[string]string{"e2e": "deploy"}})
@@ -161,7 +163,7 @@ func appPackage(ctx context.Context, t *testing.T, c *cluster.Cluster, name stri
 		t.Fatal(err)
 	}
 	pkg := filepath.Join(t.TempDir(), name+".tar.zst")
-	if _, err := artifact.Create(ctx, d, artifact.CreateOptions{Output: pkg, SignKey: priv}); err != nil {
+	if _, err := artifact.Create(ctx, d, artifact.CreateOptions{Charts: chart.Packager{}, Output: pkg, SignKey: priv}); err != nil {
 		t.Fatal(err)
 	}
 	return pkg, pub

@@ -24,6 +24,8 @@ import (
 	"oras.land/oras-go/v2/content/oci"
 
 	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/artifact/chart"
+	"github.com/ferrypkg/ferry/artifact/key"
 	"github.com/ferrypkg/ferry/deploy"
 	"github.com/ferrypkg/ferry/e2e/internal/cluster"
 	"github.com/ferrypkg/ferry/e2e/internal/mkimg"
@@ -84,7 +86,7 @@ spec:
 // helmPackage writes a package definition of version with two images —
 // app:1.0 (its config labelled with variant) and other:2.0 (a layer of its
 // own) — a chart and a manifest bundle, and creates it signed with priv.
-func helmPackage(ctx context.Context, t *testing.T, c *cluster.Cluster, version, variant string, format artifact.Format, priv *artifact.PrivateKey) (string, map[string]string) {
+func helmPackage(ctx context.Context, t *testing.T, c *cluster.Cluster, version, variant string, format artifact.Format, priv *key.Private) (string, map[string]string) {
 	t.Helper()
 	dir := t.TempDir()
 	for name, data := range helmChart {
@@ -145,28 +147,28 @@ components:
 		t.Fatal(err)
 	}
 	pkg := filepath.Join(t.TempDir(), "e2e-helm-"+version+format.Ext())
-	if _, err := artifact.Create(ctx, d, artifact.CreateOptions{Output: pkg, Format: format, SignKey: priv}); err != nil {
+	if _, err := artifact.Create(ctx, d, artifact.CreateOptions{Charts: chart.Packager{}, Output: pkg, Format: format, SignKey: priv}); err != nil {
 		t.Fatal(err)
 	}
 	return pkg, digests
 }
 
 // testKeys makes a key pair and returns the private and public keys.
-func testKeys(t testing.TB) (*artifact.PrivateKey, *artifact.PublicKey) {
+func testKeys(t testing.TB) (*key.Private, *key.Public) {
 	t.Helper()
 	dir := t.TempDir()
-	kp, err := artifact.GenerateKeyPair([]byte("pw"))
+	kp, err := key.Generate([]byte("pw"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := kp.WriteFiles(filepath.Join(dir, "k.key"), filepath.Join(dir, "k.pub")); err != nil {
 		t.Fatal(err)
 	}
-	priv, err := artifact.LoadPrivateKey(filepath.Join(dir, "k.key"), []byte("pw"))
+	priv, err := key.LoadPrivate(filepath.Join(dir, "k.key"), []byte("pw"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	pub, err := artifact.LoadPublicKey(filepath.Join(dir, "k.pub"))
+	pub, err := key.LoadPublic(filepath.Join(dir, "k.pub"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -197,7 +199,7 @@ func TestDeployChartsAndManifests(t *testing.T) {
 		_ = c.Client.CoreV1().Namespaces().Delete(ctx, helmNS, metav1.DeleteOptions{})
 	})
 	priv, pub := testKeys(t)
-	keys := []*artifact.PublicKey{pub}
+	keys := []artifact.Verifier{pub}
 	open := func(p string) *artifact.Reader {
 		r, err := artifact.Open(ctx, p)
 		if err != nil {
@@ -271,7 +273,7 @@ func TestDeployChartsAndManifests(t *testing.T) {
 	}
 	_, otherPub := testKeys(t)
 	v3ok, _ := helmPackage(ctx, t, c, "1.2.0", "three", artifact.FormatTar, priv)
-	if _, err := deploy.Deploy(ctx, c.Client, open(v3ok), deploy.Options{Kube: kube, Keys: []*artifact.PublicKey{otherPub}}); !errors.Is(err, artifact.ErrSignature) {
+	if _, err := deploy.Deploy(ctx, c.Client, open(v3ok), deploy.Options{Kube: kube, Keys: []artifact.Verifier{otherPub}}); !errors.Is(err, artifact.ErrSignature) {
 		t.Fatalf("deploy with a wrong key: %v", err)
 	}
 	if code := registryStatus(ctx, t, c, "library/app", d3["docker.io/library/app:1.0"]); code != http.StatusNotFound {

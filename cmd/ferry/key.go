@@ -11,6 +11,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/artifact/key"
 )
 
 // passwordEnv is where cosign, and so ferry, reads a key's password from.
@@ -54,7 +55,7 @@ func readPassword(cmd *cobra.Command, prompt string, confirm bool) ([]byte, erro
 }
 
 // loadSignKey reads a private key, asking for its password as needed.
-func loadSignKey(cmd *cobra.Command, path string) (*artifact.PrivateKey, error) {
+func loadSignKey(cmd *cobra.Command, path string) (*key.Private, error) {
 	if _, err := os.Stat(path); err != nil {
 		return nil, fmt.Errorf("%w: %v", artifact.ErrKey, err)
 	}
@@ -62,14 +63,14 @@ func loadSignKey(cmd *cobra.Command, path string) (*artifact.PrivateKey, error) 
 	if err != nil {
 		return nil, err
 	}
-	return artifact.LoadPrivateKey(path, pw)
+	return key.LoadPrivate(path, pw)
 }
 
 // loadVerifyKeys reads the public keys given with --key.
-func loadVerifyKeys(paths []string) ([]*artifact.PublicKey, error) {
-	var keys []*artifact.PublicKey
+func loadVerifyKeys(paths []string) ([]artifact.Verifier, error) {
+	var keys []artifact.Verifier
 	for _, p := range paths {
-		k, err := artifact.LoadPublicKey(p)
+		k, err := key.LoadPublic(p)
 		if err != nil {
 			return nil, err
 		}
@@ -118,7 +119,7 @@ tool work in both. Existing files are not overwritten without --force.`,
 			if err != nil {
 				return err
 			}
-			kp, err := artifact.GenerateKeyPair(pw)
+			kp, err := key.Generate(pw)
 			if err != nil {
 				return err
 			}

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/artifact/chart"
 )
 
 // newPackageCmd groups the package verbs.
@@ -63,7 +64,7 @@ Registry credentials come from the docker config file (ferry registry login).`,
 			if err != nil {
 				return err
 			}
-			opts := artifact.CreateOptions{Output: file.path, Format: artifact.Format(format), Remote: ro, Epoch: epoch}
+			opts := artifact.CreateOptions{Charts: chart.Packager{}, Output: file.path, Format: artifact.Format(format), Remote: ro, Epoch: epoch}
 			if opts.Output == "" && opts.Format != "" {
 				opts.Output = def.Metadata.Name + "-" + def.Metadata.Version + opts.Format.Ext()
 			}
