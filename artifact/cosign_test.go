@@ -65,7 +65,7 @@ func TestCosignInterop(t *testing.T) {
 	if err != nil {
 		t.Fatalf("ferry loads a cosign-made private key: %v", err)
 	}
-	cliPub, err := key.LoadPublic(filepath.Join(keys, "cli.pub"))
+	cliPub, err := artifact.LoadPublicKey(filepath.Join(keys, "cli.pub"))
 	if err != nil {
 		t.Fatal(err)
 	}

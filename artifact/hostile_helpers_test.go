@@ -343,7 +343,7 @@ func largestBlob(entries []tarEntry) string {
 // signedPackage creates the world's package as name in a temporary folder
 // and signs it with a fresh key, alice; it returns the archive's path and
 // alice's keys (written beside it as alice.key and alice.pub).
-func signedPackage(t testing.TB, w *world, name string) (string, *key.Private, *key.Public) {
+func signedPackage(t testing.TB, w *world, name string) (string, *key.Private, *artifact.PublicKey) {
 	t.Helper()
 	dir := t.TempDir()
 	alice, alicePub := keyPair(t, dir, "alice")

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/ferrypkg/ferry/artifact"
-	"github.com/ferrypkg/ferry/artifact/key"
 	"github.com/ferrypkg/ferry/registry"
 	"github.com/ferrypkg/ferry/registry/registrytest"
 )
@@ -105,10 +104,10 @@ func TestHostileChild(t *testing.T) {
 		t.Skip("run by runHostile")
 	}
 	ctx := context.Background()
-	var pub *key.Public
+	var pub *artifact.PublicKey
 	if op == "verify" {
 		var err error
-		if pub, err = key.LoadPublic(os.Getenv("FERRY_HOSTILE_KEY")); err != nil {
+		if pub, err = artifact.LoadPublicKey(os.Getenv("FERRY_HOSTILE_KEY")); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -23,7 +23,7 @@ import (
 
 // keyPair writes a fresh cosign key pair into dir as name.key/name.pub and
 // loads both.
-func keyPair(t testing.TB, dir, name string) (*key.Private, *key.Public) {
+func keyPair(t testing.TB, dir, name string) (*key.Private, *artifact.PublicKey) {
 	t.Helper()
 	kp, err := key.Generate([]byte("pw-" + name))
 	if err != nil {
@@ -37,7 +37,7 @@ func keyPair(t testing.TB, dir, name string) (*key.Private, *key.Public) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pk, err := key.LoadPublic(pub)
+	pk, err := artifact.LoadPublicKey(pub)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -451,9 +451,9 @@ func TestKeyErrors(t *testing.T) {
 		{"wrong password", func() error { _, err := key.LoadPrivate(priv, []byte("nope")); return err }, "wrong password for " + priv},
 		{"public as private", func() error { _, err := key.LoadPrivate(pub, nil); return err }, pub + " is a public key"},
 		{"corrupt private", func() error { _, err := key.LoadPrivate(corrupt, nil); return err }, corrupt},
-		{"private as public", func() error { _, err := key.LoadPublic(priv); return err }, priv + " is a private key"},
-		{"garbage public", func() error { _, err := key.LoadPublic(garbage); return err }, garbage + " is not a PEM key file"},
-		{"missing", func() error { _, err := key.LoadPublic(filepath.Join(dir, "none.pub")); return err }, "none.pub"},
+		{"private as public", func() error { _, err := artifact.LoadPublicKey(priv); return err }, priv + " is a private key"},
+		{"garbage public", func() error { _, err := artifact.LoadPublicKey(garbage); return err }, garbage + " is not a PEM key file"},
+		{"missing", func() error { _, err := artifact.LoadPublicKey(filepath.Join(dir, "none.pub")); return err }, "none.pub"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			err := c.err()

@@ -29,7 +29,6 @@ import (
 	"oras.land/oras-go/v2/registry/remote/auth"
 
 	"github.com/ferrypkg/ferry/artifact"
-	"github.com/ferrypkg/ferry/artifact/key"
 	"github.com/ferrypkg/ferry/deploy"
 	"github.com/ferrypkg/ferry/e2e/internal/cluster"
 	"github.com/ferrypkg/ferry/inject"
@@ -203,7 +202,7 @@ func TestAgent(t *testing.T) {
 
 // agentPackage makes the signed app package (see appPackage) named
 // e2e-agent and returns it open with the key that verifies it.
-func agentPackage(ctx context.Context, t *testing.T, c *cluster.Cluster) (*artifact.Reader, *key.Public) {
+func agentPackage(ctx context.Context, t *testing.T, c *cluster.Cluster) (*artifact.Reader, *artifact.PublicKey) {
 	t.Helper()
 	pkg, pub := appPackage(ctx, t, c, "e2e-agent")
 	r, err := artifact.Open(ctx, pkg)

@@ -20,7 +20,6 @@ import (
 
 	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/artifact/chart"
-	"github.com/ferrypkg/ferry/artifact/key"
 	"github.com/ferrypkg/ferry/deploy"
 	"github.com/ferrypkg/ferry/deploy/agent"
 	"github.com/ferrypkg/ferry/e2e/internal/cluster"
@@ -136,7 +135,7 @@ func TestDeployImages(t *testing.T) {
 // docker.io/library/app:1.0, the tiny image labelled e2e=deploy from an OCI
 // layout (the same image whichever test makes it, so every package record
 // agrees on its digest), and returns its path and the key that verifies it.
-func appPackage(ctx context.Context, t *testing.T, c *cluster.Cluster, name string) (string, *key.Public) {
+func appPackage(ctx context.Context, t *testing.T, c *cluster.Cluster, name string) (string, *artifact.PublicKey) {
 	t.Helper()
 	dir := t.TempDir()
 	img, err := mkimg.New(c.Tiny(t), mkimg.Options{Labels: map[string]string{"e2e": "deploy"}})

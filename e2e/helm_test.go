@@ -154,7 +154,7 @@ components:
 }
 
 // testKeys makes a key pair and returns the private and public keys.
-func testKeys(t testing.TB) (*key.Private, *key.Public) {
+func testKeys(t testing.TB) (*key.Private, *artifact.PublicKey) {
 	t.Helper()
 	dir := t.TempDir()
 	kp, err := key.Generate([]byte("pw"))
@@ -168,7 +168,7 @@ func testKeys(t testing.TB) (*key.Private, *key.Public) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pub, err := key.LoadPublic(filepath.Join(dir, "k.pub"))
+	pub, err := artifact.LoadPublicKey(filepath.Join(dir, "k.pub"))
 	if err != nil {
 		t.Fatal(err)
 	}

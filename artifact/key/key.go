@@ -1,7 +1,8 @@
-// Package key makes and loads cosign key pairs, the keys ferry signs and
-// verifies packages with: the same files `cosign generate-key-pair` writes
-// (cosign.key, cosign.pub), read with cosign's and sigstore's libraries.
-// A Private is an artifact.Signer, a Public an artifact.Verifier.
+// Package key makes cosign key pairs and loads their private keys, the keys
+// ferry signs packages with: the same files `cosign generate-key-pair`
+// writes (cosign.key, cosign.pub), made and read with cosign's library. A
+// Private is an artifact.Signer. Public keys (artifact.LoadPublicKey) need
+// no cosign: verifying does not link it.
 package key
 
 import (
@@ -14,7 +15,6 @@ import (
 	"strings"
 
 	"github.com/sigstore/cosign/v2/pkg/cosign"
-	"github.com/sigstore/sigstore/pkg/cryptoutils"
 	"github.com/sigstore/sigstore/pkg/signature"
 
 	"github.com/ferrypkg/ferry/artifact"
@@ -90,35 +90,18 @@ func (k *Private) PublicKey() crypto.PublicKey {
 	return pub
 }
 
-// Public is a public key that verifies signatures; Name (its file) names
-// it in messages.
-type Public struct {
-	Name string
-	v    signature.Verifier
-	pub  crypto.PublicKey
-}
-
-var _ artifact.Verifier = (*Public)(nil)
-
-// KeyName is the key's name, its file.
-func (k *Public) KeyName() string { return k.Name }
-
-// VerifyPayload checks a signature over payload against this key.
-func (k *Public) VerifyPayload(payload, sig []byte) error {
-	return k.v.VerifySignature(bytes.NewReader(sig), bytes.NewReader(payload))
-}
-
-// PublicKey is the key.
-func (k *Public) PublicKey() crypto.PublicKey { return k.pub }
-
 // LoadPrivate reads a cosign private key file (from ferry or
 // `cosign generate-key-pair`) and decrypts it with password. A wrong
 // password, a public key, or a damaged file is an ErrKey naming the file.
 func LoadPrivate(path string, password []byte) (*Private, error) {
-	data, block, err := readPEM(path)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrKey, err)
+	}
+	block, _ := pem.Decode(data)
 	switch {
-	case err != nil:
-		return nil, err
+	case block == nil:
+		return nil, fmt.Errorf("%w: %s is not a PEM key file", ErrKey, path)
 	case block.Type == "PUBLIC KEY":
 		return nil, fmt.Errorf("%w: %s is a public key; signing needs the private key (cosign.key)", ErrKey, path)
 	case block.Type != cosign.SigstorePrivateKeyPemType && block.Type != cosign.CosignPrivateKeyPemType:
@@ -132,39 +115,4 @@ func LoadPrivate(path string, password []byte) (*Private, error) {
 		return nil, fmt.Errorf("%w: %s: %w", ErrKey, path, err)
 	}
 	return &Private{Name: path, sv: sv}, nil
-}
-
-// LoadPublic reads a PEM public key file (cosign.pub) for verification.
-// A private key or a damaged file is an ErrKey naming the file.
-func LoadPublic(path string) (*Public, error) {
-	data, block, err := readPEM(path)
-	switch {
-	case err != nil:
-		return nil, err
-	case strings.Contains(block.Type, "PRIVATE KEY"):
-		return nil, fmt.Errorf("%w: %s is a private key; verification needs the public key (cosign.pub)", ErrKey, path)
-	}
-	pub, err := cryptoutils.UnmarshalPEMToPublicKey(data)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %s: %w", ErrKey, path, err)
-	}
-	// As `cosign verify --key`: SHA-256 for ECDSA and RSA keys.
-	v, err := signature.LoadVerifier(pub, crypto.SHA256)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %s: %w", ErrKey, path, err)
-	}
-	return &Public{Name: path, v: v, pub: pub}, nil
-}
-
-// readPEM reads a key file and its first PEM block.
-func readPEM(path string) ([]byte, *pem.Block, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, nil, fmt.Errorf("%w: %w", ErrKey, err)
-	}
-	block, _ := pem.Decode(data)
-	if block == nil {
-		return nil, nil, fmt.Errorf("%w: %s is not a PEM key file", ErrKey, path)
-	}
-	return data, block, nil
 }

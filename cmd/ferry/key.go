@@ -70,7 +70,7 @@ func loadSignKey(cmd *cobra.Command, path string) (*key.Private, error) {
 func loadVerifyKeys(paths []string) ([]artifact.Verifier, error) {
 	var keys []artifact.Verifier
 	for _, p := range paths {
-		k, err := key.LoadPublic(p)
+		k, err := artifact.LoadPublicKey(p)
 		if err != nil {
 			return nil, err
 		}

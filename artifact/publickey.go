@@ -1,0 +1,61 @@
+package artifact
+
+import (
+	"bytes"
+	"crypto"
+	"encoding/pem"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/sigstore/sigstore/pkg/cryptoutils"
+	sigstore "github.com/sigstore/sigstore/pkg/signature"
+)
+
+// PublicKey is a public key that verifies signatures, as `cosign verify
+// --key` does; Name (its file) names it in messages. Package artifact/key
+// makes and loads the private keys.
+type PublicKey struct {
+	Name string
+	v    sigstore.Verifier
+	pub  crypto.PublicKey
+}
+
+var _ Verifier = (*PublicKey)(nil)
+
+// KeyName is the key's name, its file.
+func (k *PublicKey) KeyName() string { return k.Name }
+
+// VerifyPayload checks a signature over payload against this key.
+func (k *PublicKey) VerifyPayload(payload, sig []byte) error {
+	return k.v.VerifySignature(bytes.NewReader(sig), bytes.NewReader(payload))
+}
+
+// PublicKey is the key.
+func (k *PublicKey) PublicKey() crypto.PublicKey { return k.pub }
+
+// LoadPublicKey reads a PEM public key file (cosign.pub) for verification.
+// A private key or a damaged file is an ErrKey naming the file.
+func LoadPublicKey(path string) (*PublicKey, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrKey, err)
+	}
+	block, _ := pem.Decode(data)
+	switch {
+	case block == nil:
+		return nil, fmt.Errorf("%w: %s is not a PEM key file", ErrKey, path)
+	case strings.Contains(block.Type, "PRIVATE KEY"):
+		return nil, fmt.Errorf("%w: %s is a private key; verification needs the public key (cosign.pub)", ErrKey, path)
+	}
+	pub, err := cryptoutils.UnmarshalPEMToPublicKey(data)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", ErrKey, path, err)
+	}
+	// As `cosign verify --key`: SHA-256 for ECDSA and RSA keys.
+	v, err := sigstore.LoadVerifier(pub, crypto.SHA256)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", ErrKey, path, err)
+	}
+	return &PublicKey{Name: path, v: v, pub: pub}, nil
+}
