@@ -11,7 +11,7 @@ TOOLS := $(CURDIR)/.bin
 export PATH := $(TOOLS):$(BIN):$(PATH)
 export GOFLAGS ?= -buildvcs=false
 
-APT_PACKAGES := docker-registry skopeo zstd qemu-user-static
+APT_PACKAGES := docker-registry skopeo zstd qemu-user-static time
 PEER_TOOLS   := helm crane regctl oras cosign
 
 .PHONY: all build test fuzz bench demo lint deps apt tools clean
@@ -32,11 +32,16 @@ REGISTRY_ARCHES := amd64 arm64
 FERRY_VERSION ?= $(shell git describe --tags --dirty 2>/dev/null)
 FERRY_COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null)
 
-## build: ferry (static: init builds the agent's image from it), and what
-## `ferry init` ships into a cluster beside it in bin/: the in-cluster
-## registry and the injector (stage 0 and 1) per architecture.
+## build: ferry, the front binary that starts in milliseconds (version,
+## package push/pull/inspect/verify, registry login/logout) and hands every
+## other command to ferry-full beside it, which has them all (static: init
+## builds the agent's image from it); and what `ferry init` ships into a
+## cluster in bin/: the in-cluster registry and the injector (stage 0 and 1)
+## per architecture. `go build ./cmd/ferry` alone gives the full binary.
+FERRY_LDFLAGS = -s -w -X main.version=$(FERRY_VERSION) -X main.commit=$(FERRY_COMMIT)
 build: injector
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w -X main.version=$(FERRY_VERSION) -X main.commit=$(FERRY_COMMIT)' -o $(BIN)/ferry ./cmd/ferry
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='$(FERRY_LDFLAGS)' -o $(BIN)/ferry-full ./cmd/ferry
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='$(FERRY_LDFLAGS)' -tags ferryfront -o $(BIN)/ferry ./cmd/ferry
 	@for a in $(REGISTRY_ARCHES); do \
 	  CGO_ENABLED=0 GOOS=linux GOARCH=$$a $(GO) build -trimpath -ldflags='-s -w -buildid=' -o $(BIN)/ferry-registry-linux-$$a ./registry/cmd/ferry-registry || exit 1; \
 	done
@@ -80,7 +85,7 @@ fuzz:
 	$(GO) test ./artifact -run '^$$' -fuzz '^FuzzReadLayout$$' -fuzztime $(FUZZTIME) $(FUZZFLAGS)
 
 bench: deps build
-	$(GO) test ./artifact -run '^$$' -bench . -benchtime 1x -timeout 60m
+	FERRY_BIN=$(BIN)/ferry $(GO) test ./artifact -run '^$$' -bench . -benchtime 1x -timeout 60m
 	@for t in $(BENCH_TARGETS); do $(MAKE) --no-print-directory $$t || exit 1; done
 
 demo: build
@@ -89,6 +94,7 @@ demo: build
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt: $$out"; exit 1; fi
 	$(GO) vet ./...
+	$(GO) vet -tags ferryfront ./cmd/ferry
 
 clean:
 	rm -rf $(BIN) out

@@ -138,15 +138,27 @@ func splitComma(s string) []string {
 	return out
 }
 
-// buildFerry builds the ferry binary into a temporary folder.
+// buildFerry builds ferry as `make build` does (the front binary, ferry-full
+// beside it) into a temporary folder and returns the front; FERRY_BIN names
+// one already built instead.
 func buildFerry(b *testing.B) string {
 	b.Helper()
-	bin := filepath.Join(b.TempDir(), "ferry")
-	cmd := exec.Command("go", "build", "-o", bin, "../cmd/ferry")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		b.Fatalf("build ferry: %v\n%s", err, out)
+	if bin := os.Getenv("FERRY_BIN"); bin != "" {
+		return bin
 	}
-	return bin
+	dir := b.TempDir()
+	for _, args := range [][]string{
+		{"-o", filepath.Join(dir, "ferry-full")},
+		{"-tags", "ferryfront", "-o", filepath.Join(dir, "ferry")},
+	} {
+		args = append([]string{"build", "-trimpath", "-ldflags=-s -w"}, append(args, "../cmd/ferry")...)
+		cmd := exec.Command("go", args...)
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.Fatalf("build ferry: %v\n%s", err, out)
+		}
+	}
+	return filepath.Join(dir, "ferry")
 }
 
 // genImageSet writes an OCI layout of images totalling about mib MiB (64 MiB

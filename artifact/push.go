@@ -11,6 +11,7 @@ import (
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"golang.org/x/sync/errgroup"
+	"oras.land/oras-go/v2/errdef"
 	"oras.land/oras-go/v2/registry/remote"
 
 	"github.com/ferrypkg/ferry/internal/chunk"
@@ -53,6 +54,10 @@ type PushResult struct {
 	Pushed      int   `json:"pushed"`
 	Skipped     int   `json:"skipped"`
 	BytesPushed int64 `json:"bytesPushed"`
+	// Unchanged is true when the registry already held the package root
+	// and its signatures: only the tags were set, nothing was read from
+	// the package, uploaded or counted.
+	Unchanged bool `json:"unchanged"`
 }
 
 // Push copies a whole package — root index, package manifest, charts,
@@ -70,6 +75,17 @@ func Push(ctx context.Context, r *Reader, ref string, opts PushOptions) (*PushRe
 		return nil, fmt.Errorf("push %s: the package root is %s", ref, r.Root.Digest)
 	}
 	p := &pusher{repo: repo, opts: opts, res: &PushResult{Root: r.Root, Ref: ref}}
+	held, err := p.held(ctx, r)
+	if err != nil {
+		return nil, fmt.Errorf("push %s: %w", ref, err)
+	}
+	if held != nil {
+		p.res.Unchanged = true
+		if err := p.tag(ctx, r, tag, held); err != nil {
+			return nil, fmt.Errorf("push %s: %w", ref, err)
+		}
+		return p.res, nil
+	}
 	sum, err := p.walk(ctx, r)
 	if err != nil {
 		return nil, err
@@ -255,16 +271,49 @@ func (p *pusher) finish(ctx context.Context, sum *Summary, r *Reader, tag string
 		}
 		p.count(desc, true)
 	}
-	if _, err := digest.Parse(tag); err != nil && tag != "" {
-		if err := p.repo.Tag(ctx, rootDescriptor(r.Root), tag); err != nil {
-			return fmt.Errorf("tag %s: %w", tag, err)
+	return p.tag(ctx, r, tag, sum.json)
+}
+
+// held returns the root manifest and signature manifests of the package
+// when the registry already holds all of them, by digest; nil when one is
+// missing. A registry stores a manifest only once what it references is
+// there (distribution refuses one whose blobs or child manifests are
+// missing), so the package is then complete in it and nothing needs
+// reading or uploading — as oras.Copy skips a root its target has. An
+// unchanged re-push costs two GETs and the tags' PUTs.
+func (p *pusher) held(ctx context.Context, r *Reader) (map[digest.Digest][]byte, error) {
+	out := map[digest.Digest][]byte{}
+	for _, d := range append([]ocispec.Descriptor{r.Root}, signatureEntries(r.Root.Digest, r.Index.Manifests)...) {
+		data, err := fetchSmall(ctx, p.repo.Manifests(), rootDescriptor(d))
+		switch {
+		case errors.Is(err, errdef.ErrNotFound):
+			return nil, nil
+		case err != nil:
+			return nil, fmt.Errorf("check manifest %s: %w", d.Digest, err)
 		}
+		out[d.Digest] = data
 	}
-	// index.json holds the root and at most its signature (checkIndex).
+	return out, nil
+}
+
+// tag tags the root with tag (unless the push is by digest) and each
+// signature manifest with its cosign tag, as index.json names them (the
+// root and at most its signature: checkIndex). manifests holds their bytes.
+func (p *pusher) tag(ctx context.Context, r *Reader, tag string, manifests map[digest.Digest][]byte) error {
+	type tagged struct {
+		desc ocispec.Descriptor
+		tag  string
+	}
+	var tags []tagged
+	if _, err := digest.Parse(tag); err != nil && tag != "" {
+		tags = append(tags, tagged{rootDescriptor(r.Root), tag})
+	}
 	for _, d := range signatureEntries(r.Root.Digest, r.Index.Manifests) {
-		t := d.Annotations[ocispec.AnnotationRefName]
-		if err := p.repo.Tag(ctx, rootDescriptor(d), t); err != nil {
-			return fmt.Errorf("tag %s: %w", t, err)
+		tags = append(tags, tagged{rootDescriptor(d), d.Annotations[ocispec.AnnotationRefName]})
+	}
+	for _, t := range tags {
+		if err := p.repo.PushReference(ctx, t.desc, bytes.NewReader(manifests[t.desc.Digest]), t.tag); err != nil {
+			return fmt.Errorf("tag %s: %w", t.tag, err)
 		}
 	}
 	return nil

@@ -33,7 +33,10 @@ func TestPushPullRoundTrip(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ref := w.Host + "/pkgs/demo:1.0.0"
+			// A repository per format: the two archives hold one package
+			// (one root), and a push to where it already is is "unchanged".
+			repo := w.Host + "/pkgs/demo-" + strings.TrimPrefix(ext, ".")
+			ref := repo + ":1.0.0"
 			pr, err := artifact.Push(ctx, r, ref, artifact.PushOptions{})
 			if err != nil {
 				t.Fatalf("push: %v", err)
@@ -42,7 +45,7 @@ func TestPushPullRoundTrip(t *testing.T) {
 				t.Errorf("push result %+v, want root %s and %d blobs", pr, res.Root.Digest, res.Blobs)
 			}
 			want, _ := os.ReadFile(res.Path)
-			for _, from := range []string{ref, w.Host + "/pkgs/demo@" + res.Root.Digest.String()} {
+			for _, from := range []string{ref, repo + "@" + res.Root.Digest.String()} {
 				out := filepath.Join(t.TempDir(), "pulled"+ext)
 				pl, err := artifact.Pull(ctx, from, out, artifact.PullOptions{})
 				if err != nil {
@@ -57,8 +60,8 @@ func TestPushPullRoundTrip(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if again.Pushed != 0 || again.BytesPushed != 0 {
-				t.Errorf("second push uploaded %d blobs (%d bytes), want 0", again.Pushed, again.BytesPushed)
+			if again.Pushed != 0 || again.BytesPushed != 0 || !again.Unchanged {
+				t.Errorf("second push uploaded %d blobs (%d bytes), unchanged %v; want 0, unchanged", again.Pushed, again.BytesPushed, again.Unchanged)
 			}
 			rep, err := artifact.InspectRemote(ctx, ref, artifact.RemoteOptions{})
 			if err != nil {
@@ -155,18 +158,44 @@ func TestPushStreams(t *testing.T) {
 		}
 	}
 
-	// A layer the registry has is not read at all: once the whole package
-	// is in a repository, pushing the damaged archive there again uploads
-	// nothing and does not trip over the damaged copy.
+	// Nothing is read when the registry holds the package: pushing the
+	// damaged archive where the whole package is, even to a new tag, only
+	// tags it ("unchanged"), and does not trip over the damaged copy.
+	for _, tag := range []string{"1", "again"} {
+		ref := fmt.Sprintf("%s/streams/big-tar-1:%s", host, tag)
+		r, err := artifact.Open(ctx, bad)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := artifact.Push(ctx, r, ref, artifact.PushOptions{})
+		if err != nil || !res.Unchanged || res.Pushed != 0 || res.BytesPushed != 0 {
+			t.Fatalf("re-push of what the registry has, to tag %s: %+v, %v", tag, res, err)
+		}
+		repo, _ := remote.NewRepository(ref)
+		repo.PlainHTTP = true
+		if d, err := repo.Resolve(ctx, tag); err != nil || d.Digest != r.Root.Digest {
+			t.Fatalf("tag %s after an unchanged push: %v, %v", tag, d.Digest, err)
+		}
+	}
+
+	// A layer the registry has is not read either when the root is not
+	// there: with the root manifest deleted, pushing the damaged archive
+	// again walks it, uploads only the manifests, and passes over the
+	// damaged layer.
 	for _, streams := range []int{1, 3} {
 		ref := fmt.Sprintf("%s/streams/big-tar-%d:1", host, streams)
 		r, err := artifact.Open(ctx, bad)
 		if err != nil {
 			t.Fatal(err)
 		}
+		repo, _ := remote.NewRepository(ref)
+		repo.PlainHTTP = true
+		if err := repo.Delete(ctx, ocispec.Descriptor{MediaType: r.Root.MediaType, Digest: r.Root.Digest, Size: r.Root.Size}); err != nil {
+			t.Fatal(err)
+		}
 		res, err := artifact.Push(ctx, r, ref, artifact.PushOptions{Streams: streams})
-		if err != nil || res.Pushed != 0 || res.BytesPushed != 0 {
-			t.Fatalf("re-push with %d streams of what the registry has: %+v, %v", streams, res, err)
+		if err != nil || res.Unchanged || res.Pushed != 1 || res.BytesPushed != r.Root.Size {
+			t.Fatalf("re-push with %d streams of what the registry has but its root: %+v, %v", streams, res, err)
 		}
 	}
 }

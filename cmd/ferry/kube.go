@@ -1,3 +1,5 @@
+//go:build !ferryfront
+
 package main
 
 import "k8s.io/cli-runtime/pkg/genericclioptions"

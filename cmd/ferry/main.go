@@ -12,7 +12,11 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := newRootCmd().ExecuteContext(ctx)
+	root := newRootCmd()
+	err := handOff(root, os.Args[1:])
+	if err == nil {
+		err = root.ExecuteContext(ctx)
+	}
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "ferry: "+oneLine(err))

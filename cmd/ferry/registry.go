@@ -7,6 +7,6 @@ import (
 // newRegistryCmd groups the registry commands: serve, load, check, login, logout.
 func newRegistryCmd() *cobra.Command {
 	cmd := groupCmd(&cobra.Command{Use: "registry", Short: "Run, load, check and log in to OCI registries"})
-	cmd.AddCommand(newRegistryServeCmd(), newRegistryCheckCmd(), newRegistryLoadCmd(), newRegistryLoginCmd(), newRegistryLogoutCmd())
+	cmd.AddCommand(newRegistryLoginCmd(), newRegistryLogoutCmd())
 	return cmd
 }

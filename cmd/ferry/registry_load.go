@@ -1,3 +1,5 @@
+//go:build !ferryfront
+
 package main
 
 import (

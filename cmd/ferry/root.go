@@ -18,7 +18,9 @@ func newRootCmd() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.SetVersionTemplate("ferry {{.Version}}\n")
-	root.AddCommand(newPackageCmd(), newRegistryCmd(), newKeyCmd(), newInitCmd(), newDeployCmd(), newListCmd(), newRemoveCmd(), newAgentCmd(), newVersionCmd())
+	pkg, reg := newPackageCmd(), newRegistryCmd()
+	root.AddCommand(pkg, reg, newVersionCmd())
+	addFull(root, pkg, reg)
 	root.SetFlagErrorFunc(flagError)
 	groupCmd(root)
 	return root

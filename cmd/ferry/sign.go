@@ -8,78 +8,6 @@ import (
 	"github.com/ferrypkg/ferry/artifact"
 )
 
-func newSignCmd() *cobra.Command {
-	var (
-		key    string
-		remote remoteFlags
-		output outputFlag
-	)
-	cmd := &cobra.Command{
-		Use:   "sign PKG|REF --key cosign.key",
-		Short: "Sign a package's root digest with a cosign key",
-		Long: `Sign the package root digest with a cosign private key (password from
-COSIGN_PASSWORD or the terminal). The signature is stored the way cosign
-stores it — a signature manifest tagged sha256-<hex>.sig — in the archive or
-layout folder (push carries it) or, for a registry reference, in the
-registry, where ` + "`cosign verify`" + ` finds it. The root digest never changes;
-signing with another key adds a signature, the same key again changes nothing.
-
-No transparency log or network is used (air gap): trust rests on the public
-key alone, and nothing records when or whether a signature was made.`,
-		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := output.validate(); err != nil {
-				return err
-			}
-			if key == "" {
-				return fmt.Errorf("--key is required")
-			}
-			path, ref, err := parseSource(args[0])
-			if err != nil {
-				return err
-			}
-			k, err := loadSignKey(cmd, key)
-			if err != nil {
-				return err
-			}
-			var res *artifact.SignResult
-			if path != "" {
-				r, err := artifact.Open(cmd.Context(), path)
-				if err != nil {
-					return err
-				}
-				progress, done := newProgress(cmd)
-				res, err = artifact.Sign(cmd.Context(), r, k, artifact.SignOptions{Progress: progress})
-				done()
-				if err != nil {
-					return err
-				}
-			} else {
-				ro, err := remote.options(cmd, ref)
-				if err != nil {
-					return err
-				}
-				if res, err = artifact.SignRemote(cmd.Context(), ref, k, artifact.SignOptions{Remote: ro}); err != nil {
-					return err
-				}
-			}
-			if output.json() {
-				return writeJSON(cmd.OutOrStdout(), res)
-			}
-			if !res.Added {
-				fmt.Fprintf(cmd.OutOrStdout(), "%s already signed by %s (%d signature(s)); nothing changed\n", res.Root, key, res.Signatures)
-				return nil
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "signed %s with %s (%d signature(s))\nsignature %s\n", res.Root, key, res.Signatures, res.Signature.Digest)
-			return nil
-		},
-	}
-	cmd.Flags().StringVar(&key, "key", "", "cosign private key file")
-	remote.register(cmd)
-	output.register(cmd)
-	return cmd
-}
-
 func newVerifyCmd() *cobra.Command {
 	var (
 		keys   []string
@@ -153,4 +81,17 @@ func verifyPackage(cmd *cobra.Command, src string, keyFiles []string, remote rem
 		return nil, err
 	}
 	return artifact.Verify(cmd.Context(), r, opts)
+}
+
+// loadVerifyKeys reads the public keys given with --key.
+func loadVerifyKeys(paths []string) ([]artifact.Verifier, error) {
+	var keys []artifact.Verifier
+	for _, p := range paths {
+		k, err := artifact.LoadPublicKey(p)
+		if err != nil {
+			return nil, err
+		}
+		keys = append(keys, k)
+	}
+	return keys, nil
 }

@@ -18,7 +18,6 @@ import (
 	"oras.land/oras-go/v2/registry/remote/credentials"
 
 	"github.com/ferrypkg/ferry/artifact"
-	"github.com/ferrypkg/ferry/registry/mirror"
 )
 
 // remoteFlags are the flags every registry-talking command shares, named
@@ -204,7 +203,8 @@ func newPushCmd() *cobra.Command {
 		Long: `Push the whole package graph — root index, package manifest, charts, images,
 signatures — to REF (host/repo[:tag], oci:// optional), children before
 parents, streaming the archive in one pass. Blobs the registry already has
-are skipped. Without a tag, the package's version is the tag.
+are skipped; when it already holds the package root and its signature,
+nothing is read or uploaded and only the tags are set ("unchanged"). Without a tag, the package's version is the tag.
 Credentials come from --username/--password-stdin or the docker config file
 (ferry registry login).`,
 		Args: cobra.ExactArgs(2),
@@ -239,8 +239,12 @@ Credentials come from --username/--password-stdin or the docker config file
 			}
 			if output.json() {
 				return writeJSON(cmd.OutOrStdout(), map[string]any{
-					"ref": res.Ref, "root": res.Root.Digest, "pushed": res.Pushed, "skipped": res.Skipped, "bytesPushed": res.BytesPushed,
+					"ref": res.Ref, "root": res.Root.Digest, "pushed": res.Pushed, "skipped": res.Skipped, "bytesPushed": res.BytesPushed, "unchanged": res.Unchanged,
 				})
+			}
+			if res.Unchanged {
+				fmt.Fprintf(cmd.OutOrStdout(), "pushed %s: unchanged, the registry already holds the package (tagged)\n%s\n", res.Ref, res.Root.Digest)
+				return nil
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "pushed %s: %d blobs uploaded (%s), %d already there\n%s\n", res.Ref, res.Pushed, humanBytes(res.BytesPushed), res.Skipped, res.Root.Digest)
 			return nil
@@ -305,70 +309,6 @@ required first: nothing is written otherwise.`,
 		},
 	}
 	file.register(cmd, "archive to write (.tar.zst or .tar; required)")
-	addKeyFlag(cmd, &keys)
-	remote.register(cmd)
-	output.register(cmd)
-	return cmd
-}
-
-func newMirrorCmd() *cobra.Command {
-	var (
-		remote remoteFlags
-		output outputFlag
-		keys   []string
-	)
-	cmd := &cobra.Command{
-		Use:   "mirror PKG REGISTRY",
-		Short: "Push a package's images to an external registry instead of the in-cluster one",
-		Long: `Push the package (archive or layout folder) to REGISTRY (host[:port][/prefix])
-as the in-cluster registry gets it on deploy: the package under its own name
-(<name>:<version>), and each image under its original repository path and tag
-without the registry host (docker.io/library/nginx:1.27 →
-REGISTRY/library/nginx:1.27), by the digest the package recorded, blobs
-mounted from the package's repository. With --key, a valid signature over the
-root by that key is required first: nothing is pushed otherwise.
-Credentials come from --username/--password-stdin or the docker config file
-(ferry registry login).`,
-		Args: cobra.ExactArgs(2),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := output.validate(); err != nil {
-				return err
-			}
-			target := strings.TrimSuffix(strings.TrimPrefix(args[1], ociScheme), "/")
-			ro, err := remote.options(cmd, target)
-			if err != nil {
-				return err
-			}
-			verifyKeys, err := loadVerifyKeys(keys)
-			if err != nil {
-				return err
-			}
-			r, err := artifact.Open(cmd.Context(), args[0])
-			if err != nil {
-				return err
-			}
-			progress, done := newProgress(cmd)
-			defer done()
-			if len(verifyKeys) > 0 {
-				if _, err := artifact.Verify(cmd.Context(), r, artifact.VerifyOptions{Keys: verifyKeys, Progress: progress}); err != nil {
-					return err
-				}
-			}
-			res, err := mirror.Load(cmd.Context(), target, r, ro)
-			done()
-			if err != nil {
-				return err
-			}
-			if output.json() {
-				return writeJSON(cmd.OutOrStdout(), res)
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "mirrored package %s (%s) to %s\n", res.Package, res.Root, args[1])
-			for _, i := range res.Images {
-				fmt.Fprintf(cmd.OutOrStdout(), "  %s → %s/%s:%s@%s\n", i.Ref, args[1], i.Repository, i.Tag, i.Digest)
-			}
-			return nil
-		},
-	}
 	addKeyFlag(cmd, &keys)
 	remote.register(cmd)
 	output.register(cmd)

@@ -1,0 +1,80 @@
+//go:build !ferryfront
+
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestFrontLinksNoHeavyLibrary: the front binary links none of the
+// libraries whose initialisation costs ~0.1 s and ~50 MiB at every start
+// (issue 15, item 13); a package that starts importing one of them breaks
+// this test, not the start-up budget a month later.
+func TestFrontLinksNoHeavyLibrary(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "-tags", "ferryfront", ".").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, dep := range strings.Fields(string(out)) {
+		for _, heavy := range []string{"github.com/sigstore/cosign/", "helm.sh/", "k8s.io/", "github.com/distribution/distribution/", "github.com/sigstore/rekor/", "github.com/google/go-containerregistry/pkg/v1"} {
+			if strings.HasPrefix(dep, heavy) {
+				t.Errorf("the front binary links %s", dep)
+			}
+		}
+	}
+}
+
+// TestFrontHandsOff: the front runs its own commands without the full
+// binary, hands every other one to it (exit code and output its own), and
+// says what is missing, in one line, when the full binary is not there.
+func TestFrontHandsOff(t *testing.T) {
+	dir := t.TempDir()
+	stdout, stderr, code := runFerry(t, dir, "version")
+	if code != 0 || !strings.HasPrefix(stdout, "ferry ") {
+		t.Fatalf("version: exit %d, %q %q", code, stdout, stderr)
+	}
+	// --help of the whole tree comes from the full binary: every command.
+	stdout, _, code = runFerry(t, dir, "--help")
+	if code != 0 || !strings.Contains(stdout, "deploy") || !strings.Contains(stdout, "init") {
+		t.Fatalf("--help: exit %d, %q", code, stdout)
+	}
+	stdout, _, code = runFerry(t, dir, "package", "--help")
+	if code != 0 || !strings.Contains(stdout, "create") || !strings.Contains(stdout, "push") {
+		t.Fatalf("package --help: exit %d, %q", code, stdout)
+	}
+
+	// Alone, the front still runs its own commands.
+	alone := filepath.Join(t.TempDir(), "ferry")
+	data, err := os.ReadFile(ferryBin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(alone, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	run := func(args ...string) (string, string, int) {
+		cmd := exec.Command(alone, args...)
+		cmd.Dir, cmd.Env = dir, append(os.Environ(), "PATH=/usr/bin:/bin")
+		var o, e strings.Builder
+		cmd.Stdout, cmd.Stderr = &o, &e
+		err := cmd.Run()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return o.String(), e.String(), code
+	}
+	if stdout, stderr, code := run("version"); code != 0 || !strings.HasPrefix(stdout, "ferry ") {
+		t.Fatalf("version without ferry-full: exit %d, %q %q", code, stdout, stderr)
+	}
+	stdout, stderr, code = run("package", "create", ".")
+	if code != 1 || stdout != "" || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, "ferry-full") {
+		t.Fatalf("create without ferry-full: exit %d, stdout %q, stderr %q; want one line naming ferry-full", code, stdout, stderr)
+	}
+}
