@@ -18,15 +18,16 @@ import (
 
 	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/deploy/agent"
+	"github.com/ferrypkg/ferry/internal/cluster"
 )
 
-// Labels of the Secrets that record deployed packages.
+// Labels of the Secrets that record deployed packages, besides
+// cluster.LabelManagedBy.
 const (
-	LabelManagedBy = "app.kubernetes.io/managed-by"
-	LabelPackage   = "ferry.dev/package"
-	recordPrefix   = "ferry-package-"
-	recordKey      = "record.json"
-	configKey      = artifact.ConfigFileName
+	LabelPackage = "ferry.dev/package"
+	recordPrefix = "ferry-package-"
+	recordKey    = "record.json"
+	configKey    = artifact.ConfigFileName
 )
 
 // Record is what deploy recorded for one deployed package.
@@ -71,7 +72,7 @@ func (s *State) Save(ctx context.Context, rec *Record) error {
 	sec := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: recordPrefix + rec.Name, Namespace: s.Namespace,
-			Labels: map[string]string{LabelManagedBy: "ferry", LabelPackage: rec.Name},
+			Labels: map[string]string{cluster.LabelManagedBy: cluster.ManagedBy, LabelPackage: rec.Name},
 		},
 		Data: map[string][]byte{recordKey: meta, configKey: cfg},
 	}
