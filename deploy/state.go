@@ -1,6 +1,10 @@
-// Package deploy puts verified packages into a cluster and keeps the record
-// of what is deployed, in Secrets of ferry's namespace, for list, remove and
-// the agent.
+// Package deploy puts verified packages into a cluster that ferry init set
+// up (Deploy): their images pushed by digest into the in-cluster registry,
+// their charts installed with the Helm SDK and their manifests applied, every
+// image rewritten to that registry; it takes them out again (Remove: releases,
+// objects, images, then the registry's garbage collection), and keeps the
+// record of what is deployed in Secrets of ferry's namespace (State), for
+// list, remove and the agent (package deploy/agent).
 package deploy
 
 import (
