@@ -18,7 +18,7 @@ import (
 
 	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/deploy/agent"
-	"github.com/ferrypkg/ferry/inject"
+	"github.com/ferrypkg/ferry/internal/cluster"
 	"github.com/ferrypkg/ferry/registry/mirror"
 )
 
@@ -33,7 +33,7 @@ const PhaseInstall = "install"
 
 // Options configure Deploy.
 type Options struct {
-	// Namespace is ferry's namespace; inject.DefaultNamespace if empty.
+	// Namespace is ferry's namespace; cluster.DefaultNamespace if empty.
 	Namespace string
 	// Kube reaches the cluster for Helm and server-side apply (a
 	// kubeconfig's flags); required when a selected component has charts or
@@ -73,7 +73,7 @@ type Options struct {
 // remove finds it.
 func Deploy(ctx context.Context, cs kubernetes.Interface, r *artifact.Reader, opts Options) (*Record, error) {
 	if opts.Namespace == "" {
-		opts.Namespace = inject.DefaultNamespace
+		opts.Namespace = cluster.DefaultNamespace
 	}
 	if opts.Timeout <= 0 {
 		opts.Timeout = DefaultTimeout
@@ -236,7 +236,7 @@ func (d *deployer) install(ctx context.Context, comps []artifact.Component, rec 
 	if err := images.Add(d.cfg); err != nil {
 		return err
 	}
-	render := &imageRenderer{rw: &agent.Rewriter{Registry: d.host, Images: images}, pullSecret: inject.PullSecretName}
+	render := &imageRenderer{rw: &agent.Rewriter{Registry: d.host, Images: images}, pullSecret: cluster.PullSecretName}
 	vd, err := jsonDigest(d.values)
 	if err != nil {
 		return err
@@ -394,7 +394,7 @@ func EnsurePullSecret(ctx context.Context, cs kubernetes.Interface, ferryNS, ns 
 	} else if err != nil {
 		return fmt.Errorf("namespace %s: %w", ns, err)
 	}
-	ps := &agent.PullSecrets{Client: cs, Namespace: ferryNS, Name: inject.PullSecretName}
+	ps := &agent.PullSecrets{Client: cs, Namespace: ferryNS, Name: cluster.PullSecretName}
 	if err := ps.Ensure(ctx, ns); err != nil {
 		return fmt.Errorf("registry pull secret (run `ferry init`): %w", err)
 	}
@@ -403,13 +403,9 @@ func EnsurePullSecret(ctx context.Context, cs kubernetes.Interface, ferryNS, ns 
 
 // registryAccess reads where the in-cluster registry is and its account.
 func registryAccess(ctx context.Context, cs kubernetes.Interface, ns string) (string, auth.Credential, error) {
-	state, err := cs.CoreV1().Secrets(ns).Get(ctx, inject.StateName, metav1.GetOptions{})
+	state, account, err := cluster.ReadRegistry(ctx, cs.CoreV1().Secrets(ns))
 	if err != nil {
-		return "", auth.Credential{}, fmt.Errorf("no in-cluster registry (run `ferry init`): %w", err)
+		return "", auth.Credential{}, err
 	}
-	sec, err := cs.CoreV1().Secrets(ns).Get(ctx, inject.AuthSecretName, metav1.GetOptions{})
-	if err != nil {
-		return "", auth.Credential{}, fmt.Errorf("registry credentials: %w", err)
-	}
-	return string(state.Data["registry"]), auth.Credential{Username: string(sec.Data["username"]), Password: string(sec.Data["password"])}, nil
+	return state.Registry, auth.Credential{Username: account.Username, Password: account.Password}, nil
 }

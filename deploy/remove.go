@@ -27,13 +27,15 @@ import (
 
 	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/inject"
+	"github.com/ferrypkg/ferry/internal/cluster"
+	"github.com/ferrypkg/ferry/internal/kube"
 	"github.com/ferrypkg/ferry/registry"
 	"github.com/ferrypkg/ferry/registry/mirror"
 )
 
 // RemoveOptions configure Remove.
 type RemoveOptions struct {
-	// Namespace is ferry's namespace; inject.DefaultNamespace if empty.
+	// Namespace is ferry's namespace; cluster.DefaultNamespace if empty.
 	Namespace string
 	// Kube reaches the cluster (Helm, deletes, exec into the registry pod).
 	Kube genericclioptions.RESTClientGetter
@@ -68,7 +70,7 @@ var ErrNotDeployed = errors.New("not deployed")
 // nothing of the deleted content stays cached.
 func Remove(ctx context.Context, cs kubernetes.Interface, name string, opts RemoveOptions) (*RemoveResult, error) {
 	if opts.Namespace == "" {
-		opts.Namespace = inject.DefaultNamespace
+		opts.Namespace = cluster.DefaultNamespace
 	}
 	if opts.Timeout <= 0 {
 		opts.Timeout = DefaultTimeout
@@ -267,7 +269,7 @@ func (c *registryCleaner) deleteRepository(ctx context.Context, path string) err
 // waits until it serves again.
 func collectGarbage(ctx context.Context, cs kubernetes.Interface, host string, opts RemoveOptions) (registry.GCResult, error) {
 	var res registry.GCResult
-	dep, err := cs.AppsV1().Deployments(opts.Namespace).Get(ctx, inject.RegistryName, metav1.GetOptions{})
+	dep, err := cs.AppsV1().Deployments(opts.Namespace).Get(ctx, cluster.RegistryName, metav1.GetOptions{})
 	if err != nil {
 		return res, fmt.Errorf("registry deployment: %w", err)
 	}
@@ -286,7 +288,7 @@ func collectGarbage(ctx context.Context, cs kubernetes.Interface, host string, o
 		return res, fmt.Errorf("registry pod: none running in namespace %s", opts.Namespace)
 	}
 	c := pod.Spec.Containers[0]
-	out, err := execPod(ctx, cs, opts.Kube, pod, c.Name, []string{inject.RegistryBinaryPath, "gc", "--root", "/var/lib/registry"})
+	out, err := execPod(ctx, cs, opts.Kube, pod, c.Name, []string{cluster.RegistryBinaryPath, "gc", "--root", cluster.RegistryRoot})
 	if err != nil {
 		return res, fmt.Errorf("garbage collect in pod %s: %w", pod.Name, err)
 	}
@@ -296,8 +298,10 @@ func collectGarbage(ctx context.Context, cs kubernetes.Interface, host string, o
 	if err := cs.CoreV1().Pods(opts.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{}); err != nil {
 		return res, fmt.Errorf("restart registry pod %s: %w", pod.Name, err)
 	}
-	if err := waitRegistryPod(ctx, cs, opts.Namespace, sel, pod.Name, opts.Timeout); err != nil {
-		return res, err
+	// The deleted pod is being deleted until it is gone: the Ready pod
+	// WaitPodReady finds is another.
+	if err := kube.WaitPodReady(ctx, cs, opts.Namespace, dep.Spec.Selector.MatchLabels, opts.Timeout, nil); err != nil {
+		return res, fmt.Errorf("registry restart: %w", err)
 	}
 	// The NodePort follows the new pod a moment after it is ready.
 	if err := inject.WaitRegistry(ctx, host, opts.Timeout); err != nil {
@@ -334,34 +338,4 @@ func execPod(ctx context.Context, cs kubernetes.Interface, getter genericcliopti
 		return nil, err
 	}
 	return stdout.Bytes(), nil
-}
-
-// waitRegistryPod waits for a registry pod other than old to be ready.
-func waitRegistryPod(ctx context.Context, cs kubernetes.Interface, ns, sel, old string, timeout time.Duration) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	for {
-		pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
-		if err == nil {
-			for _, p := range pods.Items {
-				if p.Name != old && p.DeletionTimestamp == nil && podReady(&p) {
-					return nil
-				}
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("registry restart: no ready pod after %s", timeout)
-		case <-time.After(300 * time.Millisecond):
-		}
-	}
-}
-
-func podReady(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }

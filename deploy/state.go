@@ -1,6 +1,10 @@
-// Package deploy puts verified packages into a cluster and keeps the record
-// of what is deployed, in Secrets of ferry's namespace, for list, remove and
-// the agent.
+// Package deploy puts verified packages into a cluster that ferry init set
+// up (Deploy): their images pushed by digest into the in-cluster registry,
+// their charts installed with the Helm SDK and their manifests applied, every
+// image rewritten to that registry; it takes them out again (Remove: releases,
+// objects, images, then the registry's garbage collection), and keeps the
+// record of what is deployed in Secrets of ferry's namespace (State), for
+// list, remove and the agent (package deploy/agent).
 package deploy
 
 import (
@@ -18,15 +22,16 @@ import (
 
 	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/deploy/agent"
+	"github.com/ferrypkg/ferry/internal/cluster"
 )
 
-// Labels of the Secrets that record deployed packages.
+// Labels of the Secrets that record deployed packages, besides
+// cluster.LabelManagedBy.
 const (
-	LabelManagedBy = "app.kubernetes.io/managed-by"
-	LabelPackage   = "ferry.dev/package"
-	recordPrefix   = "ferry-package-"
-	recordKey      = "record.json"
-	configKey      = artifact.ConfigFileName
+	LabelPackage = "ferry.dev/package"
+	recordPrefix = "ferry-package-"
+	recordKey    = "record.json"
+	configKey    = artifact.ConfigFileName
 )
 
 // Record is what deploy recorded for one deployed package.
@@ -71,7 +76,7 @@ func (s *State) Save(ctx context.Context, rec *Record) error {
 	sec := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: recordPrefix + rec.Name, Namespace: s.Namespace,
-			Labels: map[string]string{LabelManagedBy: "ferry", LabelPackage: rec.Name},
+			Labels: map[string]string{cluster.LabelManagedBy: cluster.ManagedBy, LabelPackage: rec.Name},
 		},
 		Data: map[string][]byte{recordKey: meta, configKey: cfg},
 	}

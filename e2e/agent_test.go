@@ -30,8 +30,10 @@ import (
 
 	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/deploy"
+	"github.com/ferrypkg/ferry/deploy/agent"
 	"github.com/ferrypkg/ferry/e2e/internal/cluster"
 	"github.com/ferrypkg/ferry/inject"
+	contract "github.com/ferrypkg/ferry/internal/cluster" // cluster is the e2e harness
 	"github.com/ferrypkg/ferry/internal/fixture"
 )
 
@@ -49,35 +51,35 @@ func TestAgent(t *testing.T) {
 	c := cluster.Get(t)
 	ctx := timeout(t, 10*time.Minute)
 	bin := binDir(t)
-	ns := inject.DefaultNamespace
+	ns := contract.DefaultNamespace
 
 	start := time.Now()
-	res, err := inject.Init(ctx, c.Client, inject.InitOptions{BinDir: bin, Progress: func(s inject.Step) {
+	res, installed, err := initFerry(ctx, c.Client, inject.InitOptions{BinDir: bin, Progress: func(s inject.Step) {
 		t.Logf("init %-15s %s (%.1fs)", s.Name, s.Detail, s.Took.Seconds())
 	}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("TIMING init (agent included; injected %v): %.1fs", res.Injected, time.Since(start).Seconds())
-	if !strings.HasPrefix(res.Agent, "127.0.0.1:31999/"+inject.AgentRepository+"@sha256:") {
-		t.Fatalf("agent image %q is not by digest in the in-cluster registry", res.Agent)
+	if !strings.HasPrefix(installed.Image, "127.0.0.1:31999/"+agent.Repository+"@sha256:") {
+		t.Fatalf("agent image %q is not by digest in the in-cluster registry", installed.Image)
 	}
 	agentPod := runningAgentPod(ctx, t, c)
-	if agentPod.Spec.Containers[0].Image != res.Agent || !strings.HasSuffix(agentPod.Status.ContainerStatuses[0].ImageID, res.Agent[strings.Index(res.Agent, "@")+1:]) {
-		t.Fatalf("agent pod runs %s (%s), want %s", agentPod.Spec.Containers[0].Image, agentPod.Status.ContainerStatuses[0].ImageID, res.Agent)
+	if agentPod.Spec.Containers[0].Image != installed.Image || !strings.HasSuffix(agentPod.Status.ContainerStatuses[0].ImageID, installed.Image[strings.Index(installed.Image, "@")+1:]) {
+		t.Fatalf("agent pod runs %s (%s), want %s", agentPod.Spec.Containers[0].Image, agentPod.Status.ContainerStatuses[0].ImageID, installed.Image)
 	}
-	logAgentImageSize(ctx, t, c, res.Agent)
+	logAgentImageSize(ctx, t, c, installed.Image)
 
 	start = time.Now()
-	again, err := inject.Init(ctx, c.Client, inject.InitOptions{BinDir: bin, Progress: func(s inject.Step) {
+	again, againInstalled, err := initFerry(ctx, c.Client, inject.InitOptions{BinDir: bin, Progress: func(s inject.Step) {
 		t.Logf("second init %-15s %s (%.1fs)", s.Name, s.Detail, s.Took.Seconds())
 	}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("TIMING second init: %.1fs", time.Since(start).Seconds())
-	if again.Injected || again.Agent != res.Agent || runningAgentPod(ctx, t, c).UID != agentPod.UID {
-		t.Fatalf("second init changed something: injected %v, agent %s, pod replaced %v", again.Injected, again.Agent, runningAgentPod(ctx, t, c).UID != agentPod.UID)
+	if again.Injected || againInstalled.Image != installed.Image || runningAgentPod(ctx, t, c).UID != agentPod.UID {
+		t.Fatalf("second init changed something: injected %v, agent %s, pod replaced %v", again.Injected, againInstalled.Image, runningAgentPod(ctx, t, c).UID != agentPod.UID)
 	}
 
 	// Deploy a signed package holding docker.io/library/app:1.0.
@@ -103,10 +105,10 @@ func TestAgent(t *testing.T) {
 	if got := []string{created.Spec.Containers[0].Image, created.Spec.InitContainers[0].Image}; got[0] != want || got[1] != want {
 		t.Fatalf("pod images %v, want %s for both", got, want)
 	}
-	if len(created.Spec.ImagePullSecrets) != 1 || created.Spec.ImagePullSecrets[0].Name != inject.PullSecretName {
+	if len(created.Spec.ImagePullSecrets) != 1 || created.Spec.ImagePullSecrets[0].Name != contract.PullSecretName {
 		t.Fatalf("pull secrets %v", created.Spec.ImagePullSecrets)
 	}
-	if s, err := c.Client.CoreV1().Secrets(apps).Get(ctx, inject.PullSecretName, metav1.GetOptions{}); err != nil || s.Type != corev1.SecretTypeDockerConfigJson {
+	if s, err := c.Client.CoreV1().Secrets(apps).Get(ctx, contract.PullSecretName, metav1.GetOptions{}); err != nil || s.Type != corev1.SecretTypeDockerConfigJson {
 		t.Fatalf("pull secret in %s: %v", apps, err)
 	}
 	running, err := cluster.WaitPodReady(ctx, c.Client, apps, "app")
@@ -132,7 +134,7 @@ func TestAgent(t *testing.T) {
 
 	// An ignored namespace keeps its images.
 	ignored, err := c.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
-		GenerateName: "ferry-e2e-ignored-", Labels: map[string]string{inject.AgentIgnoreLabel: inject.AgentIgnoreValue},
+		GenerateName: "ferry-e2e-ignored-", Labels: map[string]string{agent.IgnoreLabel: agent.IgnoreValue},
 	}}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -160,7 +162,7 @@ func TestAgent(t *testing.T) {
 		if !restored { // leave the cluster working whatever happened
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 			defer cancel()
-			if _, err := inject.Init(ctx, c.Client, inject.InitOptions{BinDir: bin}); err != nil {
+			if _, _, err := initFerry(ctx, c.Client, inject.InitOptions{BinDir: bin}); err != nil {
 				t.Errorf("restore the agent: %v", err)
 			}
 		}
@@ -186,7 +188,7 @@ func TestAgent(t *testing.T) {
 
 	// init repairs it.
 	start = time.Now()
-	if _, err := inject.Init(ctx, c.Client, inject.InitOptions{BinDir: bin}); err != nil {
+	if _, _, err := initFerry(ctx, c.Client, inject.InitOptions{BinDir: bin}); err != nil {
 		t.Fatal(err)
 	}
 	restored = true
@@ -213,12 +215,12 @@ func agentPackage(ctx context.Context, t *testing.T, c *cluster.Cluster) (*artif
 }
 
 func agentSelector() string {
-	return labels.SelectorFromSet(map[string]string{inject.LabelName: inject.AgentName}).String()
+	return labels.SelectorFromSet(map[string]string{contract.LabelName: agent.Name}).String()
 }
 
 func runningAgentPod(ctx context.Context, t *testing.T, c *cluster.Cluster) *corev1.Pod {
 	t.Helper()
-	pods, err := c.Client.CoreV1().Pods(inject.DefaultNamespace).List(ctx, metav1.ListOptions{LabelSelector: agentSelector()})
+	pods, err := c.Client.CoreV1().Pods(contract.DefaultNamespace).List(ctx, metav1.ListOptions{LabelSelector: agentSelector()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -235,17 +237,17 @@ func runningAgentPod(ctx context.Context, t *testing.T, c *cluster.Cluster) *cor
 // left (none being deleted).
 func scaleAgent(ctx context.Context, t *testing.T, c *cluster.Cluster, n int32) {
 	t.Helper()
-	deps := c.Client.AppsV1().Deployments(inject.DefaultNamespace)
-	scale, err := deps.GetScale(ctx, inject.AgentName, metav1.GetOptions{})
+	deps := c.Client.AppsV1().Deployments(contract.DefaultNamespace)
+	scale, err := deps.GetScale(ctx, agent.Name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	scale.Spec.Replicas = n
-	if _, err := deps.UpdateScale(ctx, inject.AgentName, scale, metav1.UpdateOptions{}); err != nil {
+	if _, err := deps.UpdateScale(ctx, agent.Name, scale, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	for {
-		pods, err := c.Client.CoreV1().Pods(inject.DefaultNamespace).List(ctx, metav1.ListOptions{LabelSelector: agentSelector()})
+		pods, err := c.Client.CoreV1().Pods(contract.DefaultNamespace).List(ctx, metav1.ListOptions{LabelSelector: agentSelector()})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -305,7 +307,7 @@ func median(d []time.Duration) time.Duration {
 // logAgentImageSize reports the size of the agent image in the registry.
 func logAgentImageSize(ctx context.Context, t *testing.T, c *cluster.Cluster, ref string) {
 	t.Helper()
-	sec, err := c.Client.CoreV1().Secrets(inject.DefaultNamespace).Get(ctx, inject.AuthSecretName, metav1.GetOptions{})
+	sec, err := c.Client.CoreV1().Secrets(contract.DefaultNamespace).Get(ctx, contract.AuthSecretName, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -339,7 +341,7 @@ func logAgentImageSize(ctx context.Context, t *testing.T, c *cluster.Cluster, re
 func TestAgentCommand(t *testing.T) {
 	c := cluster.Get(t)
 	ctx := timeout(t, 5*time.Minute)
-	if _, err := inject.Init(ctx, c.Client, inject.InitOptions{BinDir: binDir(t)}); err != nil {
+	if _, _, err := initFerry(ctx, c.Client, inject.InitOptions{BinDir: binDir(t)}); err != nil {
 		t.Fatal(err)
 	}
 	r, pub := agentPackage(ctx, t, c)
@@ -347,7 +349,7 @@ func TestAgentCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := &deploy.State{Client: c.Client, Namespace: inject.DefaultNamespace}
+	st := &deploy.State{Client: c.Client, Namespace: contract.DefaultNamespace}
 	t.Cleanup(func() { _ = st.Delete(context.Background(), rec.Name) })
 
 	dir := t.TempDir()
@@ -403,7 +405,7 @@ func TestAgentCommand(t *testing.T) {
 		}
 		return out.Response
 	}
-	want := inject.RegistryHost(inject.DefaultNodePort) + "/library/app@" + r.Config.Components[0].Images[0].Digest.String()
+	want := contract.RegistryHost(contract.DefaultNodePort) + "/library/app@" + r.Config.Components[0].Images[0].Digest.String()
 	if resp := review("docker.io/library/app:1.0"); !resp.Allowed || !strings.Contains(string(resp.Patch), want) {
 		t.Fatalf("deployed image: allowed %v, patch %s, want %s", resp.Allowed, resp.Patch, want)
 	}

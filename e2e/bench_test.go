@@ -23,6 +23,7 @@ import (
 	"github.com/ferrypkg/ferry/e2e/internal/cluster"
 	"github.com/ferrypkg/ferry/inject"
 	"github.com/ferrypkg/ferry/internal/benchenv"
+	contract "github.com/ferrypkg/ferry/internal/cluster" // cluster is the e2e harness
 	"github.com/ferrypkg/ferry/internal/fixture"
 	"github.com/ferrypkg/ferry/internal/peertool"
 )
@@ -66,13 +67,13 @@ func BenchmarkDeploy(b *testing.B) {
 	if s := os.Getenv("FERRY_BENCH_DEPLOY_MIB"); s != "" {
 		mib, _ = strconv.Atoi(s)
 	}
-	if _, err := inject.Init(ctx, c.Client, inject.InitOptions{BinDir: binDir(b)}); err != nil {
+	if _, _, err := initFerry(ctx, c.Client, inject.InitOptions{BinDir: binDir(b)}); err != nil {
 		b.Fatal(err)
 	}
-	host := inject.RegistryHost(inject.DefaultNodePort)
+	host := contract.RegistryHost(contract.DefaultNodePort)
 
 	// crane reads the registry account from a docker config.
-	sec, err := c.Client.CoreV1().Secrets(inject.DefaultNamespace).Get(ctx, inject.AuthSecretName, metav1.GetOptions{})
+	sec, err := c.Client.CoreV1().Secrets(contract.DefaultNamespace).Get(ctx, contract.AuthSecretName, metav1.GetOptions{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -101,7 +102,7 @@ func BenchmarkDeploy(b *testing.B) {
 	if _, err := artifact.Create(ctx, d, artifact.CreateOptions{Charts: chart.Packager{}, Output: pkg, SignKey: priv}); err != nil {
 		b.Fatal(err)
 	}
-	st := &deploy.State{Client: c.Client, Namespace: inject.DefaultNamespace}
+	st := &deploy.State{Client: c.Client, Namespace: contract.DefaultNamespace}
 	b.Cleanup(func() {
 		ctx := context.Background()
 		for _, repo := range []string{"bench/crane", "bench/crane2"} {

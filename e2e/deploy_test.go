@@ -25,6 +25,7 @@ import (
 	"github.com/ferrypkg/ferry/e2e/internal/cluster"
 	"github.com/ferrypkg/ferry/e2e/internal/mkimg"
 	"github.com/ferrypkg/ferry/inject"
+	contract "github.com/ferrypkg/ferry/internal/cluster" // cluster is the e2e harness
 	"github.com/ferrypkg/ferry/registry/registrytest"
 )
 
@@ -37,7 +38,7 @@ import (
 func TestDeployImages(t *testing.T) {
 	c := cluster.Get(t)
 	ctx := timeout(t, 8*time.Minute)
-	if _, err := inject.Init(ctx, c.Client, inject.InitOptions{BinDir: binDir(t)}); err != nil {
+	if _, _, err := initFerry(ctx, c.Client, inject.InitOptions{BinDir: binDir(t)}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -56,7 +57,7 @@ func TestDeployImages(t *testing.T) {
 	if _, err := deploy.Deploy(ctx, c.Client, r, deploy.Options{Keys: []artifact.Verifier{otherPub}}); !errors.Is(err, artifact.ErrSignature) {
 		t.Fatalf("deploy with a wrong key: %v", err)
 	}
-	st := &deploy.State{Client: c.Client, Namespace: inject.DefaultNamespace}
+	st := &deploy.State{Client: c.Client, Namespace: contract.DefaultNamespace}
 	if recs, _ := st.List(ctx); len(recs) != 0 {
 		t.Fatalf("a refused deploy recorded %d packages", len(recs))
 	}
@@ -72,7 +73,7 @@ func TestDeployImages(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rw := &agent.Rewriter{Registry: inject.RegistryHost(inject.DefaultNodePort), Images: images, RequireKnown: true}
+	rw := &agent.Rewriter{Registry: contract.RegistryHost(contract.DefaultNodePort), Images: images, RequireKnown: true}
 	image, err := rw.Rewrite("docker.io/library/app:1.0")
 	if err != nil {
 		t.Fatal(err)
@@ -83,15 +84,15 @@ func TestDeployImages(t *testing.T) {
 
 	// A pod runs it from the in-cluster registry, with init's pull secret.
 	ns := c.Namespace(t)
-	pull, err := c.Client.CoreV1().Secrets(inject.DefaultNamespace).Get(ctx, inject.PullSecretName, metav1.GetOptions{})
+	pull, err := c.Client.CoreV1().Secrets(contract.DefaultNamespace).Get(ctx, contract.PullSecretName, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Client.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: inject.PullSecretName}, Type: pull.Type, Data: pull.Data}, metav1.CreateOptions{}); err != nil {
+	if _, err := c.Client.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: contract.PullSecretName}, Type: pull.Type, Data: pull.Data}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	p := tinyPod("app", image, corev1.PullAlways)
-	p.Spec.ImagePullSecrets = []corev1.LocalObjectReference{{Name: inject.PullSecretName}}
+	p.Spec.ImagePullSecrets = []corev1.LocalObjectReference{{Name: contract.PullSecretName}}
 	if _, err := c.Client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}

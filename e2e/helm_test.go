@@ -30,6 +30,7 @@ import (
 	"github.com/ferrypkg/ferry/e2e/internal/cluster"
 	"github.com/ferrypkg/ferry/e2e/internal/mkimg"
 	"github.com/ferrypkg/ferry/inject"
+	contract "github.com/ferrypkg/ferry/internal/cluster" // cluster is the e2e harness
 	"github.com/ferrypkg/ferry/internal/fixture"
 )
 
@@ -185,12 +186,12 @@ func testKeys(t testing.TB) (*key.Private, *artifact.PublicKey) {
 func TestDeployChartsAndManifests(t *testing.T) {
 	c := cluster.Get(t)
 	ctx := timeout(t, 12*time.Minute)
-	if _, err := inject.Init(ctx, c.Client, inject.InitOptions{BinDir: binDir(t)}); err != nil {
+	if _, _, err := initFerry(ctx, c.Client, inject.InitOptions{BinDir: binDir(t)}); err != nil {
 		t.Fatal(err)
 	}
 	kube := genericclioptions.NewConfigFlags(true)
 	kube.KubeConfig = &c.Kubeconfig
-	st := &deploy.State{Client: c.Client, Namespace: inject.DefaultNamespace}
+	st := &deploy.State{Client: c.Client, Namespace: contract.DefaultNamespace}
 	t.Cleanup(func() {
 		ctx := context.Background()
 		if rec, _ := st.Get(ctx, "e2e-helm"); rec != nil {
@@ -349,7 +350,7 @@ func TestDeployChartsAndManifests(t *testing.T) {
 // pod name repo@digest in the in-cluster registry, with the pull secret.
 func assertRunning(ctx context.Context, t *testing.T, c *cluster.Cluster, name, repo, digest string) {
 	t.Helper()
-	want := inject.RegistryHost(inject.DefaultNodePort) + "/" + repo + "@" + digest
+	want := contract.RegistryHost(contract.DefaultNodePort) + "/" + repo + "@" + digest
 	dep, err := c.Client.AppsV1().Deployments(helmNS).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -371,7 +372,7 @@ func assertRunning(ctx context.Context, t *testing.T, c *cluster.Cluster, name, 
 				ready++
 			}
 		}
-		if len(p.Spec.ImagePullSecrets) == 0 || p.Spec.ImagePullSecrets[0].Name != inject.PullSecretName {
+		if len(p.Spec.ImagePullSecrets) == 0 || p.Spec.ImagePullSecrets[0].Name != contract.PullSecretName {
 			t.Fatalf("pod %s has pull secrets %v", p.Name, p.Spec.ImagePullSecrets)
 		}
 	}
@@ -399,11 +400,11 @@ func lastRelease(t *testing.T, kube genericclioptions.RESTClientGetter, name str
 // registry, with init's account.
 func registryStatus(ctx context.Context, t *testing.T, c *cluster.Cluster, repo, digest string) int {
 	t.Helper()
-	sec, err := c.Client.CoreV1().Secrets(inject.DefaultNamespace).Get(ctx, inject.AuthSecretName, metav1.GetOptions{})
+	sec, err := c.Client.CoreV1().Secrets(contract.DefaultNamespace).Get(ctx, contract.AuthSecretName, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	req, _ := http.NewRequestWithContext(ctx, http.MethodHead, "http://"+inject.RegistryHost(inject.DefaultNodePort)+"/v2/"+repo+"/manifests/"+digest, nil)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodHead, "http://"+contract.RegistryHost(contract.DefaultNodePort)+"/v2/"+repo+"/manifests/"+digest, nil)
 	req.Header.Set("Accept", "application/vnd.oci.image.manifest.v1+json, application/vnd.oci.image.index.v1+json")
 	req.SetBasicAuth(string(sec.Data["username"]), string(sec.Data["password"]))
 	resp, err := http.DefaultClient.Do(req)

@@ -17,14 +17,17 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 	"oras.land/oras-go/v2"
 	"oras.land/oras-go/v2/registry/remote"
 	"oras.land/oras-go/v2/registry/remote/auth"
 	"oras.land/oras-go/v2/registry/remote/errcode"
 
+	"github.com/ferrypkg/ferry/deploy/agent"
 	"github.com/ferrypkg/ferry/e2e/internal/cluster"
 	"github.com/ferrypkg/ferry/e2e/internal/mkimg"
 	"github.com/ferrypkg/ferry/inject"
+	contract "github.com/ferrypkg/ferry/internal/cluster" // cluster is the e2e harness
 )
 
 // binDir is where `make build` put the binaries init ships (bin/ at the
@@ -52,12 +55,12 @@ func binDir(t testing.TB) string {
 func TestInit(t *testing.T) {
 	c := cluster.Get(t)
 	ctx := timeout(t, 10*time.Minute)
-	ns := inject.DefaultNamespace
+	ns := contract.DefaultNamespace
 	bin := binDir(t)
 	resetFerry(ctx, t, c) // from an empty cluster, whichever test ran first
 
 	start := time.Now()
-	res, err := inject.Init(ctx, c.Client, inject.InitOptions{BinDir: bin, Progress: func(s inject.Step) {
+	res, _, err := initFerry(ctx, c.Client, inject.InitOptions{BinDir: bin, Progress: func(s inject.Step) {
 		t.Logf("init %-15s %s (%.1fs)", s.Name, s.Detail, s.Took.Seconds())
 	}})
 	if err != nil {
@@ -81,7 +84,7 @@ func TestInit(t *testing.T) {
 	if id := pod.Status.ContainerStatuses[0].ImageID; !strings.HasSuffix(id, res.Image[strings.Index(res.Image, "@")+1:]) {
 		t.Fatalf("registry pod runs image ID %s, want %s", id, res.Image)
 	}
-	sel := labels.SelectorFromSet(map[string]string{inject.LabelComponent: "injector"}).String()
+	sel := labels.SelectorFromSet(map[string]string{contract.LabelComponent: "injector"}).String()
 	if cms, _ := c.Client.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{LabelSelector: sel}); len(cms.Items) != 0 {
 		t.Fatalf("%d injector ConfigMaps left", len(cms.Items))
 	}
@@ -93,7 +96,7 @@ func TestInit(t *testing.T) {
 	}
 
 	// Push through the NodePort: anonymous refused, the generated account works.
-	secret, err := c.Client.CoreV1().Secrets(ns).Get(ctx, inject.AuthSecretName, metav1.GetOptions{})
+	secret, err := c.Client.CoreV1().Secrets(ns).Get(ctx, contract.AuthSecretName, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,17 +114,17 @@ func TestInit(t *testing.T) {
 
 	// A pod pulls it, with the pull secret init made.
 	tns := c.Namespace(t)
-	pull, err := c.Client.CoreV1().Secrets(ns).Get(ctx, inject.PullSecretName, metav1.GetOptions{})
+	pull, err := c.Client.CoreV1().Secrets(ns).Get(ctx, contract.PullSecretName, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.Client.CoreV1().Secrets(tns).Create(ctx, &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: inject.PullSecretName}, Type: pull.Type, Data: pull.Data,
+		ObjectMeta: metav1.ObjectMeta{Name: contract.PullSecretName}, Type: pull.Type, Data: pull.Data,
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	p := tinyPod("pulled", res.Registry+"/e2e/tiny@"+img.Manifest.Digest.String(), corev1.PullAlways)
-	p.Spec.ImagePullSecrets = []corev1.LocalObjectReference{{Name: inject.PullSecretName}}
+	p.Spec.ImagePullSecrets = []corev1.LocalObjectReference{{Name: contract.PullSecretName}}
 	if _, err := c.Client.CoreV1().Pods(tns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -154,7 +157,7 @@ func TestInit(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("TIMING registry pod back after deletion: %.1fs", time.Since(start).Seconds())
-	if again, err := inject.Init(ctx, c.Client, inject.InitOptions{BinDir: bin}); err != nil || again.Injected {
+	if again, _, err := initFerry(ctx, c.Client, inject.InitOptions{BinDir: bin}); err != nil || again.Injected {
 		t.Fatalf("init after the pod came back: injected %v, %v", again != nil && again.Injected, err)
 	}
 }
@@ -223,7 +226,7 @@ func TestInjectorRefusesCorruptChunk(t *testing.T) {
 // waits until it is gone.
 func resetFerry(ctx context.Context, t *testing.T, c *cluster.Cluster) {
 	t.Helper()
-	ns := inject.DefaultNamespace
+	ns := contract.DefaultNamespace
 	if err := c.Client.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 		t.Fatal(err)
 	}
@@ -258,8 +261,8 @@ func firstNode(ctx context.Context, t *testing.T, c *cluster.Cluster) string {
 
 func registryPod(ctx context.Context, t *testing.T, c *cluster.Cluster) *corev1.Pod {
 	t.Helper()
-	pods, err := c.Client.CoreV1().Pods(inject.DefaultNamespace).List(ctx, metav1.ListOptions{
-		LabelSelector: labels.SelectorFromSet(map[string]string{inject.LabelName: inject.RegistryName}).String(),
+	pods, err := c.Client.CoreV1().Pods(contract.DefaultNamespace).List(ctx, metav1.ListOptions{
+		LabelSelector: labels.SelectorFromSet(map[string]string{contract.LabelName: contract.RegistryName}).String(),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -274,9 +277,9 @@ func registryPod(ctx context.Context, t *testing.T, c *cluster.Cluster) *corev1.
 }
 
 func waitNewRegistryPod(ctx context.Context, c *cluster.Cluster, old types.UID) error {
-	sel := labels.SelectorFromSet(map[string]string{inject.LabelName: inject.RegistryName}).String()
+	sel := labels.SelectorFromSet(map[string]string{contract.LabelName: contract.RegistryName}).String()
 	for {
-		pods, err := c.Client.CoreV1().Pods(inject.DefaultNamespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
+		pods, err := c.Client.CoreV1().Pods(contract.DefaultNamespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
 		if err != nil {
 			return err
 		}
@@ -341,4 +344,22 @@ func pushTo(ctx context.Context, repo string, img *mkimg.Image, cred auth.Creden
 func isUnauthorized(err error) bool {
 	var e *errcode.ErrorResponse
 	return errors.As(err, &e) && e.StatusCode == http.StatusUnauthorized
+}
+
+// initFerry does what ferry init does: the registry's bootstrap, then the
+// agent's installation, reported as the step "agent".
+func initFerry(ctx context.Context, cs kubernetes.Interface, opts inject.InitOptions) (*inject.InitResult, *agent.InstallResult, error) {
+	res, err := inject.Init(ctx, cs, opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	start := time.Now()
+	installed, err := agent.Install(ctx, cs, agent.InstallOptions{Namespace: opts.Namespace, BinDir: opts.BinDir, WaitTimeout: opts.WaitTimeout})
+	if err != nil {
+		return nil, nil, &inject.StepError{Step: "agent", Err: err}
+	}
+	if opts.Progress != nil {
+		opts.Progress(inject.Step{Name: "agent", Detail: installed.String(), Took: time.Since(start)})
+	}
+	return res, installed, nil
 }

@@ -19,14 +19,13 @@ import (
 	"oras.land/oras-go/v2/content"
 	"oras.land/oras-go/v2/content/oci"
 	"oras.land/oras-go/v2/errdef"
+
+	"github.com/ferrypkg/ferry/internal/cluster"
 )
 
 // RegistryRepository is the repository path the in-cluster registry image
 // is served under, by the injector and then by the registry itself.
 const RegistryRepository = "ferry/registry"
-
-// RegistryBinaryPath is where the registry binary sits in its image.
-const RegistryBinaryPath = "/ferry-registry"
 
 // ImageOptions describe a one-binary image.
 type ImageOptions struct {
@@ -38,7 +37,7 @@ type ImageOptions struct {
 	// a stream: with Uncompressed, the image is built and pushed without
 	// the binary in memory.
 	BinaryFile string
-	// Path is where the binary goes; RegistryBinaryPath if empty.
+	// Path is where the binary goes; cluster.RegistryBinaryPath if empty.
 	Path string
 	// Tag names the image in the layout's index.json; "latest" if empty.
 	Tag string
@@ -66,7 +65,7 @@ func BuildImage(ctx context.Context, dir string, opts ImageOptions) (ocispec.Des
 // manifest already, it does nothing more.
 func PushImage(ctx context.Context, target oras.Target, opts ImageOptions) (ocispec.Descriptor, error) {
 	if opts.Path == "" {
-		opts.Path = RegistryBinaryPath
+		opts.Path = cluster.RegistryBinaryPath
 	}
 	if opts.Tag == "" {
 		opts.Tag = "latest"

@@ -1,13 +1,21 @@
 package inject
 
 import (
+	"archive/tar"
+	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
+	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+	"oras.land/oras-go/v2/content/memory"
+
+	"github.com/ferrypkg/ferry/internal/cluster"
 )
 
 // TestBuildImage: one binary gives one reproducible single-layer image
@@ -37,7 +45,7 @@ func TestBuildImage(t *testing.T) {
 	}
 	var cfg ocispec.Image
 	data, _ = os.ReadFile(filepath.Join(a, "blobs", "sha256", m.Config.Digest.Encoded()))
-	if err := json.Unmarshal(data, &cfg); err != nil || cfg.Architecture != "amd64" || cfg.OS != "linux" || len(cfg.Config.Entrypoint) != 1 || cfg.Config.Entrypoint[0] != RegistryBinaryPath {
+	if err := json.Unmarshal(data, &cfg); err != nil || cfg.Architecture != "amd64" || cfg.OS != "linux" || len(cfg.Config.Entrypoint) != 1 || cfg.Config.Entrypoint[0] != cluster.RegistryBinaryPath {
 		t.Fatalf("config %s: %v", data, err)
 	}
 	p1, err := NewPayload(os.DirFS(a))
@@ -51,4 +59,85 @@ func TestBuildImage(t *testing.T) {
 	if _, err := BuildImage(ctx, t.TempDir(), ImageOptions{Arch: "s390x", Binary: bin}); err == nil {
 		t.Fatal("an unsupported architecture was accepted")
 	}
+}
+
+// TestPushImageUncompressed: an uncompressed layer is the tar itself (its
+// digest is its diff ID), the same from a file as from memory, and a second
+// push sends nothing.
+func TestPushImageUncompressed(t *testing.T) {
+	ctx := context.Background()
+	store := &countingStore{Store: memory.New()}
+	bin := bytes.Repeat([]byte("ferry"), 1000)
+	file := filepath.Join(t.TempDir(), "ferry")
+	if err := os.WriteFile(file, bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	desc, err := PushImage(ctx, store, ImageOptions{Arch: "amd64", BinaryFile: file, Path: "/ferry", Uncompressed: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if store.pushes != 3 {
+		t.Fatalf("%d pushes, want 3", store.pushes)
+	}
+	m := fetchJSON[ocispec.Manifest](t, store, desc)
+	cfg := fetchJSON[ocispec.Image](t, store, m.Config)
+	if m.Layers[0].MediaType != ocispec.MediaTypeImageLayer || m.Layers[0].Digest != cfg.RootFS.DiffIDs[0] || cfg.Config.Entrypoint[0] != "/ferry" {
+		t.Fatalf("layer %+v, config %+v", m.Layers[0], cfg)
+	}
+	again, err := PushImage(ctx, store, ImageOptions{Arch: "amd64", Binary: bin, Path: "/ferry", Uncompressed: true})
+	if err != nil || again.Digest != desc.Digest || store.pushes != 3 {
+		t.Fatalf("second push, from memory: %s (%v), %d pushes", again.Digest, err, store.pushes)
+	}
+}
+
+// TestTarLayer: the layer written from its parts is what archive/tar writes.
+func TestTarLayer(t *testing.T) {
+	for _, n := range []int{0, 1, 511, 512, 513, 5000} {
+		bin := bytes.Repeat([]byte{7}, n)
+		var want bytes.Buffer
+		tw := tar.NewWriter(&want)
+		tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: "ferry", Mode: 0o555, Size: int64(n), ModTime: time.Unix(0, 0), Format: tar.FormatPAX})
+		tw.Write(bin)
+		tw.Close()
+		l, err := newTarLayer(ImageOptions{Binary: bin, Path: "/ferry"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got bytes.Buffer
+		if err := l.writeTo(&got); err != nil {
+			t.Fatal(err)
+		}
+		d, size, _ := l.digest()
+		if !bytes.Equal(got.Bytes(), want.Bytes()) || d != digest.FromBytes(want.Bytes()) || size != int64(want.Len()) {
+			t.Fatalf("%d bytes: the tar stream differs from archive/tar's (%d, %d bytes)", n, got.Len(), want.Len())
+		}
+	}
+}
+
+type countingStore struct {
+	*memory.Store
+	pushes int
+}
+
+func (s *countingStore) Push(ctx context.Context, d ocispec.Descriptor, r io.Reader) error {
+	s.pushes++
+	return s.Store.Push(ctx, d, r)
+}
+
+func fetchJSON[T any](t *testing.T, s *countingStore, d ocispec.Descriptor) T {
+	t.Helper()
+	var v T
+	rc, err := s.Fetch(context.Background(), d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	b, _ := io.ReadAll(rc)
+	if digest.FromBytes(b) != d.Digest {
+		t.Fatal("content does not match its digest")
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		t.Fatal(err)
+	}
+	return v
 }

@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -21,20 +20,16 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
-	"oras.land/oras-go/v2/registry/remote/auth"
+
+	"github.com/ferrypkg/ferry/internal/cluster"
+	"github.com/ferrypkg/ferry/internal/kube"
 )
 
-// Names of what init leaves in the cluster, in its namespace.
+// The registry account and the defaults of InitOptions; the names of what
+// Init leaves in the cluster are package internal/cluster's.
 const (
-	RegistryName   = "ferry-registry"      // Deployment and NodePort Service
-	AuthSecretName = "ferry-registry-auth" // username, password, htpasswd
-	PullSecretName = "ferry-registry-pull" // dockerconfigjson for RegistryHost
-	StateName      = "ferry-state"         // what init set up, for later commands
 	// RegistryUser is the registry account init creates.
 	RegistryUser = "ferry"
 	// DefaultStorageDir is the registry's storage on its node (hostPath).
@@ -43,21 +38,19 @@ const (
 	DefaultWaitTimeout = 3 * time.Minute
 )
 
-// RegistryHost is where every node reaches the in-cluster registry.
-func RegistryHost(nodePort int32) string { return "127.0.0.1:" + strconv.Itoa(int(nodePort)) }
-
 // RegistryFileName is the file name of the in-cluster registry binary for
 // goarch, as `make build` writes it into bin/ beside ferry.
 func RegistryFileName(goarch string) string { return "ferry-registry-linux-" + goarch }
 
 // InitOptions configure Init. Zero values take the documented defaults.
 type InitOptions struct {
-	// Namespace for everything; DefaultNamespace if empty.
+	// Namespace for everything; cluster.DefaultNamespace if empty.
 	Namespace string
 	// BinDir holds the stage-1 injectors and the registry binaries per
 	// architecture (Stage1FileName, RegistryFileName). Required.
 	BinDir string
-	// NodePort is where the registry answers on every node; DefaultNodePort if 0.
+	// NodePort is where the registry answers on every node;
+	// cluster.DefaultNodePort if 0.
 	NodePort int32
 	// ChunkSize of the injector's ConfigMaps; DefaultChunkSize if ≤ 0.
 	ChunkSize int
@@ -66,13 +59,6 @@ type InitOptions struct {
 	// WaitTimeout bounds each step that waits on the cluster;
 	// DefaultWaitTimeout if 0.
 	WaitTimeout time.Duration
-	// Ferry is the ferry executable the agent's image is built from when
-	// it is a static linux executable for the node's architecture;
-	// BinDir/ferry if empty. Otherwise BinDir/AgentFileName(arch) is used.
-	Ferry string
-	// AgentRequireKnown makes the agent refuse Pods with an image in no
-	// deployed package (`ferry agent --require-known`).
-	AgentRequireKnown bool
 	// Progress, if set, is told of each step as it finishes.
 	Progress func(Step)
 }
@@ -97,11 +83,9 @@ type InitResult struct {
 	// Injected is false when the registry was already running its image
 	// and init only checked (and repaired) the rest.
 	Injected bool `json:"injected"`
-	// Agent is the agent's image, by digest, in the registry.
-	Agent string `json:"agent"`
 }
 
-// StepError says which step of Init failed.
+// StepError says which step of Init failed: "init: <step>: <cause>".
 type StepError struct {
 	Step string
 	Err  error
@@ -114,18 +98,17 @@ func (e *StepError) Unwrap() error { return e.Err }
 // image (built from the registry binary for the node's architecture) is
 // carried into the cluster in ConfigMap chunks, served by the injector on
 // the NodePort, pulled from there by digest by the registry Deployment,
-// which then takes over the NodePort; the injector's objects are deleted.
-// Then the agent, the admission webhook that sends every Pod to the
-// registry by digest, is built from the ferry binary, pushed, deployed and
-// registered (see AgentName). A second run finds the registry running its
-// image and only repairs what is missing (credentials, Service, leftovers,
-// the agent's objects).
+// which then takes over the NodePort; the injector's objects are deleted,
+// and the registry's account and address are recorded (cluster.State,
+// cluster.Account) for later commands. A second run finds the registry
+// running its image and only repairs what is missing (credentials,
+// Service, leftovers). The agent is installed next, by deploy/agent.Install.
 func Init(ctx context.Context, cs kubernetes.Interface, opts InitOptions) (*InitResult, error) {
 	if opts.Namespace == "" {
-		opts.Namespace = DefaultNamespace
+		opts.Namespace = cluster.DefaultNamespace
 	}
 	if opts.NodePort == 0 {
-		opts.NodePort = DefaultNodePort
+		opts.NodePort = cluster.DefaultNodePort
 	}
 	if opts.StorageDir == "" {
 		opts.StorageDir = DefaultStorageDir
@@ -133,7 +116,7 @@ func Init(ctx context.Context, cs kubernetes.Interface, opts InitOptions) (*Init
 	if opts.WaitTimeout == 0 {
 		opts.WaitTimeout = DefaultWaitTimeout
 	}
-	in := &initRun{cs: cs, opts: opts, ns: opts.Namespace, res: &InitResult{Registry: RegistryHost(opts.NodePort)}}
+	in := &initRun{cs: cs, opts: opts, ns: opts.Namespace, res: &InitResult{Registry: cluster.RegistryHost(opts.NodePort)}}
 	steps := []struct {
 		name string
 		fn   func(context.Context) (string, error)
@@ -148,7 +131,6 @@ func Init(ctx context.Context, cs kubernetes.Interface, opts InitOptions) (*Init
 		{"hand-over", in.handOver},
 		{"clean-up", in.cleanUp},
 		{"state", in.state},
-		{"agent", in.agent},
 	}
 	for _, s := range steps {
 		start := time.Now()
@@ -170,38 +152,34 @@ type initRun struct {
 	res      *InitResult
 	arch     string
 	htpasswd []byte
-	cred     auth.Credential // the registry account
-	nsUID    types.UID       // of the namespace, owner of the cluster-wide objects
 	payload  Payload
 	healthy  bool // the registry already runs the right image
 }
 
 func (in *initRun) labels(component string) map[string]string {
-	return map[string]string{LabelName: RegistryName, LabelManagedBy: "ferry", LabelComponent: component}
+	return map[string]string{cluster.LabelName: cluster.RegistryName, cluster.LabelManagedBy: cluster.ManagedBy, cluster.LabelComponent: component}
 }
 
 func (in *initRun) namespace(ctx context.Context) (string, error) {
-	ns, err := in.cs.CoreV1().Namespaces().Get(ctx, in.ns, metav1.GetOptions{})
+	_, err := in.cs.CoreV1().Namespaces().Get(ctx, in.ns, metav1.GetOptions{})
 	if err == nil {
-		in.nsUID = ns.UID
 		return "exists", nil
 	}
 	if !apierrors.IsNotFound(err) {
 		return "", err
 	}
-	ns, err = in.cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: in.ns, Labels: map[string]string{LabelManagedBy: "ferry"}}}, metav1.CreateOptions{})
+	_, err = in.cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: in.ns, Labels: map[string]string{cluster.LabelManagedBy: cluster.ManagedBy}}}, metav1.CreateOptions{})
 	if err != nil {
 		return "", err
 	}
-	in.nsUID = ns.UID
 	return "created " + in.ns, nil
 }
 
 // credentials makes the registry account once and keeps it: a generated
-// password, its htpasswd line, and a pull secret for RegistryHost.
+// password, its htpasswd line, and a pull secret for cluster.RegistryHost.
 func (in *initRun) credentials(ctx context.Context) (string, error) {
 	secrets := in.cs.CoreV1().Secrets(in.ns)
-	auth, err := secrets.Get(ctx, AuthSecretName, metav1.GetOptions{})
+	auth, err := secrets.Get(ctx, cluster.AuthSecretName, metav1.GetOptions{})
 	detail := "kept"
 	if apierrors.IsNotFound(err) {
 		pw := make([]byte, 24)
@@ -217,12 +195,10 @@ func (in *initRun) credentials(ctx context.Context) (string, error) {
 		if err != nil {
 			return "", err
 		}
+		account := cluster.Account{Username: RegistryUser, Password: password, Htpasswd: []byte(RegistryUser + ":" + string(hash) + "\n")}
 		auth = &corev1.Secret{
-			ObjectMeta: metav1.ObjectMeta{Name: AuthSecretName, Namespace: in.ns, Labels: in.labels("registry")},
-			Data: map[string][]byte{
-				"username": []byte(RegistryUser), "password": []byte(password),
-				"htpasswd": []byte(RegistryUser + ":" + string(hash) + "\n"),
-			},
+			ObjectMeta: metav1.ObjectMeta{Name: cluster.AuthSecretName, Namespace: in.ns, Labels: in.labels("registry")},
+			Data:       account.Data(),
 		}
 		if auth, err = secrets.Create(ctx, auth, metav1.CreateOptions{}); err != nil {
 			return "", err
@@ -231,9 +207,9 @@ func (in *initRun) credentials(ctx context.Context) (string, error) {
 	} else if err != nil {
 		return "", err
 	}
-	in.htpasswd = auth.Data["htpasswd"]
-	user, pass := string(auth.Data["username"]), string(auth.Data["password"])
-	in.cred.Username, in.cred.Password = user, pass
+	account := cluster.AccountFromData(auth.Data)
+	in.htpasswd = account.Htpasswd
+	user, pass := account.Username, account.Password
 	cfg, err := json.Marshal(map[string]any{"auths": map[string]any{in.res.Registry: map[string]string{
 		"username": user, "password": pass, "auth": base64.StdEncoding.EncodeToString([]byte(user + ":" + pass)),
 	}}})
@@ -241,14 +217,14 @@ func (in *initRun) credentials(ctx context.Context) (string, error) {
 		return "", err
 	}
 	pull := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: PullSecretName, Namespace: in.ns, Labels: in.labels("registry")},
+		ObjectMeta: metav1.ObjectMeta{Name: cluster.PullSecretName, Namespace: in.ns, Labels: in.labels("registry")},
 		Type:       corev1.SecretTypeDockerConfigJson,
 		Data:       map[string][]byte{corev1.DockerConfigJsonKey: cfg},
 	}
-	if err := apply(ctx, secrets, pull); err != nil {
+	if err := kube.ApplySecret(ctx, secrets, pull); err != nil {
 		return "", err
 	}
-	return detail + " (user " + user + ", secrets " + AuthSecretName + ", " + PullSecretName + ")", nil
+	return detail + " (user " + user + ", secrets " + cluster.AuthSecretName + ", " + cluster.PullSecretName + ")", nil
 }
 
 // node picks the node for the injector and the registry: the registry's
@@ -260,7 +236,7 @@ func (in *initRun) node(ctx context.Context) (string, error) {
 		return "", err
 	}
 	want := ""
-	if d, err := in.cs.AppsV1().Deployments(in.ns).Get(ctx, RegistryName, metav1.GetOptions{}); err == nil {
+	if d, err := in.cs.AppsV1().Deployments(in.ns).Get(ctx, cluster.RegistryName, metav1.GetOptions{}); err == nil {
 		want = d.Spec.Template.Spec.NodeName
 	}
 	sort.Slice(nodes.Items, func(i, j int) bool { return nodes.Items[i].Name < nodes.Items[j].Name })
@@ -358,7 +334,7 @@ func (in *initRun) image(ctx context.Context) (string, error) {
 
 // check finds out whether the registry already runs this image.
 func (in *initRun) check(ctx context.Context) (string, error) {
-	d, err := in.cs.AppsV1().Deployments(in.ns).Get(ctx, RegistryName, metav1.GetOptions{})
+	d, err := in.cs.AppsV1().Deployments(in.ns).Get(ctx, cluster.RegistryName, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
 		return "no registry yet", nil
@@ -369,7 +345,7 @@ func (in *initRun) check(ctx context.Context) (string, error) {
 		return "registry runs another image; injecting", nil
 	}
 	// Ready, or a restart whose image is on its node already.
-	if err := waitPods(ctx, in.cs, in.ns, in.labels("registry"), 30*time.Second, nil); err != nil {
+	if err := kube.WaitPodReady(ctx, in.cs, in.ns, in.labels("registry"), 30*time.Second, nil); err != nil {
 		return "registry not ready (" + err.Error() + "); injecting", nil
 	}
 	in.healthy = true
@@ -394,7 +370,7 @@ func (in *initRun) injector(ctx context.Context) (string, error) {
 	}
 	in.res.ConfigMaps, in.res.PayloadChunks, in.res.Injected = len(plan.ConfigMaps), plan.PayloadChunks, true
 	// The NodePort is the injector's until the registry takes it back.
-	if err := deleteAndWait(ctx, in.cs.CoreV1().Services(in.ns), RegistryName); err != nil {
+	if err := kube.DeleteAndWait(ctx, in.cs.CoreV1().Services(in.ns), cluster.RegistryName); err != nil {
 		return "", err
 	}
 	if err := RunInjector(ctx, in.cs, plan, in.opts.WaitTimeout); err != nil {
@@ -402,69 +378,10 @@ func (in *initRun) injector(ctx context.Context) (string, error) {
 	}
 	// The registry's pod pulls through the NodePort: wait until it leads
 	// to the injector (anonymous reads allowed: 200).
-	if err := waitNodePort(ctx, RegistryHost(in.opts.NodePort), http.StatusOK, "the injector", in.opts.WaitTimeout); err != nil {
+	if err := kube.WaitHTTP(ctx, cluster.RegistryHost(in.opts.NodePort), http.StatusOK, "the injector", in.opts.WaitTimeout); err != nil {
 		return "", err
 	}
 	return fmt.Sprintf("serving on NodePort %d from %d ConfigMaps (%d payload chunks, %d stage-1 chunks)", in.opts.NodePort, len(plan.ConfigMaps), plan.PayloadChunks, plan.Stage1Chunks), nil
-}
-
-// RunInjector creates a plan's objects (replacing leftovers of an earlier
-// run) and waits until the injector Pod is Ready. A crash of the injector
-// (a damaged chunk, a digest mismatch) fails at once with its message.
-func RunInjector(ctx context.Context, cs kubernetes.Interface, plan *Plan, timeout time.Duration) error {
-	ns := plan.Pod.Namespace
-	if err := DeleteInjector(ctx, cs, ns); err != nil {
-		return err
-	}
-	for i := range plan.ConfigMaps {
-		if _, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, &plan.ConfigMaps[i], metav1.CreateOptions{}); err != nil {
-			return fmt.Errorf("create ConfigMap %s: %w", plan.ConfigMaps[i].Name, err)
-		}
-	}
-	if _, err := cs.CoreV1().Pods(ns).Create(ctx, &plan.Pod, metav1.CreateOptions{}); err != nil {
-		return fmt.Errorf("create Pod %s: %w", plan.Pod.Name, err)
-	}
-	if _, err := cs.CoreV1().Services(ns).Create(ctx, &plan.Service, metav1.CreateOptions{}); err != nil {
-		return fmt.Errorf("create Service %s: %w", plan.Service.Name, err)
-	}
-	return waitPods(ctx, cs, ns, plan.Pod.Labels, timeout, crashed)
-}
-
-// DeleteInjector deletes every injector object in ns and waits until they are gone.
-func DeleteInjector(ctx context.Context, cs kubernetes.Interface, ns string) error {
-	sel := labels.SelectorFromSet(map[string]string{LabelManagedBy: "ferry", LabelComponent: "injector"}).String()
-	bg := metav1.DeletePropagationBackground
-	svcs, err := cs.CoreV1().Services(ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
-	if err != nil {
-		return err
-	}
-	for _, s := range svcs.Items { // Services have no DeleteCollection
-		if err := cs.CoreV1().Services(ns).Delete(ctx, s.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-			return err
-		}
-	}
-	grace := int64(0)
-	if err := cs.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &grace, PropagationPolicy: &bg}, metav1.ListOptions{LabelSelector: sel}); err != nil && !apierrors.IsNotFound(err) {
-		return err
-	}
-	if err := cs.CoreV1().ConfigMaps(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: sel}); err != nil && !apierrors.IsNotFound(err) {
-		return err
-	}
-	return poll(ctx, 2*time.Minute, func() (bool, error) {
-		pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
-		if err != nil {
-			return false, err
-		}
-		svcs, err := cs.CoreV1().Services(ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
-		if err != nil {
-			return false, err
-		}
-		cms, err := cs.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
-		if err != nil {
-			return false, err
-		}
-		return len(pods.Items)+len(svcs.Items)+len(cms.Items) == 0, nil
-	}, "injector objects still there")
 }
 
 // registry applies the registry Deployment and waits for its pod, whose
@@ -473,22 +390,22 @@ func (in *initRun) registry(ctx context.Context) (string, error) {
 	if in.healthy {
 		return "", nil
 	}
-	if err := applyDeployment(ctx, in.cs, in.registryDeployment()); err != nil {
+	if err := kube.ApplyDeployment(ctx, in.cs, in.registryDeployment()); err != nil {
 		return "", err
 	}
 	start := time.Now()
 	// The rollout, not any Ready pod: the old one may still be Ready.
-	if err := waitRollout(ctx, in.cs, in.ns, RegistryName, in.opts.WaitTimeout); err != nil {
+	if err := kube.WaitRollout(ctx, in.cs, in.ns, cluster.RegistryName, in.opts.WaitTimeout); err != nil {
 		return "", err
 	}
-	return fmt.Sprintf("Deployment %s ready, image pulled by digest through %s in %.1fs", RegistryName, in.res.Registry, time.Since(start).Seconds()), nil
+	return fmt.Sprintf("Deployment %s ready, image pulled by digest through %s in %.1fs", cluster.RegistryName, in.res.Registry, time.Since(start).Seconds()), nil
 }
 
 func (in *initRun) registryDeployment() *appsv1.Deployment {
 	l := in.labels("registry")
 	f := false
 	return &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: RegistryName, Namespace: in.ns, Labels: l},
+		ObjectMeta: metav1.ObjectMeta{Name: cluster.RegistryName, Namespace: in.ns, Labels: l},
 		Spec: appsv1.DeploymentSpec{
 			Replicas: ptr(int32(1)),
 			Selector: &metav1.LabelSelector{MatchLabels: l},
@@ -504,8 +421,8 @@ func (in *initRun) registryDeployment() *appsv1.Deployment {
 						Name:            "registry",
 						Image:           in.res.Image,
 						ImagePullPolicy: corev1.PullIfNotPresent,
-						Args:            []string{"--addr", ":" + strconv.Itoa(DefaultPort), "--root", "/var/lib/registry", "--htpasswd", "/auth/htpasswd"},
-						Ports:           []corev1.ContainerPort{{Name: "registry", ContainerPort: DefaultPort, Protocol: corev1.ProtocolTCP}},
+						Args:            []string{"--addr", ":" + strconv.Itoa(cluster.RegistryPort), "--root", cluster.RegistryRoot, "--htpasswd", "/auth/" + cluster.HtpasswdKey},
+						Ports:           []corev1.ContainerPort{{Name: "registry", ContainerPort: cluster.RegistryPort, Protocol: corev1.ProtocolTCP}},
 						ReadinessProbe: &corev1.Probe{
 							ProbeHandler:  corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromString("registry")}},
 							PeriodSeconds: 2,
@@ -520,13 +437,13 @@ func (in *initRun) registryDeployment() *appsv1.Deployment {
 							Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
 						},
 						VolumeMounts: []corev1.VolumeMount{
-							{Name: "storage", MountPath: "/var/lib/registry"},
+							{Name: "storage", MountPath: cluster.RegistryRoot},
 							{Name: "auth", MountPath: "/auth", ReadOnly: true},
 						},
 					}},
 					Volumes: []corev1.Volume{
 						{Name: "storage", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: in.opts.StorageDir, Type: ptr(corev1.HostPathDirectoryOrCreate)}}},
-						{Name: "auth", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: AuthSecretName, Items: []corev1.KeyToPath{{Key: "htpasswd", Path: "htpasswd"}}}}},
+						{Name: "auth", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: cluster.AuthSecretName, Items: []corev1.KeyToPath{{Key: cluster.HtpasswdKey, Path: cluster.HtpasswdKey}}}}},
 					},
 				},
 			},
@@ -537,30 +454,30 @@ func (in *initRun) registryDeployment() *appsv1.Deployment {
 // handOver gives the NodePort to the registry.
 func (in *initRun) handOver(ctx context.Context) (string, error) {
 	svc := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: RegistryName, Namespace: in.ns, Labels: in.labels("registry")},
+		ObjectMeta: metav1.ObjectMeta{Name: cluster.RegistryName, Namespace: in.ns, Labels: in.labels("registry")},
 		Spec: corev1.ServiceSpec{
 			Type:     corev1.ServiceTypeNodePort,
 			Selector: in.labels("registry"),
 			Ports: []corev1.ServicePort{{
-				Name: "registry", Protocol: corev1.ProtocolTCP, Port: DefaultPort,
+				Name: "registry", Protocol: corev1.ProtocolTCP, Port: cluster.RegistryPort,
 				TargetPort: intstr.FromString("registry"), NodePort: in.opts.NodePort,
 			}},
 		},
 	}
-	cur, err := in.cs.CoreV1().Services(in.ns).Get(ctx, RegistryName, metav1.GetOptions{})
+	cur, err := in.cs.CoreV1().Services(in.ns).Get(ctx, cluster.RegistryName, metav1.GetOptions{})
 	if err == nil && len(cur.Spec.Ports) == 1 && cur.Spec.Ports[0].NodePort == in.opts.NodePort && cur.Spec.Type == corev1.ServiceTypeNodePort {
 		return "", nil
 	}
 	if err := DeleteInjector(ctx, in.cs, in.ns); err != nil {
 		return "", err
 	}
-	if err := deleteAndWait(ctx, in.cs.CoreV1().Services(in.ns), RegistryName); err != nil {
+	if err := kube.DeleteAndWait(ctx, in.cs.CoreV1().Services(in.ns), cluster.RegistryName); err != nil {
 		return "", err
 	}
 	if _, err := in.cs.CoreV1().Services(in.ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
-		return "", fmt.Errorf("create Service %s: %w", RegistryName, err)
+		return "", fmt.Errorf("create Service %s: %w", cluster.RegistryName, err)
 	}
-	return fmt.Sprintf("Service %s holds NodePort %d", RegistryName, in.opts.NodePort), nil
+	return fmt.Sprintf("Service %s holds NodePort %d", cluster.RegistryName, in.opts.NodePort), nil
 }
 
 func (in *initRun) cleanUp(ctx context.Context) (string, error) {
@@ -570,173 +487,25 @@ func (in *initRun) cleanUp(ctx context.Context) (string, error) {
 	return "no injector objects left", nil
 }
 
+// state records the registry for later commands (cluster.State).
 func (in *initRun) state(ctx context.Context) (string, error) {
-	s := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: StateName, Namespace: in.ns, Labels: map[string]string{LabelManagedBy: "ferry"}},
-		Data: map[string][]byte{
-			"registry": []byte(in.res.Registry), "image": []byte(in.res.Image), "node": []byte(in.res.Node),
-			"pullSecret": []byte(PullSecretName), "authSecret": []byte(AuthSecretName),
-		},
+	st := cluster.State{
+		Registry: in.res.Registry, Image: in.res.Image, Node: in.res.Node,
+		PullSecret: cluster.PullSecretName, AuthSecret: cluster.AuthSecretName,
 	}
-	if err := apply(ctx, in.cs.CoreV1().Secrets(in.ns), s); err != nil {
+	s := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: cluster.StateName, Namespace: in.ns, Labels: map[string]string{cluster.LabelManagedBy: cluster.ManagedBy}},
+		Data:       st.Data(),
+	}
+	if err := kube.ApplySecret(ctx, in.cs.CoreV1().Secrets(in.ns), s); err != nil {
 		return "", err
 	}
-	return "Secret " + StateName, nil
+	return "Secret " + cluster.StateName, nil
 }
 
-// secretClient is the part of the Secrets client apply needs.
-type secretClient interface {
-	Get(context.Context, string, metav1.GetOptions) (*corev1.Secret, error)
-	Create(context.Context, *corev1.Secret, metav1.CreateOptions) (*corev1.Secret, error)
-	Update(context.Context, *corev1.Secret, metav1.UpdateOptions) (*corev1.Secret, error)
+// WaitRegistry waits until the registry itself answers at host: it asks
+// for the account (401) where the read-only injector, which may keep the
+// NodePort for a while after the hand-over, lets anyone read.
+func WaitRegistry(ctx context.Context, host string, timeout time.Duration) error {
+	return kube.WaitHTTP(ctx, host, http.StatusUnauthorized, "the registry", timeout)
 }
-
-// apply creates s or updates it in place.
-func apply(ctx context.Context, c secretClient, s *corev1.Secret) error {
-	cur, err := c.Get(ctx, s.Name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		_, err = c.Create(ctx, s, metav1.CreateOptions{})
-		return err
-	}
-	if err != nil {
-		return err
-	}
-	cur.Data, cur.Type, cur.Labels = s.Data, s.Type, s.Labels
-	_, err = c.Update(ctx, cur, metav1.UpdateOptions{})
-	return err
-}
-
-func applyDeployment(ctx context.Context, cs kubernetes.Interface, d *appsv1.Deployment) error {
-	c := cs.AppsV1().Deployments(d.Namespace)
-	cur, err := c.Get(ctx, d.Name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		_, err = c.Create(ctx, d, metav1.CreateOptions{})
-		return err
-	}
-	if err != nil {
-		return err
-	}
-	cur.Spec, cur.Labels = d.Spec, d.Labels
-	_, err = c.Update(ctx, cur, metav1.UpdateOptions{})
-	return err
-}
-
-// deleteAndWait deletes the named object (if any) and waits until it is gone.
-func deleteAndWait[T any](ctx context.Context, c interface {
-	Get(context.Context, string, metav1.GetOptions) (T, error)
-	Delete(context.Context, string, metav1.DeleteOptions) error
-}, name string) error {
-	if err := c.Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-		return err
-	}
-	return poll(ctx, time.Minute, func() (bool, error) {
-		_, err := c.Get(ctx, name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			return true, nil
-		}
-		return false, err
-	}, name+" still there")
-}
-
-// errTimedOut is wrapped by poll's error when the time is up.
-var errTimedOut = errors.New("timed out")
-
-// poll calls cond every half second until it is true, fails, or timeout.
-func poll(ctx context.Context, timeout time.Duration, cond func() (bool, error), what string) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	for {
-		ok, err := cond()
-		if err != nil || ok {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%w after %s: %s", errTimedOut, timeout, what)
-		case <-time.After(500 * time.Millisecond):
-		}
-	}
-}
-
-// crashed reports a container that ended in failure, for a fast error.
-func crashed(p *corev1.Pod) error {
-	for _, c := range p.Status.ContainerStatuses {
-		for _, st := range []corev1.ContainerState{c.State, c.LastTerminationState} {
-			if t := st.Terminated; t != nil && t.ExitCode != 0 {
-				return fmt.Errorf("container %s exited with status %d: %s", c.Name, t.ExitCode, oneLine(t.Message))
-			}
-		}
-	}
-	return nil
-}
-
-// waitPods waits until a pod matching sel is Ready. On a timeout, or when
-// fail reports an error, the error tells the pod's state and last events.
-func waitPods(ctx context.Context, cs kubernetes.Interface, ns string, sel map[string]string, timeout time.Duration, fail func(*corev1.Pod) error) error {
-	selector := labels.SelectorFromSet(sel).String()
-	var last *corev1.Pod
-	err := poll(ctx, timeout, func() (bool, error) {
-		pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
-		if err != nil {
-			return false, err
-		}
-		for i := range pods.Items {
-			p := &pods.Items[i]
-			if p.DeletionTimestamp != nil {
-				continue
-			}
-			last = p
-			for _, c := range p.Status.Conditions {
-				if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
-					return true, nil
-				}
-			}
-			if fail != nil {
-				if err := fail(p); err != nil {
-					return false, fmt.Errorf("pod %s: %w%s", p.Name, err, events(ctx, cs, p))
-				}
-			}
-		}
-		return false, nil
-	}, "no Ready pod "+selector)
-	if errors.Is(err, errTimedOut) && last != nil {
-		err = fmt.Errorf("%w; pod %s: %s%s", err, last.Name, podState(last), events(ctx, cs, last))
-	}
-	return err
-}
-
-// podState summarises why a pod is not Ready.
-func podState(p *corev1.Pod) string {
-	parts := []string{string(p.Status.Phase)}
-	for _, c := range p.Status.ContainerStatuses {
-		switch {
-		case c.State.Waiting != nil:
-			parts = append(parts, fmt.Sprintf("%s waiting: %s %s", c.Name, c.State.Waiting.Reason, oneLine(c.State.Waiting.Message)))
-		case c.State.Terminated != nil:
-			parts = append(parts, fmt.Sprintf("%s terminated: %d %s", c.Name, c.State.Terminated.ExitCode, oneLine(c.State.Terminated.Message)))
-		}
-	}
-	return strings.Join(parts, ", ")
-}
-
-// events lists a pod's last few events, for error messages.
-func events(ctx context.Context, cs kubernetes.Interface, p *corev1.Pod) string {
-	list, err := cs.CoreV1().Events(p.Namespace).List(ctx, metav1.ListOptions{
-		FieldSelector: fields.SelectorFromSet(fields.Set{"involvedObject.name": p.Name}).String(),
-	})
-	if err != nil || len(list.Items) == 0 {
-		return ""
-	}
-	items := list.Items
-	sort.Slice(items, func(i, j int) bool { return items[i].LastTimestamp.Before(&items[j].LastTimestamp) })
-	if len(items) > 4 {
-		items = items[len(items)-4:]
-	}
-	var msgs []string
-	for _, e := range items {
-		msgs = append(msgs, e.Reason+": "+oneLine(e.Message))
-	}
-	return "; events: " + strings.Join(msgs, " | ")
-}
-
-func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }

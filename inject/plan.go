@@ -14,16 +14,15 @@ import (
 
 	"github.com/ferrypkg/ferry/inject/loader"
 	"github.com/ferrypkg/ferry/injector"
+	"github.com/ferrypkg/ferry/internal/cluster"
 )
 
-// Defaults of Options.
+// Defaults of Options; the namespace, ports and labels are cluster's
+// (package internal/cluster): the injector stands in for the registry.
 const (
-	DefaultNamespace        = "ferry"
 	DefaultName             = "ferry-injector"
 	DefaultChunkSize        = 512 << 10 // smaller than the limit: large ConfigMaps slow down small control planes
 	DefaultMaxConfigMapSize = 1 << 20   // the API server's limit on data + binaryData, keys included
-	DefaultPort             = 5000
-	DefaultNodePort         = 31999
 	// RunAsUser is the UID and GID the injector runs as; any UID works.
 	RunAsUser = 65532
 )
@@ -39,11 +38,10 @@ const (
 	stage1Chunk = "stage1-"
 )
 
-// Labels and annotations on every object of a plan.
+// Labels and annotations on the objects of a plan, besides cluster's
+// (cluster.LabelName, cluster.LabelManagedBy, cluster.LabelComponent
+// "injector").
 const (
-	LabelName            = "app.kubernetes.io/name"
-	LabelManagedBy       = "app.kubernetes.io/managed-by"
-	LabelComponent       = "app.kubernetes.io/component"
 	LabelPart            = "ferry.dev/injector-part" // "boot" or "payload" on ConfigMaps
 	AnnotationPayload    = "ferry.dev/payload-digest"
 	AnnotationStage1     = "ferry.dev/stage1-digest"
@@ -52,7 +50,7 @@ const (
 
 // Options describe one injector. Zero values take the documented defaults.
 type Options struct {
-	// Namespace of every object; DefaultNamespace if empty.
+	// Namespace of every object; cluster.DefaultNamespace if empty.
 	Namespace string
 	// Name of the Pod and Service and prefix of the ConfigMaps;
 	// DefaultName if empty.
@@ -75,8 +73,8 @@ type Options struct {
 	// DefaultMaxConfigMapSize if ≤ 0. Chunks are packed into as few
 	// ConfigMaps as fit.
 	MaxConfigMapSize int
-	// Port is the container port; DefaultPort if 0. NodePort is the
-	// Service's node port; DefaultNodePort if 0.
+	// Port is the container port; cluster.RegistryPort if 0. NodePort is
+	// the Service's node port; cluster.DefaultNodePort if 0.
 	Port, NodePort int32
 }
 
@@ -101,7 +99,7 @@ type item struct {
 // renders the injector Pod and Service. The result depends only on opts.
 func NewPlan(opts Options) (*Plan, error) {
 	if opts.Namespace == "" {
-		opts.Namespace = DefaultNamespace
+		opts.Namespace = cluster.DefaultNamespace
 	}
 	if opts.Name == "" {
 		opts.Name = DefaultName
@@ -113,10 +111,10 @@ func NewPlan(opts Options) (*Plan, error) {
 		opts.MaxConfigMapSize = DefaultMaxConfigMapSize
 	}
 	if opts.Port == 0 {
-		opts.Port = DefaultPort
+		opts.Port = cluster.RegistryPort
 	}
 	if opts.NodePort == 0 {
-		opts.NodePort = DefaultNodePort
+		opts.NodePort = cluster.DefaultNodePort
 	}
 	switch {
 	case opts.NodeName == "":
@@ -148,7 +146,7 @@ func NewPlan(opts Options) (*Plan, error) {
 	p.PayloadChunks = len(payload)
 
 	labels := func(part string) map[string]string {
-		l := map[string]string{LabelName: opts.Name, LabelManagedBy: "ferry", LabelComponent: "injector"}
+		l := map[string]string{cluster.LabelName: opts.Name, cluster.LabelManagedBy: cluster.ManagedBy, cluster.LabelComponent: "injector"}
 		if part != "" {
 			l[LabelPart] = part
 		}
@@ -274,7 +272,7 @@ func NewPlan(opts Options) (*Plan, error) {
 		},
 		Spec: corev1.ServiceSpec{
 			Type:     corev1.ServiceTypeNodePort,
-			Selector: map[string]string{LabelName: opts.Name, LabelComponent: "injector"},
+			Selector: map[string]string{cluster.LabelName: opts.Name, cluster.LabelComponent: "injector"},
 			Ports: []corev1.ServicePort{{
 				Name: "registry", Protocol: corev1.ProtocolTCP,
 				Port: opts.Port, TargetPort: intstr.FromString("registry"), NodePort: opts.NodePort,

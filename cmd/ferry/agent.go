@@ -14,7 +14,7 @@ import (
 
 	"github.com/ferrypkg/ferry/deploy"
 	"github.com/ferrypkg/ferry/deploy/agent"
-	"github.com/ferrypkg/ferry/inject"
+	"github.com/ferrypkg/ferry/internal/cluster"
 )
 
 func newAgentCmd() *cobra.Command {
@@ -35,7 +35,7 @@ rewritten to <registry>/<path>@sha256:<digest>, by the digests deployed
 packages recorded (a tag is never trusted in the cluster), and the registry
 pull secret is added (and copied into the Pod's namespace). Images in no
 deployed package are left as they are, or refused with --require-known.
-Pods of ferry's namespace, and of namespaces labelled ` + inject.AgentIgnoreLabel + "=" + inject.AgentIgnoreValue + `,
+Pods of ferry's namespace, and of namespaces labelled ` + agent.IgnoreLabel + "=" + agent.IgnoreValue + `,
 are left alone. Whatever the agent cannot decide it refuses.
 
 Outside a Pod, --kubeconfig (or $KUBECONFIG) names the cluster.`,
@@ -55,7 +55,7 @@ Outside a Pod, --kubeconfig (or $KUBECONFIG) names the cluster.`,
 			wh := &agent.Webhook{
 				Rewriter: cache.Rewriter, Refresh: cache.Refresh,
 				PullSecret: pullSecret, EnsurePullSecret: copies.Ensure,
-				Ignore: func(ns string) bool { return ns == namespace || ns == inject.AgentSystemNamespace },
+				Ignore: func(ns string) bool { return ns == namespace || ns == agent.SystemNamespace },
 				Logger: log,
 			}
 			log.Info("serving", "addr", addr, "namespace", namespace, "registry", registry, "requireKnown", requireKnown)
@@ -71,9 +71,9 @@ Outside a Pod, --kubeconfig (or $KUBECONFIG) names the cluster.`,
 	}
 	kube.register(cmd)
 	f := cmd.Flags()
-	f.StringVarP(&namespace, "namespace", "n", inject.DefaultNamespace, "ferry's namespace: deployed packages, the pull secret; its Pods are left alone")
-	f.StringVar(&registry, "registry", inject.RegistryHost(inject.DefaultNodePort), "the in-cluster registry, as every node reaches it")
-	f.StringVar(&pullSecret, "pull-secret", inject.PullSecretName, "the registry pull secret in ferry's namespace, added to Pods")
+	f.StringVarP(&namespace, "namespace", "n", cluster.DefaultNamespace, "ferry's namespace: deployed packages, the pull secret; its Pods are left alone")
+	f.StringVar(&registry, "registry", cluster.RegistryHost(cluster.DefaultNodePort), "the in-cluster registry, as every node reaches it")
+	f.StringVar(&pullSecret, "pull-secret", cluster.PullSecretName, "the registry pull secret in ferry's namespace, added to Pods")
 	f.StringVar(&certFile, "tls-cert", "", "serving certificate (PEM)")
 	f.StringVar(&keyFile, "tls-key", "", "serving key (PEM)")
 	f.StringVar(&addr, "addr", agent.DefaultAddr, "address to serve HTTPS on ("+agent.PathMutate+", "+agent.PathHealth+")")

@@ -13,7 +13,7 @@ import (
 
 	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/deploy"
-	"github.com/ferrypkg/ferry/inject"
+	"github.com/ferrypkg/ferry/internal/cluster"
 )
 
 func newListCmd() *cobra.Command {
@@ -54,7 +54,7 @@ func newListCmd() *cobra.Command {
 	}
 	kube.register(cmd)
 	output.register(cmd)
-	cmd.Flags().StringVarP(&namespace, "namespace", "n", inject.DefaultNamespace, "ferry's namespace")
+	cmd.Flags().StringVarP(&namespace, "namespace", "n", cluster.DefaultNamespace, "ferry's namespace")
 	return cmd
 }
 
@@ -141,7 +141,7 @@ refused unless --insecure-skip-signature-verification. Run it where
 	output.register(cmd)
 	addKeyFlag(cmd, &keys)
 	cmd.Flags().BoolVar(&opts.InsecureSkipSignatureVerification, "insecure-skip-signature-verification", false, "deploy without a signature check (blobs are still verified)")
-	cmd.Flags().StringVarP(&namespace, "namespace", "n", inject.DefaultNamespace, "ferry's namespace")
+	cmd.Flags().StringVarP(&namespace, "namespace", "n", cluster.DefaultNamespace, "ferry's namespace")
 	remote.register(cmd)
 	cmd.Flags().StringSliceVar(&opts.Components, "components", nil, "components to deploy, comma-separated (required ones always; default all)")
 	cmd.Flags().StringArrayVar(&opts.Set, "set", nil, "chart value KEY=VALUE, as helm --set (repeatable; given to every chart)")
@@ -188,7 +188,7 @@ registry's storage (in the registry's pod, which is then restarted).`,
 	}
 	kube.register(cmd)
 	output.register(cmd)
-	cmd.Flags().StringVarP(&opts.Namespace, "namespace", "n", inject.DefaultNamespace, "ferry's namespace")
+	cmd.Flags().StringVarP(&opts.Namespace, "namespace", "n", cluster.DefaultNamespace, "ferry's namespace")
 	cmd.Flags().DurationVar(&opts.Timeout, "timeout", deploy.DefaultTimeout, "how long each uninstall may take")
 	return cmd
 }

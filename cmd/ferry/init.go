@@ -12,7 +12,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/ferrypkg/ferry/deploy/agent"
 	"github.com/ferrypkg/ferry/inject"
+	"github.com/ferrypkg/ferry/internal/cluster"
 )
 
 // kubeFlags are the flags of commands that talk to a cluster.
@@ -51,6 +53,7 @@ func newInitCmd() *cobra.Command {
 		kube     kubeFlags
 		output   outputFlag
 		opts     inject.InitOptions
+		agentOpt agent.InstallOptions
 		nodePort int
 	)
 	cmd := &cobra.Command{
@@ -79,8 +82,9 @@ and repairs; it does not fail.`,
 				return err
 			}
 			opts.NodePort = int32(nodePort)
+			agentOpt.Namespace, agentOpt.BinDir, agentOpt.WaitTimeout = opts.Namespace, opts.BinDir, opts.WaitTimeout
 			if exe, err := os.Executable(); err == nil {
-				opts.Ferry = exe
+				agentOpt.Ferry = exe
 			}
 			out := cmd.OutOrStdout()
 			if !output.json() {
@@ -88,27 +92,37 @@ and repairs; it does not fail.`,
 					fmt.Fprintf(out, "%-15s %s (%.1fs)\n", s.Name, s.Detail, s.Took.Seconds())
 				}
 			}
+			// The registry, then the agent, whose image the registry serves.
 			start := time.Now()
 			res, err := inject.Init(cmd.Context(), cs, opts)
 			if err != nil {
 				return err
 			}
+			agentStart := time.Now()
+			installed, err := agent.Install(cmd.Context(), cs, agentOpt)
+			if err != nil {
+				return &inject.StepError{Step: "agent", Err: err}
+			}
+			if opts.Progress != nil {
+				opts.Progress(inject.Step{Name: "agent", Detail: installed.String(), Took: time.Since(agentStart)})
+			}
 			if output.json() {
 				return writeJSON(out, struct {
 					*inject.InitResult
+					Agent   string  `json:"agent"` // the agent's image, by digest
 					Seconds float64 `json:"seconds"`
-				}{res, time.Since(start).Seconds()})
+				}{res, installed.Image, time.Since(start).Seconds()})
 			}
-			fmt.Fprintf(out, "registry ready at %s (image %s), agent %s, in %.1fs\n", res.Registry, res.Image, res.Agent, time.Since(start).Seconds())
+			fmt.Fprintf(out, "registry ready at %s (image %s), agent %s, in %.1fs\n", res.Registry, res.Image, installed.Image, time.Since(start).Seconds())
 			return nil
 		},
 	}
 	kube.register(cmd)
 	output.register(cmd)
-	cmd.Flags().StringVarP(&opts.Namespace, "namespace", "n", inject.DefaultNamespace, "namespace for the registry and ferry's state")
+	cmd.Flags().StringVarP(&opts.Namespace, "namespace", "n", cluster.DefaultNamespace, "namespace for the registry and ferry's state")
 	cmd.Flags().StringVar(&opts.BinDir, "bin-dir", defaultBinDir(), "folder with ferry-injector-linux-<arch>, ferry-registry-linux-<arch> (and ferry-linux-<arch> for the agent when this ferry is for another platform)")
-	cmd.Flags().BoolVar(&opts.AgentRequireKnown, "require-known-images", false, "the agent refuses Pods with an image in no deployed package (instead of leaving it as it is)")
-	cmd.Flags().IntVar(&nodePort, "node-port", inject.DefaultNodePort, "NodePort of the registry on every node")
+	cmd.Flags().BoolVar(&agentOpt.RequireKnown, "require-known-images", false, "the agent refuses Pods with an image in no deployed package (instead of leaving it as it is)")
+	cmd.Flags().IntVar(&nodePort, "node-port", cluster.DefaultNodePort, "NodePort of the registry on every node")
 	cmd.Flags().DurationVar(&opts.WaitTimeout, "timeout", inject.DefaultWaitTimeout, "how long each waiting step may take")
 	cmd.Flags().StringVar(&opts.StorageDir, "storage-dir", inject.DefaultStorageDir, "registry storage on its node (hostPath)")
 	return cmd

@@ -10,6 +10,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/ferrypkg/ferry/internal/cluster"
 )
 
 // PullSecrets keeps copies of the registry pull secret in the namespaces of
@@ -42,7 +44,7 @@ func (p *PullSecrets) Ensure(ctx context.Context, namespace string) error {
 	switch {
 	case apierrors.IsNotFound(err):
 		cp := &corev1.Secret{
-			ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: namespace, Labels: map[string]string{labelManagedBy: "ferry"}},
+			ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: namespace, Labels: map[string]string{cluster.LabelManagedBy: cluster.ManagedBy}},
 			Type:       orig.Type,
 			Data:       orig.Data,
 		}
@@ -50,7 +52,7 @@ func (p *PullSecrets) Ensure(ctx context.Context, namespace string) error {
 		if apierrors.IsAlreadyExists(err) { // another Pod of the namespace, at the same time
 			err = nil
 		}
-	case err == nil && cur.Labels[labelManagedBy] == "ferry" && !maps.EqualFunc(cur.Data, orig.Data, bytes.Equal):
+	case err == nil && cur.Labels[cluster.LabelManagedBy] == cluster.ManagedBy && !maps.EqualFunc(cur.Data, orig.Data, bytes.Equal):
 		cur.Data = orig.Data
 		_, err = secrets.Update(ctx, cur, metav1.UpdateOptions{})
 	}
@@ -59,6 +61,3 @@ func (p *PullSecrets) Ensure(ctx context.Context, namespace string) error {
 	}
 	return nil
 }
-
-// labelManagedBy marks what ferry made.
-const labelManagedBy = "app.kubernetes.io/managed-by"

@@ -14,7 +14,8 @@ import (
 
 // What Serve listens on and answers.
 const (
-	// DefaultAddr is where Serve listens when ServeOptions.Addr is empty.
+	// DefaultAddr is where Serve listens when ServeOptions.Addr is empty:
+	// Port, on every address.
 	DefaultAddr = ":8443"
 	// PathMutate is where the API server sends AdmissionReviews.
 	PathMutate = "/mutate"

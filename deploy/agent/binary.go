@@ -1,0 +1,53 @@
+package agent
+
+import (
+	"debug/elf"
+	"fmt"
+	"path/filepath"
+)
+
+// BinaryFileName is the file name, in InstallOptions.BinDir, of a static
+// ferry binary for linux/goarch, used for the agent when the ferry
+// installing it is not one (another OS or architecture than the node's).
+func BinaryFileName(goarch string) string { return "ferry-linux-" + goarch }
+
+// FindBinary returns the ferry binary to build the agent's image from for
+// a linux/goarch node: ferry (binDir/ferry if empty) when it is a static
+// linux/goarch executable, else binDir/BinaryFileName(goarch), which must
+// be one.
+func FindBinary(ferry, binDir, goarch string) (string, error) {
+	if ferry == "" {
+		ferry = filepath.Join(binDir, "ferry")
+	}
+	errSelf := checkStatic(ferry, goarch)
+	if errSelf == nil {
+		return ferry, nil
+	}
+	other := filepath.Join(binDir, BinaryFileName(goarch))
+	errOther := checkStatic(other, goarch)
+	if errOther == nil {
+		return other, nil
+	}
+	return "", fmt.Errorf("no static ferry binary for linux/%s to run the agent from: %w; %w (build it with `CGO_ENABLED=0 GOOS=linux GOARCH=%s go build -trimpath -ldflags='-s -w' -o %s ./cmd/ferry`)",
+		goarch, errSelf, errOther, goarch, other)
+}
+
+// checkStatic says why the file at path is not a static linux/goarch
+// executable, if it is not.
+func checkStatic(path, goarch string) error {
+	f, err := elf.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	machine := map[elf.Machine]string{elf.EM_X86_64: "amd64", elf.EM_AARCH64: "arm64"}[f.Machine]
+	if machine != goarch || f.Type != elf.ET_EXEC && f.Type != elf.ET_DYN {
+		return fmt.Errorf("%s is a %s %s, not a linux/%s executable", path, f.Type, f.Machine, goarch)
+	}
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			return fmt.Errorf("%s is dynamically linked (build it with CGO_ENABLED=0)", path)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,477 @@
+package agent
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
+	"oras.land/oras-go/v2/registry/remote/auth"
+
+	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/inject"
+	"github.com/ferrypkg/ferry/internal/cluster"
+	"github.com/ferrypkg/ferry/internal/kube"
+)
+
+// The agent's objects in the cluster, as Install makes them.
+const (
+	// Name names the agent's Deployment, Service, ServiceAccount, Role and
+	// RoleBinding in ferry's namespace, and, for the default namespace, its
+	// ClusterRole, ClusterRoleBinding and MutatingWebhookConfiguration.
+	Name = "ferry-agent"
+	// TLSSecretName holds the agent's CA (ca.crt) and serving certificate
+	// and key (tls.crt, tls.key), generated once by Install.
+	TLSSecretName = "ferry-agent-tls"
+	// Repository is where Install pushes the agent's image.
+	Repository = "ferry/agent"
+	// BinaryPath is where the ferry binary sits in the agent's image.
+	BinaryPath = "/ferry"
+	// Port is the agent's HTTPS port (DefaultAddr); its Service answers on 443.
+	Port = 8443
+	// IgnoreLabel set to IgnoreValue on a namespace keeps the agent away
+	// from its Pods: their images are neither rewritten nor refused
+	// (kubectl label namespace NAME ferry.dev/agent=ignore).
+	IgnoreLabel = "ferry.dev/agent"
+	// IgnoreValue is the value of IgnoreLabel that means ignore.
+	IgnoreValue = "ignore"
+	// SystemNamespace is left alone too, like ferry's own namespace: the
+	// cluster's own Pods (network, DNS) must start when the agent cannot,
+	// or the agent could never start again.
+	SystemNamespace = "kube-system"
+	// DefaultWaitTimeout bounds each waiting step of Install.
+	DefaultWaitTimeout = 3 * time.Minute
+	// tlsAnnotation on the agent's pod template rolls its pods when the
+	// certificate changes.
+	tlsAnnotation = "ferry.dev/tls-sha256"
+)
+
+// clusterName names the agent's cluster-wide objects: Name for the default
+// namespace, with the namespace appended for another.
+func clusterName(ns string) string {
+	if ns == cluster.DefaultNamespace {
+		return Name
+	}
+	return Name + "-" + ns
+}
+
+func labels() map[string]string {
+	return map[string]string{cluster.LabelName: Name, cluster.LabelManagedBy: cluster.ManagedBy, cluster.LabelComponent: "agent"}
+}
+
+// InstallOptions configure Install. Zero values take the documented defaults.
+type InstallOptions struct {
+	// Namespace is ferry's namespace, where ferry init set up the registry;
+	// cluster.DefaultNamespace if empty.
+	Namespace string
+	// Ferry is the ferry executable the agent's image is built from when
+	// it is a static linux executable for the node's architecture;
+	// BinDir/ferry if empty. Otherwise BinDir/BinaryFileName(arch) is used
+	// (see FindBinary).
+	Ferry, BinDir string
+	// RequireKnown makes the agent refuse Pods with an image in no
+	// deployed package (`ferry agent --require-known`).
+	RequireKnown bool
+	// WaitTimeout bounds each step that waits on the cluster;
+	// DefaultWaitTimeout if 0.
+	WaitTimeout time.Duration
+}
+
+// InstallResult tells what Install did.
+type InstallResult struct {
+	// Image is the agent's image, by digest, in the registry.
+	Image string
+	// Binary is the ferry binary the image was built from.
+	Binary string
+	// Ready is how long the Deployment took to roll out.
+	Ready time.Duration
+	// Renewed says the certificates were generated, not kept.
+	Renewed bool
+	// Webhook names the MutatingWebhookConfiguration.
+	Webhook string
+	// Check tells whether the API server calls the agent: "answering the
+	// API server (…s)", or why it was not checked.
+	Check string
+}
+
+// String is the one-line account of Install that ferry init prints.
+func (r *InstallResult) String() string {
+	certs := "certificates kept"
+	if r.Renewed {
+		certs = "certificates generated"
+	}
+	return fmt.Sprintf("%s (from %s); Deployment %s ready in %.1fs; %s; webhook %s, failurePolicy Fail: %s",
+		r.Image, r.Binary, Name, r.Ready.Seconds(), certs, r.Webhook, r.Check)
+}
+
+// Install puts the agent in place next to the registry that ferry init set
+// up in opts.Namespace, and checks that the API server calls it: its image
+// (ferry's binary, pushed to the registry, for the architecture of the
+// registry's node), certificates, RBAC, Deployment, Service, then the
+// MutatingWebhookConfiguration once it is Ready. Its cluster-wide objects
+// are owned by ferry's namespace. Run again, it changes nothing that is
+// right.
+func Install(ctx context.Context, cs kubernetes.Interface, opts InstallOptions) (*InstallResult, error) {
+	if opts.Namespace == "" {
+		opts.Namespace = cluster.DefaultNamespace
+	}
+	if opts.WaitTimeout == 0 {
+		opts.WaitTimeout = DefaultWaitTimeout
+	}
+	in := &installer{cs: cs, opts: opts, ns: opts.Namespace}
+	ns, err := cs.CoreV1().Namespaces().Get(ctx, in.ns, metav1.GetOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("namespace %s (run `ferry init`): %w", in.ns, err)
+	}
+	state, account, err := cluster.ReadRegistry(ctx, cs.CoreV1().Secrets(in.ns))
+	if err != nil {
+		return nil, err
+	}
+	node, err := cs.CoreV1().Nodes().Get(ctx, state.Node, metav1.GetOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("the registry's node: %w", err)
+	}
+	in.registry, in.arch = state.Registry, node.Status.NodeInfo.Architecture
+	// The cluster-wide objects go with ferry's namespace.
+	in.owner = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Namespace", Name: in.ns, UID: ns.UID}}
+	return in.install(ctx, auth.Credential{Username: account.Username, Password: account.Password})
+}
+
+type installer struct {
+	cs       kubernetes.Interface
+	opts     InstallOptions
+	ns       string
+	registry string // host:port on every node
+	arch     string // the registry's node's
+	image    string // the agent's, by digest
+	owner    []metav1.OwnerReference
+}
+
+func (in *installer) install(ctx context.Context, cred auth.Credential) (*InstallResult, error) {
+	path, err := FindBinary(in.opts.Ferry, in.opts.BinDir, in.arch)
+	if err != nil {
+		return nil, err
+	}
+	if err := inject.WaitRegistry(ctx, in.registry, in.opts.WaitTimeout); err != nil {
+		return nil, err
+	}
+	repo, err := artifact.RemoteOptions{PlainHTTP: true, Credential: auth.StaticCredential(in.registry, cred)}.Repository(in.registry + "/" + Repository)
+	if err != nil {
+		return nil, err
+	}
+	desc, err := inject.PushImage(ctx, repo, inject.ImageOptions{Arch: in.arch, BinaryFile: path, Path: BinaryPath, Uncompressed: true})
+	if err != nil {
+		return nil, fmt.Errorf("push the agent's image (from %s): %w", path, err)
+	}
+	in.image = in.registry + "/" + Repository + "@" + desc.Digest.String()
+
+	tlsData, renewed, err := in.tls(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := in.rbac(ctx); err != nil {
+		return nil, err
+	}
+	if err := in.service(ctx); err != nil {
+		return nil, err
+	}
+	sum := sha256.Sum256(tlsData[corev1.TLSCertKey])
+	if err := kube.ApplyDeployment(ctx, in.cs, in.deployment(hex.EncodeToString(sum[:8]))); err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	if err := kube.WaitRollout(ctx, in.cs, in.ns, Name, in.opts.WaitTimeout); err != nil {
+		return nil, err
+	}
+	ready := time.Since(start)
+	if err := in.webhook(ctx, tlsData[caKey]); err != nil {
+		return nil, err
+	}
+	check, err := in.check(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &InstallResult{Image: in.image, Binary: path, Ready: ready, Renewed: renewed, Webhook: clusterName(in.ns), Check: check}, nil
+}
+
+// tls returns the agent's certificates, kept in TLSSecretName: those there
+// when still good for renewBefore, new ones otherwise.
+func (in *installer) tls(ctx context.Context) (map[string][]byte, bool, error) {
+	secrets := in.cs.CoreV1().Secrets(in.ns)
+	cur, err := secrets.Get(ctx, TLSSecretName, metav1.GetOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return nil, false, err
+	}
+	var have map[string][]byte
+	if err == nil {
+		have = cur.Data
+	}
+	data, renewed, err := certificates(have, in.ns, time.Now())
+	if err != nil || !renewed {
+		return data, false, err
+	}
+	s := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: TLSSecretName, Namespace: in.ns, Labels: labels()},
+		Type:       corev1.SecretTypeTLS,
+		Data:       data,
+	}
+	if cur != nil && cur.Type != corev1.SecretTypeTLS { // the type cannot change
+		if err := kube.DeleteAndWait(ctx, secrets, TLSSecretName); err != nil {
+			return nil, false, err
+		}
+	}
+	return data, true, kube.ApplySecret(ctx, secrets, s)
+}
+
+// rbac lets the agent read ferry's namespace's Secrets (the deployed
+// packages' records, the pull secret) and copy the pull secret into other
+// namespaces: create any Secret, get and update only those of its name.
+func (in *installer) rbac(ctx context.Context) error {
+	l := labels()
+	meta := metav1.ObjectMeta{Name: Name, Namespace: in.ns, Labels: l}
+	wide := metav1.ObjectMeta{Name: clusterName(in.ns), Labels: l, OwnerReferences: in.owner}
+	subjects := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: Name, Namespace: in.ns}}
+	rbac := in.cs.RbacV1()
+	if err := kube.Upsert(ctx, in.cs.CoreV1().ServiceAccounts(in.ns), &corev1.ServiceAccount{ObjectMeta: meta},
+		func(cur, want *corev1.ServiceAccount) { cur.Labels = want.Labels }); err != nil {
+		return err
+	}
+	if err := kube.Upsert(ctx, rbac.Roles(in.ns), &rbacv1.Role{ObjectMeta: meta, Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "list", "watch"}},
+	}}, func(cur, want *rbacv1.Role) { cur.Labels, cur.Rules = want.Labels, want.Rules }); err != nil {
+		return err
+	}
+	if err := kube.Upsert(ctx, rbac.RoleBindings(in.ns), &rbacv1.RoleBinding{ObjectMeta: meta, Subjects: subjects,
+		RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: Name},
+	}, func(cur, want *rbacv1.RoleBinding) { cur.Labels, cur.Subjects = want.Labels, want.Subjects }); err != nil {
+		return err
+	}
+	if err := kube.Upsert(ctx, rbac.ClusterRoles(), &rbacv1.ClusterRole{ObjectMeta: wide, Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"create"}},
+		{APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: []string{cluster.PullSecretName}, Verbs: []string{"get", "update"}},
+	}}, func(cur, want *rbacv1.ClusterRole) {
+		cur.Labels, cur.OwnerReferences, cur.Rules = want.Labels, want.OwnerReferences, want.Rules
+	}); err != nil {
+		return err
+	}
+	return kube.Upsert(ctx, rbac.ClusterRoleBindings(), &rbacv1.ClusterRoleBinding{ObjectMeta: wide, Subjects: subjects,
+		RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: wide.Name},
+	}, func(cur, want *rbacv1.ClusterRoleBinding) {
+		cur.Labels, cur.OwnerReferences, cur.Subjects = want.Labels, want.OwnerReferences, want.Subjects
+	})
+}
+
+func (in *installer) service(ctx context.Context) error {
+	l := labels()
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: Name, Namespace: in.ns, Labels: l},
+		Spec: corev1.ServiceSpec{
+			Selector: l,
+			Ports:    []corev1.ServicePort{{Name: "https", Protocol: corev1.ProtocolTCP, Port: 443, TargetPort: intstr.FromString("https")}},
+		},
+	}
+	return kube.Upsert(ctx, in.cs.CoreV1().Services(in.ns), svc, func(cur, want *corev1.Service) {
+		cur.Labels, cur.Spec.Selector, cur.Spec.Ports = want.Labels, want.Spec.Selector, want.Spec.Ports
+	})
+}
+
+func (in *installer) deployment(tlsSum string) *appsv1.Deployment {
+	l := labels()
+	f, t := false, true
+	user := int64(65532)
+	args := []string{
+		"agent", "--addr=:" + strconv.Itoa(Port), "--namespace=" + in.ns,
+		"--tls-cert=/tls/" + corev1.TLSCertKey, "--tls-key=/tls/" + corev1.TLSPrivateKeyKey,
+		"--registry=" + in.registry, "--pull-secret=" + cluster.PullSecretName,
+	}
+	if in.opts.RequireKnown {
+		args = append(args, "--require-known")
+	}
+	zero, one := intstr.FromInt32(0), intstr.FromInt32(1)
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: Name, Namespace: in.ns, Labels: l},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr(int32(1)),
+			Selector: &metav1.LabelSelector{MatchLabels: l},
+			// A new pod is Ready before the old one goes: the webhook
+			// fails closed, so it must never lack an endpoint.
+			Strategy: appsv1.DeploymentStrategy{Type: appsv1.RollingUpdateDeploymentStrategyType, RollingUpdate: &appsv1.RollingUpdateDeployment{MaxUnavailable: &zero, MaxSurge: &one}},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: l, Annotations: map[string]string{tlsAnnotation: tlsSum}},
+				Spec: corev1.PodSpec{
+					ServiceAccountName: Name,
+					EnableServiceLinks: &f,
+					ImagePullSecrets:   []corev1.LocalObjectReference{{Name: cluster.PullSecretName}},
+					NodeSelector:       map[string]string{corev1.LabelOSStable: "linux", corev1.LabelArchStable: in.arch},
+					SecurityContext: &corev1.PodSecurityContext{
+						RunAsNonRoot: &t, RunAsUser: &user, RunAsGroup: &user, FSGroup: &user,
+						SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+					},
+					Containers: []corev1.Container{{
+						Name:            "agent",
+						Image:           in.image,
+						ImagePullPolicy: corev1.PullIfNotPresent,
+						Command:         []string{BinaryPath},
+						Args:            args,
+						Ports:           []corev1.ContainerPort{{Name: "https", ContainerPort: Port, Protocol: corev1.ProtocolTCP}},
+						ReadinessProbe: &corev1.Probe{
+							ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: PathHealth, Port: intstr.FromString("https"), Scheme: corev1.URISchemeHTTPS}},
+							PeriodSeconds: 2,
+						},
+						Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
+							corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("32Mi"),
+						}},
+						TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+						SecurityContext: &corev1.SecurityContext{
+							AllowPrivilegeEscalation: &f,
+							Privileged:               &f,
+							ReadOnlyRootFilesystem:   &t,
+							Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+						},
+						VolumeMounts: []corev1.VolumeMount{{Name: "tls", MountPath: "/tls", ReadOnly: true}},
+					}},
+					Volumes: []corev1.Volume{{Name: "tls", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+						SecretName:  TLSSecretName,
+						Items:       []corev1.KeyToPath{{Key: corev1.TLSCertKey, Path: corev1.TLSCertKey}, {Key: corev1.TLSPrivateKeyKey, Path: corev1.TLSPrivateKeyKey}},
+						DefaultMode: ptr(int32(0o440)),
+					}}}},
+				},
+			},
+		},
+	}
+}
+
+// webhook registers the agent for Pods created, and updated when an image
+// changes (an ephemeral container is added through an update of the
+// pods/ephemeralcontainers subresource), outside ferry's namespace, the
+// system namespace and namespaces labelled to be ignored. It fails closed.
+func (in *installer) webhook(ctx context.Context, caBundle []byte) error {
+	w := webhookConfiguration(in.ns, caBundle, in.owner)
+	return kube.Upsert(ctx, in.cs.AdmissionregistrationV1().MutatingWebhookConfigurations(), w, func(cur, want *admissionregistrationv1.MutatingWebhookConfiguration) {
+		cur.Labels, cur.OwnerReferences, cur.Webhooks = want.Labels, want.OwnerReferences, want.Webhooks
+	})
+}
+
+// webhookConfiguration is the registration webhook applies.
+func webhookConfiguration(ns string, caBundle []byte, owner []metav1.OwnerReference) *admissionregistrationv1.MutatingWebhookConfiguration {
+	fail := admissionregistrationv1.Fail
+	equivalent := admissionregistrationv1.Equivalent
+	sideEffects := admissionregistrationv1.SideEffectClassNoneOnDryRun // it copies the pull secret
+	reinvoke := admissionregistrationv1.IfNeededReinvocationPolicy
+	scope := admissionregistrationv1.NamespacedScope
+	return &admissionregistrationv1.MutatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: clusterName(ns), Labels: labels(), OwnerReferences: owner},
+		Webhooks: []admissionregistrationv1.MutatingWebhook{{
+			Name: "pods.agent.ferry.dev",
+			ClientConfig: admissionregistrationv1.WebhookClientConfig{
+				Service:  &admissionregistrationv1.ServiceReference{Namespace: ns, Name: Name, Path: ptr(PathMutate), Port: ptr(int32(443))},
+				CABundle: caBundle,
+			},
+			Rules: []admissionregistrationv1.RuleWithOperations{{
+				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
+				Rule: admissionregistrationv1.Rule{
+					APIGroups: []string{""}, APIVersions: []string{"v1"},
+					Resources: []string{"pods", "pods/ephemeralcontainers"}, Scope: &scope,
+				},
+			}},
+			ObjectSelector: &metav1.LabelSelector{}, // as the API server defaults it
+			NamespaceSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+				{Key: corev1.LabelMetadataName, Operator: metav1.LabelSelectorOpNotIn, Values: []string{ns, SystemNamespace}},
+				{Key: IgnoreLabel, Operator: metav1.LabelSelectorOpNotIn, Values: []string{IgnoreValue}},
+			}},
+			// Updates that change no image (labels, finalizers, …) do not
+			// wait for the agent, nor fail when it is down.
+			MatchConditions: []admissionregistrationv1.MatchCondition{{
+				Name:       "creates-or-changes-images",
+				Expression: matchExpression,
+			}},
+			FailurePolicy:           &fail,
+			MatchPolicy:             &equivalent,
+			SideEffects:             &sideEffects,
+			TimeoutSeconds:          ptr(int32(10)),
+			AdmissionReviewVersions: []string{"v1"},
+			ReinvocationPolicy:      &reinvoke,
+		}},
+	}
+}
+
+// matchExpression (CEL) selects creations, the ephemeral containers
+// subresource, and updates that change an image. An error evaluating it
+// would refuse the request (failurePolicy Fail): absent fields are tested
+// with has() first.
+const matchExpression = `request.operation == 'CREATE' ||
+(has(request.subResource) && request.subResource == 'ephemeralcontainers') ||
+object.spec.containers.map(c, c.image) != oldObject.spec.containers.map(c, c.image) ||
+(has(object.spec.initContainers) ? object.spec.initContainers.map(c, c.image) : []) !=
+  (has(oldObject.spec.initContainers) ? oldObject.spec.initContainers.map(c, c.image) : [])`
+
+// check asks the API server, in a dry run, to create a Pod in the default
+// namespace from the agent's image: when the agent answers, the Pod comes
+// back with the pull secret added. A namespace the agent leaves alone, or a
+// refusal by something else (a policy of that namespace), leaves it
+// unchecked; an error calling the webhook until the time is up fails.
+func (in *installer) check(ctx context.Context) (string, error) {
+	const ns = metav1.NamespaceDefault
+	if ns == in.ns {
+		return "not checked (ferry runs in " + ns + ")", nil
+	}
+	f, t := false, true
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "ferry-agent-check-", Labels: labels()},
+		Spec: corev1.PodSpec{
+			AutomountServiceAccountToken: &f,
+			SecurityContext:              &corev1.PodSecurityContext{RunAsNonRoot: &t, SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
+			Containers: []corev1.Container{{
+				Name: "check", Image: in.image,
+				SecurityContext: &corev1.SecurityContext{AllowPrivilegeEscalation: &f, Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}},
+			}},
+		},
+	}
+	var last error
+	start := time.Now()
+	err := kube.Poll(ctx, 30*time.Second, func() (bool, error) {
+		got, err := in.cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if err != nil {
+			last = err
+			return false, nil
+		}
+		for _, s := range got.Spec.ImagePullSecrets {
+			if s.Name == cluster.PullSecretName {
+				return true, nil
+			}
+		}
+		// Not called: the namespace is left alone, or the API server has
+		// not seen the webhook yet.
+		if n, err := in.cs.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{}); err == nil && n.Labels[IgnoreLabel] == IgnoreValue {
+			return false, errIgnored
+		}
+		last = errors.New("the API server does not call the agent yet")
+		return false, nil
+	}, "the agent does not answer the API server")
+	switch {
+	case err == nil:
+		return fmt.Sprintf("answering the API server (%.1fs)", time.Since(start).Seconds()), nil
+	case errors.Is(err, errIgnored):
+		return "not checked (namespace " + ns + " is ignored)", nil
+	case last != nil && !strings.Contains(last.Error(), "webhook"):
+		return "not checked (" + strings.Join(strings.Fields(last.Error()), " ") + ")", nil
+	}
+	return "", fmt.Errorf("%w: %w", err, last)
+}
+
+var errIgnored = errors.New("ignored")
+
+func ptr[T any](v T) *T { return &v }

@@ -1,0 +1,142 @@
+package agent
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/ferrypkg/ferry/inject/loader"
+	"github.com/ferrypkg/ferry/internal/cluster"
+)
+
+// TestAgentCertificates: new certificates serve the agent's Service names
+// from their CA; init keeps them while good for a year, and replaces them
+// for another namespace, near their end, or when damaged.
+func TestAgentCertificates(t *testing.T) {
+	now := time.Now()
+	data, renewed, err := certificates(nil, "ferry", now)
+	if err != nil || !renewed {
+		t.Fatalf("generate: %v, renewed %v", err, renewed)
+	}
+	if !certificatesGood(data, "ferry", now) {
+		t.Fatal("new certificates are not good")
+	}
+	for _, key := range []string{caKey, corev1.TLSCertKey, corev1.TLSPrivateKeyKey} {
+		if len(data[key]) == 0 {
+			t.Fatalf("no %s", key)
+		}
+	}
+	if kept, renewed, _ := certificates(data, "ferry", now); renewed || !bytes.Equal(kept[corev1.TLSCertKey], data[corev1.TLSCertKey]) {
+		t.Fatal("good certificates were replaced")
+	}
+	damaged := map[string][]byte{caKey: data[caKey], corev1.TLSCertKey: data[corev1.TLSCertKey], corev1.TLSPrivateKeyKey: []byte("no key")}
+	other, _, _ := certificates(nil, "other", now)
+	for name, c := range map[string]struct {
+		have map[string][]byte
+		ns   string
+		now  time.Time
+	}{
+		"other namespace": {data, "elsewhere", now},
+		"within a year":   {data, "ferry", now.Add(validity - renewBefore + time.Hour)},
+		"damaged key":     {damaged, "ferry", now},
+		"other CA":        {map[string][]byte{caKey: other[caKey], corev1.TLSCertKey: data[corev1.TLSCertKey], corev1.TLSPrivateKeyKey: data[corev1.TLSPrivateKeyKey]}, "ferry", now},
+	} {
+		t.Run(name, func(t *testing.T) {
+			got, renewed, err := certificates(c.have, c.ns, c.now)
+			if err != nil || !renewed || !certificatesGood(got, c.ns, c.now) {
+				t.Fatalf("renewed %v, good %v, %v", renewed, certificatesGood(got, c.ns, c.now), err)
+			}
+		})
+	}
+}
+
+// TestAgentBinary: the ferry given (or BinDir/ferry) when it is a
+// static executable for the node, else BinDir/ferry-linux-<arch>; an error
+// naming both otherwise.
+func TestFindBinary(t *testing.T) {
+	amd64, err := loader.ELF("amd64") // small static executables
+	if err != nil {
+		t.Fatal(err)
+	}
+	arm64, err := loader.ELF("arm64")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The same with its second program header made a PT_INTERP.
+	dynamic := bytes.Clone(amd64)
+	phoff := binary.LittleEndian.Uint64(dynamic[0x20:])
+	binary.LittleEndian.PutUint32(dynamic[phoff+56:], 3)
+
+	dir := t.TempDir()
+	write := func(name string, b []byte) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, b, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	self := write("ferry", amd64)
+	write(BinaryFileName("arm64"), arm64)
+	dyn := write("ferry-dynamic", dynamic)
+
+	if p, err := FindBinary("", dir, "amd64"); err != nil || p != self {
+		t.Fatalf("amd64 node: %s, %v", p, err)
+	}
+	if p, err := FindBinary(self, dir, "arm64"); err != nil || p != filepath.Join(dir, "ferry-linux-arm64") {
+		t.Fatalf("arm64 node: %s, %v", p, err)
+	}
+	_, err = FindBinary(dyn, dir, "amd64")
+	if err == nil || !strings.Contains(err.Error(), "dynamically linked") || !strings.Contains(err.Error(), "ferry-linux-amd64") {
+		t.Fatalf("dynamic binary, no ferry-linux-amd64: %v", err)
+	}
+	if _, err := FindBinary(filepath.Join(dir, "absent"), t.TempDir(), "arm64"); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("nothing there: %v", err)
+	}
+}
+
+// TestAgentObjects: the Deployment runs the image by digest as non-root
+// with the pull secret and readiness on /healthz; the webhook fails closed,
+// leaves ferry's, the system's and ignored namespaces alone, and covers
+// ephemeral containers.
+func TestAgentObjects(t *testing.T) {
+	in := &installer{ns: "ferry", arch: "arm64", opts: InstallOptions{RequireKnown: true},
+		registry: "127.0.0.1:31999", image: "127.0.0.1:31999/ferry/agent@sha256:" + strings.Repeat("a", 64)}
+	d := in.deployment("0123")
+	pod := d.Spec.Template.Spec
+	c := pod.Containers[0]
+	if c.Image != in.image || pod.ImagePullSecrets[0].Name != cluster.PullSecretName || pod.NodeSelector[corev1.LabelArchStable] != "arm64" ||
+		!*pod.SecurityContext.RunAsNonRoot || c.ReadinessProbe.HTTPGet.Path != "/healthz" || !strings.Contains(strings.Join(c.Args, " "), "--require-known") {
+		t.Fatalf("Deployment: %+v", pod)
+	}
+	if d.Spec.Strategy.RollingUpdate.MaxUnavailable.IntValue() != 0 {
+		t.Fatal("a rollout may leave the webhook without a pod")
+	}
+}
+
+// TestAgentWebhookConfiguration checks what Install registers.
+func TestAgentWebhookConfiguration(t *testing.T) {
+	w := webhookConfiguration("ferry", []byte("CA"), nil)
+	h := w.Webhooks[0]
+	if *h.FailurePolicy != admissionregistrationv1.Fail || *h.SideEffects != admissionregistrationv1.SideEffectClassNoneOnDryRun ||
+		string(h.ClientConfig.CABundle) != "CA" || *h.ClientConfig.Service.Path != "/mutate" || h.AdmissionReviewVersions[0] != "v1" {
+		t.Fatalf("webhook: %+v", h)
+	}
+	if got := strings.Join(h.Rules[0].Resources, ","); got != "pods,pods/ephemeralcontainers" {
+		t.Fatalf("resources %s", got)
+	}
+	sel := h.NamespaceSelector.MatchExpressions
+	if len(sel) != 2 || strings.Join(sel[0].Values, ",") != "ferry,kube-system" || sel[1].Key != IgnoreLabel || sel[1].Values[0] != IgnoreValue {
+		t.Fatalf("namespace selector %+v", sel)
+	}
+	if w.Name != "ferry-agent" || webhookConfiguration("other", nil, nil).Name != "ferry-agent-other" {
+		t.Fatal("cluster-wide names")
+	}
+}

@@ -1,0 +1,74 @@
+package inject
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/ferrypkg/ferry/internal/cluster"
+	"github.com/ferrypkg/ferry/internal/kube"
+)
+
+// RunInjector creates a plan's objects (replacing leftovers of an earlier
+// run) and waits until the injector Pod is Ready. A crash of the injector
+// (a damaged chunk, a digest mismatch) fails at once with its message.
+func RunInjector(ctx context.Context, cs kubernetes.Interface, plan *Plan, timeout time.Duration) error {
+	ns := plan.Pod.Namespace
+	if err := DeleteInjector(ctx, cs, ns); err != nil {
+		return err
+	}
+	for i := range plan.ConfigMaps {
+		if _, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, &plan.ConfigMaps[i], metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("create ConfigMap %s: %w", plan.ConfigMaps[i].Name, err)
+		}
+	}
+	if _, err := cs.CoreV1().Pods(ns).Create(ctx, &plan.Pod, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("create Pod %s: %w", plan.Pod.Name, err)
+	}
+	if _, err := cs.CoreV1().Services(ns).Create(ctx, &plan.Service, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("create Service %s: %w", plan.Service.Name, err)
+	}
+	return kube.WaitPodReady(ctx, cs, ns, plan.Pod.Labels, timeout, kube.Crashed)
+}
+
+// DeleteInjector deletes every injector object in ns and waits until they are gone.
+func DeleteInjector(ctx context.Context, cs kubernetes.Interface, ns string) error {
+	sel := labels.SelectorFromSet(map[string]string{cluster.LabelManagedBy: cluster.ManagedBy, cluster.LabelComponent: "injector"}).String()
+	bg := metav1.DeletePropagationBackground
+	svcs, err := cs.CoreV1().Services(ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
+	if err != nil {
+		return err
+	}
+	for _, s := range svcs.Items { // Services have no DeleteCollection
+		if err := cs.CoreV1().Services(ns).Delete(ctx, s.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+	}
+	grace := int64(0)
+	if err := cs.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &grace, PropagationPolicy: &bg}, metav1.ListOptions{LabelSelector: sel}); err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	if err := cs.CoreV1().ConfigMaps(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: sel}); err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	return kube.Poll(ctx, 2*time.Minute, func() (bool, error) {
+		pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
+		if err != nil {
+			return false, err
+		}
+		svcs, err := cs.CoreV1().Services(ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
+		if err != nil {
+			return false, err
+		}
+		cms, err := cs.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
+		if err != nil {
+			return false, err
+		}
+		return len(pods.Items)+len(svcs.Items)+len(cms.Items) == 0, nil
+	}, "injector objects still there")
+}

@@ -1,0 +1,159 @@
+// Package cluster is the contract between ferry's commands and what they
+// leave in a Kubernetes cluster: the names of the objects in ferry's
+// namespace, the labels that mark them, the registry's ports and paths, and
+// the schema of the Secrets that later commands read back (State, Account).
+// Package inject (ferry init) writes it; deploy and deploy/agent read it.
+// What only one package uses stays there: the injector's objects in inject,
+// the agent's in deploy/agent, the deployed packages' records in deploy.
+//
+// It holds no clients: ReadRegistry reads through the one method it needs.
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// DefaultNamespace is ferry's namespace: the registry, its Secrets, the
+// agent and the deployed packages' records.
+const DefaultNamespace = "ferry"
+
+// Names of what ferry init leaves in ferry's namespace.
+const (
+	// RegistryName names the registry's Deployment and NodePort Service.
+	RegistryName = "ferry-registry"
+	// AuthSecretName holds the registry account (see Account).
+	AuthSecretName = "ferry-registry-auth"
+	// PullSecretName is a kubernetes.io/dockerconfigjson Secret for the
+	// registry at RegistryHost, copied into the namespaces that pull from it.
+	PullSecretName = "ferry-registry-pull"
+	// StateName holds what init set up, for later commands (see State).
+	StateName = "ferry-state"
+)
+
+// The in-cluster registry.
+const (
+	// RegistryPort is the registry's container port (and the injector's,
+	// which stands in for it during init).
+	RegistryPort = 5000
+	// DefaultNodePort is where the registry answers on every node.
+	DefaultNodePort = 31999
+	// RegistryBinaryPath is where the registry binary sits in its image.
+	RegistryBinaryPath = "/ferry-registry"
+	// RegistryRoot is the registry's storage inside its container.
+	RegistryRoot = "/var/lib/registry"
+)
+
+// RegistryHost is where every node reaches the in-cluster registry on
+// nodePort: 127.0.0.1:<nodePort>.
+func RegistryHost(nodePort int32) string { return "127.0.0.1:" + strconv.Itoa(int(nodePort)) }
+
+// Labels on every object ferry makes in a cluster.
+const (
+	// LabelName is the object's app name (RegistryName, the agent's name…).
+	LabelName = "app.kubernetes.io/name"
+	// LabelManagedBy is ManagedBy on everything ferry made, and on nothing
+	// else: ferry updates only the copies it made of a Secret.
+	LabelManagedBy = "app.kubernetes.io/managed-by"
+	// LabelComponent says which part of ferry an object belongs to:
+	// "registry", "injector" or "agent".
+	LabelComponent = "app.kubernetes.io/component"
+	// ManagedBy is the value of LabelManagedBy.
+	ManagedBy = "ferry"
+)
+
+// Keys of the StateName Secret's data.
+const (
+	stateRegistry   = "registry"
+	stateImage      = "image"
+	stateNode       = "node"
+	statePullSecret = "pullSecret"
+	stateAuthSecret = "authSecret"
+)
+
+// State is what init records in the StateName Secret for later commands.
+type State struct {
+	// Registry is the registry's host:port on every node (RegistryHost).
+	Registry string
+	// Image is the registry's image, by digest, in the registry itself.
+	Image string
+	// Node is the node the registry runs on (its storage is there).
+	Node string
+	// PullSecret and AuthSecret name the registry's Secrets
+	// (PullSecretName, AuthSecretName).
+	PullSecret, AuthSecret string
+}
+
+// Data returns s as the Secret's data.
+func (s State) Data() map[string][]byte {
+	return map[string][]byte{
+		stateRegistry: []byte(s.Registry), stateImage: []byte(s.Image), stateNode: []byte(s.Node),
+		statePullSecret: []byte(s.PullSecret), stateAuthSecret: []byte(s.AuthSecret),
+	}
+}
+
+// StateFromData reads a State from the Secret's data; a missing key leaves
+// its field empty.
+func StateFromData(data map[string][]byte) State {
+	return State{
+		Registry: string(data[stateRegistry]), Image: string(data[stateImage]), Node: string(data[stateNode]),
+		PullSecret: string(data[statePullSecret]), AuthSecret: string(data[stateAuthSecret]),
+	}
+}
+
+// Keys of the AuthSecretName Secret's data.
+const (
+	accountUsername = "username"
+	accountPassword = "password"
+	accountHtpasswd = "htpasswd"
+)
+
+// HtpasswdKey is the key of the htpasswd file in the AuthSecretName
+// Secret, mounted into the registry's pod.
+const HtpasswdKey = accountHtpasswd
+
+// Account is the registry account init generates, kept in the
+// AuthSecretName Secret.
+type Account struct {
+	Username, Password string
+	// Htpasswd is the registry's htpasswd file: Username and the bcrypt
+	// hash of Password.
+	Htpasswd []byte
+}
+
+// Data returns a as the Secret's data.
+func (a Account) Data() map[string][]byte {
+	return map[string][]byte{
+		accountUsername: []byte(a.Username), accountPassword: []byte(a.Password), accountHtpasswd: a.Htpasswd,
+	}
+}
+
+// AccountFromData reads an Account from the Secret's data; a missing key
+// leaves its field empty.
+func AccountFromData(data map[string][]byte) Account {
+	return Account{Username: string(data[accountUsername]), Password: string(data[accountPassword]), Htpasswd: data[accountHtpasswd]}
+}
+
+// SecretGetter gets the Secrets of one namespace, as
+// kubernetes.Interface's CoreV1().Secrets(namespace) does.
+type SecretGetter interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (*corev1.Secret, error)
+}
+
+// ReadRegistry reads the State and the registry Account that init left in
+// ferry's namespace, whose Secrets secrets gets.
+func ReadRegistry(ctx context.Context, secrets SecretGetter) (State, Account, error) {
+	state, err := secrets.Get(ctx, StateName, metav1.GetOptions{})
+	if err != nil {
+		return State{}, Account{}, fmt.Errorf("no in-cluster registry (run `ferry init`): %w", err)
+	}
+	auth, err := secrets.Get(ctx, AuthSecretName, metav1.GetOptions{})
+	if err != nil {
+		return State{}, Account{}, fmt.Errorf("registry credentials: %w", err)
+	}
+	return StateFromData(state.Data), AccountFromData(auth.Data), nil
+}
