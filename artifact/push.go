@@ -15,6 +15,7 @@ import (
 	"oras.land/oras-go/v2/registry/remote"
 
 	"github.com/ferrypkg/ferry/internal/chunk"
+	"github.com/ferrypkg/ferry/internal/readahead"
 )
 
 // DefaultPushConcurrency is how many small blobs Push uploads at once when
@@ -367,18 +368,18 @@ func (e *corruptBlobError) Error() string {
 
 func (e *corruptBlobError) Unwrap() error { return ErrCorrupt }
 
-// verifyingReader yields a blob's bytes from a prefetchReader that hashes
+// verifyingReader yields a blob's bytes from a readahead.Reader that hashes
 // them and, instead of a clean EOF, an error when they do not hash to the
 // expected digest, so an upload of a damaged blob is aborted before the
 // registry could commit it.
 type verifyingReader struct {
-	pr   *prefetchReader
+	pr   *readahead.Reader
 	want digest.Digest
 }
 
 func (v *verifyingReader) Read(p []byte) (int, error) {
 	n, err := v.pr.Read(p)
-	if err == io.EOF && digest.NewDigest(v.want.Algorithm(), v.pr.sum()) != v.want {
+	if err == io.EOF && digest.NewDigest(v.want.Algorithm(), v.pr.Sum()) != v.want {
 		return n, &corruptBlobError{v.want}
 	}
 	return n, err
