@@ -107,7 +107,7 @@ func Deploy(ctx context.Context, cs kubernetes.Interface, r *artifact.Reader, op
 	if err != nil {
 		return nil, err
 	}
-	remote := artifact.RemoteOptions{PlainHTTP: true, Credential: auth.StaticCredential(host, cred)}
+	remote := cluster.RegistryRemote(host, cred)
 	pushStart := time.Now()
 	loaded, err := mirror.Load(ctx, host, r, remote)
 	if err != nil {

@@ -21,7 +21,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"oras.land/oras-go/v2/registry/remote/auth"
 
-	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/inject"
 	"github.com/ferrypkg/ferry/internal/cluster"
 	"github.com/ferrypkg/ferry/internal/kube"
@@ -168,7 +167,7 @@ func (in *installer) install(ctx context.Context, cred auth.Credential) (*Instal
 	if err := inject.WaitRegistry(ctx, in.registry, in.opts.WaitTimeout); err != nil {
 		return nil, err
 	}
-	repo, err := artifact.RemoteOptions{PlainHTTP: true, Credential: auth.StaticCredential(in.registry, cred)}.Repository(in.registry + "/" + Repository)
+	repo, err := cluster.RegistryRemote(in.registry, cred).Repository(in.registry + "/" + Repository)
 	if err != nil {
 		return nil, err
 	}
