@@ -56,7 +56,7 @@ func (w *walker) walkDir(ctx context.Context) error {
 		defer f.Close()
 		return w.blob(d, f)
 	}
-	for _, d := range w.r.Index.Manifests {
+	for _, d := range w.r.index.Manifests {
 		if err := visit(d); err != nil {
 			return err
 		}
@@ -181,7 +181,7 @@ func (r *Reader) openDir() error {
 	if err := r.setHead(cfg, layout, index); err != nil {
 		return err
 	}
-	if r.Config == nil {
+	if r.config == nil {
 		// Read the config through the graph: root → package manifest → config.
 		return r.configFromGraph()
 	}
@@ -189,7 +189,7 @@ func (r *Reader) openDir() error {
 }
 
 func (r *Reader) configFromGraph() error {
-	data, err := r.readBlobFile(r.Root)
+	data, err := r.readBlobFile(r.root)
 	if err != nil {
 		return err
 	}

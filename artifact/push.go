@@ -72,10 +72,10 @@ func Push(ctx context.Context, r *Reader, ref string, opts PushOptions) (*PushRe
 		return nil, err
 	}
 	tag := repo.Reference.Reference
-	if d, err := digest.Parse(tag); err == nil && d != r.Root.Digest {
-		return nil, fmt.Errorf("push %s: the package root is %s", ref, r.Root.Digest)
+	if d, err := digest.Parse(tag); err == nil && d != r.root.Digest {
+		return nil, fmt.Errorf("push %s: the package root is %s", ref, r.root.Digest)
 	}
-	p := &pusher{repo: repo, opts: opts, res: &PushResult{Root: r.Root, Ref: ref}}
+	p := &pusher{repo: repo, opts: opts, res: &PushResult{Root: r.root, Ref: ref}}
 	held, err := p.held(ctx, r)
 	if err != nil {
 		return nil, fmt.Errorf("push %s: %w", ref, err)
@@ -284,7 +284,7 @@ func (p *pusher) finish(ctx context.Context, sum *Summary, r *Reader, tag string
 // unchanged re-push costs two GETs and the tags' PUTs.
 func (p *pusher) held(ctx context.Context, r *Reader) (map[digest.Digest][]byte, error) {
 	out := map[digest.Digest][]byte{}
-	for _, d := range append([]ocispec.Descriptor{r.Root}, signatureEntries(r.Root.Digest, r.Index.Manifests)...) {
+	for _, d := range append([]ocispec.Descriptor{r.root}, signatureEntries(r.root.Digest, r.index.Manifests)...) {
 		data, err := fetchSmall(ctx, p.repo.Manifests(), rootDescriptor(d))
 		switch {
 		case errors.Is(err, errdef.ErrNotFound):
@@ -307,9 +307,9 @@ func (p *pusher) tag(ctx context.Context, r *Reader, tag string, manifests map[d
 	}
 	var tags []tagged
 	if _, err := digest.Parse(tag); err != nil && tag != "" {
-		tags = append(tags, tagged{rootDescriptor(r.Root), tag})
+		tags = append(tags, tagged{rootDescriptor(r.root), tag})
 	}
-	for _, d := range signatureEntries(r.Root.Digest, r.Index.Manifests) {
+	for _, d := range signatureEntries(r.root.Digest, r.index.Manifests) {
 		tags = append(tags, tagged{rootDescriptor(d), d.Annotations[ocispec.AnnotationRefName]})
 	}
 	for _, t := range tags {

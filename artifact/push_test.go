@@ -113,7 +113,7 @@ func TestPushStreams(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%s, %d streams: %v", src, streams, err)
 			}
-			if res.Pushed == 0 || res.Skipped != 0 || res.Root.Digest != r.Root.Digest {
+			if res.Pushed == 0 || res.Skipped != 0 || res.Root.Digest != r.Root().Digest {
 				t.Fatalf("%s, %d streams: %+v", src, streams, res)
 			}
 			pulled := filepath.Join(t.TempDir(), "p.tar")
@@ -173,7 +173,7 @@ func TestPushStreams(t *testing.T) {
 		}
 		repo, _ := remote.NewRepository(ref)
 		repo.PlainHTTP = true
-		if d, err := repo.Resolve(ctx, tag); err != nil || d.Digest != r.Root.Digest {
+		if d, err := repo.Resolve(ctx, tag); err != nil || d.Digest != r.Root().Digest {
 			t.Fatalf("tag %s after an unchanged push: %v, %v", tag, d.Digest, err)
 		}
 	}
@@ -190,11 +190,11 @@ func TestPushStreams(t *testing.T) {
 		}
 		repo, _ := remote.NewRepository(ref)
 		repo.PlainHTTP = true
-		if err := repo.Delete(ctx, ocispec.Descriptor{MediaType: r.Root.MediaType, Digest: r.Root.Digest, Size: r.Root.Size}); err != nil {
+		if err := repo.Delete(ctx, ocispec.Descriptor{MediaType: r.Root().MediaType, Digest: r.Root().Digest, Size: r.Root().Size}); err != nil {
 			t.Fatal(err)
 		}
 		res, err := artifact.Push(ctx, r, ref, artifact.PushOptions{Streams: streams})
-		if err != nil || res.Unchanged || res.Pushed != 1 || res.BytesPushed != r.Root.Size {
+		if err != nil || res.Unchanged || res.Pushed != 1 || res.BytesPushed != r.Root().Size {
 			t.Fatalf("re-push with %d streams of what the registry has but its root: %+v, %v", streams, res, err)
 		}
 	}

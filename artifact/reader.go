@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -32,12 +33,12 @@ type Reader struct {
 	path   string
 	isDir  bool
 	format Format // of an archive: tar or tar.zst, as read
-	// Config is ferry.json, ConfigData its exact bytes.
-	Config     *Config
-	ConfigData []byte
-	// Index is the layout's index.json; Root the package root it names.
-	Index ocispec.Index
-	Root  ocispec.Descriptor
+	// config is ferry.json, configData its exact bytes.
+	config     *Config
+	configData []byte
+	// index is the layout's index.json; root the package root it names.
+	index ocispec.Index
+	root  ocispec.Descriptor
 	// head is the digest of the head (ferry.json, oci-layout, index.json)
 	// as Open read it: a later walk refuses an archive whose head changed,
 	// so what was verified is what is pushed.
@@ -69,6 +70,23 @@ func Open(ctx context.Context, p string) (*Reader, error) {
 // Path is where the package was opened from.
 func (r *Reader) Path() string { return r.path }
 
+// Config is the package's ferry.json, as Open read it. It is the reader's:
+// do not change it.
+func (r *Reader) Config() *Config { return r.config }
+
+// ConfigData is ferry.json's exact bytes.
+func (r *Reader) ConfigData() []byte { return bytes.Clone(r.configData) }
+
+// Index is the package's index.json: the root and at most its signature.
+func (r *Reader) Index() ocispec.Index {
+	idx := r.index
+	idx.Manifests = slices.Clone(r.index.Manifests)
+	return idx
+}
+
+// Root is the package root: the descriptor of its root index.
+func (r *Reader) Root() ocispec.Descriptor { return r.root }
+
 // openArchive reads the three leading entries of an archive. A .tar.zst
 // whose ferry.json accounts for more than MaxExpansion times its size is
 // refused there: a real package's blobs compress less than that, a zstd
@@ -91,7 +109,7 @@ func (r *Reader) openArchive() error {
 	if err != nil {
 		return err
 	}
-	if claimed := claimedSize(r.Config); r.format == FormatTarZstd && claimed > expansionFloor+MaxExpansion*size {
+	if claimed := claimedSize(r.config); r.format == FormatTarZstd && claimed > expansionFloor+MaxExpansion*size {
 		return fmt.Errorf("%w: %s accounts for %d bytes of blobs, more than %d times the archive's %d bytes (a zstd bomb?)", ErrCorrupt, ConfigFileName, claimed, MaxExpansion, size)
 	}
 	return nil
@@ -221,7 +239,7 @@ func (r *Reader) setHead(configData, layout, index []byte) error {
 	if err := r.setConfig(configData); err != nil {
 		return err
 	}
-	r.Index, r.Root, r.head = idx, root, head
+	r.index, r.root, r.head = idx, root, head
 	return nil
 }
 
@@ -285,7 +303,7 @@ func (r *Reader) setConfig(configData []byte) error {
 	if err := json.Unmarshal(configData, &cfg); err != nil {
 		return fmt.Errorf("%w: %s: %v", ErrCorrupt, ConfigFileName, err)
 	}
-	r.Config, r.ConfigData = &cfg, configData
+	r.config, r.configData = &cfg, configData
 	return nil
 }
 

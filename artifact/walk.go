@@ -72,7 +72,7 @@ type walkOptions struct {
 
 func (r *Reader) walk(ctx context.Context, opts walkOptions) (*Summary, error) {
 	w := &walker{r: r, walkOptions: opts, sizes: map[digest.Digest]int64{}, kept: map[digest.Digest][]byte{},
-		budget: sizeBudget(r.Config, len(r.ConfigData)), buf: make([]byte, copyBufferSize), copyBuf: make([]byte, 256<<10)}
+		budget: sizeBudget(r.config, len(r.configData)), buf: make([]byte, copyBufferSize), copyBuf: make([]byte, 256<<10)}
 	var err error
 	if r.isDir {
 		err = w.walkDir(ctx)
@@ -333,7 +333,7 @@ func (w *walker) finish() (*Summary, error) {
 		}
 		return nil
 	}
-	for _, d := range w.r.Index.Manifests {
+	for _, d := range w.r.index.Manifests {
 		if err := visit(d); err != nil {
 			return nil, err
 		}
@@ -343,8 +343,8 @@ func (w *walker) finish() (*Summary, error) {
 			return nil, fmt.Errorf("%w: blob %s is not referenced by the package", ErrCorrupt, d)
 		}
 	}
-	for _, d := range signatureEntries(w.r.Root.Digest, w.r.Index.Manifests) {
-		err := checkSignatureManifest(w.r.Root.Digest, sum.Nodes[d.Digest].Data, func(l ocispec.Descriptor) ([]byte, error) {
+	for _, d := range signatureEntries(w.r.root.Digest, w.r.index.Manifests) {
+		err := checkSignatureManifest(w.r.root.Digest, sum.Nodes[d.Digest].Data, func(l ocispec.Descriptor) ([]byte, error) {
 			data, ok := w.kept[l.Digest]
 			if !ok {
 				return nil, fmt.Errorf("%w: signature payload %s is not a JSON document", ErrCorrupt, l.Digest)
@@ -356,9 +356,9 @@ func (w *walker) finish() (*Summary, error) {
 		}
 	}
 	// The package manifest's config is ferry.json.
-	rootNode := sum.Nodes[w.r.Root.Digest]
+	rootNode := sum.Nodes[w.r.root.Digest]
 	var root ocispec.Index
-	if err := json.Unmarshal(rootNode.Data, &root); err != nil || w.r.Root.MediaType != ocispec.MediaTypeImageIndex {
+	if err := json.Unmarshal(rootNode.Data, &root); err != nil || w.r.root.MediaType != ocispec.MediaTypeImageIndex {
 		return nil, fmt.Errorf("%w: the package root is not an image index", ErrCorrupt)
 	}
 	var pkg *ocispec.Descriptor
@@ -375,7 +375,7 @@ func (w *walker) finish() (*Summary, error) {
 	if err := json.Unmarshal(sum.Nodes[pkg.Digest].Data, &pm); err != nil || pm.Config.MediaType != MediaTypeConfig {
 		return nil, fmt.Errorf("%w: package manifest %s has no ferry config", ErrCorrupt, pkg.Digest)
 	}
-	if digest.SHA256.FromBytes(w.r.ConfigData) != pm.Config.Digest {
+	if digest.SHA256.FromBytes(w.r.configData) != pm.Config.Digest {
 		return nil, fmt.Errorf("%w: %s differs from the package config blob %s", ErrCorrupt, ConfigFileName, pm.Config.Digest)
 	}
 	return sum, nil
