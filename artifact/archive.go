@@ -175,7 +175,7 @@ func (a *archiveWriter) blob(ctx context.Context, b *blob) error {
 		}
 		rc, err := b.open(ctx)
 		if err != nil {
-			return fmt.Errorf("fetch %s: %w", b.desc.Digest, err)
+			return &BlobError{Op: "fetch", Digest: b.desc.Digest, Err: err}
 		}
 		defer rc.Close()
 		pr := readahead.New(io.LimitReader(rc, b.desc.Size+1), a.prefetch, b.desc.Digest.Algorithm().Hash())

@@ -369,7 +369,7 @@ func (b *builder) manifestBundle(md ManifestDef) ([]byte, []string, error) {
 				return nil, nil, err
 			}
 			if err := checkYAMLStream(data); err != nil {
-				return nil, nil, fmt.Errorf("%s: %v", r, err)
+				return nil, nil, fmt.Errorf("%s: %w", r, err)
 			}
 			names = append(names, r)
 			fmt.Fprintf(&buf, "---\n# Source: %s\n", r)

@@ -43,7 +43,7 @@ func (b *builder) imageSource(ctx context.Context, img ImageDef) (content.ReadOn
 	}
 	desc, err := repo.Resolve(ctx, repo.Reference.Reference)
 	if err != nil {
-		return nil, ocispec.Descriptor{}, "", fmt.Errorf("resolve %s: %w", img.Ref, err)
+		return nil, ocispec.Descriptor{}, "", withRef("resolve", img.Ref, err)
 	}
 	return repo, desc, img.Ref, nil
 }
@@ -239,7 +239,7 @@ func fetchSmall(ctx context.Context, src content.Fetcher, desc ocispec.Descripto
 	}
 	data, err := content.FetchAll(ctx, src, desc)
 	if err != nil {
-		return nil, fmt.Errorf("fetch %s: %w", desc.Digest, err)
+		return nil, &BlobError{Op: "fetch", Digest: desc.Digest, Err: err}
 	}
 	return data, nil
 }

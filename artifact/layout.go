@@ -31,7 +31,7 @@ func (w *walker) walkDir(ctx context.Context) error {
 			return err
 		}
 		if err := checkDescriptor(d); err != nil {
-			return fmt.Errorf("%w: %v", ErrCorrupt, err)
+			return fmt.Errorf("%w: %w", ErrCorrupt, err)
 		}
 		if isContainer(d.MediaType) {
 			data, err := w.r.readBlobFile(d)
@@ -40,7 +40,7 @@ func (w *walker) walkDir(ctx context.Context) error {
 			}
 			kids, err := children(d.MediaType, data)
 			if err != nil {
-				return fmt.Errorf("%w: blob %s: %v", ErrCorrupt, d.Digest, err)
+				return fmt.Errorf("%w: blob %s: %w", ErrCorrupt, d.Digest, err)
 			}
 			for _, k := range kids {
 				if err := visit(k); err != nil {
@@ -195,7 +195,7 @@ func (r *Reader) configFromGraph() error {
 	}
 	var root ocispec.Index
 	if err := json.Unmarshal(data, &root); err != nil {
-		return fmt.Errorf("%w: root: %v", ErrCorrupt, err)
+		return fmt.Errorf("%w: root: %w", ErrCorrupt, err)
 	}
 	for _, m := range root.Manifests {
 		if m.Annotations[AnnotationKind] != KindPackage {
@@ -207,7 +207,7 @@ func (r *Reader) configFromGraph() error {
 		}
 		var pm ocispec.Manifest
 		if err := json.Unmarshal(mdata, &pm); err != nil {
-			return fmt.Errorf("%w: package manifest: %v", ErrCorrupt, err)
+			return fmt.Errorf("%w: package manifest: %w", ErrCorrupt, err)
 		}
 		cdata, err := r.readBlobFile(pm.Config)
 		if err != nil {

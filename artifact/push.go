@@ -192,7 +192,7 @@ func (p *pusher) small(ctx context.Context, desc ocispec.Descriptor, rd io.Reade
 // blob uploads one blob unless the registry has it.
 func (p *pusher) blob(ctx context.Context, desc ocispec.Descriptor, body func() io.Reader, buf []byte) error {
 	if ok, err := p.repo.Blobs().Exists(ctx, desc); err != nil {
-		return fmt.Errorf("check blob %s: %w", desc.Digest, err)
+		return &BlobError{Op: "check blob", Digest: desc.Digest, Err: err}
 	} else if ok {
 		p.count(desc, false)
 		return nil
@@ -203,11 +203,10 @@ func (p *pusher) blob(ctx context.Context, desc ocispec.Descriptor, body func() 
 // upload uploads one blob (or mounts it from MountFrom).
 func (p *pusher) upload(ctx context.Context, desc ocispec.Descriptor, body func() io.Reader, buf []byte) error {
 	if err := pushBlob(ctx, p.repo, desc, body(), buf, p.opts.MountFrom); err != nil {
-		var ce *corruptBlobError
-		if errors.As(err, &ce) {
+		if ce, ok := isCorruptBlob(err); ok {
 			return ce
 		}
-		return fmt.Errorf("upload blob %s: %w", desc.Digest, err)
+		return &BlobError{Op: "upload blob", Digest: desc.Digest, Err: err}
 	}
 	p.count(desc, true)
 	return nil
@@ -261,14 +260,14 @@ func (p *pusher) finish(ctx context.Context, sum *Summary, r *Reader, tag string
 		desc := ocispec.Descriptor{MediaType: m.MediaType, Digest: m.Digest, Size: m.Size}
 		ok, err := p.repo.Manifests().Exists(ctx, desc)
 		if err != nil {
-			return fmt.Errorf("check manifest %s: %w", desc.Digest, err)
+			return &BlobError{Op: "check manifest", Digest: desc.Digest, Err: err}
 		}
 		if ok {
 			p.count(desc, false)
 			continue
 		}
 		if err := p.repo.Manifests().Push(ctx, desc, bytes.NewReader(sum.json[m.Digest])); err != nil {
-			return fmt.Errorf("push manifest %s: %w", desc.Digest, err)
+			return &BlobError{Op: "push manifest", Digest: desc.Digest, Err: err}
 		}
 		p.count(desc, true)
 	}
@@ -290,7 +289,7 @@ func (p *pusher) held(ctx context.Context, r *Reader) (map[digest.Digest][]byte,
 		case errors.Is(err, errdef.ErrNotFound):
 			return nil, nil
 		case err != nil:
-			return nil, fmt.Errorf("check manifest %s: %w", d.Digest, err)
+			return nil, &BlobError{Op: "check manifest", Digest: d.Digest, Err: err}
 		}
 		out[d.Digest] = data
 	}
@@ -331,11 +330,11 @@ type pushed struct {
 func (p *pusher) blobConcurrent(ctx context.Context, desc ocispec.Descriptor, data []byte, results chan<- pushed) error {
 	ok, err := p.repo.Blobs().Exists(ctx, desc)
 	if err != nil {
-		return fmt.Errorf("check blob %s: %w", desc.Digest, err)
+		return &BlobError{Op: "check blob", Digest: desc.Digest, Err: err}
 	}
 	if !ok {
 		if err := pushBlob(ctx, p.repo, desc, bytes.NewReader(data), nil, ""); err != nil {
-			return fmt.Errorf("upload blob %s: %w", desc.Digest, err)
+			return &BlobError{Op: "upload blob", Digest: desc.Digest, Err: err}
 		}
 	}
 	results <- pushed{desc, !ok}
@@ -358,15 +357,18 @@ func rootDescriptor(d ocispec.Descriptor) ocispec.Descriptor {
 	return ocispec.Descriptor{MediaType: d.MediaType, Digest: d.Digest, Size: d.Size}
 }
 
-// corruptBlobError is returned by a verifyingReader whose content does not
-// match its digest.
-type corruptBlobError struct{ digest digest.Digest }
-
-func (e *corruptBlobError) Error() string {
-	return fmt.Sprintf("%v: blob %s does not match its digest", ErrCorrupt, e.digest)
+// corruptBlobError is the error of a verifyingReader whose content does
+// not match its digest.
+func corruptBlobError(d digest.Digest) *BlobError {
+	return &BlobError{Op: "blob", Digest: d, Err: errDigestMismatch}
 }
 
-func (e *corruptBlobError) Unwrap() error { return ErrCorrupt }
+// isCorruptBlob reports whether err is a corruptBlobError, and returns it.
+func isCorruptBlob(err error) (*BlobError, bool) {
+	var be *BlobError
+	ok := errors.As(err, &be) && be.Err == errDigestMismatch
+	return be, ok
+}
 
 // verifyingReader yields a blob's bytes from a readahead.Reader that hashes
 // them and, instead of a clean EOF, an error when they do not hash to the
@@ -380,7 +382,7 @@ type verifyingReader struct {
 func (v *verifyingReader) Read(p []byte) (int, error) {
 	n, err := v.pr.Read(p)
 	if err == io.EOF && digest.NewDigest(v.want.Algorithm(), v.pr.Sum()) != v.want {
-		return n, &corruptBlobError{v.want}
+		return n, corruptBlobError(v.want)
 	}
 	return n, err
 }

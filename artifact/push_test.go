@@ -12,6 +12,7 @@ import (
 
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+	"oras.land/oras-go/v2/errdef"
 	"oras.land/oras-go/v2/registry/remote"
 
 	"github.com/ferrypkg/ferry/artifact"
@@ -148,6 +149,10 @@ func TestPushStreams(t *testing.T) {
 		if !errors.Is(err, artifact.ErrCorrupt) || !strings.Contains(err.Error(), d) {
 			t.Fatalf("push of a damaged layer, %d streams: %v", streams, err)
 		}
+		var be *artifact.BlobError
+		if !errors.As(err, &be) || be.Digest.Encoded() != d {
+			t.Fatalf("push of a damaged layer, %d streams: %v does not carry the blob's digest", streams, err)
+		}
 		repo, _ := remote.NewRepository(ref)
 		repo.PlainHTTP = true
 		if ok, _ := repo.Blobs().Exists(ctx, ocispec.Descriptor{Digest: digest.NewDigestFromEncoded(digest.SHA256, d), Size: size}); ok {
@@ -197,5 +202,16 @@ func TestPushStreams(t *testing.T) {
 		if err != nil || res.Unchanged || res.Pushed != 1 || res.BytesPushed != r.Root().Size {
 			t.Fatalf("re-push with %d streams of what the registry has but its root: %+v, %v", streams, res, err)
 		}
+	}
+}
+
+// TestErrorsNameTheReferenceOnce: a missing reference is named once, and
+// the cause still matches errdef.ErrNotFound.
+func TestErrorsNameTheReferenceOnce(t *testing.T) {
+	w := newWorld(t)
+	ref := w.Host + "/nope/pkg:1"
+	_, err := artifact.InspectRemote(context.Background(), ref, artifact.RemoteOptions{})
+	if !errors.Is(err, errdef.ErrNotFound) || strings.Count(err.Error(), ref) != 1 {
+		t.Fatalf("inspect of a missing package: %v; want %s named once, and errdef.ErrNotFound", err, ref)
 	}
 }

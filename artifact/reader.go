@@ -149,7 +149,7 @@ func next(tr *tar.Reader) (*tar.Header, error) {
 	case errors.Is(err, io.ErrUnexpectedEOF):
 		return nil, fmt.Errorf("%w: archive is truncated", ErrCorrupt)
 	case err != nil:
-		return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
+		return nil, fmt.Errorf("%w: %w", ErrCorrupt, err)
 	}
 	return h, nil
 }
@@ -164,7 +164,7 @@ func readEntry(tr *tar.Reader, h *tar.Header) ([]byte, error) {
 		if errors.Is(err, io.ErrUnexpectedEOF) {
 			return nil, fmt.Errorf("%w: archive is truncated", ErrCorrupt)
 		}
-		return nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, h.Name, err)
+		return nil, fmt.Errorf("%w: %s: %w", ErrCorrupt, h.Name, err)
 	}
 	return data, nil
 }
@@ -230,7 +230,7 @@ func (r *Reader) setHead(configData, layout, index []byte) error {
 	}
 	var idx ocispec.Index
 	if err := json.Unmarshal(index, &idx); err != nil {
-		return fmt.Errorf("%w: index.json: %v", ErrCorrupt, err)
+		return fmt.Errorf("%w: index.json: %w", ErrCorrupt, err)
 	}
 	root, err := checkIndex(idx.Manifests)
 	if err != nil {
@@ -254,7 +254,7 @@ func checkIndex(entries []ocispec.Descriptor) (ocispec.Descriptor, error) {
 	var roots []ocispec.Descriptor
 	for _, d := range entries {
 		if err := checkDescriptor(d); err != nil {
-			return ocispec.Descriptor{}, fmt.Errorf("%w: index.json: %v", ErrCorrupt, err)
+			return ocispec.Descriptor{}, fmt.Errorf("%w: index.json: %w", ErrCorrupt, err)
 		}
 		if d.ArtifactType == ArtifactTypePackage {
 			roots = append(roots, d)
@@ -301,7 +301,7 @@ func (r *Reader) setConfig(configData []byte) error {
 	}
 	var cfg Config
 	if err := json.Unmarshal(configData, &cfg); err != nil {
-		return fmt.Errorf("%w: %s: %v", ErrCorrupt, ConfigFileName, err)
+		return fmt.Errorf("%w: %s: %w", ErrCorrupt, ConfigFileName, err)
 	}
 	r.config, r.configData = &cfg, configData
 	return nil

@@ -110,11 +110,11 @@ func SignRemote(ctx context.Context, ref string, key Signer, opts SignOptions) (
 		desc := ocispec.Descriptor{MediaType: "application/octet-stream", Digest: d, Size: int64(len(data))}
 		ok, err := repo.Blobs().Exists(ctx, desc)
 		if err != nil {
-			return nil, fmt.Errorf("check blob %s: %w", d, err)
+			return nil, &BlobError{Op: "check blob", Digest: d, Err: err}
 		}
 		if !ok {
 			if err := repo.Blobs().Push(ctx, desc, bytes.NewReader(data)); err != nil {
-				return nil, fmt.Errorf("upload blob %s: %w", d, err)
+				return nil, &BlobError{Op: "upload blob", Digest: d, Err: err}
 			}
 		}
 	}

@@ -202,7 +202,7 @@ func blobDigest(name string) (digest.Digest, error) {
 }
 
 // blob verifies one blob read from src, handing it to fn on the way. fn's
-// reader ends in a *corruptBlobError instead of io.EOF when the bytes do
+// reader ends in a corruptBlobError instead of io.EOF when the bytes do
 // not match the digest, so fn never takes a damaged blob for a whole one.
 func (w *walker) blob(desc ocispec.Descriptor, src io.Reader) error {
 	if w.blobs >= MaxBlobs {
@@ -236,14 +236,14 @@ func (w *walker) blob(desc ocispec.Descriptor, src io.Reader) error {
 		}
 	}
 	_, err := io.CopyBuffer(io.Discard, tee, w.copyBuf)
-	var ce *corruptBlobError
+	_, corrupt := isCorruptBlob(err)
 	switch {
-	case errors.As(err, &ce):
+	case corrupt:
 		return err
 	case errors.Is(err, io.ErrUnexpectedEOF):
 		return fmt.Errorf("%w: archive is truncated", ErrCorrupt)
 	case err != nil:
-		return fmt.Errorf("%w: blob %s: %v", ErrCorrupt, desc.Digest, err)
+		return fmt.Errorf("%w: blob %s: %w", ErrCorrupt, desc.Digest, err)
 	}
 	if keep != nil && graphJSON(keep.Bytes()) {
 		if w.keptSize += int64(keep.Len()); w.keptSize > MaxGraphSize {
@@ -321,11 +321,11 @@ func (w *walker) finish() (*Summary, error) {
 		sum.Nodes[d.Digest] = Node{Descriptor: d, Data: data}
 		kids, err := children(d.MediaType, data)
 		if err != nil {
-			return fmt.Errorf("%w: blob %s: %v", ErrCorrupt, d.Digest, err)
+			return fmt.Errorf("%w: blob %s: %w", ErrCorrupt, d.Digest, err)
 		}
 		for _, k := range kids {
 			if err := checkDescriptor(k); err != nil {
-				return fmt.Errorf("%w: blob %s: %v", ErrCorrupt, d.Digest, err)
+				return fmt.Errorf("%w: blob %s: %w", ErrCorrupt, d.Digest, err)
 			}
 			if err := visit(k); err != nil {
 				return err
