@@ -117,20 +117,19 @@ func (p *plan) writeArchive(ctx context.Context, w io.Writer, format Format, pro
 	if err != nil {
 		return err
 	}
-	var total, done int64
+	var total int64
 	for _, b := range blobs {
 		total += b.desc.Size
 	}
-	for i, b := range blobs {
+	for _, b := range blobs {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
 		if err := aw.blob(ctx, b); err != nil {
 			return err
 		}
-		done += b.desc.Size
 		if progress != nil {
-			progress(Progress{Phase: PhaseWrite, Digest: b.desc.Digest, Bytes: done, TotalBytes: total, Blobs: i + 1, TotalBlobs: len(blobs)})
+			progress(Progress{Phase: PhaseWrite, Desc: b.desc, Bytes: b.desc.Size, TotalBytes: total, TotalBlobs: len(blobs)})
 		}
 	}
 	return aw.tw.Close()

@@ -171,8 +171,7 @@ type pusher struct {
 	repo *remote.Repository
 	opts PushOptions
 	res  *PushResult
-	mu   sync.Mutex // guards res and done
-	done int64
+	mu   sync.Mutex // guards res
 }
 
 // small handles one small blob as the archive yields it: one the graph
@@ -214,16 +213,19 @@ func (p *pusher) upload(ctx context.Context, desc ocispec.Descriptor, body func(
 
 func (p *pusher) count(desc ocispec.Descriptor, pushed bool) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	if pushed {
 		p.res.Pushed++
 		p.res.BytesPushed += desc.Size
 	} else {
 		p.res.Skipped++
 	}
-	p.done += desc.Size
+	p.mu.Unlock()
 	if p.opts.Progress != nil {
-		p.opts.Progress(Progress{Phase: PhasePush, Digest: desc.Digest, Bytes: p.done, Blobs: p.res.Pushed + p.res.Skipped})
+		ev := Progress{Phase: PhasePush, Desc: desc, Skipped: !pushed}
+		if pushed {
+			ev.Bytes = desc.Size
+		}
+		p.opts.Progress(ev)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/opencontainers/go-digest"
@@ -213,5 +214,52 @@ func TestErrorsNameTheReferenceOnce(t *testing.T) {
 	_, err := artifact.InspectRemote(context.Background(), ref, artifact.RemoteOptions{})
 	if !errors.Is(err, errdef.ErrNotFound) || strings.Count(err.Error(), ref) != 1 {
 		t.Fatalf("inspect of a missing package: %v; want %s named once, and errdef.ErrNotFound", err, ref)
+	}
+}
+
+// TestProgressOneEventPerBlob: a push in parallel streams reports each blob
+// once, as it is uploaded or found, with the bytes that moved; a verifying
+// read reports each blob once, too. Events arrive concurrently.
+func TestProgressOneEventPerBlob(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	res := create(t, w, filepath.Join(t.TempDir(), "demo.tar.zst"))
+	type tally struct {
+		mu    sync.Mutex
+		seen  map[digest.Digest]int
+		bytes int64
+	}
+	record := func(tl *tally, phase artifact.Phase) artifact.ProgressFunc {
+		tl.seen = map[digest.Digest]int{}
+		return func(ev artifact.Progress) {
+			if ev.Phase != phase {
+				t.Errorf("event of phase %q, want %q", ev.Phase, phase)
+			}
+			tl.mu.Lock()
+			defer tl.mu.Unlock()
+			tl.seen[ev.Desc.Digest]++
+			tl.bytes += ev.Bytes
+		}
+	}
+	var pushed tally
+	r := openPkg(t, res.Path)
+	pr, err := artifact.Push(ctx, r, w.Host+"/progress/demo:1", artifact.PushOptions{Streams: 3, Progress: record(&pushed, artifact.PhasePush)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pushed.seen) != res.Blobs || pushed.bytes != pr.BytesPushed {
+		t.Errorf("push: events for %d blobs with %d bytes; want %d blobs, %d bytes", len(pushed.seen), pushed.bytes, res.Blobs, pr.BytesPushed)
+	}
+	for d, n := range pushed.seen {
+		if n != 1 {
+			t.Errorf("push: %d events for %s", n, d)
+		}
+	}
+	var read tally
+	if _, err := artifact.Inspect(ctx, openPkg(t, res.Path), record(&read, artifact.PhaseRead)); err != nil {
+		t.Fatal(err)
+	}
+	if len(read.seen) != res.Blobs {
+		t.Errorf("inspect: events for %d blobs, want %d", len(read.seen), res.Blobs)
 	}
 }

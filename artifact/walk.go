@@ -254,7 +254,7 @@ func (w *walker) blob(desc ocispec.Descriptor, src io.Reader) error {
 	}
 	w.seen(desc)
 	if w.progress != nil {
-		w.progress(Progress{Phase: PhaseRead, Digest: desc.Digest, Bytes: w.total, Blobs: w.blobs})
+		w.progress(Progress{Phase: PhaseRead, Desc: desc, Bytes: desc.Size})
 	}
 	return nil
 }
