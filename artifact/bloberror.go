@@ -19,6 +19,8 @@ type BlobError struct {
 	Err    error
 }
 
+var _ error = (*BlobError)(nil)
+
 func (e *BlobError) Error() string {
 	if e.Err == errDigestMismatch {
 		return fmt.Sprintf("%v: blob %s does not match its digest", ErrCorrupt, e.Digest)

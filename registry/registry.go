@@ -100,6 +100,8 @@ type Server struct {
 	closing bool
 }
 
+var _ http.Handler = (*Server)(nil)
+
 // New builds a registry from cfg. ctx bounds the registry's background work
 // (upload purging); cancel it or call Shutdown to stop.
 func New(ctx context.Context, cfg Config, opts ...Option) (s *Server, err error) {

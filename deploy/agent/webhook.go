@@ -43,6 +43,8 @@ type Webhook struct {
 	Logger *slog.Logger
 }
 
+var _ http.Handler = (*Webhook)(nil)
+
 type patchOp struct {
 	Op    string `json:"op"`
 	Path  string `json:"path"`
