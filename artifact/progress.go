@@ -12,6 +12,7 @@ const (
 	PhaseRead    Phase = "read"    // a blob was read and verified
 	PhasePush    Phase = "push"    // a blob was uploaded to a registry, or found there (Skipped)
 	PhasePull    Phase = "pull"    // a blob was fetched from a registry, verified and written
+	PhaseCopy    Phase = "copy"    // a blob was copied to a target, or found there (Skipped)
 )
 
 // Progress is one event: a blob (Desc) went through a phase, with the

@@ -71,19 +71,29 @@ func Push(ctx context.Context, r *Reader, ref string, opts PushOptions) (*PushRe
 	if err != nil {
 		return nil, err
 	}
-	tag := repo.Reference.Reference
-	if d, err := digest.Parse(tag); err == nil && d != r.root.Digest {
-		return nil, fmt.Errorf("push %s: the package root is %s", ref, r.root.Digest)
-	}
-	p := &pusher{repo: repo, opts: opts, res: &PushResult{Root: r.root, Ref: ref}}
-	held, err := p.held(ctx, r)
+	res, err := push(ctx, r, repo, repo.Reference.Reference, opts)
 	if err != nil {
 		return nil, fmt.Errorf("push %s: %w", ref, err)
+	}
+	res.Ref = ref
+	return res, nil
+}
+
+// push is Push to repo, the root tagged tag (a digest: no tag, and it must
+// be the root's).
+func push(ctx context.Context, r *Reader, repo *remote.Repository, tag string, opts PushOptions) (*PushResult, error) {
+	if d, err := digest.Parse(tag); err == nil && d != r.root.Digest {
+		return nil, fmt.Errorf("the package root is %s", r.root.Digest)
+	}
+	p := &pusher{repo: repo, opts: opts, res: &PushResult{Root: r.root}}
+	held, err := p.held(ctx, r)
+	if err != nil {
+		return nil, err
 	}
 	if held != nil {
 		p.res.Unchanged = true
 		if err := p.tag(ctx, r, tag, held); err != nil {
-			return nil, fmt.Errorf("push %s: %w", ref, err)
+			return nil, err
 		}
 		return p.res, nil
 	}
@@ -92,7 +102,7 @@ func Push(ctx context.Context, r *Reader, ref string, opts PushOptions) (*PushRe
 		return nil, err
 	}
 	if err := p.finish(ctx, sum, r, tag); err != nil {
-		return nil, fmt.Errorf("push %s: %w", ref, err)
+		return nil, err
 	}
 	return p.res, nil
 }

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
@@ -46,6 +47,16 @@ type Reader struct {
 	// oneFrame is set for a .tar.zst that is one zstd frame: it can only be
 	// read from its start by decompressing all of it.
 	oneFrame bool
+	// list is an archive's blobs for Exists and Fetch, made once and
+	// shared by the Reader's copies.
+	list *blobList
+}
+
+// blobList is an archive's blobs and their sizes, listed once.
+type blobList struct {
+	once  sync.Once
+	sizes map[digest.Digest]int64
+	err   error
 }
 
 // Open opens a package archive or layout folder and reads its head:
@@ -55,7 +66,7 @@ func Open(ctx context.Context, p string) (*Reader, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Reader{path: p, isDir: fi.IsDir()}
+	r := &Reader{path: p, isDir: fi.IsDir(), list: &blobList{}}
 	if r.isDir {
 		err = r.openDir()
 	} else {

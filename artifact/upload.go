@@ -64,11 +64,15 @@ func pushBlob(ctx context.Context, repo *remote.Repository, desc ocispec.Descrip
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	client := repo.Client
+	if client == nil {
+		client = auth.DefaultClient // as the repository's own requests use
+	}
 	reqCtx, cancelReq := context.WithCancel(context.WithoutCancel(scoped))
 	defer cancelReq()
 	stop := context.AfterFunc(ctx, func() { time.AfterFunc(uploadCancelTimeout, cancelReq) })
 	defer stop()
-	resp, err := do(reqCtx, repo.Client, http.MethodPost, start, nil, 0)
+	resp, err := do(reqCtx, client, http.MethodPost, start, nil, 0)
 	if err != nil {
 		return fmt.Errorf("open upload: %w", err)
 	}
@@ -81,11 +85,11 @@ func pushBlob(ctx context.Context, repo *remote.Repository, desc ocispec.Descrip
 	}
 	if _, inMemory := body.(*bytes.Reader); inMemory {
 		// Verified already, and whole: one PUT, as oras-go sends it.
-		if resp, err = do(reqCtx, repo.Client, http.MethodPut, commitURL(loc, desc), body, desc.Size); err == nil {
+		if resp, err = do(reqCtx, client, http.MethodPut, commitURL(loc, desc), body, desc.Size); err == nil {
 			_, err = location(resp, http.StatusCreated)
 		}
 		if err != nil && resp == nil {
-			cancelUpload(scoped, repo.Client, loc)
+			cancelUpload(scoped, client, loc)
 		}
 		return err
 	}
@@ -95,7 +99,7 @@ func pushBlob(ctx context.Context, repo *remote.Repository, desc ocispec.Descrip
 		if buf != nil {
 			rb = &bigWrites{r: held, buf: buf}
 		}
-		if resp, err = do(reqCtx, repo.Client, http.MethodPatch, loc.String(), rb, desc.Size); err == nil {
+		if resp, err = do(reqCtx, client, http.MethodPatch, loc.String(), rb, desc.Size); err == nil {
 			var next *url.URL
 			if next, err = location(resp, http.StatusAccepted); err == nil {
 				loc = next
@@ -103,12 +107,12 @@ func pushBlob(ctx context.Context, repo *remote.Repository, desc ocispec.Descrip
 		}
 	}
 	if err == nil && held.err == nil {
-		if resp, err = do(reqCtx, repo.Client, http.MethodPut, commitURL(loc, desc), nil, 0); err == nil {
+		if resp, err = do(reqCtx, client, http.MethodPut, commitURL(loc, desc), nil, 0); err == nil {
 			_, err = location(resp, http.StatusCreated)
 		}
 	}
 	if err != nil || held.err != nil {
-		cancelUpload(scoped, repo.Client, loc)
+		cancelUpload(scoped, client, loc)
 	}
 	if held.err != nil {
 		return held.err
