@@ -75,7 +75,7 @@ func TestCosignInterop(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "demo.tar.zst")
 	res := create(t, w, path)
 	for _, k := range []*key.Private{ferryKey, cliKey} {
-		if _, err := artifact.Sign(ctx, openPkg(t, path), k, artifact.SignOptions{}); err != nil {
+		if _, err := artifact.Sign(ctx, openPkg(t, path), "", k, artifact.SignOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -106,7 +106,7 @@ func TestCosignInterop(t *testing.T) {
 	cosign.must("cli-pw", "sign", "--key", filepath.Join(keys, "cli.key"), "--tlog-upload=false", "--allow-http-registry", "-y", signRef)
 	cosign.must("pw-ferry", "sign", "--key", filepath.Join(keys, "ferry.key"), "--tlog-upload=false", "--allow-http-registry", "-y", signRef)
 	for _, k := range []artifact.Verifier{cliPub, ferryPub} {
-		if _, err := artifact.VerifyRemote(ctx, byCosign+":1.0.0", artifact.VerifyOptions{Keys: []artifact.Verifier{k}}); err != nil {
+		if _, err := verifyRemote(ctx, byCosign+":1.0.0", artifact.VerifyOptions{Keys: []artifact.Verifier{k}}); err != nil {
 			t.Fatalf("ferry verify (registry) of a cosign-signed package with %s: %v", k.KeyName(), err)
 		}
 	}
@@ -121,7 +121,11 @@ func TestCosignInterop(t *testing.T) {
 	}
 	// ferry adds its signature to cosign's manifest; cosign still verifies all.
 	thirdKey, _ := keyPair(t, keys, "third")
-	if _, err := artifact.SignRemote(ctx, byCosign+":1.0.0", thirdKey, artifact.SignOptions{}); err != nil {
+	repo, tag, err := inRegistry(byCosign + ":1.0.0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := artifact.Sign(ctx, repo, tag, thirdKey, artifact.SignOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	for _, pub := range []string{"cli.pub", "ferry.pub", "third.pub"} {

@@ -30,7 +30,7 @@ func TestCreateInspect(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, err := artifact.Inspect(context.Background(), r, nil)
+	rep, err := artifact.Inspect(context.Background(), r, "", nil)
 	if err != nil {
 		t.Fatalf("inspect: %v", err)
 	}
@@ -220,7 +220,7 @@ func TestOpenLayoutDir(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, err := artifact.Inspect(context.Background(), r, nil)
+	rep, err := artifact.Inspect(context.Background(), r, "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

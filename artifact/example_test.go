@@ -15,6 +15,7 @@ import (
 	"github.com/ferrypkg/ferry/artifact/chart"
 	"github.com/ferrypkg/ferry/artifact/key"
 	"github.com/ferrypkg/ferry/registry"
+	"oras.land/oras-go/v2/content/oci"
 )
 
 // exampleDefinition is a small package: a manifest and a file, no images,
@@ -114,7 +115,7 @@ func ExampleInspect() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	rep, err := artifact.Inspect(context.Background(), r, nil) // every blob verified
+	rep, err := artifact.Inspect(context.Background(), r, "", nil) // every blob verified
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -149,7 +150,7 @@ func ExampleSign() {
 	path := examplePackage(dir)
 	signer, _ := exampleKeys(dir)
 	r, _ := artifact.Open(context.Background(), path)
-	res, err := artifact.Sign(context.Background(), r, signer, artifact.SignOptions{})
+	res, err := artifact.Sign(context.Background(), r, "", signer, artifact.SignOptions{})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -170,7 +171,7 @@ func ExampleVerify() {
 		log.Fatal(err)
 	}
 	r, _ := artifact.Open(ctx, res.Path)
-	v, err := artifact.Verify(ctx, r, artifact.VerifyOptions{Keys: []artifact.Verifier{verifier}})
+	v, err := artifact.Verify(ctx, r, "", artifact.VerifyOptions{Keys: []artifact.Verifier{verifier}})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -179,7 +180,7 @@ func ExampleVerify() {
 	otherDir := filepath.Join(dir, "other")
 	os.Mkdir(otherDir, 0o755)
 	_, other := exampleKeys(otherDir)
-	_, err = artifact.Verify(ctx, r, artifact.VerifyOptions{Keys: []artifact.Verifier{other}})
+	_, err = artifact.Verify(ctx, r, "", artifact.VerifyOptions{Keys: []artifact.Verifier{other}})
 	fmt.Println(errors.Is(err, artifact.ErrSignature))
 	// Output:
 	// verified: hello 1 signature
@@ -238,12 +239,19 @@ func ExamplePull() {
 	// Output: pulled 5 blobs, same root: true
 }
 
-func ExampleInspectRemote() {
+// ExampleInspect_registry reports on a package in a registry: Inspect,
+// Verify and Sign take any oras target, a registry repository as well as a
+// package on disk.
+func ExampleInspect_registry() {
 	dir, _ := os.MkdirTemp("", "example")
 	defer os.RemoveAll(dir)
 	ref, root, stop := examplePushed(dir)
 	defer stop()
-	rep, err := artifact.InspectRemote(context.Background(), ref, artifact.RemoteOptions{})
+	repo, err := artifact.RemoteOptions{}.Repository(ref)
+	if err != nil {
+		log.Fatal(err)
+	}
+	rep, err := artifact.Inspect(context.Background(), repo, repo.Reference.Reference, nil)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -251,21 +259,25 @@ func ExampleInspectRemote() {
 	// Output: hello 1.0.0 true
 }
 
-// ExampleSignRemote signs a package in its registry, where cosign looks
+// ExampleSign_registry signs a package in its registry, where cosign looks
 // for the signature too, and verifies it there.
-func ExampleSignRemote() {
+func ExampleSign_registry() {
 	dir, _ := os.MkdirTemp("", "example")
 	defer os.RemoveAll(dir)
 	ref, _, stop := examplePushed(dir)
 	defer stop()
 	signer, verifier := exampleKeys(dir)
 	ctx := context.Background()
-	res, err := artifact.SignRemote(ctx, ref, signer, artifact.SignOptions{})
+	repo, err := artifact.RemoteOptions{}.Repository(ref)
+	if err != nil {
+		log.Fatal(err)
+	}
+	res, err := artifact.Sign(ctx, repo, "1.0.0", signer, artifact.SignOptions{})
 	if err != nil {
 		log.Fatal(err)
 	}
 	fmt.Println("signatures:", res.Signatures)
-	v, err := artifact.VerifyRemote(ctx, ref, artifact.VerifyOptions{Keys: []artifact.Verifier{verifier}})
+	v, err := artifact.Verify(ctx, repo, "1.0.0", artifact.VerifyOptions{Keys: []artifact.Verifier{verifier}})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -275,15 +287,42 @@ func ExampleSignRemote() {
 	// verified: hello 1 signature
 }
 
-// ExampleVerifyRemote: a package pushed without a signature does not
+// ExampleVerify_unsigned: a package pushed without a signature does not
 // verify; the error says where the signature was looked for.
-func ExampleVerifyRemote() {
+func ExampleVerify_unsigned() {
 	dir, _ := os.MkdirTemp("", "example")
 	defer os.RemoveAll(dir)
 	ref, _, stop := examplePushed(dir)
 	defer stop()
 	_, verifier := exampleKeys(dir)
-	_, err := artifact.VerifyRemote(context.Background(), ref, artifact.VerifyOptions{Keys: []artifact.Verifier{verifier}})
+	repo, err := artifact.RemoteOptions{}.Repository(ref)
+	if err != nil {
+		log.Fatal(err)
+	}
+	_, err = artifact.Verify(context.Background(), repo, "1.0.0", artifact.VerifyOptions{Keys: []artifact.Verifier{verifier}})
 	fmt.Println(errors.Is(err, artifact.ErrNoSignature))
 	// Output: true
+}
+
+// ExampleCopy copies a package from its archive into an OCI layout store
+// (any oras target: a registry, memory), its signature and tags with it.
+func ExampleCopy() {
+	dir, _ := os.MkdirTemp("", "example")
+	defer os.RemoveAll(dir)
+	ctx := context.Background()
+	r, err := artifact.Open(ctx, examplePackage(dir))
+	if err != nil {
+		log.Fatal(err)
+	}
+	store, err := oci.New(filepath.Join(dir, "layout"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	root, err := artifact.Copy(ctx, r, "", store, "1.0.0", artifact.CopyOptions{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	d, _ := store.Resolve(ctx, "1.0.0")
+	fmt.Println(d.Digest == root.Digest, root.ArtifactType)
+	// Output: true application/vnd.ferry.package.v1+json
 }

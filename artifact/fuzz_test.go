@@ -79,7 +79,7 @@ func FuzzReadArchive(f *testing.F) {
 		if err != nil {
 			return
 		}
-		rep, err := artifact.Inspect(context.Background(), r, nil)
+		rep, err := artifact.Inspect(context.Background(), r, "", nil)
 		if err != nil {
 			if strings.Contains(err.Error(), "\n") {
 				t.Fatalf("multi-line error %q", err)
@@ -149,7 +149,7 @@ func FuzzReadLayout(f *testing.F) {
 		go func() {
 			r, err := artifact.Open(ctx, dir)
 			if err == nil {
-				rep, err = artifact.Inspect(ctx, r, nil)
+				rep, err = artifact.Inspect(ctx, r, "", nil)
 			}
 			done <- err
 		}()

@@ -279,3 +279,31 @@ func writeTar(t testing.TB, path string, entries []tarEntry) {
 		t.Fatal(err)
 	}
 }
+
+// inRegistry is the registry repository ref names (plain HTTP on
+// loopback) and the reference in it, for the verbs that take a target.
+func inRegistry(ref string) (*remote.Repository, string, error) {
+	repo, err := artifact.RemoteOptions{}.Repository(ref)
+	if err != nil {
+		return nil, "", err
+	}
+	return repo, repo.Reference.Reference, nil
+}
+
+// verifyRemote verifies the package ref names in its registry.
+func verifyRemote(ctx context.Context, ref string, opts artifact.VerifyOptions) (*artifact.VerifyResult, error) {
+	repo, tag, err := inRegistry(ref)
+	if err != nil {
+		return nil, err
+	}
+	return artifact.Verify(ctx, repo, tag, opts)
+}
+
+// inspectRemote reports on the package ref names in its registry.
+func inspectRemote(ctx context.Context, ref string) (*artifact.Report, error) {
+	repo, tag, err := inRegistry(ref)
+	if err != nil {
+		return nil, err
+	}
+	return artifact.Inspect(ctx, repo, tag, nil)
+}

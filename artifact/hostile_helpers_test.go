@@ -349,7 +349,7 @@ func signedPackage(t testing.TB, w *world, name string) (string, *key.Private, *
 	alice, alicePub := keyPair(t, dir, "alice")
 	path := filepath.Join(dir, name)
 	create(t, w, path)
-	if _, err := artifact.Sign(context.Background(), openPkg(t, path), alice, artifact.SignOptions{}); err != nil {
+	if _, err := artifact.Sign(context.Background(), openPkg(t, path), "", alice, artifact.SignOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	return path, alice, alicePub

@@ -119,9 +119,9 @@ func TestHostileChild(t *testing.T) {
 		}
 		switch op {
 		case "inspect":
-			_, err = artifact.Inspect(ctx, r, nil)
+			_, err = artifact.Inspect(ctx, r, "", nil)
 		case "verify":
-			_, err = artifact.Verify(ctx, r, artifact.VerifyOptions{Keys: []artifact.Verifier{pub}})
+			_, err = artifact.Verify(ctx, r, "", artifact.VerifyOptions{Keys: []artifact.Verifier{pub}})
 		case "push":
 			_, err = artifact.Push(ctx, r, os.Getenv("FERRY_HOSTILE_REGISTRY")+"/hostile/pkg:1", artifact.PushOptions{})
 		}

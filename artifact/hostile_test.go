@@ -94,7 +94,7 @@ func TestOnlyTheSignedRootTravels(t *testing.T) {
 		data, _ := os.ReadFile(signed)
 		os.WriteFile(p, data, 0o644)
 		r := openPkg(t, p)
-		if _, err := artifact.Verify(ctx, r, artifact.VerifyOptions{Keys: []artifact.Verifier{alicePub}}); err != nil {
+		if _, err := artifact.Verify(ctx, r, "", artifact.VerifyOptions{Keys: []artifact.Verifier{alicePub}}); err != nil {
 			t.Fatal(err)
 		}
 		bad, _ := os.ReadFile(cases[0].path)
@@ -128,7 +128,7 @@ func TestOnlyTheSignedRootTravels(t *testing.T) {
 			t.Fatal(err)
 		}
 		want := "is a \"" + ocispec.MediaTypeImageLayerGzip + "\", not a cosign signature payload"
-		if _, err := artifact.VerifyRemote(ctx, ref, artifact.VerifyOptions{Keys: []artifact.Verifier{alicePub}}); !errors.Is(err, artifact.ErrCorrupt) || !strings.Contains(err.Error(), want) {
+		if _, err := verifyRemote(ctx, ref, artifact.VerifyOptions{Keys: []artifact.Verifier{alicePub}}); !errors.Is(err, artifact.ErrCorrupt) || !strings.Contains(err.Error(), want) {
 			t.Fatalf("verify: %v", err)
 		}
 		out := filepath.Join(t.TempDir(), "pulled.tar")

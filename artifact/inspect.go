@@ -8,6 +8,7 @@ import (
 
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+	"oras.land/oras-go/v2"
 )
 
 // Report is what inspect tells about a package.
@@ -29,13 +30,33 @@ type Report struct {
 	Signed     bool            `json:"signed"`
 }
 
-// Inspect reads the whole package, verifying every blob and the graph, and
-// reports its content. ferry.json is checked against the graph: every image,
-// chart, manifest and file it lists must be held under the root with the
-// digest it records.
-func Inspect(ctx context.Context, r *Reader, progress ProgressFunc) (*Report, error) {
-	rep, _, err := inspect(ctx, r, progress)
-	return rep, err
+// Inspect reports on the package that ref names in src. A package
+// (*Reader; ref "" or its root) is read whole, every blob and the graph
+// verified, and ferry.json checked against the graph: every image, chart,
+// manifest and file it lists must be held under the root with the digest
+// it records. From any other oras target (a registry repository, a layout
+// store) only manifests, indexes and ferry.json are read, each verified;
+// layers are counted from their descriptors, not fetched (Verify reads
+// them).
+func Inspect(ctx context.Context, src oras.ReadOnlyTarget, ref string, progress ProgressFunc) (*Report, error) {
+	if r, ok := src.(*Reader); ok && r.isRoot(ref) {
+		rep, _, err := inspect(ctx, r, progress)
+		return rep, err
+	}
+	p, err := planFrom(ctx, src, ref)
+	if err != nil {
+		return nil, err
+	}
+	return p.report(), nil
+}
+
+// isRoot reports whether ref names the package root ("" does).
+func (r *Reader) isRoot(ref string) bool {
+	if ref == "" || ref == r.root.Digest.String() {
+		return true
+	}
+	d, err := r.Resolve(context.Background(), ref)
+	return err == nil && d.Digest == r.root.Digest
 }
 
 // inspect is Inspect, also returning what the walk established.

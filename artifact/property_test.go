@@ -99,7 +99,7 @@ func TestVerifiedPushesOnlyTheSignedGraph(t *testing.T) {
 			// A second signature, by another key, over the untouched root.
 			applied = append(applied, "signed by bob too")
 			if r, err := artifact.Open(ctx, path); err == nil {
-				artifact.Sign(ctx, r, bob, artifact.SignOptions{})
+				artifact.Sign(ctx, r, "", bob, artifact.SignOptions{})
 			}
 		}
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {

@@ -10,7 +10,10 @@ import (
 
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+	"oras.land/oras-go/v2"
+	"oras.land/oras-go/v2/content"
 	"oras.land/oras-go/v2/errdef"
+	"oras.land/oras-go/v2/registry"
 	"oras.land/oras-go/v2/registry/remote"
 )
 
@@ -43,13 +46,17 @@ type PullResult struct {
 // signature is checked first, before anything is written. Pulling what Push sent
 // gives the same bytes.
 func Pull(ctx context.Context, ref, out string, opts PullOptions) (*PullResult, error) {
-	p, repo, err := remotePlan(ctx, ref, opts.Remote)
+	repo, err := opts.Remote.Repository(ref)
+	if err != nil {
+		return nil, err
+	}
+	p, err := planFrom(ctx, repo, repo.Reference.Reference)
 	if err != nil {
 		return nil, err
 	}
 	var valid []VerifiedSignature
 	if len(opts.Keys) > 0 {
-		if valid, err = p.checkSignatures(ctx, repo, ref, opts.Keys); err != nil {
+		if valid, err = p.checkSignatures(ctx, repo, repo.Reference.Reference, opts.Keys); err != nil {
 			return nil, err
 		}
 	}
@@ -72,41 +79,27 @@ func Pull(ctx context.Context, ref, out string, opts PullOptions) (*PullResult, 
 	return &PullResult{Path: out, Root: p.root, Config: p.config, Size: size, Blobs: len(p.blobs), Signatures: valid}, nil
 }
 
-// InspectRemote reports on the package ref names reading only manifests,
-// indexes and ferry.json from the registry (each verified); layers are
-// counted from their descriptors, not downloaded.
-func InspectRemote(ctx context.Context, ref string, opts RemoteOptions) (*Report, error) {
-	p, _, err := remotePlan(ctx, ref, opts)
+// planFrom reads the graph of the package ref names in src (a registry
+// repository, a layout store, a package: any oras target) into a plan whose
+// large blobs are fetched from src when the plan is written. Manifests,
+// indexes, ferry.json and signature payloads are fetched and verified
+// (bounded by MaxManifestSize each); the signature is found by cosign's
+// tag, else among the root's referrers when src lists them.
+func planFrom(ctx context.Context, src oras.ReadOnlyTarget, ref string) (*plan, error) {
+	name := targetName(src, ref)
+	root, err := src.Resolve(ctx, ref)
 	if err != nil {
-		return nil, err
+		return nil, withRef("resolve", name, err)
 	}
-	var size int64
-	for _, b := range p.blobs {
-		size += b.desc.Size
-	}
-	return newReport(p.config, p.root, p.index, len(p.blobs), size), nil
-}
-
-// remotePlan reads a package's graph from a registry into a plan whose
-// large blobs are fetched when the plan is written.
-func remotePlan(ctx context.Context, ref string, opts RemoteOptions) (*plan, *remote.Repository, error) {
-	repo, err := opts.Repository(ref)
-	if err != nil {
-		return nil, nil, err
-	}
-	root, err := repo.Resolve(ctx, repo.Reference.Reference)
-	if err != nil {
-		return nil, nil, withRef("resolve", ref, err)
-	}
-	if d, err := digest.Parse(repo.Reference.Reference); err == nil && d != root.Digest {
-		return nil, nil, fmt.Errorf("%s: the registry answered with %s", ref, root.Digest)
+	if d, err := digest.Parse(ref); err == nil && d != root.Digest {
+		return nil, fmt.Errorf("%s: the registry answered with %s", name, root.Digest)
 	}
 	p := &plan{blobs: map[digest.Digest]*blob{}}
 	fetch := func(d ocispec.Descriptor) ([]byte, error) {
 		if b, ok := p.blobs[d.Digest]; ok && b.data != nil {
 			return b.data, nil
 		}
-		data, err := fetchSmall(ctx, repo, d)
+		data, err := fetchSmall(ctx, src, d)
 		if err != nil {
 			return nil, err
 		}
@@ -115,11 +108,11 @@ func remotePlan(ctx context.Context, ref string, opts RemoteOptions) (*plan, *re
 	}
 	rootData, err := fetch(root)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	var idx ocispec.Index
 	if err := json.Unmarshal(rootData, &idx); err != nil || root.MediaType != ocispec.MediaTypeImageIndex || idx.ArtifactType != ArtifactTypePackage {
-		return nil, nil, fmt.Errorf("%w: %s is not a ferry package (media type %s)", ErrNotPackage, ref, root.MediaType)
+		return nil, fmt.Errorf("%w: %s is not a ferry package (media type %s)", ErrNotPackage, name, root.MediaType)
 	}
 	root.ArtifactType = ArtifactTypePackage
 	p.root = rootDescriptor(root)
@@ -131,35 +124,35 @@ func remotePlan(ctx context.Context, ref string, opts RemoteOptions) (*plan, *re
 		}
 		mdata, err := fetch(m)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		var pm ocispec.Manifest
 		if err := json.Unmarshal(mdata, &pm); err != nil || pm.Config.MediaType != MediaTypeConfig {
-			return nil, nil, fmt.Errorf("%w: package manifest %s has no ferry config", ErrCorrupt, m.Digest)
+			return nil, fmt.Errorf("%w: package manifest %s has no ferry config", ErrCorrupt, m.Digest)
 		}
-		cdata, err := fetchSmall(ctx, repo.Blobs(), pm.Config)
+		cdata, err := fetchSmall(ctx, src, pm.Config)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		var cfg Config
 		if err := json.Unmarshal(cdata, &cfg); err != nil {
-			return nil, nil, fmt.Errorf("%w: %s: %w", ErrCorrupt, ConfigFileName, err)
+			return nil, fmt.Errorf("%w: %s: %w", ErrCorrupt, ConfigFileName, err)
 		}
 		p.config, p.configData = &cfg, cdata
 		p.blobs[pm.Config.Digest] = &blob{desc: rootDescriptor(pm.Config), data: cdata}
 	}
 	if p.config == nil {
-		return nil, nil, fmt.Errorf("%w: %s has no package manifest", ErrCorrupt, ref)
+		return nil, fmt.Errorf("%w: %s has no package manifest", ErrCorrupt, name)
 	}
 	p.mtime = archiveTime(p.config)
 	// Signatures are found by cosign's tag convention, else among the
 	// root's referrers (a copy by `oras copy -r` carries no tag).
 	p.index = []ocispec.Descriptor{p.root}
 	sigTag := SignatureTag(root.Digest)
-	sig, err := repo.Resolve(ctx, sigTag)
-	if errors.Is(err, errdef.ErrNotFound) {
-		if ref, ok := signatureReferrer(ctx, repo, p.root); ok {
-			sig, err = ref, nil
+	sig, err := src.Resolve(ctx, sigTag)
+	if lister, ok := src.(registry.ReferrerLister); ok && errors.Is(err, errdef.ErrNotFound) {
+		if d, ok := signatureReferrer(ctx, lister, src, p.root); ok {
+			sig, err = d, nil
 		}
 	}
 	switch {
@@ -167,41 +160,41 @@ func remotePlan(ctx context.Context, ref string, opts RemoteOptions) (*plan, *re
 		sig = rootDescriptor(sig)
 		sig.Annotations = map[string]string{ocispec.AnnotationRefName: sigTag}
 		if _, err := checkIndex(append([]ocispec.Descriptor{p.root}, sig)); err != nil {
-			return nil, nil, fmt.Errorf("%s: %w", ref, err)
+			return nil, fmt.Errorf("%s: %w", name, err)
 		}
 		data, err := fetch(sig)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		if err := checkSignatureManifest(root.Digest, data, fetch); err != nil {
-			return nil, nil, fmt.Errorf("%s: %s: %w", ref, sigTag, err)
+			return nil, fmt.Errorf("%s: %s: %w", name, sigTag, err)
 		}
 		p.index = append(p.index, sig)
 	case !errors.Is(err, errdef.ErrNotFound):
-		return nil, nil, fmt.Errorf("look up signature %s: %w", sigTag, err)
+		return nil, fmt.Errorf("look up signature %s: %w", sigTag, err)
 	}
 	descs, err := canonicalOrder(p.index, fetch)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	for _, d := range descs {
 		if _, ok := p.blobs[d.Digest]; ok {
 			continue
 		}
 		d := d
-		p.blobs[d.Digest] = &blob{desc: d, open: func(ctx context.Context) (io.ReadCloser, error) { return repo.Blobs().Fetch(ctx, d) }}
+		p.blobs[d.Digest] = &blob{desc: d, open: func(ctx context.Context) (io.ReadCloser, error) { return src.Fetch(ctx, d) }}
 	}
 	if p.indexJSON, err = layoutIndex(p.root, p.config.Version, p.index[1:]); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	return p, repo, nil
+	return p, nil
 }
 
 // signatureReferrer returns the signature manifest among root's referrers
 // in repo (OCI 1.1 referrers API, or the referrers tag schema): of several
 // (a root signed again leaves the older ones), the one holding the most
 // signatures. Any failure to list referrers counts as none.
-func signatureReferrer(ctx context.Context, repo *remote.Repository, root ocispec.Descriptor) (ocispec.Descriptor, bool) {
+func signatureReferrer(ctx context.Context, repo registry.ReferrerLister, src content.Fetcher, root ocispec.Descriptor) (ocispec.Descriptor, bool) {
 	var best ocispec.Descriptor
 	most := 0
 	err := repo.Referrers(ctx, root, ArtifactTypeSignature, func(refs []ocispec.Descriptor) error {
@@ -209,7 +202,7 @@ func signatureReferrer(ctx context.Context, repo *remote.Repository, root ocispe
 			if d.MediaType != ocispec.MediaTypeImageManifest || d.Size > MaxManifestSize {
 				continue
 			}
-			data, err := fetchSmall(ctx, repo, d)
+			data, err := fetchSmall(ctx, src, d)
 			if err != nil {
 				continue
 			}
@@ -238,4 +231,21 @@ func archiveTime(cfg *Config) time.Time {
 		}
 	}
 	return time.Unix(0, 0).UTC()
+}
+
+// targetName names the package ref names in src in messages: a registry
+// reference, a package file with the reference, or the reference alone.
+func targetName(src oras.ReadOnlyTarget, ref string) string {
+	switch t := src.(type) {
+	case *remote.Repository:
+		r := t.Reference
+		r.Reference = ref
+		return r.String()
+	case *Reader:
+		if ref == "" {
+			return t.path
+		}
+		return t.path + ":" + ref
+	}
+	return ref
 }

@@ -65,7 +65,7 @@ func TestPushPullRoundTrip(t *testing.T) {
 			if again.Pushed != 0 || again.BytesPushed != 0 || !again.Unchanged {
 				t.Errorf("second push uploaded %d blobs (%d bytes), unchanged %v; want 0, unchanged", again.Pushed, again.BytesPushed, again.Unchanged)
 			}
-			rep, err := artifact.InspectRemote(ctx, ref, artifact.RemoteOptions{})
+			rep, err := inspectRemote(ctx, ref)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -211,7 +211,7 @@ func TestPushStreams(t *testing.T) {
 func TestErrorsNameTheReferenceOnce(t *testing.T) {
 	w := newWorld(t)
 	ref := w.Host + "/nope/pkg:1"
-	_, err := artifact.InspectRemote(context.Background(), ref, artifact.RemoteOptions{})
+	_, err := inspectRemote(context.Background(), ref)
 	if !errors.Is(err, errdef.ErrNotFound) || strings.Count(err.Error(), ref) != 1 {
 		t.Fatalf("inspect of a missing package: %v; want %s named once, and errdef.ErrNotFound", err, ref)
 	}
@@ -256,7 +256,7 @@ func TestProgressOneEventPerBlob(t *testing.T) {
 		}
 	}
 	var read tally
-	if _, err := artifact.Inspect(ctx, openPkg(t, res.Path), record(&read, artifact.PhaseRead)); err != nil {
+	if _, err := artifact.Inspect(ctx, openPkg(t, res.Path), "", record(&read, artifact.PhaseRead)); err != nil {
 		t.Fatal(err)
 	}
 	if len(read.seen) != res.Blobs {

@@ -20,7 +20,7 @@ func inspectErr(path string) error {
 	if err != nil {
 		return err
 	}
-	_, err = artifact.Inspect(context.Background(), r, nil)
+	_, err = artifact.Inspect(context.Background(), r, "", nil)
 	return err
 }
 

@@ -12,13 +12,15 @@ import (
 
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+	"oras.land/oras-go/v2"
+	"oras.land/oras-go/v2/content"
+	"oras.land/oras-go/v2/errdef"
+	"oras.land/oras-go/v2/registry"
 	"oras.land/oras-go/v2/registry/remote"
 )
 
-// SignOptions configures Sign and SignRemote. The zero value works.
+// SignOptions configures Sign. The zero value works.
 type SignOptions struct {
-	// Remote says how to reach the registry (SignRemote).
-	Remote RemoteOptions
 	// Progress, if set, receives progress reports.
 	Progress ProgressFunc
 }
@@ -34,14 +36,31 @@ type SignResult struct {
 	Added      bool `json:"added"`
 }
 
-// Sign signs the package's root digest with key and stores the signature
-// in the package the way cosign stores it in a registry: a signature
-// manifest tagged sha256-<hex>.sig in index.json. Existing signatures are
-// kept (another key adds one; the same key again changes nothing). The
-// package is verified first; the root digest never changes. An archive is
-// rewritten atomically in its own format, a layout folder gets the new
-// blobs and then a new index.json.
-func Sign(ctx context.Context, r *Reader, key Signer, opts SignOptions) (*SignResult, error) {
+// Sign signs the root digest of the package that ref names in dst with key
+// and stores the signature beside it the way cosign does: a signature
+// manifest tagged sha256-<hex>.sig (and an OCI 1.1 referrer of the root).
+// Existing signatures are kept (another key adds one; the same key again
+// changes nothing); the root digest never changes.
+//
+// dst is a package (*Reader; ref "" or its root), verified first: an
+// archive is rewritten atomically in its own format, a layout folder gets
+// the new blobs and then a new index.json. Or dst is a writable oras
+// target — a registry repository (*remote.Repository), where `cosign
+// verify` then finds the signature, a layout store, memory — whose
+// manifests are fetched and verified first.
+func Sign(ctx context.Context, dst oras.ReadOnlyTarget, ref string, key Signer, opts SignOptions) (*SignResult, error) {
+	if r, ok := dst.(*Reader); ok && r.isRoot(ref) {
+		return signPackage(ctx, r, key, opts)
+	}
+	t, ok := dst.(oras.Target)
+	if !ok {
+		return nil, fmt.Errorf("sign %s: the target is read-only", targetName(dst, ref))
+	}
+	return signTarget(ctx, t, ref, key)
+}
+
+// signPackage signs a package on disk (Sign).
+func signPackage(ctx context.Context, r *Reader, key Signer, opts SignOptions) (*SignResult, error) {
 	_, sum, err := inspect(ctx, r, opts.Progress)
 	if err != nil {
 		return nil, err
@@ -83,19 +102,20 @@ func Sign(ctx context.Context, r *Reader, key Signer, opts SignOptions) (*SignRe
 	return res, nil
 }
 
-// SignRemote signs the package ref names in its registry: the signature
-// manifest is pushed and tagged sha256-<hex>.sig beside the root, where
-// `cosign verify` looks for it. Manifests are fetched and verified first.
-func SignRemote(ctx context.Context, ref string, key Signer, opts SignOptions) (*SignResult, error) {
-	p, repo, err := remotePlan(ctx, ref, opts.Remote)
+// signTarget signs a package in a writable target (Sign).
+func signTarget(ctx context.Context, t oras.Target, ref string, key Signer) (*SignResult, error) {
+	p, err := planFrom(ctx, t, ref)
 	if err != nil {
 		return nil, err
 	}
-	existing, err := p.signatures(ctx, repo)
+	existing, err := p.signatures(ctx, t)
 	if err != nil {
 		return nil, err
 	}
-	identity := repo.Reference.Registry + "/" + repo.Reference.Repository
+	identity := p.config.Name
+	if repo, ok := t.(*remote.Repository); ok {
+		identity = repo.Reference.Registry + "/" + repo.Reference.Repository
+	}
 	si, res, err := addSignature(key, p.root, identity, p.config, existing)
 	if err != nil || !res.Added {
 		if err == nil && len(p.index) > 1 {
@@ -108,18 +128,24 @@ func SignRemote(ctx context.Context, ref string, key Signer, opts SignOptions) (
 			continue
 		}
 		desc := ocispec.Descriptor{MediaType: "application/octet-stream", Digest: d, Size: int64(len(data))}
-		ok, err := repo.Blobs().Exists(ctx, desc)
+		ok, err := t.Exists(ctx, desc)
 		if err != nil {
 			return nil, &BlobError{Op: "check blob", Digest: d, Err: err}
 		}
 		if !ok {
-			if err := repo.Blobs().Push(ctx, desc, bytes.NewReader(data)); err != nil {
+			if err := t.Push(ctx, desc, bytes.NewReader(data)); err != nil {
 				return nil, &BlobError{Op: "upload blob", Digest: d, Err: err}
 			}
 		}
 	}
 	tag := SignatureTag(p.root.Digest)
-	if err := repo.PushReference(ctx, si.desc, bytes.NewReader(si.blobs[si.desc.Digest]), tag); err != nil {
+	manifest := si.blobs[si.desc.Digest]
+	if rp, ok := t.(registry.ReferencePusher); ok {
+		err = rp.PushReference(ctx, si.desc, bytes.NewReader(manifest), tag)
+	} else if err = t.Push(ctx, si.desc, bytes.NewReader(manifest)); err == nil || errors.Is(err, errdef.ErrAlreadyExists) {
+		err = t.Tag(ctx, si.desc, tag)
+	}
+	if err != nil {
 		return nil, fmt.Errorf("push signature %s: %w", tag, err)
 	}
 	return res, nil
@@ -176,7 +202,7 @@ func localSignatures(r *Reader, sum *Summary) ([]signature, error) {
 }
 
 // signatures reads the signatures a remote package has for its root.
-func (p *plan) signatures(ctx context.Context, repo *remote.Repository) ([]signature, error) {
+func (p *plan) signatures(ctx context.Context, src content.Fetcher) ([]signature, error) {
 	var manifests [][]byte
 	for _, d := range p.index[1:] {
 		b, ok := p.blobs[d.Digest]
@@ -186,7 +212,7 @@ func (p *plan) signatures(ctx context.Context, repo *remote.Repository) ([]signa
 		manifests = append(manifests, b.data)
 	}
 	return readSignatures(manifests, func(d ocispec.Descriptor) ([]byte, error) {
-		return fetchSmall(ctx, repo.Blobs(), d)
+		return fetchSmall(ctx, src, d)
 	})
 }
 

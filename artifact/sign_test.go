@@ -58,7 +58,7 @@ func verifyFile(path string, keys ...artifact.Verifier) (*artifact.VerifyResult,
 	if err != nil {
 		return nil, err
 	}
-	return artifact.Verify(context.Background(), r, artifact.VerifyOptions{Keys: keys})
+	return artifact.Verify(context.Background(), r, "", artifact.VerifyOptions{Keys: keys})
 }
 
 // TestSignVerify: signing keeps the root, adds a cosign signature manifest
@@ -79,7 +79,7 @@ func TestSignVerify(t *testing.T) {
 			if _, err := verifyFile(path, alicePub); !errors.Is(err, artifact.ErrNoSignature) {
 				t.Fatalf("unsigned: %v, want ErrNoSignature", err)
 			}
-			sr, err := artifact.Sign(ctx, openPkg(t, path), alice, artifact.SignOptions{})
+			sr, err := artifact.Sign(ctx, openPkg(t, path), "", alice, artifact.SignOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -105,14 +105,14 @@ func TestSignVerify(t *testing.T) {
 				t.Fatalf("verify with another key: %v", err)
 			}
 			before, _ := os.ReadFile(path)
-			again, err := artifact.Sign(ctx, openPkg(t, path), alice, artifact.SignOptions{})
+			again, err := artifact.Sign(ctx, openPkg(t, path), "", alice, artifact.SignOptions{})
 			if err != nil || again.Added {
 				t.Fatalf("re-sign with the same key: %+v %v", again, err)
 			}
 			if after, _ := os.ReadFile(path); !bytes.Equal(before, after) {
 				t.Fatal("re-signing with the same key changed the archive")
 			}
-			if sr, err := artifact.Sign(ctx, openPkg(t, path), bob, artifact.SignOptions{}); err != nil || !sr.Added || sr.Signatures != 2 {
+			if sr, err := artifact.Sign(ctx, openPkg(t, path), "", bob, artifact.SignOptions{}); err != nil || !sr.Added || sr.Signatures != 2 {
 				t.Fatalf("sign with a second key: %+v %v", sr, err)
 			}
 			for _, k := range []artifact.Verifier{alicePub, bobPub} {
@@ -127,7 +127,7 @@ func TestSignVerify(t *testing.T) {
 				t.Fatal(err)
 			}
 			assertPullIdentical(t, ref, path)
-			if _, err := artifact.VerifyRemote(ctx, ref, artifact.VerifyOptions{Keys: []artifact.Verifier{bobPub}}); err != nil {
+			if _, err := verifyRemote(ctx, ref, artifact.VerifyOptions{Keys: []artifact.Verifier{bobPub}}); err != nil {
 				t.Fatalf("verify remote: %v", err)
 			}
 		})
@@ -169,7 +169,7 @@ func TestSignLayoutDir(t *testing.T) {
 	res := create(t, w, filepath.Join(t.TempDir(), "demo.tar"))
 	dir := extractLayout(t, res.Path)
 	for _, k := range []*key.Private{alice, bob} {
-		if _, err := artifact.Sign(ctx, openPkg(t, dir), k, artifact.SignOptions{}); err != nil {
+		if _, err := artifact.Sign(ctx, openPkg(t, dir), "", k, artifact.SignOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -276,7 +276,7 @@ func TestVerifyTamper(t *testing.T) {
 	good := filepath.Join(t.TempDir(), "good.tar")
 	create(t, w, good)
 	unsigned := loadArchive(t, good)
-	if _, err := artifact.Sign(ctx, openPkg(t, good), alice, artifact.SignOptions{}); err != nil {
+	if _, err := artifact.Sign(ctx, openPkg(t, good), "", alice, artifact.SignOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	a := loadArchive(t, good)
@@ -290,7 +290,7 @@ func TestVerifyTamper(t *testing.T) {
 	// A package signed by mallory only.
 	byMallory := filepath.Join(t.TempDir(), "mallory.tar")
 	writeTar(t, byMallory, unsigned.entries)
-	if _, err := artifact.Sign(ctx, openPkg(t, byMallory), mallory, artifact.SignOptions{}); err != nil {
+	if _, err := artifact.Sign(ctx, openPkg(t, byMallory), "", mallory, artifact.SignOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	// Another package (other version, so another root) signed by alice:
@@ -489,7 +489,7 @@ func TestSignatureTravelsAsReferrer(t *testing.T) {
 	if _, err := withReferrers.Resolve(ctx, artifact.SignatureTag(digest.Digest(root))); err == nil {
 		t.Fatal("the copy has the signature tag: the test would not show the referrer is used")
 	}
-	if _, err := artifact.VerifyRemote(ctx, host+"/copies/with-referrers@"+root, keys); err != nil {
+	if _, err := verifyRemote(ctx, host+"/copies/with-referrers@"+root, keys); err != nil {
 		t.Fatalf("verify of a copy with referrers: %v", err)
 	}
 	out := filepath.Join(t.TempDir(), "pulled.tar.zst")
@@ -504,7 +504,7 @@ func TestSignatureTravelsAsReferrer(t *testing.T) {
 	if _, err := oras.Copy(ctx, src, root, bare, root, oras.DefaultCopyOptions); err != nil {
 		t.Fatal(err)
 	}
-	_, err := artifact.VerifyRemote(ctx, host+"/copies/bare@"+root, keys)
+	_, err := verifyRemote(ctx, host+"/copies/bare@"+root, keys)
 	if !errors.Is(err, artifact.ErrNoSignature) || !strings.Contains(err.Error(), "oras copy -r") || !strings.Contains(err.Error(), artifact.SignatureTag(digest.Digest(root))) {
 		t.Fatalf("verify of a copy without the signature: %v", err)
 	}
@@ -515,7 +515,7 @@ func TestSignatureTravelsAsReferrer(t *testing.T) {
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("oras copy -r: %v\n%s", err, out)
 		}
-		if _, err := artifact.VerifyRemote(ctx, host+"/copies/oras-cli@"+root, keys); err != nil {
+		if _, err := verifyRemote(ctx, host+"/copies/oras-cli@"+root, keys); err != nil {
 			t.Fatalf("verify after oras copy -r: %v", err)
 		}
 		out, err := exec.Command(orasBin, "discover", "--plain-http", host+"/copies/oras-cli@"+root).CombinedOutput()

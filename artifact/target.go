@@ -30,12 +30,14 @@ var _ oras.ReadOnlyTarget = (*Reader)(nil)
 // package root, a tag is the entry it names (the version for the root,
 // sha256-<hex>.sig for its signature), a digest the entry with it.
 func (r *Reader) Resolve(_ context.Context, reference string) (ocispec.Descriptor, error) {
-	if reference == "" {
-		return rootDescriptor(r.root), nil
-	}
 	for _, d := range r.index.Manifests {
-		if d.Annotations[ocispec.AnnotationRefName] == reference || d.Digest.String() == reference {
-			return rootDescriptor(d), nil
+		if (reference == "" && d.Digest == r.root.Digest) || d.Annotations[ocispec.AnnotationRefName] == reference || d.Digest.String() == reference {
+			desc := rootDescriptor(d)
+			desc.ArtifactType = d.ArtifactType
+			if d.Digest == r.root.Digest {
+				desc.ArtifactType = ArtifactTypePackage
+			}
+			return desc, nil
 		}
 	}
 	return ocispec.Descriptor{}, fmt.Errorf("%s: %s: %w", r.path, reference, errdef.ErrNotFound)
@@ -190,7 +192,7 @@ func Copy(ctx context.Context, src oras.ReadOnlyTarget, srcRef string, dst oras.
 			if _, err := push(ctx, r, repo, dstRef, po); err != nil {
 				return ocispec.Descriptor{}, fmt.Errorf("copy to %s: %w", repo.Reference, err)
 			}
-			return rootDescriptor(r.root), nil
+			return r.Resolve(ctx, "")
 		}
 	}
 	co := oras.CopyOptions{}

@@ -71,7 +71,7 @@ func TestCopyBetweenTargets(t *testing.T) {
 		if _, err := artifact.Copy(ctx, store, "1.0.0", repo, "1.0.0", artifact.CopyOptions{}); err != nil {
 			t.Fatalf("OCI layout → registry: %v", err)
 		}
-		if _, err := artifact.VerifyRemote(ctx, ref, artifact.VerifyOptions{Keys: []artifact.Verifier{pub}}); err != nil {
+		if _, err := verifyRemote(ctx, ref, artifact.VerifyOptions{Keys: []artifact.Verifier{pub}}); err != nil {
 			t.Fatalf("%s through a layout store: %v", src, err)
 		}
 		// The archive it came from (the layout folder: the .tar.zst), in
@@ -96,7 +96,7 @@ func TestCopyBetweenTargets(t *testing.T) {
 	if _, err := artifact.Copy(ctx, r, "", remoteRepo(t, ref), "1.0.0", artifact.CopyOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := artifact.VerifyRemote(ctx, ref, artifact.VerifyOptions{Keys: []artifact.Verifier{pub}}); err != nil {
+	if _, err := verifyRemote(ctx, ref, artifact.VerifyOptions{Keys: []artifact.Verifier{pub}}); err != nil {
 		t.Fatal(err)
 	}
 }

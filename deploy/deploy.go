@@ -93,11 +93,11 @@ func Deploy(ctx context.Context, cs kubernetes.Interface, r *artifact.Reader, op
 	}
 	switch {
 	case len(opts.Keys) > 0:
-		if _, err := artifact.Verify(ctx, r, artifact.VerifyOptions{Keys: opts.Keys, Progress: opts.Progress}); err != nil {
+		if _, err := artifact.Verify(ctx, r, "", artifact.VerifyOptions{Keys: opts.Keys, Progress: opts.Progress}); err != nil {
 			return nil, err
 		}
 	case opts.InsecureSkipSignatureVerification:
-		if _, err := artifact.Inspect(ctx, r, opts.Progress); err != nil {
+		if _, err := artifact.Inspect(ctx, r, "", opts.Progress); err != nil {
 			return nil, err
 		}
 	default:

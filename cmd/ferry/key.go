@@ -169,7 +169,7 @@ key alone, and nothing records when or whether a signature was made.`,
 					return err
 				}
 				progress, done := newProgress(cmd)
-				res, err = artifact.Sign(cmd.Context(), r, k, artifact.SignOptions{Progress: progress})
+				res, err = artifact.Sign(cmd.Context(), r, "", k, artifact.SignOptions{Progress: progress})
 				done()
 				if err != nil {
 					return err
@@ -179,7 +179,11 @@ key alone, and nothing records when or whether a signature was made.`,
 				if err != nil {
 					return err
 				}
-				if res, err = artifact.SignRemote(cmd.Context(), ref, k, artifact.SignOptions{Remote: ro}); err != nil {
+				repo, err := ro.Repository(ref)
+				if err != nil {
+					return err
+				}
+				if res, err = artifact.Sign(cmd.Context(), repo, repo.Reference.Reference, k, artifact.SignOptions{}); err != nil {
 					return err
 				}
 			}

@@ -51,7 +51,7 @@ Credentials come from --username/--password-stdin or the docker config file
 			progress, done := newProgress(cmd)
 			defer done()
 			if len(verifyKeys) > 0 {
-				if _, err := artifact.Verify(cmd.Context(), r, artifact.VerifyOptions{Keys: verifyKeys, Progress: progress}); err != nil {
+				if _, err := artifact.Verify(cmd.Context(), r, "", artifact.VerifyOptions{Keys: verifyKeys, Progress: progress}); err != nil {
 					return err
 				}
 			}

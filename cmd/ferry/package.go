@@ -59,7 +59,7 @@ and print nothing unless both hold.`,
 					return err
 				}
 				progress, done := newProgress(cmd)
-				rep, err = artifact.Inspect(cmd.Context(), r, progress)
+				rep, err = artifact.Inspect(cmd.Context(), r, "", progress)
 				done()
 				if err != nil {
 					return err
@@ -69,7 +69,11 @@ and print nothing unless both hold.`,
 				if err != nil {
 					return err
 				}
-				if rep, err = artifact.InspectRemote(cmd.Context(), ref, ro); err != nil {
+				repo, err := ro.Repository(ref)
+				if err != nil {
+					return err
+				}
+				if rep, err = artifact.Inspect(cmd.Context(), repo, repo.Reference.Reference, nil); err != nil {
 					return err
 				}
 			}

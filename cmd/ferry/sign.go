@@ -72,15 +72,19 @@ func verifyPackage(cmd *cobra.Command, src string, keyFiles []string, remote rem
 	}
 	progress, done := newProgress(cmd)
 	defer done()
-	opts := artifact.VerifyOptions{Keys: keys, Remote: ro, Progress: progress}
+	opts := artifact.VerifyOptions{Keys: keys, Progress: progress}
 	if path == "" {
-		return artifact.VerifyRemote(cmd.Context(), ref, opts)
+		repo, err := ro.Repository(ref)
+		if err != nil {
+			return nil, err
+		}
+		return artifact.Verify(cmd.Context(), repo, repo.Reference.Reference, opts)
 	}
 	r, err := artifact.Open(cmd.Context(), path)
 	if err != nil {
 		return nil, err
 	}
-	return artifact.Verify(cmd.Context(), r, opts)
+	return artifact.Verify(cmd.Context(), r, "", opts)
 }
 
 // loadVerifyKeys reads the public keys given with --key.

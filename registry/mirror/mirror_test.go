@@ -106,7 +106,11 @@ func TestLoadMirror(t *testing.T) {
 		t.Fatalf("crane digest org/tool:v1 = %q, %v; want %s", b, err, want["tool"])
 	}
 	// The package itself is there under its name.
-	if _, err := artifact.InspectRemote(context.Background(), host+"/mirrored:2.0.0", artifact.RemoteOptions{}); err != nil {
+	repo, err := artifact.RemoteOptions{}.Repository(host + "/mirrored:2.0.0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := artifact.Inspect(context.Background(), repo, "2.0.0", nil); err != nil {
 		t.Fatal(err)
 	}
 	cfg := mirror.Snippets(host, results)
