@@ -19,7 +19,6 @@ import (
 	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/deploy/agent"
 	"github.com/ferrypkg/ferry/internal/cluster"
-	"github.com/ferrypkg/ferry/registry/mirror"
 )
 
 // ErrUnsigned means a package was refused for want of a key to verify it.
@@ -109,7 +108,7 @@ func Deploy(ctx context.Context, cs kubernetes.Interface, r *artifact.Reader, op
 	}
 	remote := cluster.RegistryRemote(host, cred)
 	pushStart := time.Now()
-	loaded, err := mirror.Load(ctx, host, r, remote)
+	loaded, err := artifact.Mirror(ctx, r, host, remote)
 	if err != nil {
 		return nil, fmt.Errorf("push images to %s: %w", host, err)
 	}
@@ -170,7 +169,7 @@ func imageRefs(cfg *artifact.Config) ([]string, error) {
 	var out []string
 	for _, c := range cfg.Components {
 		for _, img := range c.Images {
-			path, _, err := mirror.Path(img.Ref)
+			path, _, err := artifact.ImagePath(img.Ref)
 			if err != nil {
 				return nil, err
 			}

@@ -28,8 +28,6 @@ import (
 	"github.com/ferrypkg/ferry/inject"
 	"github.com/ferrypkg/ferry/internal/cluster"
 	"github.com/ferrypkg/ferry/internal/kube"
-	"github.com/ferrypkg/ferry/registry"
-	"github.com/ferrypkg/ferry/registry/mirror"
 )
 
 // RemoveOptions configure Remove.
@@ -55,7 +53,16 @@ type RemoveResult struct {
 	Images []string `json:"images"`
 	Kept   []string `json:"kept"`
 	// Storage is the registry's storage before and after garbage collection.
-	Storage registry.GCResult `json:"storage"`
+	Storage Storage `json:"storage"`
+}
+
+// Storage is what the in-cluster registry's garbage collection reports
+// (`ferry-registry gc` prints registry.GCResult as JSON): its storage's
+// bytes before and after. Its own type, so that deploy does not link the
+// registry server.
+type Storage struct {
+	Before int64 `json:"before"`
+	After  int64 `json:"after"`
 }
 
 // ErrNotDeployed means Remove found no record of the package.
@@ -172,7 +179,7 @@ func (c *registryCleaner) usedBy(ctx context.Context, recs []*Record) (map[strin
 	for _, r := range recs {
 		for _, comp := range r.Config.Components {
 			for _, img := range comp.Images {
-				path, _, err := mirror.Path(img.Ref)
+				path, _, err := artifact.ImagePath(img.Ref)
 				if err != nil {
 					return nil, err
 				}
@@ -266,8 +273,8 @@ func (c *registryCleaner) deleteRepository(ctx context.Context, path string) err
 // collectGarbage runs `ferry-registry gc` in the registry's pod, then
 // restarts the pod (the registry caches blob descriptors and referrers) and
 // waits until it serves again.
-func collectGarbage(ctx context.Context, cs kubernetes.Interface, host string, opts RemoveOptions) (registry.GCResult, error) {
-	var res registry.GCResult
+func collectGarbage(ctx context.Context, cs kubernetes.Interface, host string, opts RemoveOptions) (Storage, error) {
+	var res Storage
 	dep, err := cs.AppsV1().Deployments(opts.Namespace).Get(ctx, cluster.RegistryName, metav1.GetOptions{})
 	if err != nil {
 		return res, fmt.Errorf("registry deployment: %w", err)

@@ -9,7 +9,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ferrypkg/ferry/artifact"
-	"github.com/ferrypkg/ferry/registry/mirror"
 )
 
 func newMirrorCmd() *cobra.Command {
@@ -55,7 +54,7 @@ Credentials come from --username/--password-stdin or the docker config file
 					return err
 				}
 			}
-			res, err := mirror.Load(cmd.Context(), target, r, ro)
+			res, err := artifact.Mirror(cmd.Context(), r, target, ro)
 			done()
 			if err != nil {
 				return err

@@ -17,7 +17,7 @@ import (
 	"oras.land/oras-go/v2/content/oci"
 	"oras.land/oras-go/v2/registry/remote"
 
-	"github.com/ferrypkg/ferry/registry/mirror"
+	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/registry/registrytest"
 )
 
@@ -89,7 +89,7 @@ func TestCLIMirror(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("mirror: exit %d: %s", code, stderr)
 	}
-	var res mirror.Result
+	var res artifact.MirrorResult
 	if err := json.Unmarshal([]byte(out), &res); err != nil || len(res.Images) != 1 || res.BytesPushed == 0 {
 		t.Fatalf("mirror printed %s (%v)", out, err)
 	}

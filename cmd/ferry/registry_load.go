@@ -69,7 +69,7 @@ func registryRoot(root string) (string, error) {
 }
 
 // loadPackages opens the packages and loads them into the storage at root.
-func loadPackages(ctx context.Context, root string, paths []string) ([]*mirror.Result, error) {
+func loadPackages(ctx context.Context, root string, paths []string) ([]*artifact.MirrorResult, error) {
 	var readers []*artifact.Reader
 	for _, p := range paths {
 		r, err := artifact.Open(ctx, p)
@@ -82,7 +82,7 @@ func loadPackages(ctx context.Context, root string, paths []string) ([]*mirror.R
 }
 
 // printLoaded lists what was loaded and the mirror configuration for addr.
-func printLoaded(w io.Writer, results []*mirror.Result, addr string) {
+func printLoaded(w io.Writer, results []*artifact.MirrorResult, addr string) {
 	for _, r := range results {
 		fmt.Fprintf(w, "loaded package %s (%s)\n", r.Package, r.Root)
 		for _, i := range r.Images {

@@ -12,113 +12,14 @@ import (
 	"strings"
 
 	"github.com/distribution/reference"
-	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
-	"oras.land/oras-go/v2"
 
 	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/registry"
 )
 
-// Image is one image a mirror load made pullable.
-type Image struct {
-	// Ref is the original reference, e.g. docker.io/library/nginx:1.27.
-	Ref string `json:"ref"`
-	// Repository and Tag are where the mirror serves it: the original path
-	// without its registry host (library/nginx, 1.27).
-	Repository string `json:"repository"`
-	Tag        string `json:"tag,omitempty"`
-	Digest     string `json:"digest"`
-}
-
-// Result tells what Load put into a registry.
-type Result struct {
-	// Package is the repository:tag the whole package was pushed to.
-	Package string  `json:"package"`
-	Root    string  `json:"root"`
-	Images  []Image `json:"images"`
-	// BytesPushed counts the blob bytes uploaded (not those the registry
-	// had, nor those mounted from the package's repository).
-	BytesPushed int64 `json:"bytesPushed"`
-}
-
-// Path is the repository path an image is mirrored under: its
-// original path without the registry host, so docker.io/library/nginx:1.27
-// becomes library/nginx and ghcr.io/org/app:v1 becomes org/app. A
-// containerd or docker mirror for the original registry then finds it.
-func Path(ref string) (repo, tag string, err error) {
-	named, err := reference.ParseNormalizedNamed(ref)
-	if err != nil {
-		return "", "", fmt.Errorf("invalid image reference %q: %w", ref, err)
-	}
-	if t, ok := named.(reference.Tagged); ok {
-		tag = t.Tag()
-	}
-	return reference.Path(named), tag, nil
-}
-
-// Load copies a package into the registry at host (host[:port][/prefix],
-// plain HTTP on loopback; a prefix goes before every repository): the whole package under its own name (<name>:<version>), then
-// each image under its original repository path and tag, by the digest the
-// package recorded, mounting blobs from the package repository.
-func Load(ctx context.Context, host string, r *artifact.Reader, opts artifact.RemoteOptions) (*Result, error) {
-	cfg := r.Config()
-	pkgRepo := cfg.Name
-	pkgRef := fmt.Sprintf("%s/%s:%s", host, pkgRepo, cfg.Version)
-	pushed, err := artifact.Push(ctx, r, pkgRef, artifact.PushOptions{Remote: opts})
-	if err != nil {
-		return nil, err
-	}
-	src, err := opts.Repository(pkgRef)
-	if err != nil {
-		return nil, err
-	}
-	res := &Result{Package: pkgRepo + ":" + cfg.Version, Root: r.Root().Digest.String(), BytesPushed: pushed.BytesPushed}
-	seen := map[string]string{} // repo:tag → digest
-	for _, c := range r.Config().Components {
-		for _, img := range c.Images {
-			repoPath, tag, err := Path(img.Ref)
-			if err != nil {
-				return nil, err
-			}
-			key := repoPath + ":" + tag
-			if prev, ok := seen[key]; ok {
-				if prev != img.Digest.String() {
-					return nil, fmt.Errorf("mirror %s: %s already holds %s from another image of the package", img.Ref, key, prev)
-				}
-				continue
-			}
-			seen[key] = img.Digest.String()
-			dst, err := opts.Repository(host + "/" + repoPath)
-			if err != nil {
-				return nil, err
-			}
-			desc, err := src.Resolve(ctx, img.Digest.String())
-			if err != nil {
-				return nil, fmt.Errorf("mirror %s: %w", img.Ref, err)
-			}
-			copyOpts := oras.CopyGraphOptions{
-				MountFrom: func(context.Context, ocispec.Descriptor) ([]string, error) {
-					return []string{src.Reference.Repository}, nil
-				},
-			}
-			if err := oras.CopyGraph(ctx, src, dst, desc, copyOpts); err != nil {
-				return nil, fmt.Errorf("mirror %s: %w", img.Ref, err)
-			}
-			if tag != "" {
-				if err := dst.Tag(ctx, desc, tag); err != nil {
-					return nil, fmt.Errorf("mirror %s: tag: %w", img.Ref, err)
-				}
-			}
-			res.Images = append(res.Images, Image{Ref: img.Ref, Repository: repoPath, Tag: tag, Digest: img.Digest.String()})
-		}
-	}
-	sort.Slice(res.Images, func(i, j int) bool { return res.Images[i].Ref < res.Images[j].Ref })
-	return res, nil
-}
-
 // Snippets renders the configuration that makes containerd and docker
 // pull the mirrored images from the registry at host (plain HTTP).
-func Snippets(host string, res []*Result) string {
+func Snippets(host string, res []*artifact.MirrorResult) string {
 	registries := map[string]bool{}
 	for _, r := range res {
 		for _, img := range r.Images {
@@ -151,7 +52,7 @@ func Snippets(host string, res []*Result) string {
 // mirror prepared without serving (`ferry registry load`), or before serving
 // (`ferry registry serve --load`). cfg.RootDir should be set: in-memory
 // storage would be lost.
-func LoadInto(ctx context.Context, cfg registry.Config, pkgs []*artifact.Reader, opts ...registry.Option) ([]*Result, error) {
+func LoadInto(ctx context.Context, cfg registry.Config, pkgs []*artifact.Reader, opts ...registry.Option) ([]*artifact.MirrorResult, error) {
 	cfg.HTPasswdFile, cfg.TLSCertFile, cfg.TLSKeyFile, cfg.Addr = "", "", "", ""
 	srv, err := registry.New(ctx, cfg, opts...)
 	if err != nil {
@@ -172,10 +73,10 @@ func LoadInto(ctx context.Context, cfg registry.Config, pkgs []*artifact.Reader,
 }
 
 // loadAll loads each package into the registry at host.
-func loadAll(ctx context.Context, host string, pkgs []*artifact.Reader) ([]*Result, error) {
-	var out []*Result
+func loadAll(ctx context.Context, host string, pkgs []*artifact.Reader) ([]*artifact.MirrorResult, error) {
+	var out []*artifact.MirrorResult
 	for _, r := range pkgs {
-		res, err := Load(ctx, host, r, artifact.RemoteOptions{PlainHTTP: true})
+		res, err := artifact.Mirror(ctx, r, host, artifact.RemoteOptions{PlainHTTP: true})
 		if err != nil {
 			return out, fmt.Errorf("load %s: %w", r.Path(), err)
 		}

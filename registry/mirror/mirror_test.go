@@ -29,7 +29,7 @@ func TestMirrorPath(t *testing.T) {
 		"ghcr.io/org/app:v1":           "org/app:v1",
 		"127.0.0.1:5000/a/b/c:2":       "a/b/c:2",
 	} {
-		repo, tag, err := mirror.Path(in)
+		repo, tag, err := artifact.ImagePath(in)
 		if err != nil || repo+":"+tag != want {
 			t.Errorf("MirrorPath(%q) = %s:%s, %v; want %s", in, repo, tag, err, want)
 		}

@@ -1,0 +1,113 @@
+package artifact
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	"github.com/distribution/reference"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+	"oras.land/oras-go/v2"
+)
+
+// Mirroring is how a package's images become pullable under their original
+// names from a registry that stands in for the registries they came from:
+// what `ferry deploy` does for the in-cluster registry, `package mirror`
+// for any registry and `registry load` for an offline mirror.
+
+// MirroredImage is one image Mirror made pullable under its original path.
+type MirroredImage struct {
+	// Ref is the original reference, e.g. docker.io/library/nginx:1.27.
+	Ref string `json:"ref"`
+	// Repository and Tag are where the mirror serves it: the original path
+	// without its registry host (library/nginx, 1.27).
+	Repository string `json:"repository"`
+	Tag        string `json:"tag,omitempty"`
+	Digest     string `json:"digest"`
+}
+
+// MirrorResult tells what Mirror put into a registry.
+type MirrorResult struct {
+	// Package is the repository:tag the whole package was pushed to.
+	Package string          `json:"package"`
+	Root    string          `json:"root"`
+	Images  []MirroredImage `json:"images"`
+	// BytesPushed counts the blob bytes uploaded (not those the registry
+	// had, nor those mounted from the package's repository).
+	BytesPushed int64 `json:"bytesPushed"`
+}
+
+// ImagePath is the repository path an image is mirrored under: its
+// original path without the registry host, so docker.io/library/nginx:1.27
+// becomes library/nginx and ghcr.io/org/app:v1 becomes org/app. A
+// containerd or docker mirror for the original registry then finds it.
+func ImagePath(ref string) (repo, tag string, err error) {
+	named, err := reference.ParseNormalizedNamed(ref)
+	if err != nil {
+		return "", "", fmt.Errorf("invalid image reference %q: %w", ref, err)
+	}
+	if t, ok := named.(reference.Tagged); ok {
+		tag = t.Tag()
+	}
+	return reference.Path(named), tag, nil
+}
+
+// Mirror copies a package into the registry at host (host[:port][/prefix],
+// plain HTTP on loopback; a prefix goes before every repository): the whole package under its own name (<name>:<version>), then
+// each image under its original repository path and tag, by the digest the
+// package recorded, mounting blobs from the package repository.
+func Mirror(ctx context.Context, r *Reader, host string, opts RemoteOptions) (*MirrorResult, error) {
+	cfg := r.config
+	pkgRepo := cfg.Name
+	pkgRef := fmt.Sprintf("%s/%s:%s", host, pkgRepo, cfg.Version)
+	pushed, err := Push(ctx, r, pkgRef, PushOptions{Remote: opts})
+	if err != nil {
+		return nil, err
+	}
+	src, err := opts.Repository(pkgRef)
+	if err != nil {
+		return nil, err
+	}
+	res := &MirrorResult{Package: pkgRepo + ":" + cfg.Version, Root: r.root.Digest.String(), BytesPushed: pushed.BytesPushed}
+	seen := map[string]string{} // repo:tag → digest
+	for _, c := range r.config.Components {
+		for _, img := range c.Images {
+			repoPath, tag, err := ImagePath(img.Ref)
+			if err != nil {
+				return nil, err
+			}
+			key := repoPath + ":" + tag
+			if prev, ok := seen[key]; ok {
+				if prev != img.Digest.String() {
+					return nil, fmt.Errorf("mirror %s: %s already holds %s from another image of the package", img.Ref, key, prev)
+				}
+				continue
+			}
+			seen[key] = img.Digest.String()
+			dst, err := opts.Repository(host + "/" + repoPath)
+			if err != nil {
+				return nil, err
+			}
+			desc, err := src.Resolve(ctx, img.Digest.String())
+			if err != nil {
+				return nil, fmt.Errorf("mirror %s: %w", img.Ref, err)
+			}
+			copyOpts := oras.CopyGraphOptions{
+				MountFrom: func(context.Context, ocispec.Descriptor) ([]string, error) {
+					return []string{src.Reference.Repository}, nil
+				},
+			}
+			if err := oras.CopyGraph(ctx, src, dst, desc, copyOpts); err != nil {
+				return nil, fmt.Errorf("mirror %s: %w", img.Ref, err)
+			}
+			if tag != "" {
+				if err := dst.Tag(ctx, desc, tag); err != nil {
+					return nil, fmt.Errorf("mirror %s: tag: %w", img.Ref, err)
+				}
+			}
+			res.Images = append(res.Images, MirroredImage{Ref: img.Ref, Repository: repoPath, Tag: tag, Digest: img.Digest.String()})
+		}
+	}
+	sort.Slice(res.Images, func(i, j int) bool { return res.Images[i].Ref < res.Images[j].Ref })
+	return res, nil
+}
