@@ -111,7 +111,7 @@ func TestCosignInterop(t *testing.T) {
 		}
 	}
 	pulled := filepath.Join(t.TempDir(), "pulled.tar.zst")
-	pr, err := artifact.Pull(ctx, byCosign+":1.0.0", pulled, artifact.PullOptions{Keys: []artifact.Verifier{cliPub}})
+	pr, err := pullRemote(ctx, byCosign+":1.0.0", pulled, artifact.PullOptions{Keys: []artifact.Verifier{cliPub}})
 	if err != nil || len(pr.Signatures) != 1 {
 		t.Fatalf("pull --key: %+v %v", pr, err)
 	}
@@ -135,7 +135,7 @@ func TestCosignInterop(t *testing.T) {
 	}
 	// A wrong key fails pull before anything is written.
 	refused := filepath.Join(t.TempDir(), "refused.tar.zst")
-	if _, err := artifact.Pull(ctx, byCosign+":1.0.0", refused, artifact.PullOptions{Keys: []artifact.Verifier{strangerPub}}); !errors.Is(err, artifact.ErrSignature) {
+	if _, err := pullRemote(ctx, byCosign+":1.0.0", refused, artifact.PullOptions{Keys: []artifact.Verifier{strangerPub}}); !errors.Is(err, artifact.ErrSignature) {
 		t.Fatalf("pull with a wrong key: %v", err)
 	}
 	if left, _ := filepath.Glob(filepath.Join(filepath.Dir(refused), "*")); len(left) != 0 {

@@ -231,7 +231,11 @@ func ExamplePull() {
 	defer os.RemoveAll(dir)
 	ref, root, stop := examplePushed(dir)
 	defer stop()
-	pulled, err := artifact.Pull(context.Background(), ref, filepath.Join(dir, "pulled.tar.zst"), artifact.PullOptions{})
+	repo, err := artifact.RemoteOptions{}.Repository(ref)
+	if err != nil {
+		log.Fatal(err)
+	}
+	pulled, err := artifact.Pull(context.Background(), repo, "1.0.0", filepath.Join(dir, "pulled.tar.zst"), artifact.PullOptions{})
 	if err != nil {
 		log.Fatal(err)
 	}

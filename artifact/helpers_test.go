@@ -307,3 +307,12 @@ func inspectRemote(ctx context.Context, ref string) (*artifact.Report, error) {
 	}
 	return artifact.Inspect(ctx, repo, tag, nil)
 }
+
+// pullRemote pulls the package ref names from its registry into out.
+func pullRemote(ctx context.Context, ref, out string, opts artifact.PullOptions) (*artifact.PullResult, error) {
+	repo, tag, err := inRegistry(ref)
+	if err != nil {
+		return nil, err
+	}
+	return artifact.Pull(ctx, repo, tag, out, opts)
+}

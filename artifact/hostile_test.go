@@ -132,7 +132,7 @@ func TestOnlyTheSignedRootTravels(t *testing.T) {
 			t.Fatalf("verify: %v", err)
 		}
 		out := filepath.Join(t.TempDir(), "pulled.tar")
-		if _, err := artifact.Pull(ctx, ref, out, artifact.PullOptions{}); !errors.Is(err, artifact.ErrCorrupt) {
+		if _, err := pullRemote(ctx, ref, out, artifact.PullOptions{}); !errors.Is(err, artifact.ErrCorrupt) {
 			t.Fatalf("pull: %v", err)
 		}
 		if _, err := os.Stat(out); !errors.Is(err, os.ErrNotExist) {
@@ -490,7 +490,7 @@ func TestPushOneFrameArchive(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := filepath.Join(dir, "pulled.tar")
-	if _, err := artifact.Pull(context.Background(), host+"/pkgs/small:1.0.0", out, artifact.PullOptions{}); err != nil {
+	if _, err := pullRemote(context.Background(), host+"/pkgs/small:1.0.0", out, artifact.PullOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := inspectErr(out); err != nil {

@@ -42,7 +42,7 @@ func pushFile(t testing.TB, path, ref string, opts artifact.PushOptions) (*artif
 func assertPullIdentical(t testing.TB, ref, want string) {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), filepath.Base(want))
-	if _, err := artifact.Pull(context.Background(), ref, out, artifact.PullOptions{}); err != nil {
+	if _, err := pullRemote(context.Background(), ref, out, artifact.PullOptions{}); err != nil {
 		t.Fatalf("pull %s: %v", ref, err)
 	}
 	a, _ := os.ReadFile(want)
@@ -107,7 +107,7 @@ func TestPullCorruptBlob(t *testing.T) {
 	ts := httptest.NewServer(proxy)
 	defer ts.Close()
 	outDir := t.TempDir()
-	_, err := artifact.Pull(context.Background(), strings.TrimPrefix(ts.URL, "http://")+"/pkgs/demo:1.0.0", filepath.Join(outDir, "x.tar.zst"), artifact.PullOptions{})
+	_, err := pullRemote(context.Background(), strings.TrimPrefix(ts.URL, "http://")+"/pkgs/demo:1.0.0", filepath.Join(outDir, "x.tar.zst"), artifact.PullOptions{})
 	if err == nil || !strings.Contains(err.Error(), victim) {
 		t.Fatalf("pull of a corrupted blob: %v, want an error naming %s", err, victim)
 	}

@@ -19,7 +19,6 @@ import (
 
 // PullOptions configures Pull. The zero value works.
 type PullOptions struct {
-	Remote RemoteOptions
 	// Format is the archive format; if empty, taken from the output name.
 	Format Format
 	// Progress, if set, receives progress reports.
@@ -40,23 +39,22 @@ type PullResult struct {
 	Signatures []VerifiedSignature `json:"signatures,omitempty"`
 }
 
-// Pull fetches the package ref names (tag or digest) and writes it as an
-// archive at out, atomically. Every blob is verified against its digest as
-// it is written; a digest reference is the root's. With opts.Keys the
-// signature is checked first, before anything is written. Pulling what Push sent
-// gives the same bytes.
-func Pull(ctx context.Context, ref, out string, opts PullOptions) (*PullResult, error) {
-	repo, err := opts.Remote.Repository(ref)
-	if err != nil {
-		return nil, err
-	}
-	p, err := planFrom(ctx, repo, repo.Reference.Reference)
+// Pull writes the package that ref names in src (tag or digest; "" for a
+// package's root) as an archive at out, atomically: from a registry
+// repository (*remote.Repository), an OCI layout store, memory, or another
+// package (a layout folder written as a .tar.zst, say). Every blob is
+// verified against its digest as it is written; a digest reference is the
+// root's. With opts.Keys the signature is checked first, before anything is
+// written. Pulling what Push sent gives the same bytes.
+func Pull(ctx context.Context, src oras.ReadOnlyTarget, ref, out string, opts PullOptions) (*PullResult, error) {
+	name := targetName(src, ref)
+	p, err := planFrom(ctx, src, ref)
 	if err != nil {
 		return nil, err
 	}
 	var valid []VerifiedSignature
 	if len(opts.Keys) > 0 {
-		if valid, err = p.checkSignatures(ctx, repo, repo.Reference.Reference, opts.Keys); err != nil {
+		if valid, err = p.checkSignatures(ctx, src, ref, opts.Keys); err != nil {
 			return nil, err
 		}
 	}
@@ -74,7 +72,7 @@ func Pull(ctx context.Context, ref, out string, opts PullOptions) (*PullResult, 
 		})
 	})
 	if err != nil {
-		return nil, fmt.Errorf("pull %s: %w", ref, err)
+		return nil, fmt.Errorf("pull %s: %w", name, err)
 	}
 	return &PullResult{Path: out, Root: p.root, Config: p.config, Size: size, Blobs: len(p.blobs), Signatures: valid}, nil
 }

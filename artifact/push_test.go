@@ -49,7 +49,7 @@ func TestPushPullRoundTrip(t *testing.T) {
 			want, _ := os.ReadFile(res.Path)
 			for _, from := range []string{ref, repo + "@" + res.Root.Digest.String()} {
 				out := filepath.Join(t.TempDir(), "pulled"+ext)
-				pl, err := artifact.Pull(ctx, from, out, artifact.PullOptions{})
+				pl, err := pullRemote(ctx, from, out, artifact.PullOptions{})
 				if err != nil {
 					t.Fatalf("pull %s: %v", from, err)
 				}
@@ -119,7 +119,7 @@ func TestPushStreams(t *testing.T) {
 				t.Fatalf("%s, %d streams: %+v", src, streams, res)
 			}
 			pulled := filepath.Join(t.TempDir(), "p.tar")
-			if _, err := artifact.Pull(ctx, ref, pulled, artifact.PullOptions{}); err != nil {
+			if _, err := pullRemote(ctx, ref, pulled, artifact.PullOptions{}); err != nil {
 				t.Fatal(err)
 			}
 			if got, _ := os.ReadFile(pulled); !bytes.Equal(got, want) {

@@ -493,7 +493,7 @@ func TestSignatureTravelsAsReferrer(t *testing.T) {
 		t.Fatalf("verify of a copy with referrers: %v", err)
 	}
 	out := filepath.Join(t.TempDir(), "pulled.tar.zst")
-	if _, err := artifact.Pull(ctx, host+"/copies/with-referrers@"+root, out, artifact.PullOptions{Keys: keys.Keys}); err != nil {
+	if _, err := pullRemote(ctx, host+"/copies/with-referrers@"+root, out, artifact.PullOptions{Keys: keys.Keys}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := verifyFile(out, alicePub); err != nil {

@@ -82,12 +82,22 @@ func TestCopyBetweenTargets(t *testing.T) {
 		}
 		want, _ := os.ReadFile(orig)
 		out := filepath.Join(t.TempDir(), "pulled"+artifact.FormatFromPath(orig).Ext())
-		if _, err := artifact.Pull(ctx, ref, out, artifact.PullOptions{}); err != nil {
+		if _, err := pullRemote(ctx, ref, out, artifact.PullOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		if got, _ := os.ReadFile(out); !bytes.Equal(got, want) {
 			t.Fatalf("%s → layout → registry → archive: %d bytes, want the original %d", src, len(got), len(want))
 		}
+	}
+
+	// A package is a source for Pull too: its layout folder written as a
+	// .tar.zst is the archive it came from, byte for byte.
+	out := filepath.Join(t.TempDir(), "from-layout.tar.zst")
+	if _, err := artifact.Pull(ctx, openPkg(t, extractLayout(t, res.Path)), "", out, artifact.PullOptions{Keys: []artifact.Verifier{pub}}); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := readFile(t, out), readFile(t, res.Path); !bytes.Equal(got, want) {
+		t.Fatalf("layout folder → archive: %d bytes, want %d", len(got), len(want))
 	}
 
 	// A package to a registry is the streaming push: again, nothing moves.
@@ -135,4 +145,13 @@ func TestReaderFetchVerifies(t *testing.T) {
 			t.Fatalf("%s: a damaged blob was fetched whole", name)
 		}
 	}
+}
+
+func readFile(t testing.TB, p string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

@@ -116,7 +116,11 @@ refused unless --insecure-skip-signature-verification. Run it where
 				}
 				defer os.RemoveAll(tmp)
 				path = filepath.Join(tmp, "package.tar")
-				if _, err := artifact.Pull(cmd.Context(), ref, path, artifact.PullOptions{Remote: ro, Keys: opts.Keys, Progress: progress}); err != nil {
+				repo, err := ro.Repository(ref)
+				if err != nil {
+					return err
+				}
+				if _, err := artifact.Pull(cmd.Context(), repo, repo.Reference.Reference, path, artifact.PullOptions{Keys: opts.Keys, Progress: progress}); err != nil {
 					return err
 				}
 			}

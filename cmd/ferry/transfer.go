@@ -293,8 +293,12 @@ required first: nothing is written otherwise.`,
 			if err != nil {
 				return err
 			}
+			repo, err := ro.Repository(ref)
+			if err != nil {
+				return err
+			}
 			progress, done := newProgress(cmd)
-			res, err := artifact.Pull(cmd.Context(), ref, file.path, artifact.PullOptions{Remote: ro, Progress: progress, Keys: verifyKeys})
+			res, err := artifact.Pull(cmd.Context(), repo, repo.Reference.Reference, file.path, artifact.PullOptions{Progress: progress, Keys: verifyKeys})
 			done()
 			if err != nil {
 				return err
