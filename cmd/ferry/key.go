@@ -154,7 +154,7 @@ key alone, and nothing records when or whether a signature was made.`,
 			if key == "" {
 				return fmt.Errorf("--key is required")
 			}
-			path, ref, err := parseSource(args[0])
+			src, ref, err := openSource(cmd, args[0], remote)
 			if err != nil {
 				return err
 			}
@@ -162,30 +162,11 @@ key alone, and nothing records when or whether a signature was made.`,
 			if err != nil {
 				return err
 			}
-			var res *artifact.SignResult
-			if path != "" {
-				r, err := artifact.Open(cmd.Context(), path)
-				if err != nil {
-					return err
-				}
-				progress, done := newProgress(cmd)
-				res, err = artifact.Sign(cmd.Context(), r, "", k, artifact.SignOptions{Progress: progress})
-				done()
-				if err != nil {
-					return err
-				}
-			} else {
-				ro, err := remote.options(cmd, ref)
-				if err != nil {
-					return err
-				}
-				repo, err := ro.Repository(ref)
-				if err != nil {
-					return err
-				}
-				if res, err = artifact.Sign(cmd.Context(), repo, repo.Reference.Reference, k, artifact.SignOptions{}); err != nil {
-					return err
-				}
+			progress, done := newProgress(cmd)
+			res, err := artifact.Sign(cmd.Context(), src, ref, k, artifact.SignOptions{Progress: progress})
+			done()
+			if err != nil {
+				return err
 			}
 			if output.json() {
 				return writeJSON(cmd.OutOrStdout(), res)

@@ -39,7 +39,7 @@ and print nothing unless both hold.`,
 				return err
 			}
 			var rep *artifact.Report
-			path, ref, err := parseSource(args[0])
+			path, _, err := parseSource(args[0])
 			if err != nil {
 				return err
 			}
@@ -53,27 +53,15 @@ and print nothing unless both hold.`,
 					return err
 				}
 				rep = res.Report
-			} else if path != "" {
-				r, err := artifact.Open(cmd.Context(), path)
+			} else {
+				src, ref, err := openSource(cmd, args[0], remote)
 				if err != nil {
 					return err
 				}
 				progress, done := newProgress(cmd)
-				rep, err = artifact.Inspect(cmd.Context(), r, "", progress)
+				rep, err = artifact.Inspect(cmd.Context(), src, ref, progress)
 				done()
 				if err != nil {
-					return err
-				}
-			} else {
-				ro, err := remote.options(cmd, ref)
-				if err != nil {
-					return err
-				}
-				repo, err := ro.Repository(ref)
-				if err != nil {
-					return err
-				}
-				if rep, err = artifact.Inspect(cmd.Context(), repo, repo.Reference.Reference, nil); err != nil {
 					return err
 				}
 			}

@@ -54,7 +54,7 @@ func addKeyFlag(cmd *cobra.Command, keys *[]string) {
 }
 
 // verifyPackage verifies a package on disk or in a registry with keys.
-func verifyPackage(cmd *cobra.Command, src string, keyFiles []string, remote remoteFlags) (*artifact.VerifyResult, error) {
+func verifyPackage(cmd *cobra.Command, arg string, keyFiles []string, remote remoteFlags) (*artifact.VerifyResult, error) {
 	if len(keyFiles) == 0 {
 		return nil, fmt.Errorf("--key is required")
 	}
@@ -62,29 +62,13 @@ func verifyPackage(cmd *cobra.Command, src string, keyFiles []string, remote rem
 	if err != nil {
 		return nil, err
 	}
-	path, ref, err := parseSource(src)
-	if err != nil {
-		return nil, err
-	}
-	ro, err := remote.options(cmd, ref)
+	src, ref, err := openSource(cmd, arg, remote)
 	if err != nil {
 		return nil, err
 	}
 	progress, done := newProgress(cmd)
 	defer done()
-	opts := artifact.VerifyOptions{Keys: keys, Progress: progress}
-	if path == "" {
-		repo, err := ro.Repository(ref)
-		if err != nil {
-			return nil, err
-		}
-		return artifact.Verify(cmd.Context(), repo, repo.Reference.Reference, opts)
-	}
-	r, err := artifact.Open(cmd.Context(), path)
-	if err != nil {
-		return nil, err
-	}
-	return artifact.Verify(cmd.Context(), r, "", opts)
+	return artifact.Verify(cmd.Context(), src, ref, artifact.VerifyOptions{Keys: keys, Progress: progress})
 }
 
 // loadVerifyKeys reads the public keys given with --key.

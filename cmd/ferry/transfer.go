@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"oras.land/oras-go/v2"
 	"oras.land/oras-go/v2/registry"
 	"oras.land/oras-go/v2/registry/remote/auth"
 	"oras.land/oras-go/v2/registry/remote/credentials"
@@ -166,6 +167,33 @@ func parseSource(arg string) (path, ref string, err error) {
 		return "", "", fmt.Errorf("%s: no such file or directory (a registry reference is host/repository:tag, or oci://…)", arg)
 	}
 	return arg, "", nil
+}
+
+// openSource opens what PKG|REF names (parseSource) as a target for the
+// verbs that take one: a package on disk (reference "", its root) or a
+// registry repository and the tag or digest in it. The registry flags are
+// checked either way.
+func openSource(cmd *cobra.Command, arg string, remote remoteFlags) (oras.ReadOnlyTarget, string, error) {
+	path, ref, err := parseSource(arg)
+	if err != nil {
+		return nil, "", err
+	}
+	ro, err := remote.options(cmd, ref)
+	if err != nil {
+		return nil, "", err
+	}
+	if path != "" {
+		r, err := artifact.Open(cmd.Context(), path)
+		if err != nil {
+			return nil, "", err
+		}
+		return r, "", nil
+	}
+	repo, err := ro.Repository(ref)
+	if err != nil {
+		return nil, "", err
+	}
+	return repo, repo.Reference.Reference, nil
 }
 
 // looksLikeRef reports whether arg, which is not on disk, reads as a
