@@ -37,14 +37,10 @@ func (k *PublicKey) PublicKey() crypto.PublicKey { return k.pub }
 // LoadPublicKey reads a PEM public key file (cosign.pub) for verification.
 // A private key or a damaged file is an ErrKey naming the file.
 func LoadPublicKey(path string) (*PublicKey, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrKey, err)
-	}
-	block, _ := pem.Decode(data)
+	data, block, err := ReadKeyFile(path)
 	switch {
-	case block == nil:
-		return nil, fmt.Errorf("%w: %s is not a PEM key file", ErrKey, path)
+	case err != nil:
+		return nil, err
 	case strings.Contains(block.Type, "PRIVATE KEY"):
 		return nil, fmt.Errorf("%w: %s is a private key; verification needs the public key (cosign.pub)", ErrKey, path)
 	}
@@ -58,4 +54,19 @@ func LoadPublicKey(path string) (*PublicKey, error) {
 		return nil, fmt.Errorf("%w: %s: %w", ErrKey, path, err)
 	}
 	return &PublicKey{Name: path, v: v, pub: pub}, nil
+}
+
+// ReadKeyFile reads a PEM key file and its first block; an unreadable file
+// or one with no PEM block is an ErrKey naming the file. LoadPublicKey and
+// package artifact/key's LoadPrivate read key files with it.
+func ReadKeyFile(path string) ([]byte, *pem.Block, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %w", ErrKey, err)
+	}
+	block, _ := pem.Decode(data)
+	if block == nil {
+		return nil, nil, fmt.Errorf("%w: %s is not a PEM key file", ErrKey, path)
+	}
+	return data, block, nil
 }

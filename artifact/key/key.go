@@ -8,7 +8,6 @@ package key
 import (
 	"bytes"
 	"crypto"
-	"encoding/pem"
 	"fmt"
 	"io"
 	"os"
@@ -94,14 +93,10 @@ func (k *Private) PublicKey() crypto.PublicKey {
 // `cosign generate-key-pair`) and decrypts it with password. A wrong
 // password, a public key, or a damaged file is an ErrKey naming the file.
 func LoadPrivate(path string, password []byte) (*Private, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrKey, err)
-	}
-	block, _ := pem.Decode(data)
+	data, block, err := artifact.ReadKeyFile(path)
 	switch {
-	case block == nil:
-		return nil, fmt.Errorf("%w: %s is not a PEM key file", ErrKey, path)
+	case err != nil:
+		return nil, err
 	case block.Type == "PUBLIC KEY":
 		return nil, fmt.Errorf("%w: %s is a public key; signing needs the private key (cosign.key)", ErrKey, path)
 	case block.Type != cosign.SigstorePrivateKeyPemType && block.Type != cosign.CosignPrivateKeyPemType:
