@@ -37,24 +37,8 @@ import (
 func BenchmarkPushPull(b *testing.B) {
 	crane := peertool.Require(b, "crane")
 	ferry := buildFerry(b)
-	mib, rounds := 1024, 3
-	if s := os.Getenv("FERRY_BENCH_PUSH_MIB"); s != "" {
-		mib, _ = strconv.Atoi(s)
-	}
-	if s := os.Getenv("FERRY_BENCH_ROUNDS"); s != "" {
-		rounds, _ = strconv.Atoi(s)
-	}
-	dir := b.TempDir()
-	genImageSet(b, dir, mib)
-	def, err := artifact.LoadDefinition(dir)
-	if err != nil {
-		b.Fatal(err)
-	}
-	pkg := filepath.Join(b.TempDir(), "bench.tar.zst")
-	if _, err := artifact.Create(context.Background(), def, artifact.CreateOptions{Charts: chart.Packager{}, Output: pkg}); err != nil {
-		b.Fatal(err)
-	}
-	layout := filepath.Join(dir, "images")
+	mib, rounds := envInt("FERRY_BENCH_PUSH_MIB", 1024), envInt("FERRY_BENCH_ROUNDS", 3)
+	pkg, layout := benchPackage(b, mib)
 	benchenv.Quiet(b, 8)
 	for range b.N {
 		runs := map[string][]benchRun{}
@@ -174,4 +158,32 @@ func copyFile(b *testing.B, src, dst string) {
 	if err := out.Close(); err != nil {
 		b.Fatal(err)
 	}
+}
+
+// envInt is the integer in the environment variable name, def if unset.
+func envInt(name string, def int) int {
+	if s := os.Getenv(name); s != "" {
+		if n, err := strconv.Atoi(s); err == nil {
+			return n
+		}
+	}
+	return def
+}
+
+// benchPackage creates a package of generated images totalling about mib
+// MiB (genImageSet) and returns its archive and the OCI layout of the same
+// images, for a peer tool to push.
+func benchPackage(b *testing.B, mib int) (pkg, layout string) {
+	b.Helper()
+	dir := b.TempDir()
+	genImageSet(b, dir, mib)
+	def, err := artifact.LoadDefinition(dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	pkg = filepath.Join(b.TempDir(), "bench.tar.zst")
+	if _, err := artifact.Create(context.Background(), def, artifact.CreateOptions{Charts: chart.Packager{}, Output: pkg}); err != nil {
+		b.Fatal(err)
+	}
+	return pkg, filepath.Join(dir, "images")
 }

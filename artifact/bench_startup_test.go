@@ -1,19 +1,14 @@
 package artifact_test
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/ferrypkg/ferry/artifact"
-	"github.com/ferrypkg/ferry/artifact/chart"
 	"github.com/ferrypkg/ferry/internal/benchenv"
 	"github.com/ferrypkg/ferry/internal/peertool"
 	"github.com/ferrypkg/ferry/registry"
@@ -34,24 +29,8 @@ import (
 func BenchmarkStartup(b *testing.B) {
 	crane := peertool.Require(b, "crane")
 	ferry := buildFerry(b)
-	mib, runs := 1024, 15
-	if s := os.Getenv("FERRY_BENCH_PUSH_MIB"); s != "" {
-		mib, _ = strconv.Atoi(s)
-	}
-	if s := os.Getenv("FERRY_BENCH_STARTUP_RUNS"); s != "" {
-		runs, _ = strconv.Atoi(s)
-	}
-	dir := b.TempDir()
-	genImageSet(b, dir, mib)
-	def, err := artifact.LoadDefinition(dir)
-	if err != nil {
-		b.Fatal(err)
-	}
-	pkg := filepath.Join(b.TempDir(), "bench.tar.zst")
-	if _, err := artifact.Create(context.Background(), def, artifact.CreateOptions{Charts: chart.Packager{}, Output: pkg}); err != nil {
-		b.Fatal(err)
-	}
-	layout := filepath.Join(dir, "images")
+	mib, runs := envInt("FERRY_BENCH_PUSH_MIB", 1024), envInt("FERRY_BENCH_STARTUP_RUNS", 15)
+	pkg, layout := benchPackage(b, mib)
 	host := registrytest.Host(registrytest.NewServer(b, registry.Config{RootDir: b.TempDir()}))
 	ferryPush := []string{ferry, "package", "push", pkg, host + "/bench/ferry:1"}
 	cranePush := []string{crane, "push", "--index", layout, host + "/bench/crane:1"}
@@ -70,13 +49,13 @@ func BenchmarkStartup(b *testing.B) {
 			{fmt.Sprintf("re-push %d MiB", mib), "repush", ferryPush, cranePush},
 		}
 		for _, c := range cases {
-			var fw, cw []time.Duration
+			var fw, cw []benchRun
 			for range runs {
-				fw = append(fw, startupRun(b, c.ferry))
-				cw = append(cw, startupRun(b, c.peer))
+				fw = append(fw, benchRun{wall: startupRun(b, c.ferry)})
+				cw = append(cw, benchRun{wall: startupRun(b, c.peer)})
 			}
 			rss := peakRSS(b, c.ferry)
-			f, p := medianDuration(fw), medianDuration(cw)
+			f, p := median(fw).wall, median(cw).wall
 			ratio := f.Seconds() / p.Seconds()
 			fmt.Printf("%s (median of %d): ferry %.3fs (peak RSS %d MiB), crane %.3fs: ratio %.2f (budget 2.00)\n", c.name, runs, f.Seconds(), rss, p.Seconds(), ratio)
 			b.ReportMetric(ratio, c.metric+"-x-crane")
@@ -129,10 +108,4 @@ func peakRSS(b *testing.B, args []string) int64 {
 		peak = max(peak, kib/1024)
 	}
 	return peak
-}
-
-func medianDuration(ds []time.Duration) time.Duration {
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	return s[len(s)/2]
 }
