@@ -57,18 +57,7 @@ func TestFrontHandsOff(t *testing.T) {
 		t.Fatal(err)
 	}
 	run := func(args ...string) (string, string, int) {
-		cmd := exec.Command(alone, args...)
-		cmd.Dir, cmd.Env = dir, append(os.Environ(), "PATH=/usr/bin:/bin")
-		var o, e strings.Builder
-		cmd.Stdout, cmd.Stderr = &o, &e
-		err := cmd.Run()
-		code := 0
-		if ee, ok := err.(*exec.ExitError); ok {
-			code = ee.ExitCode()
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		return o.String(), e.String(), code
+		return runBinary(t, alone, dir, []string{"PATH=/usr/bin:/bin"}, "", args...)
 	}
 	if stdout, stderr, code := run("version"); code != 0 || !strings.HasPrefix(stdout, "ferry ") {
 		t.Fatalf("version without ferry-full: exit %d, %q %q", code, stdout, stderr)

@@ -23,7 +23,14 @@ func runFerryEnv(t *testing.T, dir string, env []string, args ...string) (string
 // runFerryIn is runFerryEnv with stdin.
 func runFerryIn(t *testing.T, dir string, env []string, stdin string, args ...string) (string, string, int) {
 	t.Helper()
-	cmd := exec.Command(ferryBin, args...)
+	return runBinary(t, ferryBin, dir, env, stdin, args...)
+}
+
+// runBinary runs bin in dir with env added (and no registry password from
+// this process's environment), and returns stdout, stderr and the exit code.
+func runBinary(t *testing.T, bin, dir string, env []string, stdin string, args ...string) (string, string, int) {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
 	cmd.Dir = dir
 	cmd.Env = append(withoutPassword(os.Environ()), env...)
 	cmd.Stdin = strings.NewReader(stdin)
