@@ -3,6 +3,7 @@ package registry
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"net/url"
 	"os"
@@ -11,6 +12,8 @@ import (
 	"sync"
 
 	"github.com/opencontainers/go-digest"
+
+	"github.com/ferrypkg/ferry/internal/atomicfile"
 )
 
 // distribution v3.1.2 stores and verifies manifests by sha256 only: a PUT to
@@ -108,24 +111,12 @@ func (x *aliasIndex) remove(repo string, alias digest.Digest) error {
 	return nil
 }
 
-// writeFileAtomic writes b to p through a temporary file and a rename.
+// writeFileAtomic writes b to p (its folder made if needed) as
+// atomicfile.Write does: whole or not at all.
 func writeFileAtomic(p string, b []byte) error {
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(p), ".tmp-*")
-	if err != nil {
-		return err
-	}
-	_, werr := tmp.Write(b)
-	cerr := tmp.Close()
-	if err := errors.Join(werr, cerr); err != nil {
-		_ = os.Remove(tmp.Name())
-		return fmt.Errorf("%s: %w", p, err)
-	}
-	if err := os.Rename(tmp.Name(), p); err != nil {
-		_ = os.Remove(tmp.Name())
-		return err
-	}
-	return nil
+	_, err := atomicfile.Write(p, 0o644, func(w io.Writer) error { _, err := w.Write(b); return err })
+	return err
 }
