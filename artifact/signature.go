@@ -145,17 +145,20 @@ const ArtifactTypeSignature = "application/vnd.dev.cosign.artifact.sig.v1+json"
 // layer), so that a manifest ferry makes is byte for byte the one cosign
 // makes for the same signatures.
 type signatureConfig struct {
-	Architecture string `json:"architecture"`
-	Created      string `json:"created"`
-	History      []struct {
-		Created string `json:"created"`
-	} `json:"history"`
-	OS     string `json:"os"`
-	RootFS struct {
+	Architecture string             `json:"architecture"`
+	Created      string             `json:"created"`
+	History      []signatureHistory `json:"history"`
+	OS           string             `json:"os"`
+	RootFS       struct {
 		Type    string          `json:"type"`
 		DiffIDs []digest.Digest `json:"diff_ids"`
 	} `json:"rootfs"`
 	Config struct{} `json:"config"`
+}
+
+// signatureHistory is one history entry of a signatureConfig.
+type signatureHistory struct {
+	Created string `json:"created"`
 }
 
 // zeroTime is how cosign's empty image states its creation time.
@@ -186,9 +189,7 @@ func newSignatureImage(root ocispec.Descriptor, sigs []signature) (*signatureIma
 		}
 		m.Layers = append(m.Layers, l)
 		blobs[l.Digest] = s.payload
-		cfg.History = append(cfg.History, struct {
-			Created string `json:"created"`
-		}{zeroTime})
+		cfg.History = append(cfg.History, signatureHistory{Created: zeroTime})
 		cfg.RootFS.DiffIDs = append(cfg.RootFS.DiffIDs, l.Digest)
 	}
 	config, err := json.Marshal(cfg)
