@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"sync"
 
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
@@ -198,10 +197,9 @@ func Copy(ctx context.Context, src oras.ReadOnlyTarget, srcRef string, dst oras.
 	co := oras.CopyOptions{}
 	co.Concurrency = opts.Concurrency
 	if opts.Progress != nil {
-		var mu sync.Mutex // oras-go calls these from its workers
+		// oras-go calls these from its workers: a ProgressFunc is safe for
+		// concurrent use.
 		report := func(desc ocispec.Descriptor, skipped bool) {
-			mu.Lock()
-			defer mu.Unlock()
 			ev := Progress{Phase: PhaseCopy, Desc: desc, Skipped: skipped}
 			if !skipped {
 				ev.Bytes = desc.Size
