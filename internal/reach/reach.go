@@ -8,6 +8,7 @@ package reach
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -115,6 +116,15 @@ func (e *Endpoint) String() string {
 		return fmt.Sprintf("%s (nodeport)", e.Host)
 	}
 	return fmt.Sprintf("%s (tunnel to pod %s over %s, %.2fs)", e.Host, e.Pod, e.Protocol, e.Seconds)
+}
+
+// MarshalJSON adds to the fields the tunnel's dials (see Dials).
+func (e *Endpoint) MarshalJSON() ([]byte, error) {
+	type plain Endpoint
+	return json.Marshal(struct {
+		*plain
+		Dials int `json:"dials,omitempty"`
+	}{(*plain)(e), e.Dials()})
 }
 
 // Dials counts the tunnel's connections to the API server: 1, plus one per

@@ -1,0 +1,503 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/e2e/internal/cluster"
+	contract "github.com/ferrypkg/ferry/internal/cluster" // cluster is the e2e harness
+	"github.com/ferrypkg/ferry/internal/peertool"
+)
+
+// via is what ferry's -o json says about the way to the registry.
+type via struct {
+	Host     string  `json:"host"`
+	Via      string  `json:"via"`
+	Pod      string  `json:"pod"`
+	Protocol string  `json:"protocol"`
+	Seconds  float64 `json:"seconds"`
+	Dials    int     `json:"dials"`
+}
+
+// ferryJSON runs the ferry CLI with args and -o json against the cluster's
+// kubeconfig and decodes its output into v.
+func ferryJSON(ctx context.Context, t *testing.T, c *cluster.Cluster, v any, args ...string) error {
+	t.Helper()
+	args = append(args, "--kubeconfig", c.Kubeconfig, "-o", "json")
+	start := time.Now()
+	out, err := exec.CommandContext(ctx, filepath.Join(binDir(t), "ferry"), args...).Output()
+	t.Logf("ferry %s: %.1fs", strings.Join(args[:2], " "), time.Since(start).Seconds())
+	if err != nil {
+		return fmt.Errorf("ferry %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(exitStderr(err)))
+	}
+	if err := json.Unmarshal(out, v); err != nil {
+		return fmt.Errorf("ferry %s printed %q: %w", args[0], out, err)
+	}
+	return nil
+}
+
+// TestMultiNode runs ferry from the workstation namespace, which reaches
+// the API server and nothing else, against a cluster of several nodes
+// (each with its own loopback, containerd and kubelet): init, deploy and
+// remove go through a tunnel; a Deployment with one replica per node pulls
+// 127.0.0.1:31999/…@sha256 on each node, rewritten by the agent; `ferry
+// registry connect` serves crane and oras; and when the registry's node
+// goes down, deploy says so and init moves the registry.
+func TestMultiNode(t *testing.T) {
+	c := cluster.Workstation(t)
+	ctx := timeout(t, 15*time.Minute)
+	nodes := c.Nodes()
+	if len(nodes) < 2 {
+		t.Fatalf("%d nodes (%v): the harness joins workers with nodes.sh add", len(nodes), nodes)
+	}
+	for _, n := range nodes {
+		if _, err := cluster.WaitNodeReady(ctx, c.Client, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// The workstation reaches no NodePort: not on its loopback, not on a node.
+	for _, addr := range []string{"127.0.0.1:31999", "10.200.0.1:31999", "10.200.0.2:31999", "10.200.0.2:10250"} {
+		if conn, err := net.DialTimeout("tcp", addr, 2*time.Second); err == nil {
+			conn.Close()
+			t.Fatalf("the workstation reaches %s", addr)
+		}
+	}
+
+	resetFerry(ctx, t, c)
+	var pkg string
+	var pubName string
+	var digest string
+
+	ok := t.Run("init through the tunnel", func(t *testing.T) {
+		var res struct {
+			Registry    string `json:"registry"`
+			Node        string `json:"node"`
+			Injected    bool   `json:"injected"`
+			Agent       string `json:"agent"`
+			RegistryVia via    `json:"registryVia"`
+			Seconds     float64
+		}
+		if err := ferryJSON(ctx, t, c, &res, "init", "--bin-dir", binDir(t)); err != nil {
+			t.Fatal(err)
+		}
+		if res.RegistryVia.Via != "tunnel" || !res.Injected || res.Agent == "" {
+			t.Fatalf("init: %+v", res)
+		}
+		t.Logf("TIMING init from the workstation: %.1fs; registry on %s; tunnel %s over %s ready in %.3fs",
+			res.Seconds, res.Node, res.RegistryVia.Pod, res.RegistryVia.Protocol, res.RegistryVia.Seconds)
+	})
+	if !ok {
+		t.FailNow()
+	}
+
+	ok = t.Run("deploy through the tunnel", func(t *testing.T) {
+		p, pub := appPackage(ctx, t, c, "e2e-mn")
+		// The package outlives this subtest: copy it and the key.
+		pkg, pubName = keep(t, p), keep(t, pub.Name)
+		var rec struct {
+			Root        string `json:"root"`
+			BytesPushed int64  `json:"bytesPushed"`
+			RegistryVia via    `json:"registryVia"`
+		}
+		if err := ferryJSON(ctx, t, c, &rec, "deploy", pkg, "--key", pubName); err != nil {
+			t.Fatal(err)
+		}
+		if rec.RegistryVia.Via != "tunnel" || rec.RegistryVia.Protocol != "websocket" || rec.BytesPushed == 0 {
+			t.Fatalf("deploy: %+v", rec)
+		}
+		t.Logf("deployed %s: %d bytes pushed through %s (%s), tunnel ready in %.3fs", rec.Root, rec.BytesPushed, rec.RegistryVia.Host, rec.RegistryVia.Pod, rec.RegistryVia.Seconds)
+		var list []struct {
+			Name string `json:"name"`
+		}
+		if err := ferryJSON(ctx, t, c, &list, "list"); err != nil || len(list) != 1 || list[0].Name != "e2e-mn" {
+			t.Fatalf("list: %+v, %v", list, err)
+		}
+	})
+	if !ok {
+		t.FailNow()
+	}
+	digest = appDigest(ctx, t, pkg)
+
+	ok = t.Run("one replica per node pulls by digest on its own node", func(t *testing.T) {
+		ns := c.Namespace(t)
+		spreadAcross(ctx, t, c, ns, "spread", nodes, "127.0.0.1:31999/library/app@"+digest)
+	})
+	if !ok {
+		t.FailNow()
+	}
+
+	ok = t.Run("registry connect serves crane and oras", func(t *testing.T) {
+		connectAndPull(ctx, t, c, digest)
+	})
+	if !ok {
+		t.FailNow()
+	}
+
+	ok = t.Run("remove through the tunnel", func(t *testing.T) {
+		var res struct {
+			Images      []string `json:"images"`
+			RegistryVia via      `json:"registryVia"`
+		}
+		// remove restarts the registry Pod: the tunnel dials the new one.
+		if err := ferryJSON(ctx, t, c, &res, "remove", "e2e-mn"); err != nil {
+			t.Fatal(err)
+		}
+		if res.RegistryVia.Via != "tunnel" || len(res.Images) != 1 || res.RegistryVia.Dials < 2 {
+			t.Fatalf("remove: %+v", res)
+		}
+		t.Logf("removed %v; the tunnel dialled %d times (the registry Pod restarted)", res.Images, res.RegistryVia.Dials)
+	})
+	if !ok {
+		t.FailNow()
+	}
+
+	t.Run("the registry's node goes down: deploy says so, init moves it", func(t *testing.T) {
+		registryNodeDown(ctx, t, c, pkg, pubName, digest, nodes)
+	})
+}
+
+// keep copies a file into a folder that lives as long as the test binary's
+// temporary folder, for use after the subtest that made it.
+func keep(t *testing.T, p string) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "ferry-e2e-mn-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, filepath.Base(p))
+	if err := os.WriteFile(out, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// appDigest is the digest package pkg records for docker.io/library/app:1.0.
+func appDigest(ctx context.Context, t *testing.T, pkg string) string {
+	t.Helper()
+	r, err := artifact.Open(ctx, pkg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r.Config.Components[0].Images[0].Digest.String()
+}
+
+// spreadAcross runs a Deployment of docker.io/library/app:1.0 with one
+// replica on each node (required anti-affinity), and checks that the agent
+// rewrote every Pod to want and that each pulled it on its own node.
+func spreadAcross(ctx context.Context, t *testing.T, c *cluster.Cluster, ns, name string, nodes []string, want string) {
+	t.Helper()
+	sel := map[string]string{"app": name}
+	pod := tinyPod(name, "docker.io/library/app:1.0", corev1.PullIfNotPresent)
+	pod.Labels = sel
+	pod.Spec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
+		RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
+			LabelSelector: &metav1.LabelSelector{MatchLabels: sel}, TopologyKey: corev1.LabelHostname,
+		}},
+	}}
+	n := int32(len(nodes))
+	d := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: &n,
+			Selector: &metav1.LabelSelector{MatchLabels: sel},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: sel}, Spec: pod.Spec},
+		},
+	}
+	start := time.Now()
+	if _, err := c.Client.AppsV1().Deployments(ns).Create(ctx, d, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var pods []corev1.Pod
+	for {
+		list, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(sel).String()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pods = pods[:0]
+		for _, p := range list.Items {
+			if p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning && podReady(&p) {
+				pods = append(pods, p)
+			}
+		}
+		if len(pods) == len(nodes) {
+			break
+		}
+		if ctx.Err() != nil || time.Since(start) > 3*time.Minute {
+			var states []string
+			for _, p := range list.Items {
+				states = append(states, fmt.Sprintf("%s on %s: %s%s", p.Name, p.Spec.NodeName, p.Status.Phase, cluster.Events(ctx, c.Client, ns, "Pod", p.Name)))
+			}
+			t.Fatalf("%d of %d replicas ready after %s: %s", len(pods), len(nodes), time.Since(start).Round(time.Second), strings.Join(states, "; "))
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	t.Logf("TIMING %d replicas ready on %d nodes: %.1fs", len(pods), len(nodes), time.Since(start).Seconds())
+	seen := map[string]bool{}
+	for _, p := range pods {
+		if got := p.Spec.Containers[0].Image; got != want {
+			t.Errorf("pod %s on %s runs %s, want %s (the agent's rewrite)", p.Name, p.Spec.NodeName, got, want)
+		}
+		if id := p.Status.ContainerStatuses[0].ImageID; !strings.HasSuffix(id, want[strings.Index(want, "@")+1:]) {
+			t.Errorf("pod %s on %s: image ID %s", p.Name, p.Spec.NodeName, id)
+		}
+		seen[p.Spec.NodeName] = true
+		t.Logf("pod %s on %s pulled %s", p.Name, p.Spec.NodeName, p.Spec.Containers[0].Image)
+	}
+	for _, n := range nodes {
+		if !seen[n] {
+			t.Errorf("no replica on node %s", n)
+		}
+	}
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// connectAndPull runs `ferry registry connect -o json`, logs in to the
+// address it prints with ferry registry login, lists and pulls the
+// deployed image with crane and oras, then stops it with SIGINT.
+func connectAndPull(ctx context.Context, t *testing.T, c *cluster.Cluster, digest string) {
+	t.Helper()
+	crane, oras := peertool.Require(t, "crane"), peertool.Require(t, "oras")
+	cmd := exec.CommandContext(ctx, filepath.Join(binDir(t), "ferry"), "registry", "connect", "--kubeconfig", c.Kubeconfig, "-o", "json")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	var conn struct {
+		Address  string  `json:"address"`
+		Username string  `json:"username"`
+		Secret   string  `json:"secret"`
+		Via      string  `json:"via"`
+		Protocol string  `json:"protocol"`
+		Seconds  float64 `json:"seconds"`
+	}
+	line, err := bufio.NewReader(stdout).ReadBytes('\n')
+	if err != nil || json.Unmarshal(line, &conn) != nil || conn.Address == "" {
+		t.Fatalf("registry connect printed %q (%v); stderr %s", line, err, stderr.String())
+	}
+	t.Logf("TIMING registry connect: %s over %s, tunnel ready in %.3fs, printed after %.2fs (process start included)", conn.Address, conn.Protocol, conn.Seconds, time.Since(start).Seconds())
+
+	sec, err := c.Client.CoreV1().Secrets(contract.DefaultNamespace).Get(ctx, contract.AuthSecretName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	account := contract.AccountFromData(sec.Data)
+	if conn.Username != account.Username || conn.Secret != contract.DefaultNamespace+"/"+contract.AuthSecretName {
+		t.Fatalf("connect names account %s in %s", conn.Username, conn.Secret)
+	}
+	docker := t.TempDir()
+	env := append(os.Environ(), "DOCKER_CONFIG="+docker)
+	run := func(name string, args ...string) string {
+		t.Helper()
+		cmd := exec.CommandContext(ctx, name, args...)
+		cmd.Env = env
+		if name == filepath.Join(binDir(t), "ferry") {
+			cmd.Stdin = strings.NewReader(account.Password)
+		}
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s %s: %v: %s", filepath.Base(name), strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+	run(filepath.Join(binDir(t), "ferry"), "registry", "login", conn.Address, "-u", account.Username, "--password-stdin")
+	if out := run(crane, "catalog", conn.Address); !strings.Contains(out, "library/app") {
+		t.Errorf("crane catalog: %s", out)
+	}
+	if out := run(crane, "ls", conn.Address+"/library/app"); !strings.Contains(out, "1.0") {
+		t.Errorf("crane ls: %s", out)
+	}
+	if out := strings.TrimSpace(run(crane, "digest", conn.Address+"/library/app:1.0")); out != digest {
+		t.Errorf("crane digest: %s, want %s", out, digest)
+	}
+	tarball := filepath.Join(t.TempDir(), "app.tar")
+	run(crane, "pull", conn.Address+"/library/app@"+digest, tarball)
+	if fi, err := os.Stat(tarball); err != nil || fi.Size() == 0 {
+		t.Errorf("crane pull: %v", err)
+	}
+	if out := run(oras, "repo", "ls", "--plain-http", conn.Address); !strings.Contains(out, "library/app") {
+		t.Errorf("oras repo ls: %s", out)
+	}
+	if out := run(oras, "manifest", "fetch", "--plain-http", conn.Address+"/library/app@"+digest); !strings.Contains(out, "layers") {
+		t.Errorf("oras manifest fetch: %s", out)
+	}
+	out := filepath.Join(t.TempDir(), "oras")
+	run(oras, "copy", "--from-plain-http", conn.Address+"/library/app@"+digest, "--to-oci-layout", out+":app")
+	if _, err := os.Stat(filepath.Join(out, "index.json")); err != nil {
+		t.Errorf("oras copy: %v", err)
+	}
+
+	// Ctrl-C closes it cleanly: exit 0, the address no longer answers.
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("registry connect after SIGINT: %v: %s", err, stderr.String())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("registry connect did not stop 10 s after SIGINT")
+	}
+	if c, err := net.DialTimeout("tcp", conn.Address, time.Second); err == nil {
+		c.Close()
+		t.Errorf("%s still answers after registry connect stopped", conn.Address)
+	}
+}
+
+// registryNodeDown stops the kubelet of the registry's node: deploy then
+// fails with a one-line error naming the node and `ferry init`; init moves
+// the registry to another node and injects it again; deploy works again
+// and a Pod on another node pulls the image anew.
+func registryNodeDown(ctx context.Context, t *testing.T, c *cluster.Cluster, pkg, pub, digest string, nodes []string) {
+	sec, err := c.Client.CoreV1().Secrets(contract.DefaultNamespace).Get(ctx, contract.StateName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	down := contract.StateFromData(sec.Data).Node
+	if _, err := cluster.Script(ctx, "nodes.sh", "stop-kubelet", down); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if _, err := cluster.Script(ctx, "nodes.sh", "start-kubelet", down); err != nil {
+			t.Error(err)
+			return
+		}
+		if _, err := cluster.WaitNodeReady(ctx, c.Client, down); err != nil {
+			t.Error(err)
+		}
+	})
+	start := time.Now()
+	for {
+		n, err := c.Client.CoreV1().Nodes().Get(ctx, down, metav1.GetOptions{})
+		if err == nil && !nodeIsReady(n) {
+			break
+		}
+		if ctx.Err() != nil || time.Since(start) > 2*time.Minute {
+			t.Fatalf("node %s still Ready 2 minutes after its kubelet stopped", down)
+		}
+		time.Sleep(time.Second)
+	}
+	t.Logf("TIMING node %s NotReady %.1fs after its kubelet stopped", down, time.Since(start).Seconds())
+
+	// What the user sees: one line naming the cause and the fix.
+	var msg string
+	for deadline := time.Now().Add(time.Minute); ; {
+		out, err := exec.CommandContext(ctx, filepath.Join(binDir(t), "ferry"), "deploy", pkg, "--key", pub, "--kubeconfig", c.Kubeconfig).CombinedOutput()
+		if err == nil {
+			t.Fatalf("deploy with the registry's node down succeeded: %s", out)
+		}
+		msg = strings.TrimSpace(string(out))
+		if strings.Contains(msg, "no ready registry Pod") || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(2 * time.Second)
+	}
+	t.Logf("deploy with the registry's node down: %s", msg)
+	for _, s := range []string{"no ready registry Pod", down, "NotReady", "ferry init"} {
+		if !strings.Contains(msg, s) {
+			t.Errorf("the error does not say %q", s)
+		}
+	}
+	if strings.Count(msg, "\n") > 0 {
+		t.Errorf("the error is not one line")
+	}
+
+	// init repairs: the registry moves to a Ready node.
+	var res struct {
+		Node        string  `json:"node"`
+		Injected    bool    `json:"injected"`
+		Seconds     float64 `json:"seconds"`
+		RegistryVia via     `json:"registryVia"`
+	}
+	if err := ferryJSON(ctx, t, c, &res, "init", "--bin-dir", binDir(t)); err != nil {
+		t.Fatal(err)
+	}
+	if res.Node == down || !res.Injected {
+		t.Fatalf("init with node %s down: %+v", down, res)
+	}
+	t.Logf("TIMING init moved the registry from %s to %s in %.1fs", down, res.Node, res.Seconds)
+
+	// The registry is empty there: deploy pushes again, and a Pod on a
+	// node that is up pulls from it.
+	var rec struct {
+		BytesPushed int64 `json:"bytesPushed"`
+		RegistryVia via   `json:"registryVia"`
+	}
+	if err := ferryJSON(ctx, t, c, &rec, "deploy", pkg, "--key", pub); err != nil {
+		t.Fatal(err)
+	}
+	if rec.BytesPushed == 0 {
+		t.Errorf("deploy after the move pushed nothing")
+	}
+	ns := c.Namespace(t)
+	for _, n := range nodes {
+		if n == down {
+			continue
+		}
+		p := tinyPod("app-"+n, "docker.io/library/app:1.0", corev1.PullAlways)
+		p.Spec.NodeName = n
+		if _, err := c.Client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		got, err := cluster.WaitPodReady(ctx, c.Client, ns, p.Name)
+		if err != nil {
+			t.Fatalf("pod on %s after the move: %v", n, err)
+		}
+		if want := "127.0.0.1:31999/library/app@" + digest; got.Spec.Containers[0].Image != want {
+			t.Errorf("pod on %s runs %s, want %s", n, got.Spec.Containers[0].Image, want)
+		}
+	}
+	if err := c.Client.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		t.Log(err)
+	}
+}
+
+func nodeIsReady(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
