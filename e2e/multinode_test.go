@@ -43,7 +43,7 @@ func ferryJSON(ctx context.Context, t *testing.T, c *cluster.Cluster, v any, arg
 	args = append(args, "--kubeconfig", c.Kubeconfig, "-o", "json")
 	start := time.Now()
 	out, err := exec.CommandContext(ctx, filepath.Join(binDir(t), "ferry"), args...).Output()
-	t.Logf("ferry %s: %.1fs", strings.Join(args[:2], " "), time.Since(start).Seconds())
+	t.Logf("ferry %s: %.1fs", args[0], time.Since(start).Seconds())
 	if err != nil {
 		return fmt.Errorf("ferry %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(exitStderr(err)))
 	}
@@ -124,6 +124,16 @@ func TestMultiNode(t *testing.T) {
 			t.Fatalf("deploy: %+v", rec)
 		}
 		t.Logf("deployed %s: %d bytes pushed through %s (%s), tunnel ready in %.3fs", rec.Root, rec.BytesPushed, rec.RegistryVia.Host, rec.RegistryVia.Pod, rec.RegistryVia.Seconds)
+		var mirrored struct {
+			Root        string `json:"root"`
+			RegistryVia via    `json:"registryVia"`
+		}
+		if err := ferryJSON(ctx, t, c, &mirrored, "package", "mirror", pkg, "--in-cluster"); err != nil {
+			t.Fatal(err)
+		}
+		if mirrored.RegistryVia.Via != "tunnel" || mirrored.Root != rec.Root {
+			t.Fatalf("package mirror --in-cluster: %+v", mirrored)
+		}
 		var list []struct {
 			Name string `json:"name"`
 		}

@@ -59,10 +59,14 @@ tunnel is ready.`,
 				err = writeJSON(out, struct {
 					Address  string `json:"address"`
 					Username string `json:"username"`
-					// Secret holds the account: namespace/name, keys username and password.
-					Secret string `json:"secret"`
-					*reach.Endpoint
-				}{ep.Host, account.Username, namespace + "/" + cluster.AuthSecretName, ep})
+					// Secret holds the account: namespace/name, keys
+					// username and password.
+					Secret   string    `json:"secret"`
+					Via      reach.Via `json:"via"`
+					Pod      string    `json:"pod,omitempty"`
+					Protocol string    `json:"protocol,omitempty"`
+					Seconds  float64   `json:"seconds"`
+				}{ep.Host, account.Username, namespace + "/" + cluster.AuthSecretName, ep.Via, ep.Pod, ep.Protocol, ep.Seconds})
 				if err != nil {
 					return err
 				}
