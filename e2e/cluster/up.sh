@@ -196,6 +196,7 @@ CURRENT=
 {
   printf 'FERRY_E2E_KUBECONFIG=%q\n' "$KUBECONFIG_FILE"
   printf 'FERRY_E2E_STATE=%q\n' "$STATE"
+  printf 'FERRY_E2E_CACHE=%q\n' "$CACHE"
   printf 'FERRY_E2E_NETNS=%q\n' "$NETNS"
   printf 'FERRY_E2E_CONTAINERD=%q\n' "$SOCK"
   printf 'FERRY_E2E_IMAGE=%q\n' "$TINY_IMAGE"
