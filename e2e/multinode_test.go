@@ -15,10 +15,14 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/e2e/internal/cluster"
@@ -156,6 +160,24 @@ func TestMultiNode(t *testing.T) {
 
 	ok = t.Run("registry connect serves crane and oras", func(t *testing.T) {
 		connectAndPull(ctx, t, c, digest)
+	})
+	if !ok {
+		t.FailNow()
+	}
+
+	ok = t.Run("RBAC without port-forward: one line naming the fix", func(t *testing.T) {
+		kc := limitedKubeconfig(ctx, t, c)
+		out, err := exec.CommandContext(ctx, filepath.Join(binDir(t), "ferry"), "deploy", pkg, "--key", pubName, "--kubeconfig", kc).CombinedOutput()
+		msg := strings.TrimSpace(string(out))
+		if err == nil {
+			t.Fatalf("deploy without port-forward rights succeeded: %s", out)
+		}
+		t.Logf("deploy without port-forward rights: %s", msg)
+		for _, s := range []string{"not allowed to port-forward", "pods/portforward", "--registry-via nodeport"} {
+			if !strings.Contains(msg, s) {
+				t.Errorf("the error does not say %q", s)
+			}
+		}
 	})
 	if !ok {
 		t.FailNow()
@@ -510,4 +532,51 @@ func nodeIsReady(n *corev1.Node) bool {
 		}
 	}
 	return false
+}
+
+// limitedKubeconfig is a kubeconfig for a ServiceAccount that may read
+// ferry's Secrets and list its Pods, but not port-forward to them.
+func limitedKubeconfig(ctx context.Context, t *testing.T, c *cluster.Cluster) string {
+	t.Helper()
+	ns := contract.DefaultNamespace
+	name := "e2e-no-portforward"
+	cs := c.Client
+	if _, err := cs.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	role := &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{""}, Resources: []string{"secrets", "pods"}, Verbs: []string{"get", "list"}},
+			{APIGroups: []string{"apps"}, Resources: []string{"deployments"}, Verbs: []string{"get"}},
+		},
+	}
+	if _, err := cs.RbacV1().Roles(ns).Create(ctx, role, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	rb := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: name},
+		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: name, Namespace: ns}},
+	}
+	if _, err := cs.RbacV1().RoleBindings(ns).Create(ctx, rb, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	tok, err := cs.CoreV1().ServiceAccounts(ns).CreateToken(ctx, name, &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["e2e"] = &clientcmdapi.Cluster{Server: c.Config.Host, CertificateAuthorityData: c.Config.CAData}
+	if cfg.Clusters["e2e"].CertificateAuthorityData == nil {
+		cfg.Clusters["e2e"].CertificateAuthority = c.Config.CAFile
+	}
+	cfg.AuthInfos["sa"] = &clientcmdapi.AuthInfo{Token: tok.Status.Token}
+	cfg.Contexts["e2e"] = &clientcmdapi.Context{Cluster: "e2e", AuthInfo: "sa"}
+	cfg.CurrentContext = "e2e"
+	p := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := clientcmd.WriteToFile(*cfg, p); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
