@@ -53,7 +53,7 @@ add() {
     ip -n "$ns" route add default dev eth0   # nothing beyond the cluster answers
     nsenter --net="/var/run/netns/$ns" -- sysctl -qw net.ipv4.ip_forward=1
     for h in /sys/fs/cgroup/*/; do
-      grep -q " ${h%/} cgroup" /proc/mounts && mkdir -p "$h$ns"
+      if grep -q " ${h%/} cgroup" /proc/mounts; then mkdir -p "$h$ns"; fi
     done
     node_config "$d" "node$k" "$ip" "10.88.$k.0/24" "$ns" "$kubeconfig_workers"
     IN_NETNS=/var/run/netns/$ns start "containerd-node$k" containerd --config "$d/containerd/config.toml"
