@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/portforward"
 	"k8s.io/client-go/transport/spdy"
+	streamhttp "k8s.io/streaming/pkg/httpstream"
 )
 
 // The protocols a Tunnel speaks to the API server, as TunnelInfo reports them.
@@ -221,8 +222,10 @@ func (t *Tunnel) dial(pod string) (httpstream.Connection, string, error) {
 		return nil, "", err
 	}
 	primary := &recordingDialer{Dialer: ws}
+	// client-go 0.37's WebSocket dialer reports a refused upgrade with
+	// k8s.io/streaming's error type, no longer apimachinery's: ask both.
 	dialer := portforward.NewFallbackDialer(primary, spdyDialer, func(err error) bool {
-		return httpstream.IsUpgradeFailure(err) || httpstream.IsHTTPSProxyError(err)
+		return streamhttp.IsUpgradeFailure(err) || httpstream.IsUpgradeFailure(err) || httpstream.IsHTTPSProxyError(err)
 	})
 	conn, _, err := dialer.Dial(portforward.PortForwardProtocolV1Name)
 	if err != nil {
