@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -339,9 +338,8 @@ func connectAndPull(ctx context.Context, t *testing.T, c *cluster.Cluster, diges
 		Protocol string  `json:"protocol"`
 		Seconds  float64 `json:"seconds"`
 	}
-	line, err := bufio.NewReader(stdout).ReadBytes('\n')
-	if err != nil || json.Unmarshal(line, &conn) != nil || conn.Address == "" {
-		t.Fatalf("registry connect printed %q (%v); stderr %s", line, err, stderr.String())
+	if err := json.NewDecoder(stdout).Decode(&conn); err != nil || conn.Address == "" {
+		t.Fatalf("registry connect printed %+v (%v); stderr %s", conn, err, stderr.String())
 	}
 	t.Logf("TIMING registry connect: %s over %s, tunnel ready in %.3fs, printed after %.2fs (process start included)", conn.Address, conn.Protocol, conn.Seconds, time.Since(start).Seconds())
 

@@ -206,6 +206,9 @@ func Registry(ctx context.Context, cs kubernetes.Interface, opts Options) (*Endp
 		if strings.Contains(err.Error(), "403") || strings.Contains(err.Error(), "Forbidden") || strings.Contains(err.Error(), "forbidden") {
 			return nil, fmt.Errorf("%w in namespace %s (%v): %s", ErrForbidden, opts.Namespace, err, rbacFix)
 		}
+		if errors.Is(err, ErrNoReadyPod) || errors.Is(err, ErrNoRegistry) {
+			return nil, err
+		}
 		return nil, fmt.Errorf("tunnel to the registry: %w", err)
 	}
 	info := t.Info()
