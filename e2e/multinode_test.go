@@ -77,13 +77,29 @@ func TestMultiNode(t *testing.T) {
 	}
 
 	// The workstation reaches no NodePort: not on its loopback, not on a node.
-	for _, addr := range []string{"127.0.0.1:31999", "10.200.0.1:31999", "10.200.0.2:31999", "10.200.0.2:10250"} {
+	for _, addr := range []string{"127.0.0.1:31999", "10.200.0.1:31999", "10.200.0.2:31999", "10.200.0.2:10250", "1.1.1.1:443", "10.96.0.1:443"} {
 		if conn, err := net.DialTimeout("tcp", addr, 2*time.Second); err == nil {
 			conn.Close()
 			t.Fatalf("the workstation reaches %s", addr)
 		}
 	}
 
+	// Zero egress: from here on, every connection the workstation tries
+	// to anything but the API server and its own loopback is counted by
+	// its firewall, and must not happen (checked at the end).
+	if out, err := exec.CommandContext(ctx, "iptables", "-w", "-Z", "OUTPUT").CombinedOutput(); err != nil {
+		t.Fatalf("iptables -Z: %v: %s", err, out)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			return
+		}
+		if n, rules := rejected(t); n != 0 {
+			t.Errorf("ferry tried %d connections beyond the API server and loopback: %s", n, rules)
+		} else {
+			t.Logf("zero egress: init, deploy, package verify, package mirror, list, registry connect (with crane and oras), remove: no connection beyond the API server and loopback")
+		}
+	})
 	resetFerry(ctx, t, c)
 	var pkg string
 	var pubName string
@@ -127,6 +143,9 @@ func TestMultiNode(t *testing.T) {
 			t.Fatalf("deploy: %+v", rec)
 		}
 		t.Logf("deployed %s: %d bytes pushed through %s (%s), tunnel ready in %.3fs", rec.Root, rec.BytesPushed, rec.RegistryVia.Host, rec.RegistryVia.Pod, rec.RegistryVia.Seconds)
+		if out, err := exec.CommandContext(ctx, filepath.Join(binDir(t), "ferry"), "package", "verify", pkg, "--key", pubName).CombinedOutput(); err != nil {
+			t.Fatalf("package verify: %v: %s", err, out)
+		}
 		var mirrored struct {
 			Root        string `json:"root"`
 			RegistryVia via    `json:"registryVia"`
@@ -577,4 +596,26 @@ func limitedKubeconfig(ctx context.Context, t *testing.T, c *cluster.Cluster) st
 		t.Fatal(err)
 	}
 	return p
+}
+
+// rejected sums the packets the workstation's firewall rejected since the
+// counters were zeroed, and returns the rules' lines.
+func rejected(t *testing.T) (int64, string) {
+	t.Helper()
+	out, err := exec.Command("iptables", "-w", "-L", "OUTPUT", "-v", "-x", "-n").CombinedOutput()
+	if err != nil {
+		t.Fatalf("iptables -L: %v: %s", err, out)
+	}
+	var n int64
+	var lines []string
+	for _, l := range strings.Split(string(out), "\n") {
+		f := strings.Fields(l)
+		if len(f) > 2 && f[2] == "REJECT" {
+			var p int64
+			fmt.Sscan(f[0], &p)
+			n += p
+			lines = append(lines, strings.Join(f, " "))
+		}
+	}
+	return n, strings.Join(lines, "; ")
 }

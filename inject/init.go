@@ -422,16 +422,18 @@ func (in *initRun) registry(ctx context.Context) (string, error) {
 		return "", err
 	}
 	// A pull through a NodePort that a node's kube-proxy does not route yet
-	// fails into a back-off of up to minutes: a new Pod pulls at once.
-	stop := kube.RestartFailedPulls(ctx, in.cs, in.ns, in.labels("registry"))
+	// fails into a back-off of up to minutes: a new Pod pulls at once. And
+	// a Pod the old ReplicaSet makes on a dead node before it is scaled
+	// down would hold the Recreate strategy forever.
+	stop := kube.Tend(ctx, in.cs, in.ns, in.labels("registry"))
 	// The rollout, not any Ready pod: the old one may still be Ready.
 	err := kube.WaitRollout(ctx, in.cs, in.ns, cluster.RegistryName, in.opts.WaitTimeout)
-	restarted := stop()
+	tended := stop()
 	if err != nil {
 		return "", err
 	}
-	if restarted > 0 {
-		return fmt.Sprintf("Deployment %s ready, image pulled by digest through %s in %.1fs (%d pull(s) retried in a new Pod)", cluster.RegistryName, in.res.Registry, time.Since(start).Seconds(), restarted), nil
+	if tended.Restarted > 0 {
+		return fmt.Sprintf("Deployment %s ready, image pulled by digest through %s in %.1fs (%d pull(s) retried in a new Pod)", cluster.RegistryName, in.res.Registry, time.Since(start).Seconds(), tended.Restarted), nil
 	}
 	return fmt.Sprintf("Deployment %s ready, image pulled by digest through %s in %.1fs", cluster.RegistryName, in.res.Registry, time.Since(start).Seconds()), nil
 }

@@ -213,7 +213,10 @@ func (in *installer) install(ctx context.Context, cred auth.Credential) (*Instal
 	if _, err := kube.DeletePodsOnDeadNodes(ctx, in.cs, in.ns, labels()); err != nil {
 		return nil, err
 	}
-	if err := kube.WaitRollout(ctx, in.cs, in.ns, Name, in.opts.WaitTimeout); err != nil {
+	stop := kube.Tend(ctx, in.cs, in.ns, labels())
+	err = kube.WaitRollout(ctx, in.cs, in.ns, Name, in.opts.WaitTimeout)
+	stop()
+	if err != nil {
 		return nil, err
 	}
 	ready := time.Since(start)

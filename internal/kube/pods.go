@@ -65,19 +65,32 @@ func NodeReady(n *corev1.Node) bool {
 	return false
 }
 
-// restartEvery is how often RestartFailedPulls looks.
-const restartEvery = time.Second
+// tendEvery is how often Tend looks.
+const tendEvery = time.Second
 
-// RestartFailedPulls deletes, every second until stop is called, the Pods
-// in ns matching sel whose image pull failed (ErrImagePull,
-// ImagePullBackOff), so that their controller makes new ones that pull at
-// once instead of after the kubelet's back-off. stop returns how many Pods
-// it deleted.
-func RestartFailedPulls(ctx context.Context, cs kubernetes.Interface, ns string, sel map[string]string) (stop func() int) {
+// Tended counts what Tend did.
+type Tended struct {
+	// Restarted counts the Pods deleted because their image pull failed.
+	Restarted int
+	// DeadNode counts the Pods force-deleted on nodes that are down.
+	DeadNode int
+}
+
+// Tend looks after the Pods in ns matching sel while a rollout is waited
+// for, every second until stop is called:
+//   - Pods whose image pull failed (ErrImagePull, ImagePullBackOff) are
+//     deleted, so that their controller makes new ones that pull at once
+//     instead of after the kubelet's back-off;
+//   - Pods on nodes that are NotReady or gone are force-deleted
+//     (DeletePodsOnDeadNodes): a ReplicaSet may make one there before a
+//     Deployment scales it down, and it would never finish terminating.
+//
+// stop returns what it did.
+func Tend(ctx context.Context, cs kubernetes.Interface, ns string, sel map[string]string) (stop func() Tended) {
 	ctx, cancel := context.WithCancel(ctx)
 	var (
-		wg sync.WaitGroup
-		n  int
+		wg  sync.WaitGroup
+		got Tended
 	)
 	wg.Add(1)
 	go func() {
@@ -87,7 +100,10 @@ func RestartFailedPulls(ctx context.Context, cs kubernetes.Interface, ns string,
 			select {
 			case <-ctx.Done():
 				return
-			case <-time.After(restartEvery):
+			case <-time.After(tendEvery):
+			}
+			if dead, err := DeletePodsOnDeadNodes(ctx, cs, ns, sel); err == nil {
+				got.DeadNode += len(dead)
 			}
 			pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
 			if err != nil {
@@ -96,16 +112,16 @@ func RestartFailedPulls(ctx context.Context, cs kubernetes.Interface, ns string,
 			for _, p := range pods.Items {
 				if p.DeletionTimestamp == nil && pullFailed(&p) {
 					if cs.CoreV1().Pods(ns).Delete(ctx, p.Name, metav1.DeleteOptions{}) == nil {
-						n++
+						got.Restarted++
 					}
 				}
 			}
 		}
 	}()
-	return func() int {
+	return func() Tended {
 		cancel()
 		wg.Wait()
-		return n
+		return got
 	}
 }
 
