@@ -13,6 +13,7 @@ import (
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
 	"github.com/ferrypkg/ferry/internal/atomicfile"
+	"github.com/ferrypkg/ferry/internal/readahead"
 )
 
 // Format is an archive format.
@@ -116,20 +117,19 @@ func (p *plan) writeArchive(ctx context.Context, w io.Writer, format Format, pro
 	if err != nil {
 		return err
 	}
-	var total, done int64
+	var total int64
 	for _, b := range blobs {
 		total += b.desc.Size
 	}
-	for i, b := range blobs {
+	for _, b := range blobs {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
 		if err := aw.blob(ctx, b); err != nil {
 			return err
 		}
-		done += b.desc.Size
 		if progress != nil {
-			progress(Progress{Phase: PhaseWrite, Digest: b.desc.Digest, Bytes: done, TotalBytes: total, Blobs: i + 1, TotalBlobs: len(blobs)})
+			progress(Progress{Phase: PhaseWrite, Desc: b.desc, Bytes: b.desc.Size, TotalBytes: total, TotalBlobs: len(blobs)})
 		}
 	}
 	return aw.tw.Close()
@@ -174,10 +174,10 @@ func (a *archiveWriter) blob(ctx context.Context, b *blob) error {
 		}
 		rc, err := b.open(ctx)
 		if err != nil {
-			return fmt.Errorf("fetch %s: %w", b.desc.Digest, err)
+			return &BlobError{Op: "fetch", Digest: b.desc.Digest, Err: err}
 		}
 		defer rc.Close()
-		pr := newPrefetchReader(io.LimitReader(rc, b.desc.Size+1), a.prefetch, b.desc.Digest.Algorithm().Hash())
+		pr := readahead.New(io.LimitReader(rc, b.desc.Size+1), a.prefetch, b.desc.Digest.Algorithm().Hash())
 		defer pr.Close()
 		body = func() error { return copyVerified(ctx, a.tw, pr, b.desc) }
 	}
@@ -200,9 +200,9 @@ func (a *archiveWriter) blob(ctx context.Context, b *blob) error {
 // to w, and fails unless they hash to desc.Digest and pr has nothing more.
 // Its chunks are written as they are: whole prefetch chunks (multiples of
 // rawBlockSize) but the last, so raw frames take them without copying.
-func copyVerified(ctx context.Context, w io.Writer, pr *prefetchReader, desc ocispec.Descriptor) error {
+func copyVerified(ctx context.Context, w io.Writer, pr *readahead.Reader, desc ocispec.Descriptor) error {
 	var n int64
-	err := pr.chunks(func(b []byte) error {
+	err := pr.Chunks(func(b []byte) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
@@ -218,7 +218,7 @@ func copyVerified(ctx context.Context, w io.Writer, pr *prefetchReader, desc oci
 		return fmt.Errorf("blob %s: %w", desc.Digest, err)
 	case n < desc.Size:
 		return fmt.Errorf("blob %s: truncated: %d of %d bytes", desc.Digest, n, desc.Size)
-	case digest.NewDigest(desc.Digest.Algorithm(), pr.sum()) != desc.Digest:
+	case digest.NewDigest(desc.Digest.Algorithm(), pr.Sum()) != desc.Digest:
 		return fmt.Errorf("blob %s does not match its digest", desc.Digest)
 	}
 	return nil

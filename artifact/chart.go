@@ -98,7 +98,7 @@ func (b *builder) remoteChart(ctx context.Context, cd ChartDef) (ocispec.Descrip
 	}
 	desc, err := repo.Resolve(ctx, repo.Reference.Reference)
 	if err != nil {
-		return ocispec.Descriptor{}, Chart{}, fmt.Errorf("resolve chart %s: %w", ref, err)
+		return ocispec.Descriptor{}, Chart{}, withRef("resolve chart", ref, err)
 	}
 	if !isManifest(desc.MediaType) {
 		return ocispec.Descriptor{}, Chart{}, fmt.Errorf("%s is not a Helm chart (media type %s)", ref, desc.MediaType)

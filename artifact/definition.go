@@ -440,7 +440,7 @@ func NormalizeImageRef(s string) (string, error) {
 	}
 	named, err := reference.ParseNormalizedNamed(s)
 	if err != nil {
-		return "", fmt.Errorf("invalid image reference %q: %v", s, err)
+		return "", fmt.Errorf("invalid image reference %q: %w", s, err)
 	}
 	return reference.TagNameOnly(named).String(), nil
 }

@@ -146,7 +146,7 @@ func (z *zstReader) decodeError(err error) error {
 	if errors.Is(err, zstd.ErrWindowSizeExceeded) || errors.Is(err, zstd.ErrDecoderSizeExceeded) {
 		return fmt.Errorf("%w: the zstd frame at offset %d needs a window over %d MiB, more than a package may use", ErrCorrupt, z.off, MaxZstdWindow>>20)
 	}
-	return fmt.Errorf("%w: zstd frame at offset %d: %v", ErrCorrupt, z.off, err)
+	return fmt.Errorf("%w: zstd frame at offset %d: %w", ErrCorrupt, z.off, err)
 }
 
 // frameEnd finds where the frame at z.off, whose first bytes are h, ends,

@@ -47,7 +47,7 @@ func inspect(ctx context.Context, r *Reader, progress ProgressFunc) (*Report, *S
 	if err := checkConfig(r, sum); err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", r.Path(), err)
 	}
-	return newReport(r.Config, r.Root, r.Index.Manifests, sum.Blobs, sum.Size), sum, nil
+	return newReport(r.config, r.root, r.index.Manifests, sum.Blobs, sum.Size), sum, nil
 }
 
 // newReport builds a report from a package's config and index.json entries.
@@ -81,11 +81,11 @@ func newReport(cfg *Config, root ocispec.Descriptor, index []ocispec.Descriptor,
 // checkConfig cross-checks ferry.json against the verified graph.
 func checkConfig(r *Reader, sum *Summary) error {
 	var root ocispec.Index
-	if err := json.Unmarshal(sum.Nodes[r.Root.Digest].Data, &root); err != nil {
-		return fmt.Errorf("%w: root: %v", ErrCorrupt, err)
+	if err := json.Unmarshal(sum.Nodes[r.root.Digest].Data, &root); err != nil {
+		return fmt.Errorf("%w: root: %w", ErrCorrupt, err)
 	}
-	if root.Annotations[AnnotationPackageName] != r.Config.Name || root.Annotations[AnnotationPackageVersion] != r.Config.Version {
-		return fmt.Errorf("%w: %s names %s %s, the root %s %s", ErrCorrupt, ConfigFileName, r.Config.Name, r.Config.Version,
+	if root.Annotations[AnnotationPackageName] != r.config.Name || root.Annotations[AnnotationPackageVersion] != r.config.Version {
+		return fmt.Errorf("%w: %s names %s %s, the root %s %s", ErrCorrupt, ConfigFileName, r.config.Name, r.config.Version,
 			root.Annotations[AnnotationPackageName], root.Annotations[AnnotationPackageVersion])
 	}
 	entries := map[string]bool{}
@@ -100,7 +100,7 @@ func checkConfig(r *Reader, sum *Summary) error {
 		case KindPackage:
 			var pm ocispec.Manifest
 			if err := json.Unmarshal(sum.Nodes[m.Digest].Data, &pm); err != nil {
-				return fmt.Errorf("%w: package manifest: %v", ErrCorrupt, err)
+				return fmt.Errorf("%w: package manifest: %w", ErrCorrupt, err)
 			}
 			layers = map[digest.Digest]bool{}
 			for _, l := range pm.Layers {
@@ -109,7 +109,7 @@ func checkConfig(r *Reader, sum *Summary) error {
 		}
 	}
 	var missing []string
-	for _, c := range r.Config.Components {
+	for _, c := range r.config.Components {
 		for _, i := range c.Images {
 			if !entries[KindImage+"|"+c.Name+"|"+i.Ref+"|"+i.Digest.String()] {
 				missing = append(missing, fmt.Sprintf("image %s@%s", i.Ref, i.Digest))

@@ -182,7 +182,7 @@ func TestConcurrentPushes(t *testing.T) {
 			t.Fatalf("push %d: %v", i, errs[i])
 		}
 		r, _ := artifact.Open(context.Background(), p)
-		assertPullIdentical(t, fmt.Sprintf("%s/pkgs/demo%d@%s", w.Host, i%3, r.Root.Digest), p)
+		assertPullIdentical(t, fmt.Sprintf("%s/pkgs/demo%d@%s", w.Host, i%3, r.Root().Digest), p)
 	}
 }
 

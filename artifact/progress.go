@@ -1,28 +1,35 @@
 package artifact
 
-import "github.com/opencontainers/go-digest"
+import ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+
+// Phase is what a progress event reports.
+type Phase string
 
 // Phases of long work reported through ProgressFunc.
 const (
-	PhaseResolve = "resolve" // an item of the definition was resolved
-	PhaseWrite   = "write"   // a blob is being written to an archive
-	PhaseRead    = "read"    // a blob is being read and verified
-	PhasePush    = "push"    // a blob was pushed to, or found in, a registry
-	PhasePull    = "pull"    // a blob is being pulled from a registry
+	PhaseResolve Phase = "resolve" // an item of the definition was resolved (Item)
+	PhaseWrite   Phase = "write"   // a blob was written to an archive
+	PhaseRead    Phase = "read"    // a blob was read and verified
+	PhasePush    Phase = "push"    // a blob was uploaded to a registry, or found there (Skipped)
+	PhasePull    Phase = "pull"    // a blob was fetched from a registry, verified and written
 )
 
-// Progress is one progress report. Byte counts are cumulative over the
-// whole operation; totals are 0 when unknown.
+// Progress is one event: a blob (Desc) went through a phase, with the
+// bytes that moved for it (0 for a blob the registry had); or, without a
+// blob, an item of the work (Item: an image resolved, a release installed).
+// TotalBlobs and TotalBytes are the whole operation's, when known (0
+// otherwise), so that a renderer can show how far it is.
 type Progress struct {
-	Phase      string
-	Item       string
-	Digest     digest.Digest
+	Phase      Phase
+	Desc       ocispec.Descriptor
 	Bytes      int64
-	TotalBytes int64
-	Blobs      int
+	Skipped    bool
+	Item       string
 	TotalBlobs int
+	TotalBytes int64
 }
 
-// ProgressFunc receives progress reports. It is called from the goroutine
-// doing the work and must return quickly.
+// ProgressFunc receives progress events. Events of one operation may come
+// from several goroutines at once (a push's parallel streams): a
+// ProgressFunc must be safe for concurrent use and return quickly.
 type ProgressFunc func(Progress)

@@ -119,8 +119,8 @@ func TestVerifiedPushesOnlyTheSignedGraph(t *testing.T) {
 				t.Fatalf("%v: pushed %d blobs, the signed graph has %d", applied, len(got.blobs), len(want))
 			}
 			r := openPkg(t, path)
-			sigTag := "pkgs/demo:" + artifact.SignatureTag(r.Root.Digest)
-			if len(got.tags) != 2 || got.tags["pkgs/demo:1.0.0"] != r.Root.Digest || got.tags[sigTag] == "" {
+			sigTag := "pkgs/demo:" + artifact.SignatureTag(r.Root().Digest)
+			if len(got.tags) != 2 || got.tags["pkgs/demo:1.0.0"] != r.Root().Digest || got.tags[sigTag] == "" {
 				t.Fatalf("%v: tags %v", applied, got.tags)
 			}
 		})

@@ -96,7 +96,7 @@ func remotePlan(ctx context.Context, ref string, opts RemoteOptions) (*plan, *re
 	}
 	root, err := repo.Resolve(ctx, repo.Reference.Reference)
 	if err != nil {
-		return nil, nil, fmt.Errorf("resolve %s: %w", ref, err)
+		return nil, nil, withRef("resolve", ref, err)
 	}
 	if d, err := digest.Parse(repo.Reference.Reference); err == nil && d != root.Digest {
 		return nil, nil, fmt.Errorf("%s: the registry answered with %s", ref, root.Digest)
@@ -143,7 +143,7 @@ func remotePlan(ctx context.Context, ref string, opts RemoteOptions) (*plan, *re
 		}
 		var cfg Config
 		if err := json.Unmarshal(cdata, &cfg); err != nil {
-			return nil, nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, ConfigFileName, err)
+			return nil, nil, fmt.Errorf("%w: %s: %w", ErrCorrupt, ConfigFileName, err)
 		}
 		p.config, p.configData = &cfg, cdata
 		p.blobs[pm.Config.Digest] = &blob{desc: rootDescriptor(pm.Config), data: cdata}

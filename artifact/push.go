@@ -15,6 +15,7 @@ import (
 	"oras.land/oras-go/v2/registry/remote"
 
 	"github.com/ferrypkg/ferry/internal/chunk"
+	"github.com/ferrypkg/ferry/internal/readahead"
 )
 
 // DefaultPushConcurrency is how many small blobs Push uploads at once when
@@ -71,10 +72,10 @@ func Push(ctx context.Context, r *Reader, ref string, opts PushOptions) (*PushRe
 		return nil, err
 	}
 	tag := repo.Reference.Reference
-	if d, err := digest.Parse(tag); err == nil && d != r.Root.Digest {
-		return nil, fmt.Errorf("push %s: the package root is %s", ref, r.Root.Digest)
+	if d, err := digest.Parse(tag); err == nil && d != r.root.Digest {
+		return nil, fmt.Errorf("push %s: the package root is %s", ref, r.root.Digest)
 	}
-	p := &pusher{repo: repo, opts: opts, res: &PushResult{Root: r.Root, Ref: ref}}
+	p := &pusher{repo: repo, opts: opts, res: &PushResult{Root: r.root, Ref: ref}}
 	held, err := p.held(ctx, r)
 	if err != nil {
 		return nil, fmt.Errorf("push %s: %w", ref, err)
@@ -170,8 +171,7 @@ type pusher struct {
 	repo *remote.Repository
 	opts PushOptions
 	res  *PushResult
-	mu   sync.Mutex // guards res and done
-	done int64
+	mu   sync.Mutex // guards res
 }
 
 // small handles one small blob as the archive yields it: one the graph
@@ -191,7 +191,7 @@ func (p *pusher) small(ctx context.Context, desc ocispec.Descriptor, rd io.Reade
 // blob uploads one blob unless the registry has it.
 func (p *pusher) blob(ctx context.Context, desc ocispec.Descriptor, body func() io.Reader, buf []byte) error {
 	if ok, err := p.repo.Blobs().Exists(ctx, desc); err != nil {
-		return fmt.Errorf("check blob %s: %w", desc.Digest, err)
+		return &BlobError{Op: "check blob", Digest: desc.Digest, Err: err}
 	} else if ok {
 		p.count(desc, false)
 		return nil
@@ -202,11 +202,10 @@ func (p *pusher) blob(ctx context.Context, desc ocispec.Descriptor, body func() 
 // upload uploads one blob (or mounts it from MountFrom).
 func (p *pusher) upload(ctx context.Context, desc ocispec.Descriptor, body func() io.Reader, buf []byte) error {
 	if err := pushBlob(ctx, p.repo, desc, body(), buf, p.opts.MountFrom); err != nil {
-		var ce *corruptBlobError
-		if errors.As(err, &ce) {
+		if ce, ok := isCorruptBlob(err); ok {
 			return ce
 		}
-		return fmt.Errorf("upload blob %s: %w", desc.Digest, err)
+		return &BlobError{Op: "upload blob", Digest: desc.Digest, Err: err}
 	}
 	p.count(desc, true)
 	return nil
@@ -214,16 +213,19 @@ func (p *pusher) upload(ctx context.Context, desc ocispec.Descriptor, body func(
 
 func (p *pusher) count(desc ocispec.Descriptor, pushed bool) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	if pushed {
 		p.res.Pushed++
 		p.res.BytesPushed += desc.Size
 	} else {
 		p.res.Skipped++
 	}
-	p.done += desc.Size
+	p.mu.Unlock()
 	if p.opts.Progress != nil {
-		p.opts.Progress(Progress{Phase: PhasePush, Digest: desc.Digest, Bytes: p.done, Blobs: p.res.Pushed + p.res.Skipped})
+		ev := Progress{Phase: PhasePush, Desc: desc, Skipped: !pushed}
+		if pushed {
+			ev.Bytes = desc.Size
+		}
+		p.opts.Progress(ev)
 	}
 }
 
@@ -260,14 +262,14 @@ func (p *pusher) finish(ctx context.Context, sum *Summary, r *Reader, tag string
 		desc := ocispec.Descriptor{MediaType: m.MediaType, Digest: m.Digest, Size: m.Size}
 		ok, err := p.repo.Manifests().Exists(ctx, desc)
 		if err != nil {
-			return fmt.Errorf("check manifest %s: %w", desc.Digest, err)
+			return &BlobError{Op: "check manifest", Digest: desc.Digest, Err: err}
 		}
 		if ok {
 			p.count(desc, false)
 			continue
 		}
 		if err := p.repo.Manifests().Push(ctx, desc, bytes.NewReader(sum.json[m.Digest])); err != nil {
-			return fmt.Errorf("push manifest %s: %w", desc.Digest, err)
+			return &BlobError{Op: "push manifest", Digest: desc.Digest, Err: err}
 		}
 		p.count(desc, true)
 	}
@@ -283,13 +285,13 @@ func (p *pusher) finish(ctx context.Context, sum *Summary, r *Reader, tag string
 // unchanged re-push costs two GETs and the tags' PUTs.
 func (p *pusher) held(ctx context.Context, r *Reader) (map[digest.Digest][]byte, error) {
 	out := map[digest.Digest][]byte{}
-	for _, d := range append([]ocispec.Descriptor{r.Root}, signatureEntries(r.Root.Digest, r.Index.Manifests)...) {
+	for _, d := range append([]ocispec.Descriptor{r.root}, signatureEntries(r.root.Digest, r.index.Manifests)...) {
 		data, err := fetchSmall(ctx, p.repo.Manifests(), rootDescriptor(d))
 		switch {
 		case errors.Is(err, errdef.ErrNotFound):
 			return nil, nil
 		case err != nil:
-			return nil, fmt.Errorf("check manifest %s: %w", d.Digest, err)
+			return nil, &BlobError{Op: "check manifest", Digest: d.Digest, Err: err}
 		}
 		out[d.Digest] = data
 	}
@@ -306,9 +308,9 @@ func (p *pusher) tag(ctx context.Context, r *Reader, tag string, manifests map[d
 	}
 	var tags []tagged
 	if _, err := digest.Parse(tag); err != nil && tag != "" {
-		tags = append(tags, tagged{rootDescriptor(r.Root), tag})
+		tags = append(tags, tagged{rootDescriptor(r.root), tag})
 	}
-	for _, d := range signatureEntries(r.Root.Digest, r.Index.Manifests) {
+	for _, d := range signatureEntries(r.root.Digest, r.index.Manifests) {
 		tags = append(tags, tagged{rootDescriptor(d), d.Annotations[ocispec.AnnotationRefName]})
 	}
 	for _, t := range tags {
@@ -330,11 +332,11 @@ type pushed struct {
 func (p *pusher) blobConcurrent(ctx context.Context, desc ocispec.Descriptor, data []byte, results chan<- pushed) error {
 	ok, err := p.repo.Blobs().Exists(ctx, desc)
 	if err != nil {
-		return fmt.Errorf("check blob %s: %w", desc.Digest, err)
+		return &BlobError{Op: "check blob", Digest: desc.Digest, Err: err}
 	}
 	if !ok {
 		if err := pushBlob(ctx, p.repo, desc, bytes.NewReader(data), nil, ""); err != nil {
-			return fmt.Errorf("upload blob %s: %w", desc.Digest, err)
+			return &BlobError{Op: "upload blob", Digest: desc.Digest, Err: err}
 		}
 	}
 	results <- pushed{desc, !ok}
@@ -357,29 +359,32 @@ func rootDescriptor(d ocispec.Descriptor) ocispec.Descriptor {
 	return ocispec.Descriptor{MediaType: d.MediaType, Digest: d.Digest, Size: d.Size}
 }
 
-// corruptBlobError is returned by a verifyingReader whose content does not
-// match its digest.
-type corruptBlobError struct{ digest digest.Digest }
-
-func (e *corruptBlobError) Error() string {
-	return fmt.Sprintf("%v: blob %s does not match its digest", ErrCorrupt, e.digest)
+// corruptBlobError is the error of a verifyingReader whose content does
+// not match its digest.
+func corruptBlobError(d digest.Digest) *BlobError {
+	return &BlobError{Op: "blob", Digest: d, Err: errDigestMismatch}
 }
 
-func (e *corruptBlobError) Unwrap() error { return ErrCorrupt }
+// isCorruptBlob reports whether err is a corruptBlobError, and returns it.
+func isCorruptBlob(err error) (*BlobError, bool) {
+	var be *BlobError
+	ok := errors.As(err, &be) && be.Err == errDigestMismatch
+	return be, ok
+}
 
-// verifyingReader yields a blob's bytes from a prefetchReader that hashes
+// verifyingReader yields a blob's bytes from a readahead.Reader that hashes
 // them and, instead of a clean EOF, an error when they do not hash to the
 // expected digest, so an upload of a damaged blob is aborted before the
 // registry could commit it.
 type verifyingReader struct {
-	pr   *prefetchReader
+	pr   *readahead.Reader
 	want digest.Digest
 }
 
 func (v *verifyingReader) Read(p []byte) (int, error) {
 	n, err := v.pr.Read(p)
-	if err == io.EOF && digest.NewDigest(v.want.Algorithm(), v.pr.sum()) != v.want {
-		return n, &corruptBlobError{v.want}
+	if err == io.EOF && digest.NewDigest(v.want.Algorithm(), v.pr.Sum()) != v.want {
+		return n, corruptBlobError(v.want)
 	}
 	return n, err
 }

@@ -8,10 +8,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+	"oras.land/oras-go/v2/errdef"
 	"oras.land/oras-go/v2/registry/remote"
 
 	"github.com/ferrypkg/ferry/artifact"
@@ -113,7 +115,7 @@ func TestPushStreams(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%s, %d streams: %v", src, streams, err)
 			}
-			if res.Pushed == 0 || res.Skipped != 0 || res.Root.Digest != r.Root.Digest {
+			if res.Pushed == 0 || res.Skipped != 0 || res.Root.Digest != r.Root().Digest {
 				t.Fatalf("%s, %d streams: %+v", src, streams, res)
 			}
 			pulled := filepath.Join(t.TempDir(), "p.tar")
@@ -148,6 +150,10 @@ func TestPushStreams(t *testing.T) {
 		if !errors.Is(err, artifact.ErrCorrupt) || !strings.Contains(err.Error(), d) {
 			t.Fatalf("push of a damaged layer, %d streams: %v", streams, err)
 		}
+		var be *artifact.BlobError
+		if !errors.As(err, &be) || be.Digest.Encoded() != d {
+			t.Fatalf("push of a damaged layer, %d streams: %v does not carry the blob's digest", streams, err)
+		}
 		repo, _ := remote.NewRepository(ref)
 		repo.PlainHTTP = true
 		if ok, _ := repo.Blobs().Exists(ctx, ocispec.Descriptor{Digest: digest.NewDigestFromEncoded(digest.SHA256, d), Size: size}); ok {
@@ -173,7 +179,7 @@ func TestPushStreams(t *testing.T) {
 		}
 		repo, _ := remote.NewRepository(ref)
 		repo.PlainHTTP = true
-		if d, err := repo.Resolve(ctx, tag); err != nil || d.Digest != r.Root.Digest {
+		if d, err := repo.Resolve(ctx, tag); err != nil || d.Digest != r.Root().Digest {
 			t.Fatalf("tag %s after an unchanged push: %v, %v", tag, d.Digest, err)
 		}
 	}
@@ -190,12 +196,70 @@ func TestPushStreams(t *testing.T) {
 		}
 		repo, _ := remote.NewRepository(ref)
 		repo.PlainHTTP = true
-		if err := repo.Delete(ctx, ocispec.Descriptor{MediaType: r.Root.MediaType, Digest: r.Root.Digest, Size: r.Root.Size}); err != nil {
+		if err := repo.Delete(ctx, ocispec.Descriptor{MediaType: r.Root().MediaType, Digest: r.Root().Digest, Size: r.Root().Size}); err != nil {
 			t.Fatal(err)
 		}
 		res, err := artifact.Push(ctx, r, ref, artifact.PushOptions{Streams: streams})
-		if err != nil || res.Unchanged || res.Pushed != 1 || res.BytesPushed != r.Root.Size {
+		if err != nil || res.Unchanged || res.Pushed != 1 || res.BytesPushed != r.Root().Size {
 			t.Fatalf("re-push with %d streams of what the registry has but its root: %+v, %v", streams, res, err)
 		}
+	}
+}
+
+// TestErrorsNameTheReferenceOnce: a missing reference is named once, and
+// the cause still matches errdef.ErrNotFound.
+func TestErrorsNameTheReferenceOnce(t *testing.T) {
+	w := newWorld(t)
+	ref := w.Host + "/nope/pkg:1"
+	_, err := artifact.InspectRemote(context.Background(), ref, artifact.RemoteOptions{})
+	if !errors.Is(err, errdef.ErrNotFound) || strings.Count(err.Error(), ref) != 1 {
+		t.Fatalf("inspect of a missing package: %v; want %s named once, and errdef.ErrNotFound", err, ref)
+	}
+}
+
+// TestProgressOneEventPerBlob: a push in parallel streams reports each blob
+// once, as it is uploaded or found, with the bytes that moved; a verifying
+// read reports each blob once, too. Events arrive concurrently.
+func TestProgressOneEventPerBlob(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	res := create(t, w, filepath.Join(t.TempDir(), "demo.tar.zst"))
+	type tally struct {
+		mu    sync.Mutex
+		seen  map[digest.Digest]int
+		bytes int64
+	}
+	record := func(tl *tally, phase artifact.Phase) artifact.ProgressFunc {
+		tl.seen = map[digest.Digest]int{}
+		return func(ev artifact.Progress) {
+			if ev.Phase != phase {
+				t.Errorf("event of phase %q, want %q", ev.Phase, phase)
+			}
+			tl.mu.Lock()
+			defer tl.mu.Unlock()
+			tl.seen[ev.Desc.Digest]++
+			tl.bytes += ev.Bytes
+		}
+	}
+	var pushed tally
+	r := openPkg(t, res.Path)
+	pr, err := artifact.Push(ctx, r, w.Host+"/progress/demo:1", artifact.PushOptions{Streams: 3, Progress: record(&pushed, artifact.PhasePush)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pushed.seen) != res.Blobs || pushed.bytes != pr.BytesPushed {
+		t.Errorf("push: events for %d blobs with %d bytes; want %d blobs, %d bytes", len(pushed.seen), pushed.bytes, res.Blobs, pr.BytesPushed)
+	}
+	for d, n := range pushed.seen {
+		if n != 1 {
+			t.Errorf("push: %d events for %s", n, d)
+		}
+	}
+	var read tally
+	if _, err := artifact.Inspect(ctx, openPkg(t, res.Path), record(&read, artifact.PhaseRead)); err != nil {
+		t.Fatal(err)
+	}
+	if len(read.seen) != res.Blobs {
+		t.Errorf("inspect: events for %d blobs, want %d", len(read.seen), res.Blobs)
 	}
 }

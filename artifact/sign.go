@@ -46,19 +46,19 @@ func Sign(ctx context.Context, r *Reader, key Signer, opts SignOptions) (*SignRe
 	if err != nil {
 		return nil, err
 	}
-	old := signatureEntries(r.Root.Digest, r.Index.Manifests)
+	old := signatureEntries(r.root.Digest, r.index.Manifests)
 	existing, err := localSignatures(r, sum)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", r.Path(), err)
 	}
-	si, res, err := addSignature(key, r.Root, r.Config.Name, r.Config, existing)
+	si, res, err := addSignature(key, r.root, r.config.Name, r.config, existing)
 	if err != nil || !res.Added {
 		if err == nil && len(old) > 0 {
 			res.Signature = rootDescriptor(old[0])
 		}
 		return res, err
 	}
-	entries := withSignature(r.Root.Digest, r.Index.Manifests, si.desc)
+	entries := withSignature(r.root.Digest, r.index.Manifests, si.desc)
 	fetch := func(d ocispec.Descriptor) ([]byte, error) {
 		if b, ok := si.blobs[d.Digest]; ok {
 			return b, nil
@@ -110,11 +110,11 @@ func SignRemote(ctx context.Context, ref string, key Signer, opts SignOptions) (
 		desc := ocispec.Descriptor{MediaType: "application/octet-stream", Digest: d, Size: int64(len(data))}
 		ok, err := repo.Blobs().Exists(ctx, desc)
 		if err != nil {
-			return nil, fmt.Errorf("check blob %s: %w", d, err)
+			return nil, &BlobError{Op: "check blob", Digest: d, Err: err}
 		}
 		if !ok {
 			if err := repo.Blobs().Push(ctx, desc, bytes.NewReader(data)); err != nil {
-				return nil, fmt.Errorf("upload blob %s: %w", d, err)
+				return nil, &BlobError{Op: "upload blob", Digest: d, Err: err}
 			}
 		}
 	}
@@ -163,7 +163,7 @@ func withSignature(root digest.Digest, index []ocispec.Descriptor, sig ocispec.D
 // localSignatures reads the signatures a walked package holds for its root.
 func localSignatures(r *Reader, sum *Summary) ([]signature, error) {
 	var manifests [][]byte
-	for _, d := range signatureEntries(r.Root.Digest, r.Index.Manifests) {
+	for _, d := range signatureEntries(r.root.Digest, r.index.Manifests) {
 		manifests = append(manifests, sum.Nodes[d.Digest].Data)
 	}
 	return readSignatures(manifests, func(d ocispec.Descriptor) ([]byte, error) {
@@ -196,7 +196,7 @@ func (p *plan) signatures(ctx context.Context, repo *remote.Repository) ([]signa
 // graph keeps the old one's order for every blob both hold. Written to a
 // temporary file and renamed over the old archive.
 func (r *Reader) rewriteArchive(ctx context.Context, entries, descs []ocispec.Descriptor, fetch jsonFetcher, progress ProgressFunc) error {
-	p := &plan{blobs: map[digest.Digest]*blob{}, configData: r.ConfigData, config: r.Config, root: r.Root, index: entries, mtime: archiveTime(r.Config)}
+	p := &plan{blobs: map[digest.Digest]*blob{}, configData: r.configData, config: r.config, root: r.root, index: entries, mtime: archiveTime(r.config)}
 	var err error
 	if p.indexJSON, err = indexJSON(entries); err != nil {
 		return err
@@ -279,6 +279,6 @@ func (r *Reader) writeDirSignature(entries, descs []ocispec.Descriptor, si *sign
 			}
 		}
 	}
-	r.Index.Manifests = entries
+	r.index.Manifests = entries
 	return nil
 }

@@ -87,11 +87,11 @@ func TestSignVerify(t *testing.T) {
 				t.Fatalf("sign: %+v", sr)
 			}
 			r := openPkg(t, path)
-			if r.Root.Digest != res.Root.Digest || artifact.FormatFromPath(path) != formatOf(t, path) {
+			if r.Root().Digest != res.Root.Digest || artifact.FormatFromPath(path) != formatOf(t, path) {
 				t.Fatalf("signing changed the root or the format")
 			}
 			var tags []string
-			for _, d := range r.Index.Manifests {
+			for _, d := range r.Index().Manifests {
 				tags = append(tags, d.Annotations[ocispec.AnnotationRefName])
 			}
 			if want := []string{"1.0.0", artifact.SignatureTag(res.Root.Digest)}; strings.Join(tags, " ") != strings.Join(want, " ") {
@@ -478,7 +478,7 @@ func TestSignatureTravelsAsReferrer(t *testing.T) {
 	if _, err := pushFile(t, signed, host+"/pkgs/demo:1.0.0", artifact.PushOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	root := openPkg(t, signed).Root.Digest.String()
+	root := openPkg(t, signed).Root().Digest.String()
 	src := remoteRepo(t, host+"/pkgs/demo")
 	keys := artifact.VerifyOptions{Keys: []artifact.Verifier{alicePub}}
 

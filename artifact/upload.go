@@ -3,7 +3,6 @@ package artifact
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -127,7 +126,7 @@ func commitURL(loc *url.URL, desc ocispec.Descriptor) string {
 }
 
 // wholeIfCorrupt passes a blob's body through and, where the walker's
-// reader fails with a *corruptBlobError (every byte read, the digest
+// reader fails with a corruptBlobError (every byte read, the digest
 // wrong), ends it cleanly and keeps the error: the registry then gets the
 // whole body and refuses it on its digest.
 type wholeIfCorrupt struct {
@@ -137,8 +136,7 @@ type wholeIfCorrupt struct {
 
 func (c *wholeIfCorrupt) Read(p []byte) (int, error) {
 	n, err := c.r.Read(p)
-	var ce *corruptBlobError
-	if errors.As(err, &ce) {
+	if _, ok := isCorruptBlob(err); ok {
 		c.err = err
 		return n, io.EOF
 	}

@@ -46,7 +46,7 @@ func Verify(ctx context.Context, r *Reader, opts VerifyOptions) (*VerifyResult, 
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", r.Path(), err)
 	}
-	valid, err := checkSignatures(r.Root.Digest, sigs, opts.Keys)
+	valid, err := checkSignatures(r.root.Digest, sigs, opts.Keys)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", r.Path(), err)
 	}

@@ -89,7 +89,7 @@ func Deploy(ctx context.Context, cs kubernetes.Interface, r *artifact.Reader, op
 	if opts.Timeout <= 0 {
 		opts.Timeout = DefaultTimeout
 	}
-	comps, err := selectComponents(r.Config, opts.Components)
+	comps, err := selectComponents(r.Config(), opts.Components)
 	if err != nil {
 		return nil, err
 	}
@@ -122,7 +122,7 @@ func Deploy(ctx context.Context, cs kubernetes.Interface, r *artifact.Reader, op
 	if opts.Registry != "" {
 		push = opts.Registry
 	}
-	remote := artifact.RemoteOptions{PlainHTTP: true, Credential: auth.StaticCredential(push, cred)}
+	remote := cluster.RegistryRemote(push, cred)
 	pushStart := time.Now()
 	var loaded *mirror.Result
 	err = reach.Retry(ctx, opts.PushAttempts, func() error {
@@ -134,16 +134,16 @@ func Deploy(ctx context.Context, cs kubernetes.Interface, r *artifact.Reader, op
 		return nil, fmt.Errorf("push images to %s: %w", push, err)
 	}
 	st := &State{Client: cs, Namespace: opts.Namespace}
-	prev, err := st.Get(ctx, r.Config.Name)
+	prev, err := st.Get(ctx, r.Config().Name)
 	if err != nil {
 		return nil, err
 	}
-	d := &deployer{cs: cs, opts: opts, values: values, host: host, push: push, remote: remote, cfg: r.Config, prev: prev, ensured: map[string]bool{}}
-	rec := &Record{Name: r.Config.Name, Version: r.Config.Version, Root: r.Root.Digest, Config: r.Config, BytesPushed: loaded.BytesPushed, PushTook: time.Since(pushStart)}
+	d := &deployer{cs: cs, opts: opts, values: values, host: host, push: push, remote: remote, cfg: r.Config(), prev: prev, ensured: map[string]bool{}}
+	rec := &Record{Name: r.Config().Name, Version: r.Config().Version, Root: r.Root().Digest, Config: r.Config(), BytesPushed: loaded.BytesPushed, PushTook: time.Since(pushStart)}
 	for _, c := range comps {
 		rec.Components = append(rec.Components, c.Name)
 	}
-	if rec.Earlier, err = earlierImages(prev, r.Config); err != nil {
+	if rec.Earlier, err = earlierImages(prev, r.Config()); err != nil {
 		return nil, err
 	}
 	if err := d.install(ctx, comps, rec); err != nil {

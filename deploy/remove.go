@@ -23,7 +23,6 @@ import (
 	"oras.land/oras-go/v2"
 	"oras.land/oras-go/v2/errdef"
 	"oras.land/oras-go/v2/registry/remote"
-	"oras.land/oras-go/v2/registry/remote/auth"
 
 	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/inject"
@@ -126,7 +125,7 @@ func Remove(ctx context.Context, cs kubernetes.Interface, name string, opts Remo
 	if opts.Registry != "" {
 		host = opts.Registry
 	}
-	ro := artifact.RemoteOptions{PlainHTTP: true, Credential: auth.StaticCredential(host, cred)}
+	ro := cluster.RegistryRemote(host, cred)
 	reg := &registryCleaner{host: host, remote: ro}
 	used, err := reg.usedBy(ctx, others)
 	if err != nil {

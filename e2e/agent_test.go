@@ -90,7 +90,7 @@ func TestAgent(t *testing.T) {
 	}
 	st := &deploy.State{Client: c.Client, Namespace: ns}
 	t.Cleanup(func() { _ = st.Delete(context.Background(), rec.Name) })
-	want := res.Registry + "/library/app@" + r.Config.Components[0].Images[0].Digest.String()
+	want := res.Registry + "/library/app@" + r.Config().Components[0].Images[0].Digest.String()
 
 	// A Pod created right after: rewritten, pull secret, Runs.
 	apps := c.Namespace(t)
@@ -405,7 +405,7 @@ func TestAgentCommand(t *testing.T) {
 		}
 		return out.Response
 	}
-	want := contract.RegistryHost(contract.DefaultNodePort) + "/library/app@" + r.Config.Components[0].Images[0].Digest.String()
+	want := contract.RegistryHost(contract.DefaultNodePort) + "/library/app@" + r.Config().Components[0].Images[0].Digest.String()
 	if resp := review("docker.io/library/app:1.0"); !resp.Allowed || !strings.Contains(string(resp.Patch), want) {
 		t.Fatalf("deployed image: allowed %v, patch %s, want %s", resp.Allowed, resp.Patch, want)
 	}

@@ -78,7 +78,7 @@ func TestDeployImages(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := "127.0.0.1:31999/library/app@" + r.Config.Components[0].Images[0].Digest.String(); image != want {
+	if want := "127.0.0.1:31999/library/app@" + r.Config().Components[0].Images[0].Digest.String(); image != want {
 		t.Fatalf("rewritten to %s, want %s", image, want)
 	}
 

@@ -250,7 +250,7 @@ func appDigest(ctx context.Context, t *testing.T, pkg string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return r.Config.Components[0].Images[0].Digest.String()
+	return r.Config().Components[0].Images[0].Digest.String()
 }
 
 // spreadAcross runs a Deployment of docker.io/library/app:1.0 with one

@@ -13,7 +13,7 @@
 
 TEST_TARGETS += race
 
-RACE_ARTIFACT_TESTS ?= ^(TestPushPullRoundTrip|TestInterruptedPush|TestConcurrentPushes|TestPushAuth|TestPullCorruptBlob|TestCraneCopyInterop|TestZstReader|TestReaderRejects|TestReaderFlippedByte|TestFailedPushCancelsUploads|TestVerifiedPushesOnlyTheSignedGraph)$$
+RACE_ARTIFACT_TESTS ?= ^(TestPushPullRoundTrip|TestInterruptedPush|TestConcurrentPushes|TestPushAuth|TestPullCorruptBlob|TestCraneCopyInterop|TestZstReader|TestReaderRejects|TestReaderFlippedByte|TestFailedPushCancelsUploads|TestVerifiedPushesOnlyTheSignedGraph|TestProgressOneEventPerBlob|TestPushStreams)$$
 
 race:
 	FERRY_REQUIRE_TOOLS=1 $(GO) test -race -count=1 ./registry/...

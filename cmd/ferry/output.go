@@ -111,9 +111,13 @@ func isTerminal(w io.Writer) bool {
 type progressBar struct {
 	w     io.Writer
 	start time.Time
-	mu    sync.Mutex
+	mu    sync.Mutex // events come from a push's parallel streams
 	last  time.Time
 	shown bool
+	phase artifact.Phase
+	blobs int   // blobs of this phase so far
+	bytes int64 // their bytes (those a registry had count too: done)
+	moved int64 // bytes that moved
 }
 
 // newProgress returns a ProgressFunc for cmd's stderr, or nil when stderr is
@@ -127,23 +131,36 @@ func newProgress(cmd *cobra.Command) (artifact.ProgressFunc, func()) {
 	return p.report, p.done
 }
 
+// report adds one event to the phase's counts and redraws the line at most
+// ten times a second (and at a phase's last blob, when its total is known).
 func (p *progressBar) report(ev artifact.Progress) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if ev.Phase != p.phase {
+		p.phase, p.blobs, p.bytes, p.moved, p.start = ev.Phase, 0, 0, 0, time.Now()
+	}
+	if ev.Desc.Digest != "" {
+		p.blobs++
+		p.bytes += ev.Desc.Size
+		p.moved += ev.Bytes
+	}
 	now := time.Now()
-	if now.Sub(p.last) < 100*time.Millisecond && (ev.TotalBlobs == 0 || ev.Blobs < ev.TotalBlobs) {
+	if now.Sub(p.last) < 100*time.Millisecond && (ev.TotalBlobs == 0 || p.blobs < ev.TotalBlobs) {
 		return
 	}
 	p.last = now
-	rate := float64(ev.Bytes) / now.Sub(p.start).Seconds()
+	rate := float64(p.moved) / now.Sub(p.start).Seconds()
 	var line string
 	switch {
-	case ev.Phase == artifact.PhaseResolve:
-		line = "resolved " + ev.Item
+	case ev.Desc.Digest == "":
+		line = string(ev.Phase) + " " + ev.Item
+		if ev.Phase == artifact.PhaseResolve {
+			line = "resolved " + ev.Item
+		}
 	case ev.TotalBlobs > 0:
-		line = fmt.Sprintf("%s %d/%d blobs, %s/%s, %s/s", ev.Phase, ev.Blobs, ev.TotalBlobs, humanBytes(ev.Bytes), humanBytes(ev.TotalBytes), humanBytes(int64(rate)))
+		line = fmt.Sprintf("%s %d/%d blobs, %s/%s, %s/s", ev.Phase, p.blobs, ev.TotalBlobs, humanBytes(p.bytes), humanBytes(ev.TotalBytes), humanBytes(int64(rate)))
 	default:
-		line = fmt.Sprintf("%s %d blobs, %s, %s/s", ev.Phase, ev.Blobs, humanBytes(ev.Bytes), humanBytes(int64(rate)))
+		line = fmt.Sprintf("%s %d blobs, %s, %s/s", ev.Phase, p.blobs, humanBytes(p.bytes), humanBytes(int64(rate)))
 	}
 	if len(line) > 100 {
 		line = line[:100]

@@ -229,7 +229,7 @@ Credentials come from --username/--password-stdin or the docker config file
 				return err
 			}
 			if parsed.Reference == "" {
-				ref += ":" + r.Config.Version
+				ref += ":" + r.Config().Version
 			}
 			progress, done := newProgress(cmd)
 			res, err := artifact.Push(cmd.Context(), r, ref, artifact.PushOptions{Remote: ro, MountFrom: mount, Progress: progress})

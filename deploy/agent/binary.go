@@ -3,6 +3,7 @@ package agent
 import (
 	"debug/elf"
 	"fmt"
+	"os"
 	"path/filepath"
 )
 
@@ -11,13 +12,21 @@ import (
 // installing it is not one (another OS or architecture than the node's).
 func BinaryFileName(goarch string) string { return "ferry-linux-" + goarch }
 
+// FullBinaryName is the full ferry binary, which has the agent command, as
+// `make build` names it beside the front binary (bin/ferry, which has not).
+const FullBinaryName = "ferry-full"
+
 // FindBinary returns the ferry binary to build the agent's image from for
-// a linux/goarch node: ferry (binDir/ferry if empty) when it is a static
-// linux/goarch executable, else binDir/BinaryFileName(goarch), which must
-// be one.
+// a linux/goarch node: ferry (if empty, binDir/FullBinaryName when there,
+// else binDir/ferry, a single full binary as `go build ./cmd/ferry` makes
+// it) when it is a static linux/goarch executable, else
+// binDir/BinaryFileName(goarch), which must be one.
 func FindBinary(ferry, binDir, goarch string) (string, error) {
 	if ferry == "" {
-		ferry = filepath.Join(binDir, "ferry")
+		ferry = filepath.Join(binDir, FullBinaryName)
+		if _, err := os.Stat(ferry); err != nil {
+			ferry = filepath.Join(binDir, "ferry")
+		}
 	}
 	errSelf := checkStatic(ferry, goarch)
 	if errSelf == nil {

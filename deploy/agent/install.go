@@ -22,7 +22,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"oras.land/oras-go/v2/registry/remote/auth"
 
-	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/inject"
 	"github.com/ferrypkg/ferry/internal/cluster"
 	"github.com/ferrypkg/ferry/internal/kube"
@@ -179,7 +178,7 @@ func (in *installer) install(ctx context.Context, cred auth.Credential) (*Instal
 	if err := inject.WaitRegistry(ctx, in.push, in.opts.WaitTimeout); err != nil {
 		return nil, err
 	}
-	repo, err := artifact.RemoteOptions{PlainHTTP: true, Credential: auth.StaticCredential(in.push, cred)}.Repository(in.push + "/" + Repository)
+	repo, err := cluster.RegistryRemote(in.push, cred).Repository(in.push + "/" + Repository)
 	if err != nil {
 		return nil, err
 	}

@@ -58,9 +58,9 @@ func TestAgentCertificates(t *testing.T) {
 	}
 }
 
-// TestAgentBinary: the ferry given (or BinDir/ferry) when it is a
-// static executable for the node, else BinDir/ferry-linux-<arch>; an error
-// naming both otherwise.
+// TestFindBinary: the ferry given (or BinDir/ferry-full, else BinDir/ferry)
+// when it is a static executable for the node, else
+// BinDir/ferry-linux-<arch>; an error naming both otherwise.
 func TestFindBinary(t *testing.T) {
 	amd64, err := loader.ELF("amd64") // small static executables
 	if err != nil {
@@ -92,6 +92,11 @@ func TestFindBinary(t *testing.T) {
 	}
 	if p, err := FindBinary(self, dir, "arm64"); err != nil || p != filepath.Join(dir, "ferry-linux-arm64") {
 		t.Fatalf("arm64 node: %s, %v", p, err)
+	}
+	// Beside the front binary (bin/ferry), the full one is the agent's.
+	full := write(FullBinaryName, amd64)
+	if p, err := FindBinary("", dir, "amd64"); err != nil || p != full {
+		t.Fatalf("amd64 node, ferry-full beside ferry: %s, %v", p, err)
 	}
 	_, err = FindBinary(dyn, dir, "amd64")
 	if err == nil || !strings.Contains(err.Error(), "dynamically linked") || !strings.Contains(err.Error(), "ferry-linux-amd64") {

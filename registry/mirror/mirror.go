@@ -61,7 +61,7 @@ func Path(ref string) (repo, tag string, err error) {
 // each image under its original repository path and tag, by the digest the
 // package recorded, mounting blobs from the package repository.
 func Load(ctx context.Context, host string, r *artifact.Reader, opts artifact.RemoteOptions) (*Result, error) {
-	cfg := r.Config
+	cfg := r.Config()
 	pkgRepo := cfg.Name
 	pkgRef := fmt.Sprintf("%s/%s:%s", host, pkgRepo, cfg.Version)
 	pushed, err := artifact.Push(ctx, r, pkgRef, artifact.PushOptions{Remote: opts})
@@ -72,9 +72,9 @@ func Load(ctx context.Context, host string, r *artifact.Reader, opts artifact.Re
 	if err != nil {
 		return nil, err
 	}
-	res := &Result{Package: pkgRepo + ":" + cfg.Version, Root: r.Root.Digest.String(), BytesPushed: pushed.BytesPushed}
+	res := &Result{Package: pkgRepo + ":" + cfg.Version, Root: r.Root().Digest.String(), BytesPushed: pushed.BytesPushed}
 	seen := map[string]string{} // repo:tag → digest
-	for _, c := range r.Config.Components {
+	for _, c := range r.Config().Components {
 		for _, img := range c.Images {
 			repoPath, tag, err := Path(img.Ref)
 			if err != nil {

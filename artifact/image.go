@@ -1,0 +1,245 @@
+package artifact
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/opencontainers/go-digest"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+	"oras.land/oras-go/v2/content"
+	"oras.land/oras-go/v2/content/oci"
+)
+
+// imageSource opens the store an image comes from and resolves it there.
+func (b *builder) imageSource(ctx context.Context, img ImageDef) (content.ReadOnlyStorage, ocispec.Descriptor, string, error) {
+	if img.Layout != "" {
+		dir, err := b.def.Resolve(img.Layout)
+		if err != nil {
+			return nil, ocispec.Descriptor{}, "", err
+		}
+		store, err := oci.NewFromFS(ctx, os.DirFS(dir))
+		if err != nil {
+			return nil, ocispec.Descriptor{}, "", fmt.Errorf("open OCI layout %s: %w", img.Layout, err)
+		}
+		desc, err := store.Resolve(ctx, img.Tag)
+		if err != nil {
+			if d, err2 := store.Resolve(ctx, img.Ref); err2 == nil {
+				desc, err = d, nil
+			}
+		}
+		if err != nil {
+			return nil, ocispec.Descriptor{}, "", fmt.Errorf("image %q not found in OCI layout %s", img.Tag, img.Layout)
+		}
+		return store, desc, "oci-layout:" + filepath.ToSlash(img.Layout) + ":" + img.Tag, nil
+	}
+	repo, err := b.opts.Remote.Repository(img.Ref)
+	if err != nil {
+		return nil, ocispec.Descriptor{}, "", err
+	}
+	desc, err := repo.Resolve(ctx, repo.Reference.Reference)
+	if err != nil {
+		return nil, ocispec.Descriptor{}, "", withRef("resolve", img.Ref, err)
+	}
+	return repo, desc, img.Ref, nil
+}
+
+// image adds an image, filtered to the definition's platforms, and returns
+// its stored descriptor with the record for ferry.json.
+func (b *builder) image(ctx context.Context, img ImageDef) (ocispec.Descriptor, Image, error) {
+	src, desc, source, err := b.imageSource(ctx, img)
+	if err != nil {
+		return desc, Image{}, err
+	}
+	rec := Image{Ref: img.Ref, Source: source, OriginalDigest: desc.Digest}
+	if err := checkDescriptor(desc); err != nil {
+		return desc, rec, err
+	}
+	data, err := fetchSmall(ctx, src, desc)
+	if err != nil {
+		return desc, rec, err
+	}
+	seen := map[digest.Digest]bool{}
+	switch {
+	case isIndex(desc.MediaType):
+		stored, platforms, err := b.selectPlatforms(ctx, src, desc, data, seen)
+		if err != nil {
+			return desc, rec, err
+		}
+		desc, rec.Platforms = stored, platforms
+	case isManifest(desc.MediaType):
+		platform, err := b.manifestPlatform(ctx, src, data, img)
+		if err != nil {
+			return desc, rec, err
+		}
+		if !b.wantPlatform(platform) {
+			return desc, rec, fmt.Errorf("image is %s only; the package's platforms are %s", platform, b.platformList())
+		}
+		if err := b.node(ctx, src, desc, data, seen); err != nil {
+			return desc, rec, err
+		}
+		rec.Platforms = []string{platform.String()}
+	default:
+		return desc, rec, fmt.Errorf("unsupported image media type %q", desc.MediaType)
+	}
+	rec.Digest, rec.MediaType = desc.Digest, desc.MediaType
+	for d := range seen {
+		rec.Size += b.plan.blobs[d].desc.Size
+	}
+	return ocispec.Descriptor{MediaType: desc.MediaType, Digest: desc.Digest, Size: desc.Size}, rec, nil
+}
+
+// selectPlatforms keeps the index's manifests for the wanted platforms: the
+// index itself when every platform is wanted, the one manifest when only one
+// is, or a new index holding the wanted subset.
+func (b *builder) selectPlatforms(ctx context.Context, src content.ReadOnlyStorage, desc ocispec.Descriptor, data []byte, seen map[digest.Digest]bool) (ocispec.Descriptor, []string, error) {
+	var idx ocispec.Index
+	if err := json.Unmarshal(data, &idx); err != nil {
+		return desc, nil, fmt.Errorf("%s: parse index: %w", desc.Digest, err)
+	}
+	var selected []ocispec.Descriptor
+	var platforms, available []string
+	nplatforms := 0
+	for _, m := range idx.Manifests {
+		if m.Platform == nil || m.Platform.OS == "unknown" {
+			continue
+		}
+		nplatforms++
+		p := Platform{OS: m.Platform.OS, Architecture: m.Platform.Architecture, Variant: m.Platform.Variant}
+		available = append(available, p.String())
+		if b.wantPlatform(p) {
+			selected = append(selected, m)
+			platforms = append(platforms, p.String())
+		}
+	}
+	switch {
+	case len(selected) == 0:
+		return desc, nil, fmt.Errorf("no manifest for %s (the image has %s)", b.platformList(), strings.Join(available, ", "))
+	case len(selected) == nplatforms:
+		return desc, platforms, b.node(ctx, src, desc, data, seen)
+	case len(selected) == 1:
+		one := selected[0]
+		oneData, err := fetchSmall(ctx, src, one)
+		if err != nil {
+			return desc, nil, err
+		}
+		return ocispec.Descriptor{MediaType: one.MediaType, Digest: one.Digest, Size: one.Size}, platforms, b.node(ctx, src, one, oneData, seen)
+	}
+	for _, m := range selected {
+		mdata, err := fetchSmall(ctx, src, m)
+		if err != nil {
+			return desc, nil, err
+		}
+		if err := b.node(ctx, src, m, mdata, seen); err != nil {
+			return desc, nil, err
+		}
+	}
+	idx.Manifests = selected
+	nd, _, err := b.addJSON(desc.MediaType, idx)
+	seen[nd.Digest] = true
+	return nd, platforms, err
+}
+
+// node adds a manifest or index (already fetched as data) and everything
+// below it.
+func (b *builder) node(ctx context.Context, src content.ReadOnlyStorage, desc ocispec.Descriptor, data []byte, seen map[digest.Digest]bool) error {
+	kids, err := children(desc.MediaType, data)
+	if err != nil {
+		return fmt.Errorf("%s: %w", desc.Digest, err)
+	}
+	for _, k := range kids {
+		if err := checkDescriptor(k); err != nil {
+			return err
+		}
+		if isContainer(k.MediaType) {
+			kdata, err := fetchSmall(ctx, src, k)
+			if err != nil {
+				return err
+			}
+			if err := b.node(ctx, src, k, kdata, seen); err != nil {
+				return err
+			}
+			continue
+		}
+		seen[k.Digest] = true
+		k := ocispec.Descriptor{MediaType: k.MediaType, Digest: k.Digest, Size: k.Size}
+		b.add(&blob{desc: k, open: func(ctx context.Context) (io.ReadCloser, error) { return src.Fetch(ctx, k) }})
+	}
+	seen[desc.Digest] = true
+	b.add(&blob{desc: ocispec.Descriptor{MediaType: desc.MediaType, Digest: desc.Digest, Size: desc.Size}, data: data})
+	return nil
+}
+
+// manifestPlatform reads an image manifest's platform from its config, or
+// from the definition when the config names none.
+func (b *builder) manifestPlatform(ctx context.Context, src content.ReadOnlyStorage, data []byte, def ImageDef) (Platform, error) {
+	var m ocispec.Manifest
+	if err := json.Unmarshal(data, &m); err != nil {
+		return Platform{}, fmt.Errorf("image %s: parse manifest: %w", def.Ref, err)
+	}
+	cfgData, err := fetchSmall(ctx, src, m.Config)
+	if err != nil {
+		return Platform{}, fmt.Errorf("image %s: %w", def.Ref, err)
+	}
+	var img ocispec.Image
+	if err := json.Unmarshal(cfgData, &img); err != nil {
+		return Platform{}, fmt.Errorf("image %s: parse its config %s: %w", def.Ref, m.Config.Digest, err)
+	}
+	named := Platform{OS: img.OS, Architecture: img.Architecture, Variant: img.Variant}
+	switch {
+	case img.OS == "" || img.Architecture == "":
+		if def.Platform != nil {
+			return *def.Platform, nil
+		}
+		return Platform{}, fmt.Errorf("image %s: its config %s names no os/architecture; say which platform it is for with `platform: os/arch` in its entry (with ref:)", def.Ref, m.Config.Digest)
+	case def.Platform != nil && (def.Platform.OS != named.OS || def.Platform.Architecture != named.Architecture || (def.Platform.Variant != "" && def.Platform.Variant != named.Variant)):
+		return Platform{}, fmt.Errorf("image %s is %s (its config %s), not the %s its entry says", def.Ref, named, m.Config.Digest, def.Platform)
+	}
+	return named, nil
+}
+
+func (b *builder) wantPlatform(p Platform) bool {
+	for _, w := range b.def.Platforms {
+		if w.OS != p.OS || w.Architecture != p.Architecture {
+			continue
+		}
+		if w.Variant == "" || w.Variant == p.Variant || (w.Architecture == "arm64" && normArm64(w.Variant) == normArm64(p.Variant)) {
+			return true
+		}
+	}
+	return false
+}
+
+func normArm64(v string) string {
+	if v == "v8" {
+		return ""
+	}
+	return v
+}
+
+func (b *builder) platformList() string {
+	var s []string
+	for _, p := range b.def.Platforms {
+		s = append(s, p.String())
+	}
+	return strings.Join(s, ", ")
+}
+
+// fetchSmall fetches a manifest-sized blob, verified against its descriptor.
+func fetchSmall(ctx context.Context, src content.Fetcher, desc ocispec.Descriptor) ([]byte, error) {
+	if err := checkDescriptor(desc); err != nil {
+		return nil, err
+	}
+	if desc.Size > MaxManifestSize {
+		return nil, fmt.Errorf("%s: %d bytes is too large for a manifest or config", desc.Digest, desc.Size)
+	}
+	data, err := content.FetchAll(ctx, src, desc)
+	if err != nil {
+		return nil, &BlobError{Op: "fetch", Digest: desc.Digest, Err: err}
+	}
+	return data, nil
+}

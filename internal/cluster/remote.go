@@ -1,0 +1,43 @@
+package cluster
+
+import (
+	"errors"
+	"net/http"
+	"syscall"
+	"time"
+
+	"oras.land/oras-go/v2/registry/remote/auth"
+	"oras.land/oras-go/v2/registry/remote/retry"
+
+	"github.com/ferrypkg/ferry/artifact"
+)
+
+// RegistryRemote is how ferry talks to the in-cluster registry at host:
+// plain HTTP (it is reached on loopback), the registry account, and
+// retries with backoff — oras-go's, and also on a refused connection, for
+// up to about 10 s (RegistryRetry): the registry restarts (after a garbage
+// collection, on another node) and its Service has no ready endpoint for a
+// moment, which is no reason for a deploy or a remove to fail.
+func RegistryRemote(host string, cred auth.Credential) artifact.RemoteOptions {
+	return artifact.RemoteOptions{
+		PlainHTTP:  true,
+		Credential: auth.StaticCredential(host, cred),
+		Client:     &http.Client{Transport: &retry.Transport{Base: http.DefaultTransport, Policy: func() retry.Policy { return registryRetry }}},
+	}
+}
+
+// registryRetry is RegistryRemote's retry policy: oras-go's default
+// (5xx, 429, 408, timeouts, resets; 200 ms to 3 s apart) with refused
+// connections retried too, 6 times.
+var registryRetry retry.Policy = &retry.GenericPolicy{
+	Retryable: func(resp *http.Response, err error) (bool, error) {
+		if errors.Is(err, syscall.ECONNREFUSED) {
+			return true, nil
+		}
+		return retry.DefaultPredicate(resp, err)
+	},
+	Backoff:  retry.DefaultBackoff,
+	MinWait:  200 * time.Millisecond,
+	MaxWait:  3 * time.Second,
+	MaxRetry: 6,
+}

@@ -1,0 +1,38 @@
+package cluster
+
+import (
+	"net"
+	"net/http"
+	"testing"
+	"time"
+
+	"oras.land/oras-go/v2/registry/remote/auth"
+)
+
+// TestRegistryRemoteRetriesRefused: a registry that refuses connections
+// for a moment (restarting) is waited for, not failed on.
+func TestRegistryRemoteRetriesRefused(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	host := l.Addr().String()
+	l.Close() // nothing listens: connections are refused
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})}
+	t.Cleanup(func() { srv.Close() })
+	go func() {
+		time.Sleep(700 * time.Millisecond)
+		l, err := net.Listen("tcp", host)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		srv.Serve(l)
+	}()
+	opts := RegistryRemote(host, auth.Credential{Username: "u", Password: "p"})
+	resp, err := opts.Client.Get("http://" + host + "/v2/")
+	if err != nil {
+		t.Fatalf("a registry back after 0.7 s: %v", err)
+	}
+	resp.Body.Close()
+}
