@@ -8,7 +8,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	goruntime "runtime"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -22,11 +25,16 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"oras.land/oras-go/v2/content/oci"
 
 	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/artifact/chart"
+	"github.com/ferrypkg/ferry/deploy"
 	"github.com/ferrypkg/ferry/e2e/internal/cluster"
 	contract "github.com/ferrypkg/ferry/internal/cluster" // cluster is the e2e harness
+	"github.com/ferrypkg/ferry/internal/fixture"
 	"github.com/ferrypkg/ferry/internal/peertool"
+	"github.com/ferrypkg/ferry/internal/reach"
 )
 
 // via is what ferry's -o json says about the way to the registry.
@@ -167,6 +175,13 @@ func TestMultiNode(t *testing.T) {
 		t.FailNow()
 	}
 	digest = appDigest(ctx, t, pkg)
+
+	ok = t.Run("a push resumes after the registry Pod restarts", func(t *testing.T) {
+		pushResumes(ctx, t, c)
+	})
+	if !ok {
+		t.FailNow()
+	}
 
 	ok = t.Run("one replica per node pulls by digest on its own node", func(t *testing.T) {
 		ns := c.Namespace(t)
@@ -618,4 +633,94 @@ func rejected(t *testing.T) (int64, string) {
 		}
 	}
 	return n, strings.Join(lines, "; ")
+}
+
+// pushResumes deploys a package of 300 MiB through a tunnel and deletes the
+// registry's Pod as the push begins: the tunnel dials the new Pod, the push
+// is retried and skips the blobs that went up, and deploy succeeds.
+func pushResumes(ctx context.Context, t *testing.T, c *cluster.Cluster) {
+	dir := t.TempDir()
+	store, err := oci.New(filepath.Join(dir, "images"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := fixture.Rand(uint64(time.Now().UnixNano()))
+	var layers []fixture.Layer
+	for range 6 {
+		layers = append(layers, fixture.NewLayer(rng, 50<<20))
+	}
+	d, err := fixture.PushImage(ctx, store, fixture.Platform("linux", goruntime.GOARCH, ""), layers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Tag(ctx, d, "1.0"); err != nil {
+		t.Fatal(err)
+	}
+	def := fmt.Sprintf("apiVersion: ferry.dev/v1alpha1\nkind: Package\nmetadata: {name: e2e-resume, version: 1.0.0}\nplatforms: [linux/%s]\ncomponents:\n  - name: big\n    images:\n      - {ref: docker.io/library/big:1.0, layout: images}\n", goruntime.GOARCH)
+	if err := os.WriteFile(filepath.Join(dir, "ferry.yaml"), []byte(def), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pdef, err := artifact.LoadDefinition(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	priv, pub := testKeys(t)
+	pkg := filepath.Join(t.TempDir(), "resume.tar")
+	if _, err := artifact.Create(ctx, pdef, artifact.CreateOptions{Charts: chart.Packager{}, Output: pkg, SignKey: priv, Format: artifact.FormatTar}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := artifact.Open(ctx, pkg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep, err := reach.Registry(ctx, c.Client, reach.Options{Via: reach.Tunnel, Config: c.Config})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ep.Close()
+
+	// When verification has read every blob, the push begins: the
+	// registry's Pod is deleted then.
+	var read atomic.Int32
+	var once sync.Once
+	deleted := make(chan string, 1)
+	progress := func(p artifact.Progress) {
+		if p.Phase != artifact.PhaseRead || p.TotalBlobs == 0 || int(read.Add(1)) < p.TotalBlobs {
+			return
+		}
+		once.Do(func() {
+			go func() {
+				time.Sleep(300 * time.Millisecond)
+				pods, err := c.Client.CoreV1().Pods(contract.DefaultNamespace).List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(contract.RegistryLabels()).String()})
+				if err != nil || len(pods.Items) == 0 {
+					deleted <- fmt.Sprintf("no registry pod: %v", err)
+					return
+				}
+				name := pods.Items[0].Name
+				if err := c.Client.CoreV1().Pods(contract.DefaultNamespace).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+					deleted <- err.Error()
+					return
+				}
+				deleted <- "deleted " + name
+			}()
+		})
+	}
+	start := time.Now()
+	rec, err := deploy.Deploy(ctx, c.Client, r, deploy.Options{Keys: []artifact.Verifier{pub}, Registry: ep.Host, Progress: progress})
+	if err != nil {
+		t.Fatalf("deploy while the registry Pod restarted: %v (tunnel: %v)", err, ep.Err())
+	}
+	t.Logf("registry pod: %s", <-deleted)
+	t.Logf("TIMING deploy of 300 MiB through the tunnel while the registry Pod restarted: %.1fs (push %.1fs, %d bytes in the last attempt); the tunnel dialled %d times, last error %v",
+		time.Since(start).Seconds(), rec.PushTook.Seconds(), rec.BytesPushed, ep.Dials(), ep.Err())
+	if ep.Dials() < 2 {
+		t.Errorf("the tunnel dialled %d times: the registry Pod did not restart during the push", ep.Dials())
+	}
+	if rec.BytesPushed >= 300<<20 {
+		t.Logf("the last attempt pushed everything again (%d bytes): the restart came before any blob was stored", rec.BytesPushed)
+	}
+	st := &deploy.State{Client: c.Client, Namespace: contract.DefaultNamespace}
+	if err := st.Delete(ctx, rec.Name); err != nil {
+		t.Error(err)
+	}
 }

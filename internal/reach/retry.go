@@ -14,7 +14,7 @@ import (
 const retryBackoff = 500 * time.Millisecond
 
 // DefaultAttempts is Retry's default number of attempts.
-const DefaultAttempts = 4
+const DefaultAttempts = 6
 
 // Retry calls fn up to attempts times (DefaultAttempts if ≤ 0) while
 // it fails with a broken connection (Transient), waiting 0.5 s, 1 s, 2 s…
