@@ -301,12 +301,28 @@ func (t *Tunnel) forward(local net.Conn) {
 		}
 	case <-t.closing:
 	}
+	// The local side learns at once that the connection ended: it must not
+	// wait for the error stream, which a broken connection never closes.
+	local.Close()
 	dataStream.Reset()
-	if msg := <-errc; len(msg) > 0 {
-		t.setErr(errors.New(string(msg)))
+	select {
+	case msg := <-errc:
+		if len(msg) > 0 {
+			t.setErr(errors.New(string(msg)))
+			t.drop(conn)
+		}
+	case <-time.After(errorStreamWait):
+		// The Pod side never said how the connection ended: the connection
+		// to the API server is not to be trusted any more.
+		t.setErr(fmt.Errorf("port-forward to pod %s/%s: no word on the error stream %s after the connection ended", t.opts.Namespace, t.Info().Pod, errorStreamWait))
 		t.drop(conn)
+	case <-t.closing:
 	}
 }
+
+// errorStreamWait bounds the wait for the error stream after a forwarded
+// connection ended.
+const errorStreamWait = 5 * time.Second
 
 // streams opens the error and data streams of one forwarded connection.
 func (t *Tunnel) streams(conn httpstream.Connection) (httpstream.Stream, httpstream.Stream, error) {
