@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	godigest "github.com/opencontainers/go-digest"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -26,6 +28,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"oras.land/oras-go/v2/content/oci"
+	"oras.land/oras-go/v2/registry/remote/auth"
 
 	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/artifact/chart"
@@ -645,9 +648,17 @@ func pushResumes(ctx context.Context, t *testing.T, c *cluster.Cluster) {
 		t.Fatal(err)
 	}
 	rng := fixture.Rand(uint64(time.Now().UnixNano()))
+	// Small layers that are stored at once, and a big one still going up
+	// when the registry's Pod is deleted.
 	var layers []fixture.Layer
-	for range 6 {
-		layers = append(layers, fixture.NewLayer(rng, 50<<20))
+	for range 5 {
+		layers = append(layers, fixture.NewLayer(rng, 10<<20))
+	}
+	layers = append(layers, fixture.NewLayer(rng, 250<<20))
+	small := ocispec.Descriptor{MediaType: ocispec.MediaTypeImageLayerGzip, Digest: godigest.FromBytes(layers[0].Data), Size: int64(len(layers[0].Data))}
+	var total int64
+	for _, l := range layers {
+		total += int64(len(l.Data))
 	}
 	d, err := fixture.PushImage(ctx, store, fixture.Platform("linux", goruntime.GOARCH, ""), layers)
 	if err != nil {
@@ -679,18 +690,36 @@ func pushResumes(ctx context.Context, t *testing.T, c *cluster.Cluster) {
 	}
 	defer ep.Close()
 
-	// When verification has read every blob, the push begins: the
-	// registry's Pod is deleted then.
-	var read atomic.Int32
+	// When verification has read every blob, the push begins; once a small
+	// layer is stored, the registry's Pod is deleted.
+	sec, err := c.Client.CoreV1().Secrets(contract.DefaultNamespace).Get(ctx, contract.AuthSecretName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	account := contract.AccountFromData(sec.Data)
+	repo, err := contract.RegistryRemote(ep.Host, auth.Credential{Username: account.Username, Password: account.Password}).Repository(ep.Host + "/library/big")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var read atomic.Int64
 	var once sync.Once
 	deleted := make(chan string, 1)
 	progress := func(p artifact.Progress) {
-		if p.Phase != artifact.PhaseRead || p.TotalBlobs == 0 || int(read.Add(1)) < p.TotalBlobs {
+		if p.Phase != artifact.PhaseRead || read.Add(p.Bytes) < total {
 			return
 		}
 		once.Do(func() {
 			go func() {
-				time.Sleep(300 * time.Millisecond)
+				for {
+					if ok, _ := repo.Blobs().Exists(ctx, small); ok {
+						break
+					}
+					if ctx.Err() != nil {
+						deleted <- "gave up: " + ctx.Err().Error()
+						return
+					}
+					time.Sleep(50 * time.Millisecond)
+				}
 				pods, err := c.Client.CoreV1().Pods(contract.DefaultNamespace).List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(contract.RegistryLabels()).String()})
 				if err != nil || len(pods.Items) == 0 {
 					deleted <- fmt.Sprintf("no registry pod: %v", err)
@@ -701,7 +730,7 @@ func pushResumes(ctx context.Context, t *testing.T, c *cluster.Cluster) {
 					deleted <- err.Error()
 					return
 				}
-				deleted <- "deleted " + name
+				deleted <- "deleted " + name + " once layer " + small.Digest.String() + " was stored"
 			}()
 		})
 	}
@@ -710,14 +739,19 @@ func pushResumes(ctx context.Context, t *testing.T, c *cluster.Cluster) {
 	if err != nil {
 		t.Fatalf("deploy while the registry Pod restarted: %v (tunnel: %v)", err, ep.Err())
 	}
-	t.Logf("registry pod: %s", <-deleted)
-	t.Logf("TIMING deploy of 300 MiB through the tunnel while the registry Pod restarted: %.1fs (push %.1fs, %d bytes in the last attempt); the tunnel dialled %d times, last error %v",
+	select {
+	case msg := <-deleted:
+		t.Logf("registry pod: %s", msg)
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the registry pod was not deleted during the deploy (%d bytes verified)", read.Load())
+	}
+	t.Logf("TIMING deploy of 300 MiB (5 × 10 MiB + 250 MiB) through the tunnel while the registry Pod restarted: %.1fs (push %.1fs, %d bytes in the last attempt); the tunnel dialled %d times, last error %v",
 		time.Since(start).Seconds(), rec.PushTook.Seconds(), rec.BytesPushed, ep.Dials(), ep.Err())
 	if ep.Dials() < 2 {
 		t.Errorf("the tunnel dialled %d times: the registry Pod did not restart during the push", ep.Dials())
 	}
-	if rec.BytesPushed >= 300<<20 {
-		t.Logf("the last attempt pushed everything again (%d bytes): the restart came before any blob was stored", rec.BytesPushed)
+	if rec.BytesPushed >= total {
+		t.Errorf("the last attempt pushed %d bytes, all %d of the layers: the push did not resume", rec.BytesPushed, total)
 	}
 	st := &deploy.State{Client: c.Client, Namespace: contract.DefaultNamespace}
 	if err := st.Delete(ctx, rec.Name); err != nil {
