@@ -726,11 +726,13 @@ func pushResumes(ctx context.Context, t *testing.T, c *cluster.Cluster) {
 					return
 				}
 				name := pods.Items[0].Name
-				if err := c.Client.CoreV1().Pods(contract.DefaultNamespace).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+				// At once (grace period 0): the big layer's upload is cut.
+				zero := int64(0)
+				if err := c.Client.CoreV1().Pods(contract.DefaultNamespace).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
 					deleted <- err.Error()
 					return
 				}
-				deleted <- "deleted " + name + " once layer " + small.Digest.String() + " was stored"
+				deleted <- "force-deleted " + name + " once layer " + small.Digest.String() + " was stored"
 			}()
 		})
 	}

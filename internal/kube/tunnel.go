@@ -13,6 +13,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/httpstream"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -182,7 +184,38 @@ func (t *Tunnel) connection(ctx context.Context) (httpstream.Connection, error) 
 	}
 	t.conn, t.pod, t.protocol = conn, pod, protocol
 	t.dials++
+	t.wg.Add(1)
+	go t.watch(conn, pod)
 	return conn, nil
+}
+
+// podCheckEvery is how often a Tunnel checks that its Pod is still there.
+const podCheckEvery = time.Second
+
+// watch drops conn as soon as its Pod is deleted or gone: a Pod killed at
+// once may leave its forwarded connections open and silent for good, and
+// their clients waiting for an answer.
+func (t *Tunnel) watch(conn httpstream.Connection, pod string) {
+	defer t.wg.Done()
+	tick := time.NewTicker(podCheckEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-conn.CloseChan():
+			return
+		case <-t.closing:
+			return
+		case <-tick.C:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		p, err := t.cs.CoreV1().Pods(t.opts.Namespace).Get(ctx, pod, metav1.GetOptions{})
+		cancel()
+		if apierrors.IsNotFound(err) || (err == nil && p.DeletionTimestamp != nil) {
+			t.setErr(fmt.Errorf("port-forward to pod %s/%s: the Pod is being deleted", t.opts.Namespace, pod))
+			t.drop(conn)
+			return
+		}
+	}
 }
 
 // drop forgets conn (the current connection if nil) so that the next
