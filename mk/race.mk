@@ -13,7 +13,7 @@
 
 TEST_TARGETS += race
 
-RACE_ARTIFACT_TESTS ?= ^(TestPushPullRoundTrip|TestInterruptedPush|TestConcurrentPushes|TestPushAuth|TestPullCorruptBlob|TestCraneCopyInterop|TestZstReader|TestReaderRejects|TestReaderFlippedByte|TestFailedPushCancelsUploads|TestVerifiedPushesOnlyTheSignedGraph|TestProgressOneEventPerBlob|TestPushStreams|TestCopyBetweenTargets|TestReaderFetchVerifies)$$
+RACE_ARTIFACT_TESTS ?= ^(TestPushPullRoundTrip|TestInterruptedPush|TestConcurrentPushes|TestPushAuth|TestPullCorruptBlob|TestCraneCopyInterop|TestZstReader|TestReaderRejects|TestReaderFlippedByte|TestFailedPushCancelsUploads|TestVerifiedPushesOnlyTheSignedGraph|TestProgressOneEventPerBlob|TestCopyBetweenTargets|TestReaderFetchVerifies)$$
 
 race:
 	FERRY_REQUIRE_TOOLS=1 $(GO) test -race -count=1 ./registry/...
