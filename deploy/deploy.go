@@ -19,6 +19,7 @@ import (
 	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/deploy/agent"
 	"github.com/ferrypkg/ferry/internal/cluster"
+	"github.com/ferrypkg/ferry/internal/reach"
 )
 
 // ErrUnsigned means a package was refused for want of a key to verify it.
@@ -53,6 +54,16 @@ type Options struct {
 	// Timeout bounds the wait for each chart's and bundle's resources to be
 	// ready; DefaultTimeout if 0.
 	Timeout time.Duration
+	// Registry is where this process reaches the in-cluster registry
+	// (host:port, e.g. a tunnel's local address from package
+	// internal/reach); the registry's address on the nodes, which Pods pull
+	// from, if empty.
+	Registry string
+	// PushAttempts bounds the pushes of the images when the connection to
+	// the registry breaks (a tunnel that dropped and re-opened): each
+	// attempt skips the blobs the registry has by then.
+	// reach.DefaultAttempts if ≤ 0.
+	PushAttempts int
 	// Progress, if set, receives progress reports.
 	Progress artifact.ProgressFunc
 }
@@ -106,18 +117,27 @@ func Deploy(ctx context.Context, cs kubernetes.Interface, r *artifact.Reader, op
 	if err != nil {
 		return nil, err
 	}
-	remote := cluster.RegistryRemote(host, cred)
+	push := host
+	if opts.Registry != "" {
+		push = opts.Registry
+	}
+	remote := cluster.RegistryRemote(push, cred)
 	pushStart := time.Now()
-	loaded, err := artifact.Mirror(ctx, r, host, remote)
+	var loaded *artifact.MirrorResult
+	err = reach.Retry(ctx, opts.PushAttempts, func() error {
+		var err error
+		loaded, err = artifact.Mirror(ctx, r, push, remote)
+		return err
+	})
 	if err != nil {
-		return nil, fmt.Errorf("push images to %s: %w", host, err)
+		return nil, fmt.Errorf("push images to %s: %w", push, err)
 	}
 	st := &State{Client: cs, Namespace: opts.Namespace}
 	prev, err := st.Get(ctx, r.Config().Name)
 	if err != nil {
 		return nil, err
 	}
-	d := &deployer{cs: cs, opts: opts, values: values, host: host, remote: remote, cfg: r.Config(), prev: prev, ensured: map[string]bool{}}
+	d := &deployer{cs: cs, opts: opts, values: values, host: host, push: push, remote: remote, cfg: r.Config(), prev: prev, ensured: map[string]bool{}}
 	rec := &Record{Name: r.Config().Name, Version: r.Config().Version, Root: r.Root().Digest, Config: r.Config(), BytesPushed: loaded.BytesPushed, PushTook: time.Since(pushStart)}
 	for _, c := range comps {
 		rec.Components = append(rec.Components, c.Name)
@@ -210,7 +230,8 @@ type deployer struct {
 	cs      kubernetes.Interface
 	opts    Options
 	values  map[string]any
-	host    string
+	host    string // the registry on the nodes, for Pods
+	push    string // the registry for this process
 	remote  artifact.RemoteOptions
 	cfg     *artifact.Config
 	prev    *Record
@@ -227,7 +248,7 @@ func (d *deployer) progress(item string) {
 // install installs every chart, then applies every manifest bundle, of
 // comps, in order, adding what it did to rec.
 func (d *deployer) install(ctx context.Context, comps []artifact.Component, rec *Record) error {
-	repo, err := d.remote.Repository(d.host + "/" + d.cfg.Name)
+	repo, err := d.remote.Repository(d.push + "/" + d.cfg.Name)
 	if err != nil {
 		return err
 	}

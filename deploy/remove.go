@@ -38,6 +38,10 @@ type RemoveOptions struct {
 	Kube genericclioptions.RESTClientGetter
 	// Timeout bounds each wait; DefaultTimeout if 0.
 	Timeout time.Duration
+	// Registry is where this process reaches the in-cluster registry
+	// (host:port, e.g. a tunnel's local address); the registry's address on
+	// the nodes if empty.
+	Registry string
 	// Progress, if set, receives progress reports.
 	Progress artifact.ProgressFunc
 }
@@ -124,6 +128,9 @@ func Remove(ctx context.Context, cs kubernetes.Interface, name string, opts Remo
 	host, cred, err := registryAccess(ctx, cs, opts.Namespace)
 	if err != nil {
 		return nil, err
+	}
+	if opts.Registry != "" {
+		host = opts.Registry
 	}
 	ro := cluster.RegistryRemote(host, cred)
 	reg := &registryCleaner{host: host, remote: ro}

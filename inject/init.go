@@ -25,6 +25,7 @@ import (
 
 	"github.com/ferrypkg/ferry/internal/cluster"
 	"github.com/ferrypkg/ferry/internal/kube"
+	"github.com/ferrypkg/ferry/internal/reach"
 )
 
 // The registry account and the defaults of InitOptions; the names of what
@@ -59,6 +60,14 @@ type InitOptions struct {
 	// WaitTimeout bounds each step that waits on the cluster;
 	// DefaultWaitTimeout if 0.
 	WaitTimeout time.Duration
+	// Via says whether this process runs on a node. With reach.NodePort,
+	// Init waits until 127.0.0.1:NodePort leads to the injector before the
+	// registry pulls through it. Otherwise (reach.Auto, reach.Tunnel: a
+	// workstation, which cannot see the NodePort) it does not; a registry
+	// Pod whose pull failed because a node's kube-proxy had not caught up
+	// yet is deleted, and its replacement pulls again at once instead of
+	// after the kubelet's back-off.
+	Via reach.Via
 	// Progress, if set, is told of each step as it finishes.
 	Progress func(Step)
 }
@@ -153,7 +162,8 @@ type initRun struct {
 	arch     string
 	htpasswd []byte
 	payload  Payload
-	healthy  bool // the registry already runs the right image
+	healthy  bool   // the registry already runs the right image
+	moveFrom string // the registry's node, NotReady or gone: it moves
 }
 
 func (in *initRun) labels(component string) map[string]string {
@@ -240,9 +250,12 @@ func (in *initRun) node(ctx context.Context) (string, error) {
 		want = d.Spec.Template.Spec.NodeName
 	}
 	sort.Slice(nodes.Items, func(i, j int) bool { return nodes.Items[i].Name < nodes.Items[j].Name })
+	// The registry stays on its node while that is Ready, cordoned or not
+	// (its storage is there); a new or moving registry goes to the first
+	// Ready node that takes Pods.
 	var node *corev1.Node
 	for i, n := range nodes.Items {
-		if !nodeReady(&n) {
+		if !nodeReady(&n) || (n.Spec.Unschedulable && n.Name != want) {
 			continue
 		}
 		if node == nil || n.Name == want {
@@ -250,7 +263,10 @@ func (in *initRun) node(ctx context.Context) (string, error) {
 		}
 	}
 	if node == nil {
-		return "", fmt.Errorf("no Ready node among %d", len(nodes.Items))
+		return "", fmt.Errorf("no Ready node that takes Pods among %d", len(nodes.Items))
+	}
+	if want != "" && node.Name != want {
+		in.moveFrom = want
 	}
 	in.res.Node, in.arch = node.Name, node.Status.NodeInfo.Architecture
 	if in.arch != "amd64" && in.arch != "arm64" {
@@ -341,6 +357,9 @@ func (in *initRun) check(ctx context.Context) (string, error) {
 	case err != nil:
 		return "", err
 	}
+	if in.moveFrom != "" {
+		return fmt.Sprintf("the registry's node %s is NotReady or gone: moving the registry to %s, injecting (what it stored on %s stays there: deploy your packages again)", in.moveFrom, in.res.Node, in.moveFrom), nil
+	}
 	if d.Spec.Template.Spec.Containers[0].Image != in.res.Image {
 		return "registry runs another image; injecting", nil
 	}
@@ -376,10 +395,13 @@ func (in *initRun) injector(ctx context.Context) (string, error) {
 	if err := RunInjector(ctx, in.cs, plan, in.opts.WaitTimeout); err != nil {
 		return "", err
 	}
-	// The registry's pod pulls through the NodePort: wait until it leads
-	// to the injector (anonymous reads allowed: 200).
-	if err := kube.WaitHTTP(ctx, cluster.RegistryHost(in.opts.NodePort), http.StatusOK, "the injector", in.opts.WaitTimeout); err != nil {
-		return "", err
+	// The registry's pod pulls through the NodePort: on a node, wait until
+	// it leads to the injector (anonymous reads allowed: 200). Elsewhere
+	// the registry step restarts a pull that came too early.
+	if in.opts.Via == reach.NodePort {
+		if err := kube.WaitHTTP(ctx, cluster.RegistryHost(in.opts.NodePort), http.StatusOK, "the injector", in.opts.WaitTimeout); err != nil {
+			return "", err
+		}
 	}
 	return fmt.Sprintf("serving on NodePort %d from %d ConfigMaps (%d payload chunks, %d stage-1 chunks)", in.opts.NodePort, len(plan.ConfigMaps), plan.PayloadChunks, plan.Stage1Chunks), nil
 }
@@ -394,9 +416,24 @@ func (in *initRun) registry(ctx context.Context) (string, error) {
 		return "", err
 	}
 	start := time.Now()
-	// The rollout, not any Ready pod: the old one may still be Ready.
-	if err := kube.WaitRollout(ctx, in.cs, in.ns, cluster.RegistryName, in.opts.WaitTimeout); err != nil {
+	// A registry Pod on a node that is down never finishes terminating,
+	// and the Recreate strategy waits for it.
+	if _, err := kube.DeletePodsOnDeadNodes(ctx, in.cs, in.ns, in.labels("registry")); err != nil {
 		return "", err
+	}
+	// A pull through a NodePort that a node's kube-proxy does not route yet
+	// fails into a back-off of up to minutes: a new Pod pulls at once. And
+	// a Pod the old ReplicaSet makes on a dead node before it is scaled
+	// down would hold the Recreate strategy forever.
+	stop := kube.Tend(ctx, in.cs, in.ns, in.labels("registry"))
+	// The rollout, not any Ready pod: the old one may still be Ready.
+	err := kube.WaitRollout(ctx, in.cs, in.ns, cluster.RegistryName, in.opts.WaitTimeout)
+	tended := stop()
+	if err != nil {
+		return "", err
+	}
+	if tended.Restarted > 0 {
+		return fmt.Sprintf("Deployment %s ready, image pulled by digest through %s in %.1fs (%d pull(s) retried in a new Pod)", cluster.RegistryName, in.res.Registry, time.Since(start).Seconds(), tended.Restarted), nil
 	}
 	return fmt.Sprintf("Deployment %s ready, image pulled by digest through %s in %.1fs", cluster.RegistryName, in.res.Registry, time.Since(start).Seconds()), nil
 }

@@ -10,11 +10,13 @@ import (
 
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/ferrypkg/ferry/deploy/agent"
 	"github.com/ferrypkg/ferry/inject"
 	"github.com/ferrypkg/ferry/internal/cluster"
+	"github.com/ferrypkg/ferry/internal/reach"
 )
 
 // kubeFlags are the flags of commands that talk to a cluster.
@@ -26,16 +28,44 @@ func (f *kubeFlags) register(cmd *cobra.Command) {
 }
 
 func (f *kubeFlags) client() (kubernetes.Interface, error) {
+	cs, _, err := f.clientConfig()
+	return cs, err
+}
+
+// clientConfig returns the client and the REST configuration it was made
+// from (which a tunnel needs too).
+func (f *kubeFlags) clientConfig() (kubernetes.Interface, *rest.Config, error) {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	rules.ExplicitPath = f.kubeconfig
 	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: f.context}).ClientConfig()
 	if err != nil {
-		return nil, fmt.Errorf("kubeconfig: %w", err)
+		return nil, nil, fmt.Errorf("kubeconfig: %w", err)
 	}
 	// client-go's default (5 requests/s) throttles init's and deploy's
 	// short bursts of small requests; kubectl uses 50/300 too.
 	cfg.QPS, cfg.Burst = 50, 300
-	return kubernetes.NewForConfig(cfg)
+	cs, err := kubernetes.NewForConfig(cfg)
+	return cs, cfg, err
+}
+
+// viaFlag is --registry-via: how the command reaches the in-cluster
+// registry (package internal/reach).
+type viaFlag struct{ via string }
+
+func (f *viaFlag) register(cmd *cobra.Command, def reach.Via) {
+	cmd.Flags().StringVar(&f.via, "registry-via", string(def), "how to reach the in-cluster registry: auto (the NodePort on 127.0.0.1 if it leads there, else a tunnel), nodeport (ferry runs on a node), tunnel (a port-forward to a registry Pod through the API server)")
+}
+
+func (f *viaFlag) parse() (reach.Via, error) { return reach.ParseVia(f.via) }
+
+// open opens the way to the registry in namespace ns; nodeHost is the
+// registry's address on the nodes when it is known (else the state says).
+func (f *viaFlag) open(cmd *cobra.Command, cs kubernetes.Interface, cfg *rest.Config, ns, nodeHost, addr string) (*reach.Endpoint, error) {
+	via, err := f.parse()
+	if err != nil {
+		return nil, err
+	}
+	return reach.Registry(cmd.Context(), cs, reach.Options{Via: via, Namespace: ns, Config: cfg, NodeHost: nodeHost, Addr: addr})
 }
 
 // defaultBinDir is where the binaries ferry ships into a cluster are: beside
@@ -55,6 +85,7 @@ func newInitCmd() *cobra.Command {
 		opts     inject.InitOptions
 		agentOpt agent.InstallOptions
 		nodePort int
+		via      viaFlag
 	)
 	cmd := &cobra.Command{
 		Use:   "init",
@@ -71,14 +102,22 @@ namespace. Then the agent, the admission webhook that rewrites every Pod's
 images to the registry by digest (see ferry agent --help), is built from this
 ferry binary (or ferry-linux-<arch> in --bin-dir for a node of another
 architecture), pushed to the registry and deployed. Running init again checks
-and repairs; it does not fail.`,
+and repairs; it does not fail. A registry whose node is NotReady or gone is
+moved to a Ready node (injected again; what it stored stays on the old node).
+
+init runs on a node or on a workstation that reaches only the API server: the
+agent's image is pushed through 127.0.0.1:<NodePort> when that leads to the
+registry, else through a tunnel (--registry-via).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := output.validate(); err != nil {
 				return err
 			}
-			cs, err := kube.client()
+			cs, cfg, err := kube.clientConfig()
 			if err != nil {
+				return err
+			}
+			if opts.Via, err = via.parse(); err != nil {
 				return err
 			}
 			opts.NodePort = int32(nodePort)
@@ -99,6 +138,15 @@ and repairs; it does not fail.`,
 				return err
 			}
 			agentStart := time.Now()
+			ep, err := via.open(cmd, cs, cfg, opts.Namespace, res.Registry, "")
+			if err != nil {
+				return &inject.StepError{Step: "agent", Err: err}
+			}
+			defer ep.Close()
+			if opts.Progress != nil {
+				opts.Progress(inject.Step{Name: "registry via", Detail: ep.String(), Took: time.Since(agentStart)})
+			}
+			agentOpt.Registry = ep.Host
 			installed, err := agent.Install(cmd.Context(), cs, agentOpt)
 			if err != nil {
 				return &inject.StepError{Step: "agent", Err: err}
@@ -109,9 +157,10 @@ and repairs; it does not fail.`,
 			if output.json() {
 				return writeJSON(out, struct {
 					*inject.InitResult
-					Agent   string  `json:"agent"` // the agent's image, by digest
-					Seconds float64 `json:"seconds"`
-				}{res, installed.Image, time.Since(start).Seconds()})
+					Agent       string          `json:"agent"` // the agent's image, by digest
+					RegistryVia *reach.Endpoint `json:"registryVia"`
+					Seconds     float64         `json:"seconds"`
+				}{res, installed.Image, ep, time.Since(start).Seconds()})
 			}
 			fmt.Fprintf(out, "registry ready at %s (image %s), agent %s, in %.1fs\n", res.Registry, res.Image, installed.Image, time.Since(start).Seconds())
 			return nil
@@ -125,5 +174,6 @@ and repairs; it does not fail.`,
 	cmd.Flags().IntVar(&nodePort, "node-port", cluster.DefaultNodePort, "NodePort of the registry on every node")
 	cmd.Flags().DurationVar(&opts.WaitTimeout, "timeout", inject.DefaultWaitTimeout, "how long each waiting step may take")
 	cmd.Flags().StringVar(&opts.StorageDir, "storage-dir", inject.DefaultStorageDir, "registry storage on its node (hostPath)")
+	via.register(cmd, reach.Auto)
 	return cmd
 }

@@ -4,9 +4,9 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// newRegistryCmd groups the registry commands: serve, load, check, login, logout.
+// newRegistryCmd groups the registry commands: serve, load, check, connect, login, logout.
 func newRegistryCmd() *cobra.Command {
-	cmd := groupCmd(&cobra.Command{Use: "registry", Short: "Run, load, check and log in to OCI registries"})
+	cmd := groupCmd(&cobra.Command{Use: "registry", Short: "Run, load, check, connect to and log in to OCI registries"})
 	cmd.AddCommand(newRegistryLoginCmd(), newRegistryLogoutCmd())
 	return cmd
 }

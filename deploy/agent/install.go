@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -24,6 +25,7 @@ import (
 	"github.com/ferrypkg/ferry/inject"
 	"github.com/ferrypkg/ferry/internal/cluster"
 	"github.com/ferrypkg/ferry/internal/kube"
+	"github.com/ferrypkg/ferry/internal/reach"
 )
 
 // The agent's objects in the cluster, as Install makes them.
@@ -87,6 +89,10 @@ type InstallOptions struct {
 	// WaitTimeout bounds each step that waits on the cluster;
 	// DefaultWaitTimeout if 0.
 	WaitTimeout time.Duration
+	// Registry is where this process reaches the in-cluster registry to
+	// push the agent's image (host:port, e.g. a tunnel's local address);
+	// the registry's address on the nodes if empty.
+	Registry string
 }
 
 // InstallResult tells what Install did.
@@ -144,6 +150,10 @@ func Install(ctx context.Context, cs kubernetes.Interface, opts InstallOptions) 
 		return nil, fmt.Errorf("the registry's node: %w", err)
 	}
 	in.registry, in.arch = state.Registry, node.Status.NodeInfo.Architecture
+	in.push = in.registry
+	if opts.Registry != "" {
+		in.push = opts.Registry
+	}
 	// The cluster-wide objects go with ferry's namespace.
 	in.owner = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Namespace", Name: in.ns, UID: ns.UID}}
 	return in.install(ctx, auth.Credential{Username: account.Username, Password: account.Password})
@@ -154,6 +164,7 @@ type installer struct {
 	opts     InstallOptions
 	ns       string
 	registry string // host:port on every node
+	push     string // host:port for this process
 	arch     string // the registry's node's
 	image    string // the agent's, by digest
 	owner    []metav1.OwnerReference
@@ -164,14 +175,19 @@ func (in *installer) install(ctx context.Context, cred auth.Credential) (*Instal
 	if err != nil {
 		return nil, err
 	}
-	if err := inject.WaitRegistry(ctx, in.registry, in.opts.WaitTimeout); err != nil {
+	if err := inject.WaitRegistry(ctx, in.push, in.opts.WaitTimeout); err != nil {
 		return nil, err
 	}
-	repo, err := cluster.RegistryRemote(in.registry, cred).Repository(in.registry + "/" + Repository)
+	repo, err := cluster.RegistryRemote(in.push, cred).Repository(in.push + "/" + Repository)
 	if err != nil {
 		return nil, err
 	}
-	desc, err := inject.PushImage(ctx, repo, inject.ImageOptions{Arch: in.arch, BinaryFile: path, Path: BinaryPath, Uncompressed: true})
+	var desc ocispec.Descriptor
+	err = reach.Retry(ctx, 0, func() error {
+		var err error
+		desc, err = inject.PushImage(ctx, repo, inject.ImageOptions{Arch: in.arch, BinaryFile: path, Path: BinaryPath, Uncompressed: true})
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("push the agent's image (from %s): %w", path, err)
 	}
@@ -192,7 +208,14 @@ func (in *installer) install(ctx context.Context, cred auth.Credential) (*Instal
 		return nil, err
 	}
 	start := time.Now()
-	if err := kube.WaitRollout(ctx, in.cs, in.ns, Name, in.opts.WaitTimeout); err != nil {
+	// An agent Pod on a node that is down is never replaced otherwise.
+	if _, err := kube.DeletePodsOnDeadNodes(ctx, in.cs, in.ns, labels()); err != nil {
+		return nil, err
+	}
+	stop := kube.Tend(ctx, in.cs, in.ns, labels())
+	err = kube.WaitRollout(ctx, in.cs, in.ns, Name, in.opts.WaitTimeout)
+	stop()
+	if err != nil {
 		return nil, err
 	}
 	ready := time.Since(start)

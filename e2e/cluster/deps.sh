@@ -12,7 +12,10 @@ if [ -n "$missing" ]; then
   log "apt-get install$missing"
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $missing >/dev/null
+  # Only right after installing: without systemd, `service etcd stop` is
+  # start-stop-daemon --exec /usr/bin/etcd, which kills every etcd on the
+  # machine — another e2e cluster's too (it killed one mid-run).
+  for s in containerd etcd; do
+    systemctl disable --now "$s" >/dev/null 2>&1 || service "$s" stop >/dev/null 2>&1 || true
+  done
 fi
-for s in containerd etcd; do
-  systemctl disable --now "$s" >/dev/null 2>&1 || service "$s" stop >/dev/null 2>&1 || true
-done

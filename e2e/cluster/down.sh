@@ -27,7 +27,7 @@ all_ours() {
     ours "$p" && echo "$p"
   done
 }
-pid_of() { [ -f "$PIDS" ] && awk -v n="$1" '$1 == n { print $2 }' "$PIDS"; }
+pid_of() { [ -f "$PIDS" ] && awk -v n="$1" '$1 == n { p = $2 } END { print p }' "$PIDS"; }
 # stop NAME...: SIGTERM, up to 10 s, then SIGKILL.
 stop() {
   local n p live=()
@@ -45,13 +45,17 @@ stop() {
   sleep 0.5
 }
 alive() { local p; p=$(pid_of "$1"); [ -n "$p" ] && ours "$p"; }
-myctr() { timeout 10 ctr --address "$SOCK" -n k8s.io "$@"; }
+# myctr SOCKET ARGS...: ctr against one node's containerd.
+myctr() { local sock=$1; shift; timeout 10 ctr --address "$sock" -n k8s.io "$@"; }
+# Worker node names and all containerd names, for stop.
+worker_procs() { local k; for k in $(workers); do echo "$1-node$k"; done; }
 # kubepods_pids: every process below the kubelet's cgroup root (containers).
-kubepods_pids() { find /sys/fs/cgroup/*/"$CGROUP_ROOT" -name cgroup.procs -exec cat {} + 2>/dev/null | sort -un; }
+kubepods_pids() { local r; for r in $(cgroup_roots); do find /sys/fs/cgroup/*/"$r" -name cgroup.procs -exec cat {} + 2>/dev/null; done | sort -un; }
 # shim_pids: containerd shims of our containerd (their -address is our socket).
 shim_pids() {
   local p
-  for p in $(ps -eo pid=,args= | grep -F -- "-address $SOCK" | awk '{ print $1 }'); do
+  local s
+  for p in $(for s in $(sockets); do ps -eo pid=,args= | grep -F -- "-address $s" | awk '{ print $1 }'; done); do
     case "$(readlink "/proc/$p/exe" 2>/dev/null)" in */containerd-shim-runc-v2) echo "$p" ;; esac
   done
 }
@@ -90,7 +94,7 @@ if alive kube-apiserver && alive kubelet && alive containerd; then
     kapi "/api/v1/namespaces/$ns/pods?gracePeriodSeconds=0" -X DELETE -o /dev/null
   done
   for _ in $(seq 120); do
-    left=$(myctr tasks ls -q 2>/dev/null)
+    left=$(for s in $(sockets); do myctr "$s" tasks ls -q 2>/dev/null; done)
     for n in "${pod_netns[@]}"; do [ -e "/run/netns/$n" ] && left="$left $n"; done
     [ -z "${left// /}" ] && break
     sleep 0.25
@@ -98,11 +102,12 @@ if alive kube-apiserver && alive kubelet && alive containerd; then
 fi
 
 # 3. Node, then what is left in containerd, then the control plane.
-stop kubelet kube-proxy
-if alive containerd; then
-  for id in $(myctr tasks ls -q 2>/dev/null); do myctr tasks delete --force "$id" >/dev/null 2>&1; done
-fi
-stop containerd kube-apiserver
+stop kubelet kube-proxy $(worker_procs kubelet) $(worker_procs kube-proxy)
+for s in $(sockets); do
+  [ -S "$s" ] || continue
+  for id in $(myctr "$s" tasks ls -q 2>/dev/null); do myctr "$s" tasks delete --force "$id" >/dev/null 2>&1; done
+done
+stop containerd $(worker_procs containerd) kube-apiserver
 stop etcd
 
 # 4. Whatever survived (or was never in $PIDS): container processes, our
@@ -128,6 +133,11 @@ unmount_ours; unmount_ours
 for n in "${pod_netns[@]}"; do
   [ -e "/run/netns/$n" ] && { ip netns delete "$n" 2>/dev/null || rm -f "/run/netns/$n"; }
 done
+for k in $(workers); do
+  n=$(worker_netns "$k")
+  [ -e "/var/run/netns/$n" ] && ip netns delete "$n"
+done
+[ -e "/var/run/netns/$WS_NETNS" ] && ip netns delete "$WS_NETNS"
 [ -e "$NETNS_PATH" ] && ip netns delete "$NETNS"
 # `ip netns add` made /run/netns a mount point; undone when up.sh saw none.
 if [ -f "$STATE/netns-mount-ours" ] && [ -z "$(ls -A /run/netns 2>/dev/null)" ]; then
@@ -138,7 +148,7 @@ fi
 # 6. The kubelet's cgroups, in every hierarchy, deepest first.
 for _ in 1 2 3 4 5; do
   left=0
-  for h in /sys/fs/cgroup/*/"$CGROUP_ROOT"; do
+  for h in $(for r in $(cgroup_roots); do echo /sys/fs/cgroup/*/"$r"; done); do
     [ -d "$h" ] || continue
     find "$h" -depth -type d -exec rmdir {} + 2>/dev/null
     [ -d "$h" ] && left=1
@@ -154,7 +164,9 @@ if [ -f "$STATE/sysctl.saved" ]; then
 fi
 for id in $sandbox_ids; do
   rm -f /var/lib/cni/results/ferry-e2e-"$id"-* /var/lib/cni/results/cni-loopback-"$id"-*
-  rm -f "/run/containerd/s/$(printf '%s' "$SOCK/k8s.io/$id" | sha256sum | cut -d' ' -f1)"
+  for s in $(sockets); do
+    rm -f "/run/containerd/s/$(printf '%s' "$s/k8s.io/$id" | sha256sum | cut -d' ' -f1)"
+  done
 done
 [ -d /var/log/containers ] && find /var/log/containers -maxdepth 1 -type l -lname "$RUN/*" -delete
 # Folders that did not exist before up.sh, if they are empty now.
@@ -171,7 +183,7 @@ if grep -qF " $RUN/" /proc/mounts; then
 else
   rm -rf --one-file-system "$RUN"
 fi
-rm -f "$PIDS" "$ENV_FILE" "$KUBECONFIG_FILE"
+rm -f "$PIDS" "$ENV_FILE" "$KUBECONFIG_FILE" "$WS_KUBECONFIG"
 
 # 9. Check.
 problems=()
@@ -180,8 +192,11 @@ for p in $(kubepods_pids); do problems+=("container process $p"); done
 [ -e "$NETNS_PATH" ] && problems+=("network namespace $NETNS")
 for n in "${pod_netns[@]}"; do [ -e "/run/netns/$n" ] && problems+=("network namespace $n"); done
 grep -qF " $RUN/" /proc/mounts && problems+=("mounts under $RUN")
-for h in /sys/fs/cgroup/*/"$CGROUP_ROOT"; do [ -d "$h" ] && problems+=("cgroup $h"); done
+for h in $(for r in $(cgroup_roots); do echo /sys/fs/cgroup/*/"$r"; done); do [ -d "$h" ] && problems+=("cgroup $h"); done
+for k in $(workers); do [ -e "/var/run/netns/$(worker_netns "$k")" ] && problems+=("network namespace $(worker_netns "$k")"); done
+[ -e "/var/run/netns/$WS_NETNS" ] && problems+=("network namespace $WS_NETNS")
 [ -e "$RUN" ] && problems+=("folder $RUN")
+[ ${#problems[@]} -eq 0 ] && rm -f "$WORKERS_FILE"
 if [ ${#problems[@]} -gt 0 ]; then
   echo "ferry-e2e: down left behind: ${problems[*]}" >&2
   exit 1

@@ -1,9 +1,14 @@
 #!/bin/bash
 # test.sh [GO TEST ARGS...] — bring the e2e cluster up, run the e2e tests inside
-# its network namespace, and always tear it down (also on failure or Ctrl-C).
-# Prints how long each step took. Exit status: the tests', or 1 when the
-# cluster did not come up or down.sh left something behind.
+# its network namespace, then join worker nodes (nodes.sh add) and run the
+# multi-node tests (TestMultiNode*) from the workstation namespace, which
+# reaches only the API server; always tear it down (also on failure or
+# Ctrl-C). Prints how long each step took. Exit status: the tests', or 1
+# when the cluster did not come up or down.sh left something behind.
 # Default go test arguments: -count=1 -v ./e2e/...
+# FERRY_E2E_WORKERS: worker nodes to join (default 2; 0: single node only).
+# FERRY_E2E_MULTINODE_RUN: the -run pattern of the second phase
+# (default ^TestMultiNode).
 set -uo pipefail
 source "$(dirname "$0")/lib.sh"
 GO=${GO:-go}
@@ -11,7 +16,7 @@ GO=${GO:-go}
 
 now() { date +%s.%N; }
 secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", b - a }'; }
-up_s=- test_s=- down_s=-
+up_s=- test_s=- down_s=- nodes_s=- mn_s=-
 rc=1
 finish() {
   trap - EXIT INT TERM
@@ -19,7 +24,7 @@ finish() {
   "$E2E_DIR/cluster/down.sh" || rc=1
   down_s=$(secs "$t" "$(now)")
   [ -n "${test_t0:-}" ] && [ "$test_s" = - ] && test_s="$(secs "$test_t0" "$t") (interrupted)"
-  echo "e2e: cluster up ${up_s}s, tests ${test_s}s, down ${down_s}s; exit $rc" >&2
+  echo "e2e: cluster up ${up_s}s, tests ${test_s}s, workers join ${nodes_s}s, multi-node tests ${mn_s}s, down ${down_s}s; exit $rc" >&2
   exit $rc
 }
 trap finish EXIT
@@ -42,3 +47,15 @@ test_t0=$(now)
 (cd "$REPO_DIR" && FERRY_E2E=1 "$E2E_DIR/cluster/exec.sh" "$GO" test "$@")
 rc=$?
 test_s=$(secs "$test_t0" "$(now)")
+
+workers=${FERRY_E2E_WORKERS:-2}
+[ "$workers" -gt 0 ] || exit
+t=$(now)
+"$E2E_DIR/cluster/nodes.sh" add "$workers" || { rc=1; exit; }
+nodes_s=$(secs "$t" "$(now)")
+t=$(now)
+(cd "$REPO_DIR" && FERRY_E2E=1 "$E2E_DIR/cluster/exec.sh" --workstation "$GO" test -count=1 -v -timeout 20m \
+  -run "${FERRY_E2E_MULTINODE_RUN:-^TestMultiNode}" ./e2e/)
+mrc=$?
+mn_s=$(secs "$t" "$(now)")
+[ $rc = 0 ] && rc=$mrc

@@ -118,90 +118,8 @@ mv "$KUBECONFIG_FILE.tmp" "$KUBECONFIG_FILE"
 log "certificates and kubeconfig in $STATE"
 
 # --------------------------------------------------------------------- configs
-mkdir -p "$RUN"/{containerd/certs.d,cni/net.d,cni/ipam,kubelet,podlogs,etcd,runc}
-cat > "$RUN/containerd/config.toml" <<EOF
-version = 2
-root = "$RUN/containerd/root"
-state = "$RUN/containerd/state"
-[grpc]
-  address = "$SOCK"
-[plugins."io.containerd.internal.v1.opt"]
-  path = "$RUN/containerd/opt"
-[plugins."io.containerd.grpc.v1.cri"]
-  sandbox_image = "$TINY_IMAGE"
-  stream_server_address = "127.0.0.1"
-  # root here lacks CAP_SYS_RESOURCE: a negative oom_score_adj (-998 for
-  # sandboxes) would fail in runc with "can't get final child's PID from pipe".
-  restrict_oom_score_adj = true
-  [plugins."io.containerd.grpc.v1.cri".containerd]
-    snapshotter = "overlayfs"
-    default_runtime_name = "runc"
-    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
-      runtime_type = "io.containerd.runc.v2"
-      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
-        SystemdCgroup = false
-        BinaryName = "$(command -v runc)"
-        Root = "$RUN/runc"
-  [plugins."io.containerd.grpc.v1.cri".cni]
-    bin_dir = "/usr/lib/cni"
-    conf_dir = "$RUN/cni/net.d"
-  [plugins."io.containerd.grpc.v1.cri".registry]
-    config_path = "$RUN/containerd/certs.d"
-EOF
-# Plain-HTTP pulls from registries on the node's loopback.
-for p in $REGISTRY_NODEPORT $TEST_REGISTRY_PORTS; do
-  mkdir -p "$RUN/containerd/certs.d/127.0.0.1:$p"
-  cat > "$RUN/containerd/certs.d/127.0.0.1:$p/hosts.toml" <<EOF
-server = "http://127.0.0.1:$p"
-[host."http://127.0.0.1:$p"]
-  capabilities = ["pull", "resolve"]
-EOF
-done
-cat > "$RUN/cni/net.d/10-bridge.conflist" <<EOF
-{
-  "cniVersion": "0.4.0",
-  "name": "ferry-e2e",
-  "plugins": [
-    {"type": "bridge", "bridge": "cni0", "isGateway": true, "ipMasq": true, "hairpinMode": true,
-     "ipam": {"type": "host-local", "dataDir": "$RUN/cni/ipam", "ranges": [[{"subnet": "$POD_CIDR"}]], "routes": [{"dst": "0.0.0.0/0"}]}},
-    {"type": "portmap", "capabilities": {"portMappings": true}}
-  ]
-}
-EOF
-cat > "$RUN/kubelet/config.yaml" <<EOF
-apiVersion: kubelet.config.k8s.io/v1beta1
-kind: KubeletConfiguration
-address: $NODE_IP
-healthzBindAddress: 127.0.0.1
-readOnlyPort: 0
-authentication:
-  anonymous: {enabled: false}
-  webhook: {enabled: false}
-  x509: {clientCAFile: $PKI/ca.crt}
-authorization: {mode: AlwaysAllow}
-cgroupDriver: cgroupfs
-cgroupRoot: /$CGROUP_ROOT
-failCgroupV1: false
-failSwapOn: false
-containerRuntimeEndpoint: unix://$SOCK
-podLogsDir: $RUN/podlogs
-clusterDomain: cluster.local
-serializeImagePulls: false
-evictionHard: {memory.available: "100Mi", nodefs.available: "1%", imagefs.available: "1%", nodefs.inodesFree: "1%"}
-imageGCHighThresholdPercent: 100
-imageGCLowThresholdPercent: 99
-EOF
-cat > "$RUN/kube-proxy.yaml" <<EOF
-apiVersion: kubeproxy.config.k8s.io/v1alpha1
-kind: KubeProxyConfiguration
-clientConnection: {kubeconfig: $KUBECONFIG_FILE}
-hostnameOverride: $NODE_NAME
-clusterCIDR: $POD_CIDR
-mode: iptables
-healthzBindAddress: 127.0.0.1:10256
-metricsBindAddress: 127.0.0.1:10249
-conntrack: {maxPerCore: 0, tcpEstablishedTimeout: 0s, tcpCloseWaitTimeout: 0s}
-EOF
+mkdir -p "$RUN/etcd"
+node_config "$RUN" "$NODE_NAME" "$NODE_IP" "$NODE_POD_SUBNET" "$CGROUP_ROOT" "$KUBECONFIG_FILE"
 
 # Host folders the runtime creates outside $RUN: down.sh removes them again
 # (when empty) if they did not exist before the first up.sh.
@@ -226,30 +144,6 @@ ip -n "$NETNS" link set node0 up
 ip -n "$NETNS" route add default dev node0
 log "network namespace $NETNS: node0 $NODE_IP"
 
-# start NAME CMD...: run CMD in the netns in the background, in a session of
-# its own (a Ctrl-C meant for the tests must not reach the cluster), output
-# to $LOGS/NAME.log. setsid (not a group leader here) and nsenter both exec,
-# so $! is CMD's PID.
-start() {
-  local name=$1; shift
-  CURRENT=$name
-  setsid nsenter --net="$NETNS_PATH" -- "$@" < /dev/null > "$LOGS/$name.log" 2>&1 &
-  echo "$name $!" >> "$PIDS"
-}
-# wait_for WHAT SECONDS CMD...: poll CMD every 0.25 s.
-wait_for() {
-  local what=$1 secs=$2; shift 2
-  local end=$((SECONDS + secs))
-  until "$@" >/dev/null 2>&1; do
-    if [ $SECONDS -ge $end ]; then
-      echo "ferry-e2e: $what not ready after ${secs}s" >&2
-      return 1
-    fi
-    sleep 0.25
-  done
-  log "$what ready"
-}
-
 # ------------------------------------------------------------------------ etcd
 start etcd etcd --name node1 --data-dir "$RUN/etcd" \
   --listen-client-urls http://127.0.0.1:2379 --advertise-client-urls http://127.0.0.1:2379 \
@@ -273,7 +167,8 @@ start kube-controller-manager "$BIN/kube-controller-manager" --kubeconfig="$KUBE
   --authentication-kubeconfig="$KUBECONFIG_FILE" --authorization-kubeconfig="$KUBECONFIG_FILE" \
   --service-account-private-key-file="$PKI/sa.key" --root-ca-file="$PKI/ca.crt" \
   --cluster-signing-cert-file="$PKI/ca.crt" --cluster-signing-key-file="$PKI/ca.key" \
-  --leader-elect=false --use-service-account-credentials=false --bind-address=127.0.0.1
+  --leader-elect=false --use-service-account-credentials=false --bind-address=127.0.0.1 \
+  --node-monitor-grace-period=20s
 start kube-scheduler "$BIN/kube-scheduler" --kubeconfig="$KUBECONFIG_FILE" \
   --authentication-kubeconfig="$KUBECONFIG_FILE" --authorization-kubeconfig="$KUBECONFIG_FILE" \
   --leader-elect=false --bind-address=127.0.0.1
@@ -301,6 +196,7 @@ CURRENT=
 {
   printf 'FERRY_E2E_KUBECONFIG=%q\n' "$KUBECONFIG_FILE"
   printf 'FERRY_E2E_STATE=%q\n' "$STATE"
+  printf 'FERRY_E2E_CACHE=%q\n' "$CACHE"
   printf 'FERRY_E2E_NETNS=%q\n' "$NETNS"
   printf 'FERRY_E2E_CONTAINERD=%q\n' "$SOCK"
   printf 'FERRY_E2E_IMAGE=%q\n' "$TINY_IMAGE"

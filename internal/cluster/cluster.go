@@ -66,6 +66,12 @@ const (
 	ManagedBy = "ferry"
 )
 
+// RegistryLabels are the labels of the registry's Deployment, Pods and
+// Service: its selector.
+func RegistryLabels() map[string]string {
+	return map[string]string{LabelName: RegistryName, LabelManagedBy: ManagedBy, LabelComponent: "registry"}
+}
+
 // Keys of the StateName Secret's data.
 const (
 	stateRegistry   = "registry"

@@ -275,3 +275,40 @@ func timeoutError(ctx context.Context) error {
 func oneLine(s string) string {
 	return strings.Join(strings.Fields(s), " ")
 }
+
+// Multi-node: the variables nodes.sh and exec.sh --workstation set.
+const (
+	// EnvWorkstation is 1 when the tests run in the workstation namespace,
+	// which reaches the API server and nothing else.
+	EnvWorkstation = "FERRY_E2E_WORKSTATION"
+	// EnvNodes lists the nodes, space-separated (node1 node2 …).
+	EnvNodes = "FERRY_E2E_NODES"
+	// EnvState is the harness' state folder.
+	EnvState = "FERRY_E2E_STATE"
+)
+
+// Workstation returns the cluster as the workstation sees it, or skips t
+// when the tests do not run there (the first phase of `make e2e`, on
+// node1): the multi-node tests run in the second phase.
+func Workstation(t testing.TB) *Cluster {
+	t.Helper()
+	if os.Getenv(EnvWorkstation) != "1" {
+		t.Skipf("%s not set: `make e2e` runs this test from the workstation namespace of a multi-node cluster", EnvWorkstation)
+	}
+	return Get(t)
+}
+
+// Nodes are the cluster's nodes by name, as the harness made them.
+func (c *Cluster) Nodes() []string { return strings.Fields(os.Getenv(EnvNodes)) }
+
+// Script runs one of the harness' scripts (e2e/cluster/NAME) with args, and
+// returns its combined output.
+func Script(ctx context.Context, name string, args ...string) (string, error) {
+	_, file, _, _ := runtimeCaller()
+	p := filepath.Join(filepath.Dir(file), "..", "..", "cluster", name)
+	out, err := exec.CommandContext(ctx, "bash", append([]string{p}, args...)...).CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, oneLine(string(out)))
+	}
+	return string(out), nil
+}

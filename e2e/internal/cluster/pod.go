@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"slices"
 	"strings"
 
@@ -154,3 +155,5 @@ func eventTime(e corev1.Event) metav1.Time {
 	}
 	return e.CreationTimestamp
 }
+
+func runtimeCaller() (uintptr, string, int, bool) { return runtime.Caller(0) }

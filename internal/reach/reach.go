@@ -1,0 +1,345 @@
+// Package reach opens the way from where ferry runs to the in-cluster
+// registry: its NodePort on 127.0.0.1 when ferry runs on a node and that
+// leads to the registry, else a tunnel through the API server (the
+// portforward subresource) to a ready registry Pod, open for as long as the
+// command needs it. A workstation with a kubeconfig and no route to the
+// nodes reaches the registry the second way.
+package reach
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/ferrypkg/ferry/internal/cluster"
+	"github.com/ferrypkg/ferry/internal/kube"
+)
+
+// Via says how ferry reaches the in-cluster registry.
+type Via string
+
+// The ways to the registry.
+const (
+	// Auto tries the NodePort for ProbeTimeout, then opens a tunnel.
+	Auto Via = "auto"
+	// NodePort is 127.0.0.1:<NodePort>: ferry runs on a node.
+	NodePort Via = "nodeport"
+	// Tunnel is a port-forward to a ready registry Pod through the API
+	// server.
+	Tunnel Via = "tunnel"
+)
+
+// ParseVia reads a Via from a flag: auto, nodeport or tunnel.
+func ParseVia(s string) (Via, error) {
+	switch v := Via(s); v {
+	case Auto, NodePort, Tunnel:
+		return v, nil
+	}
+	return "", fmt.Errorf("--registry-via must be auto, nodeport or tunnel, not %q", s)
+}
+
+// DefaultProbeTimeout bounds Auto's check of the NodePort: on a node it
+// answers at once, elsewhere the connection is refused at once or never
+// answers.
+const DefaultProbeTimeout = time.Second
+
+// The causes of a failure to reach the registry, wrapped by Registry's
+// errors, which name the fix.
+var (
+	// ErrNoRegistry means ferry init has not set a registry up.
+	ErrNoRegistry = errors.New("no in-cluster registry")
+	// ErrNoReadyPod means the registry has no ready Pod to tunnel to.
+	ErrNoReadyPod = errors.New("no ready registry Pod")
+	// ErrForbidden means RBAC denies the port-forward.
+	ErrForbidden = errors.New("not allowed to port-forward to the registry")
+)
+
+// Options configure Registry. The zero value reads the registry's address
+// from ferry's namespace and tries the NodePort, then a tunnel.
+type Options struct {
+	// Via is the way to take; Auto if empty.
+	Via Via
+	// Namespace is ferry's namespace; cluster.DefaultNamespace if empty.
+	Namespace string
+	// Config is the REST configuration of the tunnel; required unless Via
+	// is NodePort.
+	Config *rest.Config
+	// NodeHost is the registry's address on the nodes,
+	// cluster.RegistryHost(nodePort); if empty, the State that ferry init
+	// recorded says it.
+	NodeHost string
+	// ProbeTimeout bounds Auto's check of the NodePort;
+	// DefaultProbeTimeout if ≤ 0.
+	ProbeTimeout time.Duration
+	// Addr is the tunnel's local address; a free port on 127.0.0.1 if
+	// empty.
+	Addr string
+}
+
+// Endpoint is an open way to the registry. Close it when done.
+type Endpoint struct {
+	// Host is where ferry reaches the registry: host:port, on loopback.
+	Host string `json:"host"`
+	// Via is the way taken: NodePort or Tunnel.
+	Via Via `json:"via"`
+	// NodeHost is the registry's address on the nodes, which Pods pull from.
+	NodeHost string `json:"nodeHost"`
+	// Pod is the registry Pod a tunnel leads to, Protocol the tunnel's
+	// protocol (kube.ProtocolWebSocket or kube.ProtocolSPDY).
+	Pod      string `json:"pod,omitempty"`
+	Protocol string `json:"protocol,omitempty"`
+	// NodePortError says, for Auto, why the NodePort was not taken.
+	NodePortError string `json:"nodePortError,omitempty"`
+	// Seconds is how long opening the way took.
+	Seconds float64 `json:"seconds"`
+
+	tunnel *kube.Tunnel
+}
+
+// String tells the way in one line, e.g. "127.0.0.1:41234 (tunnel to pod
+// ferry/ferry-registry-5d9c-x2 over websocket, 0.08s)".
+func (e *Endpoint) String() string {
+	if e.Via != Tunnel {
+		return fmt.Sprintf("%s (nodeport)", e.Host)
+	}
+	return fmt.Sprintf("%s (tunnel to pod %s over %s, %.2fs)", e.Host, e.Pod, e.Protocol, e.Seconds)
+}
+
+// MarshalJSON adds to the fields the tunnel's dials (see Dials).
+func (e *Endpoint) MarshalJSON() ([]byte, error) {
+	type plain Endpoint
+	return json.Marshal(struct {
+		*plain
+		Dials int `json:"dials,omitempty"`
+	}{(*plain)(e), e.Dials()})
+}
+
+// Dials counts the tunnel's connections to the API server: 1, plus one per
+// re-connection after a drop; 0 for the NodePort.
+func (e *Endpoint) Dials() int {
+	if e.tunnel == nil {
+		return 0
+	}
+	return e.tunnel.Info().Dials
+}
+
+// Err is the tunnel's last error forwarding a connection, if any: the
+// client of Host only sees its connection closed.
+func (e *Endpoint) Err() error {
+	if e.tunnel == nil {
+		return nil
+	}
+	return e.tunnel.Err()
+}
+
+// Close closes the tunnel, if any.
+func (e *Endpoint) Close() error {
+	if e.tunnel == nil {
+		return nil
+	}
+	return e.tunnel.Close()
+}
+
+// Registry opens the way to the registry in opts.Namespace that ferry init
+// set up. Its errors name the cause (ErrNoRegistry, ErrNoReadyPod,
+// ErrForbidden, the API server's) and the fix, in one line.
+func Registry(ctx context.Context, cs kubernetes.Interface, opts Options) (*Endpoint, error) {
+	start := time.Now()
+	if opts.Namespace == "" {
+		opts.Namespace = cluster.DefaultNamespace
+	}
+	if opts.Via == "" {
+		opts.Via = Auto
+	}
+	if opts.ProbeTimeout <= 0 {
+		opts.ProbeTimeout = DefaultProbeTimeout
+	}
+	if opts.NodeHost == "" {
+		s, err := cs.CoreV1().Secrets(opts.Namespace).Get(ctx, cluster.StateName, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("%w in namespace %s: run `ferry init`", ErrNoRegistry, opts.Namespace)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read the registry's state: %w", err)
+		}
+		opts.NodeHost = cluster.StateFromData(s.Data).Registry
+	}
+	ep := &Endpoint{Host: opts.NodeHost, NodeHost: opts.NodeHost, Via: NodePort}
+	switch opts.Via {
+	case NodePort:
+		return ep, nil
+	case Auto:
+		err := probe(ctx, opts.NodeHost, opts.ProbeTimeout)
+		if err == nil {
+			ep.Seconds = time.Since(start).Seconds()
+			return ep, nil
+		}
+		ep.NodePortError = err.Error()
+	case Tunnel:
+	default:
+		return nil, fmt.Errorf("reach: unknown way %q", opts.Via)
+	}
+	if opts.Config == nil {
+		return nil, errors.New("reach: a tunnel needs the REST configuration (Options.Config)")
+	}
+	if err := mayPortForward(ctx, cs, opts.Namespace); err != nil {
+		return nil, err
+	}
+	t, err := kube.OpenTunnel(ctx, opts.Config, cs, kube.TunnelOptions{
+		Namespace: opts.Namespace, Port: cluster.RegistryPort, Addr: opts.Addr,
+		Pick: func(ctx context.Context) (string, error) { return readyPod(ctx, cs, opts.Namespace) },
+	})
+	if err != nil {
+		if strings.Contains(err.Error(), "403") || strings.Contains(err.Error(), "Forbidden") || strings.Contains(err.Error(), "forbidden") {
+			return nil, fmt.Errorf("%w in namespace %s (%v): %s", ErrForbidden, opts.Namespace, err, rbacFix)
+		}
+		if errors.Is(err, ErrNoReadyPod) || errors.Is(err, ErrNoRegistry) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("tunnel to the registry: %w", err)
+	}
+	info := t.Info()
+	ep.Host, ep.Via, ep.Pod, ep.Protocol, ep.tunnel = t.Addr(), Tunnel, opts.Namespace+"/"+info.Pod, info.Protocol, t
+	ep.Seconds = time.Since(start).Seconds()
+	return ep, nil
+}
+
+// rbacFix says how to get the port-forward allowed.
+const rbacFix = "grant this kubeconfig's user `create` on pods/portforward and `list` on pods in ferry's namespace (a Role and RoleBinding), or run ferry on a node with --registry-via nodeport"
+
+// probe checks that host answers an anonymous GET /v2/ as ferry's registry
+// does (401: it wants the account) within timeout.
+func probe(ctx context.Context, host string, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+host+"/v2/", nil)
+	if err != nil {
+		return err
+	}
+	c := &http.Client{Transport: &http.Transport{DisableKeepAlives: true, Proxy: nil}}
+	resp, err := c.Do(req)
+	if err != nil {
+		return fmt.Errorf("%s: %w", host, errors.Unwrap(err))
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		return fmt.Errorf("%s answers %s, not the registry's 401", host, resp.Status)
+	}
+	return nil
+}
+
+// mayPortForward asks the API server whether this user may port-forward to
+// Pods in ns; a review that cannot be made is no answer.
+func mayPortForward(ctx context.Context, cs kubernetes.Interface, ns string) error {
+	for _, ra := range []authorizationv1.ResourceAttributes{
+		{Namespace: ns, Verb: "create", Resource: "pods", Subresource: "portforward"},
+		{Namespace: ns, Verb: "list", Resource: "pods"},
+	} {
+		r, err := cs.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
+			Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &ra},
+		}, metav1.CreateOptions{})
+		if err != nil || r == nil {
+			continue
+		}
+		if !r.Status.Allowed {
+			what := ra.Verb + " pods"
+			if ra.Subresource != "" {
+				what += "/" + ra.Subresource
+			}
+			return fmt.Errorf("%w in namespace %s: RBAC denies `%s`: %s", ErrForbidden, ns, what, rbacFix)
+		}
+	}
+	return nil
+}
+
+// readyPod picks a ready registry Pod in ns, or says why there is none.
+func readyPod(ctx context.Context, cs kubernetes.Interface, ns string) (string, error) {
+	sel := labels.SelectorFromSet(cluster.RegistryLabels()).String()
+	pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
+	if err != nil {
+		return "", fmt.Errorf("list registry Pods: %w", err)
+	}
+	var ready, other []corev1.Pod
+	for _, p := range pods.Items {
+		switch {
+		case p.DeletionTimestamp != nil:
+		case p.Status.Phase == corev1.PodRunning && kube.PodReady(&p):
+			ready = append(ready, p)
+		default:
+			other = append(other, p)
+		}
+	}
+	if len(ready) > 0 {
+		slices.SortFunc(ready, func(a, b corev1.Pod) int { return strings.Compare(a.Name, b.Name) })
+		return ready[0].Name, nil
+	}
+	if len(pods.Items) == 0 {
+		if _, err := cs.AppsV1().Deployments(ns).Get(ctx, cluster.RegistryName, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+			return "", fmt.Errorf("%w in namespace %s: run `ferry init`", ErrNoRegistry, ns)
+		}
+	}
+	list := other
+	if len(list) == 0 {
+		list = pods.Items // every Pod is terminating
+	}
+	var why []string
+	for _, p := range list {
+		why = append(why, podWhy(ctx, cs, &p))
+		if len(why) == 2 {
+			break
+		}
+	}
+	if len(why) == 0 {
+		why = append(why, "no Pod")
+	}
+	return "", fmt.Errorf("%w in namespace %s (%s): run `ferry init` to repair it (it moves the registry off a node that is down)", ErrNoReadyPod, ns, strings.Join(why, "; "))
+}
+
+// podWhy says in a few words why a registry Pod does not serve.
+func podWhy(ctx context.Context, cs kubernetes.Interface, p *corev1.Pod) string {
+	s := "pod " + p.Name
+	if p.DeletionTimestamp != nil {
+		s += " terminating"
+	} else {
+		s += " " + strings.ToLower(string(p.Status.Phase))
+		for _, c := range p.Status.ContainerStatuses {
+			if w := c.State.Waiting; w != nil && w.Reason != "" {
+				s += " (" + w.Reason + ")"
+			}
+		}
+	}
+	node := p.Spec.NodeName
+	if node == "" {
+		return s + ", not scheduled"
+	}
+	s += " on node " + node
+	n, err := cs.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return s + ", which is gone"
+	case err != nil:
+		return s
+	}
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady && c.Status != corev1.ConditionTrue {
+			s += ", which is NotReady"
+		}
+	}
+	if n.Spec.Unschedulable {
+		s += ", which is cordoned"
+	}
+	return s
+}
