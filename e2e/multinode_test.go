@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -18,6 +19,7 @@ import (
 
 	godigest "github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+	"golang.org/x/time/rate"
 	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -649,12 +651,14 @@ func pushResumes(ctx context.Context, t *testing.T, c *cluster.Cluster) {
 	}
 	rng := fixture.Rand(uint64(time.Now().UnixNano()))
 	// Small layers that are stored at once, and a big one still going up
-	// when the registry's Pod is deleted.
+	// when the registry's Pod is deleted: the push goes through a proxy that
+	// paces it at 12 MiB/s, so the big layer takes at least 10 s, time
+	// enough for the Pod's deletion however fast the machine.
 	var layers []fixture.Layer
 	for range 5 {
 		layers = append(layers, fixture.NewLayer(rng, 10<<20))
 	}
-	layers = append(layers, fixture.NewLayer(rng, 250<<20))
+	layers = append(layers, fixture.NewLayer(rng, 120<<20))
 	small := ocispec.Descriptor{MediaType: ocispec.MediaTypeImageLayerGzip, Digest: godigest.FromBytes(layers[0].Data), Size: int64(len(layers[0].Data))}
 	var total int64
 	for _, l := range layers {
@@ -736,8 +740,9 @@ func pushResumes(ctx context.Context, t *testing.T, c *cluster.Cluster) {
 			}()
 		})
 	}
+	slow := pacedProxy(ctx, t, ep.Host, 12<<20)
 	start := time.Now()
-	rec, err := deploy.Deploy(ctx, c.Client, r, deploy.Options{Keys: []artifact.Verifier{pub}, Registry: ep.Host, Progress: progress})
+	rec, err := deploy.Deploy(ctx, c.Client, r, deploy.Options{Keys: []artifact.Verifier{pub}, Registry: slow, Progress: progress})
 	if err != nil {
 		t.Fatalf("deploy while the registry Pod restarted: %v (tunnel: %v)", err, ep.Err())
 	}
@@ -747,7 +752,7 @@ func pushResumes(ctx context.Context, t *testing.T, c *cluster.Cluster) {
 	case <-time.After(10 * time.Second):
 		t.Fatalf("the registry pod was not deleted during the deploy (%d bytes verified)", read.Load())
 	}
-	t.Logf("TIMING deploy of 300 MiB (5 × 10 MiB + 250 MiB) through the tunnel while the registry Pod restarted: %.1fs (push %.1fs, %d bytes in the last attempt); the tunnel dialled %d times, last error %v",
+	t.Logf("TIMING deploy of 170 MiB (5 × 10 MiB + 120 MiB, paced at 12 MiB/s) through the tunnel while the registry Pod restarted: %.1fs (push %.1fs, %d bytes in the last attempt); the tunnel dialled %d times, last error %v",
 		time.Since(start).Seconds(), rec.PushTook.Seconds(), rec.BytesPushed, ep.Dials(), ep.Err())
 	if ep.Dials() < 2 {
 		t.Errorf("the tunnel dialled %d times: the registry Pod did not restart during the push", ep.Dials())
@@ -759,4 +764,55 @@ func pushResumes(ctx context.Context, t *testing.T, c *cluster.Cluster) {
 	if err := st.Delete(ctx, rec.Name); err != nil {
 		t.Error(err)
 	}
+}
+
+// pacedProxy listens on loopback and forwards each connection to addr,
+// the bytes towards addr paced at bytesPerSecond in all (a push that
+// cannot finish before a fault the test injects mid-way). It returns its
+// address; it stops with the test.
+func pacedProxy(ctx context.Context, t *testing.T, addr string, bytesPerSecond int) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	const chunk = 32 << 10
+	limit := rate.NewLimiter(rate.Limit(bytesPerSecond), chunk)
+	go func() {
+		for {
+			down, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer down.Close()
+				up, err := net.Dial("tcp", addr)
+				if err != nil {
+					return
+				}
+				defer up.Close()
+				go func() {
+					io.Copy(down, up)
+					down.Close()
+				}()
+				buf := make([]byte, chunk)
+				for {
+					n, err := down.Read(buf)
+					if n > 0 {
+						if limit.WaitN(ctx, n) != nil {
+							return
+						}
+						if _, err := up.Write(buf[:n]); err != nil {
+							return
+						}
+					}
+					if err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return ln.Addr().String()
 }
