@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -36,6 +37,7 @@ import (
 	"github.com/ferrypkg/ferry/artifact/chart"
 	"github.com/ferrypkg/ferry/deploy"
 	"github.com/ferrypkg/ferry/e2e/internal/cluster"
+	"github.com/ferrypkg/ferry/inject"
 	contract "github.com/ferrypkg/ferry/internal/cluster" // cluster is the e2e harness
 	"github.com/ferrypkg/ferry/internal/fixture"
 	"github.com/ferrypkg/ferry/internal/peertool"
@@ -449,6 +451,55 @@ func connectAndPull(ctx context.Context, t *testing.T, c *cluster.Cluster, diges
 	if c, err := net.DialTimeout("tcp", conn.Address, time.Second); err == nil {
 		c.Close()
 		t.Errorf("%s still answers after registry connect stopped", conn.Address)
+	}
+	connectText(ctx, t, c, account.Username)
+}
+
+// connectText runs registry connect with its text output, as a person
+// would: it names the address, the tunnel's Pod and how to log in, the
+// address answers, and Ctrl-C closes it with a word on stderr.
+func connectText(ctx context.Context, t *testing.T, c *cluster.Cluster, username string) {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, filepath.Join(binDir(t), "ferry"), "registry", "connect", "--kubeconfig", c.Kubeconfig)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	sc := bufio.NewScanner(stdout)
+	var lines []string
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+		if strings.HasPrefix(sc.Text(), "press Ctrl-C") {
+			break
+		}
+	}
+	if len(lines) != 3 {
+		t.Fatalf("registry connect printed %q; stderr %s", lines, stderr.String())
+	}
+	t.Logf("registry connect prints:\n%s", strings.Join(lines, "\n"))
+	var addr string
+	if _, err := fmt.Sscanf(lines[0], "registry at %s (tunnel to pod", &addr); err != nil || !strings.Contains(lines[0], "over websocket") {
+		t.Errorf("first line %q: want the address and the tunnel's Pod and protocol (%v)", lines[0], err)
+	}
+	for _, want := range []string{"ferry registry login " + addr + " -u " + username + " --password-stdin", contract.AuthSecretName} {
+		if !strings.Contains(lines[1], want) {
+			t.Errorf("login line %q does not say %q", lines[1], want)
+		}
+	}
+	if err := inject.WaitRegistry(ctx, addr, 10*time.Second); err != nil {
+		t.Errorf("the printed address %s: %v", addr, err)
+	}
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil || !strings.Contains(stderr.String(), "tunnel closed") {
+		t.Errorf("registry connect after Ctrl-C: %v; stderr %q", err, stderr.String())
 	}
 }
 

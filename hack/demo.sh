@@ -39,3 +39,40 @@ rm -f "$work/pulled.tar.zst"
 cmp "$work/demo-1.0.0.tar.zst" "$work/pulled.tar.zst" && echo "pulled archive is byte-identical to the created one"
 echo "== ferry package inspect $ref (reads manifests only)"
 "$ferry" package inspect "$ref"
+
+# The cluster half: the demo package deployed from a workstation onto the
+# project's own local two-node Kubernetes (the e2e harness, e2e/cluster:
+# its kube build is cached; the first run builds it, 10–15 min on 2 cores).
+# FERRY_DEMO_CLUSTER=0 skips it.
+if [ "${FERRY_DEMO_CLUSTER:-1}" = 0 ]; then
+  echo "== FERRY_DEMO_CLUSTER=0: the cluster half skipped"
+  exit 0
+fi
+if [ "$(id -u)" != 0 ]; then
+  echo "== the cluster half needs root (network namespaces, containerd); skipped: run as root, or FERRY_DEMO_CLUSTER=0" >&2
+  exit 1
+fi
+kill "$serve" 2>/dev/null; wait "$serve" 2>/dev/null || true
+# Its own namespace and state, apart from a `make e2e` cluster.
+export FERRY_E2E_NETNS=${FERRY_DEMO_NETNS:-ferry-demo}
+cache=${FERRY_E2E_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ferry-e2e}
+export FERRY_E2E_STATE=${FERRY_DEMO_STATE:-$cache/demo-state}
+cluster=e2e/cluster
+echo "== a local Kubernetes: Debian's etcd and containerd, kube v1.35 built from the Go module proxy (cached)"
+bash $cluster/deps.sh
+bash $cluster/build.sh
+go build -o "$work/demo-tool" ./hack/demo
+[ -e "/var/run/netns/$FERRY_E2E_NETNS" ] && bash $cluster/down.sh
+trap 'kill $serve 2>/dev/null; echo "== tearing the cluster down"; bash '$cluster'/down.sh' EXIT
+bash $cluster/up.sh >/dev/null
+bash $cluster/nodes.sh add 1
+# On the workstation: it reaches the API server and nothing else.
+ws() { bash $cluster/exec.sh --workstation bash -c 'KUBECONFIG=$FERRY_E2E_KUBECONFIG exec "$@"' ws "$@"; }
+echo "== ferry init   (on the workstation, which reaches only the API server)"
+ws "$ferry" init
+echo "== ferry deploy $work/demo-1.0.0.tar.zst --key $work/keys/cosign.pub   (pushed through a tunnel to the registry Pod)"
+ws "$ferry" deploy "$work/demo-1.0.0.tar.zst" --key "$work/keys/cosign.pub"
+echo "== the Pods run the images by digest, pulled from the registry on their own node"
+ws "$work/demo-tool" pods
+echo "== ferry list"
+ws "$ferry" list

@@ -1,13 +1,21 @@
 // Command demo writes a sample package definition with locally generated
 // sources (no network): an OCI layout holding a multi-platform image and a
 // single-platform one that share a layer, a Helm chart folder, Kubernetes
-// manifests and a plain file. Usage: go run ./hack/demo DIR
+// manifests and a plain file. The multi-platform image runs: each platform
+// holds a static build of a small standard-library program (the e2e
+// cluster's tiny, at /app), so the README's demo can deploy it.
+//
+//	go run ./hack/demo DIR    write the sources into DIR
+//	go run ./hack/demo pods   print the Pods that run images of the
+//	                          in-cluster registry (KUBECONFIG), with the
+//	                          digests their nodes pulled
 package main
 
 import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
@@ -43,10 +51,14 @@ components:
 
 func main() {
 	if len(os.Args) != 2 {
-		fmt.Fprintln(os.Stderr, "usage: demo DIR")
+		fmt.Fprintln(os.Stderr, "usage: demo DIR | demo pods")
 		os.Exit(2)
 	}
-	if err := write(context.Background(), os.Args[1]); err != nil {
+	run := write
+	if os.Args[1] == "pods" {
+		run = func(ctx context.Context, _ string) error { return pods(ctx, os.Stdout) }
+	}
+	if err := run(context.Background(), os.Args[1]); err != nil {
 		fmt.Fprintln(os.Stderr, "demo:", err)
 		os.Exit(1)
 	}
@@ -63,7 +75,21 @@ func write(ctx context.Context, dir string) error {
 	rng := fixture.Rand(2026)
 	base := fixture.NewLayer(rng, 2<<20)
 	amd, arm := fixture.Platform("linux", "amd64", ""), fixture.Platform("linux", "arm64", "v8")
-	app, err := fixture.MultiPlatformImage(ctx, store, rng, []ocispec.Platform{amd, arm}, []fixture.Layer{base}, 2, 1<<20)
+	var apps []ocispec.Descriptor
+	for _, p := range []ocispec.Platform{amd, arm} {
+		prog, err := program(ctx, p.Architecture)
+		if err != nil {
+			return err
+		}
+		layers := []fixture.Layer{base, fixture.FileLayer("app", prog, 0o755), fixture.NewLayer(rng, 1<<20)}
+		d, err := fixture.PushImage(ctx, store, p, layers)
+		if err != nil {
+			return err
+		}
+		d.Platform = &p
+		apps = append(apps, d)
+	}
+	app, err := fixture.PushIndex(ctx, store, apps)
 	if err != nil {
 		return err
 	}
@@ -95,4 +121,25 @@ func write(ctx context.Context, dir string) error {
 		}
 	}
 	return nil
+}
+
+// program builds the demo's workload for linux/arch, static and
+// reproducible (the same source and Go give the same bytes).
+func program(ctx context.Context, arch string) ([]byte, error) {
+	dir, err := os.MkdirTemp("", "ferry-demo-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	out := filepath.Join(dir, "app")
+	gobin := os.Getenv("GO")
+	if gobin == "" {
+		gobin = "go"
+	}
+	cmd := exec.CommandContext(ctx, gobin, "build", "-trimpath", "-ldflags=-s -w -buildid=", "-o", out, "github.com/ferrypkg/ferry/e2e/internal/tiny")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+arch)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("build the demo program for linux/%s: %v: %s", arch, err, b)
+	}
+	return os.ReadFile(out)
 }
