@@ -15,9 +15,9 @@ import (
 // inCluster is the prefix of every image the in-cluster registry serves.
 const inCluster = "127.0.0.1:31999/"
 
-// pods prints every Pod (all namespaces) whose containers run images of
-// the in-cluster registry, with its node, phase, the image it asked for
-// and the digest its node pulled.
+// pods prints every Pod (all namespaces but ferry's) whose containers run
+// images of the in-cluster registry, with its node, phase, the image its
+// spec names (as the agent rewrote it) and the image its node pulled.
 func pods(ctx context.Context, w io.Writer) error {
 	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(clientcmd.NewDefaultClientConfigLoadingRules(), nil).ClientConfig()
 	if err != nil {
@@ -38,11 +38,15 @@ func pods(ctx context.Context, w io.Writer) error {
 		if p.Namespace == "ferry" {
 			continue // the registry and the agent
 		}
+		pulled := map[string]string{}
 		for _, c := range p.Status.ContainerStatuses {
+			pulled[c.Name] = c.ImageID
+		}
+		for _, c := range p.Spec.Containers {
 			if !strings.HasPrefix(c.Image, inCluster) {
 				continue
 			}
-			fmt.Fprintf(tw, "%s/%s\t%s\t%s\t%s\t%s\n", p.Namespace, p.Name, p.Spec.NodeName, p.Status.Phase, c.Image, c.ImageID)
+			fmt.Fprintf(tw, "%s/%s\t%s\t%s\t%s\t%s\n", p.Namespace, p.Name, p.Spec.NodeName, p.Status.Phase, c.Image, pulled[c.Name])
 			n++
 		}
 	}
