@@ -99,6 +99,9 @@ func TestMultiNode(t *testing.T) {
 		}
 	}
 
+	// Zero egress, the cluster's side: its namespaces have no way out.
+	clusterIsolated(ctx, t)
+
 	// Zero egress: from here on, every connection the workstation tries
 	// to anything but the API server and its own loopback is counted by
 	// its firewall, and must not happen (checked at the end).
@@ -866,4 +869,83 @@ func pacedProxy(ctx context.Context, t *testing.T, addr string, bytesPerSecond i
 		}
 	}()
 	return ln.Addr().String()
+}
+
+// clusterIsolated shows that the cluster's network namespaces (the nodes'
+// and the workstation's, FERRY_E2E_NETNS*) have no way beyond the cluster:
+// none holds a device but loopback, bridges and veths; no veth of the
+// host's namespace (where a way out would start) leads into one of them or
+// into a Pod's; and a connection from each node to an address outside
+// fails at once.
+func clusterIsolated(ctx context.Context, t *testing.T) {
+	t.Helper()
+	prefix := os.Getenv("FERRY_E2E_NETNS")
+	if prefix == "" {
+		t.Fatal("FERRY_E2E_NETNS is not set")
+	}
+	run := func(args ...string) string {
+		t.Helper()
+		out, err := exec.CommandContext(ctx, args[0], args[1:]...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s: %v: %s", strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+	hostNet := os.Getenv("FERRY_E2E_HOST_NET") // exec.sh names it
+	if hostNet == "" {
+		t.Fatal("FERRY_E2E_HOST_NET is not set: run the test with e2e/cluster/exec.sh")
+	}
+	host := []string{"nsenter", "--net=" + hostNet, "--"}
+	// The host's names for the namespaces' ids: "NAME (id: N)".
+	ids := map[string]string{}
+	var cluster []string
+	for _, l := range strings.Split(run(append(host, "ip", "netns", "list")...), "\n") {
+		f := strings.Fields(l)
+		if len(f) == 0 {
+			continue
+		}
+		if len(f) == 3 && f[1] == "(id:" {
+			ids[strings.TrimSuffix(f[2], ")")] = f[0]
+		}
+		if strings.HasPrefix(f[0], prefix) {
+			cluster = append(cluster, f[0])
+		}
+	}
+	if len(cluster) < 3 {
+		t.Fatalf("the cluster's namespaces: %v", cluster)
+	}
+	for _, l := range strings.Split(run(append(host, "ip", "-d", "-o", "link", "show", "type", "veth")...), "\n") {
+		f := strings.Fields(l)
+		for i := 0; i+1 < len(f); i++ {
+			peer := ""
+			switch f[i] {
+			case "link-netns":
+				peer = f[i+1]
+			case "link-netnsid":
+				peer = ids[f[i+1]]
+			}
+			if strings.HasPrefix(peer, prefix) || strings.HasPrefix(peer, "cni-") {
+				t.Errorf("the host's veth %s leads into the cluster's namespace %s", strings.TrimSuffix(f[1], ":"), peer)
+			}
+		}
+	}
+	for _, ns := range cluster {
+		in := []string{"nsenter", "--net=/var/run/netns/" + ns, "--"}
+		for _, l := range strings.Split(strings.TrimSpace(run(append(in, "ip", "-d", "-o", "link", "show")...)), "\n") {
+			if !strings.Contains(l, "link/loopback") && !strings.Contains(l, " veth ") && !strings.Contains(l, " bridge ") {
+				t.Errorf("namespace %s holds a device that is neither loopback, bridge nor veth: %s", ns, l)
+			}
+		}
+		if strings.HasSuffix(ns, "-ws") {
+			continue // its firewall is checked below
+		}
+		// 192.0.2.1 (TEST-NET-1, RFC 5737): outside any cluster.
+		cmd := exec.CommandContext(ctx, in[0], append(in[1:], "timeout", "2", "bash", "-c", "exec 3<>/dev/tcp/192.0.2.1/443")...)
+		if out, err := cmd.CombinedOutput(); err == nil {
+			t.Errorf("node namespace %s connected to 192.0.2.1:443", ns)
+		} else {
+			t.Logf("node namespace %s: a connection out fails: %s", ns, strings.TrimSpace(string(out)))
+		}
+	}
+	t.Logf("zero egress: the cluster's %d namespaces hold only loopback, bridges and veths among themselves and their Pods; no device of the host's leads into them", len(cluster))
 }

@@ -21,6 +21,9 @@ fi
 set -a
 source "$ENV_FILE"
 set +a
+# The namespace this was called from (the host's), for tests that look at
+# it: the caller's, which lives while CMD runs.
+export FERRY_E2E_HOST_NET=${FERRY_E2E_HOST_NET:-/proc/$PPID/ns/net}
 if [ "$where" != "$NETNS_PATH" ]; then
   export FERRY_E2E_KUBECONFIG=$WS_KUBECONFIG FERRY_E2E_WORKSTATION=1
 fi

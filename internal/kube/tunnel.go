@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -51,10 +52,13 @@ type TunnelOptions struct {
 
 // Tunnel forwards every connection to a local address to a port of a Pod,
 // through the API server's portforward subresource: the WebSocket protocol
-// first, SPDY when the server does not speak it. One connection to the API
-// server carries every forwarded connection; when it drops (the Pod went,
-// the API server restarted), the next connection picks a Pod again and
-// opens a new one, so the local address stays the same.
+// first, SPDY when the server does not speak it. Up to tunnelPool
+// connections to the API server, to one Pod, carry the forwarded
+// connections, taken in turn (one carries every stream of a parallel push
+// at the pace of one TCP connection and of the one goroutine at each hop
+// that reads it); when one drops (the Pod went, the API server restarted),
+// all are closed and the next forwarded connection picks a Pod again, so
+// the local address stays the same.
 type Tunnel struct {
 	ln      net.Listener
 	cfg     *rest.Config
@@ -64,13 +68,20 @@ type Tunnel struct {
 	wg      sync.WaitGroup
 	reqID   atomic.Int64
 
+	next atomic.Uint64 // the pool's slot of the next forwarded connection
+
 	mu       sync.Mutex
-	conn     httpstream.Connection // nil until dialled, or after a drop
-	pod      string
+	conns    [tunnelPool]httpstream.Connection // nil until dialled, or after a drop
+	pod      string                            // the Pod picked last
+	repick   bool                              // after a drop: pick a Pod again
 	protocol string
 	dials    int
 	lastErr  error
 }
+
+// tunnelPool is how many connections to the API server a Tunnel spreads
+// its forwarded connections over.
+const tunnelPool = 4
 
 // OpenTunnel listens on opts.Addr and connects to a Pod that opts.Pick
 // chooses, before it returns: an error picking the Pod or reaching it (no
@@ -84,7 +95,7 @@ func OpenTunnel(ctx context.Context, cfg *rest.Config, cs kubernetes.Interface, 
 		opts.Addr = "127.0.0.1:0"
 	}
 	t := &Tunnel{cfg: cfg, cs: cs, opts: opts, closing: make(chan struct{})}
-	if _, err := t.connection(ctx); err != nil {
+	if _, err := t.connection(ctx, 0); err != nil {
 		return nil, err
 	}
 	ln, err := net.Listen("tcp", opts.Addr)
@@ -107,8 +118,8 @@ type TunnelInfo struct {
 	Pod string
 	// Protocol is ProtocolWebSocket or ProtocolSPDY.
 	Protocol string
-	// Dials counts the connections opened to the API server: 1, plus one
-	// per re-connection after a drop.
+	// Dials counts the Pods picked: 1, plus one per re-connection after
+	// a drop.
 	Dials int
 }
 
@@ -129,12 +140,7 @@ func (t *Tunnel) Close() error {
 	}
 	close(t.closing)
 	err := t.ln.Close()
-	t.mu.Lock()
-	if t.conn != nil {
-		t.conn.Close()
-		t.conn = nil
-	}
-	t.mu.Unlock()
+	t.drop(nil)
 	t.wg.Wait()
 	return err
 }
@@ -156,17 +162,17 @@ func (t *Tunnel) serve() {
 	}
 }
 
-// connection returns the connection to the API server, opening one (to a
-// Pod picked again) when there is none.
-func (t *Tunnel) connection(ctx context.Context) (httpstream.Connection, error) {
+// connection returns the pool's connection to the API server in slot,
+// opening one when there is none (to a Pod picked again after a drop).
+func (t *Tunnel) connection(ctx context.Context, slot int) (httpstream.Connection, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.conn != nil {
+	if c := t.conns[slot]; c != nil {
 		select {
-		case <-t.conn.CloseChan():
-			t.conn = nil
+		case <-c.CloseChan():
+			t.conns[slot] = nil
 		default:
-			return t.conn, nil
+			return c, nil
 		}
 	}
 	select {
@@ -174,59 +180,83 @@ func (t *Tunnel) connection(ctx context.Context) (httpstream.Connection, error) 
 		return nil, net.ErrClosed
 	default:
 	}
-	pod, err := t.opts.Pick(ctx)
-	if err != nil {
-		return nil, err
+	if t.pod == "" || t.repick {
+		pod, err := t.opts.Pick(ctx)
+		if err != nil {
+			return nil, err
+		}
+		t.pod, t.repick = pod, false
+		t.dials++
+		t.wg.Add(1)
+		go t.watch(pod, t.dials)
 	}
-	conn, protocol, err := t.dial(pod)
+	conn, protocol, err := t.dial(t.pod)
 	if err != nil {
-		return nil, fmt.Errorf("port-forward to pod %s/%s: %w", t.opts.Namespace, pod, err)
+		return nil, fmt.Errorf("port-forward to pod %s/%s: %w", t.opts.Namespace, t.pod, err)
 	}
-	t.conn, t.pod, t.protocol = conn, pod, protocol
-	t.dials++
-	t.wg.Add(1)
-	go t.watch(conn, pod)
+	t.conns[slot], t.protocol = conn, protocol
 	return conn, nil
 }
 
 // podCheckEvery is how often a Tunnel checks that its Pod is still there.
 const podCheckEvery = time.Second
 
-// watch drops conn as soon as its Pod is deleted or gone: a Pod killed at
-// once may leave its forwarded connections open and silent for good, and
-// their clients waiting for an answer.
-func (t *Tunnel) watch(conn httpstream.Connection, pod string) {
+// watch drops the pool's connections as soon as pod, picked as the
+// Tunnel's dials-th, is deleted or gone: a Pod killed at once may leave its
+// forwarded connections open and silent for good, and their clients
+// waiting for an answer. It returns when another Pod is picked or the
+// Tunnel closes.
+func (t *Tunnel) watch(pod string, dials int) {
 	defer t.wg.Done()
 	tick := time.NewTicker(podCheckEvery)
 	defer tick.Stop()
 	for {
 		select {
-		case <-conn.CloseChan():
-			return
 		case <-t.closing:
 			return
 		case <-tick.C:
+		}
+		t.mu.Lock()
+		current := t.dials == dials && !t.repick
+		t.mu.Unlock()
+		if !current {
+			return
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		p, err := t.cs.CoreV1().Pods(t.opts.Namespace).Get(ctx, pod, metav1.GetOptions{})
 		cancel()
 		if apierrors.IsNotFound(err) || (err == nil && p.DeletionTimestamp != nil) {
 			t.setErr(fmt.Errorf("port-forward to pod %s/%s: the Pod is being deleted", t.opts.Namespace, pod))
-			t.drop(conn)
+			t.mu.Lock()
+			if t.dials == dials {
+				t.dropLocked(nil)
+			}
+			t.mu.Unlock()
 			return
 		}
 	}
 }
 
-// drop forgets conn (the current connection if nil) so that the next
-// forwarded connection opens another.
+// drop closes the pool's connections when conn is one of them (or is nil)
+// and forgets the Pod, so that the next forwarded connection picks one
+// again.
 func (t *Tunnel) drop(conn httpstream.Connection) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.conn != nil && (conn == nil || conn == t.conn) {
-		t.conn.Close()
-		t.conn = nil
+	t.dropLocked(conn)
+}
+
+func (t *Tunnel) dropLocked(conn httpstream.Connection) {
+	if conn != nil && !slices.Contains(t.conns[:], conn) {
+		return // dropped already
 	}
+	for i, c := range t.conns {
+		if c != nil {
+			c.Close()
+			t.conns[i] = nil
+		}
+	}
+	t.repick = true
 }
 
 // recordingDialer remembers whether it was the one that connected.
@@ -285,6 +315,7 @@ func (t *Tunnel) forward(local net.Conn) {
 		case <-ctx.Done():
 		}
 	}()
+	slot := int(t.next.Add(1) % tunnelPool)
 	var (
 		conn        httpstream.Connection
 		errorStream httpstream.Stream
@@ -292,7 +323,7 @@ func (t *Tunnel) forward(local net.Conn) {
 		err         error
 	)
 	for attempt := 0; attempt < 2; attempt++ {
-		if conn, err = t.connection(ctx); err != nil {
+		if conn, err = t.connection(ctx, slot); err != nil {
 			t.setErr(err)
 			return
 		}
