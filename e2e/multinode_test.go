@@ -883,6 +883,7 @@ func clusterIsolated(ctx context.Context, t *testing.T) {
 	if prefix == "" {
 		t.Fatal("FERRY_E2E_NETNS is not set")
 	}
+	ours := func(ns string) bool { return ns == prefix || strings.HasPrefix(ns, prefix+"-") }
 	run := func(args ...string) string {
 		t.Helper()
 		out, err := exec.CommandContext(ctx, args[0], args[1:]...).CombinedOutput()
@@ -907,7 +908,7 @@ func clusterIsolated(ctx context.Context, t *testing.T) {
 		if len(f) == 3 && f[1] == "(id:" {
 			ids[strings.TrimSuffix(f[2], ")")] = f[0]
 		}
-		if strings.HasPrefix(f[0], prefix) {
+		if ours(f[0]) {
 			cluster = append(cluster, f[0])
 		}
 	}
@@ -924,7 +925,7 @@ func clusterIsolated(ctx context.Context, t *testing.T) {
 			case "link-netnsid":
 				peer = ids[f[i+1]]
 			}
-			if strings.HasPrefix(peer, prefix) || strings.HasPrefix(peer, "cni-") {
+			if ours(peer) || strings.HasPrefix(peer, "cni-") {
 				t.Errorf("the host's veth %s leads into the cluster's namespace %s", strings.TrimSuffix(f[1], ":"), peer)
 			}
 		}
