@@ -32,16 +32,21 @@ func run(args []string) error {
 	}
 	fs := flag.NewFlagSet("ferry-registry", flag.ContinueOnError)
 	addr := fs.String("addr", ":5000", "address to listen on")
-	root := fs.String("root", "/var/lib/registry", "filesystem storage root")
+	storage := storageFlags(fs)
 	htpasswd := fs.String("htpasswd", "", "htpasswd file (bcrypt) requiring basic auth; empty: no auth")
 	grace := fs.Duration("shutdown-timeout", 25*time.Second, "how long in-flight requests may finish after SIGTERM")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	cfg, err := storage()
+	if err != nil {
+		return err
+	}
+	cfg.Addr, cfg.HTPasswdFile = *addr, *htpasswd
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	srv, err := registry.New(context.WithoutCancel(ctx), registry.Config{RootDir: *root, Addr: *addr, HTPasswdFile: *htpasswd}, registry.WithLogger(logger))
+	srv, err := registry.New(context.WithoutCancel(ctx), cfg, registry.WithLogger(logger))
 	if err != nil {
 		return err
 	}
@@ -50,20 +55,62 @@ func run(args []string) error {
 		_ = srv.Shutdown(context.Background())
 		return fmt.Errorf("listen %s: %w", *addr, err)
 	}
-	logger.Info("ferry-registry listening", "addr", l.Addr().String(), "root", *root, "auth", *htpasswd != "")
+	logger.Info("ferry-registry listening", "addr", l.Addr().String(), "storage", storageName(cfg), "auth", *htpasswd != "", "read-only", srv.ReadOnly())
 	return srv.ServeUntil(ctx, l, *grace)
 }
 
-// gc is `ferry-registry gc --root DIR`: a garbage collection of the storage
-// (ferry remove runs it in the registry's pod, then restarts the pod). It
+// storageEnv and secretEnv name the environment variables the Deployment
+// sets: the S3 storage's URL (credentials stay in the AWS SDK's own
+// variables) and the HTTP secret every replica shares.
+const (
+	storageEnv = "FERRY_REGISTRY_STORAGE"
+	secretEnv  = "FERRY_REGISTRY_HTTP_SECRET"
+)
+
+// storageFlags adds --root and --storage to fs; the function it returns
+// gives the storage they chose: --storage (or $FERRY_REGISTRY_STORAGE), an
+// s3:// URL, before --root.
+func storageFlags(fs *flag.FlagSet) func() (registry.Config, error) {
+	root := fs.String("root", "/var/lib/registry", "filesystem storage root")
+	storage := fs.String("storage", os.Getenv(storageEnv), "S3 storage, s3://bucket[/prefix]?endpoint=URL&region=R&path-style=true (default $"+storageEnv+"); credentials from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY")
+	return func() (registry.Config, error) {
+		cfg := registry.Config{HTTPSecret: os.Getenv(secretEnv)}
+		if *storage == "" {
+			cfg.RootDir = *root
+			return cfg, nil
+		}
+		s3, err := registry.ParseS3URL(*storage)
+		if err != nil {
+			return cfg, err
+		}
+		cfg.S3 = s3
+		return cfg, nil
+	}
+}
+
+func storageName(cfg registry.Config) string {
+	if cfg.S3 != nil {
+		return cfg.S3.String()
+	}
+	return cfg.RootDir
+}
+
+// gc is `ferry-registry gc [--root DIR | --storage s3://…]`: a garbage
+// collection of the storage in read-only maintenance mode (ferry remove
+// runs it in a registry pod; every replica serves pulls meanwhile). It
 // prints the bytes before and after as one JSON line.
 func gc(args []string) error {
 	fs := flag.NewFlagSet("ferry-registry gc", flag.ContinueOnError)
-	root := fs.String("root", "/var/lib/registry", "filesystem storage root")
+	storage := storageFlags(fs)
+	settle := fs.Duration("settle", 0, "wait this long in read-only mode before marking (default: twice the registries' poll interval plus 1s)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	res, err := registry.GarbageCollect(context.Background(), *root)
+	cfg, err := storage()
+	if err != nil {
+		return err
+	}
+	res, err := registry.GarbageCollect(context.Background(), cfg, registry.GCOptions{Settle: *settle})
 	if err != nil {
 		return err
 	}
