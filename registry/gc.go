@@ -32,9 +32,9 @@ type GCOptions struct {
 //
 // It runs in read-only maintenance mode: it sets the flag every registry on
 // the storage follows (they keep serving pulls and refuse pushes), waits
-// opts.Settle, collects, and clears the flag, also when the collection
-// fails. The registries then start afresh, without cached blob descriptors
-// of what was swept.
+// opts.Settle, collects, clears the flag (also when the collection fails)
+// and waits opts.Settle again. The registries then start afresh, without
+// cached blob descriptors of what was swept.
 func GarbageCollect(ctx context.Context, cfg Config, opts GCOptions) (res GCResult, err error) {
 	if cfg.RootDir == "" && cfg.S3 == nil {
 		return res, fmt.Errorf("garbage collect: in-memory storage is not shared")
@@ -84,6 +84,12 @@ func GarbageCollect(ctx context.Context, cfg Config, opts GCOptions) (res GCResu
 	cleared = true
 	if err := setReadOnlyFlag(ctx, d, false); err != nil {
 		return res, fmt.Errorf("garbage collect %s: %w", name, err)
+	}
+	// Once more: when it returns, every registry takes pushes again.
+	select {
+	case <-ctx.Done():
+		return res, ctx.Err()
+	case <-time.After(settle):
 	}
 	if res.After, err = usage(ctx, d); err != nil {
 		return res, fmt.Errorf("garbage collect %s: %w", name, err)

@@ -346,6 +346,9 @@ func (c Config) distribution() (*configuration.Configuration, error) {
 		// the object store: clients (nodes of an air-gapped cluster) may
 		// not reach it.
 		d.Storage["redirect"] = configuration.Parameters{"disable": true}
+		// Several registries share the bucket: a blob descriptor cached by
+		// one would outlive a delete through another.
+		delete(d.Storage, "cache")
 	}
 	if c.HTPasswdFile != "" {
 		realm := c.Realm
