@@ -40,7 +40,7 @@ func BenchmarkBlobGetRatio(b *testing.B) {
 	_, _ = rand.Read(data)
 	desc := ocispec.Descriptor{MediaType: "application/octet-stream", Digest: digest.FromBytes(data), Size: size}
 
-	ferry := getter(b, startFerryServe(b), desc, data)
+	ferry := getter(b, startFerryServe(b, []string{"--root", b.TempDir()}, nil), desc, data)
 	dist := getter(b, registrytest.StartDockerRegistry(b), desc, data)
 	ferry() // warm the page cache and the connections
 	dist()
@@ -98,8 +98,9 @@ func getter(b *testing.B, base string, desc ocispec.Descriptor, data []byte) fun
 	}
 }
 
-// startFerryServe runs `ferry registry serve` on a free loopback port.
-func startFerryServe(b *testing.B) string {
+// startFerryServe runs `ferry registry serve` with storageArgs (and env
+// added to its environment) on a free loopback port.
+func startFerryServe(b *testing.B, storageArgs, env []string) string {
 	bin := os.Getenv("FERRY_BIN")
 	if bin == "" {
 		bin = filepath.Join(b.TempDir(), "ferry")
@@ -110,7 +111,8 @@ func startFerryServe(b *testing.B) string {
 			b.Fatalf("go build ./cmd/ferry: %v\n%s", err, out)
 		}
 	}
-	cmd := exec.Command(bin, "registry", "serve", "--root", b.TempDir(), "--addr", "127.0.0.1:0", "--output", "json")
+	cmd := exec.Command(bin, append(append([]string{"registry", "serve"}, storageArgs...), "--addr", "127.0.0.1:0", "--output", "json")...)
+	cmd.Env = append(os.Environ(), env...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		b.Fatal(err)
