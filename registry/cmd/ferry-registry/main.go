@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
@@ -29,6 +30,9 @@ func main() {
 func run(args []string) error {
 	if len(args) > 0 && args[0] == "gc" {
 		return gc(args[1:])
+	}
+	if len(args) > 0 && args[0] == "probe" {
+		return probe(args[1:])
 	}
 	fs := flag.NewFlagSet("ferry-registry", flag.ContinueOnError)
 	addr := fs.String("addr", ":5000", "address to listen on")
@@ -60,8 +64,10 @@ func run(args []string) error {
 }
 
 // storageEnv and secretEnv name the environment variables the Deployment
-// sets: the S3 storage's URL (credentials stay in the AWS SDK's own
-// variables) and the HTTP secret every replica shares.
+// sets (internal/cluster's StorageEnv and HTTPSecretEnv, not imported: it
+// would link the Kubernetes API types into this lean binary): the S3
+// storage's URL (credentials stay in the AWS SDK's own variables) and the
+// HTTP secret every replica shares.
 const (
 	storageEnv = "FERRY_REGISTRY_STORAGE"
 	secretEnv  = "FERRY_REGISTRY_HTTP_SECRET"
@@ -115,4 +121,25 @@ func gc(args []string) error {
 		return err
 	}
 	return json.NewEncoder(os.Stdout).Encode(res)
+}
+
+// probe is `ferry-registry probe --addr HOST:PORT`, the readiness probe of
+// a replica (its image has no shell and no HTTP client): it succeeds when
+// GET /v2/ answers 200, or 401 with the registry's basic-auth challenge.
+func probe(args []string) error {
+	fs := flag.NewFlagSet("ferry-registry probe", flag.ContinueOnError)
+	addr := fs.String("addr", "127.0.0.1:5000", "the registry's address")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	client := &http.Client{Timeout: 2 * time.Second}
+	resp, err := client.Get("http://" + *addr + "/v2/")
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode == http.StatusOK || (resp.StatusCode == http.StatusUnauthorized && resp.Header.Get("WWW-Authenticate") != "") {
+		return nil
+	}
+	return fmt.Errorf("GET /v2/: %s", resp.Status)
 }
