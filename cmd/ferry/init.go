@@ -134,7 +134,8 @@ storage while no deployed package uses the registry.`,
 				return err
 			}
 			opts.NodePort = int32(nodePort)
-			if opts.S3, opts.Replicas, err = storage.check(cmd.Context(), cs, opts.Namespace); err != nil {
+			var note string
+			if opts.S3, opts.Replicas, note, err = storage.check(cmd.Context(), cs, opts.Namespace); err != nil {
 				return &inject.StepError{Step: "storage", Err: err}
 			}
 			agentOpt.Namespace, agentOpt.BinDir, agentOpt.WaitTimeout = opts.Namespace, opts.BinDir, opts.WaitTimeout
@@ -146,6 +147,9 @@ storage while no deployed package uses the registry.`,
 				opts.Progress = func(s inject.Step) {
 					fmt.Fprintf(out, "%-15s %s (%.1fs)\n", s.Name, s.Detail, s.Took.Seconds())
 				}
+			}
+			if note != "" && opts.Progress != nil {
+				opts.Progress(inject.Step{Name: "storage", Detail: note})
 			}
 			// The registry, then the agent, whose image the registry serves.
 			start := time.Now()

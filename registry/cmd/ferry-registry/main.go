@@ -49,6 +49,13 @@ func run(args []string) error {
 	cfg.Addr, cfg.HTPasswdFile = *addr, *htpasswd
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if cfg.S3 != nil {
+		// A replica that can not use its bucket (unreachable, wrong
+		// credentials) never becomes ready: it says why and exits.
+		if err := registry.CheckStorage(ctx, cfg); err != nil {
+			return err
+		}
+	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	srv, err := registry.New(context.WithoutCancel(ctx), cfg, registry.WithLogger(logger))
 	if err != nil {
