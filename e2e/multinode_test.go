@@ -226,14 +226,15 @@ func TestMultiNode(t *testing.T) {
 			Images      []string `json:"images"`
 			RegistryVia via      `json:"registryVia"`
 		}
-		// remove restarts the registry Pod: the tunnel dials the new one.
+		// remove garbage-collects in read-only maintenance mode: the
+		// registry Pod serves throughout, without a restart.
 		if err := ferryJSON(ctx, t, c, &res, "remove", "e2e-mn"); err != nil {
 			t.Fatal(err)
 		}
-		if res.RegistryVia.Via != "tunnel" || len(res.Images) != 1 || res.RegistryVia.Dials < 2 {
+		if res.RegistryVia.Via != "tunnel" || len(res.Images) != 1 {
 			t.Fatalf("remove: %+v", res)
 		}
-		t.Logf("removed %v; the tunnel dialled %d times (the registry Pod restarted)", res.Images, res.RegistryVia.Dials)
+		t.Logf("removed %v; the tunnel dialled %d times", res.Images, res.RegistryVia.Dials)
 	})
 	if !ok {
 		t.FailNow()

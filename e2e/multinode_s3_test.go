@@ -1,0 +1,318 @@
+package e2e
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/ferrypkg/ferry/e2e/internal/cluster"
+	contract "github.com/ferrypkg/ferry/internal/cluster"
+	"github.com/ferrypkg/ferry/internal/peertool"
+)
+
+// TestMultiNodeS3 runs the in-cluster registry highly available: two
+// replicas on two nodes over the cluster's object store (MinIO on node1's
+// address, which the nodes reach and the workstation does not). While Pods
+// on every node keep pulling, one registry Pod is deleted, then the kubelet
+// of the node of another one stops: every pull succeeds, and a redeploy
+// finds every blob still there. A deploy while a replica restarts succeeds;
+// a remove garbage-collects the bucket (read-only maintenance: the other
+// package still pulls meanwhile and after).
+func TestMultiNodeS3(t *testing.T) {
+	c := cluster.Workstation(t)
+	ctx := timeout(t, 15*time.Minute)
+	nodes := c.Nodes()
+	if len(nodes) < 2 {
+		t.Fatalf("%d nodes (%v): the harness joins workers with nodes.sh add", len(nodes), nodes)
+	}
+	for _, n := range nodes {
+		if _, err := cluster.WaitNodeReady(ctx, c.Client, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// The object store, and the Secret init reads its credentials from.
+	key := make([]byte, 12)
+	_, _ = rand.Read(key)
+	user, pass, bucket := "ferry-e2e", fmt.Sprintf("%x", key), "ferry-registry"
+	script := exec.CommandContext(ctx, "bash", filepath.Join("cluster", "nodes.sh"), "minio", peertool.Require(t, "minio"), bucket)
+	script.Env = append(os.Environ(), "MINIO_ROOT_USER="+user, "MINIO_ROOT_PASSWORD="+pass)
+	out, err := script.Output()
+	if err != nil {
+		t.Fatalf("nodes.sh minio: %v: %s", err, exitStderr(err))
+	}
+	data := strings.TrimSpace(string(out))
+	resetFerry(ctx, t, c)
+	ns := contract.DefaultNamespace
+	if _, err := c.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	creds := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "object-store", Namespace: ns}, Data: map[string][]byte{
+		contract.AccessKeyIDKey: []byte(user), contract.SecretAccessKeyKey: []byte(pass),
+	}}
+	if _, err := c.Client.CoreV1().Secrets(ns).Create(ctx, creds, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	storage := "s3://" + bucket + "/ferry?endpoint=http://10.200.0.1:9000&path-style=true"
+
+	ok := t.Run("init: two replicas on two nodes over the object store", func(t *testing.T) {
+		var bad struct{}
+		err := ferryJSON(ctx, t, c, &bad, "init", "--bin-dir", binDir(t), "--storage", storage, "--storage-credentials", "missing")
+		if err == nil || !strings.Contains(err.Error(), "Secret missing not found") {
+			t.Fatalf("init with a missing Secret: %v", err)
+		}
+		var res struct {
+			Storage  string  `json:"storage"`
+			Replicas int32   `json:"replicas"`
+			Seconds  float64 `json:"seconds"`
+		}
+		if err := ferryJSON(ctx, t, c, &res, "init", "--bin-dir", binDir(t), "--storage", storage, "--storage-credentials", "object-store"); err != nil {
+			t.Fatal(err)
+		}
+		if res.Replicas != 2 || !strings.HasPrefix(res.Storage, "s3://"+bucket+"/ferry?") {
+			t.Fatalf("init: %+v", res)
+		}
+		pods := registryPods(ctx, t, c)
+		if len(pods) != 2 || pods[0].Spec.NodeName == pods[1].Spec.NodeName {
+			t.Fatalf("registry pods: %v", podNodes(pods))
+		}
+		if _, err := c.Client.PolicyV1().PodDisruptionBudgets(ns).Get(ctx, contract.RegistryName, metav1.GetOptions{}); err != nil {
+			t.Fatalf("PodDisruptionBudget: %v", err)
+		}
+		t.Logf("TIMING init on S3 from the workstation: %.1fs; registry pods %v", res.Seconds, podNodes(pods))
+	})
+	if !ok {
+		t.FailNow()
+	}
+
+	pkg, pub := appPackage(ctx, t, c, "e2e-s3")
+	pkg, pubName := keep(t, pkg), keep(t, pub.Name)
+	var rec struct {
+		Root        string `json:"root"`
+		BytesPushed int64  `json:"bytesPushed"`
+	}
+	if err := ferryJSON(ctx, t, c, &rec, "deploy", pkg, "--key", pubName); err != nil {
+		t.Fatal(err)
+	}
+
+	ok = t.Run("pulls go on through a deleted registry Pod and a node going down", func(t *testing.T) {
+		pullNS := c.Namespace(t)
+		nodeDown, stopPulls := pullLoop(ctx, t, c, pullNS, nodes)
+		time.Sleep(5 * time.Second)
+		pods := registryPods(ctx, t, c)
+		if err := c.Client.CoreV1().Pods(ns).Delete(ctx, pods[0].Name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("deleted registry pod %s on %s", pods[0].Name, pods[0].Spec.NodeName)
+		time.Sleep(15 * time.Second)
+		// The kubelet of a worker with a registry replica (node1 holds the
+		// API server and the object store).
+		var down string
+		for _, p := range registryPods(ctx, t, c) {
+			if p.Spec.NodeName != "node1" {
+				down = p.Spec.NodeName
+			}
+		}
+		if down == "" {
+			t.Fatalf("no registry replica on a worker: %v", podNodes(registryPods(ctx, t, c)))
+		}
+		nodeDown(down)
+		if _, err := cluster.Script(ctx, "nodes.sh", "stop-kubelet", down); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			if _, err := cluster.Script(context.Background(), "nodes.sh", "start-kubelet", down); err != nil {
+				t.Errorf("start %s's kubelet again: %v", down, err)
+			}
+		})
+		t.Logf("stopped the kubelet of %s", down)
+		time.Sleep(40 * time.Second) // NotReady after 20 s, then the replica moves
+		res := stopPulls()
+		t.Logf("pulls: %d succeeded, %d failed (%s)", res.ok, len(res.failed), strings.Join(res.failed, "; "))
+		if len(res.failed) > 0 || res.ok == 0 {
+			t.Fatalf("%d pulls failed", len(res.failed))
+		}
+		// Nothing lost: a redeploy finds every blob of the package there.
+		var again struct {
+			BytesPushed int64 `json:"bytesPushed"`
+		}
+		if err := ferryJSON(ctx, t, c, &again, "deploy", pkg, "--key", pubName); err != nil {
+			t.Fatal(err)
+		}
+		if again.BytesPushed != 0 {
+			t.Fatalf("redeploy pushed %d bytes: something was lost", again.BytesPushed)
+		}
+	})
+	if !ok {
+		t.FailNow()
+	}
+
+	ok = t.Run("deploy while a replica restarts", func(t *testing.T) {
+		other, otherPub := appPackage(ctx, t, c, "e2e-s3-other")
+		pods := registryPods(ctx, t, c)
+		if err := c.Client.CoreV1().Pods(ns).Delete(ctx, pods[0].Name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		var rec struct {
+			BytesPushed int64 `json:"bytesPushed"`
+		}
+		if err := ferryJSON(ctx, t, c, &rec, "deploy", other, "--key", otherPub.Name); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if !ok {
+		t.FailNow()
+	}
+
+	t.Run("remove garbage-collects the bucket; the other package still pulls", func(t *testing.T) {
+		before := dirSize(t, data)
+		var res struct {
+			Images  []string `json:"images"`
+			Storage struct {
+				Before int64 `json:"before"`
+				After  int64 `json:"after"`
+			} `json:"storage"`
+		}
+		if err := ferryJSON(ctx, t, c, &res, "remove", "e2e-s3-other"); err != nil {
+			t.Fatal(err)
+		}
+		after := dirSize(t, data)
+		t.Logf("remove: storage %d → %d bytes (GC's count), MinIO's data %d → %d bytes", res.Storage.Before, res.Storage.After, before, after)
+		if res.Storage.After >= res.Storage.Before || after >= before {
+			t.Fatalf("the bucket did not shrink: %+v, %d → %d", res.Storage, before, after)
+		}
+		var up []string
+		for _, n := range nodes {
+			if node, err := c.Client.CoreV1().Nodes().Get(ctx, n, metav1.GetOptions{}); err == nil && nodeIsReady(node) {
+				up = append(up, n)
+			}
+		}
+		_, stop := pullLoop(ctx, t, c, c.Namespace(t), up)
+		time.Sleep(10 * time.Second)
+		if r := stop(); len(r.failed) > 0 || r.ok == 0 {
+			t.Fatalf("pulls after remove: %d ok, failed: %v", r.ok, r.failed)
+		}
+	})
+}
+
+// registryPods are the registry's running Pods, not being deleted.
+func registryPods(ctx context.Context, t *testing.T, c *cluster.Cluster) []corev1.Pod {
+	t.Helper()
+	list, err := c.Client.CoreV1().Pods(contract.DefaultNamespace).List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(contract.RegistryLabels()).String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []corev1.Pod
+	for _, p := range list.Items {
+		if p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func podNodes(pods []corev1.Pod) []string {
+	var out []string
+	for _, p := range pods {
+		out = append(out, p.Name+"@"+p.Spec.NodeName)
+	}
+	return out
+}
+
+type pullResult struct {
+	ok     int
+	failed []string
+}
+
+// pullLoop starts Pods of docker.io/library/app:1.0 (the agent rewrites it
+// to the registry by digest) with imagePullPolicy Always, one after the
+// other on each node, each asking the registry for the image anew. down
+// says a node's kubelet stopped (its Pods can not run: not counted); stop
+// lets the Pods in flight finish and tells how many pulled and started, and
+// which did not within 2 minutes.
+func pullLoop(ctx context.Context, t *testing.T, c *cluster.Cluster, ns string, nodes []string) (down func(node string), stop func() pullResult) {
+	t.Helper()
+	var (
+		mu      sync.Mutex
+		res     pullResult
+		wg      sync.WaitGroup
+		stopped = map[string]context.CancelFunc{}
+	)
+	lctx, cancel := context.WithCancel(ctx)
+	for _, node := range nodes {
+		nctx, ncancel := context.WithCancel(ctx)
+		stopped[node] = ncancel
+		wg.Go(func() {
+			for i := 0; lctx.Err() == nil && nctx.Err() == nil; i++ {
+				name := fmt.Sprintf("pull-%s-%d", node, i)
+				pod := tinyPod(name, "docker.io/library/app:1.0", corev1.PullAlways)
+				pod.Spec.NodeName = node
+				if _, err := c.Client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+					mu.Lock()
+					res.failed = append(res.failed, name+": "+err.Error())
+					mu.Unlock()
+					return
+				}
+				pctx, pcancel := context.WithTimeout(nctx, 2*time.Minute)
+				_, err := cluster.WaitPodRunning(pctx, c.Client, ns, name)
+				pcancel()
+				_ = c.Client.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)})
+				mu.Lock()
+				switch {
+				case err == nil:
+					res.ok++
+				case nctx.Err() != nil:
+					// Its kubelet stopped: the Pod never ran there.
+				default:
+					res.failed = append(res.failed, name+": "+err.Error())
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	down = func(node string) { stopped[node]() }
+	stop = func() pullResult {
+		cancel()
+		wg.Wait()
+		for _, c := range stopped {
+			c()
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		return res
+	}
+	return down, stop
+}
+
+// dirSize sums the sizes of the files under dir.
+func dirSize(t *testing.T, dir string) int64 {
+	t.Helper()
+	var n int64
+	err := filepath.Walk(dir, func(_ string, fi os.FileInfo, err error) error {
+		if err != nil {
+			if os.IsNotExist(err) {
+				return nil
+			}
+			return err
+		}
+		if fi.Mode().IsRegular() {
+			n += fi.Size()
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
