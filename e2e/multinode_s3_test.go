@@ -42,10 +42,11 @@ func TestMultiNodeS3(t *testing.T) {
 		}
 	}
 
-	// The object store, and the Secret init reads its credentials from.
-	key := make([]byte, 12)
-	_, _ = rand.Read(key)
-	user, pass, bucket := "ferry-e2e", fmt.Sprintf("%x", key), "ferry-registry"
+	// The object store (one per cluster, its root credentials fixed), a new
+	// bucket, and the Secret init reads the credentials from.
+	suffix := make([]byte, 4)
+	_, _ = rand.Read(suffix)
+	user, pass, bucket := "ferry-e2e", "ferry-e2e-object-store", fmt.Sprintf("ferry-registry-%x", suffix)
 	script := exec.CommandContext(ctx, "bash", filepath.Join("cluster", "nodes.sh"), "minio", peertool.Require(t, "minio"), bucket)
 	script.Env = append(os.Environ(), "MINIO_ROOT_USER="+user, "MINIO_ROOT_PASSWORD="+pass)
 	out, err := script.Output()
@@ -160,6 +161,15 @@ func TestMultiNodeS3(t *testing.T) {
 
 	ok = t.Run("deploy while a replica restarts", func(t *testing.T) {
 		other, otherPub := appPackage(ctx, t, c, "e2e-s3-other")
+		// Both replicas back (the stopped kubelet runs again).
+		start := time.Now()
+		for len(readyPods(registryPods(ctx, t, c))) < 2 {
+			if time.Since(start) > 3*time.Minute {
+				t.Fatalf("registry replicas not both ready again after 3 min: %v", podNodes(registryPods(ctx, t, c)))
+			}
+			time.Sleep(time.Second)
+		}
+		t.Logf("TIMING both registry replicas ready again %.1fs after the subtest started", time.Since(start).Seconds())
 		pods := registryPods(ctx, t, c)
 		if err := c.Client.CoreV1().Pods(ns).Delete(ctx, pods[0].Name, metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
@@ -216,6 +226,16 @@ func registryPods(ctx context.Context, t *testing.T, c *cluster.Cluster) []corev
 	var out []corev1.Pod
 	for _, p := range list.Items {
 		if p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func readyPods(pods []corev1.Pod) []corev1.Pod {
+	var out []corev1.Pod
+	for _, p := range pods {
+		if podReady(&p) {
 			out = append(out, p)
 		}
 	}

@@ -677,6 +677,10 @@ func (in *initRun) s3Container(c *corev1.Container, spec *corev1.PodSpec) {
 		ProbeHandler:  corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{cluster.RegistryBinaryPath, "probe", "--addr", "127.0.0.1:" + strconv.Itoa(cluster.RegistryPort)}}},
 		PeriodSeconds: 2, TimeoutSeconds: 2,
 	}
+	// A replica made on a node without its image (rescheduled, scaled up)
+	// pulls it from the registry, which init pushed it to, with the
+	// registry's account.
+	spec.ImagePullSecrets = []corev1.LocalObjectReference{{Name: cluster.PullSecretName}}
 	spec.NodeName = ""
 	spec.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{{
 		MaxSkew: 1, TopologyKey: corev1.LabelHostname, WhenUnsatisfiable: corev1.DoNotSchedule,

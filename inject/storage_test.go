@@ -66,6 +66,9 @@ func TestS3Deployment(t *testing.T) {
 			t.Errorf("%s: %+v, want a reference to %s/%s", name, e, ref[0], ref[1])
 		}
 	}
+	if len(spec.ImagePullSecrets) != 1 || spec.ImagePullSecrets[0].Name != cluster.PullSecretName {
+		t.Errorf("pull secrets: %v", spec.ImagePullSecrets)
+	}
 	if strings.Contains(strings.Join(c.Args, " "), "--root") {
 		t.Errorf("args %v", c.Args)
 	}

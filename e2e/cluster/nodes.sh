@@ -170,8 +170,11 @@ minio() {
       --address "$NODE_IP:9000" --console-address 127.0.0.1:9001 "$dir/data"
     wait_for "MinIO" 60 inns curl -fsS "http://$NODE_IP:9000/minio/health/ready"
   fi
-  inns curl -fsS --aws-sigv4 "aws:amz:us-east-1:s3" --user "$MINIO_ROOT_USER:$MINIO_ROOT_PASSWORD" \
-    -X PUT "http://$NODE_IP:9000/$bucket" -o /dev/null || die "minio: create bucket $bucket"
+  local code
+  code=$(inns curl -sS --aws-sigv4 "aws:amz:us-east-1:s3" --user "$MINIO_ROOT_USER:$MINIO_ROOT_PASSWORD" \
+    -X PUT "http://$NODE_IP:9000/$bucket" -o /dev/null -w '%{http_code}') || die "minio: create bucket $bucket"
+  # 409: the bucket is there already.
+  [ "$code" = 200 ] || [ "$code" = 409 ] || die "minio: create bucket $bucket: HTTP $code"
   echo "$dir/data"
 }
 
