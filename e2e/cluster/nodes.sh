@@ -162,7 +162,9 @@ minio() {
   local bin=$1 bucket=$2 dir=$RUN/minio
   [ -n "${MINIO_ROOT_USER:-}" ] && [ -n "${MINIO_ROOT_PASSWORD:-}" ] || die "minio: set MINIO_ROOT_USER and MINIO_ROOT_PASSWORD"
   [ -x "$bin" ] || die "minio: $bin is not executable (make deps builds .bin/minio)"
-  if ! alive minio; then
+  local p
+  p=$(awk '$1 == "minio" { p = $2 } END { print p }' "$PIDS")
+  if [ -z "$p" ] || ! kill -0 "$p" 2>/dev/null; then
     mkdir -p "$dir/data" "$dir/home"
     # Copied under $RUN: down.sh stops what runs from there.
     cp "$bin" "$dir/minio"
