@@ -32,15 +32,7 @@ import (
 func TestMultiNodeS3(t *testing.T) {
 	c := cluster.Workstation(t)
 	ctx := timeout(t, 15*time.Minute)
-	nodes := c.Nodes()
-	if len(nodes) < 2 {
-		t.Fatalf("%d nodes (%v): the harness joins workers with nodes.sh add", len(nodes), nodes)
-	}
-	for _, n := range nodes {
-		if _, err := cluster.WaitNodeReady(ctx, c.Client, n); err != nil {
-			t.Fatal(err)
-		}
-	}
+	nodes := readyNodes(ctx, t, c)
 
 	// The object store (one per cluster, its root credentials fixed), a new
 	// bucket, and the Secret init reads the credentials from.

@@ -109,10 +109,12 @@ func pushBlob1(b *testing.B, base, repo string, desc ocispec.Descriptor, data []
 	}
 }
 
+// benchClient reuses its connections across a benchmark's GETs.
+var benchClient = &http.Client{Transport: &http.Transport{DisableCompression: true}}
+
 // getBlob GETs a blob and checks its size.
 func getBlob(b *testing.B, base, repo string, desc ocispec.Descriptor) {
-	client := &http.Client{Transport: &http.Transport{DisableCompression: true}}
-	resp, err := client.Get(fmt.Sprintf("%s/v2/%s/blobs/%s", base, repo, desc.Digest))
+	resp, err := benchClient.Get(fmt.Sprintf("%s/v2/%s/blobs/%s", base, repo, desc.Digest))
 	if err != nil {
 		b.Fatal(err)
 	}

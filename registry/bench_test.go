@@ -6,9 +6,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
-	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -81,20 +78,10 @@ func getter(b *testing.B, base string, desc ocispec.Descriptor, data []byte) fun
 	if err := repo.Push(context.Background(), desc, bytes.NewReader(data)); err != nil {
 		b.Fatal(err)
 	}
-	url := fmt.Sprintf("%s/v2/bench/blob/blobs/%s", base, desc.Digest)
-	client := &http.Client{Transport: &http.Transport{DisableCompression: true}}
 	return func() float64 {
 		start := time.Now()
-		resp, err := client.Get(url)
-		if err != nil {
-			b.Fatal(err)
-		}
-		n, err := io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		if err != nil || resp.StatusCode != http.StatusOK || n != desc.Size {
-			b.Fatalf("GET blob from %s: %s, %d bytes, %v", base, resp.Status, n, err)
-		}
-		return float64(n) / 1e6 / time.Since(start).Seconds()
+		getBlob(b, base, "bench/blob", desc)
+		return float64(desc.Size) / 1e6 / time.Since(start).Seconds()
 	}
 }
 
