@@ -341,7 +341,7 @@ func (c Config) distribution() (*configuration.Configuration, error) {
 		d.Storage["maintenance"] = configuration.Parameters{
 			"uploadpurging": map[any]any{"enabled": false},
 		}
-	case "s3aws":
+	case sharedS3Driver:
 		// Blob GETs are served through the registry, never redirected to
 		// the object store: clients (nodes of an air-gapped cluster) may
 		// not reach it.

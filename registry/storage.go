@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/distribution/distribution/v3/configuration"
@@ -140,7 +142,7 @@ func (c Config) storageDriver() (string, configuration.Parameters) {
 		if c.S3.AccessKey != "" {
 			p["accesskey"], p["secretkey"] = c.S3.AccessKey, c.S3.SecretKey
 		}
-		return "s3aws", p
+		return sharedS3Driver, p
 	case c.RootDir != "":
 		return "filesystem", configuration.Parameters{"rootdirectory": c.RootDir}
 	default:
@@ -208,4 +210,43 @@ func CheckStorage(ctx context.Context, c Config) error {
 func notFound(err error) bool {
 	var pnf storagedriver.PathNotFoundError
 	return errors.As(err, &pnf)
+}
+
+// sharedS3Driver is the name distribution finds S3 storage under in a
+// ferry registry: its own s3-aws driver, made once per configuration and
+// process. Each new s3-aws driver starts an AWS SDK session, and a session
+// made while AWS_CA_BUNDLE is set replaces http.DefaultClient's transport,
+// which the SDK's requests in flight on other sessions read: a data race
+// with every App a maintenance switch builds, and with GarbageCollect. One
+// driver per configuration makes the session once, before any request.
+const sharedS3Driver = "ferry-s3"
+
+func init() { factory.Register(sharedS3Driver, &s3Drivers{m: map[string]storagedriver.StorageDriver{}}) }
+
+type s3Drivers struct {
+	mu sync.Mutex
+	m  map[string]storagedriver.StorageDriver
+}
+
+func (f *s3Drivers) Create(ctx context.Context, params map[string]any) (storagedriver.StorageDriver, error) {
+	keys := make([]string, 0, len(params))
+	for k := range params {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var id strings.Builder
+	for _, k := range keys {
+		fmt.Fprintf(&id, "%s=%v\n", k, params[k])
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if d, ok := f.m[id.String()]; ok {
+		return d, nil
+	}
+	d, err := factory.Create(ctx, "s3aws", params)
+	if err != nil {
+		return nil, err
+	}
+	f.m[id.String()] = d
+	return d, nil
 }
