@@ -221,7 +221,9 @@ func notFound(err error) bool {
 // driver per configuration makes the session once, before any request.
 const sharedS3Driver = "ferry-s3"
 
-func init() { factory.Register(sharedS3Driver, &s3Drivers{m: map[string]storagedriver.StorageDriver{}}) }
+func init() {
+	factory.Register(sharedS3Driver, &s3Drivers{m: map[string]storagedriver.StorageDriver{}})
+}
 
 type s3Drivers struct {
 	mu sync.Mutex
