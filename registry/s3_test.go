@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
@@ -179,5 +180,59 @@ func TestLegacySideFilesMoved(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(root, "ferry", old)); !os.IsNotExist(err) {
 			t.Errorf("old folder %s left: %v", old, err)
 		}
+	}
+}
+
+// Migrate copies a registry from the filesystem to S3 while it serves
+// pulls: a registry on the bucket then serves its tags, referrers and
+// sha512 aliases, every blob read back verified.
+func TestMigrate(t *testing.T) {
+	ctx := context.Background()
+	from := registry.Config{RootDir: t.TempDir(), MaintenancePoll: 50 * time.Millisecond}
+	base, stop := startOn(t, from)
+	defer stop()
+	m, layer := pushImage(t, base, "team/app", "1")
+	sig, _ := pushReferrer(t, base, "team/app", m, "application/vnd.example.sig")
+	putBlob(t, base, "team/app", ocispec.DescriptorEmptyJSON.Data)
+	raw := []byte(`{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json","artifactType":"application/vnd.example","config":{"mediaType":"application/vnd.oci.empty.v1+json","digest":"` +
+		ocispec.DescriptorEmptyJSON.Digest.String() + `","size":2},"layers":[]}`)
+	d512 := digest.SHA512.FromBytes(raw)
+	if resp := do(t, http.MethodPut, base+"/v2/team/app/manifests/"+d512.String(), ocispec.MediaTypeImageManifest, raw); resp.StatusCode != http.StatusCreated {
+		t.Fatalf("PUT by sha512: %s", resp.Status)
+	}
+
+	to := registry.Config{S3: miniotest.Start(t).Bucket(t)}
+	res, err := registry.Migrate(ctx, from, to, registry.GCOptions{Settle: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("migrated %d objects, %d bytes, %d blobs verified", res.Objects, res.Bytes, res.Blobs)
+	if res.Blobs < 4 || res.Bytes < 1<<20 {
+		t.Fatalf("migrate: %+v", res)
+	}
+	// The source serves pulls and takes pushes again.
+	if _, err := content.FetchAll(ctx, mustRepo(t, base, "team/app").Blobs(), layer); err != nil {
+		t.Fatal(err)
+	}
+	pushImage(t, base, "team/app", "2")
+
+	s3, stopS3 := startOn(t, to)
+	defer stopS3()
+	r := mustRepo(t, s3, "team/app")
+	if d, err := r.Resolve(ctx, "1"); err != nil || d.Digest != m.Digest {
+		t.Fatalf("tag on S3: %v %v", d.Digest, err)
+	}
+	if _, err := content.FetchAll(ctx, r.Blobs(), layer); err != nil {
+		t.Fatal(err)
+	}
+	if idx, _ := listReferrers(t, s3, "team/app", m.Digest, ""); len(idx.Manifests) != 1 || idx.Manifests[0].Digest != sig.Digest {
+		t.Fatalf("referrers on S3: %+v", idx.Manifests)
+	}
+	if resp, _ := getManifest(t, s3+"/v2/team/app/manifests/"+d512.String()); resp.StatusCode != http.StatusOK {
+		t.Fatalf("sha512 alias on S3: %s", resp.Status)
+	}
+	// What was pushed to the source after the copy is not on S3.
+	if _, err := r.Resolve(ctx, "2"); err == nil {
+		t.Fatal("tag 2, pushed after the migration, is on S3")
 	}
 }

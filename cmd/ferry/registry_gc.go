@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -101,4 +102,68 @@ func runRegistryGC(ctx context.Context, w io.Writer, cfg registry.Config, settle
 	}
 	fmt.Fprintf(w, "garbage-collected %s: %s → %s\n", storageName(cfg), humanBytes(res.Before), humanBytes(res.After))
 	return nil
+}
+
+// storageArg is a storage named by one argument: an s3:// URL or a
+// directory.
+func storageArg(flag, s string) (registry.Config, error) {
+	if s == "" {
+		return registry.Config{}, fmt.Errorf("%s: want a directory or an s3:// URL", flag)
+	}
+	o := storageOptions{root: s}
+	if strings.HasPrefix(s, "s3://") {
+		o = storageOptions{storage: s}
+	}
+	cfg, err := o.config()
+	if err != nil {
+		return cfg, fmt.Errorf("%s: %w", flag, err)
+	}
+	return cfg, nil
+}
+
+func newRegistryMigrateCmd() *cobra.Command {
+	var (
+		from, to string
+		settle   time.Duration
+		output   outputFlag
+	)
+	cmd := &cobra.Command{
+		Use:   "migrate --from DIR|s3://… --to DIR|s3://…",
+		Short: "Copy a registry's storage to another, verifying every blob, while it serves pulls",
+		Long: `Copy every repository of a registry's storage (a directory or an S3 bucket) to another
+— every object, so tags, untagged manifests, referrers and sha512 digest aliases
+come along —, then read back every blob from the destination and check its digest.
+The source is in read-only maintenance mode meanwhile (the registries serving it
+keep serving pulls) and read-write again afterwards. Then serve the destination
+(` + "`ferry registry serve --storage`" + `). S3 credentials come from the AWS SDK's
+environment, for both sides.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := output.validate(); err != nil {
+				return err
+			}
+			src, err := storageArg("--from", from)
+			if err != nil {
+				return err
+			}
+			dst, err := storageArg("--to", to)
+			if err != nil {
+				return err
+			}
+			res, err := registry.Migrate(cmd.Context(), src, dst, registry.GCOptions{Settle: settle})
+			if err != nil {
+				return err
+			}
+			if output.json() {
+				return writeJSON(cmd.OutOrStdout(), map[string]any{"from": storageName(src), "to": storageName(dst), "result": res})
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "copied %d objects (%s) from %s to %s; %d blobs verified\n", res.Objects, humanBytes(res.Bytes), storageName(src), storageName(dst), res.Blobs)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&from, "from", "", "the storage to copy: a directory or "+"s3://bucket[/prefix]?endpoint=URL&region=R&path-style=true")
+	cmd.Flags().StringVar(&to, "to", "", "the storage to copy to (new, served by no registry yet)")
+	cmd.Flags().DurationVar(&settle, "settle", 0, "how long to wait in read-only mode before copying, for every registry to see it (default 5s)")
+	output.register(cmd)
+	return cmd
 }

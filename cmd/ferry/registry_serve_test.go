@@ -289,3 +289,44 @@ func TestServeS3(t *testing.T) {
 }
 
 var specsV2 = specs.Versioned{SchemaVersion: 2}
+
+// ferry registry migrate copies a served directory to a bucket, which a
+// serve on the bucket then serves.
+func TestRegistryMigrateCLI(t *testing.T) {
+	ms := miniotest.Start(t)
+	st := ms.Bucket(t)
+	url := "s3://" + st.Bucket + "/ferry?endpoint=" + ms.Endpoint + "&path-style=true"
+	root := t.TempDir()
+	base, _ := serveForTest(t, registryServeOptions{storageOptions: storageOptions{root: root}})
+	ctx := context.Background()
+	r, err := remote.NewRepository(strings.TrimPrefix(base, "http://") + "/app")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.PlainHTTP = true
+	data := bytes.Repeat([]byte("m"), 1<<20)
+	desc := ocispec.Descriptor{MediaType: ocispec.MediaTypeImageLayer, Digest: digest.FromBytes(data), Size: int64(len(data))}
+	if err := r.Push(ctx, desc, bytes.NewReader(data)); err != nil {
+		t.Fatal(err)
+	}
+	out, stderr, code := runFerryEnv(t, t.TempDir(), ms.Env(), "registry", "migrate", "--from", root, "--to", url, "--settle", "2.5s", "-o", "json")
+	if code != 0 {
+		t.Fatalf("migrate: exit %d: %s", code, stderr)
+	}
+	var res struct {
+		Result struct{ Objects, Blobs int }
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil || res.Result.Blobs != 1 {
+		t.Fatalf("migrate printed %q (%v)", out, err)
+	}
+	for _, kv := range ms.Env() {
+		k, v, _ := strings.Cut(kv, "=")
+		t.Setenv(k, v)
+	}
+	s3, _ := serveForTest(t, registryServeOptions{storageOptions: storageOptions{storage: url}})
+	rs, _ := remote.NewRepository(strings.TrimPrefix(s3, "http://") + "/app")
+	rs.PlainHTTP = true
+	if ok, err := rs.Exists(ctx, desc); err != nil || !ok {
+		t.Fatalf("the migrated blob on S3: %v %v", ok, err)
+	}
+}
