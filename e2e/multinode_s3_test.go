@@ -12,19 +12,22 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/ferrypkg/ferry/e2e/internal/cluster"
 	"github.com/ferrypkg/ferry/e2e/internal/mkimg"
+	"github.com/ferrypkg/ferry/inject"
 	contract "github.com/ferrypkg/ferry/internal/cluster"
 	"github.com/ferrypkg/ferry/internal/peertool"
 )
 
-// TestMultiNodeS3 runs the in-cluster registry highly available: two
-// replicas on two nodes over the cluster's object store (MinIO on node1's
-// address, which the nodes reach and the workstation does not). While Pods
+// TestMultiNodeS3 runs the in-cluster registry highly available: moved with
+// its content (--migrate) from one node's filesystem to two replicas on two
+// nodes over the cluster's object store (MinIO on node1's address, which the
+// nodes reach and the workstation does not). While Pods
 // on every node keep pulling, one registry Pod is deleted, then the kubelet
 // of the node of another one stops: every pull succeeds, and a redeploy
 // finds every blob still there. A deploy while a replica restarts succeeds;
@@ -60,44 +63,65 @@ func TestMultiNodeS3(t *testing.T) {
 	}
 	storage := "s3://" + bucket + "/ferry?endpoint=http://10.200.0.1:9000&path-style=true"
 
-	ok := t.Run("init: two replicas on two nodes over the object store", func(t *testing.T) {
+	pkg, pub := appPackage(ctx, t, c, "e2e-s3")
+	pkg, pubName := keep(t, pkg), keep(t, pub.Name)
+	ok := t.Run("init: from one node's filesystem to two replicas on the object store, with --migrate", func(t *testing.T) {
+		var plain struct{}
+		if err := ferryJSON(ctx, t, c, &plain, "init", "--bin-dir", binDir(t)); err != nil {
+			t.Fatal(err)
+		}
+		var rec struct{}
+		if err := ferryJSON(ctx, t, c, &rec, "deploy", pkg, "--key", pubName); err != nil {
+			t.Fatal(err)
+		}
 		var bad struct{}
 		err := ferryJSON(ctx, t, c, &bad, "init", "--bin-dir", binDir(t), "--storage", storage, "--storage-credentials", "missing")
 		if err == nil || !strings.Contains(err.Error(), "Secret missing not found") {
 			t.Fatalf("init with a missing Secret: %v", err)
+		}
+		err = ferryJSON(ctx, t, c, &bad, "init", "--bin-dir", binDir(t), "--storage", storage, "--storage-credentials", "object-store")
+		if err == nil || !strings.Contains(err.Error(), "would strand them (pass --migrate") {
+			t.Fatalf("init switching storage under a deployed package: %v", err)
 		}
 		var res struct {
 			Storage  string  `json:"storage"`
 			Replicas int32   `json:"replicas"`
 			Seconds  float64 `json:"seconds"`
 		}
-		if err := ferryJSON(ctx, t, c, &res, "init", "--bin-dir", binDir(t), "--storage", storage, "--storage-credentials", "object-store"); err != nil {
+		if err := ferryJSON(ctx, t, c, &res, "init", "--bin-dir", binDir(t), "--storage", storage, "--storage-credentials", "object-store", "--migrate"); err != nil {
 			t.Fatal(err)
 		}
 		if res.Replicas != 2 || !strings.HasPrefix(res.Storage, "s3://"+bucket+"/ferry?") {
 			t.Fatalf("init: %+v", res)
 		}
-		pods := registryPods(ctx, t, c)
-		if len(pods) != 2 || pods[0].Spec.NodeName == pods[1].Spec.NodeName {
-			t.Fatalf("registry pods: %v", podNodes(pods))
+		start := time.Now()
+		for {
+			pods := readyPods(registryPods(ctx, t, c))
+			if len(pods) == 2 && pods[0].Spec.NodeName != pods[1].Spec.NodeName && inject.DeploymentStorage(registryDeployment(ctx, t, c)) != "" {
+				t.Logf("TIMING init moving the registry onto S3 with --migrate: %.1fs; registry pods %v", res.Seconds, podNodes(pods))
+				break
+			}
+			if time.Since(start) > 2*time.Minute {
+				t.Fatalf("registry pods: %v", podNodes(registryPods(ctx, t, c)))
+			}
+			time.Sleep(time.Second)
 		}
 		if _, err := c.Client.PolicyV1().PodDisruptionBudgets(ns).Get(ctx, contract.RegistryName, metav1.GetOptions{}); err != nil {
 			t.Fatalf("PodDisruptionBudget: %v", err)
 		}
-		t.Logf("TIMING init on S3 from the workstation: %.1fs; registry pods %v", res.Seconds, podNodes(pods))
+		// The migrated registry has every blob: a redeploy pushes nothing.
+		var again struct {
+			BytesPushed int64 `json:"bytesPushed"`
+		}
+		if err := ferryJSON(ctx, t, c, &again, "deploy", pkg, "--key", pubName); err != nil {
+			t.Fatal(err)
+		}
+		if again.BytesPushed != 0 {
+			t.Fatalf("redeploy after the migration pushed %d bytes", again.BytesPushed)
+		}
 	})
 	if !ok {
 		t.FailNow()
-	}
-
-	pkg, pub := appPackage(ctx, t, c, "e2e-s3")
-	pkg, pubName := keep(t, pkg), keep(t, pub.Name)
-	var rec struct {
-		Root        string `json:"root"`
-		BytesPushed int64  `json:"bytesPushed"`
-	}
-	if err := ferryJSON(ctx, t, c, &rec, "deploy", pkg, "--key", pubName); err != nil {
-		t.Fatal(err)
 	}
 
 	ok = t.Run("pulls go on through a deleted registry Pod and a node going down", func(t *testing.T) {
@@ -211,6 +235,15 @@ func TestMultiNodeS3(t *testing.T) {
 			t.Fatalf("pulls after remove: %d ok, failed: %v", r.ok, r.failed)
 		}
 	})
+}
+
+func registryDeployment(ctx context.Context, t *testing.T, c *cluster.Cluster) *appsv1.Deployment {
+	t.Helper()
+	d, err := c.Client.AppsV1().Deployments(contract.DefaultNamespace).Get(ctx, contract.RegistryName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
 }
 
 // registryPods are the registry's running Pods, not being deleted.

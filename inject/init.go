@@ -19,6 +19,7 @@ import (
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"golang.org/x/crypto/bcrypt"
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -87,6 +88,12 @@ type InitOptions struct {
 	// Replicas of the registry: 1 on the filesystem (its only choice);
 	// DefaultS3Replicas with S3 when 0.
 	Replicas int32
+	// Migrate, when the registry moves from its node's filesystem to S3,
+	// first copies every repository to the bucket and verifies every blob
+	// there (`ferry-registry migrate` in a Job on the registry's node, the
+	// registry read-only meanwhile). Without it Init refuses a switch of
+	// storage that deployed packages use.
+	Migrate bool
 	// WaitTimeout bounds each step that waits on the cluster;
 	// DefaultWaitTimeout if 0.
 	WaitTimeout time.Duration
@@ -178,6 +185,7 @@ func Init(ctx context.Context, cs kubernetes.Interface, opts InitOptions) (*Init
 		{"storage", in.storage},
 		{"namespace", in.namespace},
 		{"credentials", in.credentials},
+		{"migrate", in.migrateStorage},
 		{"node", in.node},
 		{"registry image", in.image},
 		{"check registry", in.check},
@@ -208,9 +216,10 @@ type initRun struct {
 	arch     string
 	htpasswd []byte
 	payload  Payload
-	healthy  bool   // the registry already runs the right image
-	moveFrom string // the registry's node, NotReady or gone: it moves
-	respec   bool   // the registry runs the right image, with other storage or replicas
+	healthy  bool               // the registry already runs the right image
+	moveFrom string             // the registry's node, NotReady or gone: it moves
+	respec   bool               // the registry runs the right image, with other storage or replicas
+	migrate  *appsv1.Deployment // the filesystem registry to copy to S3 first
 }
 
 func (in *initRun) labels(component string) map[string]string {
@@ -271,10 +280,134 @@ func (in *initRun) storage(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	if o.Migrate {
+		if DeploymentStorage(d) != "" || o.S3 == nil {
+			return "", fmt.Errorf("migrate from %s to %s: only from the filesystem to S3", cur, want)
+		}
+		in.migrate = d
+		return fmt.Sprintf("switching from %s to %s, %d replica(s), copying every repository first", cur, want, o.Replicas), nil
+	}
 	if len(pkgs.Items) > 0 {
-		return "", fmt.Errorf("the registry's storage is %s and %d deployed package(s) use it: switching to %s would strand them (remove them first, or copy the storage)", cur, len(pkgs.Items), want)
+		return "", fmt.Errorf("the registry's storage is %s and %d deployed package(s) use it: switching to %s would strand them (pass --migrate to copy every repository first)", cur, len(pkgs.Items), want)
 	}
 	return fmt.Sprintf("switching from %s to %s, %d replica(s)", cur, want, o.Replicas), nil
+}
+
+// migrateStorage copies the filesystem registry's storage to the bucket
+// before the registry moves there: a Job on the registry's node, from the
+// registry's own image (in that node's cache), mounts the hostPath and runs
+// `ferry-registry migrate` with the bucket's credentials. The registry is
+// read-only meanwhile and serves pulls.
+func (in *initRun) migrateStorage(ctx context.Context) (string, error) {
+	d := in.migrate
+	if d == nil {
+		return "", nil
+	}
+	old := d.Spec.Template.Spec
+	var dir string
+	for _, v := range old.Volumes {
+		if v.Name == "storage" && v.HostPath != nil {
+			dir = v.HostPath.Path
+		}
+	}
+	if dir == "" || old.NodeName == "" {
+		return "", fmt.Errorf("the registry Deployment has no hostPath storage on a node to copy")
+	}
+	// The bucket's environment and CA, as the replicas will have them.
+	nd := in.registryDeployment()
+	env := nd.Spec.Template.Spec.Containers[0].Env
+	var vols []corev1.Volume
+	var mounts []corev1.VolumeMount
+	for _, v := range nd.Spec.Template.Spec.Volumes {
+		if v.Name == "ca" {
+			vols = append(vols, v)
+		}
+	}
+	for _, m := range nd.Spec.Template.Spec.Containers[0].VolumeMounts {
+		if m.Name == "ca" {
+			mounts = append(mounts, m)
+		}
+	}
+	image := old.Containers[0].Image
+	f := false
+	job := &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Name: cluster.RegistryName + "-migrate", Namespace: in.ns, Labels: in.labels("registry-migrate")},
+		Spec: batchv1.JobSpec{
+			BackoffLimit: ptr(int32(0)),
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: in.labels("registry-migrate")},
+				Spec: corev1.PodSpec{
+					NodeName:                     old.NodeName,
+					RestartPolicy:                corev1.RestartPolicyNever,
+					AutomountServiceAccountToken: &f,
+					EnableServiceLinks:           &f,
+					Volumes: append(vols,
+						corev1.Volume{Name: "storage", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: dir, Type: ptr(corev1.HostPathDirectory)}}}),
+					Containers: []corev1.Container{{
+						Name:                     "migrate",
+						Image:                    image,
+						ImagePullPolicy:          corev1.PullIfNotPresent,
+						Command:                  []string{cluster.RegistryBinaryPath, "migrate", "--from-root", cluster.RegistryRoot},
+						Env:                      env,
+						TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+						// Root owns the hostPath storage (and writes the
+						// read-only flag there).
+						SecurityContext: &corev1.SecurityContext{RunAsUser: ptr(int64(0)), AllowPrivilegeEscalation: &f, ReadOnlyRootFilesystem: ptr(true),
+							Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}},
+						VolumeMounts: append(mounts, corev1.VolumeMount{Name: "storage", MountPath: cluster.RegistryRoot}),
+					}},
+				},
+			},
+		},
+	}
+	jobs := in.cs.BatchV1().Jobs(in.ns)
+	bg := metav1.DeletePropagationBackground
+	if err := jobs.Delete(ctx, job.Name, metav1.DeleteOptions{PropagationPolicy: &bg}); err != nil && !apierrors.IsNotFound(err) {
+		return "", err
+	}
+	if err := kube.Poll(ctx, time.Minute, func() (bool, error) {
+		_, err := jobs.Get(ctx, job.Name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	}, "the previous migration Job gone"); err != nil {
+		return "", err
+	}
+	if _, err := jobs.Create(ctx, job, metav1.CreateOptions{}); err != nil {
+		return "", fmt.Errorf("create Job %s: %w", job.Name, err)
+	}
+	var done *batchv1.Job
+	err := kube.Poll(ctx, 10*in.opts.WaitTimeout, func() (bool, error) {
+		j, err := jobs.Get(ctx, job.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		done = j
+		return j.Status.Succeeded > 0 || j.Status.Failed > 0, nil
+	}, "Job "+job.Name+" done")
+	if err != nil {
+		return "", err
+	}
+	msg := in.jobMessage(ctx, job.Name)
+	if done.Status.Succeeded == 0 {
+		return "", fmt.Errorf("Job %s failed: %s", job.Name, msg)
+	}
+	_ = jobs.Delete(ctx, job.Name, metav1.DeleteOptions{PropagationPolicy: &bg})
+	return fmt.Sprintf("copied %s on %s to the bucket: %s", dir, old.NodeName, msg), nil
+}
+
+// jobMessage is the termination message of the Job's Pod.
+func (in *initRun) jobMessage(ctx context.Context, job string) string {
+	pods, err := in.cs.CoreV1().Pods(in.ns).List(ctx, metav1.ListOptions{LabelSelector: "job-name=" + job})
+	if err != nil {
+		return err.Error()
+	}
+	for _, p := range pods.Items {
+		for _, s := range p.Status.ContainerStatuses {
+			if t := s.State.Terminated; t != nil {
+				return strings.TrimSpace(t.Message)
+			}
+		}
+	}
+	return "no message"
 }
 
 // DeploymentStorage is the S3 storage URL a registry Deployment runs on,

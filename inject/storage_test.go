@@ -100,6 +100,17 @@ func TestInitStorageChecks(t *testing.T) {
 		"switch empty": {[]runtimeObject{creds(cluster.AccessKeyIDKey, cluster.SecretAccessKeyKey), fsDeployment()}, func(cs *fake.Clientset) *initRun { return s3Run(cs, 2) }, ""},
 		"switch strands": {[]runtimeObject{creds(cluster.AccessKeyIDKey, cluster.SecretAccessKeyKey), fsDeployment(), packageRecord()},
 			func(cs *fake.Clientset) *initRun { return s3Run(cs, 2) }, "would strand them"},
+		"switch with migrate": {[]runtimeObject{creds(cluster.AccessKeyIDKey, cluster.SecretAccessKeyKey), fsDeployment(), packageRecord()},
+			func(cs *fake.Clientset) *initRun { in := s3Run(cs, 2); in.opts.Migrate = true; return in }, ""},
+		"migrate back": {[]runtimeObject{creds(cluster.AccessKeyIDKey, cluster.SecretAccessKeyKey), packageRecord()},
+			func(cs *fake.Clientset) *initRun {
+				in := s3Run(cs, 2)
+				if _, err := cs.AppsV1().Deployments("ferry").Create(ctx, in.registryDeployment(), metav1.CreateOptions{}); err != nil {
+					t.Fatal(err)
+				}
+				in.opts.S3, in.opts.Replicas, in.opts.Migrate = nil, 1, true
+				return in
+			}, "only from the filesystem to S3"},
 		"same storage, more replicas": {[]runtimeObject{creds(cluster.AccessKeyIDKey, cluster.SecretAccessKeyKey), packageRecord()},
 			func(cs *fake.Clientset) *initRun {
 				in := s3Run(cs, 2)

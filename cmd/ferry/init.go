@@ -120,7 +120,9 @@ credentials come from the Secret --storage-credentials names in the namespace
 (keys AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY; never a flag); init checks
 them against the bucket before it changes anything. --storage-ca adds a PEM CA
 bundle for the endpoint. Run again, init changes the replica count, or the
-storage while no deployed package uses the registry.`,
+storage while no deployed package uses the registry, unless --migrate: then every repository is
+copied from the node's filesystem to the bucket and every blob verified there
+first (a Job on the registry's node; the registry serves pulls meanwhile).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := output.validate(); err != nil {
@@ -138,6 +140,7 @@ storage while no deployed package uses the registry.`,
 			if opts.S3, opts.Replicas, note, err = storage.check(cmd.Context(), cs, opts.Namespace); err != nil {
 				return &inject.StepError{Step: "storage", Err: err}
 			}
+			opts.Migrate = storage.migrate
 			agentOpt.Namespace, agentOpt.BinDir, agentOpt.WaitTimeout = opts.Namespace, opts.BinDir, opts.WaitTimeout
 			if exe, err := os.Executable(); err == nil {
 				agentOpt.Ferry = exe

@@ -26,6 +26,7 @@ type initStorageFlags struct {
 	credentials string
 	caFile      string
 	replicas    int
+	migrate     bool
 }
 
 func (f *initStorageFlags) register(cmd *cobra.Command) {
@@ -33,6 +34,7 @@ func (f *initStorageFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.credentials, "storage-credentials", "", "Secret in the namespace with the S3 credentials (keys "+cluster.AccessKeyIDKey+", "+cluster.SecretAccessKeyKey+")")
 	cmd.Flags().StringVar(&f.caFile, "storage-ca", "", "PEM file of the CA the S3 endpoint's certificate chains to")
 	cmd.Flags().IntVar(&f.replicas, "replicas", 0, fmt.Sprintf("registry Pods (default 1 on the filesystem, %d on S3)", inject.DefaultS3Replicas))
+	cmd.Flags().BoolVar(&f.migrate, "migrate", false, "moving the registry from its node's filesystem to --storage: copy every repository there first and verify every blob (the registry serves pulls meanwhile)")
 }
 
 // check validates the flags and, for S3, proves the bucket usable with the

@@ -34,6 +34,9 @@ func run(args []string) error {
 	if len(args) > 0 && args[0] == "probe" {
 		return probe(args[1:])
 	}
+	if len(args) > 0 && args[0] == "migrate" {
+		return migrate(args[1:])
+	}
 	fs := flag.NewFlagSet("ferry-registry", flag.ContinueOnError)
 	addr := fs.String("addr", ":5000", "address to listen on")
 	storage := storageFlags(fs)
@@ -149,4 +152,29 @@ func probe(args []string) error {
 		return nil
 	}
 	return fmt.Errorf("GET /v2/: %s", resp.Status)
+}
+
+// migrate is `ferry-registry migrate --from-root DIR` with the S3 storage of
+// $FERRY_REGISTRY_STORAGE: ferry init --migrate runs it in a Job on the
+// filesystem registry's node before it moves the registry onto the bucket.
+// It prints registry.MigrateResult as one JSON line.
+func migrate(args []string) error {
+	fs := flag.NewFlagSet("ferry-registry migrate", flag.ContinueOnError)
+	from := fs.String("from-root", "/var/lib/registry", "the filesystem storage to copy")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	s := os.Getenv(storageEnv)
+	if s == "" {
+		return fmt.Errorf("migrate: $%s names no S3 storage to copy to", storageEnv)
+	}
+	s3, err := registry.ParseS3URL(s)
+	if err != nil {
+		return err
+	}
+	res, err := registry.Migrate(context.Background(), registry.Config{RootDir: *from}, registry.Config{S3: s3}, registry.GCOptions{})
+	if err != nil {
+		return err
+	}
+	return json.NewEncoder(os.Stdout).Encode(res)
 }
