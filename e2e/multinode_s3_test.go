@@ -66,8 +66,12 @@ func TestMultiNodeS3(t *testing.T) {
 	pkg, pub := appPackage(ctx, t, c, "e2e-s3")
 	pkg, pubName := keep(t, pkg), keep(t, pub.Name)
 	ok := t.Run("init: from one node's filesystem to two replicas on the object store, with --migrate", func(t *testing.T) {
+		// A storage folder of its own: the nodes share the host's file
+		// system, and the default folder holds what every e2e run stored.
+		dir := filepath.Join(os.TempDir(), fmt.Sprintf("ferry-e2e-s3-%x", suffix))
+		t.Cleanup(func() { _ = os.RemoveAll(dir) })
 		var plain struct{}
-		if err := ferryJSON(ctx, t, c, &plain, "init", "--bin-dir", binDir(t)); err != nil {
+		if err := ferryJSON(ctx, t, c, &plain, "init", "--bin-dir", binDir(t), "--storage-dir", dir); err != nil {
 			t.Fatal(err)
 		}
 		var rec struct{}
