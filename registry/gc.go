@@ -36,63 +36,40 @@ type GCOptions struct {
 // and waits opts.Settle again. The registries then start afresh, without
 // cached blob descriptors of what was swept.
 func GarbageCollect(ctx context.Context, cfg Config, opts GCOptions) (res GCResult, err error) {
-	if cfg.RootDir == "" && cfg.S3 == nil {
-		return res, fmt.Errorf("garbage collect: in-memory storage is not shared")
-	}
-	if err := cfg.validate(); err != nil {
-		return res, err
-	}
-	d, err := cfg.openDriver(ctx)
+	name := "garbage collect " + cfg.storageName()
+	d, err := openRegistry(ctx, cfg, name)
 	if err != nil {
 		return res, err
-	}
-	name := cfg.storageName()
-	if _, err := d.Stat(ctx, "/docker"); err != nil {
-		return res, fmt.Errorf("garbage collect %s: no registry storage: %w", name, err)
 	}
 	if res.Before, err = usage(ctx, d); err != nil {
-		return res, fmt.Errorf("garbage collect %s: %w", name, err)
+		return res, fmt.Errorf("%s: %w", name, err)
 	}
-	if err := setReadOnlyFlag(ctx, d, true); err != nil {
-		return res, fmt.Errorf("garbage collect %s: %w", name, err)
+	settle := settleTime(opts)
+	leave, err := enterReadOnly(ctx, d, settle)
+	if err != nil {
+		return res, fmt.Errorf("%s: %w", name, err)
 	}
-	cleared := false
 	defer func() {
-		if cleared {
-			return
-		}
-		if cerr := setReadOnlyFlag(context.WithoutCancel(ctx), d, false); cerr != nil && err == nil {
-			err = fmt.Errorf("garbage collect %s: %w", name, cerr)
+		if lerr := leave(); lerr != nil && err == nil {
+			err = fmt.Errorf("%s: %w", name, lerr)
 		}
 	}()
-	settle := opts.Settle
-	if settle <= 0 {
-		settle = 2*DefaultMaintenancePoll + time.Second
-	}
-	select {
-	case <-ctx.Done():
-		return res, ctx.Err()
-	case <-time.After(settle):
-	}
 	ns, err := storage.NewRegistry(ctx, d, storage.EnableDelete)
 	if err != nil {
-		return res, fmt.Errorf("garbage collect %s: %w", name, err)
+		return res, fmt.Errorf("%s: %w", name, err)
 	}
 	if err := storage.MarkAndSweep(ctx, d, ns, storage.GCOpts{Quiet: true}); err != nil {
-		return res, fmt.Errorf("garbage collect %s: %w", name, err)
+		return res, fmt.Errorf("%s: %w", name, err)
 	}
-	cleared = true
-	if err := setReadOnlyFlag(ctx, d, false); err != nil {
-		return res, fmt.Errorf("garbage collect %s: %w", name, err)
+	if err := leave(); err != nil {
+		return res, fmt.Errorf("%s: %w", name, err)
 	}
 	// Once more: when it returns, every registry takes pushes again.
-	select {
-	case <-ctx.Done():
-		return res, ctx.Err()
-	case <-time.After(settle):
+	if err := sleep(ctx, settle); err != nil {
+		return res, err
 	}
 	if res.After, err = usage(ctx, d); err != nil {
-		return res, fmt.Errorf("garbage collect %s: %w", name, err)
+		return res, fmt.Errorf("%s: %w", name, err)
 	}
 	return res, nil
 }

@@ -60,6 +60,64 @@ func setReadOnlyFlag(ctx context.Context, d storagedriver.StorageDriver, on bool
 	return nil
 }
 
+// openRegistry opens the driver of cfg's storage (not in-memory: only a
+// storage that registries share can be put in maintenance mode) and checks
+// that it holds a registry. what names the operation in errors.
+func openRegistry(ctx context.Context, cfg Config, what string) (storagedriver.StorageDriver, error) {
+	if cfg.RootDir == "" && cfg.S3 == nil {
+		return nil, fmt.Errorf("%s: in-memory storage is not shared", what)
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	d, err := cfg.openDriver(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := d.Stat(ctx, "/docker"); err != nil {
+		return nil, fmt.Errorf("%s: no registry storage: %w", what, err)
+	}
+	return d, nil
+}
+
+// settleTime is opts.Settle, or twice DefaultMaintenancePoll plus a second.
+func settleTime(opts GCOptions) time.Duration {
+	if opts.Settle > 0 {
+		return opts.Settle
+	}
+	return 2*DefaultMaintenancePoll + time.Second
+}
+
+// sleep waits d, or less when ctx ends first.
+func sleep(ctx context.Context, d time.Duration) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(d):
+		return nil
+	}
+}
+
+// enterReadOnly sets the read-only flag on d and waits settle, until every
+// registry on the storage follows it. leave clears the flag (once: later
+// calls do nothing), also after ctx ended.
+func enterReadOnly(ctx context.Context, d storagedriver.StorageDriver, settle time.Duration) (leave func() error, err error) {
+	if err := setReadOnlyFlag(ctx, d, true); err != nil {
+		return nil, err
+	}
+	var once sync.Once
+	leave = func() error {
+		var err error
+		once.Do(func() { err = setReadOnlyFlag(context.WithoutCancel(ctx), d, false) })
+		return err
+	}
+	if err := sleep(ctx, settle); err != nil {
+		_ = leave()
+		return nil, err
+	}
+	return leave, nil
+}
+
 // readOnlyFlagSet reports whether the flag is on the storage.
 func readOnlyFlagSet(ctx context.Context, d storagedriver.StorageDriver) (bool, error) {
 	_, err := d.Stat(ctx, readOnlyFlag)

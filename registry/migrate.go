@@ -6,7 +6,6 @@ import (
 	"io"
 	"path"
 	"strings"
-	"time"
 
 	storagedriver "github.com/distribution/distribution/v3/registry/storage/driver"
 	"github.com/opencontainers/go-digest"
@@ -35,43 +34,30 @@ const blobsDir = "/docker/registry/v2/blobs"
 // progress and the maintenance flag are not copied. to should be a new,
 // empty storage that no registry serves yet.
 func Migrate(ctx context.Context, from, to Config, opts GCOptions) (res MigrateResult, err error) {
-	for _, c := range []Config{from, to} {
-		if c.RootDir == "" && c.S3 == nil {
-			return res, fmt.Errorf("migrate: in-memory storage is not shared")
-		}
-		if err := c.validate(); err != nil {
-			return res, err
-		}
-	}
-	src, err := from.openDriver(ctx)
+	name := fmt.Sprintf("migrate %s to %s", from.storageName(), to.storageName())
+	src, err := openRegistry(ctx, from, name)
 	if err != nil {
+		return res, err
+	}
+	if to.RootDir == "" && to.S3 == nil {
+		return res, fmt.Errorf("%s: in-memory storage is not shared", name)
+	}
+	if err := to.validate(); err != nil {
 		return res, err
 	}
 	dst, err := to.openDriver(ctx)
 	if err != nil {
 		return res, err
 	}
-	name := fmt.Sprintf("migrate %s to %s", from.storageName(), to.storageName())
-	if _, err := src.Stat(ctx, "/docker"); err != nil {
-		return res, fmt.Errorf("%s: no registry storage: %w", name, err)
-	}
-	if err := setReadOnlyFlag(ctx, src, true); err != nil {
+	leave, err := enterReadOnly(ctx, src, settleTime(opts))
+	if err != nil {
 		return res, fmt.Errorf("%s: %w", name, err)
 	}
 	defer func() {
-		if cerr := setReadOnlyFlag(context.WithoutCancel(ctx), src, false); cerr != nil && err == nil {
-			err = fmt.Errorf("%s: %w", name, cerr)
+		if lerr := leave(); lerr != nil && err == nil {
+			err = fmt.Errorf("%s: %w", name, lerr)
 		}
 	}()
-	settle := opts.Settle
-	if settle <= 0 {
-		settle = 2*DefaultMaintenancePoll + time.Second
-	}
-	select {
-	case <-ctx.Done():
-		return res, ctx.Err()
-	case <-time.After(settle):
-	}
 	err = src.Walk(ctx, "/", func(fi storagedriver.FileInfo) error {
 		if fi.IsDir() {
 			if p := fi.Path(); p == "/ferry/maintenance" || p == "/ferry/probe" || path.Base(p) == "_uploads" {

@@ -59,13 +59,7 @@ func TestSharedS3Storage(t *testing.T) {
 	}
 
 	// A manifest PUT by its sha512 digest on one is found by it on the other.
-	putBlob(t, a, "team/app", ocispec.DescriptorEmptyJSON.Data)
-	raw := []byte(`{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json","artifactType":"application/vnd.example","config":{"mediaType":"application/vnd.oci.empty.v1+json","digest":"` +
-		ocispec.DescriptorEmptyJSON.Digest.String() + `","size":2},"layers":[]}`)
-	d512 := digest.SHA512.FromBytes(raw)
-	if resp := do(t, http.MethodPut, a+"/v2/team/app/manifests/"+d512.String(), ocispec.MediaTypeImageManifest, raw); resp.StatusCode != http.StatusCreated {
-		t.Fatalf("PUT by sha512: %s", resp.Status)
-	}
+	d512, raw := putSHA512Manifest(t, a, "team/app")
 	resp, body := getManifest(t, b+"/v2/team/app/manifests/"+d512.String())
 	if resp.StatusCode != http.StatusOK || string(body) != string(raw) || resp.Header.Get("Docker-Content-Digest") != d512.String() {
 		t.Fatalf("GET by sha512 on the other: %s %q", resp.Status, resp.Header.Get("Docker-Content-Digest"))
@@ -193,13 +187,7 @@ func TestMigrate(t *testing.T) {
 	defer stop()
 	m, layer := pushImage(t, base, "team/app", "1")
 	sig, _ := pushReferrer(t, base, "team/app", m, "application/vnd.example.sig")
-	putBlob(t, base, "team/app", ocispec.DescriptorEmptyJSON.Data)
-	raw := []byte(`{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json","artifactType":"application/vnd.example","config":{"mediaType":"application/vnd.oci.empty.v1+json","digest":"` +
-		ocispec.DescriptorEmptyJSON.Digest.String() + `","size":2},"layers":[]}`)
-	d512 := digest.SHA512.FromBytes(raw)
-	if resp := do(t, http.MethodPut, base+"/v2/team/app/manifests/"+d512.String(), ocispec.MediaTypeImageManifest, raw); resp.StatusCode != http.StatusCreated {
-		t.Fatalf("PUT by sha512: %s", resp.Status)
-	}
+	d512, _ := putSHA512Manifest(t, base, "team/app")
 
 	to := registry.Config{S3: miniotest.Start(t).Bucket(t)}
 	res, err := registry.Migrate(ctx, from, to, registry.GCOptions{Settle: 200 * time.Millisecond})
@@ -235,4 +223,18 @@ func TestMigrate(t *testing.T) {
 	if _, err := r.Resolve(ctx, "2"); err == nil {
 		t.Fatal("tag 2, pushed after the migration, is on S3")
 	}
+}
+
+// putSHA512Manifest PUTs an artifact manifest (and its empty config) to repo
+// by its sha512 digest, and returns the digest and the manifest.
+func putSHA512Manifest(t *testing.T, base, repo string) (digest.Digest, []byte) {
+	t.Helper()
+	putBlob(t, base, repo, ocispec.DescriptorEmptyJSON.Data)
+	raw := []byte(`{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json","artifactType":"application/vnd.example","config":{"mediaType":"application/vnd.oci.empty.v1+json","digest":"` +
+		ocispec.DescriptorEmptyJSON.Digest.String() + `","size":2},"layers":[]}`)
+	d512 := digest.SHA512.FromBytes(raw)
+	if resp := do(t, http.MethodPut, base+"/v2/"+repo+"/manifests/"+d512.String(), ocispec.MediaTypeImageManifest, raw); resp.StatusCode != http.StatusCreated {
+		t.Fatalf("PUT by sha512: %s", resp.Status)
+	}
+	return d512, raw
 }
