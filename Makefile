@@ -58,6 +58,9 @@ apt:
 	@# the Debian package starts a registry on :5000; tests start their own.
 	@systemctl disable --now docker-registry >/dev/null 2>&1 || service docker-registry stop >/dev/null 2>&1 || true
 
+# MinIO, the object store of the S3 storage tests, has a module of its own
+# (tools/minio/go.mod): in tools/go.mod, the other tools' newer
+# dependencies (olekukonko/tablewriter v1) break its build.
 tools:
 	@for t in $(PEER_TOOLS); do \
 	  if [ ! -x $(TOOLS)/$$t ]; then \
@@ -66,6 +69,10 @@ tools:
 	    break; \
 	  fi; \
 	done
+	@if [ ! -x $(TOOLS)/minio ]; then \
+	  echo "building MinIO (tools/minio/go.mod)"; \
+	  (cd tools/minio && GOBIN=$(TOOLS) $(GO) install -trimpath -ldflags='-s -w' tool) || exit 1; \
+	fi
 
 ## test: the README's test command.
 test: deps build

@@ -5,21 +5,29 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/ferrypkg/ferry/conformance"
+	"github.com/ferrypkg/ferry/internal/miniotest"
+	"github.com/ferrypkg/ferry/registry"
 	"github.com/ferrypkg/ferry/registry/registrytest"
 )
 
 // TestRegistryMatrix runs the whole suite against `ferry registry serve` (a
-// real process on the filesystem) and Debian's docker-registry (distribution
-// 2.8) as a reference, and prints a workflow × registry table. Any failed or
+// real process on the filesystem; one on S3, MinIO on loopback; two on one
+// bucket behind a round-robin proxy) and Debian's docker-registry
+// (distribution 2.8) as a reference, and prints a workflow × registry table. Any failed or
 // skipped check against ferry fails the test; the reference's failures are
 // information. `make conformance` runs it (FERRY_CONFORMANCE_MATRIX=1);
 // FERRY_CONFORMANCE_OUT=<dir> also writes each report as JSON.
@@ -33,8 +41,17 @@ func TestRegistryMatrix(t *testing.T) {
 		url      string
 		required bool
 	}
+	bin := ferryBinary(t)
+	ms := miniotest.Start(t)
+	s3Args := func() []string { return []string{"--storage", s3URL(ms.Bucket(t))} }
+	shared := s3Args()
 	targets := []target{
-		{"ferry registry serve", startFerryServe(t), true},
+		{"ferry registry serve", startFerryServe(t, bin, []string{"--root", t.TempDir()}, nil), true},
+		{"ferry registry serve (S3)", startFerryServe(t, bin, s3Args(), ms.Env()), true},
+		// Two processes on one bucket behind a round-robin proxy: each
+		// request of a workflow goes to the other process.
+		{"2× ferry registry serve (S3), round-robin", roundRobin(t,
+			startFerryServe(t, bin, shared, ms.Env()), startFerryServe(t, bin, shared, ms.Env())), true},
 		{"docker-registry 2.8", registrytest.StartDockerRegistry(t), false},
 	}
 	var names []string
@@ -70,22 +87,57 @@ func TestRegistryMatrix(t *testing.T) {
 	fmt.Println()
 }
 
-// startFerryServe runs `ferry registry serve` on a free loopback port with a
-// temporary root and returns its URL. FERRY_BIN names the binary; otherwise
-// it is built.
-func startFerryServe(t *testing.T) string {
+// ferryBinary is FERRY_BIN, or ferry built for the test.
+func ferryBinary(t *testing.T) string {
 	t.Helper()
-	bin := os.Getenv("FERRY_BIN")
-	if bin == "" {
-		bin = filepath.Join(t.TempDir(), "ferry")
-		_, file, _, _ := runtime.Caller(0)
-		build := exec.Command("go", "build", "-o", bin, "./cmd/ferry")
-		build.Dir = filepath.Join(filepath.Dir(file), "..")
-		if out, err := build.CombinedOutput(); err != nil {
-			t.Fatalf("go build ./cmd/ferry: %v\n%s", err, out)
-		}
+	if bin := os.Getenv("FERRY_BIN"); bin != "" {
+		return bin
 	}
-	cmd := exec.Command(bin, "registry", "serve", "--root", t.TempDir(), "--addr", "127.0.0.1:0", "--output", "json")
+	bin := filepath.Join(t.TempDir(), "ferry")
+	_, file, _, _ := runtime.Caller(0)
+	build := exec.Command("go", "build", "-o", bin, "./cmd/ferry")
+	build.Dir = filepath.Join(filepath.Dir(file), "..")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/ferry: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// s3URL is st as `--storage` takes it (credentials go in the environment).
+func s3URL(st *registry.S3) string {
+	c := *st
+	c.AccessKey, c.SecretKey = "", ""
+	return c.String()
+}
+
+// roundRobin serves on a free loopback port and sends each request to the
+// next of the given registries, as a load balancer without affinity does.
+func roundRobin(t *testing.T, urls ...string) string {
+	t.Helper()
+	var proxies []*httputil.ReverseProxy
+	for _, u := range urls {
+		target, err := url.Parse(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The proxy keeps the client's Host header: the registries'
+		// Locations then point at the balancer.
+		proxies = append(proxies, httputil.NewSingleHostReverseProxy(target))
+	}
+	var n atomic.Uint64
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		proxies[n.Add(1)%uint64(len(proxies))].ServeHTTP(w, r)
+	}))
+	t.Cleanup(ts.Close)
+	return ts.URL
+}
+
+// startFerryServe runs `ferry registry serve` with storageArgs (and env
+// added to its environment) on a free loopback port and returns its URL.
+func startFerryServe(t *testing.T, bin string, storageArgs, env []string) string {
+	t.Helper()
+	cmd := exec.Command(bin, append(append([]string{"registry", "serve"}, storageArgs...), "--addr", "127.0.0.1:0", "--output", "json")...)
+	cmd.Env = append(os.Environ(), env...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -27,7 +27,6 @@ import (
 	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/inject"
 	"github.com/ferrypkg/ferry/internal/cluster"
-	"github.com/ferrypkg/ferry/internal/kube"
 )
 
 // RemoveOptions configure Remove.
@@ -76,8 +75,8 @@ var ErrNotDeployed = errors.New("not deployed")
 // deletes the objects of its manifests, deletes its images from the
 // in-cluster registry unless another deployed package uses them, and the
 // package itself, forgets the record, then garbage-collects the registry's
-// storage (in the registry's pod) and restarts the registry so that
-// nothing of the deleted content stays cached.
+// storage (in a registry pod) in read-only maintenance mode, during which
+// every replica keeps serving pulls.
 func Remove(ctx context.Context, cs kubernetes.Interface, name string, opts RemoveOptions) (*RemoveResult, error) {
 	if opts.Namespace == "" {
 		opts.Namespace = cluster.DefaultNamespace
@@ -277,9 +276,11 @@ func (c *registryCleaner) deleteRepository(ctx context.Context, path string) err
 	return nil
 }
 
-// collectGarbage runs `ferry-registry gc` in the registry's pod, then
-// restarts the pod (the registry caches blob descriptors and referrers) and
-// waits until it serves again.
+// collectGarbage runs `ferry-registry gc` in one registry pod: it puts the
+// storage in read-only maintenance mode, which every replica follows (pulls
+// go on, pushes wait), collects once, and returns it to read-write; the
+// replicas then start afresh, without cached descriptors of what was swept.
+// No pod restarts.
 func collectGarbage(ctx context.Context, cs kubernetes.Interface, host string, opts RemoveOptions) (Storage, error) {
 	var res Storage
 	dep, err := cs.AppsV1().Deployments(opts.Namespace).Get(ctx, cluster.RegistryName, metav1.GetOptions{})
@@ -308,17 +309,8 @@ func collectGarbage(ctx context.Context, cs kubernetes.Interface, host string, o
 	if err := json.Unmarshal(out, &res); err != nil {
 		return res, fmt.Errorf("garbage collect in pod %s: %q: %w", pod.Name, out, err)
 	}
-	if err := cs.CoreV1().Pods(opts.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{}); err != nil {
-		return res, fmt.Errorf("restart registry pod %s: %w", pod.Name, err)
-	}
-	// The deleted pod is being deleted until it is gone: the Ready pod
-	// WaitPodReady finds is another.
-	if err := kube.WaitPodReady(ctx, cs, opts.Namespace, dep.Spec.Selector.MatchLabels, opts.Timeout, nil); err != nil {
-		return res, fmt.Errorf("registry restart: %w", err)
-	}
-	// The NodePort follows the new pod a moment after it is ready.
 	if err := inject.WaitRegistry(ctx, host, opts.Timeout); err != nil {
-		return res, fmt.Errorf("registry restart: %w", err)
+		return res, fmt.Errorf("registry after garbage collection: %w", err)
 	}
 	return res, nil
 }

@@ -28,7 +28,7 @@ import (
 // Labels of the Secrets that record deployed packages, besides
 // cluster.LabelManagedBy.
 const (
-	LabelPackage = "ferry.dev/package"
+	LabelPackage = cluster.LabelPackage
 	recordPrefix = "ferry-package-"
 	recordKey    = "record.json"
 	configKey    = artifact.ConfigFileName

@@ -138,8 +138,14 @@ func TestDeployImages(t *testing.T) {
 // agrees on its digest), and returns its path and the key that verifies it.
 func appPackage(ctx context.Context, t *testing.T, c *cluster.Cluster, name string) (string, *artifact.PublicKey) {
 	t.Helper()
+	return appPackageWith(ctx, t, c, name, mkimg.Options{Labels: map[string]string{"e2e": "deploy"}})
+}
+
+// appPackageWith is appPackage with an image of its own, made with opts.
+func appPackageWith(ctx context.Context, t *testing.T, c *cluster.Cluster, name string, opts mkimg.Options) (string, *artifact.PublicKey) {
+	t.Helper()
 	dir := t.TempDir()
-	img, err := mkimg.New(c.Tiny(t), mkimg.Options{Labels: map[string]string{"e2e": "deploy"}})
+	img, err := mkimg.New(c.Tiny(t), opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -81,15 +81,7 @@ func ferryJSON(ctx context.Context, t *testing.T, c *cluster.Cluster, v any, arg
 func TestMultiNode(t *testing.T) {
 	c := cluster.Workstation(t)
 	ctx := timeout(t, 15*time.Minute)
-	nodes := c.Nodes()
-	if len(nodes) < 2 {
-		t.Fatalf("%d nodes (%v): the harness joins workers with nodes.sh add", len(nodes), nodes)
-	}
-	for _, n := range nodes {
-		if _, err := cluster.WaitNodeReady(ctx, c.Client, n); err != nil {
-			t.Fatal(err)
-		}
-	}
+	nodes := readyNodes(ctx, t, c)
 
 	// The workstation reaches no NodePort: not on its loopback, not on a node.
 	for _, addr := range []string{"127.0.0.1:31999", "10.200.0.1:31999", "10.200.0.2:31999", "10.200.0.2:10250", "1.1.1.1:443", "10.96.0.1:443"} {
@@ -231,14 +223,15 @@ func TestMultiNode(t *testing.T) {
 			Images      []string `json:"images"`
 			RegistryVia via      `json:"registryVia"`
 		}
-		// remove restarts the registry Pod: the tunnel dials the new one.
+		// remove garbage-collects in read-only maintenance mode: the
+		// registry Pod serves throughout, without a restart.
 		if err := ferryJSON(ctx, t, c, &res, "remove", "e2e-mn"); err != nil {
 			t.Fatal(err)
 		}
-		if res.RegistryVia.Via != "tunnel" || len(res.Images) != 1 || res.RegistryVia.Dials < 2 {
+		if res.RegistryVia.Via != "tunnel" || len(res.Images) != 1 {
 			t.Fatalf("remove: %+v", res)
 		}
-		t.Logf("removed %v; the tunnel dialled %d times (the registry Pod restarted)", res.Images, res.RegistryVia.Dials)
+		t.Logf("removed %v; the tunnel dialled %d times", res.Images, res.RegistryVia.Dials)
 	})
 	if !ok {
 		t.FailNow()
@@ -247,6 +240,22 @@ func TestMultiNode(t *testing.T) {
 	t.Run("the registry's node goes down: deploy says so, init moves it", func(t *testing.T) {
 		registryNodeDown(ctx, t, c, pkg, pubName, digest, nodes)
 	})
+}
+
+// readyNodes waits until every node of the harness is Ready and returns
+// their names (at least two: the multi-node tests need them).
+func readyNodes(ctx context.Context, t *testing.T, c *cluster.Cluster) []string {
+	t.Helper()
+	nodes := c.Nodes()
+	if len(nodes) < 2 {
+		t.Fatalf("%d nodes (%v): the harness joins workers with nodes.sh add", len(nodes), nodes)
+	}
+	for _, n := range nodes {
+		if _, err := cluster.WaitNodeReady(ctx, c.Client, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return nodes
 }
 
 // keep copies a file into a folder that lives as long as the test binary's

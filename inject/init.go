@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -15,13 +16,17 @@ import (
 	"time"
 
 	"github.com/opencontainers/go-digest"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"golang.org/x/crypto/bcrypt"
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
+	orasauth "oras.land/oras-go/v2/registry/remote/auth"
 
 	"github.com/ferrypkg/ferry/internal/cluster"
 	"github.com/ferrypkg/ferry/internal/kube"
@@ -37,7 +42,26 @@ const (
 	DefaultStorageDir = "/var/lib/ferry/registry"
 	// DefaultWaitTimeout bounds each waiting step of Init.
 	DefaultWaitTimeout = 3 * time.Minute
+	// DefaultS3Replicas is how many registry Pods run on S3 storage when
+	// InitOptions.Replicas is 0.
+	DefaultS3Replicas = 2
 )
+
+// S3Storage is the in-cluster registry's storage in an S3-compatible object
+// store, through distribution's own S3 driver: every replica serves the same
+// content, and losing a node loses nothing.
+type S3Storage struct {
+	// URL is s3://bucket[/prefix]?endpoint=URL&region=R&path-style=true,
+	// without credentials (the registry's cluster.StorageEnv).
+	URL string
+	// CredentialsSecret names a Secret in ferry's namespace holding
+	// cluster.AccessKeyIDKey and cluster.SecretAccessKeyKey; the registry's
+	// container gets them as environment variables, nothing else sees them.
+	CredentialsSecret string
+	// CABundle, when set, is the PEM bundle of the CA the endpoint's
+	// certificate chains to (ConfigMap cluster.CAName).
+	CABundle []byte
+}
 
 // RegistryFileName is the file name of the in-cluster registry binary for
 // goarch, as `make build` writes it into bin/ beside ferry.
@@ -57,6 +81,19 @@ type InitOptions struct {
 	ChunkSize int
 	// StorageDir is the registry storage on its node; DefaultStorageDir if empty.
 	StorageDir string
+	// S3, when set, keeps the registry's storage in an object store instead
+	// of StorageDir on one node, and runs Replicas registry Pods spread over
+	// the nodes.
+	S3 *S3Storage
+	// Replicas of the registry: 1 on the filesystem (its only choice);
+	// DefaultS3Replicas with S3 when 0.
+	Replicas int32
+	// Migrate, when the registry moves from its node's filesystem to S3,
+	// first copies every repository to the bucket and verifies every blob
+	// there (`ferry-registry migrate` in a Job on the registry's node, the
+	// registry read-only meanwhile). Without it Init refuses a switch of
+	// storage that deployed packages use.
+	Migrate bool
 	// WaitTimeout bounds each step that waits on the cluster;
 	// DefaultWaitTimeout if 0.
 	WaitTimeout time.Duration
@@ -92,6 +129,12 @@ type InitResult struct {
 	// Injected is false when the registry was already running its image
 	// and init only checked (and repaired) the rest.
 	Injected bool `json:"injected"`
+	// Arch is the registry image's architecture (the node's).
+	Arch string `json:"arch"`
+	// Storage is the registry's S3 storage URL; empty: the filesystem.
+	Storage string `json:"storage,omitempty"`
+	// Replicas is how many registry Pods run.
+	Replicas int32 `json:"replicas"`
 }
 
 // StepError says which step of Init failed: "init: <step>: <cause>".
@@ -125,13 +168,24 @@ func Init(ctx context.Context, cs kubernetes.Interface, opts InitOptions) (*Init
 	if opts.WaitTimeout == 0 {
 		opts.WaitTimeout = DefaultWaitTimeout
 	}
-	in := &initRun{cs: cs, opts: opts, ns: opts.Namespace, res: &InitResult{Registry: cluster.RegistryHost(opts.NodePort)}}
+	if opts.Replicas == 0 {
+		opts.Replicas = 1
+		if opts.S3 != nil {
+			opts.Replicas = DefaultS3Replicas
+		}
+	}
+	in := &initRun{cs: cs, opts: opts, ns: opts.Namespace, res: &InitResult{Registry: cluster.RegistryHost(opts.NodePort), Replicas: opts.Replicas}}
+	if opts.S3 != nil {
+		in.res.Storage = opts.S3.URL
+	}
 	steps := []struct {
 		name string
 		fn   func(context.Context) (string, error)
 	}{
+		{"storage", in.storage},
 		{"namespace", in.namespace},
 		{"credentials", in.credentials},
+		{"migrate", in.migrateStorage},
 		{"node", in.node},
 		{"registry image", in.image},
 		{"check registry", in.check},
@@ -162,12 +216,211 @@ type initRun struct {
 	arch     string
 	htpasswd []byte
 	payload  Payload
-	healthy  bool   // the registry already runs the right image
-	moveFrom string // the registry's node, NotReady or gone: it moves
+	healthy  bool               // the registry already runs the right image
+	moveFrom string             // the registry's node, NotReady or gone: it moves
+	respec   bool               // the registry runs the right image, with other storage or replicas
+	migrate  *appsv1.Deployment // the filesystem registry to copy to S3 first
 }
 
 func (in *initRun) labels(component string) map[string]string {
 	return map[string]string{cluster.LabelName: cluster.RegistryName, cluster.LabelManagedBy: cluster.ManagedBy, cluster.LabelComponent: component}
+}
+
+// storage checks the storage choice before anything changes: replicas the
+// storage allows, the credentials Secret S3 needs, and a switch of storage
+// that would strand what deployed packages use.
+func (in *initRun) storage(ctx context.Context) (string, error) {
+	o := in.opts
+	if o.Replicas < 1 {
+		return "", fmt.Errorf("replicas %d: want at least 1", o.Replicas)
+	}
+	want := "filesystem " + o.StorageDir
+	if o.S3 == nil {
+		if o.Replicas != 1 {
+			return "", fmt.Errorf("filesystem storage runs 1 replica (its hostPath is on one node), not %d: use S3 storage for more", o.Replicas)
+		}
+	} else {
+		want = o.S3.URL
+		if o.S3.URL == "" || o.S3.CredentialsSecret == "" {
+			return "", errors.New("S3 storage needs a URL and the name of the Secret with its credentials")
+		}
+		sec, err := in.cs.CoreV1().Secrets(in.ns).Get(ctx, o.S3.CredentialsSecret, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return "", fmt.Errorf("S3 credentials: Secret %s not found in namespace %s (create it with keys %s and %s)", o.S3.CredentialsSecret, in.ns, cluster.AccessKeyIDKey, cluster.SecretAccessKeyKey)
+		}
+		if err != nil {
+			return "", fmt.Errorf("S3 credentials: %w", err)
+		}
+		for _, k := range []string{cluster.AccessKeyIDKey, cluster.SecretAccessKeyKey} {
+			if len(sec.Data[k]) == 0 {
+				return "", fmt.Errorf("S3 credentials: Secret %s has no %s", o.S3.CredentialsSecret, k)
+			}
+		}
+	}
+	d, err := in.cs.AppsV1().Deployments(in.ns).Get(ctx, cluster.RegistryName, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return fmt.Sprintf("%s, %d replica(s)", want, o.Replicas), nil
+	}
+	if err != nil {
+		return "", err
+	}
+	cur := DeploymentStorage(d)
+	if cur == "" {
+		cur = "filesystem"
+		for _, v := range d.Spec.Template.Spec.Volumes {
+			if v.Name == "storage" && v.HostPath != nil {
+				cur += " " + v.HostPath.Path
+			}
+		}
+	}
+	if cur == want {
+		return fmt.Sprintf("%s, %d replica(s)", want, o.Replicas), nil
+	}
+	pkgs, err := in.cs.CoreV1().Secrets(in.ns).List(ctx, metav1.ListOptions{LabelSelector: cluster.LabelPackage})
+	if err != nil {
+		return "", err
+	}
+	if o.Migrate {
+		if DeploymentStorage(d) != "" || o.S3 == nil {
+			return "", fmt.Errorf("migrate from %s to %s: only from the filesystem to S3", cur, want)
+		}
+		in.migrate = d
+		return fmt.Sprintf("switching from %s to %s, %d replica(s), copying every repository first", cur, want, o.Replicas), nil
+	}
+	if len(pkgs.Items) > 0 {
+		return "", fmt.Errorf("the registry's storage is %s and %d deployed package(s) use it: switching to %s would strand them (pass --migrate to copy every repository first)", cur, len(pkgs.Items), want)
+	}
+	return fmt.Sprintf("switching from %s to %s, %d replica(s)", cur, want, o.Replicas), nil
+}
+
+// migrateStorage copies the filesystem registry's storage to the bucket
+// before the registry moves there: a Job on the registry's node, from the
+// registry's own image (in that node's cache), mounts the hostPath and runs
+// `ferry-registry migrate` with the bucket's credentials. The registry is
+// read-only meanwhile and serves pulls.
+func (in *initRun) migrateStorage(ctx context.Context) (string, error) {
+	d := in.migrate
+	if d == nil {
+		return "", nil
+	}
+	old := d.Spec.Template.Spec
+	var dir string
+	for _, v := range old.Volumes {
+		if v.Name == "storage" && v.HostPath != nil {
+			dir = v.HostPath.Path
+		}
+	}
+	if dir == "" || old.NodeName == "" {
+		return "", fmt.Errorf("the registry Deployment has no hostPath storage on a node to copy")
+	}
+	// The bucket's environment and CA, as the replicas will have them.
+	nd := in.registryDeployment()
+	env := nd.Spec.Template.Spec.Containers[0].Env
+	var vols []corev1.Volume
+	var mounts []corev1.VolumeMount
+	for _, v := range nd.Spec.Template.Spec.Volumes {
+		if v.Name == "ca" {
+			vols = append(vols, v)
+		}
+	}
+	for _, m := range nd.Spec.Template.Spec.Containers[0].VolumeMounts {
+		if m.Name == "ca" {
+			mounts = append(mounts, m)
+		}
+	}
+	image := old.Containers[0].Image
+	f := false
+	job := &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Name: cluster.RegistryName + "-migrate", Namespace: in.ns, Labels: in.labels("registry-migrate")},
+		Spec: batchv1.JobSpec{
+			BackoffLimit: ptr(int32(0)),
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: in.labels("registry-migrate")},
+				Spec: corev1.PodSpec{
+					NodeName:                     old.NodeName,
+					RestartPolicy:                corev1.RestartPolicyNever,
+					AutomountServiceAccountToken: &f,
+					EnableServiceLinks:           &f,
+					Volumes: append(vols,
+						corev1.Volume{Name: "storage", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: dir, Type: ptr(corev1.HostPathDirectory)}}}),
+					Containers: []corev1.Container{{
+						Name:                     "migrate",
+						Image:                    image,
+						ImagePullPolicy:          corev1.PullIfNotPresent,
+						Command:                  []string{cluster.RegistryBinaryPath, "migrate", "--from-root", cluster.RegistryRoot},
+						Env:                      env,
+						TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+						// Root owns the hostPath storage (and writes the
+						// read-only flag there).
+						SecurityContext: &corev1.SecurityContext{RunAsUser: ptr(int64(0)), AllowPrivilegeEscalation: &f, ReadOnlyRootFilesystem: ptr(true),
+							Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}},
+						VolumeMounts: append(mounts, corev1.VolumeMount{Name: "storage", MountPath: cluster.RegistryRoot}),
+					}},
+				},
+			},
+		},
+	}
+	jobs := in.cs.BatchV1().Jobs(in.ns)
+	bg := metav1.DeletePropagationBackground
+	if err := jobs.Delete(ctx, job.Name, metav1.DeleteOptions{PropagationPolicy: &bg}); err != nil && !apierrors.IsNotFound(err) {
+		return "", err
+	}
+	if err := kube.Poll(ctx, time.Minute, func() (bool, error) {
+		_, err := jobs.Get(ctx, job.Name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	}, "the previous migration Job gone"); err != nil {
+		return "", err
+	}
+	if _, err := jobs.Create(ctx, job, metav1.CreateOptions{}); err != nil {
+		return "", fmt.Errorf("create Job %s: %w", job.Name, err)
+	}
+	var done *batchv1.Job
+	err := kube.Poll(ctx, 10*in.opts.WaitTimeout, func() (bool, error) {
+		j, err := jobs.Get(ctx, job.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		done = j
+		return j.Status.Succeeded > 0 || j.Status.Failed > 0, nil
+	}, "Job "+job.Name+" done")
+	if err != nil {
+		return "", err
+	}
+	msg := in.jobMessage(ctx, job.Name)
+	if done.Status.Succeeded == 0 {
+		return "", fmt.Errorf("Job %s failed: %s", job.Name, msg)
+	}
+	_ = jobs.Delete(ctx, job.Name, metav1.DeleteOptions{PropagationPolicy: &bg})
+	return fmt.Sprintf("copied %s on %s to the bucket: %s", dir, old.NodeName, msg), nil
+}
+
+// jobMessage is the termination message of the Job's Pod.
+func (in *initRun) jobMessage(ctx context.Context, job string) string {
+	pods, err := in.cs.CoreV1().Pods(in.ns).List(ctx, metav1.ListOptions{LabelSelector: "job-name=" + job})
+	if err != nil {
+		return err.Error()
+	}
+	for _, p := range pods.Items {
+		for _, s := range p.Status.ContainerStatuses {
+			if t := s.State.Terminated; t != nil {
+				return strings.TrimSpace(t.Message)
+			}
+		}
+	}
+	return "no message"
+}
+
+// DeploymentStorage is the S3 storage URL a registry Deployment runs on,
+// or "" for the filesystem.
+func DeploymentStorage(d *appsv1.Deployment) string {
+	for _, c := range d.Spec.Template.Spec.Containers {
+		for _, e := range c.Env {
+			if e.Name == cluster.StorageEnv {
+				return e.Value
+			}
+		}
+	}
+	return ""
 }
 
 func (in *initRun) namespace(ctx context.Context) (string, error) {
@@ -216,6 +469,21 @@ func (in *initRun) credentials(ctx context.Context) (string, error) {
 		detail = "generated"
 	} else if err != nil {
 		return "", err
+	}
+	if len(auth.Data[cluster.HTTPSecretKey]) == 0 {
+		// The replicas' shared HTTP secret (an upload begun on one replica
+		// goes on on another), added to an account made before it existed.
+		hs := make([]byte, 32)
+		if _, err := rand.Read(hs); err != nil {
+			return "", err
+		}
+		if auth.Data == nil {
+			auth.Data = map[string][]byte{}
+		}
+		auth.Data[cluster.HTTPSecretKey] = []byte(fmt.Sprintf("%x", hs))
+		if auth, err = secrets.Update(ctx, auth, metav1.UpdateOptions{}); err != nil {
+			return "", err
+		}
 	}
 	account := cluster.AccountFromData(auth.Data)
 	in.htpasswd = account.Htpasswd
@@ -269,6 +537,7 @@ func (in *initRun) node(ctx context.Context) (string, error) {
 		in.moveFrom = want
 	}
 	in.res.Node, in.arch = node.Name, node.Status.NodeInfo.Architecture
+	in.res.Arch = in.arch
 	if in.arch != "amd64" && in.arch != "arm64" {
 		return "", fmt.Errorf("node %s is %s; ferry ships amd64 and arm64", node.Name, in.arch)
 	}
@@ -368,6 +637,12 @@ func (in *initRun) check(ctx context.Context) (string, error) {
 		return "registry not ready (" + err.Error() + "); injecting", nil
 	}
 	in.healthy = true
+	if DeploymentStorage(d) != in.res.Storage || d.Spec.Replicas == nil || *d.Spec.Replicas != in.opts.Replicas {
+		// Its image is in the registry (init pushes it there), so new
+		// Pods on any node pull it from the registry.
+		in.respec = true
+		return "registry running " + in.res.Image + "; changing its storage or replicas", nil
+	}
 	return "registry running " + in.res.Image, nil
 }
 
@@ -409,7 +684,10 @@ func (in *initRun) injector(ctx context.Context) (string, error) {
 // registry applies the registry Deployment and waits for its pod, whose
 // image comes through the injector's NodePort, by digest.
 func (in *initRun) registry(ctx context.Context) (string, error) {
-	if in.healthy {
+	if err := in.storageObjects(ctx); err != nil {
+		return "", err
+	}
+	if in.healthy && !in.respec {
 		return "", nil
 	}
 	if err := kube.ApplyDeployment(ctx, in.cs, in.registryDeployment()); err != nil {
@@ -441,51 +719,166 @@ func (in *initRun) registry(ctx context.Context) (string, error) {
 func (in *initRun) registryDeployment() *appsv1.Deployment {
 	l := in.labels("registry")
 	f := false
+	c := corev1.Container{
+		Name:            "registry",
+		Image:           in.res.Image,
+		ImagePullPolicy: corev1.PullIfNotPresent,
+		Args:            []string{"--addr", ":" + strconv.Itoa(cluster.RegistryPort), "--root", cluster.RegistryRoot, "--htpasswd", "/auth/" + cluster.HtpasswdKey},
+		Ports:           []corev1.ContainerPort{{Name: "registry", ContainerPort: cluster.RegistryPort, Protocol: corev1.ProtocolTCP}},
+		ReadinessProbe: &corev1.Probe{
+			ProbeHandler:  corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromString("registry")}},
+			PeriodSeconds: 2,
+		},
+		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+		// Root owns the hostPath storage; no capability is kept.
+		SecurityContext: &corev1.SecurityContext{
+			RunAsUser:                ptr(int64(0)),
+			AllowPrivilegeEscalation: &f,
+			Privileged:               &f,
+			ReadOnlyRootFilesystem:   ptr(true),
+			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+		},
+		VolumeMounts: []corev1.VolumeMount{
+			{Name: "storage", MountPath: cluster.RegistryRoot},
+			{Name: "auth", MountPath: "/auth", ReadOnly: true},
+		},
+	}
+	spec := corev1.PodSpec{
+		NodeName:                     in.res.Node, // its storage is on that node
+		AutomountServiceAccountToken: &f,
+		EnableServiceLinks:           &f,
+		SecurityContext:              &corev1.PodSecurityContext{SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
+		Volumes: []corev1.Volume{
+			{Name: "storage", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: in.opts.StorageDir, Type: ptr(corev1.HostPathDirectoryOrCreate)}}},
+			{Name: "auth", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: cluster.AuthSecretName, Items: []corev1.KeyToPath{{Key: cluster.HtpasswdKey, Path: cluster.HtpasswdKey}}}}},
+		},
+	}
+	strategy := appsv1.DeploymentStrategy{Type: appsv1.RecreateDeploymentStrategyType}
+	if s3 := in.opts.S3; s3 != nil {
+		in.s3Container(&c, &spec)
+		// One Pod at a time is replaced, the others serve meanwhile.
+		strategy = appsv1.DeploymentStrategy{Type: appsv1.RollingUpdateDeploymentStrategyType, RollingUpdate: &appsv1.RollingUpdateDeployment{
+			MaxUnavailable: ptr(intstr.FromInt32(1)), MaxSurge: ptr(intstr.FromInt32(0)),
+		}}
+		if in.opts.Replicas == 1 {
+			strategy.RollingUpdate.MaxUnavailable, strategy.RollingUpdate.MaxSurge = ptr(intstr.FromInt32(0)), ptr(intstr.FromInt32(1))
+		}
+	}
+	spec.Containers = []corev1.Container{c}
 	return &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Name: cluster.RegistryName, Namespace: in.ns, Labels: l},
 		Spec: appsv1.DeploymentSpec{
-			Replicas: ptr(int32(1)),
+			Replicas: ptr(in.opts.Replicas),
 			Selector: &metav1.LabelSelector{MatchLabels: l},
-			Strategy: appsv1.DeploymentStrategy{Type: appsv1.RecreateDeploymentStrategyType},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: l},
-				Spec: corev1.PodSpec{
-					NodeName:                     in.res.Node, // its storage is on that node
-					AutomountServiceAccountToken: &f,
-					EnableServiceLinks:           &f,
-					SecurityContext:              &corev1.PodSecurityContext{SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
-					Containers: []corev1.Container{{
-						Name:            "registry",
-						Image:           in.res.Image,
-						ImagePullPolicy: corev1.PullIfNotPresent,
-						Args:            []string{"--addr", ":" + strconv.Itoa(cluster.RegistryPort), "--root", cluster.RegistryRoot, "--htpasswd", "/auth/" + cluster.HtpasswdKey},
-						Ports:           []corev1.ContainerPort{{Name: "registry", ContainerPort: cluster.RegistryPort, Protocol: corev1.ProtocolTCP}},
-						ReadinessProbe: &corev1.Probe{
-							ProbeHandler:  corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromString("registry")}},
-							PeriodSeconds: 2,
-						},
-						TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
-						// Root owns the hostPath storage; no capability is kept.
-						SecurityContext: &corev1.SecurityContext{
-							RunAsUser:                ptr(int64(0)),
-							AllowPrivilegeEscalation: &f,
-							Privileged:               &f,
-							ReadOnlyRootFilesystem:   ptr(true),
-							Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-						},
-						VolumeMounts: []corev1.VolumeMount{
-							{Name: "storage", MountPath: cluster.RegistryRoot},
-							{Name: "auth", MountPath: "/auth", ReadOnly: true},
-						},
-					}},
-					Volumes: []corev1.Volume{
-						{Name: "storage", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: in.opts.StorageDir, Type: ptr(corev1.HostPathDirectoryOrCreate)}}},
-						{Name: "auth", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: cluster.AuthSecretName, Items: []corev1.KeyToPath{{Key: cluster.HtpasswdKey, Path: cluster.HtpasswdKey}}}}},
-					},
-				},
-			},
+			Strategy: strategy,
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: l}, Spec: spec},
 		},
 	}
+}
+
+// s3Container turns the filesystem registry's Pod into one replica of
+// many on S3: the storage and the credentials from the environment, no
+// hostPath and no node, spread over the nodes, ready when /v2/ answers.
+func (in *initRun) s3Container(c *corev1.Container, spec *corev1.PodSpec) {
+	s3 := in.opts.S3
+	secretEnv := func(name, secret, key string) corev1.EnvVar {
+		return corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+			LocalObjectReference: corev1.LocalObjectReference{Name: secret}, Key: key,
+		}}}
+	}
+	c.Args = []string{"--addr", ":" + strconv.Itoa(cluster.RegistryPort), "--htpasswd", "/auth/" + cluster.HtpasswdKey}
+	c.Env = []corev1.EnvVar{
+		{Name: cluster.StorageEnv, Value: s3.URL},
+		secretEnv(cluster.AccessKeyIDKey, s3.CredentialsSecret, cluster.AccessKeyIDKey),
+		secretEnv(cluster.SecretAccessKeyKey, s3.CredentialsSecret, cluster.SecretAccessKeyKey),
+		secretEnv(cluster.HTTPSecretEnv, cluster.AuthSecretName, cluster.HTTPSecretKey),
+	}
+	// Nothing on the node: no root needed.
+	c.SecurityContext.RunAsUser, c.SecurityContext.RunAsNonRoot = ptr(int64(65532)), ptr(true)
+	c.VolumeMounts = []corev1.VolumeMount{{Name: "auth", MountPath: "/auth", ReadOnly: true}}
+	spec.Volumes = spec.Volumes[1:] // no hostPath
+	if len(s3.CABundle) > 0 {
+		c.Env = append(c.Env, corev1.EnvVar{Name: "AWS_CA_BUNDLE", Value: cluster.CADir + "/" + cluster.CAKey})
+		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "ca", MountPath: cluster.CADir, ReadOnly: true})
+		spec.Volumes = append(spec.Volumes, corev1.Volume{Name: "ca", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+			LocalObjectReference: corev1.LocalObjectReference{Name: cluster.CAName},
+		}}})
+	}
+	// Ready when the registry answers /v2/ (401: it asks for the account;
+	// the image has no shell or HTTP client, the binary checks itself).
+	c.ReadinessProbe = &corev1.Probe{
+		ProbeHandler:  corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{cluster.RegistryBinaryPath, "probe", "--addr", "127.0.0.1:" + strconv.Itoa(cluster.RegistryPort)}}},
+		PeriodSeconds: 2, TimeoutSeconds: 2,
+	}
+	// A replica made on a node without its image (rescheduled, scaled up)
+	// pulls it from the registry, which init pushed it to, with the
+	// registry's account.
+	spec.ImagePullSecrets = []corev1.LocalObjectReference{{Name: cluster.PullSecretName}}
+	spec.NodeName = ""
+	spec.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{{
+		MaxSkew: 1, TopologyKey: corev1.LabelHostname, WhenUnsatisfiable: corev1.DoNotSchedule,
+		LabelSelector: &metav1.LabelSelector{MatchLabels: in.labels("registry")},
+	}}
+	// A Pod on a node that went away is replaced after 30 s, not 5 min.
+	for _, taint := range []string{corev1.TaintNodeNotReady, corev1.TaintNodeUnreachable} {
+		spec.Tolerations = append(spec.Tolerations, corev1.Toleration{Key: taint, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr(int64(30))})
+	}
+}
+
+// storageObjects applies what the storage needs beside the Deployment: on
+// S3 with several replicas a PodDisruptionBudget (a drain evicts one
+// replica at a time), and the CA bundle's ConfigMap; on the filesystem
+// neither.
+func (in *initRun) storageObjects(ctx context.Context) error {
+	pdbs := in.cs.PolicyV1().PodDisruptionBudgets(in.ns)
+	if in.opts.S3 != nil && in.opts.Replicas > 1 {
+		pdb := &policyv1.PodDisruptionBudget{
+			ObjectMeta: metav1.ObjectMeta{Name: cluster.RegistryName, Namespace: in.ns, Labels: in.labels("registry")},
+			Spec: policyv1.PodDisruptionBudgetSpec{
+				MaxUnavailable: ptr(intstr.FromInt32(1)),
+				Selector:       &metav1.LabelSelector{MatchLabels: in.labels("registry")},
+			},
+		}
+		cur, err := pdbs.Get(ctx, pdb.Name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			if _, err := pdbs.Create(ctx, pdb, metav1.CreateOptions{}); err != nil {
+				return fmt.Errorf("PodDisruptionBudget %s: %w", pdb.Name, err)
+			}
+		case err != nil:
+			return err
+		default:
+			cur.Spec = pdb.Spec
+			if _, err := pdbs.Update(ctx, cur, metav1.UpdateOptions{}); err != nil {
+				return fmt.Errorf("PodDisruptionBudget %s: %w", pdb.Name, err)
+			}
+		}
+	} else if err := pdbs.Delete(ctx, cluster.RegistryName, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	cms := in.cs.CoreV1().ConfigMaps(in.ns)
+	if in.opts.S3 == nil || len(in.opts.S3.CABundle) == 0 {
+		if err := cms.Delete(ctx, cluster.CAName, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+		return nil
+	}
+	cm := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: cluster.CAName, Namespace: in.ns, Labels: in.labels("registry")},
+		Data:       map[string]string{cluster.CAKey: string(in.opts.S3.CABundle)},
+	}
+	cur, err := cms.Get(ctx, cm.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		_, err = cms.Create(ctx, cm, metav1.CreateOptions{})
+	case err == nil:
+		cur.Data = cm.Data
+		_, err = cms.Update(ctx, cur, metav1.UpdateOptions{})
+	}
+	if err != nil {
+		return fmt.Errorf("ConfigMap %s: %w", cm.Name, err)
+	}
+	return nil
 }
 
 // handOver gives the NodePort to the registry.
@@ -529,6 +922,7 @@ func (in *initRun) state(ctx context.Context) (string, error) {
 	st := cluster.State{
 		Registry: in.res.Registry, Image: in.res.Image, Node: in.res.Node,
 		PullSecret: cluster.PullSecretName, AuthSecret: cluster.AuthSecretName,
+		Storage: in.res.Storage, Replicas: in.opts.Replicas,
 	}
 	s := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: cluster.StateName, Namespace: in.ns, Labels: map[string]string{cluster.LabelManagedBy: cluster.ManagedBy}},
@@ -545,4 +939,35 @@ func (in *initRun) state(ctx context.Context) (string, error) {
 // NodePort for a while after the hand-over, lets anyone read.
 func WaitRegistry(ctx context.Context, host string, timeout time.Duration) error {
 	return kube.WaitHTTP(ctx, host, http.StatusUnauthorized, "the registry", timeout)
+}
+
+// PushRegistryImage pushes the registry image for arch (the one Init
+// injected: the same binary gives the same digest) into the registry at
+// host, with the account Init made, and returns its manifest. Then a
+// registry Pod made on any node (a replica rescheduled, a new one) pulls
+// its image from the registry itself, served by the other replicas.
+func PushRegistryImage(ctx context.Context, cs kubernetes.Interface, ns, host, binDir, arch string) (ocispec.Descriptor, error) {
+	bin, err := LoadRegistry(binDir, arch)
+	if err != nil {
+		return ocispec.Descriptor{}, err
+	}
+	auth, err := cs.CoreV1().Secrets(ns).Get(ctx, cluster.AuthSecretName, metav1.GetOptions{})
+	if err != nil {
+		return ocispec.Descriptor{}, fmt.Errorf("registry credentials: %w", err)
+	}
+	account := cluster.AccountFromData(auth.Data)
+	repo, err := cluster.RegistryRemote(host, orasauth.Credential{Username: account.Username, Password: account.Password}).Repository(host + "/" + RegistryRepository)
+	if err != nil {
+		return ocispec.Descriptor{}, err
+	}
+	var desc ocispec.Descriptor
+	err = reach.Retry(ctx, 0, func() error {
+		var err error
+		desc, err = PushImage(ctx, repo, ImageOptions{Arch: arch, Binary: bin})
+		return err
+	})
+	if err != nil {
+		return ocispec.Descriptor{}, fmt.Errorf("push the registry's image: %w", err)
+	}
+	return desc, nil
 }

@@ -1,6 +1,8 @@
-# conformance: OCI distribution-spec suite against `ferry registry serve` and
-# Debian's docker-registry (distribution 2.8); prints a workflow × registry
-# table and fails when any check against ferry's registry fails.
+# conformance: OCI distribution-spec suite against `ferry registry serve` (on
+# the filesystem, on S3 — MinIO from .bin/ on loopback — and two serve
+# processes on one bucket behind a round-robin proxy) and Debian's
+# docker-registry (distribution 2.8); prints a workflow × registry table and
+# fails when any check against ferry's registry fails.
 # bench-registry: blob GET throughput of ferry's registry vs docker-registry 2.8.
 
 .PHONY: conformance bench-registry

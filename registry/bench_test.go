@@ -6,9 +6,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
-	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -40,7 +37,7 @@ func BenchmarkBlobGetRatio(b *testing.B) {
 	_, _ = rand.Read(data)
 	desc := ocispec.Descriptor{MediaType: "application/octet-stream", Digest: digest.FromBytes(data), Size: size}
 
-	ferry := getter(b, startFerryServe(b), desc, data)
+	ferry := getter(b, startFerryServe(b, []string{"--root", b.TempDir()}, nil), desc, data)
 	dist := getter(b, registrytest.StartDockerRegistry(b), desc, data)
 	ferry() // warm the page cache and the connections
 	dist()
@@ -81,25 +78,16 @@ func getter(b *testing.B, base string, desc ocispec.Descriptor, data []byte) fun
 	if err := repo.Push(context.Background(), desc, bytes.NewReader(data)); err != nil {
 		b.Fatal(err)
 	}
-	url := fmt.Sprintf("%s/v2/bench/blob/blobs/%s", base, desc.Digest)
-	client := &http.Client{Transport: &http.Transport{DisableCompression: true}}
 	return func() float64 {
 		start := time.Now()
-		resp, err := client.Get(url)
-		if err != nil {
-			b.Fatal(err)
-		}
-		n, err := io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		if err != nil || resp.StatusCode != http.StatusOK || n != desc.Size {
-			b.Fatalf("GET blob from %s: %s, %d bytes, %v", base, resp.Status, n, err)
-		}
-		return float64(n) / 1e6 / time.Since(start).Seconds()
+		getBlob(b, base, "bench/blob", desc)
+		return float64(desc.Size) / 1e6 / time.Since(start).Seconds()
 	}
 }
 
-// startFerryServe runs `ferry registry serve` on a free loopback port.
-func startFerryServe(b *testing.B) string {
+// startFerryServe runs `ferry registry serve` with storageArgs (and env
+// added to its environment) on a free loopback port.
+func startFerryServe(b *testing.B, storageArgs, env []string) string {
 	bin := os.Getenv("FERRY_BIN")
 	if bin == "" {
 		bin = filepath.Join(b.TempDir(), "ferry")
@@ -110,7 +98,8 @@ func startFerryServe(b *testing.B) string {
 			b.Fatalf("go build ./cmd/ferry: %v\n%s", err, out)
 		}
 	}
-	cmd := exec.Command(bin, "registry", "serve", "--root", b.TempDir(), "--addr", "127.0.0.1:0", "--output", "json")
+	cmd := exec.Command(bin, append(append([]string{"registry", "serve"}, storageArgs...), "--addr", "127.0.0.1:0", "--output", "json")...)
+	cmd.Env = append(os.Environ(), env...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		b.Fatal(err)

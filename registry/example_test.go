@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
@@ -53,7 +54,8 @@ func ExampleGarbageCollect() {
 	ctx := context.Background()
 	root, _ := os.MkdirTemp("", "registry")
 	defer os.RemoveAll(root)
-	srv, err := registry.New(ctx, registry.Config{RootDir: root})
+	cfg := registry.Config{RootDir: root, MaintenancePoll: 100 * time.Millisecond}
+	srv, err := registry.New(ctx, cfg)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -65,9 +67,11 @@ func ExampleGarbageCollect() {
 	if err := repo.Blobs().Push(ctx, desc, bytes.NewReader(data)); err != nil {
 		log.Fatal(err)
 	}
-	ts.Close() // as the registry must be stopped, or restarted after
+	defer ts.Close()
 
-	res, err := registry.GarbageCollect(ctx, root)
+	// The registry turns read-only meanwhile (it looks for the flag every
+	// MaintenancePoll): pulls go on, pushes wait for the collection to end.
+	res, err := registry.GarbageCollect(ctx, cfg, registry.GCOptions{Settle: 300 * time.Millisecond})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -2,20 +2,18 @@ package registry
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"net/http"
-	"net/url"
-	"os"
-	"path/filepath"
+	"path"
 	"slices"
 	"strings"
-	"sync"
 
 	"github.com/distribution/distribution/v3/registry/auth"
+	storagedriver "github.com/distribution/distribution/v3/registry/storage/driver"
 	"github.com/distribution/reference"
 	"github.com/opencontainers/go-digest"
 	"github.com/opencontainers/image-spec/specs-go"
@@ -32,115 +30,51 @@ import (
 // distribution refuses bigger ones itself (4 MiB).
 const maxManifestSize = 4 << 20
 
-// referrerIndex maps repository → subject digest → referrer digest →
-// descriptor. With a directory it persists each entry as one small file,
-// <dir>/<escaped repository>/<subject alg>/<subject hex>/<alg>-<hex>.json, and
-// reloads them when a server starts.
+// referrerIndex records, per repository and subject, the descriptors of
+// the manifests that refer to it: one small object per referrer on the
+// registry's storage driver,
+// <sideDir>/<repository>/_referrers/<subject alg>/<subject hex>/<alg>-<hex>.json,
+// so every registry on the same storage answers the same list.
 type referrerIndex struct {
-	dir string
-	mu  sync.RWMutex
-	m   map[string]map[digest.Digest]map[digest.Digest]ocispec.Descriptor
+	d storagedriver.StorageDriver
 }
 
-func newReferrerIndex(root string) (*referrerIndex, error) {
-	x := &referrerIndex{m: map[string]map[digest.Digest]map[digest.Digest]ocispec.Descriptor{}}
-	if root == "" {
-		return x, nil
-	}
-	x.dir = filepath.Join(root, "ferry", "referrers")
-	if err := x.load(); err != nil {
-		return nil, fmt.Errorf("registry: referrers index %s: %w", x.dir, err)
-	}
-	return x, nil
+func (x *referrerIndex) subjectDir(repo string, subject digest.Digest) string {
+	return repoSideDir(repo, "_referrers") + "/" + string(subject.Algorithm()) + "/" + subject.Encoded()
 }
 
-func (x *referrerIndex) load() error {
-	err := filepath.WalkDir(x.dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() || !strings.HasSuffix(p, ".json") {
-			return err
-		}
-		rel, err := filepath.Rel(x.dir, p)
-		if err != nil {
-			return err
-		}
-		parts := strings.Split(filepath.ToSlash(rel), "/")
-		if len(parts) != 4 {
-			return nil
-		}
-		repo, err := url.PathUnescape(parts[0])
-		if err != nil {
-			return nil
-		}
-		subject := digest.NewDigestFromEncoded(digest.Algorithm(parts[1]), parts[2])
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		var desc ocispec.Descriptor
-		if err := json.Unmarshal(b, &desc); err != nil {
-			return fmt.Errorf("%s: %w", p, err)
-		}
-		x.put(repo, subject, desc)
-		return nil
-	})
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	return err
-}
-
-func (x *referrerIndex) put(repo string, subject digest.Digest, desc ocispec.Descriptor) {
-	subjects := x.m[repo]
-	if subjects == nil {
-		subjects = map[digest.Digest]map[digest.Digest]ocispec.Descriptor{}
-		x.m[repo] = subjects
-	}
-	refs := subjects[subject]
-	if refs == nil {
-		refs = map[digest.Digest]ocispec.Descriptor{}
-		subjects[subject] = refs
-	}
-	refs[desc.Digest] = desc
-}
-
-func (x *referrerIndex) file(repo string, subject, referrer digest.Digest) string {
-	return filepath.Join(x.dir, url.PathEscape(repo), string(subject.Algorithm()), subject.Encoded(),
-		string(referrer.Algorithm())+"-"+referrer.Encoded()+".json")
+func referrerFile(referrer digest.Digest) string {
+	return string(referrer.Algorithm()) + "-" + referrer.Encoded() + ".json"
 }
 
 // add records desc as a referrer of subject in repo.
-func (x *referrerIndex) add(repo string, subject digest.Digest, desc ocispec.Descriptor) error {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	if x.dir != "" {
-		b, err := json.Marshal(desc)
-		if err != nil {
-			return err
-		}
-		if err := writeFileAtomic(x.file(repo, subject, desc.Digest), b); err != nil {
-			return fmt.Errorf("referrers index: %w", err)
-		}
+func (x *referrerIndex) add(ctx context.Context, repo string, subject digest.Digest, desc ocispec.Descriptor) error {
+	b, err := json.Marshal(desc)
+	if err != nil {
+		return err
 	}
-	x.put(repo, subject, desc)
+	if err := x.d.PutContent(ctx, x.subjectDir(repo, subject)+"/"+referrerFile(desc.Digest), b); err != nil {
+		return fmt.Errorf("referrers index: %w", err)
+	}
 	return nil
 }
 
 // remove forgets referrer in repo, whatever subject it referred to.
-func (x *referrerIndex) remove(repo string, referrer digest.Digest) error {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	for subject, refs := range x.m[repo] {
-		if _, ok := refs[referrer]; !ok {
-			continue
+func (x *referrerIndex) remove(ctx context.Context, repo string, referrer digest.Digest) error {
+	name := referrerFile(referrer)
+	var found []string
+	err := x.d.Walk(ctx, repoSideDir(repo, "_referrers"), func(fi storagedriver.FileInfo) error {
+		if !fi.IsDir() && path.Base(fi.Path()) == name {
+			found = append(found, fi.Path())
 		}
-		if x.dir != "" {
-			if err := os.Remove(x.file(repo, subject, referrer)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				return fmt.Errorf("referrers index: %w", err)
-			}
-		}
-		delete(refs, referrer)
-		if len(refs) == 0 {
-			delete(x.m[repo], subject)
+		return nil
+	})
+	if err != nil && !notFound(err) {
+		return fmt.Errorf("referrers index: %w", err)
+	}
+	for _, p := range found {
+		if err := x.d.Delete(ctx, p); err != nil && !notFound(err) {
+			return fmt.Errorf("referrers index: %w", err)
 		}
 	}
 	return nil
@@ -148,18 +82,38 @@ func (x *referrerIndex) remove(repo string, referrer digest.Digest) error {
 
 // list returns the referrers of subject in repo, sorted by digest, keeping
 // only the given artifact types when any are given.
-func (x *referrerIndex) list(repo string, subject digest.Digest, artifactTypes []string) []ocispec.Descriptor {
-	x.mu.RLock()
-	defer x.mu.RUnlock()
+func (x *referrerIndex) list(ctx context.Context, repo string, subject digest.Digest, artifactTypes []string) ([]ocispec.Descriptor, error) {
 	out := []ocispec.Descriptor{}
-	for _, d := range x.m[repo][subject] {
+	dir := x.subjectDir(repo, subject)
+	names, err := x.d.List(ctx, dir)
+	if notFound(err) {
+		return out, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("referrers index: %w", err)
+	}
+	for _, p := range names {
+		if !strings.HasSuffix(p, ".json") {
+			continue
+		}
+		b, err := x.d.GetContent(ctx, p)
+		if notFound(err) { // removed since the listing
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("referrers index: %w", err)
+		}
+		var d ocispec.Descriptor
+		if err := json.Unmarshal(b, &d); err != nil {
+			return nil, fmt.Errorf("referrers index %s: %w", p, err)
+		}
 		if len(artifactTypes) > 0 && !slices.Contains(artifactTypes, d.ArtifactType) {
 			continue
 		}
 		out = append(out, d)
 	}
 	slices.SortFunc(out, func(a, b ocispec.Descriptor) int { return strings.Compare(string(a.Digest), string(b.Digest)) })
-	return out
+	return out, nil
 }
 
 // referrersHandler is what stands in front of distribution: it answers
@@ -243,10 +197,15 @@ func (h *referrersHandler) serveReferrers(w http.ResponseWriter, r *http.Request
 		return
 	}
 	types := r.URL.Query()["artifactType"]
+	refs, err := h.index.list(r.Context(), name, subject, types)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, "UNKNOWN", err.Error())
+		return
+	}
 	body, err := json.Marshal(ocispec.Index{
 		Versioned: specsVersioned,
 		MediaType: ocispec.MediaTypeImageIndex,
-		Manifests: h.index.list(name, subject, types),
+		Manifests: refs,
 	})
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, "UNKNOWN", err.Error())
@@ -341,7 +300,7 @@ func (h *referrersHandler) putManifest(w http.ResponseWriter, r *http.Request, n
 			return code
 		}
 		if alias != "" {
-			if err := h.aliases.add(name, alias, dgst); err != nil {
+			if err := h.aliases.add(r.Context(), name, alias, dgst); err != nil {
 				w.Header().Del("Location")
 				w.Header().Del("Docker-Content-Digest")
 				writeError(w, http.StatusInternalServerError, "UNKNOWN", err.Error())
@@ -364,7 +323,7 @@ func (h *referrersHandler) putManifest(w http.ResponseWriter, r *http.Request, n
 			Size:         int64(len(buf)),
 			Annotations:  mf.Annotations,
 		}
-		if err := h.index.add(name, subject, desc); err != nil {
+		if err := h.index.add(r.Context(), name, subject, desc); err != nil {
 			w.Header().Del("Location")
 			w.Header().Del("Docker-Content-Digest")
 			writeError(w, http.StatusInternalServerError, "UNKNOWN", err.Error())
@@ -387,11 +346,11 @@ func (h *referrersHandler) deleteManifest(w http.ResponseWriter, r *http.Request
 		if code != http.StatusAccepted {
 			return code
 		}
-		err := h.index.remove(name, dgst)
+		err := h.index.remove(r.Context(), name, dgst)
 		if err == nil && aliased {
-			err = h.index.remove(name, canonical)
+			err = h.index.remove(r.Context(), name, canonical)
 			if err == nil {
-				err = h.aliases.remove(name, dgst)
+				err = h.aliases.remove(r.Context(), name, dgst)
 			}
 		}
 		if err != nil {
@@ -409,7 +368,7 @@ func (h *referrersHandler) rewriteAlias(r *http.Request, name string, d digest.D
 	if d.Algorithm() == digest.Canonical {
 		return d, false
 	}
-	canonical, ok := h.aliases.lookup(name, d)
+	canonical, ok := h.aliases.lookup(r.Context(), name, d)
 	if !ok {
 		return d, false
 	}

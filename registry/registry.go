@@ -26,13 +26,13 @@ import (
 
 	"github.com/distribution/distribution/v3/configuration"
 	"github.com/distribution/distribution/v3/registry/auth"
-	"github.com/distribution/distribution/v3/registry/handlers"
 
 	// Storage drivers and the htpasswd access controller register
 	// themselves by name in init().
 	_ "github.com/distribution/distribution/v3/registry/auth/htpasswd"
 	_ "github.com/distribution/distribution/v3/registry/storage/driver/filesystem"
 	_ "github.com/distribution/distribution/v3/registry/storage/driver/inmemory"
+	_ "github.com/distribution/distribution/v3/registry/storage/driver/s3-aws"
 )
 
 // DefaultAddr is the address ListenAndServe uses when Config.Addr is empty.
@@ -44,9 +44,21 @@ const DefaultRealm = "ferry"
 // Config describes one registry. The zero value is a valid in-memory registry
 // without authentication or TLS, with deletes enabled.
 type Config struct {
-	// RootDir is the filesystem storage root. Empty means in-memory storage,
-	// lost when the process ends.
+	// RootDir is the filesystem storage root. Empty (and no S3) means
+	// in-memory storage, lost when the process ends.
 	RootDir string
+	// S3, when set, puts the storage on an S3-compatible object store
+	// instead; RootDir must then be empty. Several registries may share it.
+	S3 *S3
+	// HTTPSecret signs upload state. Registries that share a storage behind
+	// one address need the same one; empty means random for filesystem
+	// storage and, for S3, the one kept on the storage (made by the first
+	// registry).
+	HTTPSecret string
+	// MaintenancePoll is how often the registry looks for the read-only
+	// maintenance flag on its storage (SetReadOnly, GarbageCollect);
+	// DefaultMaintenancePoll if zero.
+	MaintenancePoll time.Duration
 	// Addr is the address ListenAndServe listens on; DefaultAddr if empty.
 	Addr string
 	// DisableDelete turns off DELETE of manifests, tags and blobs (enabled by
@@ -88,10 +100,10 @@ func WithLogger(logger *slog.Logger) Option {
 type Server struct {
 	cfg       Config
 	handler   http.Handler
-	app       *handlers.App
-	referrers *referrerIndex
+	apps      *appSwitch
 	tlsConfig *tls.Config
 	logSink   *logSink
+	stop      context.CancelFunc // stops following the maintenance flag
 
 	// mu guards httpSrv and closing: Serve and Shutdown run on different
 	// goroutines, and a Shutdown that comes before Serve must still stop it.
@@ -122,6 +134,20 @@ func New(ctx context.Context, cfg Config, opts ...Option) (s *Server, err error)
 		}
 		s.tlsConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	}
+	driver, err := cfg.openDriver(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.RootDir != "" {
+		if err := migrateLegacySideFiles(ctx, cfg.RootDir, driver); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.HTTPSecret == "" && cfg.S3 != nil {
+		if cfg.HTTPSecret, err = sharedHTTPSecret(ctx, driver); err != nil {
+			return nil, err
+		}
+	}
 	dcfg, err := cfg.distribution()
 	if err != nil {
 		return nil, err
@@ -133,26 +159,35 @@ func New(ctx context.Context, cfg Config, opts ...Option) (s *Server, err error)
 			return nil, fmt.Errorf("registry: htpasswd %s: %w", cfg.HTPasswdFile, err)
 		}
 	}
-	s.referrers, err = newReferrerIndex(cfg.RootDir)
-	if err != nil {
-		return nil, err
-	}
-	aliases, err := newAliasIndex(cfg.RootDir)
-	if err != nil {
-		return nil, err
+	readOnly := false
+	if cfg.RootDir != "" || cfg.S3 != nil {
+		if readOnly, err = readOnlyFlagSet(ctx, driver); err != nil {
+			return nil, fmt.Errorf("registry: storage %s: %w", cfg.storageName(), err)
+		}
 	}
 
 	s.logSink = registerLogger(o.logger)
-	defer func() {
-		if r := recover(); r != nil {
-			s.logSink.unregister()
-			s, err = nil, fmt.Errorf("registry: configure distribution: %v", r)
+	s.apps = &appSwitch{ctx: ctx, base: dcfg, log: s.logSink.logger}
+	if err := s.apps.set(readOnly); err != nil {
+		s.logSink.unregister()
+		return nil, err
+	}
+	fctx, stop := context.WithCancel(ctx)
+	s.stop = stop
+	if cfg.RootDir != "" || cfg.S3 != nil {
+		poll := cfg.MaintenancePoll
+		if poll <= 0 {
+			poll = DefaultMaintenancePoll
 		}
-	}()
-	s.app = handlers.NewApp(ctx, dcfg)
-	s.handler = &referrersHandler{next: s.app, index: s.referrers, aliases: aliases, access: access}
+		go s.apps.follow(fctx, driver, poll)
+	}
+	s.handler = &referrersHandler{next: s.apps, index: &referrerIndex{d: driver}, aliases: &aliasIndex{d: driver}, access: access}
 	return s, nil
 }
+
+// ReadOnly reports whether the registry is in read-only maintenance mode
+// now: it serves pulls and refuses pushes and deletes.
+func (s *Server) ReadOnly() bool { return s.apps.readOnly() }
 
 // ServeHTTP serves the OCI distribution API.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -231,7 +266,8 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	if !first {
 		return err
 	}
-	if aerr := s.app.Shutdown(); aerr != nil && err == nil {
+	s.stop()
+	if aerr := s.apps.shutdown(); aerr != nil && err == nil {
 		err = aerr
 	}
 	s.logSink.unregister()
@@ -253,6 +289,14 @@ func (c Config) validate() error {
 			return fmt.Errorf("registry: htpasswd file %s is a directory", c.HTPasswdFile)
 		}
 	}
+	if c.S3 != nil {
+		if c.RootDir != "" {
+			return errors.New("registry: storage is either a root directory or S3, not both")
+		}
+		if err := c.S3.validate(); err != nil {
+			return fmt.Errorf("registry: %w", err)
+		}
+	}
 	if c.RootDir != "" {
 		if !filepath.IsAbs(c.RootDir) {
 			return fmt.Errorf("registry: storage root %s is not an absolute path", c.RootDir)
@@ -266,12 +310,15 @@ func (c Config) validate() error {
 
 // distribution translates c into distribution's configuration.
 func (c Config) distribution() (*configuration.Configuration, error) {
-	secret := make([]byte, 32)
-	if _, err := rand.Read(secret); err != nil {
-		return nil, fmt.Errorf("registry: HTTP secret: %w", err)
-	}
 	d := &configuration.Configuration{Version: "0.1"}
-	d.HTTP.Secret = fmt.Sprintf("%x", secret)
+	d.HTTP.Secret = c.HTTPSecret
+	if d.HTTP.Secret == "" {
+		secret := make([]byte, 32)
+		if _, err := rand.Read(secret); err != nil {
+			return nil, fmt.Errorf("registry: HTTP secret: %w", err)
+		}
+		d.HTTP.Secret = fmt.Sprintf("%x", secret)
+	}
 	d.Log.Level = "error"
 	// configuration.Parse fills in defaults that a Configuration built in
 	// code lacks. With catalog.maxentries 0, GET /v2/_catalog listed no
@@ -287,13 +334,21 @@ func (c Config) distribution() (*configuration.Configuration, error) {
 		"delete": configuration.Parameters{"enabled": !c.DisableDelete},
 		"cache":  configuration.Parameters{"blobdescriptor": "inmemory"},
 	}
-	if c.RootDir == "" {
-		d.Storage["inmemory"] = configuration.Parameters{}
+	name, params := c.storageDriver()
+	d.Storage[name] = params
+	switch name {
+	case "inmemory":
 		d.Storage["maintenance"] = configuration.Parameters{
 			"uploadpurging": map[any]any{"enabled": false},
 		}
-	} else {
-		d.Storage["filesystem"] = configuration.Parameters{"rootdirectory": c.RootDir}
+	case sharedS3Driver:
+		// Blob GETs are served through the registry, never redirected to
+		// the object store: clients (nodes of an air-gapped cluster) may
+		// not reach it.
+		d.Storage["redirect"] = configuration.Parameters{"disable": true}
+		// Several registries share the bucket: a blob descriptor cached by
+		// one would outlive a delete through another.
+		delete(d.Storage, "cache")
 	}
 	if c.HTPasswdFile != "" {
 		realm := c.Realm

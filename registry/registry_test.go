@@ -235,7 +235,13 @@ func TestReferrersPersistAcrossRestart(t *testing.T) {
 // startAt starts a registry on the storage at root; stop shuts it down.
 func startAt(t *testing.T, root string) (base string, stop func()) {
 	t.Helper()
-	srv, err := registry.New(context.Background(), registry.Config{RootDir: root})
+	return startOn(t, registry.Config{RootDir: root})
+}
+
+// startOn starts a registry from cfg; stop shuts it down.
+func startOn(t *testing.T, cfg registry.Config) (base string, stop func()) {
+	t.Helper()
+	srv, err := registry.New(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,7 @@ import "github.com/spf13/cobra"
 // binary (built with -tags ferryfront) hands them to this one (front.go).
 func addFull(root, pkg, reg *cobra.Command) {
 	pkg.AddCommand(newCreateCmd(), newSignCmd(), newMirrorCmd())
-	reg.AddCommand(newRegistryServeCmd(), newRegistryCheckCmd(), newRegistryLoadCmd(), newRegistryConnectCmd())
+	reg.AddCommand(newRegistryServeCmd(), newRegistryCheckCmd(), newRegistryLoadCmd(), newRegistryConnectCmd(), newRegistryGCCmd(), newRegistryMigrateCmd())
 	root.AddCommand(newKeyCmd(), newInitCmd(), newDeployCmd(), newListCmd(), newRemoveCmd(), newAgentCmd())
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -86,6 +87,7 @@ func newInitCmd() *cobra.Command {
 		agentOpt agent.InstallOptions
 		nodePort int
 		via      viaFlag
+		storage  initStorageFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "init",
@@ -107,7 +109,20 @@ moved to a Ready node (injected again; what it stored stays on the old node).
 
 init runs on a node or on a workstation that reaches only the API server: the
 agent's image is pushed through 127.0.0.1:<NodePort> when that leads to the
-registry, else through a tunnel (--registry-via).`,
+registry, else through a tunnel (--registry-via).
+
+Storage: by default the registry runs one Pod on one node's filesystem
+(--storage-dir). With --storage s3://bucket[/prefix]?endpoint=URL&region=R&path-style=true
+it keeps everything in an S3-compatible object store through distribution's S3
+driver and runs --replicas Pods (default 2) spread over the nodes, behind the
+same NodePort, with a PodDisruptionBudget: losing a node loses nothing. The
+credentials come from the Secret --storage-credentials names in the namespace
+(keys AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY; never a flag); init checks
+them against the bucket before it changes anything. --storage-ca adds a PEM CA
+bundle for the endpoint. Run again, init changes the replica count, or the
+storage while no deployed package uses the registry, unless --migrate: then every repository is
+copied from the node's filesystem to the bucket and every blob verified there
+first (a Job on the registry's node; the registry serves pulls meanwhile).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := output.validate(); err != nil {
@@ -121,6 +136,11 @@ registry, else through a tunnel (--registry-via).`,
 				return err
 			}
 			opts.NodePort = int32(nodePort)
+			var note string
+			if opts.S3, opts.Replicas, note, err = storage.check(cmd.Context(), cs, opts.Namespace); err != nil {
+				return &inject.StepError{Step: "storage", Err: err}
+			}
+			opts.Migrate = storage.migrate
 			agentOpt.Namespace, agentOpt.BinDir, agentOpt.WaitTimeout = opts.Namespace, opts.BinDir, opts.WaitTimeout
 			if exe, err := os.Executable(); err == nil {
 				agentOpt.Ferry = exe
@@ -130,6 +150,9 @@ registry, else through a tunnel (--registry-via).`,
 				opts.Progress = func(s inject.Step) {
 					fmt.Fprintf(out, "%-15s %s (%.1fs)\n", s.Name, s.Detail, s.Took.Seconds())
 				}
+			}
+			if note != "" && opts.Progress != nil {
+				opts.Progress(inject.Step{Name: "storage", Detail: note})
 			}
 			// The registry, then the agent, whose image the registry serves.
 			start := time.Now()
@@ -145,6 +168,19 @@ registry, else through a tunnel (--registry-via).`,
 			defer ep.Close()
 			if opts.Progress != nil {
 				opts.Progress(inject.Step{Name: "registry via", Detail: ep.String(), Took: time.Since(agentStart)})
+			}
+			// The registry serves its own image: a replica rescheduled on
+			// another node pulls it from the others.
+			imgStart := time.Now()
+			desc, err := inject.PushRegistryImage(cmd.Context(), cs, opts.Namespace, ep.Host, opts.BinDir, res.Arch)
+			if err != nil {
+				return &inject.StepError{Step: "registry image", Err: err}
+			}
+			if !strings.HasSuffix(res.Image, "@"+desc.Digest.String()) {
+				return &inject.StepError{Step: "registry image", Err: fmt.Errorf("pushed %s, the registry runs %s", desc.Digest, res.Image)}
+			}
+			if opts.Progress != nil {
+				opts.Progress(inject.Step{Name: "registry image", Detail: "in the registry as " + inject.RegistryRepository, Took: time.Since(imgStart)})
 			}
 			agentOpt.Registry = ep.Host
 			installed, err := agent.Install(cmd.Context(), cs, agentOpt)
@@ -174,6 +210,7 @@ registry, else through a tunnel (--registry-via).`,
 	cmd.Flags().IntVar(&nodePort, "node-port", cluster.DefaultNodePort, "NodePort of the registry on every node")
 	cmd.Flags().DurationVar(&opts.WaitTimeout, "timeout", inject.DefaultWaitTimeout, "how long each waiting step may take")
 	cmd.Flags().StringVar(&opts.StorageDir, "storage-dir", inject.DefaultStorageDir, "registry storage on its node (hostPath)")
+	storage.register(cmd)
 	via.register(cmd, reach.Auto)
 	return cmd
 }

@@ -17,11 +17,12 @@ import (
 
 func newRegistryLoadCmd() *cobra.Command {
 	var (
-		root, addr string
-		output     outputFlag
+		st     storageOptions
+		addr   string
+		output outputFlag
 	)
 	cmd := &cobra.Command{
-		Use:   "load PKG... [--root DIR]",
+		Use:   "load PKG... [--root DIR | --storage s3://…]",
 		Short: "Load packages into a registry's storage as an offline mirror, without serving",
 		Long: `Load packages into the storage a later ` + "`ferry registry serve --root DIR`" + ` serves:
 each package under its own name (<name>:<version>), and each of its images
@@ -35,22 +36,26 @@ clients will reach the registry at (default ` + registry.DefaultAddr + `).`,
 			if err := output.validate(); err != nil {
 				return err
 			}
-			dir, err := registryRoot(root)
+			cfg, err := st.config()
 			if err != nil {
 				return err
 			}
-			results, err := loadPackages(cmd.Context(), dir, args)
+			results, err := loadPackages(cmd.Context(), cfg, args)
 			if err != nil {
 				return err
 			}
 			if output.json() {
-				return writeJSON(cmd.OutOrStdout(), map[string]any{"root": dir, "loaded": results})
+				out := map[string]any{"storage": storageName(cfg), "loaded": results}
+				if cfg.RootDir != "" {
+					out["root"] = cfg.RootDir
+				}
+				return writeJSON(cmd.OutOrStdout(), out)
 			}
 			printLoaded(cmd.OutOrStdout(), results, addr)
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&root, "root", "", "storage root directory (default $XDG_DATA_HOME/ferry/registry or ~/.local/share/ferry/registry)")
+	st.register(cmd.Flags())
 	cmd.Flags().StringVar(&addr, "addr", registry.DefaultAddr, "host:port the registry serving this storage is reached at (for the printed mirror configuration)")
 	output.register(cmd)
 	return cmd
@@ -68,8 +73,8 @@ func registryRoot(root string) (string, error) {
 	return abs, nil
 }
 
-// loadPackages opens the packages and loads them into the storage at root.
-func loadPackages(ctx context.Context, root string, paths []string) ([]*artifact.MirrorResult, error) {
+// loadPackages opens the packages and loads them into cfg's storage.
+func loadPackages(ctx context.Context, cfg registry.Config, paths []string) ([]*artifact.MirrorResult, error) {
 	var readers []*artifact.Reader
 	for _, p := range paths {
 		r, err := artifact.Open(ctx, p)
@@ -78,7 +83,7 @@ func loadPackages(ctx context.Context, root string, paths []string) ([]*artifact
 		}
 		readers = append(readers, r)
 	}
-	return mirror.LoadInto(ctx, registry.Config{RootDir: root}, readers)
+	return mirror.LoadInto(ctx, cfg, readers)
 }
 
 // printLoaded lists what was loaded and the mirror configuration for addr.

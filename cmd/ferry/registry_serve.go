@@ -20,7 +20,7 @@ import (
 )
 
 type registryServeOptions struct {
-	root            string
+	storageOptions
 	addr            string
 	htpasswd        string
 	tlsCert         string
@@ -36,9 +36,14 @@ func newRegistryServeCmd() *cobra.Command {
 	o := registryServeOptions{}
 	cmd := &cobra.Command{
 		Use:   "serve",
-		Short: "Serve an OCI registry (distribution v3 with the referrers API) from a local directory",
-		Long: `Serve an OCI distribution-spec v1.1 registry: filesystem storage, deletes enabled,
-the referrers API, optional htpasswd basic auth and TLS.
+		Short: "Serve an OCI registry (distribution v3 with the referrers API) from a local directory or an S3 bucket",
+		Long: `Serve an OCI distribution-spec v1.1 registry: filesystem or S3 storage, deletes
+enabled, the referrers API, optional htpasswd basic auth and TLS.
+
+With --storage s3://…, several serve processes on one bucket (and prefix) are one
+registry: run them behind any load balancer. They share the upload secret (kept
+in the bucket), digest aliases, referrers and the read-only maintenance mode that
+` + "`ferry registry gc`" + ` sets.
 
 It listens on 127.0.0.1:5000 by default. Listening on a non-loopback address
 requires --htpasswd, or --insecure-no-auth to serve anyone who can reach it.
@@ -50,7 +55,7 @@ SIGINT/SIGTERM stop it gracefully: in-flight requests (uploads included) get
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.root, "root", "", "storage root directory (default $XDG_DATA_HOME/ferry/registry or ~/.local/share/ferry/registry)")
+	o.storageOptions.register(f)
 	f.StringVar(&o.addr, "addr", registry.DefaultAddr, "address to listen on")
 	f.StringVar(&o.htpasswd, "htpasswd", "", "require basic auth checked against this htpasswd file (bcrypt)")
 	f.StringVar(&o.tlsCert, "tls-cert", "", "TLS certificate file (PEM); needs --tls-key")
@@ -121,21 +126,23 @@ func runRegistryServe(ctx context.Context, stdout, stderr io.Writer, o registryS
 	if !loopback && o.htpasswd == "" && !o.insecureNoAuth {
 		return fmt.Errorf("refusing to serve %s without authentication: pass --htpasswd FILE, or --insecure-no-auth to allow anyone who can reach it", o.addr)
 	}
-	root := o.root
-	if root == "" {
-		if root, err = defaultRegistryRoot(); err != nil {
-			return err
-		}
-	}
-	if root, err = filepath.Abs(root); err != nil {
-		return fmt.Errorf("--root: %w", err)
+	cfg, err := o.config()
+	if err != nil {
+		return err
 	}
 	logger, err := slogLogger(stderr, o.logLevel)
 	if err != nil {
 		return err
 	}
+	if cfg.S3 != nil {
+		// Before anything is served: a wrong bucket, endpoint or
+		// credentials fail here, in one line.
+		if err := registry.CheckStorage(ctx, cfg); err != nil {
+			return err
+		}
+	}
 	if len(o.load) > 0 {
-		results, err := loadPackages(ctx, root, o.load)
+		results, err := loadPackages(ctx, cfg, o.load)
 		if err != nil {
 			return err
 		}
@@ -145,13 +152,8 @@ func runRegistryServe(ctx context.Context, stdout, stderr io.Writer, o registryS
 	}
 	// The registry outlives ctx: cancellation starts a graceful shutdown,
 	// during which in-flight requests still need a live registry.
-	srv, err := registry.New(context.WithoutCancel(ctx), registry.Config{
-		RootDir:      root,
-		Addr:         o.addr,
-		HTPasswdFile: o.htpasswd,
-		TLSCertFile:  o.tlsCert,
-		TLSKeyFile:   o.tlsKey,
-	}, registry.WithLogger(logger))
+	cfg.Addr, cfg.HTPasswdFile, cfg.TLSCertFile, cfg.TLSKeyFile = o.addr, o.htpasswd, o.tlsCert, o.tlsKey
+	srv, err := registry.New(context.WithoutCancel(ctx), cfg, registry.WithLogger(logger))
 	if err != nil {
 		return err
 	}
@@ -167,16 +169,17 @@ func runRegistryServe(ctx context.Context, stdout, stderr io.Writer, o registryS
 	info := struct {
 		Address string `json:"address"`
 		URL     string `json:"url"`
-		Root    string `json:"root"`
+		Root    string `json:"root,omitempty"`
+		Storage string `json:"storage"`
 		TLS     bool   `json:"tls"`
 		Auth    bool   `json:"auth"`
-	}{l.Addr().String(), scheme + "://" + l.Addr().String(), root, srv.TLS(), o.htpasswd != ""}
+	}{l.Addr().String(), scheme + "://" + l.Addr().String(), cfg.RootDir, storageName(cfg), srv.TLS(), o.htpasswd != ""}
 	if o.output == "json" {
 		if err := json.NewEncoder(stdout).Encode(info); err != nil {
 			return err
 		}
 	} else {
-		fmt.Fprintf(stdout, "ferry registry listening on %s (storage %s)\n", info.URL, root)
+		fmt.Fprintf(stdout, "ferry registry listening on %s (storage %s)\n", info.URL, info.Storage)
 	}
 
 	if err := srv.ServeUntil(ctx, l, o.shutdownTimeout); err != nil {

@@ -16,12 +16,14 @@ import (
 	"time"
 
 	"github.com/opencontainers/go-digest"
+	"github.com/opencontainers/image-spec/specs-go"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"golang.org/x/crypto/bcrypt"
 	"oras.land/oras-go/v2/registry/remote"
 	"oras.land/oras-go/v2/registry/remote/auth"
 
 	"github.com/ferrypkg/ferry/conformance"
+	"github.com/ferrypkg/ferry/internal/miniotest"
 	"github.com/ferrypkg/ferry/registry/registrytest"
 )
 
@@ -32,7 +34,7 @@ func serveForTest(t *testing.T, o registryServeOptions) (string, func() error) {
 	if o.addr == "" {
 		o.addr = "127.0.0.1:0"
 	}
-	if o.root == "" {
+	if o.root == "" && o.storage == "" {
 		o.root = t.TempDir()
 	}
 	o.output, o.shutdownTimeout = "json", 10*time.Second
@@ -112,7 +114,7 @@ func TestServeHTPasswd(t *testing.T) {
 }
 
 func TestServeRefusesOpenAddressWithoutAuth(t *testing.T) {
-	err := runRegistryServe(context.Background(), io.Discard, io.Discard, registryServeOptions{addr: "0.0.0.0:0", root: t.TempDir(), output: "text"})
+	err := runRegistryServe(context.Background(), io.Discard, io.Discard, registryServeOptions{addr: "0.0.0.0:0", storageOptions: storageOptions{root: t.TempDir()}, output: "text"})
 	if err == nil || !strings.Contains(err.Error(), "--insecure-no-auth") {
 		t.Fatalf("err = %v, want a refusal naming --insecure-no-auth", err)
 	}
@@ -201,5 +203,130 @@ func TestRegistryCheckJSON(t *testing.T) {
 	}
 	if len(rep.Results) != len(conformance.Profile) || rep.Total().Passed != len(conformance.Profile) {
 		t.Fatalf("profile run: %s over %d results, want %d passed", rep.Total(), len(rep.Results), len(conformance.Profile))
+	}
+}
+
+// On S3, serve checks the bucket before serving: wrong credentials or a
+// missing bucket fail in one line that names the bucket and never shows the
+// secret; `ferry registry gc` collects a bucket two serve processes share
+// while they keep serving pulls.
+func TestServeS3(t *testing.T) {
+	ms := miniotest.Start(t)
+	st := ms.Bucket(t)
+	url := "s3://" + st.Bucket + "/ferry?endpoint=" + ms.Endpoint + "&path-style=true"
+	dir := t.TempDir()
+	_, stderr, code := runFerryEnv(t, dir, []string{"AWS_ACCESS_KEY_ID=" + ms.AccessKey, "AWS_SECRET_ACCESS_KEY=wrong-secret-value"},
+		"registry", "serve", "--storage", url, "--addr", "127.0.0.1:0")
+	if code == 0 || strings.Count(strings.TrimSpace(stderr), "\n") > 0 || !strings.Contains(stderr, st.Bucket) || strings.Contains(stderr, "wrong-secret-value") {
+		t.Errorf("wrong secret: exit %d, %q", code, stderr)
+	}
+	_, stderr, code = runFerryEnv(t, dir, ms.Env(), "registry", "serve", "--storage", strings.Replace(url, st.Bucket, "missing-bucket", 1), "--addr", "127.0.0.1:0")
+	if code == 0 || !strings.Contains(stderr, "missing-bucket") || !strings.Contains(stderr, "NoSuchBucket") {
+		t.Errorf("missing bucket: exit %d, %q", code, stderr)
+	}
+	_, stderr, code = runFerry(t, dir, "registry", "serve", "--storage", "s3://AKIA:secret@"+st.Bucket)
+	if code == 0 || !strings.Contains(stderr, "credentials do not belong in the URL") || strings.Contains(stderr, "secret@") {
+		t.Errorf("credentials in the URL: exit %d, %q", code, stderr)
+	}
+
+	for _, kv := range ms.Env() {
+		k, v, _ := strings.Cut(kv, "=")
+		t.Setenv(k, v)
+	}
+	a, _ := serveForTest(t, registryServeOptions{storageOptions: storageOptions{storage: url}})
+	b, _ := serveForTest(t, registryServeOptions{storageOptions: storageOptions{storage: url}})
+	ctx := context.Background()
+	repo := func(base, name string) *remote.Repository {
+		r, err := remote.NewRepository(strings.TrimPrefix(base, "http://") + "/" + name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.PlainHTTP = true
+		return r
+	}
+	keep := bytes.Repeat([]byte("k"), 1<<20)
+	drop := bytes.Repeat([]byte("d"), 1<<20)
+	for _, data := range [][]byte{keep, drop} {
+		desc := ocispec.Descriptor{MediaType: ocispec.MediaTypeImageLayer, Digest: digest.FromBytes(data), Size: int64(len(data))}
+		if err := repo(a, "app").Push(ctx, desc, bytes.NewReader(data)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	keepDesc := ocispec.Descriptor{MediaType: ocispec.MediaTypeImageLayer, Digest: digest.FromBytes(keep), Size: 1 << 20}
+	cfgDesc := ocispec.DescriptorEmptyJSON
+	if err := repo(a, "app").Push(ctx, cfgDesc, bytes.NewReader(cfgDesc.Data)); err != nil {
+		t.Fatal(err)
+	}
+	m, _ := json.Marshal(ocispec.Manifest{Versioned: specsV2, MediaType: ocispec.MediaTypeImageManifest, Config: cfgDesc, Layers: []ocispec.Descriptor{keepDesc}})
+	mDesc := ocispec.Descriptor{MediaType: ocispec.MediaTypeImageManifest, Digest: digest.FromBytes(m), Size: int64(len(m))}
+	if err := repo(a, "app").PushReference(ctx, mDesc, bytes.NewReader(m), "v1"); err != nil {
+		t.Fatal(err)
+	}
+
+	out, stderr, code := runFerryEnv(t, dir, ms.Env(), "registry", "gc", "--storage", url, "--settle", "3s", "-o", "json")
+	if code != 0 {
+		t.Fatalf("gc: exit %d: %s", code, stderr)
+	}
+	var res struct{ Before, After int64 }
+	if err := json.Unmarshal([]byte(out), &res); err != nil || res.Before-res.After < 1<<20 {
+		t.Fatalf("gc printed %q (%v): want at least the 1 MiB unreferenced blob freed", out, err)
+	}
+	// Both processes serve what a manifest references, and take pushes again.
+	for _, base := range []string{a, b} {
+		rc, err := repo(base, "app").Fetch(ctx, keepDesc)
+		if err != nil {
+			t.Fatalf("%s after gc: %v", base, err)
+		}
+		got, _ := io.ReadAll(rc)
+		rc.Close()
+		if !bytes.Equal(got, keep) {
+			t.Fatalf("%s after gc: the kept layer differs", base)
+		}
+		if err := repo(base, "other").Push(ctx, keepDesc, bytes.NewReader(keep)); err != nil {
+			t.Fatalf("push to %s after gc: %v", base, err)
+		}
+	}
+}
+
+var specsV2 = specs.Versioned{SchemaVersion: 2}
+
+// ferry registry migrate copies a served directory to a bucket, which a
+// serve on the bucket then serves.
+func TestRegistryMigrateCLI(t *testing.T) {
+	ms := miniotest.Start(t)
+	st := ms.Bucket(t)
+	url := "s3://" + st.Bucket + "/ferry?endpoint=" + ms.Endpoint + "&path-style=true"
+	root := t.TempDir()
+	base, _ := serveForTest(t, registryServeOptions{storageOptions: storageOptions{root: root}})
+	ctx := context.Background()
+	r, err := remote.NewRepository(strings.TrimPrefix(base, "http://") + "/app")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.PlainHTTP = true
+	data := bytes.Repeat([]byte("m"), 1<<20)
+	desc := ocispec.Descriptor{MediaType: ocispec.MediaTypeImageLayer, Digest: digest.FromBytes(data), Size: int64(len(data))}
+	if err := r.Push(ctx, desc, bytes.NewReader(data)); err != nil {
+		t.Fatal(err)
+	}
+	out, stderr, code := runFerryEnv(t, t.TempDir(), ms.Env(), "registry", "migrate", "--from", root, "--to", url, "--settle", "2.5s", "-o", "json")
+	if code != 0 {
+		t.Fatalf("migrate: exit %d: %s", code, stderr)
+	}
+	var res struct {
+		Result struct{ Objects, Blobs int }
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil || res.Result.Blobs != 1 {
+		t.Fatalf("migrate printed %q (%v)", out, err)
+	}
+	for _, kv := range ms.Env() {
+		k, v, _ := strings.Cut(kv, "=")
+		t.Setenv(k, v)
+	}
+	s3, _ := serveForTest(t, registryServeOptions{storageOptions: storageOptions{storage: url}})
+	rs, _ := remote.NewRepository(strings.TrimPrefix(s3, "http://") + "/app")
+	rs.PlainHTTP = true
+	if ok, err := rs.Exists(ctx, desc); err != nil || !ok {
+		t.Fatalf("the migrated blob on S3: %v %v", ok, err)
 	}
 }

@@ -10,20 +10,23 @@ source "$(dirname "$0")/lib.sh"
 [ "$(id -u)" = 0 ] || die "down.sh must run as root"
 
 # ours PID: the process is one of ours — kube, etcd, containerd or a shim
-# whose command line names our binaries or runtime folder — so a PID reused
-# since up.sh, or anything else, is never signalled.
+# whose command line names our state folder (every one does: its runtime
+# folder, certificates or kubeconfig) — so a PID reused since up.sh, or
+# anything else, is never signalled. Not the binaries' folder: another
+# cluster (another FERRY_E2E_STATE and FERRY_E2E_NETNS) runs the same cached
+# kube binary, and a down.sh here killed its API server and kubelets.
 ours() {
   case "$(readlink "/proc/$1/exe" 2>/dev/null)" in
     # "(deleted)": the binary was rebuilt while this cluster ran.
-    "$BIN/kube" | "$BIN/kube (deleted)" | */etcd | */containerd | */containerd-shim-runc-v2) ;;
+    "$BIN/kube" | "$BIN/kube (deleted)" | */etcd | */containerd | */containerd-shim-runc-v2 | "$RUN/minio/minio") ;;
     *) return 1 ;;
   esac
-  tr '\0' ' ' < "/proc/$1/cmdline" 2>/dev/null | grep -qF -e "$BIN/" -e "$RUN/"
+  tr '\0' ' ' < "/proc/$1/cmdline" 2>/dev/null | grep -qF -e "$STATE/"
 }
 # all_ours: every process of ours, whether or not $PIDS names it.
 all_ours() {
   local p
-  for p in $(ps -eo pid=,args= | grep -F -e "$BIN/" -e "$RUN/" | awk '{ print $1 }'); do
+  for p in $(ps -eo pid=,args= | grep -F -e "$STATE/" | awk '{ print $1 }'); do
     ours "$p" && echo "$p"
   done
 }

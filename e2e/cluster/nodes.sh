@@ -6,6 +6,12 @@
 #   nodes.sh stop-kubelet NODE    stop NODE's kubelet (node1, node2, …)
 #   nodes.sh start-kubelet NODE   start it again
 #   nodes.sh rss              print the cluster's RSS in MB (every process of it)
+#   nodes.sh minio BIN BUCKET the cluster's object store: MinIO BIN (built from
+#                             tools/minio) on node1's address, 10.200.0.1:9000,
+#                             which every node's pods reach (the workstation does
+#                             not), data in $RUN/minio, with bucket BUCKET; the
+#                             root credentials from MINIO_ROOT_USER and
+#                             MINIO_ROOT_PASSWORD. Prints the data folder.
 #
 # Node k (2, 3, …) is network namespace $FERRY_E2E_NETNS-node<k> with its own
 # loopback, containerd, kubelet and kube-proxy; its eth0 (10.200.0.<k>) is a
@@ -152,8 +158,31 @@ rss() {
   echo $((total / 1024))
 }
 
+minio() {
+  local bin=$1 bucket=$2 dir=$RUN/minio
+  [ -n "${MINIO_ROOT_USER:-}" ] && [ -n "${MINIO_ROOT_PASSWORD:-}" ] || die "minio: set MINIO_ROOT_USER and MINIO_ROOT_PASSWORD"
+  [ -x "$bin" ] || die "minio: $bin is not executable (make deps builds .bin/minio)"
+  local p
+  p=$(awk '$1 == "minio" { p = $2 } END { print p }' "$PIDS")
+  if [ -z "$p" ] || ! kill -0 "$p" 2>/dev/null; then
+    mkdir -p "$dir/data" "$dir/home"
+    # Copied under $RUN: down.sh stops what runs from there.
+    cp "$bin" "$dir/minio"
+    HOME=$dir/home MINIO_BROWSER=off MINIO_UPDATE=off start minio "$dir/minio" server --quiet \
+      --address "$NODE_IP:9000" --console-address 127.0.0.1:9001 "$dir/data"
+    wait_for "MinIO" 60 inns curl -fsS "http://$NODE_IP:9000/minio/health/ready"
+  fi
+  local code
+  code=$(inns curl -sS --aws-sigv4 "aws:amz:us-east-1:s3" --user "$MINIO_ROOT_USER:$MINIO_ROOT_PASSWORD" \
+    -X PUT "http://$NODE_IP:9000/$bucket" -o /dev/null -w '%{http_code}') || die "minio: create bucket $bucket"
+  # 409: the bucket is there already.
+  [ "$code" = 200 ] || [ "$code" = 409 ] || die "minio: create bucket $bucket: HTTP $code"
+  echo "$dir/data"
+}
+
 case ${1:-} in
   add) shift; add "$@" ;;
+  minio) minio "${2:?minio binary}" "${3:?bucket}" ;;
   stop-kubelet) stop_kubelet "${2:?node}" ;;
   start-kubelet) start_kubelet "${2:?node}" ;;
   rss) rss ;;

@@ -46,6 +46,27 @@ const (
 	RegistryBinaryPath = "/ferry-registry"
 	// RegistryRoot is the registry's storage inside its container.
 	RegistryRoot = "/var/lib/registry"
+	// StorageEnv, set in the registry's container, is its S3 storage:
+	// s3://bucket[/prefix]?endpoint=…&region=…&path-style=…, without
+	// credentials. Unset: the filesystem at RegistryRoot. `ferry-registry`
+	// and `ferry-registry gc` read it.
+	StorageEnv = "FERRY_REGISTRY_STORAGE"
+	// HTTPSecretEnv is the HTTP secret every replica signs upload state
+	// with, from the AuthSecretName Secret's HTTPSecretKey.
+	HTTPSecretEnv = "FERRY_REGISTRY_HTTP_SECRET"
+	// HTTPSecretKey is the key of the registry replicas' shared HTTP
+	// secret in the AuthSecretName Secret.
+	HTTPSecretKey = "httpSecret"
+	// AccessKeyIDKey and SecretAccessKeyKey are the keys of the Secret the
+	// user names for S3 storage; the registry's container gets them as the
+	// AWS SDK's environment variables of the same names.
+	AccessKeyIDKey     = "AWS_ACCESS_KEY_ID"
+	SecretAccessKeyKey = "AWS_SECRET_ACCESS_KEY"
+	// CAName is the ConfigMap with the PEM bundle of a custom CA for the S3
+	// endpoint (key CAKey), mounted into the registry at CADir.
+	CAName = "ferry-registry-ca"
+	CAKey  = "ca.pem"
+	CADir  = "/etc/ferry/ca"
 )
 
 // RegistryHost is where every node reaches the in-cluster registry on
@@ -64,6 +85,9 @@ const (
 	LabelComponent = "app.kubernetes.io/component"
 	// ManagedBy is the value of LabelManagedBy.
 	ManagedBy = "ferry"
+	// LabelPackage marks the Secrets that record deployed packages (its
+	// value is the package's name).
+	LabelPackage = "ferry.dev/package"
 )
 
 // RegistryLabels are the labels of the registry's Deployment, Pods and
@@ -79,6 +103,8 @@ const (
 	stateNode       = "node"
 	statePullSecret = "pullSecret"
 	stateAuthSecret = "authSecret"
+	stateStorage    = "storage"
+	stateReplicas   = "replicas"
 )
 
 // State is what init records in the StateName Secret for later commands.
@@ -92,6 +118,11 @@ type State struct {
 	// PullSecret and AuthSecret name the registry's Secrets
 	// (PullSecretName, AuthSecretName).
 	PullSecret, AuthSecret string
+	// Storage is the registry's S3 storage (see StorageEnv); empty: the
+	// filesystem on Node.
+	Storage string
+	// Replicas is how many registry Pods run; 0 read as 1.
+	Replicas int32
 }
 
 // Data returns s as the Secret's data.
@@ -99,6 +130,7 @@ func (s State) Data() map[string][]byte {
 	return map[string][]byte{
 		stateRegistry: []byte(s.Registry), stateImage: []byte(s.Image), stateNode: []byte(s.Node),
 		statePullSecret: []byte(s.PullSecret), stateAuthSecret: []byte(s.AuthSecret),
+		stateStorage: []byte(s.Storage), stateReplicas: []byte(strconv.Itoa(int(max(s.Replicas, 1)))),
 	}
 }
 
@@ -108,7 +140,16 @@ func StateFromData(data map[string][]byte) State {
 	return State{
 		Registry: string(data[stateRegistry]), Image: string(data[stateImage]), Node: string(data[stateNode]),
 		PullSecret: string(data[statePullSecret]), AuthSecret: string(data[stateAuthSecret]),
+		Storage: string(data[stateStorage]), Replicas: replicas(data[stateReplicas]),
 	}
+}
+
+func replicas(b []byte) int32 {
+	n, err := strconv.Atoi(string(b))
+	if err != nil || n < 1 {
+		return 1
+	}
+	return int32(n)
 }
 
 // Keys of the AuthSecretName Secret's data.

@@ -15,9 +15,10 @@ import (
 // TestStateKeys: the state Secret's keys outlive a ferry version (a newer
 // ferry reads what an older init wrote), so they are pinned here.
 func TestStateKeys(t *testing.T) {
-	st := State{Registry: "127.0.0.1:31999", Image: "127.0.0.1:31999/ferry/registry@sha256:" + strings.Repeat("a", 64), Node: "node1", PullSecret: PullSecretName, AuthSecret: AuthSecretName}
+	st := State{Registry: "127.0.0.1:31999", Image: "127.0.0.1:31999/ferry/registry@sha256:" + strings.Repeat("a", 64), Node: "node1", PullSecret: PullSecretName, AuthSecret: AuthSecretName,
+		Storage: "s3://bucket/ferry?endpoint=https%3A%2F%2Fs3.example", Replicas: 2}
 	data := st.Data()
-	if got, want := keys(data), "authSecret,image,node,pullSecret,registry"; got != want {
+	if got, want := keys(data), "authSecret,image,node,pullSecret,registry,replicas,storage"; got != want {
 		t.Fatalf("keys %s, want %s", got, want)
 	}
 	if string(data["registry"]) != st.Registry {
@@ -25,6 +26,12 @@ func TestStateKeys(t *testing.T) {
 	}
 	if back := StateFromData(data); back != st {
 		t.Fatalf("round trip: %+v", back)
+	}
+	// What an init before S3 storage wrote: one replica on the filesystem.
+	delete(data, "storage")
+	delete(data, "replicas")
+	if back := StateFromData(data); back.Storage != "" || back.Replicas != 1 {
+		t.Fatalf("older state: %+v", back)
 	}
 }
 
