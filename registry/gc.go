@@ -61,12 +61,8 @@ func GarbageCollect(ctx context.Context, cfg Config, opts GCOptions) (res GCResu
 	if err := storage.MarkAndSweep(ctx, d, ns, storage.GCOpts{Quiet: true}); err != nil {
 		return res, fmt.Errorf("%s: %w", name, err)
 	}
-	if err := leave(); err != nil {
+	if err := leave(); err != nil { // settles: every registry takes pushes again
 		return res, fmt.Errorf("%s: %w", name, err)
-	}
-	// Once more: when it returns, every registry takes pushes again.
-	if err := sleep(ctx, settle); err != nil {
-		return res, err
 	}
 	if res.After, err = usage(ctx, d); err != nil {
 		return res, fmt.Errorf("%s: %w", name, err)

@@ -99,8 +99,9 @@ func sleep(ctx context.Context, d time.Duration) error {
 }
 
 // enterReadOnly sets the read-only flag on d and waits settle, until every
-// registry on the storage follows it. leave clears the flag (once: later
-// calls do nothing), also after ctx ended.
+// registry on the storage follows it. leave clears the flag and waits
+// settle again, so that when it returns every registry takes pushes (once:
+// later calls do nothing), also after ctx ended.
 func enterReadOnly(ctx context.Context, d storagedriver.StorageDriver, settle time.Duration) (leave func() error, err error) {
 	if err := setReadOnlyFlag(ctx, d, true); err != nil {
 		return nil, err
@@ -108,7 +109,12 @@ func enterReadOnly(ctx context.Context, d storagedriver.StorageDriver, settle ti
 	var once sync.Once
 	leave = func() error {
 		var err error
-		once.Do(func() { err = setReadOnlyFlag(context.WithoutCancel(ctx), d, false) })
+		once.Do(func() {
+			if err = setReadOnlyFlag(context.WithoutCancel(ctx), d, false); err == nil {
+				// When leave returns, every registry takes pushes again.
+				err = sleep(context.WithoutCancel(ctx), settle)
+			}
+		})
 		return err
 	}
 	if err := sleep(ctx, settle); err != nil {

@@ -30,7 +30,7 @@ const blobsDir = "/docker/registry/v2/blobs"
 // sha512 aliases come along — then reads back every blob from to and
 // checks it against its digest. from is put in read-only maintenance mode
 // meanwhile (its registries keep serving pulls, opts.Settle as for
-// GarbageCollect) and returned to read-write afterwards; upload sessions in
+// GarbageCollect) and returned to read-write before it returns; upload sessions in
 // progress and the maintenance flag are not copied. to should be a new,
 // empty storage that no registry serves yet.
 func Migrate(ctx context.Context, from, to Config, opts GCOptions) (res MigrateResult, err error) {
@@ -80,6 +80,9 @@ func Migrate(ctx context.Context, from, to Config, opts GCOptions) (res MigrateR
 		return res, fmt.Errorf("%s: %w", name, err)
 	}
 	if res.Blobs, err = verifyBlobs(ctx, dst); err != nil {
+		return res, fmt.Errorf("%s: %w", name, err)
+	}
+	if err := leave(); err != nil { // settles: from's registries take pushes again
 		return res, fmt.Errorf("%s: %w", name, err)
 	}
 	return res, nil
