@@ -170,7 +170,7 @@ func (t *Tunnel) connection(ctx context.Context, slot int) (httpstream.Connectio
 	if c := t.conns[slot]; c != nil {
 		select {
 		case <-c.CloseChan():
-			t.conns[slot] = nil
+			t.dropLocked(c) // it dropped: all go, and a Pod is picked again
 		default:
 			return c, nil
 		}
