@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -14,10 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/apimachinery/pkg/util/httpstream"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/tools/portforward"
-	"k8s.io/client-go/transport/spdy"
 
 	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/artifact/chart"
@@ -26,6 +23,7 @@ import (
 	"github.com/ferrypkg/ferry/inject"
 	"github.com/ferrypkg/ferry/internal/benchenv"
 	contract "github.com/ferrypkg/ferry/internal/cluster"
+	"github.com/ferrypkg/ferry/internal/kube"
 	"github.com/ferrypkg/ferry/internal/reach"
 )
 
@@ -142,24 +140,16 @@ func BenchmarkTunnel(b *testing.B) {
 }
 
 // kubectlForward opens what `kubectl port-forward POD :5000` opens:
-// client-go's PortForwarder over the WebSocket dialer with SPDY fallback,
+// client-go's PortForwarder over kubectl's dialer (kube.PortForwardDialer),
 // to pod (namespace/name) on the registry's port. It returns the local
 // address and a function that stops it.
 func kubectlForward(b *testing.B, c *cluster.Cluster, pod string) (string, func()) {
 	b.Helper()
 	ns, name, _ := strings.Cut(pod, "/")
-	u := c.Client.CoreV1().RESTClient().Post().Resource("pods").Namespace(ns).Name(name).SubResource("portforward").URL()
-	rt, upgrader, err := spdy.RoundTripperFor(c.Config)
+	dialer, _, err := kube.PortForwardDialer(c.Client, c.Config, ns, name)
 	if err != nil {
 		b.Fatal(err)
 	}
-	ws, err := portforward.NewSPDYOverWebsocketDialer(u, c.Config)
-	if err != nil {
-		b.Fatal(err)
-	}
-	dialer := portforward.NewFallbackDialer(ws, spdy.NewDialer(upgrader, &http.Client{Transport: rt}, http.MethodPost, u), func(err error) bool {
-		return httpstream.IsUpgradeFailure(err) || httpstream.IsHTTPSProxyError(err)
-	})
 	stop, ready := make(chan struct{}), make(chan struct{})
 	fw, err := portforward.NewOnAddresses(dialer, []string{"127.0.0.1"}, []string{fmt.Sprintf("0:%d", contract.RegistryPort)}, stop, ready, io.Discard, io.Discard)
 	if err != nil {

@@ -274,30 +274,42 @@ func (d *recordingDialer) Dial(protocols ...string) (httpstream.Connection, stri
 // dial connects to pod's portforward subresource: WebSocket first, SPDY
 // when the upgrade fails, as kubectl port-forward does.
 func (t *Tunnel) dial(pod string) (httpstream.Connection, string, error) {
-	u := t.cs.CoreV1().RESTClient().Post().Resource("pods").Namespace(t.opts.Namespace).Name(pod).SubResource("portforward").URL()
-	rt, upgrader, err := spdy.RoundTripperFor(t.cfg)
+	dialer, webSocket, err := PortForwardDialer(t.cs, t.cfg, t.opts.Namespace, pod)
 	if err != nil {
 		return nil, "", err
 	}
-	spdyDialer := spdy.NewDialer(upgrader, &http.Client{Transport: rt}, http.MethodPost, u)
-	ws, err := portforward.NewSPDYOverWebsocketDialer(u, t.cfg)
-	if err != nil {
-		return nil, "", err
-	}
-	primary := &recordingDialer{Dialer: ws}
-	// client-go 0.37's WebSocket dialer reports a refused upgrade with
-	// k8s.io/streaming's error type, no longer apimachinery's: ask both.
-	dialer := portforward.NewFallbackDialer(primary, spdyDialer, func(err error) bool {
-		return streamhttp.IsUpgradeFailure(err) || httpstream.IsUpgradeFailure(err) || httpstream.IsHTTPSProxyError(err)
-	})
 	conn, _, err := dialer.Dial(portforward.PortForwardProtocolV1Name)
 	if err != nil {
 		return nil, "", err
 	}
-	if primary.used {
+	if webSocket() {
 		return conn, ProtocolWebSocket, nil
 	}
 	return conn, ProtocolSPDY, nil
+}
+
+// PortForwardDialer dials the portforward subresource of pod in namespace
+// as kubectl port-forward does: the WebSocket protocol first, SPDY when
+// the upgrade is refused. After a Dial that succeeded, webSocket tells
+// whether it was the WebSocket protocol.
+func PortForwardDialer(cs kubernetes.Interface, cfg *rest.Config, namespace, pod string) (dialer httpstream.Dialer, webSocket func() bool, err error) {
+	u := cs.CoreV1().RESTClient().Post().Resource("pods").Namespace(namespace).Name(pod).SubResource("portforward").URL()
+	rt, upgrader, err := spdy.RoundTripperFor(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	spdyDialer := spdy.NewDialer(upgrader, &http.Client{Transport: rt}, http.MethodPost, u)
+	ws, err := portforward.NewSPDYOverWebsocketDialer(u, cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	primary := &recordingDialer{Dialer: ws}
+	// client-go 0.37's WebSocket dialer reports a refused upgrade with
+	// k8s.io/streaming's error type, no longer apimachinery's: ask both.
+	dialer = portforward.NewFallbackDialer(primary, spdyDialer, func(err error) bool {
+		return streamhttp.IsUpgradeFailure(err) || httpstream.IsUpgradeFailure(err) || httpstream.IsHTTPSProxyError(err)
+	})
+	return dialer, func() bool { return primary.used }, nil
 }
 
 // forward carries one local connection to the Pod. When the connection to
