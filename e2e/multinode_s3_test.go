@@ -114,14 +114,8 @@ func TestMultiNodeS3(t *testing.T) {
 			t.Fatalf("PodDisruptionBudget: %v", err)
 		}
 		// The migrated registry has every blob: a redeploy pushes nothing.
-		var again struct {
-			BytesPushed int64 `json:"bytesPushed"`
-		}
-		if err := ferryJSON(ctx, t, c, &again, "deploy", pkg, "--key", pubName); err != nil {
-			t.Fatal(err)
-		}
-		if again.BytesPushed != 0 {
-			t.Fatalf("redeploy after the migration pushed %d bytes", again.BytesPushed)
+		if n := deployPushed(ctx, t, c, pkg, pubName); n != 0 {
+			t.Fatalf("redeploy after the migration pushed %d bytes", n)
 		}
 	})
 	if !ok {
@@ -166,14 +160,8 @@ func TestMultiNodeS3(t *testing.T) {
 			t.Fatalf("%d pulls failed", len(res.failed))
 		}
 		// Nothing lost: a redeploy finds every blob of the package there.
-		var again struct {
-			BytesPushed int64 `json:"bytesPushed"`
-		}
-		if err := ferryJSON(ctx, t, c, &again, "deploy", pkg, "--key", pubName); err != nil {
-			t.Fatal(err)
-		}
-		if again.BytesPushed != 0 {
-			t.Fatalf("redeploy pushed %d bytes: something was lost", again.BytesPushed)
+		if n := deployPushed(ctx, t, c, pkg, pubName); n != 0 {
+			t.Fatalf("redeploy pushed %d bytes: something was lost", n)
 		}
 	})
 	if !ok {
@@ -197,12 +185,7 @@ func TestMultiNodeS3(t *testing.T) {
 		if err := c.Client.CoreV1().Pods(ns).Delete(ctx, pods[0].Name, metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		var rec struct {
-			BytesPushed int64 `json:"bytesPushed"`
-		}
-		if err := ferryJSON(ctx, t, c, &rec, "deploy", other, "--key", otherPub.Name); err != nil {
-			t.Fatal(err)
-		}
+		deployPushed(ctx, t, c, other, otherPub.Name)
 	})
 	if !ok {
 		t.FailNow()
@@ -369,4 +352,17 @@ func dirSize(t *testing.T, dir string) int64 {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// deployPushed runs ferry deploy of pkg (signed by the key pub) and returns
+// the bytes it pushed.
+func deployPushed(ctx context.Context, t *testing.T, c *cluster.Cluster, pkg, pub string) int64 {
+	t.Helper()
+	var rec struct {
+		BytesPushed int64 `json:"bytesPushed"`
+	}
+	if err := ferryJSON(ctx, t, c, &rec, "deploy", pkg, "--key", pub); err != nil {
+		t.Fatal(err)
+	}
+	return rec.BytesPushed
 }

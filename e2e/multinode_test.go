@@ -592,14 +592,7 @@ func registryNodeDown(ctx context.Context, t *testing.T, c *cluster.Cluster, pkg
 
 	// The registry is empty there: deploy pushes again, and a Pod on a
 	// node that is up pulls from it.
-	var rec struct {
-		BytesPushed int64 `json:"bytesPushed"`
-		RegistryVia via   `json:"registryVia"`
-	}
-	if err := ferryJSON(ctx, t, c, &rec, "deploy", pkg, "--key", pub); err != nil {
-		t.Fatal(err)
-	}
-	if rec.BytesPushed == 0 {
+	if deployPushed(ctx, t, c, pkg, pub) == 0 {
 		t.Errorf("deploy after the move pushed nothing")
 	}
 	ns := c.Namespace(t)
