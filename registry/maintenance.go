@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -166,13 +167,10 @@ func (a *appSwitch) set(readOnly bool) (err error) {
 		return nil
 	}
 	cfg := *a.base
-	cfg.Storage = configuration.Storage{}
-	for k, v := range a.base.Storage {
-		cfg.Storage[k] = v
-	}
-	maint := configuration.Parameters{}
-	for k, v := range a.base.Storage["maintenance"] {
-		maint[k] = v
+	cfg.Storage = maps.Clone(a.base.Storage)
+	maint := maps.Clone(a.base.Storage["maintenance"])
+	if maint == nil {
+		maint = configuration.Parameters{}
 	}
 	maint["readonly"] = map[any]any{"enabled": readOnly}
 	cfg.Storage["maintenance"] = maint
