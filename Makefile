@@ -111,3 +111,9 @@ lint:
 
 clean:
 	rm -rf $(BIN) out
+
+## generate: the Package API's deep copies and CRD, from its Go types
+## (controller-gen, pinned in tools/controller-gen/go.mod).
+generate:
+	@if [ ! -x $(TOOLS)/controller-gen ]; then (cd tools/controller-gen && GOBIN=$(TOOLS) $(GO) install tool) || exit 1; fi
+	$(TOOLS)/controller-gen object paths=./deploy/api/... crd:crdVersions=v1 output:crd:dir=./deploy/api/v1alpha1/crd

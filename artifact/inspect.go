@@ -157,3 +157,15 @@ func checkConfig(r *Reader, sum *Summary) error {
 	}
 	return nil
 }
+
+// ReadConfig reads the config (ferry.json) of the package that ref names in
+// src, a registry repository or any oras target: its root, manifests and
+// config are fetched and each checked against its digest, the graph against
+// the config; layers are not read. It verifies no signature.
+func ReadConfig(ctx context.Context, src oras.ReadOnlyTarget, ref string) (*Config, ocispec.Descriptor, error) {
+	p, err := planFrom(ctx, src, ref)
+	if err != nil {
+		return nil, ocispec.Descriptor{}, err
+	}
+	return p.config, p.root, nil
+}

@@ -38,22 +38,36 @@ func (k *PublicKey) PublicKey() crypto.PublicKey { return k.pub }
 // A private key or a damaged file is an ErrKey naming the file.
 func LoadPublicKey(path string) (*PublicKey, error) {
 	data, block, err := ReadKeyFile(path)
-	switch {
-	case err != nil:
+	if err != nil {
 		return nil, err
-	case strings.Contains(block.Type, "PRIVATE KEY"):
-		return nil, fmt.Errorf("%w: %s is a private key; verification needs the public key (cosign.pub)", ErrKey, path)
+	}
+	return parsePublicKey(path, data, block)
+}
+
+// ParsePublicKey reads a PEM public key (cosign.pub's bytes, from a Secret
+// for instance) that name names in messages.
+func ParsePublicKey(name string, data []byte) (*PublicKey, error) {
+	block, _ := pem.Decode(data)
+	if block == nil {
+		return nil, fmt.Errorf("%w: %s is not a PEM key", ErrKey, name)
+	}
+	return parsePublicKey(name, data, block)
+}
+
+func parsePublicKey(name string, data []byte, block *pem.Block) (*PublicKey, error) {
+	if strings.Contains(block.Type, "PRIVATE KEY") {
+		return nil, fmt.Errorf("%w: %s is a private key; verification needs the public key (cosign.pub)", ErrKey, name)
 	}
 	pub, err := cryptoutils.UnmarshalPEMToPublicKey(data)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s: %w", ErrKey, path, err)
+		return nil, fmt.Errorf("%w: %s: %w", ErrKey, name, err)
 	}
 	// As `cosign verify --key`: SHA-256 for ECDSA and RSA keys.
 	v, err := sigstore.LoadVerifier(pub, crypto.SHA256)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s: %w", ErrKey, path, err)
+		return nil, fmt.Errorf("%w: %s: %w", ErrKey, name, err)
 	}
-	return &PublicKey{Name: path, v: v, pub: pub}, nil
+	return &PublicKey{Name: name, v: v, pub: pub}, nil
 }
 
 // ReadKeyFile reads a PEM key file and its first block; an unreadable file

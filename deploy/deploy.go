@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/opencontainers/go-digest"
+	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/strvals"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -85,21 +88,48 @@ func Deploy(ctx context.Context, cs kubernetes.Interface, r *artifact.Reader, op
 	if opts.Namespace == "" {
 		opts.Namespace = cluster.DefaultNamespace
 	}
-	if opts.Timeout <= 0 {
-		opts.Timeout = DefaultTimeout
+	if _, err := selectComponents(r.Config(), opts.Components); err != nil {
+		return nil, err
 	}
-	comps, err := selectComponents(r.Config(), opts.Components)
+	values, err := ParseSet(opts.Set)
 	if err != nil {
 		return nil, err
 	}
-	values := map[string]any{}
-	for _, s := range opts.Set {
-		if err := strvals.ParseInto(s, values); err != nil {
-			return nil, fmt.Errorf("--set %s: %w", s, err)
-		}
+	if err := checkKube(r.Config(), opts.Components, opts.Kube); err != nil {
+		return nil, err
 	}
-	if opts.Kube == nil && slices.ContainsFunc(comps, func(c artifact.Component) bool { return len(c.Charts)+len(c.Manifests) > 0 }) {
-		return nil, errors.New("deploy: charts and manifests need a kubeconfig (Options.Kube)")
+	pushed, err := Push(ctx, cs, r, opts)
+	if err != nil {
+		return nil, err
+	}
+	rec, err := Install(ctx, cs, r.Config(), r.Root().Digest, InstallOptions{
+		Namespace: opts.Namespace, Kube: opts.Kube, Components: opts.Components, Values: values,
+		Timeout: opts.Timeout, Registry: opts.Registry, Progress: opts.Progress, BytesPushed: pushed.BytesPushed,
+	})
+	if err != nil {
+		return nil, err
+	}
+	rec.PushTook = pushed.Took
+	return rec, nil
+}
+
+// Pushed tells what Push uploaded.
+type Pushed struct {
+	*artifact.MirrorResult
+	// Took is how long the push took.
+	Took time.Duration `json:"-"`
+}
+
+// Push verifies a package fail closed (opts.Keys, or only its blobs with
+// opts.InsecureSkipSignatureVerification) and pushes it into the
+// in-cluster registry that `ferry init` set up: the package under its name
+// with its signatures, its images under their original paths by the
+// digests it recorded, skipping blobs already there. Nothing is pushed
+// unless verification passed. Install (or the Package controller) installs
+// it from there.
+func Push(ctx context.Context, cs kubernetes.Interface, r *artifact.Reader, opts Options) (*Pushed, error) {
+	if opts.Namespace == "" {
+		opts.Namespace = cluster.DefaultNamespace
 	}
 	switch {
 	case len(opts.Keys) > 0:
@@ -113,7 +143,7 @@ func Deploy(ctx context.Context, cs kubernetes.Interface, r *artifact.Reader, op
 	default:
 		return nil, ErrUnsigned
 	}
-	host, cred, err := registryAccess(ctx, cs, opts.Namespace)
+	host, cred, err := RegistryAccess(ctx, cs, opts.Namespace)
 	if err != nil {
 		return nil, err
 	}
@@ -122,7 +152,7 @@ func Deploy(ctx context.Context, cs kubernetes.Interface, r *artifact.Reader, op
 		push = opts.Registry
 	}
 	remote := cluster.RegistryRemote(push, cred)
-	pushStart := time.Now()
+	start := time.Now()
 	var loaded *artifact.MirrorResult
 	err = reach.Retry(ctx, opts.PushAttempts, func() error {
 		var err error
@@ -132,17 +162,108 @@ func Deploy(ctx context.Context, cs kubernetes.Interface, r *artifact.Reader, op
 	if err != nil {
 		return nil, fmt.Errorf("push images to %s: %w", push, err)
 	}
-	st := &State{Client: cs, Namespace: opts.Namespace}
-	prev, err := st.Get(ctx, r.Config().Name)
+	return &Pushed{MirrorResult: loaded, Took: time.Since(start)}, nil
+}
+
+// ParseSet parses chart values given as helm --set takes them.
+func ParseSet(set []string) (map[string]any, error) {
+	values := map[string]any{}
+	for _, s := range set {
+		if err := strvals.ParseInto(s, values); err != nil {
+			return nil, fmt.Errorf("--set %s: %w", s, err)
+		}
+	}
+	return values, nil
+}
+
+// checkKube refuses to go on without a kubeconfig when a selected
+// component has charts or manifests.
+func checkKube(cfg *artifact.Config, names []string, kube genericclioptions.RESTClientGetter) error {
+	comps, err := selectComponents(cfg, names)
+	if err != nil {
+		return err
+	}
+	if kube == nil && slices.ContainsFunc(comps, func(c artifact.Component) bool { return len(c.Charts)+len(c.Manifests) > 0 }) {
+		return errors.New("deploy: charts and manifests need a kubeconfig (Options.Kube)")
+	}
+	return nil
+}
+
+// InstallOptions configure Install.
+type InstallOptions struct {
+	// Namespace is ferry's namespace; cluster.DefaultNamespace if empty.
+	Namespace string
+	// Kube reaches the cluster for Helm and server-side apply.
+	Kube genericclioptions.RESTClientGetter
+	// Components selects components by name (required ones always come
+	// along); all of them when empty.
+	Components []string
+	// Values are given to every chart; ChartValues (by chart name) go over
+	// them for one chart.
+	Values      map[string]any
+	ChartValues map[string]map[string]any
+	// Timeout bounds the wait for each chart's and bundle's resources;
+	// DefaultTimeout if 0.
+	Timeout time.Duration
+	// Registry is where this process reaches the in-cluster registry
+	// (host:port); the registry's address on the nodes if empty.
+	Registry string
+	// BytesPushed is recorded as what the deploy pushed.
+	BytesPushed int64
+	// Progress, if set, receives progress reports.
+	Progress artifact.ProgressFunc
+}
+
+// Install installs the package cfg, whose root is in the in-cluster
+// registry (Push put it there) and was verified by the caller: installs or
+// upgrades the charts of the selected components with Helm (waiting for
+// readiness, rolled back on failure; a release left pending by an
+// interrupted install is finished or undone first, and one whose objects
+// were deleted by hand is upgraded again) and applies their manifests,
+// every image rewritten to the in-cluster registry by digest; removes what
+// an earlier deploy of the package installed that this one does not; and
+// records the package for list, remove and the agent. Run again on what is
+// installed, it changes nothing.
+//
+// When a chart or bundle fails, the error says which and why; the record
+// then keeps the earlier version, plus whatever this install did, so that
+// remove finds it.
+func Install(ctx context.Context, cs kubernetes.Interface, cfg *artifact.Config, root digest.Digest, opts InstallOptions) (*Record, error) {
+	if opts.Namespace == "" {
+		opts.Namespace = cluster.DefaultNamespace
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = DefaultTimeout
+	}
+	comps, err := selectComponents(cfg, opts.Components)
 	if err != nil {
 		return nil, err
 	}
-	d := &deployer{cs: cs, opts: opts, values: values, host: host, push: push, remote: remote, cfg: r.Config(), prev: prev, ensured: map[string]bool{}}
-	rec := &Record{Name: r.Config().Name, Version: r.Config().Version, Root: r.Root().Digest, Config: r.Config(), BytesPushed: loaded.BytesPushed, PushTook: time.Since(pushStart)}
+	if err := checkKube(cfg, opts.Components, opts.Kube); err != nil {
+		return nil, err
+	}
+	host, cred, err := RegistryAccess(ctx, cs, opts.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	push := host
+	if opts.Registry != "" {
+		push = opts.Registry
+	}
+	st := &State{Client: cs, Namespace: opts.Namespace}
+	prev, err := st.Get(ctx, cfg.Name)
+	if err != nil {
+		return nil, err
+	}
+	if opts.Values == nil {
+		opts.Values = map[string]any{}
+	}
+	d := &deployer{cs: cs, opts: opts, host: host, push: push, remote: cluster.RegistryRemote(push, cred), cfg: cfg, prev: prev, ensured: map[string]bool{}}
+	rec := &Record{Name: cfg.Name, Version: cfg.Version, Root: root, Config: cfg, BytesPushed: opts.BytesPushed}
 	for _, c := range comps {
 		rec.Components = append(rec.Components, c.Name)
 	}
-	if rec.Earlier, err = earlierImages(prev, r.Config()); err != nil {
+	if rec.Earlier, err = earlierImages(prev, cfg); err != nil {
 		return nil, err
 	}
 	if err := d.install(ctx, comps, rec); err != nil {
@@ -166,11 +287,11 @@ func earlierImages(prev *Record, cfg *artifact.Config) ([]string, error) {
 	if prev == nil {
 		return nil, nil
 	}
-	now, err := imageRefs(cfg)
+	now, err := ImageRefs(cfg)
 	if err != nil {
 		return nil, err
 	}
-	old, err := imageRefs(prev.Config)
+	old, err := ImageRefs(prev.Config)
 	if err != nil {
 		return nil, err
 	}
@@ -183,9 +304,9 @@ func earlierImages(prev *Record, cfg *artifact.Config) ([]string, error) {
 	return out, nil
 }
 
-// imageRefs lists the images of a package as the in-cluster registry holds
+// ImageRefs lists the images of a package as the in-cluster registry holds
 // them: repository@digest.
-func imageRefs(cfg *artifact.Config) ([]string, error) {
+func ImageRefs(cfg *artifact.Config) ([]string, error) {
 	var out []string
 	for _, c := range cfg.Components {
 		for _, img := range c.Images {
@@ -228,8 +349,7 @@ func selectComponents(cfg *artifact.Config, names []string) ([]artifact.Componen
 // deployer installs the charts and manifests of one package.
 type deployer struct {
 	cs      kubernetes.Interface
-	opts    Options
-	values  map[string]any
+	opts    InstallOptions
 	host    string // the registry on the nodes, for Pods
 	push    string // the registry for this process
 	remote  artifact.RemoteOptions
@@ -257,10 +377,6 @@ func (d *deployer) install(ctx context.Context, comps []artifact.Component, rec 
 		return err
 	}
 	render := &imageRenderer{rw: &agent.Rewriter{Registry: d.host, Images: images}, pullSecret: cluster.PullSecretName}
-	vd, err := jsonDigest(d.values)
-	if err != nil {
-		return err
-	}
 	id, err := jsonDigest(images)
 	if err != nil {
 		return err
@@ -271,8 +387,13 @@ func (d *deployer) install(ctx context.Context, comps []artifact.Component, rec 
 			if err != nil {
 				return err
 			}
+			values := chartutil.CoalesceTables(maps.Clone(d.opts.ChartValues[ch.Name]), d.opts.Values)
+			vd, err := jsonDigest(values)
+			if err != nil {
+				return err
+			}
 			ns, name := ch.Release()
-			spec := releaseSpec{chart: chrt, values: d.values, rec: Release{
+			spec := releaseSpec{chart: chrt, values: values, rec: Release{
 				Namespace: ns, Name: name, Chart: ch.Name + "-" + ch.Version, Digest: ch.Digest, Values: vd, Images: id,
 			}}
 			if err := d.ensureNamespace(ctx, ns); err != nil {
@@ -422,7 +543,7 @@ func EnsurePullSecret(ctx context.Context, cs kubernetes.Interface, ferryNS, ns 
 }
 
 // registryAccess reads where the in-cluster registry is and its account.
-func registryAccess(ctx context.Context, cs kubernetes.Interface, ns string) (string, auth.Credential, error) {
+func RegistryAccess(ctx context.Context, cs kubernetes.Interface, ns string) (string, auth.Credential, error) {
 	state, account, err := cluster.ReadRegistry(ctx, cs.CoreV1().Secrets(ns))
 	if err != nil {
 		return "", auth.Credential{}, err

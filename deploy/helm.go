@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/opencontainers/go-digest"
@@ -16,6 +17,7 @@ import (
 	"helm.sh/helm/v3/pkg/kube"
 	"helm.sh/helm/v3/pkg/release"
 	"helm.sh/helm/v3/pkg/storage/driver"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"oras.land/oras-go/v2"
 	"oras.land/oras-go/v2/content"
@@ -109,6 +111,14 @@ func installRelease(ctx context.Context, cfg *action.Configuration, spec release
 			cur = r
 		}
 	}
+	if cur != nil && cur.Info.Status.IsPending() {
+		// An install, upgrade or rollback that never finished: its process
+		// died (a controller restarted). Helm refuses any other operation
+		// until the release leaves that state.
+		if cur, err = settlePending(cfg, cur, timeout); err != nil {
+			return rec, fmt.Errorf("release %s: %w", rec, err)
+		}
+	}
 	var rel *release.Release
 	switch {
 	case cur == nil || cur.Info.Status == release.StatusUninstalled:
@@ -120,7 +130,7 @@ func installRelease(ctx context.Context, cfg *action.Configuration, spec release
 			return rec, fmt.Errorf("install release %s (chart %s): %w", rec, rec.Chart, err)
 		}
 	case prev != nil && cur.Info.Status == release.StatusDeployed && cur.Version == prev.Revision &&
-		prev.Digest == rec.Digest && prev.Values == rec.Values && prev.Images == rec.Images:
+		prev.Digest == rec.Digest && prev.Values == rec.Values && prev.Images == rec.Images && complete(cfg, cur):
 		rec.Revision = cur.Version
 		return rec, nil
 	default:
@@ -134,6 +144,42 @@ func installRelease(ctx context.Context, cfg *action.Configuration, spec release
 	}
 	rec.Revision = rel.Version
 	return rec, nil
+}
+
+// settlePending ends a release left pending by an interrupted operation: a
+// first install is uninstalled (then installed again), an upgrade or
+// rollback is marked failed (then upgraded again, from the last deployed
+// revision). It returns the release's state after.
+func settlePending(cfg *action.Configuration, cur *release.Release, timeout time.Duration) (*release.Release, error) {
+	if cur.Info.Status == release.StatusPendingInstall {
+		un := action.NewUninstall(cfg)
+		un.Wait, un.Timeout, un.IgnoreNotFound = true, timeout, true
+		if _, err := un.Run(cur.Name); err != nil && !errors.Is(err, driver.ErrReleaseNotFound) {
+			return nil, fmt.Errorf("undo the interrupted install: %w", err)
+		}
+		return nil, nil
+	}
+	cur.SetStatus(release.StatusFailed, "interrupted: "+string(cur.Info.Status))
+	if err := cfg.Releases.Update(cur); err != nil {
+		return nil, fmt.Errorf("mark the interrupted %s failed: %w", cur.Info.Status, err)
+	}
+	return cur, nil
+}
+
+// complete tells whether every object of the deployed release is still in
+// the cluster; one deleted by hand makes the release be upgraded again,
+// which creates it.
+func complete(cfg *action.Configuration, cur *release.Release) bool {
+	res, err := cfg.KubeClient.Build(strings.NewReader(cur.Manifest), false)
+	if err != nil {
+		return false
+	}
+	for _, info := range res {
+		if err := info.Get(); apierrors.IsNotFound(err) {
+			return false
+		}
+	}
+	return true
 }
 
 // uninstallRelease removes a release and waits for its resources to go.

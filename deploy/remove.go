@@ -124,7 +124,7 @@ func Remove(ctx context.Context, cs kubernetes.Interface, name string, opts Remo
 		}
 	}
 
-	host, cred, err := registryAccess(ctx, cs, opts.Namespace)
+	host, cred, err := RegistryAccess(ctx, cs, opts.Namespace)
 	if err != nil {
 		return nil, err
 	}
@@ -137,7 +137,7 @@ func Remove(ctx context.Context, cs kubernetes.Interface, name string, opts Remo
 	if err != nil {
 		return nil, err
 	}
-	refs, err := imageRefs(rec.Config)
+	refs, err := ImageRefs(rec.Config)
 	if err != nil {
 		return nil, err
 	}

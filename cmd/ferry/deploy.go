@@ -3,19 +3,48 @@
 package main
 
 import (
+	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"text/tabwriter"
+	"time"
 
+	"github.com/opencontainers/go-digest"
 	"github.com/spf13/cobra"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/deploy"
+	"github.com/ferrypkg/ferry/deploy/agent"
+	"github.com/ferrypkg/ferry/deploy/api/v1alpha1"
 	"github.com/ferrypkg/ferry/internal/cluster"
 	"github.com/ferrypkg/ferry/internal/reach"
 )
+
+// listed is one package ferry list shows: a Package, or a record that no
+// Package holds (deployed by an earlier ferry and not migrated yet, or by
+// the deploy library).
+type listed struct {
+	Name       string        `json:"name"`
+	Version    string        `json:"version"`
+	Root       digest.Digest `json:"root"`
+	Components []string      `json:"components"`
+	// Package tells that a Package object holds it; Ready, Reason and
+	// Message are its Ready condition.
+	Package bool   `json:"package"`
+	Ready   string `json:"ready,omitempty"`
+	Reason  string `json:"reason,omitempty"`
+	Message string `json:"message,omitempty"`
+}
 
 func newListCmd() *cobra.Command {
 	var (
@@ -25,30 +54,37 @@ func newListCmd() *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "list",
-		Short: "List the packages deployed in the cluster",
+		Short: "List the packages deployed in the cluster (its Packages)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := output.validate(); err != nil {
 				return err
 			}
-			cs, err := kube.client()
+			cs, cfg, err := kube.clientConfig()
 			if err != nil {
 				return err
 			}
-			recs, err := (&deploy.State{Client: cs, Namespace: namespace}).List(cmd.Context())
+			pc, err := deploy.PackageClient(cfg)
+			if err != nil {
+				return err
+			}
+			items, err := listPackages(cmd.Context(), cs, pc, namespace)
 			if err != nil {
 				return err
 			}
 			if output.json() {
-				if recs == nil {
-					recs = []*deploy.Record{}
-				}
-				return writeJSON(cmd.OutOrStdout(), recs)
+				return writeJSON(cmd.OutOrStdout(), items)
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "NAME\tVERSION\tROOT\tCOMPONENTS")
-			for _, r := range recs {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.Name, r.Version, r.Root, strings.Join(r.Components, ","))
+			fmt.Fprintln(tw, "NAME\tVERSION\tREADY\tROOT\tCOMPONENTS")
+			for _, p := range items {
+				ready := p.Ready
+				if !p.Package {
+					ready = "- (no Package: run ferry init)"
+				} else if p.Ready != string(metav1.ConditionTrue) && p.Reason != "" {
+					ready += " " + p.Reason
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", p.Name, p.Version, ready, p.Root, strings.Join(p.Components, ","))
 			}
 			return tw.Flush()
 		},
@@ -57,6 +93,37 @@ func newListCmd() *cobra.Command {
 	output.register(cmd)
 	cmd.Flags().StringVarP(&namespace, "namespace", "n", cluster.DefaultNamespace, "ferry's namespace")
 	return cmd
+}
+
+// listPackages lists the Packages of ferry's namespace, and the records
+// no Package holds, by name.
+func listPackages(ctx context.Context, cs kubernetes.Interface, pc client.Client, ns string) ([]listed, error) {
+	recs, err := (&deploy.State{Client: cs, Namespace: ns}).List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var pkgs v1alpha1.PackageList
+	if err := pc.List(ctx, &pkgs, client.InNamespace(ns)); err != nil && !meta.IsNoMatchError(err) {
+		return nil, fmt.Errorf("list Packages: %w", err)
+	}
+	out := []listed{}
+	for _, p := range pkgs.Items {
+		l := listed{Name: p.Name, Version: p.Status.Version, Root: digest.Digest(p.Status.Digest), Components: p.Spec.Components, Package: true}
+		if c := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.Ready); c != nil {
+			l.Ready, l.Reason, l.Message = string(c.Status), c.Reason, c.Message
+		}
+		if i := slices.IndexFunc(recs, func(r *deploy.Record) bool { return r.Name == p.Name }); i >= 0 && l.Root == recs[i].Root {
+			l.Components = recs[i].Components
+		}
+		out = append(out, l)
+	}
+	for _, r := range recs {
+		if !slices.ContainsFunc(out, func(l listed) bool { return l.Name == r.Name }) {
+			out = append(out, listed{Name: r.Name, Version: r.Version, Root: r.Root, Components: r.Components})
+		}
+	}
+	slices.SortFunc(out, func(a, b listed) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
 }
 
 func newDeployCmd() *cobra.Command {
@@ -68,6 +135,7 @@ func newDeployCmd() *cobra.Command {
 		namespace string
 		remote    remoteFlags
 		via       viaFlag
+		wait      bool
 	)
 	cmd := &cobra.Command{
 		Use:   "deploy PKG|REF --key cosign.pub",
@@ -75,15 +143,21 @@ func newDeployCmd() *cobra.Command {
 		Long: `Verify the package (archive, layout folder, or registry reference, which is
 first pulled into a temporary archive — with --key, nothing is pulled unless
 its signature verifies) fail closed — a valid signature over its root by
---key, and every blob re-hashed — then push its images into
-the registry ` + "`ferry init`" + ` set up, under their original paths by the digests the
-package recorded (blobs already there are skipped); install or upgrade each
-selected component's charts with Helm (waiting until ready, rolled back on
-failure) and apply its manifests (server-side apply), every workload's
-images rewritten to the in-cluster registry by digest; remove what an
-earlier deploy of the package installed and this one does not; and record
-the package for ` + "`ferry list`" + `, ` + "`ferry remove`" + ` and the agent. Unsigned packages are
-refused unless --insecure-skip-signature-verification.
+--key, and every blob re-hashed — then push it into the registry ` + "`ferry init`" + `
+set up: the package under its name, its images under their original paths
+by the digests the package recorded (blobs already there are skipped).
+
+Then apply its Package object (ferry.dev/v1alpha1, ` + "`kubectl get packages -n ferry`" + `):
+the package by digest, the --key public keys (stored in Secrets), the
+components, the --set values. The Package controller verifies the package
+again in the cluster and installs or upgrades each selected component's
+charts with Helm (waiting until ready, rolled back on failure) and applies
+its manifests (server-side apply), every workload's images rewritten to the
+in-cluster registry by digest; it removes what an earlier version installed
+and this one does not. deploy prints the Package's conditions as they change
+and returns when it is Ready, or with the reason it is not (--wait=false:
+at once). Unsigned packages are refused unless
+--insecure-skip-signature-verification.
 
 deploy runs on a node or on a workstation that reaches only the API server:
 it pushes through 127.0.0.1:<NodePort> when that leads to the registry, else
@@ -136,25 +210,95 @@ through a tunnel to a registry Pod, opened for the command (--registry-via).`,
 			if err != nil {
 				return err
 			}
+			values, err := deploy.ParseSet(opts.Set)
+			if err != nil {
+				return err
+			}
+			pc, err := deploy.PackageClient(cfg)
+			if err != nil {
+				return err
+			}
 			ep, err := via.open(cmd, cs, cfg, namespace, "", "")
 			if err != nil {
 				return err
 			}
 			defer ep.Close()
 			opts.Progress, opts.Namespace, opts.Kube, opts.Registry = progress, namespace, kube.getter(), ep.Host
-			rec, err := deploy.Deploy(cmd.Context(), cs, r, opts)
+			pushed, err := deploy.Push(cmd.Context(), cs, r, opts)
 			done()
 			if err != nil {
 				return tunnelCause(err, ep)
 			}
+			// The Package: the controller verifies it again in the
+			// cluster, with the same keys, and installs it.
+			spec := v1alpha1.PackageSpec{
+				Repository: r.Config().Name, Digest: r.Root().Digest.String(), Components: opts.Components,
+				InsecureSkipSignatureVerification: opts.InsecureSkipSignatureVerification,
+				Timeout:                           &metav1.Duration{Duration: opts.Timeout},
+			}
+			if len(values) > 0 {
+				raw, err := json.Marshal(values)
+				if err != nil {
+					return err
+				}
+				spec.Values = &apiextensionsv1.JSON{Raw: raw}
+			}
+			for _, k := range keys {
+				pem, err := os.ReadFile(k)
+				if err != nil {
+					return err
+				}
+				ref, err := deploy.EnsureKeySecret(cmd.Context(), cs, namespace, pem)
+				if err != nil {
+					return err
+				}
+				spec.Keys = append(spec.Keys, ref)
+			}
+			pkg, request, err := deploy.ApplyPackage(cmd.Context(), pc, namespace, r.Config().Name, spec)
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			if !wait {
+				if output.json() {
+					return writeJSON(out, struct {
+						*deploy.Pushed
+						Package     string          `json:"package"`
+						RegistryVia *reach.Endpoint `json:"registryVia"`
+					}{pushed, pkg.Namespace + "/" + pkg.Name, ep})
+				}
+				fmt.Fprintf(out, "pushed %s %s (%s); Package %s/%s applied, not waiting\n", r.Config().Name, r.Config().Version, r.Root().Digest, pkg.Namespace, pkg.Name)
+				return nil
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), waitTimeout(r.Config(), opts))
+			defer cancel()
+			_, err = deploy.WaitPackage(ctx, pc, pkg, request, func(c metav1.Condition) {
+				if !output.json() {
+					fmt.Fprintf(out, "Package %s/%s: %s=%s %s: %s\n", pkg.Namespace, pkg.Name, c.Type, c.Status, c.Reason, c.Message)
+				}
+			})
+			if errors.Is(err, context.DeadlineExceeded) {
+				err = fmt.Errorf("Package %s/%s: no answer from the controller in %s (is Deployment %s/%s running?)", namespace, pkg.Name, waitTimeout(r.Config(), opts), namespace, agent.ControllerName)
+			}
+			if err != nil {
+				return err
+			}
+			rec, err := (&deploy.State{Client: cs, Namespace: namespace}).Get(cmd.Context(), r.Config().Name)
+			if err != nil {
+				return err
+			}
+			if rec == nil {
+				return fmt.Errorf("Package %s/%s is Ready but its record is missing", namespace, pkg.Name)
+			}
+			rec.BytesPushed = pushed.BytesPushed
 			if output.json() {
-				return writeJSON(cmd.OutOrStdout(), struct {
+				return writeJSON(out, struct {
 					*deploy.Record
 					RegistryVia *reach.Endpoint `json:"registryVia"`
 				}{rec, ep})
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "deployed %s %s (%s)\n", rec.Name, rec.Version, rec.Root)
-			fmt.Fprintf(cmd.OutOrStdout(), "registry via %s\n", ep)
+			fmt.Fprintf(out, "deployed %s %s (%s)\n", rec.Name, rec.Version, rec.Root)
+			fmt.Fprintf(out, "registry via %s\n", ep)
 			return nil
 		},
 	}
@@ -168,7 +312,18 @@ through a tunnel to a registry Pod, opened for the command (--registry-via).`,
 	cmd.Flags().StringSliceVar(&opts.Components, "components", nil, "components to deploy, comma-separated (required ones always; default all)")
 	cmd.Flags().StringArrayVar(&opts.Set, "set", nil, "chart value KEY=VALUE, as helm --set (repeatable; given to every chart)")
 	cmd.Flags().DurationVar(&opts.Timeout, "timeout", deploy.DefaultTimeout, "how long each chart or manifest bundle may take to be ready")
+	cmd.Flags().BoolVar(&wait, "wait", true, "wait until the controller reports the Package Ready (or why not)")
 	return cmd
+}
+
+// waitTimeout bounds the wait for the controller: each chart and bundle
+// may take opts.Timeout, and verification as long again.
+func waitTimeout(cfg *artifact.Config, opts deploy.Options) time.Duration {
+	n := 2
+	for _, c := range cfg.Components {
+		n += len(c.Charts) + len(c.Manifests)
+	}
+	return time.Duration(n) * opts.Timeout
 }
 
 func newRemoveCmd() *cobra.Command {
@@ -181,10 +336,12 @@ func newRemoveCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "remove NAME",
 		Short: "Remove a deployed package: its releases, manifests and unshared images",
-		Long: `Uninstall the Helm releases of the deployed package NAME, delete the objects
-of its manifests, delete its images from the in-cluster registry unless
-another deployed package uses them, forget it, and garbage-collect the
-registry's storage (in the registry's pod, which is then restarted). The
+		Long: `Delete the Package NAME and wait until it is gone: the Package controller
+uninstalls its Helm releases, deletes the objects of its manifests, deletes
+its images from the in-cluster registry unless another deployed package
+uses them, forgets it, and garbage-collects the registry's storage. A
+package recorded by an earlier ferry that no Package holds yet is removed
+by this command itself, the same way. The registry must answer first: it
 registry is reached as deploy reaches it (--registry-via).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -202,12 +359,27 @@ registry is reached as deploy reaches it (--registry-via).`,
 				return err
 			}
 			defer ep.Close()
-			progress, done := newProgress(cmd)
-			opts.Progress, opts.Kube, opts.Registry = progress, kube.getter(), ep.Host
-			res, err := deploy.Remove(cmd.Context(), cs, args[0], opts)
-			done()
+			pc, err := deploy.PackageClient(cfg)
 			if err != nil {
-				return tunnelCause(err, ep)
+				return err
+			}
+			// A Package: the controller removes what it installed.
+			removal, found, err := deploy.DeletePackage(cmd.Context(), pc, opts.Namespace, args[0])
+			if err != nil {
+				return err
+			}
+			var res *deploy.RemoveResult
+			if found {
+				res = removedPackage(args[0], removal)
+			} else {
+				// A record no Package holds.
+				progress, done := newProgress(cmd)
+				opts.Progress, opts.Kube, opts.Registry = progress, kube.getter(), ep.Host
+				res, err = deploy.Remove(cmd.Context(), cs, args[0], opts)
+				done()
+				if err != nil {
+					return tunnelCause(err, ep)
+				}
 			}
 			if output.json() {
 				return writeJSON(cmd.OutOrStdout(), struct {
@@ -227,6 +399,25 @@ registry is reached as deploy reaches it (--registry-via).`,
 	cmd.Flags().DurationVar(&opts.Timeout, "timeout", deploy.DefaultTimeout, "how long each uninstall may take")
 	via.register(cmd, reach.Auto)
 	return cmd
+}
+
+// removedPackage is what the controller reported removing for a Package.
+func removedPackage(name string, st *v1alpha1.RemovalStatus) *deploy.RemoveResult {
+	res := &deploy.RemoveResult{Name: name, Releases: []deploy.Release{}, Objects: []deploy.Object{}, Images: []string{}, Kept: []string{}}
+	if st == nil {
+		return res
+	}
+	for _, r := range st.Releases {
+		res.Releases = append(res.Releases, deploy.Release{Namespace: r.Namespace, Name: r.Name, Chart: r.Chart, Revision: r.Revision})
+	}
+	for _, o := range st.Objects {
+		res.Objects = append(res.Objects, deploy.Object{APIVersion: o.APIVersion, Kind: o.Kind, Namespace: o.Namespace, Name: o.Name})
+	}
+	res.Version = st.Version
+	res.Images = append(res.Images, st.Images...)
+	res.Kept = append(res.Kept, st.Kept...)
+	res.Storage = deploy.Storage{Before: st.StorageBefore, After: st.StorageAfter}
+	return res
 }
 
 // tunnelCause adds what the tunnel last reported to an error that a broken

@@ -10,11 +10,16 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/deploy"
 	"github.com/ferrypkg/ferry/deploy/agent"
+	"github.com/ferrypkg/ferry/deploy/api/v1alpha1"
 	"github.com/ferrypkg/ferry/inject"
 	"github.com/ferrypkg/ferry/internal/cluster"
 	"github.com/ferrypkg/ferry/internal/reach"
@@ -88,6 +93,7 @@ func newInitCmd() *cobra.Command {
 		nodePort int
 		via      viaFlag
 		storage  initStorageFlags
+		keys     []string
 	)
 	cmd := &cobra.Command{
 		Use:   "init",
@@ -183,6 +189,9 @@ first (a Job on the registry's node; the registry serves pulls meanwhile).`,
 				opts.Progress(inject.Step{Name: "registry image", Detail: "in the registry as " + inject.RegistryRepository, Took: time.Since(imgStart)})
 			}
 			agentOpt.Registry = ep.Host
+			if agentOpt.Extensions, err = apiextensionsclient.NewForConfig(cfg); err != nil {
+				return err
+			}
 			installed, err := agent.Install(cmd.Context(), cs, agentOpt)
 			if err != nil {
 				return &inject.StepError{Step: "agent", Err: err}
@@ -190,13 +199,23 @@ first (a Job on the registry's node; the registry serves pulls meanwhile).`,
 			if opts.Progress != nil {
 				opts.Progress(inject.Step{Name: "agent", Detail: installed.String(), Took: time.Since(agentStart)})
 			}
+			// Packages deployed by an earlier ferry get their Package.
+			migrateStart := time.Now()
+			migrated, err := migratePackages(cmd, cs, cfg, kube.getter(), opts.Namespace, keys)
+			if err != nil {
+				return &inject.StepError{Step: "migrate", Err: err}
+			}
+			if len(migrated) > 0 && opts.Progress != nil {
+				opts.Progress(inject.Step{Name: "migrate", Detail: "Packages for " + strings.Join(migrated, ", "), Took: time.Since(migrateStart)})
+			}
 			if output.json() {
 				return writeJSON(out, struct {
 					*inject.InitResult
 					Agent       string          `json:"agent"` // the agent's image, by digest
 					RegistryVia *reach.Endpoint `json:"registryVia"`
 					Seconds     float64         `json:"seconds"`
-				}{res, installed.Image, ep, time.Since(start).Seconds()})
+					Migrated    []string        `json:"migrated"` // packages given a Package
+				}{res, installed.Image, ep, time.Since(start).Seconds(), migrated})
 			}
 			fmt.Fprintf(out, "registry ready at %s (image %s), agent %s, in %.1fs\n", res.Registry, res.Image, installed.Image, time.Since(start).Seconds())
 			return nil
@@ -212,5 +231,31 @@ first (a Job on the registry's node; the registry serves pulls meanwhile).`,
 	cmd.Flags().StringVar(&opts.StorageDir, "storage-dir", inject.DefaultStorageDir, "registry storage on its node (hostPath)")
 	storage.register(cmd)
 	via.register(cmd, reach.Auto)
+	cmd.Flags().StringArrayVar(&keys, "key", nil, "public key (cosign.pub) the packages deployed by an earlier ferry are signed with: init gives them Packages that name it (repeatable)")
 	return cmd
+}
+
+// migratePackages gives the packages an earlier ferry deployed their
+// Packages, naming keys (stored in Secrets).
+func migratePackages(cmd *cobra.Command, cs kubernetes.Interface, cfg *rest.Config, kube genericclioptions.RESTClientGetter, ns string, keys []string) ([]string, error) {
+	pc, err := deploy.PackageClient(cfg)
+	if err != nil {
+		return nil, err
+	}
+	var refs []v1alpha1.KeyReference
+	for _, k := range keys {
+		if _, err := artifact.LoadPublicKey(k); err != nil {
+			return nil, err
+		}
+		pem, err := os.ReadFile(k)
+		if err != nil {
+			return nil, err
+		}
+		ref, err := deploy.EnsureKeySecret(cmd.Context(), cs, ns, pem)
+		if err != nil {
+			return nil, err
+		}
+		refs = append(refs, ref)
+	}
+	return deploy.Migrate(cmd.Context(), cs, pc, kube, ns, refs)
 }

@@ -15,6 +15,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -22,6 +23,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"oras.land/oras-go/v2/registry/remote/auth"
 
+	"github.com/ferrypkg/ferry/deploy/api/v1alpha1"
 	"github.com/ferrypkg/ferry/inject"
 	"github.com/ferrypkg/ferry/internal/cluster"
 	"github.com/ferrypkg/ferry/internal/kube"
@@ -93,6 +95,8 @@ type InstallOptions struct {
 	// push the agent's image (host:port, e.g. a tunnel's local address);
 	// the registry's address on the nodes if empty.
 	Registry string
+	// Extensions applies the Package CustomResourceDefinition; required.
+	Extensions apiextensionsclient.Interface
 }
 
 // InstallResult tells what Install did.
@@ -110,6 +114,9 @@ type InstallResult struct {
 	// Check tells whether the API server calls the agent: "answering the
 	// API server (…s)", or why it was not checked.
 	Check string
+	// Controller is how long the Package controller's Deployment took to
+	// roll out.
+	Controller time.Duration
 }
 
 // String is the one-line account of Install that ferry init prints.
@@ -118,8 +125,8 @@ func (r *InstallResult) String() string {
 	if r.Renewed {
 		certs = "certificates generated"
 	}
-	return fmt.Sprintf("%s (from %s); Deployment %s ready in %.1fs; %s; webhook %s, failurePolicy Fail: %s",
-		r.Image, r.Binary, Name, r.Ready.Seconds(), certs, r.Webhook, r.Check)
+	return fmt.Sprintf("%s (from %s); Deployment %s ready in %.1fs; %s; webhook %s, failurePolicy Fail: %s; CRD %s, Deployment %s ready in %.1fs",
+		r.Image, r.Binary, Name, r.Ready.Seconds(), certs, r.Webhook, r.Check, v1alpha1.CRDName, ControllerName, r.Controller.Seconds())
 }
 
 // Install puts the agent in place next to the registry that ferry init set
@@ -226,7 +233,11 @@ func (in *installer) install(ctx context.Context, cred auth.Credential) (*Instal
 	if err != nil {
 		return nil, err
 	}
-	return &InstallResult{Image: in.image, Binary: path, Ready: ready, Renewed: renewed, Webhook: clusterName(in.ns), Check: check}, nil
+	ctlReady, err := in.controller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &InstallResult{Controller: ctlReady, Image: in.image, Binary: path, Ready: ready, Renewed: renewed, Webhook: clusterName(in.ns), Check: check}, nil
 }
 
 // tls returns the agent's certificates, kept in TLSSecretName: those there
@@ -312,8 +323,7 @@ func (in *installer) service(ctx context.Context) error {
 
 func (in *installer) deployment(tlsSum string) *appsv1.Deployment {
 	l := labels()
-	f, t := false, true
-	user := int64(65532)
+	f := false
 	args := []string{
 		"agent", "--addr=:" + strconv.Itoa(Port), "--namespace=" + in.ns,
 		"--tls-cert=/tls/" + corev1.TLSCertKey, "--tls-key=/tls/" + corev1.TLSPrivateKeyKey,
@@ -338,10 +348,7 @@ func (in *installer) deployment(tlsSum string) *appsv1.Deployment {
 					EnableServiceLinks: &f,
 					ImagePullSecrets:   []corev1.LocalObjectReference{{Name: cluster.PullSecretName}},
 					NodeSelector:       map[string]string{corev1.LabelOSStable: "linux", corev1.LabelArchStable: in.arch},
-					SecurityContext: &corev1.PodSecurityContext{
-						RunAsNonRoot: &t, RunAsUser: &user, RunAsGroup: &user, FSGroup: &user,
-						SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
-					},
+					SecurityContext:    podSecurity(),
 					Containers: []corev1.Container{{
 						Name:            "agent",
 						Image:           in.image,
@@ -357,13 +364,8 @@ func (in *installer) deployment(tlsSum string) *appsv1.Deployment {
 							corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("32Mi"),
 						}},
 						TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
-						SecurityContext: &corev1.SecurityContext{
-							AllowPrivilegeEscalation: &f,
-							Privileged:               &f,
-							ReadOnlyRootFilesystem:   &t,
-							Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-						},
-						VolumeMounts: []corev1.VolumeMount{{Name: "tls", MountPath: "/tls", ReadOnly: true}},
+						SecurityContext:          containerSecurity(),
+						VolumeMounts:             []corev1.VolumeMount{{Name: "tls", MountPath: "/tls", ReadOnly: true}},
 					}},
 					Volumes: []corev1.Volume{{Name: "tls", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
 						SecretName:  TLSSecretName,
@@ -497,3 +499,24 @@ func (in *installer) check(ctx context.Context) (string, error) {
 var errIgnored = errors.New("ignored")
 
 func ptr[T any](v T) *T { return &v }
+
+// podSecurity is the security context of ferry's Pods: not root, the
+// runtime's seccomp profile.
+func podSecurity() *corev1.PodSecurityContext {
+	user := int64(65532)
+	return &corev1.PodSecurityContext{
+		RunAsNonRoot: ptr(true), RunAsUser: &user, RunAsGroup: &user, FSGroup: &user,
+		SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+	}
+}
+
+// containerSecurity is the security context of ferry's containers: no
+// privilege, no capability, a read-only root.
+func containerSecurity() *corev1.SecurityContext {
+	return &corev1.SecurityContext{
+		AllowPrivilegeEscalation: ptr(false),
+		Privileged:               ptr(false),
+		ReadOnlyRootFilesystem:   ptr(true),
+		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+	}
+}

@@ -1,0 +1,108 @@
+//go:build !ferryfront
+
+package main
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/ferrypkg/ferry/deploy/agent"
+	"github.com/ferrypkg/ferry/deploy/api/v1alpha1"
+	"github.com/ferrypkg/ferry/deploy/controller"
+	"github.com/ferrypkg/ferry/internal/cluster"
+)
+
+func newControllerCmd() *cobra.Command {
+	var (
+		kube                 kubeFlags
+		namespace, health    string
+		registry             string
+		resync               time.Duration
+		leaderElect, verbose bool
+	)
+	cmd := &cobra.Command{
+		Use:   "controller",
+		Short: "Run the controller that keeps Package objects installed (in the cluster; init deploys it)",
+		Long: `Run ferry's Package controller. ` + "`ferry init`" + ` deploys it in the ferry
+namespace (Deployment ` + agent.ControllerName + `) from ferry's own image.
+
+Each Package (ferry.dev/v1alpha1) of ferry's namespace names a package in the
+in-cluster registry by digest. The controller verifies its signature with
+the public keys the Package names (fail closed: an unverifiable package is
+never installed, and the Verified condition says why), installs or upgrades
+its charts and manifests as ` + "`ferry deploy`" + ` does, rolls back on failure, prunes
+what a new version no longer has, and reports conditions (Verified,
+Installed, Ready), events, releases, objects and images in the status. An
+object deleted by hand comes back on the next resync. Deleting a Package
+removes what it installed, then garbage-collects the registry.
+
+Outside a Pod, --kubeconfig (or $KUBECONFIG) names the cluster.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cs, cfg, err := kube.clientConfig()
+			if err != nil {
+				return err
+			}
+			level := slog.LevelInfo
+			if verbose {
+				level = slog.LevelDebug
+			}
+			log := slog.New(slog.NewJSONHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
+			ctrl.SetLogger(logr.FromSlogHandler(log.Handler()))
+			scheme := runtime.NewScheme()
+			if err := clientgoscheme.AddToScheme(scheme); err != nil {
+				return err
+			}
+			if err := v1alpha1.AddToScheme(scheme); err != nil {
+				return err
+			}
+			mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+				Scheme:                        scheme,
+				Cache:                         cache.Options{DefaultNamespaces: map[string]cache.Config{namespace: {}}},
+				Metrics:                       metricsserver.Options{BindAddress: "0"},
+				HealthProbeBindAddress:        health,
+				LeaderElection:                leaderElect,
+				LeaderElectionID:              agent.ControllerName,
+				LeaderElectionNamespace:       namespace,
+				LeaderElectionReleaseOnCancel: true,
+			})
+			if err != nil {
+				return err
+			}
+			if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+				return err
+			}
+			if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
+				return err
+			}
+			r := &controller.Reconciler{
+				Client: mgr.GetClient(), Clientset: cs, Kube: kube.getter(),
+				Namespace: namespace, Registry: registry, Resync: resync,
+				Recorder: mgr.GetEventRecorder(controller.Name),
+			}
+			if err := r.SetupWithManager(mgr); err != nil {
+				return err
+			}
+			log.Info("starting", "namespace", namespace, "resync", resync.String(), "leaderElection", leaderElect)
+			return mgr.Start(cmd.Context())
+		},
+	}
+	kube.register(cmd)
+	f := cmd.Flags()
+	f.StringVarP(&namespace, "namespace", "n", cluster.DefaultNamespace, "ferry's namespace: its Packages are reconciled")
+	f.StringVar(&health, "health-addr", ":8081", "address of /healthz and /readyz (0 for none)")
+	f.StringVar(&registry, "registry", "", "where the controller reaches the in-cluster registry, host:port (default: the registry Service's cluster IP)")
+	f.DurationVar(&resync, "resync", controller.DefaultResync, "how often an unchanged Package is checked again (drift)")
+	f.BoolVar(&leaderElect, "leader-elect", true, "run only while holding the Lease "+agent.ControllerName+" (one controller at a time)")
+	f.BoolVarP(&verbose, "verbose", "v", false, "debug logs")
+	return cmd
+}

@@ -1,0 +1,544 @@
+// Package controller keeps Package objects (ferry.dev/v1alpha1) true: each
+// names a signed package in the in-cluster registry, by digest, and the
+// Reconciler verifies it against the keys the Package names (fail closed),
+// installs it with deploy.Install — the code ferry deploy always used —,
+// reports conditions, events and what it installed, puts back what was
+// deleted by hand on its next resync, and removes everything (deploy.Remove)
+// when the Package is deleted.
+package controller
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/opencontainers/go-digest"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/events"
+	"oras.land/oras-go/v2/errdef"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/yaml"
+
+	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/deploy"
+	"github.com/ferrypkg/ferry/deploy/api/v1alpha1"
+	"github.com/ferrypkg/ferry/internal/cluster"
+	"github.com/ferrypkg/ferry/internal/reach"
+)
+
+// Name is the controller's name: its events' reporter, its field manager.
+const Name = "ferry-controller"
+
+// DefaultResync is how often an unchanged Package is checked again (drift).
+const DefaultResync = 5 * time.Minute
+
+// Reconciler reconciles the Packages of ferry's namespace.
+type Reconciler struct {
+	// Client reads Packages, Secrets and ConfigMaps (cached) and writes
+	// Packages.
+	Client client.Client
+	// Clientset and Kube are what deploy.Install and deploy.Remove use.
+	Clientset kubernetes.Interface
+	Kube      genericclioptions.RESTClientGetter
+	// Namespace is ferry's namespace: the registry, the records, and the
+	// only namespace whose Packages are reconciled.
+	Namespace string
+	// Registry is where the controller reaches the in-cluster registry
+	// (host:port); the registry Service's cluster IP and port if empty.
+	Registry string
+	// Recorder records events on the Packages; none if nil.
+	Recorder events.EventRecorder
+	// Resync is how often an unchanged Package is checked again;
+	// DefaultResync if 0.
+	Resync time.Duration
+}
+
+// SetupWithManager registers the Reconciler with a manager.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("package").
+		For(&v1alpha1.Package{}, builder.WithPredicates(predicate.Or(
+			predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{},
+			deletionPredicate))).
+		WithOptions(controller.Options{MaxConcurrentReconciles: 2}).
+		Complete(r)
+}
+
+// deletionPredicate lets through the update that sets a deletion
+// timestamp (no generation change for a finalized object).
+var deletionPredicate = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+	return e.ObjectNew.GetDeletionTimestamp() != nil && e.ObjectOld.GetDeletionTimestamp() == nil
+}}
+
+// Reconcile brings one Package to what its spec says.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	if req.Namespace != r.Namespace {
+		return ctrl.Result{}, nil
+	}
+	var pkg v1alpha1.Package
+	if err := r.Client.Get(ctx, req.NamespacedName, &pkg); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !pkg.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, r.remove(ctx, &pkg)
+	}
+	if !controllerutil.ContainsFinalizer(&pkg, v1alpha1.Finalizer) {
+		patch := client.MergeFrom(pkg.DeepCopy())
+		controllerutil.AddFinalizer(&pkg, v1alpha1.Finalizer)
+		if err := r.Client.Patch(ctx, &pkg, patch); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	before := pkg.Status.DeepCopy()
+	res, err := r.reconcile(ctx, &pkg)
+	pkg.Status.ObservedGeneration = pkg.Generation
+	pkg.Status.Request = pkg.Annotations[v1alpha1.RequestAnnotation]
+	if err != nil {
+		pkg.Status.LastError = oneLine(err.Error())
+	} else {
+		pkg.Status.LastError = ""
+	}
+	if serr := r.writeStatus(ctx, &pkg, before); serr != nil {
+		return ctrl.Result{}, errors.Join(err, serr)
+	}
+	if errors.Is(err, errSettled) {
+		return res, nil
+	}
+	return res, err
+}
+
+// errSettled wraps failures that retrying will not mend (a bad signature,
+// a failed install rolled back): they are reported in the status, and the
+// Package waits for its spec or RequestAnnotation to change.
+var errSettled = errors.New("settled")
+
+func (r *Reconciler) resync() time.Duration {
+	if r.Resync > 0 {
+		return r.Resync
+	}
+	return DefaultResync
+}
+
+func (r *Reconciler) reconcile(ctx context.Context, pkg *v1alpha1.Package) (ctrl.Result, error) {
+	again := ctrl.Result{RequeueAfter: r.resync()}
+	registry, err := r.registry(ctx)
+	if err != nil {
+		return again, r.fail(pkg, v1alpha1.Verified, v1alpha1.ReasonRegistryUnreachable, err)
+	}
+	_, cred, err := deploy.RegistryAccess(ctx, r.Clientset, r.Namespace)
+	if err != nil {
+		return again, r.fail(pkg, v1alpha1.Verified, v1alpha1.ReasonRegistryUnreachable, err)
+	}
+	repo, err := cluster.RegistryRemote(registry, cred).Repository(registry + "/" + pkg.Spec.Repository)
+	if err != nil {
+		return again, r.settle(pkg, v1alpha1.Verified, v1alpha1.ReasonInvalid, err)
+	}
+
+	// The root: the spec's digest, or its tag resolved once.
+	root := pkg.Spec.Digest
+	if root == "" {
+		if pkg.Status.Tag == pkg.Spec.Tag && pkg.Status.Digest != "" {
+			root = pkg.Status.Digest
+		} else {
+			desc, err := repo.Resolve(ctx, pkg.Spec.Tag)
+			if err != nil {
+				return again, r.notFound(pkg, fmt.Errorf("resolve %s:%s: %w", pkg.Spec.Repository, pkg.Spec.Tag, err))
+			}
+			root = desc.Digest.String()
+		}
+	}
+
+	// Verification, fail closed; done again only when the root or the keys
+	// change.
+	keys, fingerprint, err := r.keys(ctx, pkg)
+	if err != nil {
+		return again, r.settle(pkg, v1alpha1.Verified, v1alpha1.ReasonKeyNotFound, err)
+	}
+	verifiedFor := digest.FromString(root + "\n" + fingerprint).String()
+	verified := meta.IsStatusConditionTrue(pkg.Status.Conditions, v1alpha1.Verified) && pkg.Status.VerifiedFor == verifiedFor
+	if !verified {
+		if err := r.progress(ctx, pkg, "Verifying", "verifying "+pkg.Spec.Repository+"@"+root); err != nil {
+			return again, err
+		}
+		var signedBy []string
+		if pkg.Spec.InsecureSkipSignatureVerification {
+			_, _, err = artifact.ReadConfig(ctx, repo, root)
+		} else {
+			var res *artifact.VerifyResult
+			res, err = artifact.Verify(ctx, repo, root, artifact.VerifyOptions{Keys: keys})
+			if err == nil {
+				for _, s := range res.Signatures {
+					signedBy = append(signedBy, s.Key)
+				}
+			}
+		}
+		if err != nil {
+			reason := v1alpha1.ReasonVerifyFailed
+			if errors.Is(err, artifact.ErrNotPackage) || errors.Is(err, errdef.ErrNotFound) {
+				reason = v1alpha1.ReasonNotFound
+			}
+			if reach.Transient(err) {
+				return again, r.fail(pkg, v1alpha1.Verified, v1alpha1.ReasonRegistryUnreachable, err)
+			}
+			return again, r.settle(pkg, v1alpha1.Verified, reason, err)
+		}
+		pkg.Status.SignedBy = signedBy
+		pkg.Status.VerifiedFor = verifiedFor
+		msg := "signed by " + strings.Join(signedBy, ", ")
+		reason := v1alpha1.ReasonVerified
+		if pkg.Spec.InsecureSkipSignatureVerification {
+			msg, reason = "signature verification skipped (insecureSkipSignatureVerification); manifests re-hashed", v1alpha1.ReasonSkipped
+		}
+		r.event(pkg, corev1.EventTypeNormal, reason, "Verify", "%s@%s %s", pkg.Spec.Repository, root, msg)
+		setCondition(pkg, v1alpha1.Verified, metav1.ConditionTrue, reason, msg)
+	}
+	cfg, _, err := artifact.ReadConfig(ctx, repo, root)
+	if err != nil {
+		if reach.Transient(err) {
+			return again, r.fail(pkg, v1alpha1.Installed, v1alpha1.ReasonRegistryUnreachable, err)
+		}
+		return again, r.settle(pkg, v1alpha1.Installed, v1alpha1.ReasonNotFound, err)
+	}
+	if cfg.Name != pkg.Name {
+		return again, r.settle(pkg, v1alpha1.Installed, v1alpha1.ReasonNameMismatch,
+			fmt.Errorf("the package at %s@%s is %s, not %s: a Package is named after the package it installs", pkg.Spec.Repository, root, cfg.Name, pkg.Name))
+	}
+	changed := pkg.Status.Digest != root || pkg.Status.ObservedGeneration != pkg.Generation ||
+		pkg.Status.Request != pkg.Annotations[v1alpha1.RequestAnnotation]
+	installed := meta.FindStatusCondition(pkg.Status.Conditions, v1alpha1.Installed)
+	if !changed && installed != nil && installed.Status == metav1.ConditionFalse && installed.Reason == v1alpha1.ReasonInstallFailed {
+		// Failed and rolled back: not tried again until asked.
+		return again, nil
+	}
+	pkg.Status.Digest, pkg.Status.ShortDigest, pkg.Status.Version = root, short(root), cfg.Version
+	pkg.Status.Tag = pkg.Spec.Tag
+	values, charts, err := r.values(ctx, pkg)
+	if err != nil {
+		return again, r.settle(pkg, v1alpha1.Installed, v1alpha1.ReasonInvalid, err)
+	}
+	timeout := deploy.DefaultTimeout
+	if pkg.Spec.Timeout != nil && pkg.Spec.Timeout.Duration > 0 {
+		timeout = pkg.Spec.Timeout.Duration
+	}
+	if changed {
+		if err := r.progress(ctx, pkg, v1alpha1.ReasonProgressing, fmt.Sprintf("installing %s %s", cfg.Name, cfg.Version)); err != nil {
+			return again, err
+		}
+	}
+	rec, err := deploy.Install(ctx, r.Clientset, cfg, digest.Digest(root), deploy.InstallOptions{
+		Namespace: r.Namespace, Kube: r.Kube, Components: pkg.Spec.Components, Values: values, ChartValues: charts,
+		Timeout: timeout, Registry: registry,
+	})
+	if err != nil {
+		if reach.Transient(err) {
+			return again, r.fail(pkg, v1alpha1.Installed, v1alpha1.ReasonRegistryUnreachable, err)
+		}
+		err = r.settle(pkg, v1alpha1.Installed, v1alpha1.ReasonInstallFailed, err)
+		setCondition(pkg, v1alpha1.Ready, metav1.ConditionFalse, v1alpha1.ReasonInstallFailed, oneLine(err.Error()))
+		return again, err
+	}
+	r.installed(pkg, rec, changed)
+	return again, nil
+}
+
+// installed reports a successful install in the status (and an event,
+// when something was asked of it).
+func (r *Reconciler) installed(pkg *v1alpha1.Package, rec *deploy.Record, changed bool) {
+	st := &pkg.Status
+	st.Releases, st.Objects = releaseStatus(rec.Releases), objectStatus(rec.Objects)
+	st.Images, _ = deploy.ImageRefs(rec.Config)
+	msg := fmt.Sprintf("%s %s: %d releases, %d objects, %d images", rec.Name, rec.Version, len(rec.Releases), len(rec.Objects), len(st.Images))
+	setCondition(pkg, v1alpha1.Installed, metav1.ConditionTrue, v1alpha1.ReasonInstalled, msg)
+	setCondition(pkg, v1alpha1.Ready, metav1.ConditionTrue, v1alpha1.ReasonInstalled, msg+", all ready")
+	if changed {
+		r.event(pkg, corev1.EventTypeNormal, v1alpha1.ReasonInstalled, "Install", "%s", msg)
+	}
+}
+
+func releaseStatus(rels []deploy.Release) []v1alpha1.ReleaseStatus {
+	var out []v1alpha1.ReleaseStatus
+	for _, r := range rels {
+		out = append(out, v1alpha1.ReleaseStatus{Namespace: r.Namespace, Name: r.Name, Chart: r.Chart, Revision: r.Revision})
+	}
+	return out
+}
+
+func objectStatus(objs []deploy.Object) []v1alpha1.ObjectStatus {
+	var out []v1alpha1.ObjectStatus
+	for _, o := range objs {
+		out = append(out, v1alpha1.ObjectStatus{APIVersion: o.APIVersion, Kind: o.Kind, Namespace: o.Namespace, Name: o.Name})
+	}
+	return out
+}
+
+// remove uninstalls what the Package installed (deploy.Remove: releases,
+// objects, its images unless another package uses them, then the
+// registry's garbage collection) and lets it go.
+func (r *Reconciler) remove(ctx context.Context, pkg *v1alpha1.Package) error {
+	if !controllerutil.ContainsFinalizer(pkg, v1alpha1.Finalizer) {
+		return nil
+	}
+	before := pkg.Status.DeepCopy()
+	setCondition(pkg, v1alpha1.Ready, metav1.ConditionFalse, v1alpha1.ReasonDeleting, "removing what the package installed")
+	if err := r.writeStatus(ctx, pkg, before); err != nil {
+		return err
+	}
+	registry, err := r.registry(ctx)
+	if err != nil {
+		return err
+	}
+	res, err := deploy.Remove(ctx, r.Clientset, pkg.Name, deploy.RemoveOptions{Namespace: r.Namespace, Kube: r.Kube, Registry: registry})
+	switch {
+	case errors.Is(err, deploy.ErrNotDeployed):
+		pkg.Status.Removal = &v1alpha1.RemovalStatus{}
+	case err != nil:
+		before = pkg.Status.DeepCopy()
+		pkg.Status.LastError = oneLine(err.Error())
+		r.event(pkg, corev1.EventTypeWarning, "RemoveFailed", "Remove", "%s", pkg.Status.LastError)
+		return errors.Join(err, r.writeStatus(ctx, pkg, before))
+	default:
+		pkg.Status.Removal = &v1alpha1.RemovalStatus{
+			Version:  res.Version,
+			Releases: releaseStatus(res.Releases), Objects: objectStatus(res.Objects), Images: res.Images, Kept: res.Kept,
+			StorageBefore: res.Storage.Before, StorageAfter: res.Storage.After,
+		}
+		r.event(pkg, corev1.EventTypeNormal, "Removed", "Remove", "%d releases, %d objects, %d images (%d kept for other packages); registry storage %d → %d bytes",
+			len(res.Releases), len(res.Objects), len(res.Images), len(res.Kept), res.Storage.Before, res.Storage.After)
+	}
+	before = pkg.Status.DeepCopy()
+	pkg.Status.LastError = ""
+	if err := r.writeStatus(ctx, pkg, before); err != nil {
+		return err
+	}
+	patch := client.MergeFrom(pkg.DeepCopy())
+	controllerutil.RemoveFinalizer(pkg, v1alpha1.Finalizer)
+	return client.IgnoreNotFound(r.Client.Patch(ctx, pkg, patch))
+}
+
+// registry is where the controller reaches the in-cluster registry.
+func (r *Reconciler) registry(ctx context.Context) (string, error) {
+	if r.Registry != "" {
+		return r.Registry, nil
+	}
+	var svc corev1.Service
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: cluster.RegistryName}, &svc); err != nil {
+		return "", fmt.Errorf("the registry's Service %s/%s: %w", r.Namespace, cluster.RegistryName, err)
+	}
+	if svc.Spec.ClusterIP == "" || svc.Spec.ClusterIP == corev1.ClusterIPNone || len(svc.Spec.Ports) == 0 {
+		return "", fmt.Errorf("the registry's Service %s/%s has no cluster IP", r.Namespace, cluster.RegistryName)
+	}
+	return net.JoinHostPort(svc.Spec.ClusterIP, strconv.Itoa(int(svc.Spec.Ports[0].Port))), nil
+}
+
+// keys loads the public keys the Package names; fingerprint identifies
+// them (and the insecure switch).
+func (r *Reconciler) keys(ctx context.Context, pkg *v1alpha1.Package) ([]artifact.Verifier, string, error) {
+	if pkg.Spec.InsecureSkipSignatureVerification {
+		return nil, "insecure", nil
+	}
+	if len(pkg.Spec.Keys) == 0 {
+		return nil, "", errors.New("spec.keys is empty: name the public keys the package must be signed with")
+	}
+	var (
+		keys []artifact.Verifier
+		sum  = sha256.New()
+	)
+	for _, ref := range pkg.Spec.Keys {
+		name := keyName(ref, "cosign.pub")
+		data, err := r.refData(ctx, pkg.Namespace, ref, "cosign.pub")
+		if err != nil {
+			return nil, "", fmt.Errorf("key %s: %w", name, err)
+		}
+		k, err := artifact.ParsePublicKey(name, data)
+		if err != nil {
+			return nil, "", err
+		}
+		keys = append(keys, k)
+		sum.Write(data)
+	}
+	return keys, hex.EncodeToString(sum.Sum(nil)), nil
+}
+
+// values are the spec's values for every chart, and per chart (its
+// valuesFrom merged in order, its values over them).
+func (r *Reconciler) values(ctx context.Context, pkg *v1alpha1.Package) (map[string]any, map[string]map[string]any, error) {
+	all := map[string]any{}
+	if v := pkg.Spec.Values; v != nil && len(v.Raw) > 0 {
+		if err := json.Unmarshal(v.Raw, &all); err != nil {
+			return nil, nil, fmt.Errorf("spec.values: %w", err)
+		}
+	}
+	charts := map[string]map[string]any{}
+	for _, c := range pkg.Spec.Charts {
+		vals := map[string]any{}
+		for _, ref := range c.ValuesFrom {
+			data, err := r.refData(ctx, pkg.Namespace, ref, "values.yaml")
+			if err != nil {
+				return nil, nil, fmt.Errorf("chart %s: values from %s: %w", c.Name, keyName(ref, "values.yaml"), err)
+			}
+			var m map[string]any
+			if err := yaml.Unmarshal(data, &m); err != nil {
+				return nil, nil, fmt.Errorf("chart %s: values from %s: %w", c.Name, keyName(ref, "values.yaml"), err)
+			}
+			vals = mergeValues(vals, m)
+		}
+		if c.Values != nil && len(c.Values.Raw) > 0 {
+			var m map[string]any
+			if err := json.Unmarshal(c.Values.Raw, &m); err != nil {
+				return nil, nil, fmt.Errorf("chart %s: values: %w", c.Name, err)
+			}
+			vals = mergeValues(vals, m)
+		}
+		charts[c.Name] = vals
+	}
+	return all, charts, nil
+}
+
+// mergeValues merges src over dst, tables deeply, as Helm merges values
+// files.
+func mergeValues(dst, src map[string]any) map[string]any {
+	for k, v := range src {
+		if sm, ok := v.(map[string]any); ok {
+			if dm, ok := dst[k].(map[string]any); ok {
+				dst[k] = mergeValues(dm, sm)
+				continue
+			}
+		}
+		dst[k] = v
+	}
+	return dst
+}
+
+// refData reads the key of a Secret or ConfigMap.
+func (r *Reconciler) refData(ctx context.Context, ns string, ref v1alpha1.KeyReference, def string) ([]byte, error) {
+	key := ref.Key
+	if key == "" {
+		key = def
+	}
+	if ref.Kind == "ConfigMap" {
+		var cm corev1.ConfigMap
+		if err := r.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: ref.Name}, &cm); err != nil {
+			return nil, err
+		}
+		if v, ok := cm.Data[key]; ok {
+			return []byte(v), nil
+		}
+		if v, ok := cm.BinaryData[key]; ok {
+			return v, nil
+		}
+		return nil, fmt.Errorf("ConfigMap %s has no key %s", ref.Name, key)
+	}
+	var sec corev1.Secret
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: ref.Name}, &sec); err != nil {
+		return nil, err
+	}
+	v, ok := sec.Data[key]
+	if !ok {
+		return nil, fmt.Errorf("Secret %s has no key %s", ref.Name, key)
+	}
+	return v, nil
+}
+
+func keyName(ref v1alpha1.KeyReference, def string) string {
+	kind, key := ref.Kind, ref.Key
+	if kind == "" {
+		kind = "Secret"
+	}
+	if key == "" {
+		key = def
+	}
+	return kind + "/" + ref.Name + "/" + key
+}
+
+// settle reports a failure that retrying will not mend: condition typ
+// False, and Ready False saying what still runs.
+func (r *Reconciler) settle(pkg *v1alpha1.Package, typ, reason string, err error) error {
+	msg := oneLine(err.Error())
+	setCondition(pkg, typ, metav1.ConditionFalse, reason, msg)
+	ready := msg
+	if pkg.Status.Version != "" && meta.IsStatusConditionTrue(pkg.Status.Conditions, v1alpha1.Installed) {
+		ready += fmt.Sprintf(" (version %s, %s, keeps running)", pkg.Status.Version, short(pkg.Status.Digest))
+	}
+	setCondition(pkg, v1alpha1.Ready, metav1.ConditionFalse, reason, ready)
+	r.event(pkg, corev1.EventTypeWarning, reason, typ, "%s", msg)
+	return fmt.Errorf("%w: %w", errSettled, err)
+}
+
+// fail reports a failure that is retried (with backoff).
+func (r *Reconciler) fail(pkg *v1alpha1.Package, typ, reason string, err error) error {
+	setCondition(pkg, typ, metav1.ConditionUnknown, reason, oneLine(err.Error()))
+	r.event(pkg, corev1.EventTypeWarning, reason, typ, "%s", oneLine(err.Error()))
+	return err
+}
+
+// notFound reports a package missing from the registry: retried, it may
+// be pushed later.
+func (r *Reconciler) notFound(pkg *v1alpha1.Package, err error) error {
+	setCondition(pkg, v1alpha1.Verified, metav1.ConditionFalse, v1alpha1.ReasonNotFound, oneLine(err.Error()))
+	setCondition(pkg, v1alpha1.Ready, metav1.ConditionFalse, v1alpha1.ReasonNotFound, oneLine(err.Error()))
+	return err
+}
+
+// progress marks the Package as being worked on, written at once so that
+// kubectl and ferry deploy see it.
+func (r *Reconciler) progress(ctx context.Context, pkg *v1alpha1.Package, reason, msg string) error {
+	setCondition(pkg, v1alpha1.Ready, metav1.ConditionFalse, reason, msg)
+	pkg.Status.ObservedGeneration = pkg.Generation
+	pkg.Status.Request = pkg.Annotations[v1alpha1.RequestAnnotation]
+	if err := r.Client.Status().Update(ctx, pkg); err != nil {
+		return fmt.Errorf("status of Package %s/%s: %w", pkg.Namespace, pkg.Name, err)
+	}
+	return nil
+}
+
+func (r *Reconciler) event(pkg *v1alpha1.Package, typ, reason, action, note string, args ...any) {
+	if r.Recorder != nil {
+		r.Recorder.Eventf(pkg, nil, typ, reason, action, note, args...)
+	}
+}
+
+// writeStatus writes the status when it changed.
+func (r *Reconciler) writeStatus(ctx context.Context, pkg *v1alpha1.Package, before *v1alpha1.PackageStatus) error {
+	if equality.Semantic.DeepEqual(before, &pkg.Status) {
+		return nil
+	}
+	if err := r.Client.Status().Update(ctx, pkg); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("status of Package %s/%s: %w", pkg.Namespace, pkg.Name, err)
+	}
+	return nil
+}
+
+func setCondition(pkg *v1alpha1.Package, typ string, status metav1.ConditionStatus, reason, msg string) {
+	meta.SetStatusCondition(&pkg.Status.Conditions, metav1.Condition{
+		Type: typ, Status: status, Reason: reason, Message: msg, ObservedGeneration: pkg.Generation,
+	})
+}
+
+func short(d string) string {
+	_, hexPart, _ := strings.Cut(d, ":")
+	if len(hexPart) > 12 {
+		hexPart = hexPart[:12]
+	}
+	return hexPart
+}
+
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
