@@ -54,7 +54,7 @@ func TestAgent(t *testing.T) {
 	ns := contract.DefaultNamespace
 
 	start := time.Now()
-	res, installed, err := initFerry(ctx, c.Client, inject.InitOptions{BinDir: bin, Progress: func(s inject.Step) {
+	res, installed, err := initFerry(ctx, c, inject.InitOptions{BinDir: bin, Progress: func(s inject.Step) {
 		t.Logf("init %-15s %s (%.1fs)", s.Name, s.Detail, s.Took.Seconds())
 	}})
 	if err != nil {
@@ -71,7 +71,7 @@ func TestAgent(t *testing.T) {
 	logAgentImageSize(ctx, t, c, installed.Image)
 
 	start = time.Now()
-	again, againInstalled, err := initFerry(ctx, c.Client, inject.InitOptions{BinDir: bin, Progress: func(s inject.Step) {
+	again, againInstalled, err := initFerry(ctx, c, inject.InitOptions{BinDir: bin, Progress: func(s inject.Step) {
 		t.Logf("second init %-15s %s (%.1fs)", s.Name, s.Detail, s.Took.Seconds())
 	}})
 	if err != nil {
@@ -162,7 +162,7 @@ func TestAgent(t *testing.T) {
 		if !restored { // leave the cluster working whatever happened
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 			defer cancel()
-			if _, _, err := initFerry(ctx, c.Client, inject.InitOptions{BinDir: bin}); err != nil {
+			if _, _, err := initFerry(ctx, c, inject.InitOptions{BinDir: bin}); err != nil {
 				t.Errorf("restore the agent: %v", err)
 			}
 		}
@@ -188,7 +188,7 @@ func TestAgent(t *testing.T) {
 
 	// init repairs it.
 	start = time.Now()
-	if _, _, err := initFerry(ctx, c.Client, inject.InitOptions{BinDir: bin}); err != nil {
+	if _, _, err := initFerry(ctx, c, inject.InitOptions{BinDir: bin}); err != nil {
 		t.Fatal(err)
 	}
 	restored = true
@@ -341,7 +341,7 @@ func logAgentImageSize(ctx context.Context, t *testing.T, c *cluster.Cluster, re
 func TestAgentCommand(t *testing.T) {
 	c := cluster.Get(t)
 	ctx := timeout(t, 5*time.Minute)
-	if _, _, err := initFerry(ctx, c.Client, inject.InitOptions{BinDir: binDir(t)}); err != nil {
+	if _, _, err := initFerry(ctx, c, inject.InitOptions{BinDir: binDir(t)}); err != nil {
 		t.Fatal(err)
 	}
 	r, pub := agentPackage(ctx, t, c)

@@ -38,7 +38,7 @@ import (
 func TestDeployImages(t *testing.T) {
 	c := cluster.Get(t)
 	ctx := timeout(t, 8*time.Minute)
-	if _, _, err := initFerry(ctx, c.Client, inject.InitOptions{BinDir: binDir(t)}); err != nil {
+	if _, _, err := initFerry(ctx, c, inject.InitOptions{BinDir: binDir(t)}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -68,7 +68,10 @@ func TestDeployImages(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("TIMING deploy (verify + push images): %.1fs", time.Since(start).Seconds())
-	t.Cleanup(func() { _ = st.Delete(context.Background(), rec.Name) })
+	t.Cleanup(func() {
+		_ = st.Delete(context.Background(), rec.Name)
+		forgetPackage(context.Background(), t, c, rec.Name)
+	})
 	images, err := st.Images(ctx)
 	if err != nil {
 		t.Fatal(err)

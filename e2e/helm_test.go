@@ -186,7 +186,7 @@ func testKeys(t testing.TB) (*key.Private, *artifact.PublicKey) {
 func TestDeployChartsAndManifests(t *testing.T) {
 	c := cluster.Get(t)
 	ctx := timeout(t, 12*time.Minute)
-	if _, _, err := initFerry(ctx, c.Client, inject.InitOptions{BinDir: binDir(t)}); err != nil {
+	if _, _, err := initFerry(ctx, c, inject.InitOptions{BinDir: binDir(t)}); err != nil {
 		t.Fatal(err)
 	}
 	kube := genericclioptions.NewConfigFlags(true)

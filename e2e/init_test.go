@@ -13,17 +13,21 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
 	"oras.land/oras-go/v2"
 	"oras.land/oras-go/v2/registry/remote"
 	"oras.land/oras-go/v2/registry/remote/auth"
 	"oras.land/oras-go/v2/registry/remote/errcode"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/ferrypkg/ferry/deploy"
 	"github.com/ferrypkg/ferry/deploy/agent"
+	"github.com/ferrypkg/ferry/deploy/api/v1alpha1"
 	"github.com/ferrypkg/ferry/e2e/internal/cluster"
 	"github.com/ferrypkg/ferry/e2e/internal/mkimg"
 	"github.com/ferrypkg/ferry/inject"
@@ -60,7 +64,7 @@ func TestInit(t *testing.T) {
 	resetFerry(ctx, t, c) // from an empty cluster, whichever test ran first
 
 	start := time.Now()
-	res, _, err := initFerry(ctx, c.Client, inject.InitOptions{BinDir: bin, Progress: func(s inject.Step) {
+	res, _, err := initFerry(ctx, c, inject.InitOptions{BinDir: bin, Progress: func(s inject.Step) {
 		t.Logf("init %-15s %s (%.1fs)", s.Name, s.Detail, s.Took.Seconds())
 	}})
 	if err != nil {
@@ -157,7 +161,7 @@ func TestInit(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("TIMING registry pod back after deletion: %.1fs", time.Since(start).Seconds())
-	if again, _, err := initFerry(ctx, c.Client, inject.InitOptions{BinDir: bin}); err != nil || again.Injected {
+	if again, _, err := initFerry(ctx, c, inject.InitOptions{BinDir: bin}); err != nil || again.Injected {
 		t.Fatalf("init after the pod came back: injected %v, %v", again != nil && again.Injected, err)
 	}
 }
@@ -223,10 +227,12 @@ func TestInjectorRefusesCorruptChunk(t *testing.T) {
 }
 
 // resetFerry deletes ferry's namespace, and so everything init made, and
-// waits until it is gone.
+// waits until it is gone. The finalizers of its Packages are dropped first:
+// the controller goes with the namespace and could not act on them.
 func resetFerry(ctx context.Context, t *testing.T, c *cluster.Cluster) {
 	t.Helper()
 	ns := contract.DefaultNamespace
+	dropPackageFinalizers(ctx, t, c, ns)
 	if err := c.Client.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 		t.Fatal(err)
 	}
@@ -240,6 +246,47 @@ func resetFerry(ctx context.Context, t *testing.T, c *cluster.Cluster) {
 			t.Fatalf("namespace %s still there after 2 minutes: %v", ns, err)
 		}
 		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// dropPackageFinalizers lets the Packages of namespace ns go without the
+// controller (what they installed stays).
+func dropPackageFinalizers(ctx context.Context, t *testing.T, c *cluster.Cluster, ns string) {
+	t.Helper()
+	pc, err := deploy.PackageClient(c.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var list v1alpha1.PackageList
+	if err := pc.List(ctx, &list, client.InNamespace(ns)); err != nil {
+		if meta.IsNoMatchError(err) {
+			return
+		}
+		t.Fatal(err)
+	}
+	for i := range list.Items {
+		p := &list.Items[i]
+		patch := client.MergeFrom(p.DeepCopy())
+		p.Finalizers = nil
+		if err := pc.Patch(ctx, p, patch); err != nil && !apierrors.IsNotFound(err) {
+			t.Fatal(err)
+		}
+	}
+}
+
+// forgetPackage deletes Package name without the controller acting on it.
+func forgetPackage(ctx context.Context, t *testing.T, c *cluster.Cluster, name string) {
+	t.Helper()
+	pc, err := deploy.PackageClient(c.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &v1alpha1.Package{ObjectMeta: metav1.ObjectMeta{Namespace: contract.DefaultNamespace, Name: name}}
+	if err := pc.Patch(ctx, p, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`))); err != nil && !apierrors.IsNotFound(err) {
+		t.Fatal(err)
+	}
+	if err := pc.Delete(ctx, p); err != nil && !apierrors.IsNotFound(err) {
+		t.Fatal(err)
 	}
 }
 
@@ -348,13 +395,18 @@ func isUnauthorized(err error) bool {
 
 // initFerry does what ferry init does: the registry's bootstrap, then the
 // agent's installation, reported as the step "agent".
-func initFerry(ctx context.Context, cs kubernetes.Interface, opts inject.InitOptions) (*inject.InitResult, *agent.InstallResult, error) {
-	res, err := inject.Init(ctx, cs, opts)
+func initFerry(ctx context.Context, c *cluster.Cluster, opts inject.InitOptions) (*inject.InitResult, *agent.InstallResult, error) {
+	res, err := inject.Init(ctx, c.Client, opts)
 	if err != nil {
 		return nil, nil, err
 	}
 	start := time.Now()
-	installed, err := agent.Install(ctx, cs, agent.InstallOptions{Namespace: opts.Namespace, BinDir: opts.BinDir, WaitTimeout: opts.WaitTimeout})
+	ext, err := apiextensionsclient.NewForConfig(c.Config)
+	if err != nil {
+		return nil, nil, err
+	}
+	// The Package controller resyncs often, for TestPackageResource's drift.
+	installed, err := agent.Install(ctx, c.Client, agent.InstallOptions{Namespace: opts.Namespace, BinDir: opts.BinDir, WaitTimeout: opts.WaitTimeout, Extensions: ext, ControllerResync: 20 * time.Second})
 	if err != nil {
 		return nil, nil, &inject.StepError{Step: "agent", Err: err}
 	}

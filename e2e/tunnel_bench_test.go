@@ -47,7 +47,7 @@ func BenchmarkTunnel(b *testing.B) {
 	if s := os.Getenv("FERRY_BENCH_DEPLOY_MIB"); s != "" {
 		mib, _ = strconv.Atoi(s)
 	}
-	if _, _, err := initFerry(ctx, c.Client, inject.InitOptions{BinDir: binDir(b)}); err != nil {
+	if _, _, err := initFerry(ctx, c, inject.InitOptions{BinDir: binDir(b)}); err != nil {
 		b.Fatal(err)
 	}
 

@@ -13,6 +13,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/ferrypkg/ferry/deploy/agent"
@@ -20,6 +21,11 @@ import (
 	"github.com/ferrypkg/ferry/deploy/controller"
 	"github.com/ferrypkg/ferry/internal/cluster"
 )
+
+// quietClients silences controller-runtime's logger, which the Package
+// client of deploy, list, remove and init would otherwise report unset
+// (with a stack trace, after 30 s); the controller sets its own.
+func quietClients() { ctrllog.SetLogger(logr.Discard()) }
 
 func newControllerCmd() *cobra.Command {
 	var (

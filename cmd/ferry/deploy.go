@@ -64,6 +64,7 @@ func newListCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			quietClients()
 			pc, err := deploy.PackageClient(cfg)
 			if err != nil {
 				return err
@@ -214,6 +215,7 @@ through a tunnel to a registry Pod, opened for the command (--registry-via).`,
 			if err != nil {
 				return err
 			}
+			quietClients()
 			pc, err := deploy.PackageClient(cfg)
 			if err != nil {
 				return err
@@ -359,6 +361,7 @@ registry is reached as deploy reaches it (--registry-via).`,
 				return err
 			}
 			defer ep.Close()
+			quietClients()
 			pc, err := deploy.PackageClient(cfg)
 			if err != nil {
 				return err

@@ -102,6 +102,14 @@ func (in *installer) controller(ctx context.Context) (time.Duration, error) {
 	return time.Since(start), err
 }
 
+func (in *installer) controllerArgs() []string {
+	args := []string{"controller", "--namespace=" + in.ns, fmt.Sprintf("--health-addr=:%d", ControllerHealthPort)}
+	if in.opts.ControllerResync > 0 {
+		args = append(args, "--resync="+in.opts.ControllerResync.String())
+	}
+	return args
+}
+
 // controllerDeployment runs one controller; a second one (during a
 // rollout) waits for the leader's Lease.
 func (in *installer) controllerDeployment() *appsv1.Deployment {
@@ -126,7 +134,7 @@ func (in *installer) controllerDeployment() *appsv1.Deployment {
 						Image:           in.image,
 						ImagePullPolicy: corev1.PullIfNotPresent,
 						Command:         []string{BinaryPath},
-						Args:            []string{"controller", "--namespace=" + in.ns, fmt.Sprintf("--health-addr=:%d", ControllerHealthPort)},
+						Args:            in.controllerArgs(),
 						// Helm and the discovery cache write under $HOME.
 						Env:   []corev1.EnvVar{{Name: "HOME", Value: "/tmp"}},
 						Ports: []corev1.ContainerPort{{Name: "health", ContainerPort: ControllerHealthPort, Protocol: corev1.ProtocolTCP}},

@@ -97,6 +97,10 @@ type InstallOptions struct {
 	Registry string
 	// Extensions applies the Package CustomResourceDefinition; required.
 	Extensions apiextensionsclient.Interface
+	// ControllerResync is how often the Package controller checks an
+	// unchanged Package again (`ferry controller --resync`); its default
+	// if 0.
+	ControllerResync time.Duration
 }
 
 // InstallResult tells what Install did.

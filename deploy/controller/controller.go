@@ -109,7 +109,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 	}
 	before := pkg.Status.DeepCopy()
-	res, err := r.reconcile(ctx, &pkg)
+	res, err := r.reconcile(ctx, &pkg, before)
 	pkg.Status.ObservedGeneration = pkg.Generation
 	pkg.Status.Request = pkg.Annotations[v1alpha1.RequestAnnotation]
 	if err != nil {
@@ -138,7 +138,9 @@ func (r *Reconciler) resync() time.Duration {
 	return DefaultResync
 }
 
-func (r *Reconciler) reconcile(ctx context.Context, pkg *v1alpha1.Package) (ctrl.Result, error) {
+// reconcile does the work; written is the status as last written, which
+// progress updates.
+func (r *Reconciler) reconcile(ctx context.Context, pkg *v1alpha1.Package, written *v1alpha1.PackageStatus) (ctrl.Result, error) {
 	again := ctrl.Result{RequeueAfter: r.resync()}
 	registry, err := r.registry(ctx)
 	if err != nil {
@@ -174,9 +176,15 @@ func (r *Reconciler) reconcile(ctx context.Context, pkg *v1alpha1.Package) (ctrl
 		return again, r.settle(pkg, v1alpha1.Verified, v1alpha1.ReasonKeyNotFound, err)
 	}
 	verifiedFor := digest.FromString(root + "\n" + fingerprint).String()
-	verified := meta.IsStatusConditionTrue(pkg.Status.Conditions, v1alpha1.Verified) && pkg.Status.VerifiedFor == verifiedFor
+	requested := pkg.Status.Request != pkg.Annotations[v1alpha1.RequestAnnotation] || pkg.Status.ObservedGeneration != pkg.Generation
+	verified := pkg.Status.VerifiedFor == verifiedFor && meta.IsStatusConditionTrue(pkg.Status.Conditions, v1alpha1.Verified)
+	if pkg.Status.VerifiedFor == verifiedFor && !requested &&
+		conditionIs(pkg, v1alpha1.Verified, metav1.ConditionFalse, v1alpha1.ReasonVerifyFailed) {
+		// Refused already: not checked again until asked.
+		return again, nil
+	}
 	if !verified {
-		if err := r.progress(ctx, pkg, "Verifying", "verifying "+pkg.Spec.Repository+"@"+root); err != nil {
+		if err := r.progress(ctx, pkg, written, "Verifying", "verifying "+pkg.Spec.Repository+"@"+root); err != nil {
 			return again, err
 		}
 		var signedBy []string
@@ -198,6 +206,9 @@ func (r *Reconciler) reconcile(ctx context.Context, pkg *v1alpha1.Package) (ctrl
 			}
 			if reach.Transient(err) {
 				return again, r.fail(pkg, v1alpha1.Verified, v1alpha1.ReasonRegistryUnreachable, err)
+			}
+			if reason == v1alpha1.ReasonVerifyFailed {
+				pkg.Status.VerifiedFor = verifiedFor
 			}
 			return again, r.settle(pkg, v1alpha1.Verified, reason, err)
 		}
@@ -222,10 +233,8 @@ func (r *Reconciler) reconcile(ctx context.Context, pkg *v1alpha1.Package) (ctrl
 		return again, r.settle(pkg, v1alpha1.Installed, v1alpha1.ReasonNameMismatch,
 			fmt.Errorf("the package at %s@%s is %s, not %s: a Package is named after the package it installs", pkg.Spec.Repository, root, cfg.Name, pkg.Name))
 	}
-	changed := pkg.Status.Digest != root || pkg.Status.ObservedGeneration != pkg.Generation ||
-		pkg.Status.Request != pkg.Annotations[v1alpha1.RequestAnnotation]
-	installed := meta.FindStatusCondition(pkg.Status.Conditions, v1alpha1.Installed)
-	if !changed && installed != nil && installed.Status == metav1.ConditionFalse && installed.Reason == v1alpha1.ReasonInstallFailed {
+	changed := pkg.Status.Digest != root || requested
+	if !changed && conditionIs(pkg, v1alpha1.Installed, metav1.ConditionFalse, v1alpha1.ReasonInstallFailed) {
 		// Failed and rolled back: not tried again until asked.
 		return again, nil
 	}
@@ -240,7 +249,7 @@ func (r *Reconciler) reconcile(ctx context.Context, pkg *v1alpha1.Package) (ctrl
 		timeout = pkg.Spec.Timeout.Duration
 	}
 	if changed {
-		if err := r.progress(ctx, pkg, v1alpha1.ReasonProgressing, fmt.Sprintf("installing %s %s", cfg.Name, cfg.Version)); err != nil {
+		if err := r.progress(ctx, pkg, written, v1alpha1.ReasonProgressing, fmt.Sprintf("installing %s %s", cfg.Name, cfg.Version)); err != nil {
 			return again, err
 		}
 	}
@@ -307,11 +316,11 @@ func (r *Reconciler) remove(ctx context.Context, pkg *v1alpha1.Package) error {
 		return err
 	}
 	res, err := deploy.Remove(ctx, r.Clientset, pkg.Name, deploy.RemoveOptions{Namespace: r.Namespace, Kube: r.Kube, Registry: registry})
+	before = pkg.Status.DeepCopy()
 	switch {
 	case errors.Is(err, deploy.ErrNotDeployed):
 		pkg.Status.Removal = &v1alpha1.RemovalStatus{}
 	case err != nil:
-		before = pkg.Status.DeepCopy()
 		pkg.Status.LastError = oneLine(err.Error())
 		r.event(pkg, corev1.EventTypeWarning, "RemoveFailed", "Remove", "%s", pkg.Status.LastError)
 		return errors.Join(err, r.writeStatus(ctx, pkg, before))
@@ -324,7 +333,6 @@ func (r *Reconciler) remove(ctx context.Context, pkg *v1alpha1.Package) error {
 		r.event(pkg, corev1.EventTypeNormal, "Removed", "Remove", "%d releases, %d objects, %d images (%d kept for other packages); registry storage %d → %d bytes",
 			len(res.Releases), len(res.Objects), len(res.Images), len(res.Kept), res.Storage.Before, res.Storage.After)
 	}
-	before = pkg.Status.DeepCopy()
 	pkg.Status.LastError = ""
 	if err := r.writeStatus(ctx, pkg, before); err != nil {
 		return err
@@ -500,14 +508,20 @@ func (r *Reconciler) notFound(pkg *v1alpha1.Package, err error) error {
 
 // progress marks the Package as being worked on, written at once so that
 // kubectl and ferry deploy see it.
-func (r *Reconciler) progress(ctx context.Context, pkg *v1alpha1.Package, reason, msg string) error {
+func (r *Reconciler) progress(ctx context.Context, pkg *v1alpha1.Package, written *v1alpha1.PackageStatus, reason, msg string) error {
 	setCondition(pkg, v1alpha1.Ready, metav1.ConditionFalse, reason, msg)
 	pkg.Status.ObservedGeneration = pkg.Generation
 	pkg.Status.Request = pkg.Annotations[v1alpha1.RequestAnnotation]
-	if err := r.Client.Status().Update(ctx, pkg); err != nil {
-		return fmt.Errorf("status of Package %s/%s: %w", pkg.Namespace, pkg.Name, err)
+	if err := r.writeStatus(ctx, pkg, written); err != nil {
+		return err
 	}
+	*written = *pkg.Status.DeepCopy()
 	return nil
+}
+
+func conditionIs(pkg *v1alpha1.Package, typ string, status metav1.ConditionStatus, reason string) bool {
+	c := meta.FindStatusCondition(pkg.Status.Conditions, typ)
+	return c != nil && c.Status == status && c.Reason == reason
 }
 
 func (r *Reconciler) event(pkg *v1alpha1.Package, typ, reason, action, note string, args ...any) {
