@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
@@ -232,6 +233,13 @@ func TestInjectorRefusesCorruptChunk(t *testing.T) {
 func resetFerry(ctx context.Context, t *testing.T, c *cluster.Cluster) {
 	t.Helper()
 	ns := contract.DefaultNamespace
+	// The controller first, so that it does not put a finalizer back.
+	if err := c.Client.AppsV1().Deployments(ns).Delete(ctx, agent.ControllerName, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		t.Fatal(err)
+	}
+	if err := waitNoPods(ctx, c, ns, "app.kubernetes.io/name="+agent.ControllerName); err != nil {
+		t.Fatal(err)
+	}
 	dropPackageFinalizers(ctx, t, c, ns)
 	if err := c.Client.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 		t.Fatal(err)
@@ -244,6 +252,21 @@ func resetFerry(ctx context.Context, t *testing.T, c *cluster.Cluster) {
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("namespace %s still there after 2 minutes: %v", ns, err)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// waitNoPods waits until no Pod of namespace ns matches selector.
+func waitNoPods(ctx context.Context, c *cluster.Cluster, ns, selector string) error {
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		pods, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
+		if err == nil && len(pods.Items) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("pods %s of %s still there after 2 minutes (%v)", selector, ns, err)
 		}
 		time.Sleep(500 * time.Millisecond)
 	}

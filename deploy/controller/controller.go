@@ -306,6 +306,15 @@ func (r *Reconciler) remove(ctx context.Context, pkg *v1alpha1.Package) error {
 	if !controllerutil.ContainsFinalizer(pkg, v1alpha1.Finalizer) {
 		return nil
 	}
+	var ns corev1.Namespace
+	if err := r.Client.Get(ctx, client.ObjectKey{Name: pkg.Namespace}, &ns); err == nil && !ns.DeletionTimestamp.IsZero() {
+		// ferry's namespace is going, its registry with it: nothing can be
+		// removed through it, and the namespace must not wait for us.
+		r.event(pkg, corev1.EventTypeWarning, "NamespaceDeleted", "Remove", "namespace %s is being deleted: what the package installed is left in place", pkg.Namespace)
+		patch := client.MergeFrom(pkg.DeepCopy())
+		controllerutil.RemoveFinalizer(pkg, v1alpha1.Finalizer)
+		return client.IgnoreNotFound(r.Client.Patch(ctx, pkg, patch))
+	}
 	before := pkg.Status.DeepCopy()
 	setCondition(pkg, v1alpha1.Ready, metav1.ConditionFalse, v1alpha1.ReasonDeleting, "removing what the package installed")
 	if err := r.writeStatus(ctx, pkg, before); err != nil {
