@@ -143,13 +143,9 @@ func Push(ctx context.Context, cs kubernetes.Interface, r *artifact.Reader, opts
 	default:
 		return nil, ErrUnsigned
 	}
-	host, cred, err := RegistryAccess(ctx, cs, opts.Namespace)
+	_, push, cred, err := registryFor(ctx, cs, opts.Namespace, opts.Registry)
 	if err != nil {
 		return nil, err
-	}
-	push := host
-	if opts.Registry != "" {
-		push = opts.Registry
 	}
 	remote := cluster.RegistryRemote(push, cred)
 	start := time.Now()
@@ -242,13 +238,9 @@ func Install(ctx context.Context, cs kubernetes.Interface, cfg *artifact.Config,
 	if err := checkKube(cfg, opts.Components, opts.Kube); err != nil {
 		return nil, err
 	}
-	host, cred, err := RegistryAccess(ctx, cs, opts.Namespace)
+	host, push, cred, err := registryFor(ctx, cs, opts.Namespace, opts.Registry)
 	if err != nil {
 		return nil, err
-	}
-	push := host
-	if opts.Registry != "" {
-		push = opts.Registry
 	}
 	st := &State{Client: cs, Namespace: opts.Namespace}
 	prev, err := st.Get(ctx, cfg.Name)
@@ -542,7 +534,19 @@ func EnsurePullSecret(ctx context.Context, cs kubernetes.Interface, ferryNS, ns 
 	return nil
 }
 
-// registryAccess reads where the in-cluster registry is and its account.
+// registryFor reads where the in-cluster registry is on the nodes (host)
+// and its account; push is where this process reaches it: via, or host.
+func registryFor(ctx context.Context, cs kubernetes.Interface, ns, via string) (host, push string, cred auth.Credential, err error) {
+	host, cred, err = RegistryAccess(ctx, cs, ns)
+	push = host
+	if via != "" {
+		push = via
+	}
+	return host, push, cred, err
+}
+
+// RegistryAccess reads where the in-cluster registry is (its address on
+// the nodes) and its account.
 func RegistryAccess(ctx context.Context, cs kubernetes.Interface, ns string) (string, auth.Credential, error) {
 	state, account, err := cluster.ReadRegistry(ctx, cs.CoreV1().Secrets(ns))
 	if err != nil {

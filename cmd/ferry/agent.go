@@ -5,7 +5,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"os"
 
 	"github.com/spf13/cobra"
@@ -45,11 +44,7 @@ Outside a Pod, --kubeconfig (or $KUBECONFIG) names the cluster.`,
 			if err != nil {
 				return err
 			}
-			level := slog.LevelInfo
-			if verbose {
-				level = slog.LevelDebug
-			}
-			log := slog.New(slog.NewJSONHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
+			log := jsonLogger(cmd, verbose)
 			cache := &agent.Cache{Source: &deploy.State{Client: cs, Namespace: namespace}, Registry: registry, RequireKnown: requireKnown}
 			copies := &agent.PullSecrets{Client: cs, Namespace: namespace, Name: pullSecret}
 			wh := &agent.Webhook{

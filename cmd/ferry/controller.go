@@ -10,12 +10,15 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/ferrypkg/ferry/deploy"
 	"github.com/ferrypkg/ferry/deploy/agent"
 	"github.com/ferrypkg/ferry/deploy/api/v1alpha1"
 	"github.com/ferrypkg/ferry/deploy/controller"
@@ -26,6 +29,22 @@ import (
 // client of deploy, list, remove and init would otherwise report unset
 // (with a stack trace, after 30 s); the controller sets its own.
 func quietClients() { ctrllog.SetLogger(logr.Discard()) }
+
+// packageClient is a quiet client for Packages.
+func packageClient(cfg *rest.Config) (client.WithWatch, error) {
+	quietClients()
+	return deploy.PackageClient(cfg)
+}
+
+// jsonLogger logs JSON lines to the command's stderr, debug ones too when
+// verbose: the agent's and the controller's logs.
+func jsonLogger(cmd *cobra.Command, verbose bool) *slog.Logger {
+	level := slog.LevelInfo
+	if verbose {
+		level = slog.LevelDebug
+	}
+	return slog.New(slog.NewJSONHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
+}
 
 func newControllerCmd() *cobra.Command {
 	var (
@@ -58,11 +77,7 @@ Outside a Pod, --kubeconfig (or $KUBECONFIG) names the cluster.`,
 			if err != nil {
 				return err
 			}
-			level := slog.LevelInfo
-			if verbose {
-				level = slog.LevelDebug
-			}
-			log := slog.New(slog.NewJSONHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
+			log := jsonLogger(cmd, verbose)
 			ctrl.SetLogger(logr.FromSlogHandler(log.Handler()))
 			scheme := runtime.NewScheme()
 			if err := clientgoscheme.AddToScheme(scheme); err != nil {

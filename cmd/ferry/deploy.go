@@ -64,8 +64,7 @@ func newListCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			quietClients()
-			pc, err := deploy.PackageClient(cfg)
+			pc, err := packageClient(cfg)
 			if err != nil {
 				return err
 			}
@@ -215,8 +214,7 @@ through a tunnel to a registry Pod, opened for the command (--registry-via).`,
 			if err != nil {
 				return err
 			}
-			quietClients()
-			pc, err := deploy.PackageClient(cfg)
+			pc, err := packageClient(cfg)
 			if err != nil {
 				return err
 			}
@@ -361,8 +359,7 @@ registry is reached as deploy reaches it (--registry-via).`,
 				return err
 			}
 			defer ep.Close()
-			quietClients()
-			pc, err := deploy.PackageClient(cfg)
+			pc, err := packageClient(cfg)
 			if err != nil {
 				return err
 			}

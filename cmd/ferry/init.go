@@ -238,8 +238,7 @@ first (a Job on the registry's node; the registry serves pulls meanwhile).`,
 // migratePackages gives the packages an earlier ferry deployed their
 // Packages, naming keys (stored in Secrets).
 func migratePackages(cmd *cobra.Command, cs kubernetes.Interface, cfg *rest.Config, kube genericclioptions.RESTClientGetter, ns string, keys []string) ([]string, error) {
-	quietClients()
-	pc, err := deploy.PackageClient(cfg)
+	pc, err := packageClient(cfg)
 	if err != nil {
 		return nil, err
 	}
