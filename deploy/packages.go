@@ -115,12 +115,16 @@ func ApplyPackage(ctx context.Context, c client.Client, ns, name string, spec v1
 func WaitPackage(ctx context.Context, c client.WithWatch, pkg *v1alpha1.Package, request string, seen func(metav1.Condition)) (*v1alpha1.Package, error) {
 	last := map[string]string{}
 	check := func(p *v1alpha1.Package) (bool, error) {
-		for _, cond := range p.Status.Conditions {
+		for _, typ := range []string{v1alpha1.Verified, v1alpha1.Installed, v1alpha1.Ready} {
+			cond := meta.FindStatusCondition(p.Status.Conditions, typ)
+			if cond == nil {
+				continue
+			}
 			key := string(cond.Status) + cond.Reason + cond.Message
 			if last[cond.Type] != key && cond.ObservedGeneration >= pkg.Generation {
 				last[cond.Type] = key
 				if seen != nil {
-					seen(cond)
+					seen(*cond)
 				}
 			}
 		}
