@@ -42,4 +42,4 @@ e2e-down:
 .PHONY: e2e-bench
 BENCH_TARGETS += e2e-bench
 e2e-bench: e2e-build build
-	@FERRY_E2E_WORKERS=0 GO=$(GO) bash $(E2E_SCRIPTS)/test.sh -count=1 -run '^$$' -bench 'BenchmarkDeploy|BenchmarkTunnel' -benchtime 1x -timeout 30m ./e2e/
+	@FERRY_E2E_WORKERS=0 GO=$(GO) bash $(E2E_SCRIPTS)/test.sh -count=1 -run '^$$' -bench 'BenchmarkDeploy|BenchmarkTunnel|BenchmarkUpload' -benchtime 1x -timeout 30m ./e2e/
