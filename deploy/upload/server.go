@@ -219,7 +219,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) (*Result, error) 
 
 	spec := v1alpha1.PackageSpec{Repository: cfg.Name, Digest: res.Digest, Components: opts.Components}
 	for _, k := range res.SignedBy {
-		spec.Keys = append(spec.Keys, v1alpha1.KeyReference{Kind: "Secret", Name: k, Key: keyFile})
+		spec.Keys = append(spec.Keys, v1alpha1.KeyReference{Kind: "Secret", Name: k, Key: deploy.KeyFile})
 	}
 	if opts.Timeout > 0 {
 		spec.Timeout = &metav1.Duration{Duration: opts.Timeout}
@@ -259,9 +259,6 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) (*Result, error) 
 	ev.send(Event{Phase: PhaseDone, Result: res})
 	return res, nil
 }
-
-// keyFile is the key of a trusted key's Secret that holds the PEM key.
-const keyFile = "cosign.pub"
 
 // authenticate checks the request's bearer token with a TokenReview.
 func (s *Server) authenticate(ctx context.Context, r *http.Request) (user, error) {
@@ -387,23 +384,14 @@ func (d *deadlineReader) Read(p []byte) (int, error) {
 	return d.r.Read(p)
 }
 
-// trustedKeys are the public keys the cluster trusts: the Secrets of
-// ferry's namespace labelled deploy.KeyLabel, each named by its Secret.
+// trustedKeys are the public keys the cluster trusts (deploy.TrustedKeys).
 func (s *Server) trustedKeys(ctx context.Context) ([]artifact.Verifier, error) {
-	list, err := s.Client.CoreV1().Secrets(s.Namespace).List(ctx, metav1.ListOptions{LabelSelector: deploy.KeyLabel + "=true"})
-	if err != nil {
-		return nil, refuse(http.StatusServiceUnavailable, "read the trusted keys: %v", err)
-	}
-	var keys []artifact.Verifier
-	for _, sec := range list.Items {
-		k, err := artifact.ParsePublicKey(sec.Name, sec.Data[keyFile])
-		if err != nil {
-			continue // not a key this version reads; the others still count
-		}
-		keys = append(keys, k)
-	}
-	if len(keys) == 0 {
-		return nil, refuse(http.StatusUnprocessableEntity, "the cluster trusts no key (no Secret labelled %s=true in namespace %s): `ferry init --key cosign.pub` adds one", deploy.KeyLabel, s.Namespace)
+	keys, err := deploy.TrustedKeys(ctx, s.Client, s.Namespace)
+	switch {
+	case errors.Is(err, deploy.ErrNoTrustedKey):
+		return nil, refuse(http.StatusUnprocessableEntity, "%v", err)
+	case err != nil:
+		return nil, refuse(http.StatusServiceUnavailable, "%v", err)
 	}
 	return keys, nil
 }
