@@ -37,7 +37,7 @@
     const u = ["B", "KiB", "MiB", "GiB", "TiB"];
     let i = 0;
     while (n >= 1024 && i < u.length - 1) { n /= 1024; i++; }
-    return (i ? n.toFixed(1) : n) + " " + u[i];
+    return (i ? n.toFixed(1) : Math.round(n)) + " " + u[i];
   }
 
   function phase(text, cls) {
