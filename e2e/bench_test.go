@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"strconv"
 	"testing"
 	"time"
 
@@ -64,10 +63,7 @@ func BenchmarkDeploy(b *testing.B) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	benchenv.Quiet(b, 4)
 	defer cancel()
-	mib := 500
-	if s := os.Getenv("FERRY_BENCH_DEPLOY_MIB"); s != "" {
-		mib, _ = strconv.Atoi(s)
-	}
+	mib := benchMiB()
 	if _, _, err := initFerry(ctx, c, inject.InitOptions{BinDir: binDir(b)}); err != nil {
 		b.Fatal(err)
 	}
@@ -186,21 +182,11 @@ func BenchmarkUpload(b *testing.B) {
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
 	benchenv.Quiet(b, 4)
 	defer cancel()
-	mib := 500
-	if s := os.Getenv("FERRY_BENCH_DEPLOY_MIB"); s != "" {
-		mib, _ = strconv.Atoi(s)
-	}
+	mib := benchMiB()
 	if _, _, err := initFerry(ctx, c, inject.InitOptions{BinDir: binDir(b)}); err != nil {
 		b.Fatal(err)
 	}
-	priv, pub := testKeys(b)
-	pem, err := os.ReadFile(pub.Name)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if _, err := deploy.EnsureKeySecret(ctx, c.Client, contract.DefaultNamespace, pem); err != nil {
-		b.Fatal(err)
-	}
+	priv, pub, _ := trustNewKey(ctx, b, c)
 	uploader := tokenKubeconfig(ctx, b, c, "e2e-uploader", uploaderRules)
 	seed := uint64(time.Now().UnixNano())
 	var names []string

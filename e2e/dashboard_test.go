@@ -46,15 +46,7 @@ func TestDashboard(t *testing.T) {
 		t.Fatal(err)
 	}
 	ns := contract.DefaultNamespace
-	priv, pub := testKeys(t)
-	pem, err := os.ReadFile(pub.Name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	trusted, err := deploy.EnsureKeySecret(ctx, c.Client, ns, pem)
-	if err != nil {
-		t.Fatal(err)
-	}
+	priv, _, trusted := trustNewKey(ctx, t, c)
 	t.Cleanup(func() { forgetPackage(context.Background(), t, c, "e2e-dash") })
 	operator := adminKubeconfig(ctx, t, c, "e2e-dash-operator")
 	viewer := tokenKubeconfig(ctx, t, c, "e2e-dash-viewer", append(uploaderRules[:4:4],

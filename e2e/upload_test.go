@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -22,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/artifact/key"
 	"github.com/ferrypkg/ferry/deploy"
 	"github.com/ferrypkg/ferry/deploy/agent"
 	"github.com/ferrypkg/ferry/deploy/api/v1alpha1"
@@ -57,15 +59,7 @@ func TestUpload(t *testing.T) {
 		t.Fatal(err)
 	}
 	ns := contract.DefaultNamespace
-	priv, pub := testKeys(t)
-	pem, err := os.ReadFile(pub.Name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	trusted, err := deploy.EnsureKeySecret(ctx, c.Client, ns, pem)
-	if err != nil {
-		t.Fatal(err)
-	}
+	priv, _, trusted := trustNewKey(ctx, t, c)
 	uploader := tokenKubeconfig(ctx, t, c, "e2e-uploader", uploaderRules)
 	viewer := tokenKubeconfig(ctx, t, c, "e2e-viewer", append(uploaderRules[:4:4],
 		rbacv1.PolicyRule{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"packages"}, Verbs: []string{"get", "list"}}))
@@ -155,6 +149,32 @@ func TestUpload(t *testing.T) {
 	if again.Pushed != 0 || again.Created || again.Ready != string(metav1.ConditionTrue) {
 		t.Fatalf("unchanged upload: %+v", again)
 	}
+}
+
+// trustNewKey makes a key pair and stores its public key in a key Secret
+// of ferry's namespace (the keys the cluster trusts): the private key, the
+// public key's file, and the Secret's reference.
+func trustNewKey(ctx context.Context, t testing.TB, c *cluster.Cluster) (*key.Private, *artifact.PublicKey, v1alpha1.KeyReference) {
+	t.Helper()
+	priv, pub := testKeys(t)
+	pem, err := os.ReadFile(pub.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref, err := deploy.EnsureKeySecret(ctx, c.Client, contract.DefaultNamespace, pem)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return priv, pub, ref
+}
+
+// benchMiB is the size of the deploy benchmarks' packages:
+// FERRY_BENCH_DEPLOY_MIB, or 500.
+func benchMiB() int {
+	if n, err := strconv.Atoi(os.Getenv("FERRY_BENCH_DEPLOY_MIB")); err == nil && n > 0 {
+		return n
+	}
+	return 500
 }
 
 // refusedCLI runs ferry deploy --via-agent as kubeconfig's user and

@@ -385,6 +385,22 @@ func (s *Server) cluster(r *http.Request) (Cluster, bool) {
 	return Cluster{}, false
 }
 
+// clusterActor is the request's actor in its {cluster}; if there is
+// none, the request has been answered.
+func (s *Server) clusterActor(w http.ResponseWriter, r *http.Request) (*actor, bool) {
+	c, ok := s.cluster(r)
+	if !ok {
+		s.refuse(w, r, http.StatusNotFound, fmt.Sprintf("no cluster %q", r.PathValue("cluster")))
+		return nil, false
+	}
+	a, err := s.actor(r, c)
+	if err != nil {
+		s.fail(w, r, err)
+		return nil, false
+	}
+	return a, true
+}
+
 // loopbackOnly reports whether addr (host:port) is on loopback, where the
 // dashboard may act with the kubeconfig's credentials without a login.
 func loopbackOnly(addr string) bool {

@@ -233,14 +233,8 @@ type eventView struct {
 }
 
 func (s *Server) packagePage(w http.ResponseWriter, r *http.Request) {
-	c, ok := s.cluster(r)
+	a, ok := s.clusterActor(w, r)
 	if !ok {
-		s.refuse(w, r, http.StatusNotFound, fmt.Sprintf("no cluster %q", r.PathValue("cluster")))
-		return
-	}
-	a, err := s.actor(r, c)
-	if err != nil {
-		s.fail(w, r, err)
 		return
 	}
 	ctx := r.Context()
@@ -250,7 +244,8 @@ func (s *Server) packagePage(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, fmt.Errorf("Package %s/%s: %w", ns, name, err))
 		return
 	}
-	v := &packageView{view: s.view(r, "Package "+name), Pkg: newRow(c.Name, &p), Conditions: p.Status.Conditions}
+	v := &packageView{view: s.view(r, "Package "+name), Pkg: newRow(a.cluster, &p), Conditions: p.Status.Conditions}
+	var err error
 	v.Graph, err = s.graph(ctx, a, &p)
 	if err != nil {
 		v.GraphError = oneLine(err.Error())

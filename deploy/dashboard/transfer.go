@@ -50,14 +50,8 @@ func (s *Server) registryPage(w http.ResponseWriter, r *http.Request) {
 // registryUsage measures the registry's storage and what GC would free
 // (an exec in a registry Pod: a POST, with the CSRF token).
 func (s *Server) registryUsage(w http.ResponseWriter, r *http.Request) {
-	c, ok := s.cluster(r)
+	a, ok := s.clusterActor(w, r)
 	if !ok {
-		s.refuse(w, r, http.StatusNotFound, fmt.Sprintf("no cluster %q", r.PathValue("cluster")))
-		return
-	}
-	a, err := s.actor(r, c)
-	if err != nil {
-		s.fail(w, r, err)
 		return
 	}
 	u, err := deploy.RegistryUsage(r.Context(), a.cs, a.cfg, s.opts.Namespace)
@@ -69,23 +63,18 @@ func (s *Server) registryUsage(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) registryView(w http.ResponseWriter, r *http.Request, usage *deploy.Usage, usageErr string) {
-	c, ok := s.cluster(r)
+	a, ok := s.clusterActor(w, r)
 	if !ok {
-		s.refuse(w, r, http.StatusNotFound, fmt.Sprintf("no cluster %q", r.PathValue("cluster")))
 		return
 	}
 	v := &registryView{view: s.view(r, "Registry"), Usage: usage, UsageError: usageErr}
-	if err := s.repositories(r.Context(), r, c, v); err != nil {
+	if err := s.repositories(r.Context(), a, v); err != nil {
 		v.Error = oneLine(err.Error())
 	}
 	s.render(w, r, "registry", v)
 }
 
-func (s *Server) repositories(ctx context.Context, r *http.Request, c Cluster, v *registryView) error {
-	a, err := s.actor(r, c)
-	if err != nil {
-		return err
-	}
+func (s *Server) repositories(ctx context.Context, a *actor, v *registryView) error {
 	reg, ep, err := a.registry(ctx, s.opts.Namespace)
 	if err != nil {
 		return err
@@ -155,9 +144,8 @@ func (s *Server) uploadPage(w http.ResponseWriter, r *http.Request) {
 // line. A refusal before the events is answered with the agent's status
 // and one line.
 func (s *Server) upload(w http.ResponseWriter, r *http.Request) {
-	c, ok := s.cluster(r)
+	a, ok := s.clusterActor(w, r)
 	if !ok {
-		s.refuse(w, r, http.StatusNotFound, fmt.Sprintf("no cluster %q", r.PathValue("cluster")))
 		return
 	}
 	q := r.URL.Query()
@@ -165,11 +153,6 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request) {
 	opts, err := upload.ParseOptions(q)
 	if err != nil {
 		s.refuse(w, r, http.StatusBadRequest, err.Error())
-		return
-	}
-	a, err := s.actor(r, c)
-	if err != nil {
-		s.fail(w, r, err)
 		return
 	}
 	ctx := r.Context()
@@ -196,7 +179,7 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request) {
 	var refused *upload.Refused
 	switch {
 	case err == nil:
-		s.log.Info("dashboard upload", "cluster", c.Name, "user", sessionOf(r).user, "package", res.Name, "digest", res.Digest, "ready", res.Ready)
+		s.log.Info("dashboard upload", "cluster", a.cluster, "user", sessionOf(r).user, "package", res.Name, "digest", res.Digest, "ready", res.Ready)
 	case !started && errors.As(err, &refused):
 		s.refuse(w, r, refused.Status, refused.Message)
 	case !started && errors.Is(err, upload.ErrNoToken):
@@ -225,14 +208,8 @@ type inspection struct {
 // an upload, the user sees what they would send and whether the cluster
 // would take it. Nothing is sent to the cluster but the read of its keys.
 func (s *Server) inspect(w http.ResponseWriter, r *http.Request) {
-	c, ok := s.cluster(r)
+	a, ok := s.clusterActor(w, r)
 	if !ok {
-		s.refuse(w, r, http.StatusNotFound, fmt.Sprintf("no cluster %q", r.PathValue("cluster")))
-		return
-	}
-	a, err := s.actor(r, c)
-	if err != nil {
-		s.fail(w, r, err)
 		return
 	}
 	ctx := r.Context()
