@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -308,12 +309,31 @@ func (s *Server) graph(ctx context.Context, a *actor, p *v1alpha1.Package) (*nod
 		}
 		cfg.Children = append(cfg.Children, cn)
 	}
-	for _, sig := range rep.Signatures {
+	// Signatures: at cosign's tag in a registry; and whatever else refers
+	// to the root (OCI 1.1 referrers).
+	sigs := rep.Signatures
+	if len(sigs) == 0 {
+		if d, err := repo.Resolve(ctx, artifact.SignatureTag(rep.Root)); err == nil {
+			sigs = append(sigs, d.Digest)
+		}
+	}
+	for _, sig := range sigs {
 		label := "cosign signature"
 		if len(p.Status.SignedBy) > 0 {
 			label += ", verified with " + strings.Join(p.Status.SignedBy, ", ")
 		}
 		root.Children = append(root.Children, &node{Kind: "signature", Label: label, Digest: sig.String()})
+	}
+	if rd, err := repo.Resolve(ctx, dg); err == nil {
+		_ = repo.Referrers(ctx, rd, "", func(refs []ocispec.Descriptor) error {
+			for _, r := range refs {
+				if slices.Contains(sigs, r.Digest) {
+					continue
+				}
+				root.Children = append(root.Children, &node{Kind: "referrer", Label: r.ArtifactType, Digest: r.Digest.String(), Size: r.Size})
+			}
+			return nil
+		})
 	}
 	return root, nil
 }
