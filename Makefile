@@ -11,7 +11,7 @@ TOOLS := $(CURDIR)/.bin
 export PATH := $(TOOLS):$(BIN):$(PATH)
 export GOFLAGS ?= -buildvcs=false
 
-APT_PACKAGES := docker-registry skopeo zstd qemu-user-static time
+APT_PACKAGES := docker-registry skopeo zstd qemu-user-static time chromium chromium-driver
 PEER_TOOLS   := helm crane regctl oras cosign
 
 .PHONY: all build test fuzz bench demo lint deps apt tools clean
@@ -75,8 +75,10 @@ tools:
 	fi
 
 ## test: the README's test command.
+# Files tests save (the browser tests' screenshots) go to out/test/_artifacts.
 test: deps build
-	FERRY_REQUIRE_TOOLS=1 $(GO) test -count=1 ./...
+	@mkdir -p out/test
+	FERRY_REQUIRE_TOOLS=1 $(GO) test -count=1 -artifacts -outputdir $(CURDIR)/out/test ./...
 	$(MAKE) --no-print-directory fuzz FUZZTIME=1000x
 	@for t in $(TEST_TARGETS); do $(MAKE) --no-print-directory $$t || exit 1; done
 

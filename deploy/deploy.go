@@ -143,6 +143,16 @@ func Push(ctx context.Context, cs kubernetes.Interface, r *artifact.Reader, opts
 	default:
 		return nil, ErrUnsigned
 	}
+	return PushVerified(ctx, cs, r, opts)
+}
+
+// PushVerified is Push of a package the caller has just verified (the
+// agent's upload endpoint, which verifies against the keys the cluster
+// trusts): opts.Keys are not used.
+func PushVerified(ctx context.Context, cs kubernetes.Interface, r *artifact.Reader, opts Options) (*Pushed, error) {
+	if opts.Namespace == "" {
+		opts.Namespace = cluster.DefaultNamespace
+	}
 	_, push, cred, err := registryFor(ctx, cs, opts.Namespace, opts.Registry)
 	if err != nil {
 		return nil, err

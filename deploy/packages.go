@@ -26,6 +26,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/deploy/api/v1alpha1"
 	"github.com/ferrypkg/ferry/internal/cluster"
 )
@@ -39,8 +40,12 @@ import (
 // this version) was not run.
 var ErrNoPackageAPI = errors.New("the cluster has no Package API (packages.ferry.dev): run `ferry init` of this version")
 
-// KeyLabel marks the Secrets that hold the public keys Packages name.
-const KeyLabel = "ferry.dev/public-key"
+// KeyLabel marks the Secrets that hold the public keys Packages name;
+// KeyFile is the key of such a Secret that holds the PEM key.
+const (
+	KeyLabel = "ferry.dev/public-key"
+	KeyFile  = "cosign.pub"
+)
 
 // PackageClient returns a client for Packages (and the core API).
 func PackageClient(cfg *rest.Config) (client.WithWatch, error) {
@@ -60,7 +65,7 @@ func PackageClient(cfg *rest.Config) (client.WithWatch, error) {
 func EnsureKeySecret(ctx context.Context, cs kubernetes.Interface, ns string, pem []byte) (v1alpha1.KeyReference, error) {
 	sum := sha256.Sum256(pem)
 	name := "ferry-key-" + hex.EncodeToString(sum[:])[:16]
-	ref := v1alpha1.KeyReference{Kind: "Secret", Name: name, Key: "cosign.pub"}
+	ref := v1alpha1.KeyReference{Kind: "Secret", Name: name, Key: KeyFile}
 	sec := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{cluster.LabelManagedBy: cluster.ManagedBy, KeyLabel: "true"}},
 		Immutable:  ptr(true),
@@ -306,4 +311,30 @@ func releaseValues(kube genericclioptions.RESTClientGetter, r Release) (map[stri
 		return nil, fmt.Errorf("values of release %s: %w", r, err)
 	}
 	return values, nil
+}
+
+// ErrNoTrustedKey means ferry's namespace holds no public key Secret.
+var ErrNoTrustedKey = errors.New("the cluster trusts no key")
+
+// TrustedKeys are the public keys the cluster trusts: those of the Secrets
+// of namespace ns labelled KeyLabel, each named by its Secret. A Secret
+// whose key this version cannot read is skipped; none at all is
+// ErrNoTrustedKey, with the fix.
+func TrustedKeys(ctx context.Context, cs kubernetes.Interface, ns string) ([]artifact.Verifier, error) {
+	list, err := cs.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{LabelSelector: KeyLabel + "=true"})
+	if err != nil {
+		return nil, fmt.Errorf("read the trusted keys: %w", err)
+	}
+	var keys []artifact.Verifier
+	for _, sec := range list.Items {
+		k, err := artifact.ParsePublicKey(sec.Name, sec.Data[KeyFile])
+		if err != nil {
+			continue
+		}
+		keys = append(keys, k)
+	}
+	if len(keys) == 0 {
+		return nil, fmt.Errorf("%w (no Secret labelled %s=true in namespace %s): `ferry init --key cosign.pub` adds one", ErrNoTrustedKey, KeyLabel, ns)
+	}
+	return keys, nil
 }

@@ -19,6 +19,7 @@ import (
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/remotecommand"
 	"oras.land/oras-go/v2"
 	"oras.land/oras-go/v2/errdef"
@@ -283,14 +284,59 @@ func (c *registryCleaner) deleteRepository(ctx context.Context, path string) err
 // No pod restarts.
 func collectGarbage(ctx context.Context, cs kubernetes.Interface, host string, opts RemoveOptions) (Storage, error) {
 	var res Storage
-	dep, err := cs.AppsV1().Deployments(opts.Namespace).Get(ctx, cluster.RegistryName, metav1.GetOptions{})
+	cfg, err := opts.Kube.ToRESTConfig()
 	if err != nil {
-		return res, fmt.Errorf("registry deployment: %w", err)
+		return res, err
+	}
+	if err := registryExec(ctx, cs, cfg, opts.Namespace, &res, "gc"); err != nil {
+		return res, err
+	}
+	if err := inject.WaitRegistry(ctx, host, opts.Timeout); err != nil {
+		return res, fmt.Errorf("registry after garbage collection: %w", err)
+	}
+	return res, nil
+}
+
+// Usage is the in-cluster registry's storage, and what a garbage
+// collection would free.
+type Usage struct {
+	// Bytes is the size of the storage's objects.
+	Bytes int64 `json:"bytes"`
+	// Freeable is the size of the blobs no manifest references, which
+	// garbage collection (ferry remove, ferry registry gc) would delete;
+	// Blobs counts them.
+	Freeable int64 `json:"freeable"`
+	Blobs    int   `json:"blobs"`
+}
+
+// RegistryUsage measures the in-cluster registry's storage and what a
+// garbage collection would free, in one registry Pod (`ferry-registry gc
+// --dry-run`: distribution's own mark and sweep, made to delete nothing).
+// Nothing changes; pushes go on meanwhile. The caller needs pods/exec in
+// ferry's namespace ns.
+func RegistryUsage(ctx context.Context, cs kubernetes.Interface, cfg *rest.Config, ns string) (Usage, error) {
+	var res struct {
+		Before   int64 `json:"before"`
+		Freeable int64 `json:"freeable"`
+		Blobs    int   `json:"blobs"`
+	}
+	if err := registryExec(ctx, cs, cfg, ns, &res, "gc", "--dry-run"); err != nil {
+		return Usage{}, err
+	}
+	return Usage{Bytes: res.Before, Freeable: res.Freeable, Blobs: res.Blobs}, nil
+}
+
+// registryExec runs `ferry-registry ARGS --root …` in a running registry
+// Pod of namespace ns and decodes the JSON line it prints into v.
+func registryExec(ctx context.Context, cs kubernetes.Interface, cfg *rest.Config, ns string, v any, args ...string) error {
+	dep, err := cs.AppsV1().Deployments(ns).Get(ctx, cluster.RegistryName, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("registry deployment: %w", err)
 	}
 	sel := labels.SelectorFromSet(dep.Spec.Selector.MatchLabels).String()
-	pods, err := cs.CoreV1().Pods(opts.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
+	pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
 	if err != nil {
-		return res, fmt.Errorf("registry pod: %w", err)
+		return fmt.Errorf("registry pod: %w", err)
 	}
 	var pod *corev1.Pod
 	for i := range pods.Items {
@@ -299,28 +345,23 @@ func collectGarbage(ctx context.Context, cs kubernetes.Interface, host string, o
 		}
 	}
 	if pod == nil {
-		return res, fmt.Errorf("registry pod: none running in namespace %s", opts.Namespace)
+		return fmt.Errorf("registry pod: none running in namespace %s", ns)
 	}
 	c := pod.Spec.Containers[0]
-	out, err := execPod(ctx, cs, opts.Kube, pod, c.Name, []string{cluster.RegistryBinaryPath, "gc", "--root", cluster.RegistryRoot})
+	cmd := append([]string{cluster.RegistryBinaryPath}, args...)
+	cmd = append(cmd, "--root", cluster.RegistryRoot)
+	out, err := execPod(ctx, cs, cfg, pod, c.Name, cmd)
 	if err != nil {
-		return res, fmt.Errorf("garbage collect in pod %s: %w", pod.Name, err)
+		return fmt.Errorf("%s in pod %s: %w", strings.Join(args, " "), pod.Name, err)
 	}
-	if err := json.Unmarshal(out, &res); err != nil {
-		return res, fmt.Errorf("garbage collect in pod %s: %q: %w", pod.Name, out, err)
+	if err := json.Unmarshal(out, v); err != nil {
+		return fmt.Errorf("%s in pod %s: %q: %w", strings.Join(args, " "), pod.Name, out, err)
 	}
-	if err := inject.WaitRegistry(ctx, host, opts.Timeout); err != nil {
-		return res, fmt.Errorf("registry after garbage collection: %w", err)
-	}
-	return res, nil
+	return nil
 }
 
 // execPod runs cmd in a container and returns its standard output.
-func execPod(ctx context.Context, cs kubernetes.Interface, getter genericclioptions.RESTClientGetter, pod *corev1.Pod, container string, cmd []string) ([]byte, error) {
-	cfg, err := getter.ToRESTConfig()
-	if err != nil {
-		return nil, err
-	}
+func execPod(ctx context.Context, cs kubernetes.Interface, cfg *rest.Config, pod *corev1.Pod, container string, cmd []string) ([]byte, error) {
 	req := cs.CoreV1().RESTClient().Post().Resource("pods").Namespace(pod.Namespace).Name(pod.Name).SubResource("exec").
 		VersionedParams(&corev1.PodExecOptions{Container: container, Command: cmd, Stdout: true, Stderr: true}, scheme.ParameterCodec)
 	ws, err := remotecommand.NewWebSocketExecutor(cfg, http.MethodGet, req.URL().String())

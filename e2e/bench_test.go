@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"strconv"
 	"testing"
 	"time"
 
@@ -20,6 +19,7 @@ import (
 	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/artifact/chart"
 	"github.com/ferrypkg/ferry/deploy"
+	"github.com/ferrypkg/ferry/deploy/upload"
 	"github.com/ferrypkg/ferry/e2e/internal/cluster"
 	"github.com/ferrypkg/ferry/inject"
 	"github.com/ferrypkg/ferry/internal/benchenv"
@@ -63,10 +63,7 @@ func BenchmarkDeploy(b *testing.B) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	benchenv.Quiet(b, 4)
 	defer cancel()
-	mib := 500
-	if s := os.Getenv("FERRY_BENCH_DEPLOY_MIB"); s != "" {
-		mib, _ = strconv.Atoi(s)
-	}
+	mib := benchMiB()
 	if _, _, err := initFerry(ctx, c, inject.InitOptions{BinDir: binDir(b)}); err != nil {
 		b.Fatal(err)
 	}
@@ -171,4 +168,86 @@ func craneDigest(crane, dockerDir, repo string) string {
 	cmd.Env = append(os.Environ(), "DOCKER_CONFIG="+dockerDir)
 	out, _ := cmd.Output()
 	return string(out[:max(0, len(out)-1)])
+}
+
+// BenchmarkUpload compares `ferry deploy --via-agent` (one HTTPS stream to
+// the agent, which verifies, pushes and applies) with `ferry deploy` from
+// the node (verify here, push through the NodePort, apply) on packages of
+// the same size (FERRY_BENCH_DEPLOY_MIB, default 500 MiB; other random
+// content each, so neither finds the other's blobs), each until Ready.
+// Then it uploads 100 MiB and 1 GiB packages and reports the agent's peak
+// RSS after each (issue 20: it stays flat: the upload is spooled to disk).
+func BenchmarkUpload(b *testing.B) {
+	c := cluster.Get(b)
+	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
+	benchenv.Quiet(b, 4)
+	defer cancel()
+	mib := benchMiB()
+	if _, _, err := initFerry(ctx, c, inject.InitOptions{BinDir: binDir(b)}); err != nil {
+		b.Fatal(err)
+	}
+	priv, pub, _ := trustNewKey(ctx, b, c)
+	uploader := tokenKubeconfig(ctx, b, c, "e2e-uploader", uploaderRules)
+	seed := uint64(time.Now().UnixNano())
+	var names []string
+	pc, err := deploy.PackageClient(c.Config)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		for _, n := range names {
+			if _, _, err := deploy.DeletePackage(context.Background(), pc, contract.DefaultNamespace, n); err != nil {
+				b.Logf("remove %s: %v", n, err)
+			}
+		}
+	})
+	bigPackage := func(name string, mib int) string {
+		seed++
+		names = append(names, name)
+		dir := b.TempDir()
+		writeImages(ctx, b, filepath.Join(dir, "images"), mib, seed, "1.0")
+		def := fmt.Sprintf("apiVersion: ferry.dev/v1alpha1\nkind: Package\nmetadata: {name: %s, version: 1.0.0}\nplatforms: [linux/%s]\ncomponents:\n  - name: big\n    images:\n      - {ref: docker.io/library/%s:1.0, layout: images}\n", name, runtime.GOARCH, name)
+		if err := os.WriteFile(filepath.Join(dir, "ferry.yaml"), []byte(def), 0o644); err != nil {
+			b.Fatal(err)
+		}
+		d, err := artifact.LoadDefinition(dir)
+		if err != nil {
+			b.Fatal(err)
+		}
+		pkg := filepath.Join(b.TempDir(), name+".tar.zst")
+		if _, err := artifact.Create(ctx, d, artifact.CreateOptions{Charts: chart.Packager{}, Output: pkg, SignKey: priv}); err != nil {
+			b.Fatal(err)
+		}
+		return pkg
+	}
+	run := func(kubeconfig string, v any, args ...string) time.Duration {
+		start := time.Now()
+		args = append(args, "--kubeconfig", kubeconfig, "-o", "json")
+		out, err := exec.CommandContext(ctx, filepath.Join(binDir(b), "ferry"), args...).Output()
+		if err != nil {
+			b.Fatalf("ferry %v: %v: %s", args, err, exitStderr(err))
+		}
+		if err := json.Unmarshal(out, v); err != nil {
+			b.Fatalf("ferry %v printed %q: %v", args, out, err)
+		}
+		return time.Since(start)
+	}
+	for range b.N {
+		viaNode := bigPackage("e2e-bench-node", mib)
+		viaAgent := bigPackage("e2e-bench-agent", mib)
+		var rec deploy.Record
+		nodeTook := run(c.Kubeconfig, &rec, "deploy", viaNode, "--key", pub.Name)
+		var res upload.Result
+		agentTook := run(uploader, &res, "deploy", viaAgent, "--via-agent")
+		ratio := agentTook.Seconds() / nodeTook.Seconds()
+		fmt.Printf("deploy %d MiB until Ready: from the node %.2fs; uploaded through the agent %.2fs (receive %.2fs, verify %.2fs, push %.2fs, ready %.2fs): %.2f× (reported, no budget set)\n",
+			mib, nodeTook.Seconds(), agentTook.Seconds(), res.Took.Receive.Seconds(), res.Took.Verify.Seconds(), res.Took.Push.Seconds(), res.Took.Ready.Seconds(), ratio)
+		b.ReportMetric(ratio, "upload-x-deploy")
+		for _, size := range []int{100, 1024} {
+			var r upload.Result
+			took := run(uploader, &r, "deploy", bigPackage(fmt.Sprintf("e2e-bench-rss-%d", size), size), "--via-agent")
+			fmt.Printf("upload %d MiB through the agent: %.2fs, agent peak RSS %.0f MiB (budget: flat)\n", size, took.Seconds(), float64(r.AgentPeakRSS)/(1<<20))
+			b.ReportMetric(float64(r.AgentPeakRSS)/(1<<20), fmt.Sprintf("agent-peak-MiB-%d", size))
+		}
+	}
 }

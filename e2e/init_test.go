@@ -298,7 +298,7 @@ func dropPackageFinalizers(ctx context.Context, t *testing.T, c *cluster.Cluster
 }
 
 // forgetPackage deletes Package name without the controller acting on it.
-func forgetPackage(ctx context.Context, t *testing.T, c *cluster.Cluster, name string) {
+func forgetPackage(ctx context.Context, t testing.TB, c *cluster.Cluster, name string) {
 	t.Helper()
 	pc, err := deploy.PackageClient(c.Config)
 	if err != nil {

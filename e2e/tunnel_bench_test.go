@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -43,10 +42,7 @@ func BenchmarkTunnel(b *testing.B) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	benchenv.Quiet(b, 4)
-	mib := 500
-	if s := os.Getenv("FERRY_BENCH_DEPLOY_MIB"); s != "" {
-		mib, _ = strconv.Atoi(s)
-	}
+	mib := benchMiB()
 	if _, _, err := initFerry(ctx, c, inject.InitOptions{BinDir: binDir(b)}); err != nil {
 		b.Fatal(err)
 	}

@@ -27,8 +27,10 @@ e2e-build: e2e-deps
 TEST_TARGETS += e2e
 
 # The e2e tests of `ferry init` use the binaries `make build` puts in bin/.
+# Screenshots of the browser tests go to out/e2e/_artifacts.
 e2e: e2e-build build
-	@GO=$(GO) bash $(E2E_SCRIPTS)/test.sh -count=1 -timeout 20m $(E2E_TESTFLAGS) ./e2e/...
+	@mkdir -p out/e2e
+	@GO=$(GO) bash $(E2E_SCRIPTS)/test.sh -count=1 -timeout 30m -artifacts -outputdir $(CURDIR)/out/e2e $(E2E_TESTFLAGS) ./e2e/...
 
 e2e-up: e2e-build
 	@bash $(E2E_SCRIPTS)/up.sh
@@ -38,8 +40,9 @@ e2e-down:
 
 # The deploy budget (issue 8): ferry deploy's image push against crane push to
 # the in-cluster registry's NodePort, and an unchanged redeploy, in one run;
-# the tunnel's (issue 17): ready in < 1 s, its push ≤ 2× the NodePort's.
+# the tunnel's (issue 17): ready in < 1 s, its push ≤ 2× the NodePort's; the
+# agent's upload and the dashboard's pages with 50 Packages (issue 20).
 .PHONY: e2e-bench
 BENCH_TARGETS += e2e-bench
 e2e-bench: e2e-build build
-	@FERRY_E2E_WORKERS=0 GO=$(GO) bash $(E2E_SCRIPTS)/test.sh -count=1 -run '^$$' -bench 'BenchmarkDeploy|BenchmarkTunnel' -benchtime 1x -timeout 30m ./e2e/
+	@FERRY_E2E_WORKERS=0 GO=$(GO) bash $(E2E_SCRIPTS)/test.sh -count=1 -run '^$$' -bench 'BenchmarkDeploy|BenchmarkTunnel|BenchmarkUpload|BenchmarkDashboard' -benchtime 1x -timeout 40m ./e2e/

@@ -56,6 +56,18 @@ func TestGarbageCollect(t *testing.T) {
 			t.Fatal(err)
 		}
 
+		// A dry run says what the collection will free, and frees nothing.
+		dry, err := registry.GarbageCollect(ctx, cfg, registry.GCOptions{DryRun: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !dry.DryRun || dry.Blobs != 2 || dry.Freeable < 1<<20 || dry.After != dry.Before-dry.Freeable {
+			t.Fatalf("dry run: %+v, want the deleted image's manifest and 1 MiB layer", dry)
+		}
+		if ok, err := r.Blobs().Exists(ctx, goneLayer); err != nil || !ok {
+			t.Fatalf("a dry run deleted the layer: exists %v, %v", ok, err)
+		}
+
 		type result struct {
 			res registry.GCResult
 			err error
@@ -81,6 +93,8 @@ func TestGarbageCollect(t *testing.T) {
 		t.Logf("storage %d → %d bytes", got.res.Before, got.res.After)
 		if freed := got.res.Before - got.res.After; freed < 1<<20 || freed > 1<<20+64<<10 {
 			t.Fatalf("freed %d bytes, want the 1 MiB layer and a little", freed)
+		} else if freed != dry.Freeable || got.res.Before != dry.Before {
+			t.Errorf("freed %d bytes of %d, the dry run said %d of %d", freed, got.res.Before, dry.Freeable, dry.Before)
 		}
 
 		// The registry leaves read-only mode, without a restart.

@@ -5,6 +5,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 
 	"github.com/spf13/cobra"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/ferrypkg/ferry/deploy"
 	"github.com/ferrypkg/ferry/deploy/agent"
+	"github.com/ferrypkg/ferry/deploy/upload"
 	"github.com/ferrypkg/ferry/internal/cluster"
 )
 
@@ -21,6 +23,8 @@ func newAgentCmd() *cobra.Command {
 		kube                            kubeFlags
 		namespace, registry, pullSecret string
 		certFile, keyFile, addr         string
+		uploadDir                       string
+		uploadMax                       int64
 		requireKnown, verbose           bool
 	)
 	cmd := &cobra.Command{
@@ -40,7 +44,11 @@ are left alone. Whatever the agent cannot decide it refuses.
 Outside a Pod, --kubeconfig (or $KUBECONFIG) names the cluster.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cs, err := agentClient(&kube)
+			cs, cfg, err := agentClient(&kube)
+			if err != nil {
+				return err
+			}
+			pc, err := packageClient(cfg)
 			if err != nil {
 				return err
 			}
@@ -53,10 +61,12 @@ Outside a Pod, --kubeconfig (or $KUBECONFIG) names the cluster.`,
 				Ignore: func(ns string) bool { return ns == namespace || ns == agent.SystemNamespace },
 				Logger: log,
 			}
-			log.Info("serving", "addr", addr, "namespace", namespace, "registry", registry, "requireKnown", requireKnown)
+			up := &upload.Server{Client: cs, Packages: pc, Namespace: namespace, Dir: uploadDir, MaxBytes: uploadMax, Logger: log}
+			log.Info("serving", "addr", addr, "namespace", namespace, "registry", registry, "requireKnown", requireKnown, "uploads", uploadDir)
 			err = agent.Serve(cmd.Context(), wh, agent.ServeOptions{
 				Addr: addr, CertFile: certFile, KeyFile: keyFile, Logger: log,
-				Ready: func(ctx context.Context) error { _, err := cache.Rewriter(ctx); return err },
+				Handlers: map[string]http.Handler{upload.Path: up},
+				Ready:    func(ctx context.Context) error { _, err := cache.Rewriter(ctx); return err },
 			})
 			if err == nil {
 				log.Info("stopped")
@@ -72,6 +82,8 @@ Outside a Pod, --kubeconfig (or $KUBECONFIG) names the cluster.`,
 	f.StringVar(&certFile, "tls-cert", "", "serving certificate (PEM)")
 	f.StringVar(&keyFile, "tls-key", "", "serving key (PEM)")
 	f.StringVar(&addr, "addr", agent.DefaultAddr, "address to serve HTTPS on ("+agent.PathMutate+", "+agent.PathHealth+")")
+	f.StringVar(&uploadDir, "upload-dir", "", "where uploaded packages are spooled while verified and pushed (default: the temporary directory)")
+	f.Int64Var(&uploadMax, "upload-max-bytes", 0, "refuse uploads larger than this (0: no bound but the disk's)")
 	f.BoolVar(&requireKnown, "require-known", false, "refuse Pods with an image in no deployed package")
 	f.BoolVarP(&verbose, "verbose", "v", false, "log every review, not only rewrites and refusals")
 	_ = cmd.MarkFlagRequired("tls-cert")
@@ -81,13 +93,14 @@ Outside a Pod, --kubeconfig (or $KUBECONFIG) names the cluster.`,
 
 // agentClient uses the Pod's service account in a cluster, unless a
 // kubeconfig is named.
-func agentClient(kube *kubeFlags) (kubernetes.Interface, error) {
+func agentClient(kube *kubeFlags) (kubernetes.Interface, *rest.Config, error) {
 	if kube.kubeconfig == "" && kube.context == "" && os.Getenv("KUBECONFIG") == "" {
 		cfg, err := rest.InClusterConfig()
 		if err != nil {
-			return nil, fmt.Errorf("in-cluster config (outside a Pod, pass --kubeconfig): %w", err)
+			return nil, nil, fmt.Errorf("in-cluster config (outside a Pod, pass --kubeconfig): %w", err)
 		}
-		return kubernetes.NewForConfig(cfg)
+		cs, err := kubernetes.NewForConfig(cfg)
+		return cs, cfg, err
 	}
-	return kube.client()
+	return kube.clientConfig()
 }

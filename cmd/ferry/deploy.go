@@ -136,6 +136,7 @@ func newDeployCmd() *cobra.Command {
 		remote    remoteFlags
 		via       viaFlag
 		wait      bool
+		viaAgent  bool
 	)
 	cmd := &cobra.Command{
 		Use:   "deploy PKG|REF --key cosign.pub",
@@ -161,11 +162,22 @@ at once). Unsigned packages are refused unless
 
 deploy runs on a node or on a workstation that reaches only the API server:
 it pushes through 127.0.0.1:<NodePort> when that leads to the registry, else
-through a tunnel to a registry Pod, opened for the command (--registry-via).`,
+through a tunnel to a registry Pod, opened for the command (--registry-via).
+
+--via-agent streams the archive instead to the agent's upload endpoint, in
+one HTTPS stream through a tunnel: the agent checks this kubeconfig's bearer
+token (TokenReview) and that its user may create or update Packages in
+ferry's namespace, verifies the package against the keys the cluster trusts
+(the public-key Secrets in ferry's namespace, which deploy --key and
+` + "`ferry init --key`" + ` store) before it writes anything, pushes it and
+applies its Package. --key then verifies it here as well, first.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := output.validate(); err != nil {
 				return err
+			}
+			if viaAgent {
+				return deployViaAgent(cmd, &kube, output, args[0], namespace, keys, opts, wait)
 			}
 			if len(keys) == 0 && !opts.InsecureSkipSignatureVerification {
 				return deploy.ErrUnsigned
@@ -313,6 +325,7 @@ through a tunnel to a registry Pod, opened for the command (--registry-via).`,
 	cmd.Flags().StringArrayVar(&opts.Set, "set", nil, "chart value KEY=VALUE, as helm --set (repeatable; given to every chart)")
 	cmd.Flags().DurationVar(&opts.Timeout, "timeout", deploy.DefaultTimeout, "how long each chart or manifest bundle may take to be ready")
 	cmd.Flags().BoolVar(&wait, "wait", true, "wait until the controller reports the Package Ready (or why not)")
+	cmd.Flags().BoolVar(&viaAgent, "via-agent", false, "upload the archive to the agent's endpoint (one HTTPS stream; the cluster's trusted keys decide) instead of pushing from here")
 	return cmd
 }
 

@@ -231,7 +231,7 @@ first (a Job on the registry's node; the registry serves pulls meanwhile).`,
 	cmd.Flags().StringVar(&opts.StorageDir, "storage-dir", inject.DefaultStorageDir, "registry storage on its node (hostPath)")
 	storage.register(cmd)
 	via.register(cmd, reach.Auto)
-	cmd.Flags().StringArrayVar(&keys, "key", nil, "public key (cosign.pub) the packages deployed by an earlier ferry are signed with: init gives them Packages that name it (repeatable)")
+	cmd.Flags().StringArrayVar(&keys, "key", nil, "public key (cosign.pub) the cluster trusts: stored in a Secret of ferry's namespace, it verifies uploads to the agent (deploy --via-agent, the dashboard), and packages deployed by an earlier ferry get Packages that name it (repeatable)")
 	return cmd
 }
 

@@ -62,16 +62,18 @@ func newRegistryGCCmd() *cobra.Command {
 	var (
 		st     storageOptions
 		settle time.Duration
+		dryRun bool
 		output outputFlag
 	)
 	cmd := &cobra.Command{
-		Use:   "gc [--root DIR | --storage s3://…]",
+		Use:   "gc [--dry-run] [--root DIR | --storage s3://…]",
 		Short: "Garbage-collect a registry's storage while it serves pulls",
 		Long: `Delete from a registry's storage every blob no manifest references (distribution's
 mark and sweep), while the registries serving it keep serving pulls: it puts the
 storage in read-only maintenance mode, which every ` + "`ferry registry serve`" + ` on it
 follows within 2 s (pushes and deletes are refused meanwhile), waits --settle,
-collects once, and returns it to read-write.
+collects once, and returns it to read-write. --dry-run says what it would free
+and deletes nothing (no read-only mode).
 
 For the in-cluster registry, ` + "`ferry remove`" + ` does this itself.`,
 		Args: cobra.NoArgs,
@@ -83,22 +85,27 @@ For the in-cluster registry, ` + "`ferry remove`" + ` does this itself.`,
 			if err != nil {
 				return err
 			}
-			return runRegistryGC(cmd.Context(), cmd.OutOrStdout(), cfg, settle, output)
+			return runRegistryGC(cmd.Context(), cmd.OutOrStdout(), cfg, registry.GCOptions{Settle: settle, DryRun: dryRun}, output)
 		},
 	}
 	st.register(cmd.Flags())
 	cmd.Flags().DurationVar(&settle, "settle", 0, "how long to wait in read-only mode before collecting, for every registry to see it (default 5s)")
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "say what a collection would free; delete nothing")
 	output.register(cmd)
 	return cmd
 }
 
-func runRegistryGC(ctx context.Context, w io.Writer, cfg registry.Config, settle time.Duration, output outputFlag) error {
-	res, err := registry.GarbageCollect(ctx, cfg, registry.GCOptions{Settle: settle})
+func runRegistryGC(ctx context.Context, w io.Writer, cfg registry.Config, opts registry.GCOptions, output outputFlag) error {
+	res, err := registry.GarbageCollect(ctx, cfg, opts)
 	if err != nil {
 		return err
 	}
 	if output.json() {
-		return writeJSON(w, map[string]any{"storage": storageName(cfg), "before": res.Before, "after": res.After})
+		return writeJSON(w, map[string]any{"storage": storageName(cfg), "before": res.Before, "after": res.After, "dryRun": res.DryRun, "blobs": res.Blobs})
+	}
+	if res.DryRun {
+		fmt.Fprintf(w, "garbage collection of %s would free %s in %d blobs (%s → %s); nothing deleted\n", storageName(cfg), humanBytes(res.Freeable), res.Blobs, humanBytes(res.Before), humanBytes(res.After))
+		return nil
 	}
 	fmt.Fprintf(w, "garbage-collected %s: %s → %s\n", storageName(cfg), humanBytes(res.Before), humanBytes(res.After))
 	return nil

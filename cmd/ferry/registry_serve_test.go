@@ -263,7 +263,15 @@ func TestServeS3(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	out, stderr, code := runFerryEnv(t, dir, ms.Env(), "registry", "gc", "--storage", url, "--settle", "3s", "-o", "json")
+	// A dry run on S3 says so and frees nothing.
+	out, stderr, code := runFerryEnv(t, dir, ms.Env(), "registry", "gc", "--dry-run", "--storage", url)
+	if code != 0 || !strings.Contains(out, "would free 1.0 MiB in 1 blobs") || !strings.Contains(out, "nothing deleted") {
+		t.Fatalf("gc --dry-run: exit %d: %q %s", code, out, stderr)
+	}
+	if _, err := repo(b, "app").Fetch(ctx, ocispec.Descriptor{MediaType: ocispec.MediaTypeImageLayer, Digest: digest.FromBytes(drop), Size: 1 << 20}); err != nil {
+		t.Fatalf("the unreferenced blob after a dry run: %v", err)
+	}
+	out, stderr, code = runFerryEnv(t, dir, ms.Env(), "registry", "gc", "--storage", url, "--settle", "3s", "-o", "json")
 	if code != 0 {
 		t.Fatalf("gc: exit %d: %s", code, stderr)
 	}

@@ -26,7 +26,7 @@ const (
 
 // dnsNames are the names the API server may use for the agent's Service.
 func dnsNames(ns string) []string {
-	svc := Name + "." + ns + ".svc"
+	svc := ServiceHost(ns)
 	return []string{Name, Name + "." + ns, svc, svc + ".cluster.local"}
 }
 

@@ -39,8 +39,14 @@ const (
 	// TLSSecretName holds the agent's CA (ca.crt) and serving certificate
 	// and key (tls.crt, tls.key), generated once by Install.
 	TLSSecretName = "ferry-agent-tls"
+	// CAConfigMap holds the agent's CA certificate (key CAKey), public, for
+	// clients of its upload endpoint that cannot read TLSSecretName.
+	CAConfigMap = "ferry-agent-ca"
+	CAKey       = caKey
 	// Repository is where Install pushes the agent's image.
 	Repository = "ferry/agent"
+	// UploadDir is where the agent spools uploaded packages (an emptyDir).
+	UploadDir = "/var/lib/ferry/uploads"
 	// BinaryPath is where the ferry binary sits in the agent's image.
 	BinaryPath = "/ferry"
 	// Port is the agent's HTTPS port (DefaultAddr); its Service answers on 443.
@@ -70,6 +76,13 @@ func clusterName(ns string) string {
 	}
 	return Name + "-" + ns
 }
+
+// ServiceHost is the agent Service's name in namespace ns, as its
+// certificate names it.
+func ServiceHost(ns string) string { return Name + "." + ns + ".svc" }
+
+// Labels select the agent's Pods.
+func Labels() map[string]string { return labels() }
 
 func labels() map[string]string {
 	return map[string]string{cluster.LabelName: Name, cluster.LabelManagedBy: cluster.ManagedBy, cluster.LabelComponent: "agent"}
@@ -208,6 +221,12 @@ func (in *installer) install(ctx context.Context, cred auth.Credential) (*Instal
 	if err != nil {
 		return nil, err
 	}
+	if err := kube.Upsert(ctx, in.cs.CoreV1().ConfigMaps(in.ns), &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: CAConfigMap, Namespace: in.ns, Labels: labels()},
+		Data:       map[string]string{CAKey: string(tlsData[caKey])},
+	}, func(cur, want *corev1.ConfigMap) { cur.Labels, cur.Data = want.Labels, want.Data }); err != nil {
+		return nil, err
+	}
 	if err := in.rbac(ctx); err != nil {
 		return nil, err
 	}
@@ -274,8 +293,11 @@ func (in *installer) tls(ctx context.Context) (map[string][]byte, bool, error) {
 }
 
 // rbac lets the agent read ferry's namespace's Secrets (the deployed
-// packages' records, the pull secret) and copy the pull secret into other
-// namespaces: create any Secret, get and update only those of its name.
+// packages' records, the pull secret, the trusted keys) and copy the pull
+// secret into other namespaces: create any Secret, get and update only
+// those of its name. For uploads, it reads the registry's Service, creates
+// and updates Packages in ferry's namespace, and reviews its callers'
+// tokens and permissions (TokenReview, SubjectAccessReview).
 func (in *installer) rbac(ctx context.Context) error {
 	l := labels()
 	meta := metav1.ObjectMeta{Name: Name, Namespace: in.ns, Labels: l}
@@ -288,6 +310,8 @@ func (in *installer) rbac(ctx context.Context) error {
 	}
 	if err := kube.Upsert(ctx, rbac.Roles(in.ns), &rbacv1.Role{ObjectMeta: meta, Rules: []rbacv1.PolicyRule{
 		{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{""}, Resources: []string{"services"}, ResourceNames: []string{cluster.RegistryName}, Verbs: []string{"get"}},
+		{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"packages"}, Verbs: []string{"get", "list", "watch", "create", "update"}},
 	}}, func(cur, want *rbacv1.Role) { cur.Labels, cur.Rules = want.Labels, want.Rules }); err != nil {
 		return err
 	}
@@ -299,6 +323,8 @@ func (in *installer) rbac(ctx context.Context) error {
 	if err := kube.Upsert(ctx, rbac.ClusterRoles(), &rbacv1.ClusterRole{ObjectMeta: wide, Rules: []rbacv1.PolicyRule{
 		{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"create"}},
 		{APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: []string{cluster.PullSecretName}, Verbs: []string{"get", "update"}},
+		{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"tokenreviews"}, Verbs: []string{"create"}},
+		{APIGroups: []string{"authorization.k8s.io"}, Resources: []string{"subjectaccessreviews"}, Verbs: []string{"create"}},
 	}}, func(cur, want *rbacv1.ClusterRole) {
 		cur.Labels, cur.OwnerReferences, cur.Rules = want.Labels, want.OwnerReferences, want.Rules
 	}); err != nil {
@@ -332,6 +358,7 @@ func (in *installer) deployment(tlsSum string) *appsv1.Deployment {
 		"agent", "--addr=:" + strconv.Itoa(Port), "--namespace=" + in.ns,
 		"--tls-cert=/tls/" + corev1.TLSCertKey, "--tls-key=/tls/" + corev1.TLSPrivateKeyKey,
 		"--registry=" + in.registry, "--pull-secret=" + cluster.PullSecretName,
+		"--upload-dir=" + UploadDir,
 	}
 	if in.opts.RequireKnown {
 		args = append(args, "--require-known")
@@ -369,13 +396,21 @@ func (in *installer) deployment(tlsSum string) *appsv1.Deployment {
 						}},
 						TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 						SecurityContext:          containerSecurity(),
-						VolumeMounts:             []corev1.VolumeMount{{Name: "tls", MountPath: "/tls", ReadOnly: true}},
+						VolumeMounts: []corev1.VolumeMount{
+							{Name: "tls", MountPath: "/tls", ReadOnly: true},
+							{Name: "uploads", MountPath: UploadDir},
+						},
 					}},
-					Volumes: []corev1.Volume{{Name: "tls", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
-						SecretName:  TLSSecretName,
-						Items:       []corev1.KeyToPath{{Key: corev1.TLSCertKey, Path: corev1.TLSCertKey}, {Key: corev1.TLSPrivateKeyKey, Path: corev1.TLSPrivateKeyKey}},
-						DefaultMode: ptr(int32(0o440)),
-					}}}},
+					Volumes: []corev1.Volume{
+						{Name: "tls", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+							SecretName:  TLSSecretName,
+							Items:       []corev1.KeyToPath{{Key: corev1.TLSCertKey, Path: corev1.TLSCertKey}, {Key: corev1.TLSPrivateKeyKey, Path: corev1.TLSPrivateKeyKey}},
+							DefaultMode: ptr(int32(0o440)),
+						}}},
+						// Uploads are spooled here (the node's disk) while
+						// they are verified and pushed, then deleted.
+						{Name: "uploads", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+					},
 				},
 			},
 		},

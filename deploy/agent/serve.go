@@ -46,6 +46,9 @@ type ServeOptions struct {
 	ShutdownTimeout time.Duration
 	// Logger receives the server's errors; nil discards them.
 	Logger *slog.Logger
+	// Handlers serve more paths (the upload endpoint); they set their own
+	// deadlines past the server's short ones (http.ResponseController).
+	Handlers map[string]http.Handler
 }
 
 // Serve answers AdmissionReviews with h at PathMutate and readiness at
@@ -73,6 +76,9 @@ func Serve(ctx context.Context, h http.Handler, opts ServeOptions) error {
 	var stopping atomic.Bool
 	mux := http.NewServeMux()
 	mux.Handle(PathMutate, h)
+	for p, h := range opts.Handlers {
+		mux.Handle(p, h)
+	}
 	mux.HandleFunc(PathHealth, func(w http.ResponseWriter, r *http.Request) {
 		if stopping.Load() {
 			http.Error(w, "stopping", http.StatusServiceUnavailable)

@@ -64,7 +64,11 @@ var (
 	// ErrNoReadyPod means the registry has no ready Pod to tunnel to.
 	ErrNoReadyPod = errors.New("no ready registry Pod")
 	// ErrForbidden means RBAC denies the port-forward.
-	ErrForbidden = errors.New("not allowed to port-forward to the registry")
+	ErrForbidden = errors.New("not allowed to port-forward to ferry's Pods")
+	// ErrNoAgent means ferry init has not set the agent up; ErrNoReadyAgent
+	// that it has no ready Pod.
+	ErrNoAgent      = errors.New("no ferry agent")
+	ErrNoReadyAgent = errors.New("no ready agent Pod")
 )
 
 // Options configure Registry. The zero value reads the registry's address
@@ -192,29 +196,53 @@ func Registry(ctx context.Context, cs kubernetes.Interface, opts Options) (*Endp
 	default:
 		return nil, fmt.Errorf("reach: unknown way %q", opts.Via)
 	}
-	if opts.Config == nil {
-		return nil, errors.New("reach: a tunnel needs the REST configuration (Options.Config)")
-	}
-	if err := mayPortForward(ctx, cs, opts.Namespace); err != nil {
-		return nil, err
-	}
-	t, err := kube.OpenTunnel(ctx, opts.Config, cs, kube.TunnelOptions{
-		Namespace: opts.Namespace, Port: cluster.RegistryPort, Addr: opts.Addr,
-		Pick: func(ctx context.Context) (string, error) { return readyPod(ctx, cs, opts.Namespace) },
-	})
+	t, err := openTunnel(ctx, cs, opts.Config, opts.Namespace, opts.Addr, registryPods, cluster.RegistryPort)
 	if err != nil {
-		if strings.Contains(err.Error(), "403") || strings.Contains(err.Error(), "Forbidden") || strings.Contains(err.Error(), "forbidden") {
-			return nil, fmt.Errorf("%w in namespace %s (%v): %s", ErrForbidden, opts.Namespace, err, rbacFix)
-		}
-		if errors.Is(err, ErrNoReadyPod) || errors.Is(err, ErrNoRegistry) {
-			return nil, err
-		}
-		return nil, fmt.Errorf("tunnel to the registry: %w", err)
+		return nil, err
 	}
 	info := t.Info()
 	ep.Host, ep.Via, ep.Pod, ep.Protocol, ep.tunnel = t.Addr(), Tunnel, opts.Namespace+"/"+info.Pod, info.Protocol, t
 	ep.Seconds = time.Since(start).Seconds()
 	return ep, nil
+}
+
+// Agent opens a tunnel to port of a ready Pod of ferry's agent in
+// namespace ns (its Deployment's name and its Pods' labels), for the
+// agent's HTTPS endpoint; Endpoint.Host is its local address.
+func Agent(ctx context.Context, cs kubernetes.Interface, cfg *rest.Config, ns, deployment string, podLabels map[string]string, port int) (*Endpoint, error) {
+	start := time.Now()
+	p := pods{what: "agent", deployment: deployment, labels: podLabels, none: ErrNoAgent, notReady: ErrNoReadyAgent}
+	t, err := openTunnel(ctx, cs, cfg, ns, "", p, port)
+	if err != nil {
+		return nil, err
+	}
+	info := t.Info()
+	return &Endpoint{Host: t.Addr(), Via: Tunnel, Pod: ns + "/" + info.Pod, Protocol: info.Protocol, Seconds: time.Since(start).Seconds(), tunnel: t}, nil
+}
+
+// openTunnel opens a tunnel to port of a ready Pod of p in ns, listening
+// on addr; its errors name the cause and the fix.
+func openTunnel(ctx context.Context, cs kubernetes.Interface, cfg *rest.Config, ns, addr string, p pods, port int) (*kube.Tunnel, error) {
+	if cfg == nil {
+		return nil, errors.New("reach: a tunnel needs the REST configuration (Options.Config)")
+	}
+	if err := mayPortForward(ctx, cs, ns); err != nil {
+		return nil, err
+	}
+	t, err := kube.OpenTunnel(ctx, cfg, cs, kube.TunnelOptions{
+		Namespace: ns, Port: port, Addr: addr,
+		Pick: func(ctx context.Context) (string, error) { return p.ready(ctx, cs, ns) },
+	})
+	if err != nil {
+		if strings.Contains(err.Error(), "403") || strings.Contains(err.Error(), "Forbidden") || strings.Contains(err.Error(), "forbidden") {
+			return nil, fmt.Errorf("%w in namespace %s (%v): %s", ErrForbidden, ns, err, rbacFix)
+		}
+		if errors.Is(err, p.none) || errors.Is(err, p.notReady) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("tunnel to the %s: %w", p.what, err)
+	}
+	return t, nil
 }
 
 // rbacFix says how to get the port-forward allowed.
@@ -265,15 +293,27 @@ func mayPortForward(ctx context.Context, cs kubernetes.Interface, ns string) err
 	return nil
 }
 
-// readyPod picks a ready registry Pod in ns, or says why there is none.
-func readyPod(ctx context.Context, cs kubernetes.Interface, ns string) (string, error) {
-	sel := labels.SelectorFromSet(cluster.RegistryLabels()).String()
-	pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
+// pods names the Pods of one of ferry's Deployments a tunnel leads to.
+type pods struct {
+	what       string // "registry", "agent"
+	deployment string
+	labels     map[string]string
+	// none and notReady are the errors that say there is no Deployment,
+	// or no ready Pod.
+	none, notReady error
+}
+
+var registryPods = pods{what: "registry", deployment: cluster.RegistryName, labels: cluster.RegistryLabels(), none: ErrNoRegistry, notReady: ErrNoReadyPod}
+
+// ready picks a ready Pod of p in ns, or says why there is none.
+func (p pods) ready(ctx context.Context, cs kubernetes.Interface, ns string) (string, error) {
+	sel := labels.SelectorFromSet(p.labels).String()
+	list, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
 	if err != nil {
-		return "", fmt.Errorf("list registry Pods: %w", err)
+		return "", fmt.Errorf("list %s Pods: %w", p.what, err)
 	}
 	var ready, other []corev1.Pod
-	for _, p := range pods.Items {
+	for _, p := range list.Items {
 		switch {
 		case p.DeletionTimestamp != nil:
 		case p.Status.Phase == corev1.PodRunning && kube.PodReady(&p):
@@ -286,17 +326,17 @@ func readyPod(ctx context.Context, cs kubernetes.Interface, ns string) (string, 
 		slices.SortFunc(ready, func(a, b corev1.Pod) int { return strings.Compare(a.Name, b.Name) })
 		return ready[0].Name, nil
 	}
-	if len(pods.Items) == 0 {
-		if _, err := cs.AppsV1().Deployments(ns).Get(ctx, cluster.RegistryName, metav1.GetOptions{}); apierrors.IsNotFound(err) {
-			return "", fmt.Errorf("%w in namespace %s: run `ferry init`", ErrNoRegistry, ns)
+	if len(list.Items) == 0 {
+		if _, err := cs.AppsV1().Deployments(ns).Get(ctx, p.deployment, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+			return "", fmt.Errorf("%w in namespace %s: run `ferry init`", p.none, ns)
 		}
 	}
-	list := other
-	if len(list) == 0 {
-		list = pods.Items // every Pod is terminating
+	pl := other
+	if len(pl) == 0 {
+		pl = list.Items // every Pod is terminating
 	}
 	var why []string
-	for _, p := range list {
+	for _, p := range pl {
 		why = append(why, podWhy(ctx, cs, &p))
 		if len(why) == 2 {
 			break
@@ -305,7 +345,7 @@ func readyPod(ctx context.Context, cs kubernetes.Interface, ns string) (string, 
 	if len(why) == 0 {
 		why = append(why, "no Pod")
 	}
-	return "", fmt.Errorf("%w in namespace %s (%s): run `ferry init` to repair it (it moves the registry off a node that is down)", ErrNoReadyPod, ns, strings.Join(why, "; "))
+	return "", fmt.Errorf("%w in namespace %s (%s): run `ferry init` to repair it (it moves the %s off a node that is down)", p.notReady, ns, strings.Join(why, "; "), p.what)
 }
 
 // podWhy says in a few words why a registry Pod does not serve.

@@ -111,14 +111,16 @@ func storageName(cfg registry.Config) string {
 	return cfg.RootDir
 }
 
-// gc is `ferry-registry gc [--root DIR | --storage s3://…]`: a garbage
-// collection of the storage in read-only maintenance mode (ferry remove
-// runs it in a registry pod; every replica serves pulls meanwhile). It
-// prints the bytes before and after as one JSON line.
+// gc is `ferry-registry gc [--dry-run] [--root DIR | --storage s3://…]`:
+// a garbage collection of the storage in read-only maintenance mode (ferry
+// remove runs it in a registry pod; every replica serves pulls meanwhile),
+// or with --dry-run a measure of what it would free (the dashboard's). It
+// prints the result as one JSON line.
 func gc(args []string) error {
 	fs := flag.NewFlagSet("ferry-registry gc", flag.ContinueOnError)
 	storage := storageFlags(fs)
 	settle := fs.Duration("settle", 0, "wait this long in read-only mode before marking (default: twice the registries' poll interval plus 1s)")
+	dryRun := fs.Bool("dry-run", false, "measure what a collection would free, delete nothing (no read-only mode)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -126,7 +128,7 @@ func gc(args []string) error {
 	if err != nil {
 		return err
 	}
-	res, err := registry.GarbageCollect(context.Background(), cfg, registry.GCOptions{Settle: *settle})
+	res, err := registry.GarbageCollect(context.Background(), cfg, registry.GCOptions{Settle: *settle, DryRun: *dryRun})
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,140 @@
+//go:build !ferryfront
+
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/deploy"
+	"github.com/ferrypkg/ferry/deploy/upload"
+)
+
+// deployViaAgent is ferry deploy --via-agent: one HTTPS stream of the
+// archive to the agent's upload endpoint, through a tunnel; the agent
+// verifies it against the keys the cluster trusts, pushes it and applies
+// its Package. With --key, the archive is verified here first too.
+func deployViaAgent(cmd *cobra.Command, kube *kubeFlags, output outputFlag, arg, namespace string, keys []string, opts deploy.Options, wait bool) error {
+	path, ref, err := parseSource(arg)
+	if err != nil {
+		return err
+	}
+	if path == "" {
+		return fmt.Errorf("--via-agent uploads a package archive, and %s is a registry reference: `ferry package pull` it first", ref)
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		return err
+	}
+	if fi.IsDir() {
+		return fmt.Errorf("--via-agent uploads a package archive (.tar or .tar.zst), and %s is a folder", path)
+	}
+	if opts.InsecureSkipSignatureVerification {
+		return errors.New("--via-agent: the agent verifies every upload against the keys the cluster trusts; --insecure-skip-signature-verification does not apply")
+	}
+	if len(keys) > 0 {
+		vks, err := loadVerifyKeys(keys)
+		if err != nil {
+			return err
+		}
+		r, err := artifact.Open(cmd.Context(), path)
+		if err != nil {
+			return err
+		}
+		if _, err := artifact.Verify(cmd.Context(), r, "", artifact.VerifyOptions{Keys: vks}); err != nil {
+			return err
+		}
+	}
+	cs, cfg, err := kube.clientConfig()
+	if err != nil {
+		return err
+	}
+	c, err := upload.Connect(cmd.Context(), cfg, cs, namespace)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+
+	progress, done := newProgress(cmd)
+	defer done()
+	body := io.Reader(f)
+	if progress != nil {
+		body = &countingReader{r: f, report: func(n int64) {
+			progress(artifact.Progress{Phase: "upload", Item: fmt.Sprintf("%s/%s", humanBytes(n), humanBytes(fi.Size()))})
+		}}
+	}
+	ctx := cmd.Context()
+	if wait {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, deployWait(opts))
+		defer cancel()
+	}
+	out := cmd.OutOrStdout()
+	start := time.Now()
+	res, err := c.Upload(ctx, body, upload.Options{Components: opts.Components, Set: opts.Set, Timeout: opts.Timeout, NoWait: !wait}, func(e upload.Event) {
+		if output.json() {
+			return
+		}
+		done()
+		switch {
+		case e.Condition != nil:
+			fmt.Fprintf(out, "Package %s: %s=%s %s: %s\n", namespace, e.Condition.Type, e.Condition.Status, e.Condition.Reason, e.Condition.Message)
+		case e.Phase == upload.PhaseReceived:
+			fmt.Fprintf(out, "uploaded %s in %.1fs: %s\n", humanBytes(e.Bytes), time.Since(start).Seconds(), e.Message)
+		case e.Message != "":
+			fmt.Fprintf(out, "%s: %s\n", e.Phase, e.Message)
+		}
+	})
+	if err != nil {
+		return err
+	}
+	if output.json() {
+		return writeJSON(out, struct {
+			*upload.Result
+			Via string `json:"via"`
+		}{res, c.Endpoint().String()})
+	}
+	if !wait {
+		fmt.Fprintf(out, "uploaded %s %s (%s); Package %s/%s applied, not waiting\n", res.Name, res.Version, res.Digest, res.Namespace, res.Name)
+		return nil
+	}
+	fmt.Fprintf(out, "deployed %s %s (%s) through the agent, signed by %v\n", res.Name, res.Version, res.Digest, res.SignedBy)
+	fmt.Fprintf(out, "agent via %s\n", c.Endpoint())
+	return nil
+}
+
+// deployWait bounds --via-agent's wait when the package's components are
+// not known here: the upload, verify and push, and the install.
+func deployWait(opts deploy.Options) time.Duration {
+	return 30*time.Minute + 10*opts.Timeout
+}
+
+// countingReader reports the bytes read so far, at most ten times a second.
+type countingReader struct {
+	r      io.Reader
+	n      int64
+	last   time.Time
+	report func(int64)
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	if now := time.Now(); now.Sub(c.last) > 100*time.Millisecond || err == io.EOF {
+		c.last = now
+		c.report(c.n)
+	}
+	return n, err
+}

@@ -1,0 +1,74 @@
+package dashboard
+
+import (
+	"context"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/ferrypkg/ferry/internal/browser"
+)
+
+// The upload page in a real browser, with no cluster behind it: the
+// script runs under the CSP (no console error), picking a file that is
+// not a package and inspecting it says so, and an upload the cluster
+// cannot take is refused in one line. (e2e's TestDashboard does the rest
+// against a cluster.)
+func TestUploadPageInBrowser(t *testing.T) {
+	ts := httptest.NewUnstartedServer(nil)
+	srv, err := New(Options{Clusters: []Cluster{unreachable()}, Namespace: "ferry", Hosts: HostsFor(ts.Listener.Addr().String())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts.Config.Handler = srv
+	ts.Start()
+	defer ts.Close()
+	junk := filepath.Join(t.TempDir(), "junk.tar")
+	if err := os.WriteFile(junk, []byte("not a package"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b, console := browser.New(t)
+	ctx, cancel := context.WithTimeout(b, 2*time.Minute)
+	defer cancel()
+	text := func(sel string) string {
+		t.Helper()
+		if err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(sel))); err != nil {
+			page, _ := chromedp.Run(b, chromedp.Text(chromedp.CSS("main")))
+			t.Fatalf("%s: %v; the page says:\n%s", sel, err, page)
+		}
+		s, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	if err := chromedp.Do(ctx, chromedp.Navigate(ts.URL+"/c/lab/upload"),
+		chromedp.SetUploadFiles(chromedp.CSS("#file"), []string{junk}),
+		chromedp.Click(chromedp.CSS("#inspect-btn"))); err != nil {
+		t.Fatal(err)
+	}
+	if v := text("#verdict"); !strings.Contains(v, "not a ferry package") {
+		t.Errorf("inspect of junk: %q", v)
+	}
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS("#upload-btn"))); err != nil {
+		t.Fatal(err)
+	}
+	if v := text("#refusal"); !strings.Contains(v, "refused (502)") || !strings.Contains(v, "127.0.0.1:1") {
+		t.Errorf("upload to an unreachable cluster: %q", v)
+	}
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(t.ArtifactDir(), "upload-refused.png"), png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if errs := console.Errors(); len(errs) > 0 {
+		t.Errorf("the page logged errors: %q", errs)
+	}
+}
