@@ -297,7 +297,9 @@ func dropPackageFinalizers(ctx context.Context, t *testing.T, c *cluster.Cluster
 	}
 }
 
-// forgetPackage deletes Package name without the controller acting on it.
+// forgetPackage deletes Package name and its deploy record without the
+// controller acting on it (what it installed stays): the next test starts
+// from a state with no trace of it.
 func forgetPackage(ctx context.Context, t testing.TB, c *cluster.Cluster, name string) {
 	t.Helper()
 	pc, err := deploy.PackageClient(c.Config)
@@ -309,6 +311,10 @@ func forgetPackage(ctx context.Context, t testing.TB, c *cluster.Cluster, name s
 		t.Fatal(err)
 	}
 	if err := pc.Delete(ctx, p); err != nil && !apierrors.IsNotFound(err) {
+		t.Fatal(err)
+	}
+	st := &deploy.State{Client: c.Client, Namespace: contract.DefaultNamespace}
+	if err := st.Delete(ctx, name); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -26,7 +26,6 @@ import (
 // requests.
 type actor struct {
 	cluster string
-	token   string
 	cfg     *rest.Config
 	cs      kubernetes.Interface
 	pc      client.WithWatch
@@ -60,7 +59,7 @@ func (s *Server) actor(r *http.Request, c Cluster) (*actor, error) {
 		return a, nil
 	}
 	cfg.QPS, cfg.Burst = 50, 100
-	a = &actor{cluster: c.Name, token: sess.token, cfg: cfg}
+	a = &actor{cluster: c.Name, cfg: cfg}
 	var err error
 	if a.cs, err = kubernetes.NewForConfig(cfg); err != nil {
 		return nil, err

@@ -240,9 +240,10 @@ func (s *Server) session(w http.ResponseWriter, r *http.Request) *session {
 	}
 	sess := &session{id: randomID(), expires: now.Add(s.opts.SessionTTL)}
 	s.mu.Lock()
-	for id, old := range s.sessions { // expired sessions go
+	for id, old := range s.sessions { // expired sessions go, and their clients
 		if now.After(old.expires) {
 			delete(s.sessions, id)
+			s.dropActors(id)
 		}
 	}
 	s.sessions[sess.id] = sess
@@ -352,6 +353,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 	sess := &session{id: randomID(), user: tr.Status.User.Username, token: token, expires: time.Now().Add(s.opts.SessionTTL)}
 	s.mu.Lock()
 	delete(s.sessions, old.id)
+	s.dropActors(old.id)
 	s.sessions[sess.id] = sess
 	s.mu.Unlock()
 	s.setCookie(w, sess.id, sess.expires)
@@ -363,15 +365,21 @@ func (s *Server) logout(w http.ResponseWriter, r *http.Request) {
 	sess := sessionOf(r)
 	s.mu.Lock()
 	delete(s.sessions, sess.id)
+	s.dropActors(sess.id)
+	s.mu.Unlock()
+	s.setCookie(w, "", time.Unix(1, 0))
+	http.Redirect(w, r, "/", http.StatusSeeOther)
+}
+
+// dropActors closes and forgets the actors of session id (with Login,
+// each session has its own); s.mu is held.
+func (s *Server) dropActors(id string) {
 	for k, a := range s.actors {
-		if a.token != "" && a.token == sess.token {
+		if strings.HasSuffix(k, "\x00"+id) {
 			a.close()
 			delete(s.actors, k)
 		}
 	}
-	s.mu.Unlock()
-	s.setCookie(w, "", time.Unix(1, 0))
-	http.Redirect(w, r, "/", http.StatusSeeOther)
 }
 
 // cluster is the request's cluster, by its {cluster} path value.
