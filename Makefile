@@ -11,7 +11,7 @@ TOOLS := $(CURDIR)/.bin
 export PATH := $(TOOLS):$(BIN):$(PATH)
 export GOFLAGS ?= -buildvcs=false
 
-APT_PACKAGES := docker-registry skopeo zstd qemu-user-static time chromium chromium-driver
+APT_PACKAGES := docker-registry skopeo zstd qemu-user-static time chromium chromium-driver git
 PEER_TOOLS   := helm crane regctl oras cosign
 
 .PHONY: all build test fuzz bench demo lint deps apt tools clean

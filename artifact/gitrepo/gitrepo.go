@@ -1,0 +1,319 @@
+// Package gitrepo carries git repositories in packages (issue 21, first
+// step): it resolves a ref to a commit once, and builds the repository's
+// tree at that commit as an OCI artifact in the format Flux's
+// OCIRepository reads — a manifest whose config has Flux's config media
+// type, whose first layer is the tree as a gzip tar of Flux's content
+// media type, and whose annotations name the source URL and the revision
+// (`main@sha1:<hex>`) — byte for byte the same for the same commit.
+//
+// It reads repositories with go-git: a local path is opened as it is; a
+// URL is cloned into memory over HTTP(S) or SSH (never through the git
+// binary). Credentials never travel in a URL: one with a password is
+// refused.
+package gitrepo
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"path"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/filemode"
+	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/plumbing/transport"
+	"github.com/go-git/go-git/v5/storage/memory"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+	"oras.land/oras-go/v2"
+	"oras.land/oras-go/v2/content"
+)
+
+// Flux's media types (fluxcd/pkg oci): OCIRepository extracts the first
+// layer; the config is not read.
+const (
+	ConfigMediaType  = "application/vnd.cncf.flux.config.v1+json"
+	ContentMediaType = "application/vnd.cncf.flux.content.v1.tar+gzip"
+)
+
+// Source names a repository and the ref to carry.
+type Source struct {
+	// URL is the repository's identity (what GitRepository and Argo CD
+	// Application objects name): https://, http://, ssh:// or scp-like
+	// git@host:path. It is cloned unless Path is set.
+	URL string
+	// Path is a local clone to read instead of cloning URL.
+	Path string
+	// Ref is a branch, a tag, a full ref (refs/…) or a full 40-hex commit;
+	// the remote's HEAD when empty.
+	Ref string
+}
+
+// Resolved is a Source pinned: what the package records.
+type Resolved struct {
+	// URL is Source.URL without user information.
+	URL string `json:"url"`
+	// Ref is the full ref resolved (refs/heads/main, refs/tags/v1); empty
+	// when the source named a commit.
+	Ref string `json:"ref,omitempty"`
+	// Commit is the commit's 40-hex id.
+	Commit string `json:"commit"`
+	// Revision is Flux's: <branch or tag>@sha1:<commit>, or sha1:<commit>.
+	Revision string `json:"revision"`
+	// Created is the commit's committer time, UTC.
+	Created time.Time `json:"created"`
+}
+
+// Errors, wrapped with what they concern.
+var (
+	ErrRef        = errors.New("git ref")
+	ErrCredential = errors.New("credentials in a repository URL")
+)
+
+var fullCommit = regexp.MustCompile(`^[0-9a-f]{40}$`)
+
+// Open opens src's repository: its Path, or its URL cloned into memory
+// (all refs, no work tree) with auth (nil: anonymous).
+func Open(ctx context.Context, src Source, auth transport.AuthMethod) (*git.Repository, error) {
+	if _, err := CleanURL(src.URL); err != nil {
+		return nil, err
+	}
+	if src.Path != "" {
+		r, err := git.PlainOpenWithOptions(src.Path, &git.PlainOpenOptions{EnableDotGitCommonDir: true})
+		if err != nil {
+			return nil, fmt.Errorf("open git repository %s: %w", src.Path, err)
+		}
+		return r, nil
+	}
+	r, err := git.CloneContext(ctx, memory.NewStorage(), nil, &git.CloneOptions{
+		URL: src.URL, Auth: auth, NoCheckout: true, Tags: git.AllTags,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("clone %s: %w", src.URL, err)
+	}
+	return r, nil
+}
+
+// CleanURL is u without user information; a URL that carries a password
+// is refused (credentials belong to the git credential helpers or a netrc,
+// never to a package).
+func CleanURL(u string) (string, error) {
+	if u == "" {
+		return "", errors.New("git source: no url")
+	}
+	if !strings.Contains(u, "://") {
+		return u, nil // scp-like git@host:path, or a path
+	}
+	p, err := url.Parse(u)
+	if err != nil {
+		return "", fmt.Errorf("git source url %q: %w", u, err)
+	}
+	if p.User != nil {
+		if _, ok := p.User.Password(); ok {
+			return "", fmt.Errorf("%w: %s: use a git credential helper or ~/.netrc", ErrCredential, p.Redacted())
+		}
+		p.User = nil
+	}
+	return p.String(), nil
+}
+
+// Resolve pins src.Ref in r to a commit.
+func Resolve(r *git.Repository, src Source) (Resolved, error) {
+	u, err := CleanURL(src.URL)
+	if err != nil {
+		return Resolved{}, err
+	}
+	res := Resolved{URL: u}
+	var hash plumbing.Hash
+	switch ref := src.Ref; {
+	case fullCommit.MatchString(ref):
+		hash = plumbing.NewHash(ref)
+	case len(ref) >= 4 && len(ref) < 40 && regexp.MustCompile(`^[0-9a-f]+$`).MatchString(ref) && !refExists(r, ref):
+		return res, fmt.Errorf("%w %q: an abbreviated commit is ambiguous; give all 40 hex digits", ErrRef, ref)
+	default:
+		name, h, err := resolveRef(r, ref)
+		if err != nil {
+			return res, err
+		}
+		res.Ref, hash = name.String(), h
+	}
+	c, err := r.CommitObject(hash)
+	if err != nil {
+		return res, fmt.Errorf("%w %q: commit %s: %w", ErrRef, src.Ref, hash, err)
+	}
+	res.Commit, res.Created = c.Hash.String(), c.Committer.When.UTC()
+	res.Revision = "sha1:" + res.Commit
+	if res.Ref != "" {
+		short := strings.TrimPrefix(strings.TrimPrefix(res.Ref, "refs/heads/"), "refs/tags/")
+		res.Revision = short + "@" + res.Revision
+	}
+	return res, nil
+}
+
+func refExists(r *git.Repository, name string) bool {
+	_, _, err := resolveRef(r, name)
+	return err == nil
+}
+
+// resolveRef finds a branch, tag or full ref (HEAD if empty) and peels it
+// to a commit.
+func resolveRef(r *git.Repository, name string) (plumbing.ReferenceName, plumbing.Hash, error) {
+	var candidates []plumbing.ReferenceName
+	switch {
+	case name == "" || name == "HEAD":
+		head, err := r.Reference(plumbing.HEAD, false)
+		if err != nil {
+			return "", plumbing.ZeroHash, fmt.Errorf("%w HEAD: %w", ErrRef, err)
+		}
+		if head.Type() != plumbing.SymbolicReference {
+			return "", head.Hash(), nil
+		}
+		candidates = []plumbing.ReferenceName{head.Target()}
+	case strings.HasPrefix(name, "refs/"):
+		candidates = []plumbing.ReferenceName{plumbing.ReferenceName(name)}
+	default:
+		candidates = []plumbing.ReferenceName{
+			plumbing.NewBranchReferenceName(name), plumbing.NewTagReferenceName(name),
+			plumbing.NewRemoteReferenceName("origin", name),
+		}
+	}
+	for _, c := range candidates {
+		ref, err := r.Reference(c, true)
+		if err != nil {
+			continue
+		}
+		h := ref.Hash()
+		if tag, err := r.TagObject(h); err == nil { // annotated: peel
+			commit, err := tag.Commit()
+			if err != nil {
+				return "", plumbing.ZeroHash, fmt.Errorf("%w %q: tag %s names no commit: %w", ErrRef, name, c, err)
+			}
+			h = commit.Hash
+		}
+		if strings.HasPrefix(c.String(), "refs/remotes/origin/") {
+			c = plumbing.NewBranchReferenceName(strings.TrimPrefix(c.String(), "refs/remotes/origin/"))
+		}
+		return c, h, nil
+	}
+	return "", plumbing.ZeroHash, fmt.Errorf("%w %q: no such branch, tag or ref", ErrRef, name)
+}
+
+// vcsFiles are left out of the tree, as `flux push artifact` leaves them
+// out by default.
+var vcsFiles = []string{".gitignore", ".gitmodules", ".gitattributes"}
+
+// Build pushes to dst the Flux artifact of the tree at res.Commit: config,
+// the tree's gzip tar, and the manifest. Entries are in lexical order,
+// directories 0755, files 0644 (0755 executable), owned by 0:0, times
+// zero; symbolic links and submodules are left out (Flux's untar skips
+// them). The same commit gives the same digest.
+func Build(ctx context.Context, r *git.Repository, res Resolved, dst content.Pusher) (ocispec.Descriptor, error) {
+	c, err := r.CommitObject(plumbing.NewHash(res.Commit))
+	if err != nil {
+		return ocispec.Descriptor{}, fmt.Errorf("commit %s: %w", res.Commit, err)
+	}
+	tree, err := c.Tree()
+	if err != nil {
+		return ocispec.Descriptor{}, fmt.Errorf("tree of %s: %w", res.Commit, err)
+	}
+	var layer bytes.Buffer
+	if err := writeTree(&layer, tree); err != nil {
+		return ocispec.Descriptor{}, fmt.Errorf("archive %s at %s: %w", res.URL, res.Commit, err)
+	}
+	created := res.Created.UTC().Format(time.RFC3339)
+	cfg, _ := json.Marshal(map[string]string{"created": created})
+	push := func(mediaType string, b []byte) (ocispec.Descriptor, error) {
+		d := content.NewDescriptorFromBytes(mediaType, b)
+		return d, dst.Push(ctx, d, bytes.NewReader(b))
+	}
+	cfgDesc, err := push(ConfigMediaType, cfg)
+	if err != nil {
+		return ocispec.Descriptor{}, err
+	}
+	layerDesc, err := push(ContentMediaType, layer.Bytes())
+	if err != nil {
+		return ocispec.Descriptor{}, err
+	}
+	return oras.PackManifest(ctx, dst, oras.PackManifestVersion1_1, "", oras.PackManifestOptions{
+		ConfigDescriptor: &cfgDesc,
+		Layers:           []ocispec.Descriptor{layerDesc},
+		ManifestAnnotations: map[string]string{
+			ocispec.AnnotationSource:   res.URL,
+			ocispec.AnnotationRevision: res.Revision,
+			ocispec.AnnotationCreated:  created,
+		},
+	})
+}
+
+// writeTree writes tree as a deterministic gzip tar.
+func writeTree(w io.Writer, tree *object.Tree) error {
+	gz, err := gzip.NewWriterLevel(w, gzip.BestCompression)
+	if err != nil {
+		return err
+	}
+	tw := tar.NewWriter(gz)
+	if err := walk(tw, tree, ""); err != nil {
+		return err
+	}
+	if err := tw.Close(); err != nil {
+		return err
+	}
+	return gz.Close()
+}
+
+func walk(tw *tar.Writer, tree *object.Tree, dir string) error {
+	entries := slices.Clone(tree.Entries)
+	slices.SortFunc(entries, func(a, b object.TreeEntry) int { return strings.Compare(a.Name, b.Name) })
+	for _, e := range entries {
+		name := path.Join(dir, e.Name)
+		switch e.Mode {
+		case filemode.Dir:
+			if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: name + "/", Mode: 0o755, Format: tar.FormatPAX}); err != nil {
+				return err
+			}
+			sub, err := tree.Tree(e.Name)
+			if err != nil {
+				return fmt.Errorf("%s: %w", name, err)
+			}
+			if err := walk(tw, sub, name); err != nil {
+				return err
+			}
+		case filemode.Regular, filemode.Deprecated, filemode.Executable:
+			if dir == "" && slices.Contains(vcsFiles, e.Name) {
+				continue
+			}
+			mode := int64(0o644)
+			if e.Mode == filemode.Executable {
+				mode = 0o755
+			}
+			f, err := tree.TreeEntryFile(&e)
+			if err != nil {
+				return fmt.Errorf("%s: %w", name, err)
+			}
+			rc, err := f.Reader()
+			if err != nil {
+				return fmt.Errorf("%s: %w", name, err)
+			}
+			err = tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: mode, Size: f.Size, Format: tar.FormatPAX})
+			if err == nil {
+				_, err = io.Copy(tw, rc)
+			}
+			rc.Close()
+			if err != nil {
+				return fmt.Errorf("%s: %w", name, err)
+			}
+		default: // symbolic links, submodules: Flux skips them
+		}
+	}
+	return nil
+}
