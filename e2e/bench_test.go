@@ -18,6 +18,7 @@ import (
 
 	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/artifact/chart"
+	"github.com/ferrypkg/ferry/artifact/key"
 	"github.com/ferrypkg/ferry/deploy"
 	"github.com/ferrypkg/ferry/deploy/upload"
 	"github.com/ferrypkg/ferry/e2e/internal/cluster"
@@ -204,21 +205,7 @@ func BenchmarkUpload(b *testing.B) {
 	bigPackage := func(name string, mib int) string {
 		seed++
 		names = append(names, name)
-		dir := b.TempDir()
-		writeImages(ctx, b, filepath.Join(dir, "images"), mib, seed, "1.0")
-		def := fmt.Sprintf("apiVersion: ferry.dev/v1alpha1\nkind: Package\nmetadata: {name: %s, version: 1.0.0}\nplatforms: [linux/%s]\ncomponents:\n  - name: big\n    images:\n      - {ref: docker.io/library/%s:1.0, layout: images}\n", name, runtime.GOARCH, name)
-		if err := os.WriteFile(filepath.Join(dir, "ferry.yaml"), []byte(def), 0o644); err != nil {
-			b.Fatal(err)
-		}
-		d, err := artifact.LoadDefinition(dir)
-		if err != nil {
-			b.Fatal(err)
-		}
-		pkg := filepath.Join(b.TempDir(), name+".tar.zst")
-		if _, err := artifact.Create(ctx, d, artifact.CreateOptions{Charts: chart.Packager{}, Output: pkg, SignKey: priv}); err != nil {
-			b.Fatal(err)
-		}
-		return pkg
+		return imagePackage(ctx, b, name, mib, seed, priv)
 	}
 	run := func(kubeconfig string, v any, args ...string) time.Duration {
 		start := time.Now()
@@ -250,4 +237,25 @@ func BenchmarkUpload(b *testing.B) {
 			b.ReportMetric(float64(r.AgentPeakRSS)/(1<<20), fmt.Sprintf("agent-peak-MiB-%d", size))
 		}
 	}
+}
+
+// imagePackage creates a package signed by priv holding one image
+// docker.io/library/NAME:1.0 of mib MiB of random layers (from seed).
+func imagePackage(ctx context.Context, b *testing.B, name string, mib int, seed uint64, priv *key.Private) string {
+	b.Helper()
+	dir := b.TempDir()
+	writeImages(ctx, b, filepath.Join(dir, "images"), mib, seed, "1.0")
+	def := fmt.Sprintf("apiVersion: ferry.dev/v1alpha1\nkind: Package\nmetadata: {name: %s, version: 1.0.0}\nplatforms: [linux/%s]\ncomponents:\n  - name: big\n    images:\n      - {ref: docker.io/library/%s:1.0, layout: images}\n", name, runtime.GOARCH, name)
+	if err := os.WriteFile(filepath.Join(dir, "ferry.yaml"), []byte(def), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	d, err := artifact.LoadDefinition(dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	pkg := filepath.Join(b.TempDir(), name+".tar.zst")
+	if _, err := artifact.Create(ctx, d, artifact.CreateOptions{Charts: chart.Packager{}, Output: pkg, SignKey: priv}); err != nil {
+		b.Fatal(err)
+	}
+	return pkg
 }

@@ -4,9 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -16,7 +13,6 @@ import (
 	"k8s.io/client-go/tools/portforward"
 
 	"github.com/ferrypkg/ferry/artifact"
-	"github.com/ferrypkg/ferry/artifact/chart"
 	"github.com/ferrypkg/ferry/deploy"
 	"github.com/ferrypkg/ferry/e2e/internal/cluster"
 	"github.com/ferrypkg/ferry/inject"
@@ -64,23 +60,7 @@ func BenchmarkTunnel(b *testing.B) {
 
 	priv, pub := testKeys(b)
 	seed := uint64(time.Now().UnixNano())
-	mkPkg := func(name string, seed uint64) string {
-		dir := b.TempDir()
-		writeImages(ctx, b, filepath.Join(dir, "images"), mib, seed, "1.0")
-		def := fmt.Sprintf("apiVersion: ferry.dev/v1alpha1\nkind: Package\nmetadata: {name: %s, version: 1.0.0}\nplatforms: [linux/%s]\ncomponents:\n  - name: big\n    images:\n      - {ref: docker.io/library/%s:1.0, layout: images}\n", name, runtime.GOARCH, name)
-		if err := os.WriteFile(filepath.Join(dir, "ferry.yaml"), []byte(def), 0o644); err != nil {
-			b.Fatal(err)
-		}
-		d, err := artifact.LoadDefinition(dir)
-		if err != nil {
-			b.Fatal(err)
-		}
-		pkg := filepath.Join(b.TempDir(), name+".tar.zst")
-		if _, err := artifact.Create(ctx, d, artifact.CreateOptions{Charts: chart.Packager{}, Output: pkg, SignKey: priv}); err != nil {
-			b.Fatal(err)
-		}
-		return pkg
-	}
+	mkPkg := func(name string, seed uint64) string { return imagePackage(ctx, b, name, mib, seed, priv) }
 	viaNodePort, viaTunnel, viaKubectl := mkPkg("e2e-bench-nodeport", seed), mkPkg("e2e-bench-tunnel", seed+1), mkPkg("e2e-bench-kubectl", seed+2)
 	b.Cleanup(func() {
 		kube := genericclioptions.NewConfigFlags(true)
