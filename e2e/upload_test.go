@@ -69,7 +69,10 @@ func TestUpload(t *testing.T) {
 	}
 	t.Cleanup(func() { forgetPackage(context.Background(), t, c, "e2e-upload") })
 
-	pkg, _ := chartPackage(ctx, t, c, "e2e-upload", "1.0.0", "upload", "e2e-upload", priv)
+	// A variant of this run only: the root is new to the registry, so
+	// finding it there after the refusals would mean one of them wrote it.
+	variant := "upload-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	pkg, _ := chartPackage(ctx, t, c, "e2e-upload", "1.0.0", variant, "e2e-upload", priv)
 	r, err := artifact.Open(ctx, pkg)
 	if err != nil {
 		t.Fatal(err)
@@ -82,7 +85,7 @@ func TestUpload(t *testing.T) {
 	flipLayerByte(t, tampered)
 	refusedCLI(ctx, t, uploader, tampered, "422", "does not match")
 	otherPriv, _ := testKeys(t)
-	untrusted, _ := chartPackage(ctx, t, c, "e2e-upload", "1.0.0", "upload", "e2e-upload", otherPriv)
+	untrusted, _ := chartPackage(ctx, t, c, "e2e-upload", "1.0.0", variant, "e2e-upload", otherPriv)
 	refusedCLI(ctx, t, uploader, untrusted, "422", "signature")
 	refusedCLI(ctx, t, viewer, pkg, "403", "may not create or update packages.ferry.dev")
 	if got := registryStatus(ctx, t, c, "e2e-upload", root); got != http.StatusNotFound {

@@ -172,6 +172,9 @@ for id in $sandbox_ids; do
   done
 done
 [ -d /var/log/containers ] && find /var/log/containers -maxdepth 1 -type l -lname "$RUN/*" -delete
+# The registry's hostPath storage, and /var/lib/ferry when that leaves it empty.
+rm -rf --one-file-system "$HOST_STORAGE"
+rmdir "$(dirname "$HOST_STORAGE")" 2>/dev/null
 # Folders that did not exist before up.sh, if they are empty now.
 if [ -f "$STATE/created" ]; then
   while read -r d; do
@@ -199,6 +202,7 @@ for h in $(for r in $(cgroup_roots); do echo /sys/fs/cgroup/*/"$r"; done); do [ 
 for k in $(workers); do [ -e "/var/run/netns/$(worker_netns "$k")" ] && problems+=("network namespace $(worker_netns "$k")"); done
 [ -e "/var/run/netns/$WS_NETNS" ] && problems+=("network namespace $WS_NETNS")
 [ -e "$RUN" ] && problems+=("folder $RUN")
+[ -e "$HOST_STORAGE" ] && problems+=("registry storage $HOST_STORAGE")
 [ ${#problems[@]} -eq 0 ] && rm -f "$WORKERS_FILE"
 if [ ${#problems[@]} -gt 0 ]; then
   echo "ferry-e2e: down left behind: ${problems[*]}" >&2

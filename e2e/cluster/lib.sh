@@ -26,6 +26,11 @@ PIDS=$STATE/pids               # "name pid" lines, in start order
 KUBECONFIG_FILE=$STATE/kubeconfig
 ENV_FILE=$STATE/env            # FERRY_E2E_* for tests, written by up.sh
 SOCK=$RUN/containerd/containerd.sock
+# The nodes share the host's file system, so the registry's hostPath storage
+# (ferry init's default, --storage-dir) lands on the host: the cluster's
+# data all the same. up.sh starts it empty and down.sh removes it, so that no
+# run sees blobs an earlier one pushed.
+HOST_STORAGE=/var/lib/ferry/registry
 
 # The kubelet's cgroup root: pods go below /sys/fs/cgroup/*/$CGROUP_ROOT, so
 # down.sh finds every container process there and touches no other cgroup.

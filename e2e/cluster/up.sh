@@ -129,6 +129,12 @@ if [ ! -f "$STATE/created" ]; then
   done > "$STATE/created"
 fi
 
+# The registry's hostPath storage: a fresh cluster starts with none.
+if [ -e "$HOST_STORAGE" ]; then
+  log "removing $HOST_STORAGE, registry storage an earlier cluster left"
+  rm -rf --one-file-system "$HOST_STORAGE"
+fi
+
 # The kubelet wants its cgroup root to exist, in every hierarchy (cgroup v1).
 for h in /sys/fs/cgroup/*/; do
   grep -q " ${h%/} cgroup" /proc/mounts && mkdir -p "$h$CGROUP_ROOT"
