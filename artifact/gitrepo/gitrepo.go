@@ -31,7 +31,9 @@ import (
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/filemode"
+	"github.com/go-git/go-git/v5/plumbing/format/packfile"
 	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/plumbing/revlist"
 	"github.com/go-git/go-git/v5/plumbing/transport"
 	"github.com/go-git/go-git/v5/storage/memory"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
@@ -44,6 +46,10 @@ import (
 const (
 	ConfigMediaType  = "application/vnd.cncf.flux.config.v1+json"
 	ContentMediaType = "application/vnd.cncf.flux.content.v1.tar+gzip"
+	// BundleMediaType is the second layer, when the history travels: a
+	// git bundle (v2) of every commit up to the carried one, whose refs
+	// are the carried ref (or none, for a bare commit) and HEAD.
+	BundleMediaType = "application/vnd.ferry.git.bundle.v2"
 )
 
 // Source names a repository and the ref to carry.
@@ -217,7 +223,10 @@ var vcsFiles = []string{".gitignore", ".gitmodules", ".gitattributes"}
 // directories 0755, files 0644 (0755 executable), owned by 0:0, times
 // zero; symbolic links and submodules are left out (Flux's untar skips
 // them). The same commit gives the same digest.
-func Build(ctx context.Context, r *git.Repository, res Resolved, dst content.Pusher) (ocispec.Descriptor, error) {
+//
+// With history, a second layer holds the git bundle of the commit's
+// history (Bundle), which the in-cluster git server serves.
+func Build(ctx context.Context, r *git.Repository, res Resolved, history bool, dst content.Pusher) (ocispec.Descriptor, error) {
 	c, err := r.CommitObject(plumbing.NewHash(res.Commit))
 	if err != nil {
 		return ocispec.Descriptor{}, fmt.Errorf("commit %s: %w", res.Commit, err)
@@ -244,9 +253,21 @@ func Build(ctx context.Context, r *git.Repository, res Resolved, dst content.Pus
 	if err != nil {
 		return ocispec.Descriptor{}, err
 	}
+	layers := []ocispec.Descriptor{layerDesc}
+	if history {
+		var bundle bytes.Buffer
+		if err := Bundle(&bundle, r, res); err != nil {
+			return ocispec.Descriptor{}, err
+		}
+		bundleDesc, err := push(BundleMediaType, bundle.Bytes())
+		if err != nil {
+			return ocispec.Descriptor{}, err
+		}
+		layers = append(layers, bundleDesc)
+	}
 	return oras.PackManifest(ctx, dst, oras.PackManifestVersion1_1, "", oras.PackManifestOptions{
 		ConfigDescriptor: &cfgDesc,
-		Layers:           []ocispec.Descriptor{layerDesc},
+		Layers:           layers,
 		ManifestAnnotations: map[string]string{
 			ocispec.AnnotationSource:   res.URL,
 			ocispec.AnnotationRevision: res.Revision,
@@ -316,4 +337,102 @@ func walk(tw *tar.Writer, tree *object.Tree, dir string) error {
 		}
 	}
 	return nil
+}
+
+// Bundle writes the history of res.Commit as a git bundle (v2, see
+// gitformat-bundle(5)): the refs res.Ref (its own object: an annotated
+// tag stays a tag) and HEAD, then a pack of every object they reach.
+// `git clone` and `git bundle verify` read it; the same history gives the
+// same bytes.
+func Bundle(w io.Writer, r *git.Repository, res Resolved) error {
+	commit := plumbing.NewHash(res.Commit)
+	tips := []plumbing.Hash{commit}
+	header := "# v2 git bundle\n"
+	if res.Ref != "" {
+		ref, err := r.Reference(plumbing.ReferenceName(res.Ref), true)
+		if err != nil && strings.HasPrefix(res.Ref, "refs/heads/") { // a clone keeps branches as origin's
+			ref, err = r.Reference(plumbing.NewRemoteReferenceName("origin", strings.TrimPrefix(res.Ref, "refs/heads/")), true)
+		}
+		if err != nil {
+			return fmt.Errorf("%w %s: %w", ErrRef, res.Ref, err)
+		}
+		if ref.Hash() != commit {
+			tag, err := r.TagObject(ref.Hash())
+			if err != nil {
+				return fmt.Errorf("%w %s moved from %s to %s while the package was made", ErrRef, res.Ref, res.Commit, ref.Hash())
+			}
+			c, err := tag.Commit()
+			if err != nil || c.Hash != commit {
+				return fmt.Errorf("%w %s moved from %s while the package was made", ErrRef, res.Ref, res.Commit)
+			}
+			tips = append(tips, ref.Hash())
+		}
+		header += ref.Hash().String() + " " + res.Ref + "\n"
+	}
+	header += commit.String() + " HEAD\n\n"
+	objs, err := revlist.Objects(r.Storer, tips, nil)
+	if err != nil {
+		return fmt.Errorf("history of %s: %w", res.Commit, err)
+	}
+	slices.SortFunc(objs, func(a, b plumbing.Hash) int { return bytes.Compare(a[:], b[:]) })
+	if _, err := io.WriteString(w, header); err != nil {
+		return err
+	}
+	if _, err := packfile.NewEncoder(w, r.Storer, false).Encode(objs, 10); err != nil {
+		return fmt.Errorf("pack the history of %s: %w", res.Commit, err)
+	}
+	return nil
+}
+
+// Key is the identity of a repository URL, the same however it is
+// spelled: host (lower case, without user information or the scheme's
+// default port) and path, without a trailing ".git" or "/". So
+// https://github.com/org/fleet.git, ssh://git@github.com:22/org/fleet and
+// git@github.com:org/fleet.git are all "github.com/org/fleet". A local
+// path (no host) is its cleaned path.
+func Key(u string) string {
+	host, p := splitURL(u)
+	p = strings.TrimSuffix(strings.TrimSuffix(path.Clean("/"+p), "/"), ".git")
+	if host == "" {
+		return strings.TrimPrefix(p, "/")
+	}
+	return host + p
+}
+
+// RepositoryPath is where a repository's artifact goes in a registry: the
+// URL's path without the host and ".git" (github.com/org/fleet → org/fleet),
+// in lower case as registries require, like an image's path without its
+// registry.
+func RepositoryPath(u string) string {
+	_, p := splitURL(u)
+	p = strings.TrimSuffix(strings.Trim(path.Clean("/"+p), "/"), ".git")
+	return strings.ToLower(p)
+}
+
+// splitURL splits a git URL into its host (lower case, no user, no
+// default port) and path.
+func splitURL(u string) (host, p string) {
+	if !strings.Contains(u, "://") {
+		// scp-like [user@]host:path, unless it is a local path.
+		if i := strings.Index(u, ":"); i > 0 && !strings.Contains(u[:i], "/") {
+			host = u[:i]
+			if at := strings.LastIndex(host, "@"); at >= 0 {
+				host = host[at+1:]
+			}
+			return strings.ToLower(host), u[i+1:]
+		}
+		return "", u
+	}
+	pu, err := url.Parse(u)
+	if err != nil {
+		return "", u
+	}
+	host = strings.ToLower(pu.Hostname())
+	switch port := pu.Port(); {
+	case port == "", pu.Scheme == "https" && port == "443", pu.Scheme == "http" && port == "80",
+		pu.Scheme == "ssh" && port == "22", pu.Scheme == "git" && port == "9418":
+	default:
+		host += ":" + port
+	}
+	return host, pu.Path
 }

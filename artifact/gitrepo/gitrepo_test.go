@@ -137,7 +137,7 @@ func TestBuild(t *testing.T) {
 			t.Fatal(err)
 		}
 		store := memory.New()
-		desc, err := Build(ctx, r, res, store)
+		desc, err := Build(ctx, r, res, true, store)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -150,7 +150,7 @@ func TestBuild(t *testing.T) {
 		if err := json.Unmarshal(b, &m); err != nil {
 			t.Fatal(err)
 		}
-		if m.Config.MediaType != ConfigMediaType || len(m.Layers) != 1 || m.Layers[0].MediaType != ContentMediaType {
+		if m.Config.MediaType != ConfigMediaType || len(m.Layers) != 2 || m.Layers[0].MediaType != ContentMediaType || m.Layers[1].MediaType != BundleMediaType {
 			t.Fatalf("manifest: %s", b)
 		}
 		for k, v := range map[string]string{
@@ -179,6 +179,25 @@ func TestBuild(t *testing.T) {
 				t.Errorf("%s: %q, want %q", k, files[k], v)
 			}
 		}
+		// The history: a bundle git verifies and clones at the commit.
+		bundle, err := content.FetchAll(ctx, store, m.Layers[1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		bf := filepath.Join(t.TempDir(), "fleet.bundle")
+		if err := os.WriteFile(bf, bundle, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		gitRun(t, "", "bundle", "verify", bf)
+		clone := filepath.Join(t.TempDir(), "clone")
+		gitRun(t, "", "clone", "-q", bf, clone)
+		if head := gitRun(t, clone, "rev-parse", "HEAD"); head != second {
+			t.Errorf("clone of the bundle: HEAD %s, want %s", head, second)
+		}
+		if branch := gitRun(t, clone, "rev-parse", "--abbrev-ref", "HEAD"); branch != "main" {
+			t.Errorf("clone of the bundle is on %q, want main", branch)
+		}
+		gitRun(t, clone, "fsck", "--strict")
 	}
 	if digests[0] != digests[1] {
 		t.Errorf("the same commit built twice: %s and %s", digests[0], digests[1])
@@ -214,6 +233,72 @@ func untar(t *testing.T, b []byte) map[string]string {
 			out[h.Name] = fmt.Sprintf("%o", h.Mode) + " " + string(data)
 		default:
 			t.Errorf("%s: type %c", h.Name, h.Typeflag)
+		}
+	}
+}
+
+// gitRun runs Debian's git in dir and returns its trimmed output.
+func gitRun(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(peertool.Require(t, "git"), args...)
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("git %v: %v: %s", args, err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// An annotated tag travels as itself: the bundle names the tag object, and
+// a clone of it peels to the tagged commit.
+func TestBundleTag(t *testing.T) {
+	dir, first, _ := repo(t)
+	r, err := Open(context.Background(), Source{URL: "https://git.example/org/fleet.git", Path: dir}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := Resolve(r, Source{URL: "https://git.example/org/fleet.git", Ref: "v1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bf := filepath.Join(t.TempDir(), "v1.bundle")
+	f, err := os.Create(bf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Bundle(f, r, res); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	heads := gitRun(t, "", "bundle", "list-heads", bf)
+	tagObj := gitRun(t, dir, "rev-parse", "refs/tags/v1")
+	if !strings.Contains(heads, tagObj+" refs/tags/v1") || !strings.Contains(heads, first+" HEAD") {
+		t.Fatalf("bundle heads:\n%s\nwant the tag object %s and HEAD %s", heads, tagObj, first)
+	}
+	clone := filepath.Join(t.TempDir(), "clone")
+	gitRun(t, "", "clone", "-q", bf, clone)
+	if got := gitRun(t, clone, "rev-parse", "v1^{commit}"); got != first {
+		t.Errorf("v1 in the clone: %s, want %s", got, first)
+	}
+}
+
+func TestKey(t *testing.T) {
+	for _, u := range []string{
+		"https://github.com/org/fleet.git", "https://GitHub.com/org/fleet", "https://user@github.com:443/org/fleet/",
+		"ssh://git@github.com:22/org/fleet.git", "git@github.com:org/fleet.git", "github.com:org/fleet",
+	} {
+		if k := Key(u); k != "github.com/org/fleet" {
+			t.Errorf("Key(%q) = %q", u, k)
+		}
+		if p := RepositoryPath(u); p != "org/fleet" {
+			t.Errorf("RepositoryPath(%q) = %q", u, p)
+		}
+	}
+	for u, want := range map[string]string{
+		"http://git.local:8080/a/B.git": "git.local:8080/a/B", "repos/fleet": "repos/fleet", "/srv/git/x.git/": "srv/git/x",
+	} {
+		if k := Key(u); k != want {
+			t.Errorf("Key(%q) = %q, want %q", u, k, want)
 		}
 	}
 }
