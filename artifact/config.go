@@ -29,6 +29,8 @@ type Component struct {
 	Charts      []Chart    `json:"charts,omitempty"`
 	Manifests   []Manifest `json:"manifests,omitempty"`
 	Files       []File     `json:"files,omitempty"`
+	// Repositories are git repositories, each at the commit create resolved.
+	Repositories []Repository `json:"repositories,omitempty"`
 }
 
 // Image is an image as stored: its original reference and digest, and the
@@ -68,6 +70,32 @@ func (c Chart) Release() (namespace, name string) {
 		name = c.Name
 	}
 	return namespace, name
+}
+
+// Repository is a git repository carried at one commit: an OCI artifact in
+// the format Flux's OCIRepository reads (the tree as a gzip tar, the source
+// and revision as annotations), with the history as a git bundle when
+// History is set. Nothing in it is resolved by branch name again.
+type Repository struct {
+	// URL is the repository's identity, as GitRepository and Argo CD
+	// Application objects name it (without user information); Key is its
+	// canonical form (host/path) and Path where it goes in a registry.
+	URL  string `json:"url"`
+	Key  string `json:"key"`
+	Path string `json:"path"`
+	// Source is the local clone create read, if not URL.
+	Source string `json:"source,omitempty"`
+	// Ref is the full ref resolved (refs/heads/main); empty when the
+	// definition named a commit. Commit is the 40-hex commit, Revision
+	// Flux's form of both (main@sha1:<commit>).
+	Ref      string `json:"ref,omitempty"`
+	Commit   string `json:"commit"`
+	Revision string `json:"revision"`
+	History  bool   `json:"history"`
+	// Digest is the artifact's manifest; Size its blobs' total bytes,
+	// manifest included.
+	Digest digest.Digest `json:"digest"`
+	Size   int64         `json:"size"`
 }
 
 // Manifest is a bundle of Kubernetes manifests stored as one YAML layer.

@@ -47,6 +47,18 @@ type CreateOptions struct {
 	// SignKey, if set, signs the root digest; the signature is stored in
 	// the package as Sign stores it.
 	SignKey Signer
+	// Git fetches the definition's git repositories; without one such a
+	// definition fails. Package artifact/gitrepo has go-git's
+	// (gitrepo.Fetcher).
+	Git GitFetcher
+}
+
+// GitFetcher resolves a git repository's ref to a commit and pushes the
+// repository at that commit to dst as an OCI artifact in the format Flux's
+// OCIRepository reads (see Repository), returning its manifest and the
+// record ferry.json keeps (all but Size, which create counts).
+type GitFetcher interface {
+	FetchGit(ctx context.Context, src RepositoryDef, dst content.Pusher) (Repository, ocispec.Descriptor, error)
 }
 
 // CreateResult describes a created package.
@@ -127,6 +139,58 @@ type builder struct {
 	def  *Definition
 	opts CreateOptions
 	plan plan
+	// repos are the git repositories added so far, by Key.
+	repos map[string]string
+}
+
+// repository resolves a git repository to a commit and adds its artifact.
+func (b *builder) repository(ctx context.Context, gd RepositoryDef) (ocispec.Descriptor, Repository, error) {
+	if b.opts.Git == nil {
+		return ocispec.Descriptor{}, Repository{}, errors.New("git repositories need a git fetcher (this build of ferry has none)")
+	}
+	rel := gd.Path
+	if gd.Path != "" {
+		full, err := b.def.Resolve(gd.Path)
+		if err != nil {
+			return ocispec.Descriptor{}, Repository{}, err
+		}
+		gd.Path = full
+	}
+	dst := &blobPusher{b: b}
+	rec, desc, err := b.opts.Git.FetchGit(ctx, gd, dst)
+	if err != nil {
+		return ocispec.Descriptor{}, Repository{}, err
+	}
+	if prev, dup := b.repos[rec.Key]; dup {
+		return ocispec.Descriptor{}, Repository{}, fmt.Errorf("repository %s is the same as %s, already in the package", rec.URL, prev)
+	}
+	if b.repos == nil {
+		b.repos = map[string]string{}
+	}
+	b.repos[rec.Key] = rec.URL
+	if _, ok := b.plan.blobs[desc.Digest]; !ok {
+		return ocispec.Descriptor{}, Repository{}, fmt.Errorf("the git fetcher did not store the manifest %s of %s", desc.Digest, rec.URL)
+	}
+	rec.Source = filepath.ToSlash(rel)
+	rec.Digest, rec.Size = desc.Digest, dst.size
+	return ocispec.Descriptor{MediaType: desc.MediaType, Digest: desc.Digest, Size: desc.Size}, rec, nil
+}
+
+// blobPusher adds what a fetcher pushes to the package being built, each
+// blob checked against its descriptor, and counts the bytes.
+type blobPusher struct {
+	b    *builder
+	size int64
+}
+
+func (p *blobPusher) Push(_ context.Context, d ocispec.Descriptor, r io.Reader) error {
+	data, err := content.ReadAll(r, d)
+	if err != nil {
+		return err
+	}
+	p.size += d.Size
+	p.b.add(&blob{desc: d, data: data})
+	return nil
 }
 
 func newBuilder(def *Definition, opts CreateOptions) *builder {
@@ -207,6 +271,17 @@ func (b *builder) build(ctx context.Context) (*plan, error) {
 			}
 			rootEntries = append(rootEntries, mdesc)
 			b.progress(Progress{Phase: PhaseResolve, Item: "chart " + rec.Name})
+		}
+		for gi, gd := range cd.Repositories {
+			field := fmt.Sprintf("components[%d].repositories[%d]", ci, gi)
+			mdesc, rec, err := b.repository(ctx, gd)
+			if err != nil {
+				return nil, &DefinitionError{File: def.File, Line: gd.Line, Field: field, Msg: err.Error()}
+			}
+			comp.Repositories = append(comp.Repositories, rec)
+			mdesc.Annotations = map[string]string{AnnotationKind: KindGit, AnnotationComponent: cd.Name, AnnotationGitURL: rec.URL}
+			rootEntries = append(rootEntries, mdesc)
+			b.progress(Progress{Phase: PhaseResolve, Item: "git " + rec.URL + " " + rec.Revision})
 		}
 		for mi, md := range cd.Manifests {
 			field := fmt.Sprintf("components[%d].manifests[%d]", ci, mi)

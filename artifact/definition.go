@@ -3,6 +3,7 @@ package artifact
 import (
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -46,6 +47,21 @@ type ComponentDef struct {
 	Charts            []ChartDef
 	Manifests         []ManifestDef
 	Files             []FileDef
+	Repositories      []RepositoryDef
+}
+
+// RepositoryDef is a git repository to carry at one commit. URL is its
+// identity (what GitRepository and Argo CD Application objects name):
+// https://, http://, ssh:// or scp-like git@host:path; it is cloned
+// unless Path names a local clone (inside the definition's folder) to
+// read instead. Ref is a branch, a tag, a full ref or a full 40-hex
+// commit (the remote's HEAD when empty); create resolves it once. History
+// (default true) carries every commit up to it too, as a git bundle, so
+// that the in-cluster git server can serve it.
+type RepositoryDef struct {
+	URL, Path, Ref string
+	History        bool
+	Line           int
 }
 
 // ImageDef is an image source: a registry reference, or (with Layout) a
@@ -418,6 +434,13 @@ func (p *defParser) component(n *yaml.Node, field string) (ComponentDef, error) 
 				return err
 			})
 		},
+		"repositories": func(v *yaml.Node, f string) error {
+			return p.seq(v, f, func(item *yaml.Node, f string) error {
+				rd, err := p.repository(item, f)
+				c.Repositories = append(c.Repositories, rd)
+				return err
+			})
+		},
 	})
 	if err != nil {
 		return c, err
@@ -533,6 +556,36 @@ func (p *defParser) chart(n *yaml.Node, field string) (ChartDef, error) {
 		return ch, p.errf(p.lineOf(n, "version"), join(field, "version"), "only valid with url (a local chart carries its version)")
 	}
 	return ch, nil
+}
+
+// gitURL matches the URL forms git itself clones (besides local paths).
+var gitURL = regexp.MustCompile(`^((https?|ssh|git)://[^/?#]+/[^?#]*[^/?#]|[A-Za-z0-9._~-]+@[A-Za-z0-9.-]+:[^/].*|[A-Za-z0-9.-]+\.[A-Za-z]+:[^/].*)$`)
+
+func (p *defParser) repository(n *yaml.Node, field string) (RepositoryDef, error) {
+	rd := RepositoryDef{Line: n.Line, History: true}
+	err := p.mapping(n, field, map[string]func(*yaml.Node, string) error{
+		"url":     func(v *yaml.Node, f string) error { return p.str(v, f, &rd.URL) },
+		"path":    func(v *yaml.Node, f string) error { return p.path(v, f, &rd.Path) },
+		"ref":     func(v *yaml.Node, f string) error { return p.str(v, f, &rd.Ref) },
+		"history": func(v *yaml.Node, f string) error { return p.boolean(v, f, &rd.History) },
+	})
+	if err != nil {
+		return rd, err
+	}
+	switch {
+	case rd.URL == "":
+		return rd, p.errf(n.Line, join(field, "url"), "missing: the repository's URL is its identity in the cluster (add path to read a local clone)")
+	case !gitURL.MatchString(rd.URL):
+		return rd, p.errf(p.lineOf(n, "url"), join(field, "url"), "%q is not a git URL (https://, http://, ssh://, git:// or user@host:path)", rd.URL)
+	case strings.ContainsAny(rd.Ref, " \t~^:?*[\\") || strings.Contains(rd.Ref, ".."):
+		return rd, p.errf(p.lineOf(n, "ref"), join(field, "ref"), "%q is not a branch, tag, ref or commit", rd.Ref)
+	}
+	if u, err := url.Parse(rd.URL); err == nil && u.User != nil {
+		if _, ok := u.User.Password(); ok {
+			return rd, p.errf(p.lineOf(n, "url"), join(field, "url"), "%s carries a password: credentials belong to git's credential helpers or ~/.netrc, never to a package", u.Redacted())
+		}
+	}
+	return rd, nil
 }
 
 func (p *defParser) manifest(n *yaml.Node, field string) (ManifestDef, error) {

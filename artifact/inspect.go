@@ -76,21 +76,7 @@ func newReport(cfg *Config, root ocispec.Descriptor, index []ocispec.Descriptor,
 	rep := &Report{
 		Name: cfg.Name, Version: cfg.Version, Description: cfg.Description, Created: cfg.Created,
 		Root: root.Digest, Platforms: cfg.Platforms, Components: cfg.Components,
-		StoredSize: stored, Blobs: blobs, Signatures: []digest.Digest{},
-	}
-	for _, c := range cfg.Components {
-		for _, i := range c.Images {
-			rep.TotalSize += i.Size
-		}
-		for _, h := range c.Charts {
-			rep.TotalSize += h.Size
-		}
-		for _, m := range c.Manifests {
-			rep.TotalSize += m.Size
-		}
-		for _, f := range c.Files {
-			rep.TotalSize += f.Size
-		}
+		StoredSize: stored, Blobs: blobs, Signatures: []digest.Digest{}, TotalSize: claimedSize(cfg),
 	}
 	for _, d := range signatureEntries(root.Digest, index) {
 		rep.Signatures = append(rep.Signatures, d.Digest)
@@ -118,6 +104,12 @@ func checkConfig(r *Reader, sum *Summary) error {
 			entries[KindImage+"|"+a[AnnotationComponent]+"|"+a[AnnotationImageRef]+"|"+m.Digest.String()] = true
 		case KindChart:
 			entries[KindChart+"|"+a[AnnotationComponent]+"|"+m.Digest.String()] = true
+		case KindGit:
+			var gm ocispec.Manifest
+			if err := json.Unmarshal(sum.Nodes[m.Digest].Data, &gm); err != nil {
+				return fmt.Errorf("%w: git repository %s: %w", ErrCorrupt, a[AnnotationGitURL], err)
+			}
+			entries[KindGit+"|"+a[AnnotationComponent]+"|"+a[AnnotationGitURL]+"|"+m.Digest.String()+"|"+gm.Annotations[ocispec.AnnotationRevision]] = true
 		case KindPackage:
 			var pm ocispec.Manifest
 			if err := json.Unmarshal(sum.Nodes[m.Digest].Data, &pm); err != nil {
@@ -149,6 +141,11 @@ func checkConfig(r *Reader, sum *Summary) error {
 		for _, f := range c.Files {
 			if !layers[f.Digest] {
 				missing = append(missing, fmt.Sprintf("file %s@%s", f.Target, f.Digest))
+			}
+		}
+		for _, g := range c.Repositories {
+			if !entries[KindGit+"|"+c.Name+"|"+g.URL+"|"+g.Digest.String()+"|"+g.Revision] || !strings.HasSuffix(g.Revision, "sha1:"+g.Commit) {
+				missing = append(missing, fmt.Sprintf("git repository %s at %s (%s)", g.URL, g.Revision, g.Digest))
 			}
 		}
 	}

@@ -28,6 +28,9 @@ const (
 	// AnnotationImageRef is the original reference of an image entry, e.g.
 	// docker.io/library/nginx:1.27.
 	AnnotationImageRef = "dev.ferry.image.ref"
+	// AnnotationGitURL is the repository URL of a git entry, as the
+	// definition gave it (without user information).
+	AnnotationGitURL = "dev.ferry.git.url"
 	// AnnotationPackageName and AnnotationPackageVersion name the package on its root.
 	AnnotationPackageName    = "dev.ferry.package.name"
 	AnnotationPackageVersion = "dev.ferry.package.version"
@@ -41,4 +44,7 @@ const (
 	KindPackage = "package"
 	KindChart   = "chart"
 	KindImage   = "image"
+	// KindGit is a git repository at one commit, in the format Flux's
+	// OCIRepository reads (see Repository).
+	KindGit = "git"
 )

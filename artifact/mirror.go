@@ -26,12 +26,24 @@ type MirroredImage struct {
 	Digest     string `json:"digest"`
 }
 
+// MirroredRepository is one git repository Mirror put under its path, by
+// digest (untagged: nothing names it by a branch).
+type MirroredRepository struct {
+	URL        string `json:"url"`
+	Repository string `json:"repository"`
+	Revision   string `json:"revision"`
+	Digest     string `json:"digest"`
+}
+
 // MirrorResult tells what Mirror put into a registry.
 type MirrorResult struct {
 	// Package is the repository:tag the whole package was pushed to.
 	Package string          `json:"package"`
 	Root    string          `json:"root"`
 	Images  []MirroredImage `json:"images"`
+	// Repositories are the package's git repositories, in the format
+	// Flux's OCIRepository reads.
+	Repositories []MirroredRepository `json:"repositories,omitempty"`
 	// BytesPushed counts the blob bytes uploaded (not those the registry
 	// had, nor those mounted from the package's repository).
 	BytesPushed int64 `json:"bytesPushed"`
@@ -55,7 +67,9 @@ func ImagePath(ref string) (repo, tag string, err error) {
 // Mirror copies a package into the registry at host (host[:port][/prefix],
 // plain HTTP on loopback; a prefix goes before every repository): the whole package under its own name (<name>:<version>), then
 // each image under its original repository path and tag, by the digest the
-// package recorded, mounting blobs from the package repository.
+// package recorded, and each git repository under its path
+// (github.com/org/fleet → org/fleet) by digest, mounting blobs from the
+// package repository.
 func Mirror(ctx context.Context, r *Reader, host string, opts RemoteOptions) (*MirrorResult, error) {
 	cfg := r.config
 	pkgRepo := cfg.Name
@@ -69,8 +83,27 @@ func Mirror(ctx context.Context, r *Reader, host string, opts RemoteOptions) (*M
 		return nil, err
 	}
 	res := &MirrorResult{Package: pkgRepo + ":" + cfg.Version, Root: r.root.Digest.String(), BytesPushed: pushed.BytesPushed}
+	copyOpts := oras.CopyGraphOptions{
+		MountFrom: func(context.Context, ocispec.Descriptor) ([]string, error) {
+			return []string{src.Reference.Repository}, nil
+		},
+	}
 	seen := map[string]string{} // repo:tag → digest
 	for _, c := range r.config.Components {
+		for _, g := range c.Repositories {
+			dst, err := opts.Repository(host + "/" + g.Path)
+			if err != nil {
+				return nil, err
+			}
+			desc, err := src.Resolve(ctx, g.Digest.String())
+			if err == nil {
+				err = oras.CopyGraph(ctx, src, dst, desc, copyOpts)
+			}
+			if err != nil {
+				return nil, fmt.Errorf("mirror git repository %s: %w", g.URL, err)
+			}
+			res.Repositories = append(res.Repositories, MirroredRepository{URL: g.URL, Repository: g.Path, Revision: g.Revision, Digest: g.Digest.String()})
+		}
 		for _, img := range c.Images {
 			repoPath, tag, err := ImagePath(img.Ref)
 			if err != nil {
@@ -91,11 +124,6 @@ func Mirror(ctx context.Context, r *Reader, host string, opts RemoteOptions) (*M
 			desc, err := src.Resolve(ctx, img.Digest.String())
 			if err != nil {
 				return nil, fmt.Errorf("mirror %s: %w", img.Ref, err)
-			}
-			copyOpts := oras.CopyGraphOptions{
-				MountFrom: func(context.Context, ocispec.Descriptor) ([]string, error) {
-					return []string{src.Reference.Repository}, nil
-				},
 			}
 			if err := oras.CopyGraph(ctx, src, dst, desc, copyOpts); err != nil {
 				return nil, fmt.Errorf("mirror %s: %w", img.Ref, err)

@@ -124,7 +124,7 @@ func sizeBudget(cfg *Config, n int) int64 {
 const sizeCeiling = math.MaxInt64 / 4
 
 // claimedSize adds up the sizes ferry.json records for its images, charts,
-// manifest bundles and files.
+// manifest bundles, files and git repositories.
 func claimedSize(cfg *Config) int64 {
 	var b int64
 	add := func(size int64) {
@@ -144,6 +144,9 @@ func claimedSize(cfg *Config) int64 {
 		}
 		for _, f := range c.Files {
 			add(f.Size)
+		}
+		for _, g := range c.Repositories {
+			add(g.Size)
 		}
 	}
 	return b

@@ -9,6 +9,7 @@ import (
 
 	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/artifact/chart"
+	"github.com/ferrypkg/ferry/artifact/gitrepo"
 )
 
 func newCreateCmd() *cobra.Command {
@@ -26,7 +27,11 @@ func newCreateCmd() *cobra.Command {
 The package is one OCI image layout archived as .tar.zst (default) or .tar,
 written atomically: an interrupted create leaves no file behind. The same
 inputs give the same bytes; SOURCE_DATE_EPOCH sets the created time.
-Registry credentials come from the docker config file (ferry registry login).`,
+Registry credentials come from the docker config file (ferry registry login).
+Git repositories (components[].repositories) are resolved to a commit once;
+HTTP(S) credentials come from ~/.netrc ($NETRC), else from git's credential
+helpers (git credential fill, never a prompt); SSH uses the SSH agent and
+~/.ssh/known_hosts. None of them is written into the package.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := output.validate(); err != nil {
@@ -56,7 +61,7 @@ Registry credentials come from the docker config file (ferry registry login).`,
 			if err != nil {
 				return err
 			}
-			opts := artifact.CreateOptions{Charts: chart.Packager{}, Output: file.path, Format: artifact.Format(format), Remote: ro, Epoch: epoch}
+			opts := artifact.CreateOptions{Charts: chart.Packager{}, Git: gitrepo.Fetcher{}, Output: file.path, Format: artifact.Format(format), Remote: ro, Epoch: epoch}
 			if opts.Output == "" && opts.Format != "" {
 				opts.Output = def.Metadata.Name + "-" + def.Metadata.Version + opts.Format.Ext()
 			}
@@ -75,10 +80,13 @@ Registry credentials come from the docker config file (ferry registry login).`,
 			if output.json() {
 				return writeJSON(cmd.OutOrStdout(), map[string]any{
 					"path": res.Path, "root": res.Root.Digest, "name": res.Config.Name, "version": res.Config.Version,
-					"size": res.Size, "blobs": res.Blobs, "signed": signKey != "",
+					"size": res.Size, "blobs": res.Blobs, "signed": signKey != "", "repositories": repositoriesOf(res.Config),
 				})
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "created %s (%s %s, %s, %d blobs)\nroot %s\n", res.Path, res.Config.Name, res.Config.Version, humanBytes(res.Size), res.Blobs, res.Root.Digest)
+			for _, g := range repositoriesOf(res.Config) {
+				fmt.Fprintf(cmd.OutOrStdout(), "git %s at %s\n", g.URL, g.Revision)
+			}
 			return nil
 		},
 	}
@@ -88,4 +96,13 @@ Registry credentials come from the docker config file (ferry registry login).`,
 	cmd.Flags().StringVar(&signKey, "sign-key", "", "cosign private key to sign the package with")
 	output.register(cmd)
 	return cmd
+}
+
+// repositoriesOf lists the git repositories of every component of cfg.
+func repositoriesOf(cfg *artifact.Config) []artifact.Repository {
+	out := []artifact.Repository{}
+	for _, c := range cfg.Components {
+		out = append(out, c.Repositories...)
+	}
+	return out
 }

@@ -97,7 +97,7 @@ func printReport(cmd *cobra.Command, rep *artifact.Report, archiveSize int64) {
 		signed = "yes (cosign signature manifest " + rep.Signatures[0].String() + "; check it with package verify --key)"
 	}
 	fmt.Fprintf(tw, "Signed\t%s\n", signed)
-	fmt.Fprintf(tw, "Content\t%s in images, charts, manifests and files (a shared blob counted at each use)\n", humanBytes(rep.TotalSize))
+	fmt.Fprintf(tw, "Content\t%s in images, charts, manifests, files and git repositories (a shared blob counted at each use)\n", humanBytes(rep.TotalSize))
 	fmt.Fprintf(tw, "Blobs\t%s in %s, each stored once, metadata included, uncompressed\n", humanBytes(rep.StoredSize), plural(rep.Blobs, "blob"))
 	if archiveSize >= 0 {
 		fmt.Fprintf(tw, "Archive\t%s on disk\n", humanBytes(archiveSize))
@@ -124,6 +124,13 @@ func printReport(cmd *cobra.Command, rep *artifact.Report, archiveSize int64) {
 		}
 		for _, f := range c.Files {
 			fmt.Fprintf(tw, "  file\t%s\t%s\t%04o\t%s\n", f.Target, f.Digest, f.Mode, humanBytes(f.Size))
+		}
+		for _, g := range c.Repositories {
+			what := "tree and history"
+			if !g.History {
+				what = "tree only"
+			}
+			fmt.Fprintf(tw, "  git\t%s\t%s\t%s (%s)\t%s\n", g.URL, g.Digest, g.Revision, what, humanBytes(g.Size))
 		}
 	}
 }
