@@ -147,6 +147,20 @@ func (s *State) Delete(ctx context.Context, name string) error {
 }
 
 // Images gathers the images every recorded package holds, for the agent.
+// Repositories gives the git repositories deployed packages carry, for
+// the agent's rewrite of GitOps sources.
+func (s *State) Repositories(ctx context.Context) (agent.Repositories, error) {
+	recs, err := s.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	repos := agent.Repositories{}
+	for _, r := range recs {
+		repos.Add(r.Config)
+	}
+	return repos, nil
+}
+
 func (s *State) Images(ctx context.Context) (agent.Images, error) {
 	recs, err := s.List(ctx)
 	if err != nil {

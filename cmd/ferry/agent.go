@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/kubernetes"
@@ -16,6 +17,7 @@ import (
 	"github.com/ferrypkg/ferry/deploy/agent"
 	"github.com/ferrypkg/ferry/deploy/upload"
 	"github.com/ferrypkg/ferry/internal/cluster"
+	"github.com/ferrypkg/ferry/internal/kube"
 )
 
 func newAgentCmd() *cobra.Command {
@@ -53,13 +55,20 @@ Outside a Pod, --kubeconfig (or $KUBECONFIG) names the cluster.`,
 				return err
 			}
 			log := jsonLogger(cmd, verbose)
-			cache := &agent.Cache{Source: &deploy.State{Client: cs, Namespace: namespace}, Registry: registry, RequireKnown: requireKnown}
+			state := &deploy.State{Client: cs, Namespace: namespace}
+			cache := &agent.Cache{Source: state, Registry: registry, RequireKnown: requireKnown}
 			copies := &agent.PullSecrets{Client: cs, Namespace: namespace, Name: pullSecret}
 			wh := &agent.Webhook{
 				Rewriter: cache.Rewriter, Refresh: cache.Refresh,
 				PullSecret: pullSecret, EnsurePullSecret: copies.Ensure,
 				Ignore: func(ns string) bool { return ns == namespace || ns == agent.SystemNamespace },
 				Logger: log,
+				Sources: func(ctx context.Context) (*agent.SourceRewriter, error) {
+					return sourceRewriter(ctx, cs, state, namespace, pullSecret)
+				},
+				EnsureSecret: func(ctx context.Context, ns, name string) error {
+					return (&agent.PullSecrets{Client: cs, Namespace: namespace, Name: name}).Ensure(ctx, ns)
+				},
 			}
 			up := &upload.Server{Client: cs, Packages: pc, Namespace: namespace, Dir: uploadDir, MaxBytes: uploadMax, Logger: log}
 			log.Info("serving", "addr", addr, "namespace", namespace, "registry", registry, "requireKnown", requireKnown, "uploads", uploadDir)
@@ -103,4 +112,27 @@ func agentClient(kube *kubeFlags) (kubernetes.Interface, *rest.Config, error) {
 		return cs, cfg, err
 	}
 	return kube.clientConfig()
+}
+
+// sourceRewriter reads what the agent's rewrite of GitOps sources needs,
+// at each request (sources change seldom): the carried repositories, and
+// where Pods reach the git server and the registry.
+func sourceRewriter(ctx context.Context, cs kubernetes.Interface, state *deploy.State, namespace, pullSecret string) (*agent.SourceRewriter, error) {
+	repos, err := state.Repositories(ctx)
+	if err != nil {
+		return nil, err
+	}
+	s := &agent.SourceRewriter{Repositories: repos, GitSecret: agent.GitSecretName, ArgoSecret: agent.GitCredsSecretName, PullSecret: pullSecret}
+	if len(repos) == 0 {
+		return s, nil
+	}
+	if s.Registry, err = kube.ServiceHost(ctx, cs, namespace, cluster.RegistryName); err != nil {
+		return nil, err
+	}
+	git, err := kube.ServiceHost(ctx, cs, namespace, agent.GitName)
+	if err != nil {
+		return nil, err
+	}
+	s.GitBase = "http://" + strings.TrimSuffix(git, ":80")
+	return s, nil
 }

@@ -134,6 +134,10 @@ type InstallResult struct {
 	// Controller is how long the Package controller's Deployment took to
 	// roll out.
 	Controller time.Duration
+	// Git is the in-cluster git server's URL as Pods reach it; GitReady
+	// how long its Deployment took to roll out.
+	Git      string
+	GitReady time.Duration
 }
 
 // String is the one-line account of Install that ferry init prints.
@@ -142,8 +146,8 @@ func (r *InstallResult) String() string {
 	if r.Renewed {
 		certs = "certificates generated"
 	}
-	return fmt.Sprintf("%s (from %s); Deployment %s ready in %.1fs; %s; webhook %s, failurePolicy Fail: %s; CRD %s, Deployment %s ready in %.1fs",
-		r.Image, r.Binary, Name, r.Ready.Seconds(), certs, r.Webhook, r.Check, v1alpha1.CRDName, ControllerName, r.Controller.Seconds())
+	return fmt.Sprintf("%s (from %s); Deployment %s ready in %.1fs; %s; webhook %s, failurePolicy Fail: %s; CRD %s, Deployment %s ready in %.1fs; git server %s ready in %.1fs",
+		r.Image, r.Binary, Name, r.Ready.Seconds(), certs, r.Webhook, r.Check, v1alpha1.CRDName, ControllerName, r.Controller.Seconds(), r.Git, r.GitReady.Seconds())
 }
 
 // Install puts the agent in place next to the registry that ferry init set
@@ -249,6 +253,10 @@ func (in *installer) install(ctx context.Context, cred auth.Credential) (*Instal
 		return nil, err
 	}
 	ready := time.Since(start)
+	git, gitReady, err := in.gitServer(ctx, cluster.Account{Username: cred.Username, Password: cred.Password})
+	if err != nil {
+		return nil, err
+	}
 	if err := in.webhook(ctx, tlsData[caKey]); err != nil {
 		return nil, err
 	}
@@ -260,7 +268,7 @@ func (in *installer) install(ctx context.Context, cred auth.Credential) (*Instal
 	if err != nil {
 		return nil, err
 	}
-	return &InstallResult{Controller: ctlReady, Image: in.image, Binary: path, Ready: ready, Renewed: renewed, Webhook: clusterName(in.ns), Check: check}, nil
+	return &InstallResult{Controller: ctlReady, Image: in.image, Binary: path, Ready: ready, Renewed: renewed, Webhook: clusterName(in.ns), Check: check, Git: git, GitReady: gitReady}, nil
 }
 
 // tls returns the agent's certificates, kept in TLSSecretName: those there
@@ -310,7 +318,7 @@ func (in *installer) rbac(ctx context.Context) error {
 	}
 	if err := kube.Upsert(ctx, rbac.Roles(in.ns), &rbacv1.Role{ObjectMeta: meta, Rules: []rbacv1.PolicyRule{
 		{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "list", "watch"}},
-		{APIGroups: []string{""}, Resources: []string{"services"}, ResourceNames: []string{cluster.RegistryName}, Verbs: []string{"get"}},
+		{APIGroups: []string{""}, Resources: []string{"services"}, ResourceNames: []string{cluster.RegistryName, GitName}, Verbs: []string{"get"}},
 		{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"packages"}, Verbs: []string{"get", "list", "watch", "create", "update"}},
 	}}, func(cur, want *rbacv1.Role) { cur.Labels, cur.Rules = want.Labels, want.Rules }); err != nil {
 		return err
@@ -322,7 +330,7 @@ func (in *installer) rbac(ctx context.Context) error {
 	}
 	if err := kube.Upsert(ctx, rbac.ClusterRoles(), &rbacv1.ClusterRole{ObjectMeta: wide, Rules: []rbacv1.PolicyRule{
 		{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"create"}},
-		{APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: []string{cluster.PullSecretName}, Verbs: []string{"get", "update"}},
+		{APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: []string{cluster.PullSecretName, GitSecretName, GitCredsSecretName}, Verbs: []string{"get", "update"}},
 		{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"tokenreviews"}, Verbs: []string{"create"}},
 		{APIGroups: []string{"authorization.k8s.io"}, Resources: []string{"subjectaccessreviews"}, Verbs: []string{"create"}},
 	}}, func(cur, want *rbacv1.ClusterRole) {
@@ -467,9 +475,51 @@ func webhookConfiguration(ns string, caBundle []byte, owner []metav1.OwnerRefere
 			TimeoutSeconds:          ptr(int32(10)),
 			AdmissionReviewVersions: []string{"v1"},
 			ReinvocationPolicy:      &reinvoke,
+		}, {
+			// GitOps sources naming a carried repository are pointed at
+			// the in-cluster copies (SourceRewriter).
+			Name: "sources.agent.ferry.dev",
+			ClientConfig: admissionregistrationv1.WebhookClientConfig{
+				Service:  &admissionregistrationv1.ServiceReference{Namespace: ns, Name: Name, Path: ptr(PathMutate), Port: ptr(int32(443))},
+				CABundle: caBundle,
+			},
+			Rules: []admissionregistrationv1.RuleWithOperations{{
+				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
+				Rule: admissionregistrationv1.Rule{
+					APIGroups: []string{FluxGroup}, APIVersions: []string{"*"},
+					Resources: []string{"gitrepositories", "ocirepositories"}, Scope: &scope,
+				},
+			}, {
+				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
+				Rule: admissionregistrationv1.Rule{
+					APIGroups: []string{ArgoGroup}, APIVersions: []string{"*"},
+					Resources: []string{"applications"}, Scope: &scope,
+				},
+			}},
+			ObjectSelector: &metav1.LabelSelector{},
+			NamespaceSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+				{Key: corev1.LabelMetadataName, Operator: metav1.LabelSelectorOpNotIn, Values: []string{ns, SystemNamespace}},
+				{Key: IgnoreLabel, Operator: metav1.LabelSelectorOpNotIn, Values: []string{IgnoreValue}},
+			}},
+			// Status updates (Argo CD writes status into the object) do
+			// not wait for the agent.
+			MatchConditions: []admissionregistrationv1.MatchCondition{{
+				Name:       "creates-or-changes-spec",
+				Expression: sourcesMatchExpression,
+			}},
+			FailurePolicy:           &fail,
+			MatchPolicy:             &equivalent,
+			SideEffects:             &sideEffects,
+			TimeoutSeconds:          ptr(int32(10)),
+			AdmissionReviewVersions: []string{"v1"},
+			ReinvocationPolicy:      &reinvoke,
 		}},
 	}
 }
+
+// sourcesMatchExpression (CEL) selects creations and updates that change
+// a source's spec.
+const sourcesMatchExpression = `request.operation == 'CREATE' || !has(oldObject.spec) || !has(object.spec) || object.spec != oldObject.spec`
 
 // matchExpression (CEL) selects creations, the ephemeral containers
 // subresource, and updates that change an image. An error evaluating it

@@ -44,7 +44,7 @@ func (p *PullSecrets) Ensure(ctx context.Context, namespace string) error {
 	switch {
 	case apierrors.IsNotFound(err):
 		cp := &corev1.Secret{
-			ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: namespace, Labels: map[string]string{cluster.LabelManagedBy: cluster.ManagedBy}},
+			ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: namespace, Labels: copyLabels(orig.Labels)},
 			Type:       orig.Type,
 			Data:       orig.Data,
 		}
@@ -60,4 +60,15 @@ func (p *PullSecrets) Ensure(ctx context.Context, namespace string) error {
 		return fmt.Errorf("copy %s/%s to %s: %w", p.Namespace, p.Name, namespace, err)
 	}
 	return nil
+}
+
+// copyLabels are the labels of a copy: the original's (an Argo CD
+// repo-creds Secret keeps its type label), marked as ferry's.
+func copyLabels(orig map[string]string) map[string]string {
+	l := maps.Clone(orig)
+	if l == nil {
+		l = map[string]string{}
+	}
+	l[cluster.LabelManagedBy] = cluster.ManagedBy
+	return l
 }

@@ -39,6 +39,12 @@ type Webhook struct {
 	// Ignore says whether to leave a namespace's Pods alone (ferry's own
 	// namespace, namespaces labelled to be ignored).
 	Ignore func(namespace string) bool
+	// Sources, if set, returns the rewriter of GitOps sources (Flux
+	// GitRepository and OCIRepository, Argo CD Application) over the git
+	// repositories deployed packages carry; EnsureSecret, if set, makes
+	// sure a Secret a rewritten source now names exists in its namespace.
+	Sources      func(context.Context) (*SourceRewriter, error)
+	EnsureSecret func(ctx context.Context, namespace, name string) error
 	// Logger receives one record per decision; nil discards them.
 	Logger *slog.Logger
 }
@@ -75,7 +81,13 @@ func (h *Webhook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // review decides on one request.
 func (h *Webhook) review(ctx context.Context, req *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
 	allow := &admissionv1.AdmissionResponse{Allowed: true}
-	if req.Kind.Kind != "Pod" || (h.Ignore != nil && h.Ignore(req.Namespace)) {
+	if h.Ignore != nil && h.Ignore(req.Namespace) {
+		return allow
+	}
+	if (req.Kind.Group == FluxGroup || req.Kind.Group == ArgoGroup) && h.Sources != nil {
+		return h.reviewSource(ctx, req)
+	}
+	if req.Kind.Kind != "Pod" || req.Kind.Group != "" {
 		return allow
 	}
 	log := h.logger().With("namespace", req.Namespace, "name", req.Name, "operation", req.Operation, "uid", req.UID)
@@ -137,6 +149,44 @@ func (h *Webhook) review(ctx context.Context, req *admissionv1.AdmissionRequest)
 	pt := admissionv1.PatchTypeJSONPatch
 	allow.Patch, allow.PatchType = patch, &pt
 	return allow
+}
+
+// reviewSource rewrites a GitOps source that names a carried repository.
+func (h *Webhook) reviewSource(ctx context.Context, req *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
+	log := h.logger().With("kind", req.Kind.Kind, "namespace", req.Namespace, "name", req.Name, "operation", req.Operation, "uid", req.UID)
+	refuse := func(code int32, err error) *admissionv1.AdmissionResponse {
+		log.Warn("refused", "error", err)
+		return deny(code, "ferry agent: "+err.Error())
+	}
+	var obj map[string]any
+	if err := json.Unmarshal(req.Object.Raw, &obj); err != nil {
+		return refuse(http.StatusBadRequest, fmt.Errorf("invalid %s: %w", req.Kind.Kind, err))
+	}
+	s, err := h.Sources(ctx)
+	if err != nil {
+		return refuse(http.StatusInternalServerError, err)
+	}
+	changed, secrets, err := s.Rewrite(req.Kind.Kind, obj)
+	if err != nil {
+		return refuse(http.StatusForbidden, err)
+	}
+	if !changed {
+		return &admissionv1.AdmissionResponse{Allowed: true}
+	}
+	if h.EnsureSecret != nil && (req.DryRun == nil || !*req.DryRun) {
+		for _, name := range secrets {
+			if err := h.EnsureSecret(ctx, req.Namespace, name); err != nil {
+				return refuse(http.StatusInternalServerError, fmt.Errorf("secret %s: %w", name, err))
+			}
+		}
+	}
+	patch, err := json.Marshal([]patchOp{{Op: "replace", Path: "/spec", Value: obj["spec"]}})
+	if err != nil {
+		return refuse(http.StatusInternalServerError, err)
+	}
+	log.Info("rewrote source", "spec", obj["spec"])
+	pt := admissionv1.PatchTypeJSONPatch
+	return &admissionv1.AdmissionResponse{Allowed: true, Patch: patch, PatchType: &pt}
 }
 
 func (h *Webhook) logger() *slog.Logger {

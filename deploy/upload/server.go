@@ -32,6 +32,7 @@ import (
 	"github.com/ferrypkg/ferry/deploy"
 	"github.com/ferrypkg/ferry/deploy/api/v1alpha1"
 	"github.com/ferrypkg/ferry/internal/cluster"
+	"github.com/ferrypkg/ferry/internal/kube"
 )
 
 // Defaults of a Server.
@@ -401,14 +402,11 @@ func (s *Server) registry(ctx context.Context) (string, error) {
 	if s.Registry != "" {
 		return s.Registry, nil
 	}
-	svc, err := s.Client.CoreV1().Services(s.Namespace).Get(ctx, cluster.RegistryName, metav1.GetOptions{})
+	host, err := kube.ServiceHost(ctx, s.Client, s.Namespace, cluster.RegistryName)
 	if err != nil {
-		return "", fmt.Errorf("the registry's Service: %w", err)
+		return "", fmt.Errorf("the registry: %w", err)
 	}
-	if svc.Spec.ClusterIP == "" || svc.Spec.ClusterIP == "None" || len(svc.Spec.Ports) == 0 {
-		return "", fmt.Errorf("the registry's Service %s/%s has no cluster IP and port", s.Namespace, cluster.RegistryName)
-	}
-	return net.JoinHostPort(svc.Spec.ClusterIP, strconv.Itoa(int(svc.Spec.Ports[0].Port))), nil
+	return host, nil
 }
 
 // events writes the response stream.

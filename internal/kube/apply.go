@@ -8,6 +8,8 @@ package kube
 import (
 	"context"
 	"fmt"
+	"net"
+	"strconv"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -89,4 +91,17 @@ func Upsert[T interface {
 		return fmt.Errorf("%T %s: %w", want, want.GetName(), err)
 	}
 	return nil
+}
+
+// ServiceHost is how Pods reach Service name of namespace ns: its cluster
+// IP and first port (no cluster DNS needed).
+func ServiceHost(ctx context.Context, cs kubernetes.Interface, ns, name string) (string, error) {
+	svc, err := cs.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return "", fmt.Errorf("Service %s/%s: %w", ns, name, err)
+	}
+	if svc.Spec.ClusterIP == "" || svc.Spec.ClusterIP == corev1.ClusterIPNone || len(svc.Spec.Ports) == 0 {
+		return "", fmt.Errorf("Service %s/%s has no cluster IP and port", ns, name)
+	}
+	return net.JoinHostPort(svc.Spec.ClusterIP, strconv.Itoa(int(svc.Spec.Ports[0].Port))), nil
 }
