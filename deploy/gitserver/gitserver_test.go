@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -166,7 +167,8 @@ func serve(t testing.TB, lookup gitserver.Lookup, opts ...gitserver.Option) (wit
 	if err := os.WriteFile(htpasswd, []byte(testUser+":"+string(hash)+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	srv, err := gitserver.New(lookup, append([]gitserver.Option{gitserver.WithAuth(gitserver.HtpasswdFile(htpasswd, 0))}, opts...)...)
+	logger := slog.New(slog.NewTextHandler(testLog{t}, nil))
+	srv, err := gitserver.New(lookup, append([]gitserver.Option{gitserver.WithAuth(gitserver.HtpasswdFile(htpasswd, 0)), gitserver.WithLogger(logger)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,6 +176,14 @@ func serve(t testing.TB, lookup gitserver.Lookup, opts ...gitserver.Option) (wit
 	t.Cleanup(ts.Close)
 	host := strings.TrimPrefix(ts.URL, "http://")
 	return "http://" + testUser + ":" + testPass + "@" + host + "/" + testKey + ".git", "http://" + host + "/" + testKey + ".git"
+}
+
+// testLog sends the server's log to the test's.
+type testLog struct{ t testing.TB }
+
+func (w testLog) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
 }
 
 // TestCloneDebianGit: Debian's git clones the carried repository, whole
