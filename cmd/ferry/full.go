@@ -10,7 +10,7 @@ import "github.com/spf13/cobra"
 func addFull(root, pkg, reg *cobra.Command) {
 	pkg.AddCommand(newCreateCmd(), newSignCmd(), newMirrorCmd())
 	reg.AddCommand(newRegistryServeCmd(), newRegistryCheckCmd(), newRegistryLoadCmd(), newRegistryConnectCmd(), newRegistryGCCmd(), newRegistryMigrateCmd())
-	root.AddCommand(newKeyCmd(), newInitCmd(), newDeployCmd(), newListCmd(), newRemoveCmd(), newAgentCmd(), newControllerCmd(), newDashboardCmd())
+	root.AddCommand(newKeyCmd(), newInitCmd(), newDeployCmd(), newListCmd(), newRemoveCmd(), newAgentCmd(), newGitServerCmd(), newControllerCmd(), newDashboardCmd())
 }
 
 // handOff runs every command here: this is the full binary.

@@ -1,0 +1,139 @@
+package gitserver
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/crypto/bcrypt"
+)
+
+// DefaultAuthCacheTTL is how long HtpasswdFile remembers credentials it
+// accepted: bcrypt is made to be slow (~50 ms a check), and git clients
+// send credentials with every request of a fetch.
+const DefaultAuthCacheTTL = 5 * time.Minute
+
+// maxAuthCache bounds the remembered credentials.
+const maxAuthCache = 1024
+
+// HtpasswdFile returns an Authenticator that checks Basic credentials
+// against the htpasswd file at path (bcrypt entries only, as the
+// in-cluster registry's account Secret holds). The file is read again
+// whenever it changes (a Secret mounted as a volume is updated in place),
+// which also forgets every remembered credential; accepted credentials are
+// remembered for ttl (DefaultAuthCacheTTL if ≤ 0). The file must exist
+// when the first request comes.
+func HtpasswdFile(path string, ttl time.Duration) Authenticator {
+	if ttl <= 0 {
+		ttl = DefaultAuthCacheTTL
+	}
+	h := &htpasswd{path: path, ttl: ttl}
+	return h.check
+}
+
+type htpasswd struct {
+	path string
+	ttl  time.Duration
+
+	mu      sync.Mutex
+	stamp   string // size and modification time of the file read
+	hashes  map[string][]byte
+	granted map[[sha256.Size]byte]time.Time // sha256(user, password) → expiry
+}
+
+// dummyHash is compared against for unknown users, so that they take as
+// long to refuse as a wrong password. Made on first use: not at every
+// start of the binary.
+var dummyHash = sync.OnceValue(func() []byte {
+	h, _ := bcrypt.GenerateFromPassword([]byte("ferry"), bcrypt.DefaultCost)
+	return h
+})
+
+func (h *htpasswd) check(_ context.Context, user, pass string) error {
+	hashes, err := h.load()
+	if err != nil {
+		return err
+	}
+	sum := sha256.Sum256([]byte(user + "\x00" + pass))
+	now := time.Now()
+	h.mu.Lock()
+	exp, ok := h.granted[sum]
+	h.mu.Unlock()
+	if ok && now.Before(exp) {
+		return nil
+	}
+	hash, known := hashes[user]
+	if !known {
+		hash = dummyHash()
+	}
+	if err := bcrypt.CompareHashAndPassword(hash, []byte(pass)); err != nil || !known {
+		return fmt.Errorf("user %q: %w", user, ErrUnauthorized)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.granted) >= maxAuthCache {
+		for k, e := range h.granted {
+			if !now.Before(e) {
+				delete(h.granted, k)
+			}
+		}
+		if len(h.granted) >= maxAuthCache {
+			clear(h.granted)
+		}
+	}
+	h.granted[sum] = now.Add(h.ttl)
+	return nil
+}
+
+// load returns the file's entries, read again if its size or modification
+// time changed.
+func (h *htpasswd) load() (map[string][]byte, error) {
+	fi, err := os.Stat(h.path)
+	if err != nil {
+		return nil, fmt.Errorf("htpasswd: %w", err)
+	}
+	stamp := fmt.Sprint(fi.Size(), fi.ModTime().UnixNano())
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if stamp == h.stamp && h.hashes != nil {
+		return h.hashes, nil
+	}
+	b, err := os.ReadFile(h.path)
+	if err != nil {
+		return nil, fmt.Errorf("htpasswd: %w", err)
+	}
+	hashes, err := parseHtpasswd(b)
+	if err != nil {
+		return nil, fmt.Errorf("htpasswd %s: %w", h.path, err)
+	}
+	h.stamp, h.hashes, h.granted = stamp, hashes, map[[sha256.Size]byte]time.Time{}
+	return hashes, nil
+}
+
+// parseHtpasswd reads user:bcrypt-hash lines; blank lines and # comments
+// are skipped, other hash schemes refused.
+func parseHtpasswd(b []byte) (map[string][]byte, error) {
+	hashes := map[string][]byte{}
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		user, hash, ok := strings.Cut(line, ":")
+		if !ok || user == "" {
+			return nil, fmt.Errorf("line %d: want user:hash", n)
+		}
+		if _, err := bcrypt.Cost([]byte(hash)); err != nil {
+			return nil, fmt.Errorf("line %d (user %q): not a bcrypt hash", n, user)
+		}
+		hashes[user] = []byte(hash)
+	}
+	return hashes, sc.Err()
+}

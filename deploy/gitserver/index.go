@@ -1,0 +1,356 @@
+package gitserver
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-git/go-billy/v6/osfs"
+	"github.com/go-git/go-git/v6/plumbing"
+	"github.com/go-git/go-git/v6/plumbing/cache"
+	"github.com/go-git/go-git/v6/plumbing/format/packfile"
+	"github.com/go-git/go-git/v6/plumbing/object"
+	"github.com/go-git/go-git/v6/storage"
+	"github.com/go-git/go-git/v6/storage/filesystem"
+	"github.com/go-git/go-git/v6/storage/memory"
+	"github.com/opencontainers/go-digest"
+)
+
+// indexTimeout bounds indexing one bundle. It runs detached from the
+// request that started it, so that one client going away does not fail
+// the others waiting for the same repository.
+const indexTimeout = 30 * time.Minute
+
+// index holds the bare repositories made from bundles, one per commit,
+// ref and bundle digest, in memory or under dir.
+type index struct {
+	dir   string
+	mu    sync.Mutex
+	repos map[string]*indexed
+}
+
+type indexed struct {
+	done chan struct{}
+	st   storage.Storer
+	err  error
+}
+
+func newIndex(dir string) (*index, error) {
+	if dir != "" {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, fmt.Errorf("gitserver: cache directory: %w", err)
+		}
+	}
+	return &index{dir: dir, repos: map[string]*indexed{}}, nil
+}
+
+var hexCommit = regexp.MustCompile(`^[0-9a-f]{40}$`)
+
+// get returns repo's bare repository, indexing its bundle on first use;
+// concurrent callers wait for the one indexing. A bundle refused as
+// ErrBundle stays refused (it is immutable by digest); other failures are
+// retried by the next call.
+func (ix *index) get(ctx context.Context, repo *Repo) (storage.Storer, error) {
+	if err := checkRepo(repo); err != nil {
+		return nil, err
+	}
+	key := digest.FromString(repo.Commit + "\n" + repo.Ref + "\n" + repo.BundleDigest.String()).Encoded()
+	ix.mu.Lock()
+	e, ok := ix.repos[key]
+	if !ok {
+		e = &indexed{done: make(chan struct{})}
+		ix.repos[key] = e
+		go func() {
+			ictx, cancel := context.WithTimeout(context.WithoutCancel(ctx), indexTimeout)
+			defer cancel()
+			e.st, e.err = ix.build(ictx, repo, key)
+			if e.err != nil && !errors.Is(e.err, ErrBundle) {
+				ix.mu.Lock()
+				delete(ix.repos, key)
+				ix.mu.Unlock()
+			}
+			close(e.done)
+		}()
+	}
+	ix.mu.Unlock()
+	select {
+	case <-e.done:
+		return e.st, e.err
+	case <-ctx.Done():
+		return nil, context.Cause(ctx)
+	}
+}
+
+func checkRepo(repo *Repo) error {
+	switch {
+	case !hexCommit.MatchString(repo.Commit):
+		return fmt.Errorf("%s: commit %q: want 40 lower-case hex digits", repo.Key, repo.Commit)
+	case repo.Ref != "" && (!strings.HasPrefix(repo.Ref, "refs/") || plumbing.ReferenceName(repo.Ref).Validate() != nil):
+		return fmt.Errorf("%s: ref %q: want a full ref (refs/heads/…, refs/tags/…)", repo.Key, repo.Ref)
+	case repo.Bundle == nil:
+		return fmt.Errorf("%s: no bundle", repo.Key)
+	}
+	if err := repo.BundleDigest.Validate(); err != nil {
+		return fmt.Errorf("%s: bundle digest %q: %w", repo.Key, repo.BundleDigest, err)
+	}
+	return nil
+}
+
+// build indexes repo's bundle into a new storage: in memory, or in a
+// temporary directory renamed to dir/key once complete (a directory
+// already there, from an earlier run, is used as it is once its refs
+// check out).
+func (ix *index) build(ctx context.Context, repo *Repo, key string) (storage.Storer, error) {
+	if ix.dir == "" {
+		st := memory.NewStorage()
+		if err := indexBundle(ctx, st, repo); err != nil {
+			return nil, err
+		}
+		return readOnly{st}, nil
+	}
+	final := filepath.Join(ix.dir, key)
+	if _, err := os.Stat(final); err == nil {
+		st := openDir(final)
+		if err := checkRefs(st, repo); err == nil {
+			return readOnly{st}, nil
+		}
+		_ = st.Close()
+		if err := os.RemoveAll(final); err != nil {
+			return nil, fmt.Errorf("%s: stale index: %w", repo.Key, err)
+		}
+	}
+	tmp, err := os.MkdirTemp(ix.dir, ".index-")
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", repo.Key, err)
+	}
+	st := openDir(tmp)
+	err = indexBundle(ctx, st, repo)
+	if cerr := st.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, final)
+	}
+	if err != nil {
+		_ = os.RemoveAll(tmp)
+		return nil, err
+	}
+	return readOnly{openDir(final)}, nil
+}
+
+func openDir(dir string) *filesystem.Storage {
+	return filesystem.NewStorageWithOptions(osfs.New(dir), cache.NewObjectLRUDefault(), filesystem.Options{ExclusiveAccess: true})
+}
+
+// bundleRef is one "<hex> <refname>" line of a bundle's header.
+type bundleRef struct {
+	hash plumbing.Hash
+	name string
+}
+
+// indexBundle reads repo's bundle into st: its header is checked, its pack
+// stored, its bytes checked against repo.BundleDigest; then st gets the
+// carried ref and HEAD (a symbolic ref to it, or the commit itself), and
+// nothing else.
+func indexBundle(ctx context.Context, st storage.Storer, repo *Repo) error {
+	rc, err := repo.Bundle(ctx)
+	if err != nil {
+		return fmt.Errorf("%s: open bundle: %w", repo.Key, err)
+	}
+	defer rc.Close()
+	verifier := repo.BundleDigest.Verifier()
+	br := bufio.NewReaderSize(io.TeeReader(ctxReader{ctx, rc}, verifier), 64<<10)
+	refs, err := readBundleHeader(br)
+	if err != nil {
+		return fmt.Errorf("%s: %w: %w", repo.Key, ErrBundle, err)
+	}
+	tip, err := carriedTip(refs, repo)
+	if err != nil {
+		return fmt.Errorf("%s: %w: %w", repo.Key, ErrBundle, err)
+	}
+	if err := packfile.UpdateObjectStorage(st, br); err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("%s: read bundle: %w", repo.Key, context.Cause(ctx))
+		}
+		return fmt.Errorf("%s: %w: pack: %w", repo.Key, ErrBundle, err)
+	}
+	if _, err := io.Copy(io.Discard, br); err != nil {
+		return fmt.Errorf("%s: read bundle: %w", repo.Key, err)
+	}
+	if !verifier.Verified() {
+		return fmt.Errorf("%s: %w: content does not match its digest %s", repo.Key, ErrBundle, repo.BundleDigest)
+	}
+	head := plumbing.NewHashReference(plumbing.HEAD, plumbing.NewHash(repo.Commit))
+	if repo.Ref != "" {
+		if err := st.SetReference(plumbing.NewHashReference(plumbing.ReferenceName(repo.Ref), tip)); err != nil {
+			return fmt.Errorf("%s: %w", repo.Key, err)
+		}
+		if plumbing.ReferenceName(repo.Ref).IsBranch() {
+			head = plumbing.NewSymbolicReference(plumbing.HEAD, plumbing.ReferenceName(repo.Ref))
+		}
+	}
+	if err := st.SetReference(head); err != nil {
+		return fmt.Errorf("%s: %w", repo.Key, err)
+	}
+	return checkRefs(st, repo)
+}
+
+// readBundleHeader reads a v2 (or v3, SHA-1) bundle's header up to the
+// blank line before the pack, and returns its refs. A bundle with
+// prerequisites is refused: the server needs the whole history.
+func readBundleHeader(br *bufio.Reader) ([]bundleRef, error) {
+	line, err := br.ReadString('\n')
+	if err != nil {
+		return nil, fmt.Errorf("header: %w", err)
+	}
+	switch line {
+	case "# v2 git bundle\n", "# v3 git bundle\n":
+	default:
+		return nil, fmt.Errorf("not a v2 or v3 git bundle (starts %q)", strings.TrimSpace(line))
+	}
+	var refs []bundleRef
+	for n := 0; ; n++ {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			return nil, fmt.Errorf("header: %w", err)
+		}
+		line = strings.TrimSuffix(line, "\n")
+		switch {
+		case line == "":
+			if len(refs) == 0 {
+				return nil, errors.New("header names no ref")
+			}
+			return refs, nil
+		case n > 10000:
+			return nil, errors.New("header: more than 10000 lines")
+		case strings.HasPrefix(line, "@"):
+			if line != "@object-format=sha1" {
+				return nil, fmt.Errorf("capability %q not supported", line)
+			}
+		case strings.HasPrefix(line, "-"):
+			return nil, errors.New("prerequisite commits: the bundle does not hold the whole history")
+		default:
+			h, name, ok := strings.Cut(line, " ")
+			if !ok || !hexCommit.MatchString(h) || name == "" {
+				return nil, fmt.Errorf("header line %q: want <hex> <ref>", line)
+			}
+			refs = append(refs, bundleRef{plumbing.NewHash(h), name})
+		}
+	}
+}
+
+// carriedTip is the object the bundle's line for repo.Ref names (a commit,
+// or an annotated tag); for a bare commit, its HEAD line must name the
+// commit. A HEAD line, when present, must name the commit too.
+func carriedTip(refs []bundleRef, repo *Repo) (plumbing.Hash, error) {
+	commit := plumbing.NewHash(repo.Commit)
+	var tip plumbing.Hash
+	var found bool
+	for _, r := range refs {
+		switch r.name {
+		case "HEAD":
+			if r.hash != commit {
+				return tip, fmt.Errorf("HEAD is %s, not the recorded commit %s", r.hash, repo.Commit)
+			}
+			if repo.Ref == "" {
+				tip, found = commit, true
+			}
+		case repo.Ref:
+			if repo.Ref != "" {
+				tip, found = r.hash, true
+			}
+		}
+	}
+	if !found {
+		want := repo.Ref
+		if want == "" {
+			want = "HEAD"
+		}
+		return tip, fmt.Errorf("no %s line naming %s", want, repo.Commit)
+	}
+	return tip, nil
+}
+
+// checkRefs checks that st holds the carried ref and HEAD only, and that
+// both lead to the recorded commit, present with its tree.
+func checkRefs(st storage.Storer, repo *Repo) error {
+	commit := plumbing.NewHash(repo.Commit)
+	head, err := st.Reference(plumbing.HEAD)
+	if err != nil {
+		return fmt.Errorf("%s: HEAD: %w", repo.Key, err)
+	}
+	branch := plumbing.ReferenceName(repo.Ref).IsBranch()
+	switch {
+	case branch && (head.Type() != plumbing.SymbolicReference || head.Target() != plumbing.ReferenceName(repo.Ref)):
+		return fmt.Errorf("%s: HEAD is %s, not a symbolic ref to %s", repo.Key, head, repo.Ref)
+	case !branch && head.Hash() != commit:
+		return fmt.Errorf("%s: HEAD is %s, not the commit %s", repo.Key, head, repo.Commit)
+	}
+	if repo.Ref != "" {
+		ref, err := st.Reference(plumbing.ReferenceName(repo.Ref))
+		if err != nil {
+			return fmt.Errorf("%s: %s: %w", repo.Key, repo.Ref, err)
+		}
+		peeled, err := peel(st, ref.Hash())
+		if err != nil {
+			return fmt.Errorf("%s: %w: %s: %w", repo.Key, ErrBundle, ref.Hash(), err)
+		}
+		if peeled != commit {
+			return fmt.Errorf("%s: %w: %s names %s, not the recorded commit %s", repo.Key, ErrBundle, repo.Ref, peeled, repo.Commit)
+		}
+	}
+	c, err := object.GetCommit(st, commit)
+	if err != nil {
+		return fmt.Errorf("%s: %w: commit %s: %w", repo.Key, ErrBundle, repo.Commit, err)
+	}
+	if _, err := c.Tree(); err != nil {
+		return fmt.Errorf("%s: %w: tree of %s: %w", repo.Key, ErrBundle, repo.Commit, err)
+	}
+	iter, err := st.IterReferences()
+	if err != nil {
+		return err
+	}
+	defer iter.Close()
+	return iter.ForEach(func(r *plumbing.Reference) error {
+		if n := r.Name(); n != plumbing.HEAD && n.String() != repo.Ref {
+			return fmt.Errorf("%s: unexpected ref %s", repo.Key, n)
+		}
+		return nil
+	})
+}
+
+// peel follows annotated tags from h to the commit they name.
+func peel(st storage.Storer, h plumbing.Hash) (plumbing.Hash, error) {
+	for range 10 {
+		tag, err := object.GetTag(st, h)
+		if errors.Is(err, plumbing.ErrObjectNotFound) {
+			return h, nil // not a tag (or missing: GetCommit says so)
+		}
+		if err != nil {
+			return h, err
+		}
+		h = tag.Target
+	}
+	return h, errors.New("tags nested more than 10 deep")
+}
+
+// ctxReader stops reading once ctx is done.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, context.Cause(c.ctx)
+	}
+	return c.r.Read(p)
+}
