@@ -18,11 +18,19 @@ import (
 	"github.com/spf13/cobra"
 	"oras.land/oras-go/v2"
 
+	"oras.land/oras-go/v2/registry/remote/auth"
+
+	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/deploy"
 	"github.com/ferrypkg/ferry/deploy/gitserver"
+	"github.com/ferrypkg/ferry/internal/cluster"
+	"github.com/ferrypkg/ferry/internal/kube"
 )
 
 type gitServerOptions struct {
 	addr, htpasswd, repos, registry, cacheDir string
+	namespace                                 string
+	kube                                      kubeFlags
 	insecureNoAuth, verbose                   bool
 	timeout, shutdownTimeout                  time.Duration
 	remote                                    remoteFlags
@@ -40,8 +48,12 @@ http://<addr>/<host>/<path>.git, its original URL's host and path: clone
 https://github.com/org/fleet.git as http://<addr>/github.com/org/fleet.git.
 Only the carried ref and HEAD are advertised; pushes get 403.
 
---repos names a JSON file listing the repositories and where their git
-artifacts are in --registry:
+In the cluster (` + "`ferry init`" + ` runs it so), --namespace names ferry's
+namespace: the repositories are those the deployed packages carry (read at
+each request), in the in-cluster registry, read with its account.
+
+Outside, --repos names a JSON file listing the repositories and where their
+git artifacts are in --registry:
   [{"url": "https://github.com/org/fleet.git", "ref": "refs/heads/main",
     "commit": "<40 hex>", "repository": "org/fleet", "digest": "sha256:…"}]
 Each history (the artifact's git bundle) is fetched by digest, checked, and
@@ -60,13 +72,16 @@ $` + passwordEnvRegistry + ` or --password-stdin, never from an argument.`,
 	f.StringVar(&o.htpasswd, "htpasswd", "", "require HTTP Basic auth checked against this htpasswd file (bcrypt)")
 	f.BoolVar(&o.insecureNoAuth, "insecure-no-auth", false, "allow a non-loopback address without --htpasswd")
 	f.StringVar(&o.repos, "repos", "", "JSON file listing the served repositories (see above)")
+	f.StringVarP(&o.namespace, "namespace", "n", "", "serve what the packages deployed in this ferry namespace carry (in the cluster)")
 	f.StringVar(&o.registry, "registry", "", "the registry holding the repositories' artifacts (host:port)")
 	f.StringVar(&o.cacheDir, "cache-dir", "", "keep indexed repositories here (default: in memory)")
 	f.DurationVar(&o.timeout, "timeout", gitserver.DefaultTimeout, "bound on one request, the pack sent included")
 	f.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long a graceful shutdown waits for clones in flight")
 	f.BoolVarP(&o.verbose, "verbose", "v", false, "log at debug level")
 	o.remote.register(cmd)
-	_ = cmd.MarkFlagRequired("repos")
+	o.kube.register(cmd)
+	cmd.MarkFlagsMutuallyExclusive("repos", "namespace")
+	cmd.MarkFlagsOneRequired("repos", "namespace")
 	return cmd
 }
 
@@ -79,16 +94,28 @@ func runGitServer(cmd *cobra.Command, o gitServerOptions) error {
 	if !loopback && o.htpasswd == "" && !o.insecureNoAuth {
 		return fmt.Errorf("refusing to serve %s without authentication: pass --htpasswd FILE, or --insecure-no-auth to allow anyone who can reach it", o.addr)
 	}
-	entries, err := readGitEntries(o.repos)
-	if err != nil {
-		return err
-	}
-	if len(entries) > 0 && o.registry == "" {
-		return errors.New("--registry: needed to read the repositories --repos lists")
-	}
-	ro, err := o.remote.options(cmd, o.registry)
-	if err != nil {
-		return err
+	var (
+		entries gitserver.Entries
+		count   int
+		ro      artifact.RemoteOptions
+	)
+	if o.namespace != "" {
+		if entries, ro, err = clusterGitEntries(ctx, &o); err != nil {
+			return err
+		}
+		count = -1
+	} else {
+		list, err := readGitEntries(o.repos)
+		if err != nil {
+			return err
+		}
+		if len(list) > 0 && o.registry == "" {
+			return errors.New("--registry: needed to read the repositories --repos lists")
+		}
+		if ro, err = o.remote.options(cmd, o.registry); err != nil {
+			return err
+		}
+		entries, count = staticEntries(list), len(list)
 	}
 	log := jsonLogger(cmd, o.verbose)
 	open := func(_ context.Context, repository string) (oras.ReadOnlyTarget, error) {
@@ -104,7 +131,7 @@ func runGitServer(cmd *cobra.Command, o gitServerOptions) error {
 	if o.cacheDir != "" {
 		opts = append(opts, gitserver.WithCacheDir(o.cacheDir))
 	}
-	srv, err := gitserver.New(gitserver.FromRegistry(staticEntries(entries), open), opts...)
+	srv, err := gitserver.New(gitserver.FromRegistry(entries, open), opts...)
 	if err != nil {
 		return err
 	}
@@ -121,12 +148,12 @@ func runGitServer(cmd *cobra.Command, o gitServerOptions) error {
 		URL          string `json:"url"`
 		Repositories int    `json:"repositories"`
 		Auth         bool   `json:"auth"`
-	}{l.Addr().String(), "http://" + l.Addr().String(), len(entries), o.htpasswd != ""}
+	}{l.Addr().String(), "http://" + l.Addr().String(), count, o.htpasswd != ""}
 	if err := json.NewEncoder(cmd.OutOrStdout()).Encode(info); err != nil {
 		l.Close()
 		return err
 	}
-	log.Info("serving", "addr", info.Address, "repositories", len(entries), "registry", o.registry, "auth", info.Auth, "cacheDir", o.cacheDir)
+	log.Info("serving", "addr", info.Address, "repositories", count, "registry", o.registry, "namespace", o.namespace, "auth", info.Auth, "cacheDir", o.cacheDir)
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(l) }()
 	select {
@@ -178,4 +205,38 @@ func readGitEntries(path string) ([]gitserver.Entry, error) {
 // staticEntries is the seam's simplest form: a list read once.
 func staticEntries(entries []gitserver.Entry) gitserver.Entries {
 	return func(context.Context) ([]gitserver.Entry, error) { return entries, nil }
+}
+
+// clusterGitEntries is the in-cluster seam: the repositories with history
+// that the packages deployed in o.namespace carry, read at each call, and
+// the in-cluster registry (its Service, unless --registry) with its account.
+func clusterGitEntries(ctx context.Context, o *gitServerOptions) (gitserver.Entries, artifact.RemoteOptions, error) {
+	cs, _, err := agentClient(&o.kube)
+	if err != nil {
+		return nil, artifact.RemoteOptions{}, err
+	}
+	_, account, err := cluster.ReadRegistry(ctx, cs.CoreV1().Secrets(o.namespace))
+	if err != nil {
+		return nil, artifact.RemoteOptions{}, err
+	}
+	if o.registry == "" {
+		if o.registry, err = kube.ServiceHost(ctx, cs, o.namespace, cluster.RegistryName); err != nil {
+			return nil, artifact.RemoteOptions{}, err
+		}
+	}
+	state := &deploy.State{Client: cs, Namespace: o.namespace}
+	entries := func(ctx context.Context) ([]gitserver.Entry, error) {
+		repos, err := state.Repositories(ctx)
+		if err != nil {
+			return nil, err
+		}
+		var out []gitserver.Entry
+		for _, g := range repos {
+			if g.History {
+				out = append(out, gitserver.Entry{URL: g.URL, Ref: g.Ref, Commit: g.Commit, Repository: g.Path, Digest: g.Digest})
+			}
+		}
+		return out, nil
+	}
+	return entries, cluster.RegistryRemote(o.registry, auth.Credential{Username: account.Username, Password: account.Password}), nil
 }
