@@ -56,6 +56,9 @@ type RemoveResult struct {
 	// Kept those another deployed package still uses.
 	Images []string `json:"images"`
 	Kept   []string `json:"kept"`
+	// Repositories are the git repositories' artifacts deleted, as
+	// repository@digest (untagged, so only their deletion frees them).
+	Repositories []string `json:"repositories,omitempty"`
 	// Storage is the registry's storage before and after garbage collection.
 	Storage Storage `json:"storage"`
 }
@@ -142,6 +145,18 @@ func Remove(ctx context.Context, cs kubernetes.Interface, name string, opts Remo
 	if err != nil {
 		return nil, err
 	}
+	for _, ref := range repositoryRefs(rec.Config) {
+		if used[ref] {
+			res.Kept = append(res.Kept, ref)
+			continue
+		}
+		path, d, _ := strings.Cut(ref, "@")
+		if err := reg.deleteGraph(ctx, path, digest.Digest(d), used); err != nil {
+			return nil, err
+		}
+		res.Repositories = append(res.Repositories, ref)
+		progress("deleted git repository " + ref)
+	}
 	for _, ref := range append(refs, rec.Earlier...) {
 		if used[ref] {
 			res.Kept = append(res.Kept, ref)
@@ -184,6 +199,9 @@ func (c *registryCleaner) repo(path string) (*remote.Repository, error) {
 func (c *registryCleaner) usedBy(ctx context.Context, recs []*Record) (map[string]bool, error) {
 	used := map[string]bool{}
 	for _, r := range recs {
+		for _, ref := range repositoryRefs(r.Config) {
+			used[ref] = true
+		}
 		for _, comp := range r.Config.Components {
 			for _, img := range comp.Images {
 				path, _, err := artifact.ImagePath(img.Ref)
@@ -384,4 +402,16 @@ func execPod(ctx context.Context, cs kubernetes.Interface, cfg *rest.Config, pod
 		return nil, err
 	}
 	return stdout.Bytes(), nil
+}
+
+// repositoryRefs lists where deploy put the git repositories of cfg, as
+// repository@digest.
+func repositoryRefs(cfg *artifact.Config) []string {
+	var out []string
+	for _, c := range cfg.Components {
+		for _, g := range c.Repositories {
+			out = append(out, g.Path+"@"+g.Digest.String())
+		}
+	}
+	return out
 }
