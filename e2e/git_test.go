@@ -200,6 +200,15 @@ components:
 	if err != nil || creds.Labels[agent.ArgoSecretTypeLabel] != "repo-creds" || string(creds.Data["url"]) != installed.Git+"/" {
 		t.Errorf("Argo CD repo-creds Secret: %v, %+v", err, creds)
 	}
+
+	// Removed: the repository's artifact goes with the package.
+	var removed map[string]any
+	if err := ferryJSON(ctx, t, c, &removed, "remove", "e2e-git"); err != nil {
+		t.Fatal(err)
+	}
+	if got := registryStatus(ctx, t, c, carried.Path, carried.Digest.String()); got != 404 {
+		t.Errorf("after remove the registry answers %d for %s@%s, want 404", got, carried.Path, carried.Digest)
+	}
 }
 
 // fleetRepo makes a repository with Debian's git: two commits on main
