@@ -145,29 +145,23 @@ func Remove(ctx context.Context, cs kubernetes.Interface, name string, opts Remo
 	if err != nil {
 		return nil, err
 	}
-	for _, ref := range repositoryRefs(rec.Config) {
-		if used[ref] {
-			res.Kept = append(res.Kept, ref)
-			continue
+	for _, set := range []struct {
+		what string
+		refs []string
+		done *[]string
+	}{{"git repository", repositoryRefs(rec.Config), &res.Repositories}, {"image", append(refs, rec.Earlier...), &res.Images}} {
+		for _, ref := range set.refs {
+			if used[ref] {
+				res.Kept = append(res.Kept, ref)
+				continue
+			}
+			path, d, _ := strings.Cut(ref, "@")
+			if err := reg.deleteGraph(ctx, path, digest.Digest(d), used); err != nil {
+				return nil, err
+			}
+			*set.done = append(*set.done, ref)
+			progress("deleted " + set.what + " " + ref)
 		}
-		path, d, _ := strings.Cut(ref, "@")
-		if err := reg.deleteGraph(ctx, path, digest.Digest(d), used); err != nil {
-			return nil, err
-		}
-		res.Repositories = append(res.Repositories, ref)
-		progress("deleted git repository " + ref)
-	}
-	for _, ref := range append(refs, rec.Earlier...) {
-		if used[ref] {
-			res.Kept = append(res.Kept, ref)
-			continue
-		}
-		path, d, _ := strings.Cut(ref, "@")
-		if err := reg.deleteGraph(ctx, path, digest.Digest(d), used); err != nil {
-			return nil, err
-		}
-		res.Images = append(res.Images, ref)
-		progress("deleted image " + ref)
 	}
 	// The package's own repository holds every version's whole graph, and
 	// their signatures.

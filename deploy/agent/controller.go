@@ -121,40 +121,26 @@ func (in *installer) controllerDeployment() *appsv1.Deployment {
 			Selector: &metav1.LabelSelector{MatchLabels: l},
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: l},
-				Spec: corev1.PodSpec{
-					ServiceAccountName: ControllerName,
-					EnableServiceLinks: ptr(false),
-					ImagePullSecrets:   []corev1.LocalObjectReference{{Name: cluster.PullSecretName}},
-					NodeSelector:       map[string]string{corev1.LabelOSStable: "linux", corev1.LabelArchStable: in.arch},
-					SecurityContext:    podSecurity(),
-					// Time to finish the reconcile under way and hand the Lease over.
-					TerminationGracePeriodSeconds: ptr(int64(60)),
-					Containers: []corev1.Container{{
-						Name:            "controller",
-						Image:           in.image,
-						ImagePullPolicy: corev1.PullIfNotPresent,
-						Command:         []string{BinaryPath},
-						Args:            in.controllerArgs(),
-						// Helm and the discovery cache write under $HOME.
-						Env:   []corev1.EnvVar{{Name: "HOME", Value: "/tmp"}},
-						Ports: []corev1.ContainerPort{{Name: "health", ContainerPort: ControllerHealthPort, Protocol: corev1.ProtocolTCP}},
-						ReadinessProbe: &corev1.Probe{
-							ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/readyz", Port: intstr.FromString("health")}},
-							PeriodSeconds: 2,
-						},
-						LivenessProbe: &corev1.Probe{
-							ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromString("health")}},
-							PeriodSeconds: 10, FailureThreshold: 6,
-						},
-						Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
-							corev1.ResourceCPU: resource.MustParse("20m"), corev1.ResourceMemory: resource.MustParse("64Mi"),
-						}},
-						TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
-						SecurityContext:          containerSecurity(),
-						VolumeMounts:             []corev1.VolumeMount{{Name: "tmp", MountPath: "/tmp"}},
+				// 60 s to finish the reconcile under way and hand the Lease over.
+				Spec: withGrace(60, in.podSpec(ControllerName, corev1.Container{
+					Name: "controller",
+					Args: in.controllerArgs(),
+					// Helm and the discovery cache write under $HOME.
+					Env:   []corev1.EnvVar{{Name: "HOME", Value: "/tmp"}},
+					Ports: []corev1.ContainerPort{{Name: "health", ContainerPort: ControllerHealthPort, Protocol: corev1.ProtocolTCP}},
+					ReadinessProbe: &corev1.Probe{
+						ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/readyz", Port: intstr.FromString("health")}},
+						PeriodSeconds: 2,
+					},
+					LivenessProbe: &corev1.Probe{
+						ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromString("health")}},
+						PeriodSeconds: 10, FailureThreshold: 6,
+					},
+					Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
+						corev1.ResourceCPU: resource.MustParse("20m"), corev1.ResourceMemory: resource.MustParse("64Mi"),
 					}},
-					Volumes: []corev1.Volume{{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
-				},
+					VolumeMounts: []corev1.VolumeMount{{Name: "tmp", MountPath: "/tmp"}},
+				}, []corev1.Volume{{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}})),
 			},
 		},
 	}

@@ -116,44 +116,31 @@ func (in *installer) gitDeployment() *appsv1.Deployment {
 			Selector: &metav1.LabelSelector{MatchLabels: l},
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: l},
-				Spec: corev1.PodSpec{
-					ServiceAccountName: Name,
-					EnableServiceLinks: ptr(false),
-					ImagePullSecrets:   []corev1.LocalObjectReference{{Name: cluster.PullSecretName}},
-					NodeSelector:       map[string]string{corev1.LabelOSStable: "linux", corev1.LabelArchStable: in.arch},
-					SecurityContext:    podSecurity(),
-					Containers: []corev1.Container{{
-						Name:            "git",
-						Image:           in.image,
-						ImagePullPolicy: corev1.PullIfNotPresent,
-						Command:         []string{BinaryPath},
-						Args: []string{
-							"git-server", "--addr=:" + strconv.Itoa(GitPort), "--namespace=" + in.ns,
-							"--htpasswd=/auth/" + cluster.HtpasswdKey, "--cache-dir=" + GitCacheDir,
-						},
-						Ports: []corev1.ContainerPort{{Name: "git", ContainerPort: GitPort, Protocol: corev1.ProtocolTCP}},
-						ReadinessProbe: &corev1.Probe{
-							ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromString("git")}},
-							PeriodSeconds: 2,
-						},
-						Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
-							corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("32Mi"),
-						}},
-						TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
-						SecurityContext:          containerSecurity(),
-						VolumeMounts: []corev1.VolumeMount{
-							{Name: "auth", MountPath: "/auth", ReadOnly: true},
-							{Name: "cache", MountPath: GitCacheDir},
-						},
-					}},
-					Volumes: []corev1.Volume{
-						{Name: "auth", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
-							SecretName: cluster.AuthSecretName, Items: []corev1.KeyToPath{{Key: cluster.HtpasswdKey, Path: cluster.HtpasswdKey}},
-							DefaultMode: ptr(int32(0o440)),
-						}}},
-						{Name: "cache", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+				Spec: in.podSpec(Name, corev1.Container{
+					Name: "git",
+					Args: []string{
+						"git-server", "--addr=:" + strconv.Itoa(GitPort), "--namespace=" + in.ns,
+						"--htpasswd=/auth/" + cluster.HtpasswdKey, "--cache-dir=" + GitCacheDir,
 					},
-				},
+					Ports: []corev1.ContainerPort{{Name: "git", ContainerPort: GitPort, Protocol: corev1.ProtocolTCP}},
+					ReadinessProbe: &corev1.Probe{
+						ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromString("git")}},
+						PeriodSeconds: 2,
+					},
+					Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
+						corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("32Mi"),
+					}},
+					VolumeMounts: []corev1.VolumeMount{
+						{Name: "auth", MountPath: "/auth", ReadOnly: true},
+						{Name: "cache", MountPath: GitCacheDir},
+					},
+				}, []corev1.Volume{
+					{Name: "auth", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+						SecretName: cluster.AuthSecretName, Items: []corev1.KeyToPath{{Key: cluster.HtpasswdKey, Path: cluster.HtpasswdKey}},
+						DefaultMode: ptr(int32(0o440)),
+					}}},
+					{Name: "cache", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+				}),
 			},
 		},
 	}

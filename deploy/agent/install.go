@@ -361,7 +361,6 @@ func (in *installer) service(ctx context.Context) error {
 
 func (in *installer) deployment(tlsSum string) *appsv1.Deployment {
 	l := labels()
-	f := false
 	args := []string{
 		"agent", "--addr=:" + strconv.Itoa(Port), "--namespace=" + in.ns,
 		"--tls-cert=/tls/" + corev1.TLSCertKey, "--tls-key=/tls/" + corev1.TLSPrivateKeyKey,
@@ -382,47 +381,58 @@ func (in *installer) deployment(tlsSum string) *appsv1.Deployment {
 			Strategy: appsv1.DeploymentStrategy{Type: appsv1.RollingUpdateDeploymentStrategyType, RollingUpdate: &appsv1.RollingUpdateDeployment{MaxUnavailable: &zero, MaxSurge: &one}},
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: l, Annotations: map[string]string{tlsAnnotation: tlsSum}},
-				Spec: corev1.PodSpec{
-					ServiceAccountName: Name,
-					EnableServiceLinks: &f,
-					ImagePullSecrets:   []corev1.LocalObjectReference{{Name: cluster.PullSecretName}},
-					NodeSelector:       map[string]string{corev1.LabelOSStable: "linux", corev1.LabelArchStable: in.arch},
-					SecurityContext:    podSecurity(),
-					Containers: []corev1.Container{{
-						Name:            "agent",
-						Image:           in.image,
-						ImagePullPolicy: corev1.PullIfNotPresent,
-						Command:         []string{BinaryPath},
-						Args:            args,
-						Ports:           []corev1.ContainerPort{{Name: "https", ContainerPort: Port, Protocol: corev1.ProtocolTCP}},
-						ReadinessProbe: &corev1.Probe{
-							ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: PathHealth, Port: intstr.FromString("https"), Scheme: corev1.URISchemeHTTPS}},
-							PeriodSeconds: 2,
-						},
-						Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
-							corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("32Mi"),
-						}},
-						TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
-						SecurityContext:          containerSecurity(),
-						VolumeMounts: []corev1.VolumeMount{
-							{Name: "tls", MountPath: "/tls", ReadOnly: true},
-							{Name: "uploads", MountPath: UploadDir},
-						},
-					}},
-					Volumes: []corev1.Volume{
-						{Name: "tls", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
-							SecretName:  TLSSecretName,
-							Items:       []corev1.KeyToPath{{Key: corev1.TLSCertKey, Path: corev1.TLSCertKey}, {Key: corev1.TLSPrivateKeyKey, Path: corev1.TLSPrivateKeyKey}},
-							DefaultMode: ptr(int32(0o440)),
-						}}},
-						// Uploads are spooled here (the node's disk) while
-						// they are verified and pushed, then deleted.
-						{Name: "uploads", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+				Spec: in.podSpec(Name, corev1.Container{
+					Name:  "agent",
+					Args:  args,
+					Ports: []corev1.ContainerPort{{Name: "https", ContainerPort: Port, Protocol: corev1.ProtocolTCP}},
+					ReadinessProbe: &corev1.Probe{
+						ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: PathHealth, Port: intstr.FromString("https"), Scheme: corev1.URISchemeHTTPS}},
+						PeriodSeconds: 2,
 					},
-				},
+					Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
+						corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("32Mi"),
+					}},
+					VolumeMounts: []corev1.VolumeMount{
+						{Name: "tls", MountPath: "/tls", ReadOnly: true},
+						{Name: "uploads", MountPath: UploadDir},
+					},
+				}, []corev1.Volume{
+					{Name: "tls", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+						SecretName:  TLSSecretName,
+						Items:       []corev1.KeyToPath{{Key: corev1.TLSCertKey, Path: corev1.TLSCertKey}, {Key: corev1.TLSPrivateKeyKey, Path: corev1.TLSPrivateKeyKey}},
+						DefaultMode: ptr(int32(0o440)),
+					}}},
+					// Uploads are spooled here (the node's disk) while
+					// they are verified and pushed, then deleted.
+					{Name: "uploads", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+				}),
 			},
 		},
 	}
+}
+
+// podSpec runs c from ferry's image (the agent's) as ServiceAccount sa,
+// on a node of the registry node's architecture, with the registry's pull
+// secret, no service links, and the restricted security contexts.
+func (in *installer) podSpec(sa string, c corev1.Container, volumes []corev1.Volume) corev1.PodSpec {
+	c.Image, c.ImagePullPolicy, c.Command = in.image, corev1.PullIfNotPresent, []string{BinaryPath}
+	c.TerminationMessagePolicy = corev1.TerminationMessageFallbackToLogsOnError
+	c.SecurityContext = containerSecurity()
+	return corev1.PodSpec{
+		ServiceAccountName: sa,
+		EnableServiceLinks: ptr(false),
+		ImagePullSecrets:   []corev1.LocalObjectReference{{Name: cluster.PullSecretName}},
+		NodeSelector:       map[string]string{corev1.LabelOSStable: "linux", corev1.LabelArchStable: in.arch},
+		SecurityContext:    podSecurity(),
+		Containers:         []corev1.Container{c},
+		Volumes:            volumes,
+	}
+}
+
+// withGrace is s with a termination grace period of seconds.
+func withGrace(seconds int64, s corev1.PodSpec) corev1.PodSpec {
+	s.TerminationGracePeriodSeconds = &seconds
+	return s
 }
 
 // webhook registers the agent for Pods created, and updated when an image
@@ -436,84 +446,61 @@ func (in *installer) webhook(ctx context.Context, caBundle []byte) error {
 	})
 }
 
-// webhookConfiguration is the registration webhook applies.
+// webhookConfiguration is the registration webhook applies: Pods, and
+// the GitOps sources that may name carried repositories.
 func webhookConfiguration(ns string, caBundle []byte, owner []metav1.OwnerReference) *admissionregistrationv1.MutatingWebhookConfiguration {
-	fail := admissionregistrationv1.Fail
-	equivalent := admissionregistrationv1.Equivalent
-	sideEffects := admissionregistrationv1.SideEffectClassNoneOnDryRun // it copies the pull secret
-	reinvoke := admissionregistrationv1.IfNeededReinvocationPolicy
-	scope := admissionregistrationv1.NamespacedScope
 	return &admissionregistrationv1.MutatingWebhookConfiguration{
 		ObjectMeta: metav1.ObjectMeta{Name: clusterName(ns), Labels: labels(), OwnerReferences: owner},
-		Webhooks: []admissionregistrationv1.MutatingWebhook{{
-			Name: "pods.agent.ferry.dev",
-			ClientConfig: admissionregistrationv1.WebhookClientConfig{
-				Service:  &admissionregistrationv1.ServiceReference{Namespace: ns, Name: Name, Path: ptr(PathMutate), Port: ptr(int32(443))},
-				CABundle: caBundle,
-			},
-			Rules: []admissionregistrationv1.RuleWithOperations{{
-				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
-				Rule: admissionregistrationv1.Rule{
-					APIGroups: []string{""}, APIVersions: []string{"v1"},
-					Resources: []string{"pods", "pods/ephemeralcontainers"}, Scope: &scope,
-				},
-			}},
-			ObjectSelector: &metav1.LabelSelector{}, // as the API server defaults it
-			NamespaceSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
-				{Key: corev1.LabelMetadataName, Operator: metav1.LabelSelectorOpNotIn, Values: []string{ns, SystemNamespace}},
-				{Key: IgnoreLabel, Operator: metav1.LabelSelectorOpNotIn, Values: []string{IgnoreValue}},
-			}},
+		Webhooks: []admissionregistrationv1.MutatingWebhook{
 			// Updates that change no image (labels, finalizers, …) do not
 			// wait for the agent, nor fail when it is down.
-			MatchConditions: []admissionregistrationv1.MatchCondition{{
-				Name:       "creates-or-changes-images",
-				Expression: matchExpression,
-			}},
-			FailurePolicy:           &fail,
-			MatchPolicy:             &equivalent,
-			SideEffects:             &sideEffects,
-			TimeoutSeconds:          ptr(int32(10)),
-			AdmissionReviewVersions: []string{"v1"},
-			ReinvocationPolicy:      &reinvoke,
-		}, {
+			mutatingWebhook(ns, caBundle, "pods.agent.ferry.dev", "creates-or-changes-images", matchExpression,
+				rule("", "v1", "pods", "pods/ephemeralcontainers")),
 			// GitOps sources naming a carried repository are pointed at
-			// the in-cluster copies (SourceRewriter).
-			Name: "sources.agent.ferry.dev",
-			ClientConfig: admissionregistrationv1.WebhookClientConfig{
-				Service:  &admissionregistrationv1.ServiceReference{Namespace: ns, Name: Name, Path: ptr(PathMutate), Port: ptr(int32(443))},
-				CABundle: caBundle,
-			},
-			Rules: []admissionregistrationv1.RuleWithOperations{{
-				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
-				Rule: admissionregistrationv1.Rule{
-					APIGroups: []string{FluxGroup}, APIVersions: []string{"*"},
-					Resources: []string{"gitrepositories", "ocirepositories"}, Scope: &scope,
-				},
-			}, {
-				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
-				Rule: admissionregistrationv1.Rule{
-					APIGroups: []string{ArgoGroup}, APIVersions: []string{"*"},
-					Resources: []string{"applications"}, Scope: &scope,
-				},
-			}},
-			ObjectSelector: &metav1.LabelSelector{},
-			NamespaceSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
-				{Key: corev1.LabelMetadataName, Operator: metav1.LabelSelectorOpNotIn, Values: []string{ns, SystemNamespace}},
-				{Key: IgnoreLabel, Operator: metav1.LabelSelectorOpNotIn, Values: []string{IgnoreValue}},
-			}},
-			// Status updates (Argo CD writes status into the object) do
-			// not wait for the agent.
-			MatchConditions: []admissionregistrationv1.MatchCondition{{
-				Name:       "creates-or-changes-spec",
-				Expression: sourcesMatchExpression,
-			}},
-			FailurePolicy:           &fail,
-			MatchPolicy:             &equivalent,
-			SideEffects:             &sideEffects,
-			TimeoutSeconds:          ptr(int32(10)),
-			AdmissionReviewVersions: []string{"v1"},
-			ReinvocationPolicy:      &reinvoke,
+			// the in-cluster copies (SourceRewriter). Status updates (Argo
+			// CD writes status into the object) do not wait for the agent.
+			mutatingWebhook(ns, caBundle, "sources.agent.ferry.dev", "creates-or-changes-spec", sourcesMatchExpression,
+				rule(FluxGroup, "*", "gitrepositories", "ocirepositories"), rule(ArgoGroup, "*", "applications")),
+		},
+	}
+}
+
+// rule selects creations and updates of resources of group/version.
+func rule(group, version string, resources ...string) admissionregistrationv1.RuleWithOperations {
+	scope := admissionregistrationv1.NamespacedScope
+	return admissionregistrationv1.RuleWithOperations{
+		Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
+		Rule:       admissionregistrationv1.Rule{APIGroups: []string{group}, APIVersions: []string{version}, Resources: resources, Scope: &scope},
+	}
+}
+
+// mutatingWebhook calls the agent for rules outside ferry's namespace,
+// the system namespace and namespaces labelled to be ignored, when the
+// CEL expression holds. It fails closed.
+func mutatingWebhook(ns string, caBundle []byte, name, condition, expression string, rules ...admissionregistrationv1.RuleWithOperations) admissionregistrationv1.MutatingWebhook {
+	fail := admissionregistrationv1.Fail
+	equivalent := admissionregistrationv1.Equivalent
+	sideEffects := admissionregistrationv1.SideEffectClassNoneOnDryRun // it copies Secrets
+	reinvoke := admissionregistrationv1.IfNeededReinvocationPolicy
+	return admissionregistrationv1.MutatingWebhook{
+		Name: name,
+		ClientConfig: admissionregistrationv1.WebhookClientConfig{
+			Service:  &admissionregistrationv1.ServiceReference{Namespace: ns, Name: Name, Path: ptr(PathMutate), Port: ptr(int32(443))},
+			CABundle: caBundle,
+		},
+		Rules:          rules,
+		ObjectSelector: &metav1.LabelSelector{}, // as the API server defaults it
+		NamespaceSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+			{Key: corev1.LabelMetadataName, Operator: metav1.LabelSelectorOpNotIn, Values: []string{ns, SystemNamespace}},
+			{Key: IgnoreLabel, Operator: metav1.LabelSelectorOpNotIn, Values: []string{IgnoreValue}},
 		}},
+		MatchConditions:         []admissionregistrationv1.MatchCondition{{Name: condition, Expression: expression}},
+		FailurePolicy:           &fail,
+		MatchPolicy:             &equivalent,
+		SideEffects:             &sideEffects,
+		TimeoutSeconds:          ptr(int32(10)),
+		AdmissionReviewVersions: []string{"v1"},
+		ReinvocationPolicy:      &reinvoke,
 	}
 }
 
