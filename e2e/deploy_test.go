@@ -15,8 +15,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"oras.land/oras-go/v2"
-	"oras.land/oras-go/v2/content/oci"
 
 	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/artifact/chart"
@@ -145,20 +143,7 @@ func appPackage(ctx context.Context, t *testing.T, c *cluster.Cluster, name stri
 func appPackageWith(ctx context.Context, t *testing.T, c *cluster.Cluster, name string, opts mkimg.Options) (string, *artifact.PublicKey) {
 	t.Helper()
 	dir := t.TempDir()
-	img, err := mkimg.New(c.Tiny(t), opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	store, err := oci.New(filepath.Join(dir, "images"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := oras.CopyGraph(ctx, img, store, img.Manifest, oras.DefaultCopyGraphOptions); err != nil {
-		t.Fatal(err)
-	}
-	if err := store.Tag(ctx, img.Manifest, "1.0"); err != nil {
-		t.Fatal(err)
-	}
+	layoutImage(ctx, t, dir, c.Tiny(t), opts)
 	def := fmt.Sprintf("apiVersion: ferry.dev/v1alpha1\nkind: Package\nmetadata: {name: %s, version: 1.0.0}\nplatforms: [linux/%s]\ncomponents:\n  - name: app\n    images:\n      - {ref: docker.io/library/app:1.0, layout: images}\n", name, runtime.GOARCH)
 	if err := os.WriteFile(filepath.Join(dir, "ferry.yaml"), []byte(def), 0o644); err != nil {
 		t.Fatal(err)

@@ -53,20 +53,7 @@ func TestGitSources(t *testing.T) {
 	src, commit, tree := fleetRepo(t)
 	defDir := t.TempDir()
 	gitCmd(t, "", "clone", "-q", src, filepath.Join(defDir, "fleet"))
-	store, err := oci.New(filepath.Join(defDir, "images"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	img, err := mkimg.New(staticBinary(t, "github.com/ferrypkg/ferry/e2e/internal/gitclone"), mkimg.Options{Path: "gitclone"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := oras.CopyGraph(ctx, img, store, img.Manifest, oras.DefaultCopyGraphOptions); err != nil {
-		t.Fatal(err)
-	}
-	if err := store.Tag(ctx, img.Manifest, "1.0"); err != nil {
-		t.Fatal(err)
-	}
+	layoutImage(ctx, t, defDir, staticBinary(t, "github.com/ferrypkg/ferry/e2e/internal/gitclone"), mkimg.Options{Path: "gitclone"})
 	const url = "https://git.example.com/org/fleet.git"
 	def := fmt.Sprintf(`apiVersion: ferry.dev/v1alpha1
 kind: Package
@@ -350,4 +337,27 @@ func stubSourceCRDs(ctx context.Context, t *testing.T, c *cluster.Cluster) dynam
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// layoutImage stores a one-layer image of binary, made with opts, in the
+// OCI layout dir/images, tagged 1.0 (what a definition names with
+// {ref: docker.io/library/NAME:1.0, layout: images}), and returns its
+// manifest's digest.
+func layoutImage(ctx context.Context, t *testing.T, dir string, binary []byte, opts mkimg.Options) string {
+	t.Helper()
+	img, err := mkimg.New(binary, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := oci.New(filepath.Join(dir, "images"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := oras.CopyGraph(ctx, img, store, img.Manifest, oras.DefaultCopyGraphOptions); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Tag(ctx, img.Manifest, "1.0"); err != nil {
+		t.Fatal(err)
+	}
+	return img.Manifest.Digest.String()
 }

@@ -24,8 +24,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
-	"oras.land/oras-go/v2"
-	"oras.land/oras-go/v2/content/oci"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -100,20 +98,7 @@ func chartPackage(ctx context.Context, t *testing.T, c *cluster.Cluster, name, v
 	if err := os.WriteFile(filepath.Join(dir, "manifests", "cm.yaml"), []byte(manifest), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	store, err := oci.New(filepath.Join(dir, "images"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	img, err := mkimg.New(c.Tiny(t), mkimg.Options{Labels: map[string]string{"variant": variant}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := oras.CopyGraph(ctx, img, store, img.Manifest, oras.DefaultCopyGraphOptions); err != nil {
-		t.Fatal(err)
-	}
-	if err := store.Tag(ctx, img.Manifest, "1.0"); err != nil {
-		t.Fatal(err)
-	}
+	image := layoutImage(ctx, t, dir, c.Tiny(t), mkimg.Options{Labels: map[string]string{"variant": variant}})
 	def := fmt.Sprintf(`apiVersion: ferry.dev/v1alpha1
 kind: Package
 metadata: {name: %s, version: %s}
@@ -138,7 +123,7 @@ components:
 	if _, err := artifact.Create(ctx, d, artifact.CreateOptions{Charts: chart.Packager{}, Output: pkg, Format: artifact.FormatTar, SignKey: priv}); err != nil {
 		t.Fatal(err)
 	}
-	return pkg, img.Manifest.Digest.String()
+	return pkg, image
 }
 
 // pushed puts a package into the in-cluster registry as ferry deploy does
