@@ -307,6 +307,9 @@ func (s *Server) graph(ctx context.Context, a *actor, p *v1alpha1.Package) (*nod
 		for _, f := range comp.Files {
 			cn.Children = append(cn.Children, &node{Kind: "file", Label: f.Target, Digest: f.Digest.String(), Size: f.Size})
 		}
+		for _, g := range comp.Repositories {
+			cn.Children = append(cn.Children, &node{Kind: "git", Label: g.URL + " at " + g.Revision, Digest: g.Digest.String(), Size: g.Size})
+		}
 		cfg.Children = append(cfg.Children, cn)
 	}
 	// Signatures: at cosign's tag in a registry; and whatever else refers
