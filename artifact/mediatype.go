@@ -34,6 +34,14 @@ const (
 
 	// ConfigFileName is the archive's leading entry, a copy of the config blob.
 	ConfigFileName = "ferry.json"
+
+	// ArtifactTypeSPDX and ArtifactTypeCycloneDX are the artifactTypes of
+	// SBOM referrer manifests and the media types of their one layer.
+	ArtifactTypeSPDX      = "application/spdx+json"
+	ArtifactTypeCycloneDX = "application/vnd.cyclonedx+json"
+	// AnnotationPlatform is the platform (os/arch[/variant]) of the image
+	// manifest an SBOM entry of the root index describes.
+	AnnotationPlatform = "dev.ferry.platform"
 )
 
 // Kinds of root index entries (values of AnnotationKind).
@@ -41,4 +49,5 @@ const (
 	KindPackage = "package"
 	KindChart   = "chart"
 	KindImage   = "image"
+	KindSBOM    = "sbom"
 )
