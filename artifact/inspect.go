@@ -81,6 +81,9 @@ func newReport(cfg *Config, root ocispec.Descriptor, index []ocispec.Descriptor,
 	for _, c := range cfg.Components {
 		for _, i := range c.Images {
 			rep.TotalSize += i.Size
+			for _, s := range i.SBOMs {
+				rep.TotalSize += s.Size
+			}
 		}
 		for _, h := range c.Charts {
 			rep.TotalSize += h.Size
@@ -129,7 +132,11 @@ func checkConfig(r *Reader, sum *Summary) error {
 			}
 		}
 	}
-	var missing []string
+	node := func(d digest.Digest) ([]byte, bool) { n, ok := sum.Nodes[d]; return n.Data, ok }
+	if err := checkSBOMs(&root, node); err != nil {
+		return err
+	}
+	missing := checkConfigSBOMs(r.config, &root, node)
 	for _, c := range r.config.Components {
 		for _, i := range c.Images {
 			if !entries[KindImage+"|"+c.Name+"|"+i.Ref+"|"+i.Digest.String()] {
