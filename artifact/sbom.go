@@ -6,11 +6,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
+	"github.com/distribution/reference"
 	"github.com/opencontainers/go-digest"
 	specs "github.com/opencontainers/image-spec/specs-go"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+	"oras.land/oras-go/v2"
 	"oras.land/oras-go/v2/content"
 	"oras.land/oras-go/v2/errdef"
 )
@@ -252,4 +255,103 @@ func checkConfigSBOMs(cfg *Config, root *ocispec.Index, node func(digest.Digest)
 		}
 	}
 	return missing
+}
+
+// MaxSBOMSize bounds an SBOM document ReadSBOMs reads into memory.
+const MaxSBOMSize = 256 << 20
+
+// SBOMDocument is an SBOM read from a package: the record ferry.json
+// keeps of it, the image it describes, and the document.
+type SBOMDocument struct {
+	SBOM
+	// Image is the original reference of the image, as ferry.json records it.
+	Image string `json:"image"`
+	Data  []byte `json:"-"`
+}
+
+// ReadSBOMs returns the SBOM documents of the package ref names in src,
+// of the image named image (its reference as ferry.json records it, or as
+// a user spells it: nginx:1.27 is docker.io/library/nginx:1.27) on
+// platform (os/arch[/variant]; "" for every platform). Only SBOMs of the
+// package's graph are read, never other referrers a registry may hold;
+// each document is checked against its digest. A package on disk (*Reader,
+// ref "" or its root) is verified whole first, as Inspect does.
+func ReadSBOMs(ctx context.Context, src oras.ReadOnlyTarget, ref, image, platform string) ([]SBOMDocument, error) {
+	var cfg *Config
+	var node func(digest.Digest) ([]byte, bool)
+	if r, ok := src.(*Reader); ok && r.isRoot(ref) {
+		_, sum, err := inspect(ctx, r, nil)
+		if err != nil {
+			return nil, err
+		}
+		cfg = r.config
+		node = func(d digest.Digest) ([]byte, bool) { n, ok := sum.Nodes[d]; return n.Data, ok }
+	} else {
+		p, err := planFrom(ctx, src, ref)
+		if err != nil {
+			return nil, err
+		}
+		cfg = p.config
+		node = func(d digest.Digest) ([]byte, bool) {
+			if b, ok := p.blobs[d]; ok && b.data != nil {
+				return b.data, true
+			}
+			return nil, false
+		}
+	}
+	img, err := findImage(cfg, image)
+	if err != nil {
+		return nil, err
+	}
+	var docs []SBOMDocument
+	var platforms []string
+	for _, s := range img.SBOMs {
+		platforms = append(platforms, s.Platform)
+		if platform != "" && s.Platform != platform {
+			continue
+		}
+		data, ok := node(s.Digest)
+		var m ocispec.Manifest
+		if !ok || json.Unmarshal(data, &m) != nil || len(m.Layers) != 1 {
+			return nil, fmt.Errorf("%w: SBOM %s of %s is not in the package graph", ErrCorrupt, s.Digest, img.Ref)
+		}
+		layer := m.Layers[0]
+		if err := checkDescriptor(layer); err != nil {
+			return nil, fmt.Errorf("%w: SBOM %s: %w", ErrCorrupt, s.Digest, err)
+		}
+		if layer.Size > MaxSBOMSize {
+			return nil, fmt.Errorf("SBOM %s of %s: %d bytes is more than %d", s.Digest, img.Ref, layer.Size, MaxSBOMSize)
+		}
+		doc, err := content.FetchAll(ctx, src, layer)
+		if err != nil {
+			return nil, &BlobError{Op: "fetch", Digest: layer.Digest, Err: err}
+		}
+		docs = append(docs, SBOMDocument{SBOM: s, Image: img.Ref, Data: doc})
+	}
+	switch {
+	case len(img.SBOMs) == 0:
+		return nil, fmt.Errorf("image %s has no SBOM in the package (created with --sbom=false?)", img.Ref)
+	case len(docs) == 0:
+		return nil, fmt.Errorf("image %s has no SBOM for %s; it has %s", img.Ref, platform, strings.Join(platforms, ", "))
+	}
+	return docs, nil
+}
+
+// findImage finds the image named name in cfg.
+func findImage(cfg *Config, name string) (*Image, error) {
+	want := name
+	if n, err := reference.ParseNormalizedNamed(name); err == nil {
+		want = n.String()
+	}
+	var refs []string
+	for ci := range cfg.Components {
+		for ii := range cfg.Components[ci].Images {
+			img := &cfg.Components[ci].Images[ii]
+			if img.Ref == name || img.Ref == want {
+				return img, nil
+			}
+			refs = append(refs, img.Ref)
+		}
+	}
+	return nil, fmt.Errorf("the package has no image %s; it has %s", name, strings.Join(refs, ", "))
 }

@@ -9,11 +9,14 @@ import (
 
 	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/artifact/chart"
+	"github.com/ferrypkg/ferry/artifact/sbom"
 )
 
 func newCreateCmd() *cobra.Command {
 	var (
 		format, signKey string
+		sbomOn          bool
+		sbomFormat      string
 		remote          remoteFlags
 		file            fileFlag
 		output          = outputFlag{writesFile: true}
@@ -26,6 +29,8 @@ func newCreateCmd() *cobra.Command {
 The package is one OCI image layout archived as .tar.zst (default) or .tar,
 written atomically: an interrupted create leaves no file behind. The same
 inputs give the same bytes; SOURCE_DATE_EPOCH sets the created time.
+Every image platform gets an SBOM (SPDX JSON, made with Syft, offline),
+attached as an OCI referrer inside the signed graph; --sbom=false skips them.
 Registry credentials come from the docker config file (ferry registry login).`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -48,6 +53,15 @@ Registry credentials come from the docker config file (ferry registry login).`,
 			if err != nil {
 				return err
 			}
+			// The flags win over ferry.yaml's `sbom:`.
+			if cmd.Flags().Changed("sbom") {
+				def.SBOM.Disabled = !sbomOn
+			}
+			if cmd.Flags().Changed("sbom-format") {
+				if def.SBOM.Format, err = artifact.ParseSBOMFormat(sbomFormat); err != nil || sbomFormat == "" {
+					return fmt.Errorf("--sbom-format must be %s or %s, not %q", artifact.SBOMFormatSPDX, artifact.SBOMFormatCycloneDX, sbomFormat)
+				}
+			}
 			epoch, err := artifact.SourceDateEpoch()
 			if err != nil {
 				return err
@@ -56,7 +70,7 @@ Registry credentials come from the docker config file (ferry registry login).`,
 			if err != nil {
 				return err
 			}
-			opts := artifact.CreateOptions{Charts: chart.Packager{}, Output: file.path, Format: artifact.Format(format), Remote: ro, Epoch: epoch}
+			opts := artifact.CreateOptions{Charts: chart.Packager{}, SBOM: sbom.Generator{ToolVersion: currentVersion().Version}, Output: file.path, Format: artifact.Format(format), Remote: ro, Epoch: epoch}
 			if opts.Output == "" && opts.Format != "" {
 				opts.Output = def.Metadata.Name + "-" + def.Metadata.Version + opts.Format.Ext()
 			}
@@ -86,6 +100,8 @@ Registry credentials come from the docker config file (ferry registry login).`,
 	cmd.Flags().StringVar(&format, "format", "", "archive format: tar.zst or tar (default from the file name; a contradicting extension is an error)")
 	remote.registerTLS(cmd)
 	cmd.Flags().StringVar(&signKey, "sign-key", "", "cosign private key to sign the package with")
+	cmd.Flags().BoolVar(&sbomOn, "sbom", true, "make an SBOM of every image platform (Syft; --sbom=false is faster; default: ferry.yaml's sbom.enabled, else true)")
+	cmd.Flags().StringVar(&sbomFormat, "sbom-format", "", "SBOM format: spdx-json or cyclonedx-json (default: ferry.yaml's sbom.format, else spdx-json)")
 	output.register(cmd)
 	return cmd
 }
