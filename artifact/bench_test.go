@@ -55,7 +55,9 @@ func BenchmarkCreate(b *testing.B) {
 				floor := hashAndCompress(b, blobs)
 				out := filepath.Join(b.TempDir(), "bench.tar.zst")
 				start := time.Now()
-				cmd := exec.Command(ferry, "package", "create", dir, "-f", out)
+				// Without SBOMs: this is the packaging floor's budget;
+				// BenchmarkCreateSBOM measures what SBOMs add.
+				cmd := exec.Command(ferry, "package", "create", dir, "-f", out, "--sbom=false")
 				rss, msg, err := runPeakRSS(cmd)
 				if err != nil {
 					b.Fatalf("create: %v\n%s", err, msg)
