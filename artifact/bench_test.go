@@ -19,6 +19,7 @@ import (
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"oras.land/oras-go/v2/content/oci"
 
+	"github.com/ferrypkg/ferry/artifact/sbomexec/sbomexectest"
 	"github.com/ferrypkg/ferry/internal/benchenv"
 	"github.com/ferrypkg/ferry/internal/fixture"
 )
@@ -141,7 +142,7 @@ func splitComma(s string) []string {
 }
 
 // buildFerry builds ferry as `make build` does (the front binary, ferry-full
-// beside it) into a temporary folder and returns the front; FERRY_BIN names
+// and ferry-sbom beside it) into a temporary folder and returns the front; FERRY_BIN names
 // one already built instead.
 func buildFerry(b *testing.B) string {
 	b.Helper()
@@ -159,6 +160,10 @@ func buildFerry(b *testing.B) string {
 		if out, err := cmd.CombinedOutput(); err != nil {
 			b.Fatalf("build ferry: %v\n%s", err, out)
 		}
+	}
+	// create's SBOMs are made by the helper beside ferry-full.
+	if _, err := sbomexectest.Build(dir); err != nil {
+		b.Fatal(err)
 	}
 	return filepath.Join(dir, "ferry")
 }

@@ -49,8 +49,8 @@ type CreateOptions struct {
 	SignKey Signer
 	// SBOM, if set, makes an SBOM of every image platform manifest kept
 	// (unless the definition says `sbom: {enabled: false}`), in the
-	// definition's format, SPDX JSON by default. Package artifact/sbom has
-	// Syft's (sbom.Generator{}). Nil makes none.
+	// definition's format, SPDX JSON by default. Package artifact/sbomexec
+	// has one running the ferry-sbom helper (Syft). Nil makes none.
 	SBOM SBOMGenerator
 }
 

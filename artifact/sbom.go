@@ -87,8 +87,8 @@ type SBOMRequest struct {
 	Created time.Time
 }
 
-// SBOMGenerator makes the SBOM of an image manifest. Package artifact/sbom
-// has one made with Syft.
+// SBOMGenerator makes the SBOM of an image manifest. Package
+// artifact/sbomexec has one that runs the ferry-sbom helper (Syft).
 type SBOMGenerator interface {
 	// GenerateSBOM returns the document describing req.Manifest, whose
 	// blobs src holds (unverified: the generator checks each against its

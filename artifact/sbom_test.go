@@ -17,11 +17,18 @@ import (
 	"oras.land/oras-go/v2/content/oci"
 
 	"github.com/ferrypkg/ferry/artifact"
-	"github.com/ferrypkg/ferry/artifact/sbom"
+	"github.com/ferrypkg/ferry/artifact/sbomexec/sbomexectest"
 	"github.com/ferrypkg/ferry/internal/fixture"
 	"github.com/ferrypkg/ferry/internal/peertool"
 	"github.com/ferrypkg/ferry/registry/registrytest"
 )
+
+// TestMain removes the ferry-sbom helper the SBOM tests build.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	sbomexectest.Cleanup()
+	os.Exit(code)
+}
 
 var goBinary struct {
 	once sync.Once
@@ -87,7 +94,18 @@ components:
 	return dir
 }
 
-// createSBOMs creates the package of dir with Syft's generator.
+// syft returns a generator running the real ferry-sbom helper (Syft),
+// built once per test binary.
+func syft(t testing.TB) artifact.SBOMGenerator {
+	t.Helper()
+	gen, err := sbomexectest.Generator()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return gen
+}
+
+// createSBOMs creates the package of dir.
 func createSBOMs(t testing.TB, dir, out string, opts artifact.CreateOptions) *artifact.CreateResult {
 	t.Helper()
 	def, err := artifact.LoadDefinition(dir)
@@ -111,7 +129,7 @@ func TestCreateSBOMs(t *testing.T) {
 	ctx := context.Background()
 	dir := sbomWorld(t, "")
 	out := filepath.Join(t.TempDir(), "p.tar")
-	res := createSBOMs(t, dir, out, artifact.CreateOptions{SBOM: sbom.Generator{}})
+	res := createSBOMs(t, dir, out, artifact.CreateOptions{SBOM: syft(t)})
 	a := loadArchive(t, out)
 	entries := map[digest.Digest]ocispec.Descriptor{}
 	for _, m := range a.index0(t, a.root).Manifests {
@@ -168,7 +186,7 @@ func TestCreateSBOMs(t *testing.T) {
 		t.Errorf("total size %d, want images %d + SBOMs %d", rep.TotalSize, imgSize, sbomSize)
 	}
 
-	again := createSBOMs(t, dir, filepath.Join(t.TempDir(), "p.tar"), artifact.CreateOptions{SBOM: sbom.Generator{}})
+	again := createSBOMs(t, dir, filepath.Join(t.TempDir(), "p.tar"), artifact.CreateOptions{SBOM: syft(t)})
 	if again.Root.Digest != res.Root.Digest {
 		t.Errorf("the same inputs gave another root: %s, then %s", res.Root.Digest, again.Root.Digest)
 	}
@@ -178,7 +196,7 @@ func TestCreateSBOMs(t *testing.T) {
 		gen   artifact.SBOMGenerator
 	}{
 		"no generator": {"", nil},
-		"disabled":     {"sbom: {enabled: false}\n", sbom.Generator{}},
+		"disabled":     {"sbom: {enabled: false}\n", syft(t)},
 	} {
 		res := createSBOMs(t, sbomWorld(t, c.extra), filepath.Join(t.TempDir(), "p.tar"), artifact.CreateOptions{SBOM: c.gen})
 		for _, img := range res.Config.Components[0].Images {
@@ -187,7 +205,7 @@ func TestCreateSBOMs(t *testing.T) {
 			}
 		}
 	}
-	cdx := createSBOMs(t, sbomWorld(t, "sbom: {format: cyclonedx-json}\n"), filepath.Join(t.TempDir(), "p.tar"), artifact.CreateOptions{SBOM: sbom.Generator{}})
+	cdx := createSBOMs(t, sbomWorld(t, "sbom: {format: cyclonedx-json}\n"), filepath.Join(t.TempDir(), "p.tar"), artifact.CreateOptions{SBOM: syft(t)})
 	if s := cdx.Config.Components[0].Images[1].SBOMs; len(s) != 1 || s[0].ArtifactType != artifact.ArtifactTypeCycloneDX {
 		t.Errorf("format: cyclonedx-json gave %+v", s)
 	}
@@ -284,7 +302,7 @@ func TestVerifySBOMTamper(t *testing.T) {
 	alice, alicePub := keyPair(t, keys, "alice")
 	dir := sbomWorld(t, "")
 	out := filepath.Join(t.TempDir(), "p.tar")
-	res := createSBOMs(t, dir, out, artifact.CreateOptions{SBOM: sbom.Generator{}, SignKey: alice})
+	res := createSBOMs(t, dir, out, artifact.CreateOptions{SBOM: syft(t), SignKey: alice})
 	if _, err := verifyFile(out, alicePub); err != nil {
 		t.Fatalf("the untampered package: %v", err)
 	}
@@ -307,7 +325,7 @@ func TestVerifySBOMTamper(t *testing.T) {
 	// Unsigned (nothing else objects first), the subject made the "app"
 	// image's arm64 manifest, not "one"'s.
 	unsigned := filepath.Join(t.TempDir(), "p.tar")
-	createSBOMs(t, dir, unsigned, artifact.CreateOptions{SBOM: sbom.Generator{}})
+	createSBOMs(t, dir, unsigned, artifact.CreateOptions{SBOM: syft(t)})
 	other := res.Config.Components[0].Images[0].SBOMs[1].Subject
 	moved := rewriteSBOM(t, loadArchive(t, unsigned), 1, 0, func(m *ocispec.Manifest, doc []byte) []byte {
 		m.Subject.Digest = other
@@ -329,7 +347,7 @@ func TestSBOMOrasInterop(t *testing.T) {
 	ctx := context.Background()
 	host := registrytest.New(t)
 	out := filepath.Join(t.TempDir(), "p.tar")
-	res := createSBOMs(t, sbomWorld(t, ""), out, artifact.CreateOptions{SBOM: sbom.Generator{}})
+	res := createSBOMs(t, sbomWorld(t, ""), out, artifact.CreateOptions{SBOM: syft(t)})
 	if _, err := pushFile(t, out, host+"/pkgs/sboms:1.0.0", artifact.PushOptions{Remote: artifact.RemoteOptions{PlainHTTP: true}}); err != nil {
 		t.Fatal(err)
 	}

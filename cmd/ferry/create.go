@@ -3,13 +3,15 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/spf13/cobra"
 
 	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/artifact/chart"
-	"github.com/ferrypkg/ferry/artifact/sbom"
+	"github.com/ferrypkg/ferry/artifact/sbomexec"
 )
 
 func newCreateCmd() *cobra.Command {
@@ -29,8 +31,9 @@ func newCreateCmd() *cobra.Command {
 The package is one OCI image layout archived as .tar.zst (default) or .tar,
 written atomically: an interrupted create leaves no file behind. The same
 inputs give the same bytes; SOURCE_DATE_EPOCH sets the created time.
-Every image platform gets an SBOM (SPDX JSON, made with Syft, offline),
-attached as an OCI referrer inside the signed graph; --sbom=false skips them.
+Every image platform gets an SBOM (SPDX JSON, made with Syft, offline, by
+the ferry-sbom helper beside ferry or on PATH), attached as an OCI referrer
+inside the signed graph; --sbom=false skips them.
 Registry credentials come from the docker config file (ferry registry login).`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -70,7 +73,11 @@ Registry credentials come from the docker config file (ferry registry login).`,
 			if err != nil {
 				return err
 			}
-			opts := artifact.CreateOptions{Charts: chart.Packager{}, SBOM: sbom.Generator{ToolVersion: currentVersion().Version}, Output: file.path, Format: artifact.Format(format), Remote: ro, Epoch: epoch}
+			gen, err := sbomGenerator(def)
+			if err != nil {
+				return err
+			}
+			opts := artifact.CreateOptions{Charts: chart.Packager{}, SBOM: gen, Output: file.path, Format: artifact.Format(format), Remote: ro, Epoch: epoch}
 			if opts.Output == "" && opts.Format != "" {
 				opts.Output = def.Metadata.Name + "-" + def.Metadata.Version + opts.Format.Ext()
 			}
@@ -104,4 +111,21 @@ Registry credentials come from the docker config file (ferry registry login).`,
 	cmd.Flags().StringVar(&sbomFormat, "sbom-format", "", "SBOM format: spdx-json or cyclonedx-json (default: ferry.yaml's sbom.format, else spdx-json)")
 	output.register(cmd)
 	return cmd
+}
+
+// sbomGenerator returns the generator of def's SBOMs: none when def has
+// them off or has no image, else one running the ferry-sbom helper, which
+// must then be found.
+func sbomGenerator(def *artifact.Definition) (artifact.SBOMGenerator, error) {
+	if def.SBOM.Disabled || !slices.ContainsFunc(def.Components, func(c artifact.ComponentDef) bool { return len(c.Images) > 0 }) {
+		return nil, nil
+	}
+	helper, err := sbomexec.FindHelper()
+	if errors.Is(err, sbomexec.ErrHelperNotFound) {
+		return nil, fmt.Errorf("SBOMs need %s (make build puts it next to ferry), or pass --sbom=false", sbomexec.HelperName)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return sbomexec.Generator{Path: helper, ToolVersion: currentVersion().Version}, nil
 }

@@ -17,7 +17,8 @@ import (
 
 // TestCLIPackageSBOM: create makes an SBOM per image platform (and none
 // with --sbom=false); package sbom lists them, prints one, writes them into
-// a folder; inspect counts them; bad input is a one-line error.
+// a folder; inspect counts them; bad input, and no ferry-sbom to run, is
+// a one-line error.
 func TestCLIPackageSBOM(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -77,7 +78,16 @@ func TestCLIPackageSBOM(t *testing.T) {
 		t.Errorf("inspect does not count the SBOM:\n%s", out)
 	}
 
-	if _, stderr, code := runFerry(t, dir, "package", "create", "--sbom=false", "-f", "nosbom.tar.zst"); code != 0 {
+	// A ferry-full with no ferry-sbom beside it nor on PATH: a one-line
+	// error naming the way out, and --sbom=false needs none.
+	lone := filepath.Join(t.TempDir(), "ferry-full")
+	if err := os.Link(filepath.Join(filepath.Dir(ferryBin), "ferry-full"), lone); err != nil {
+		t.Fatal(err)
+	}
+	noPath := []string{"PATH=" + t.TempDir()}
+	stdout, stderr, code = runBinary(t, lone, dir, noPath, "", "package", "create", "-f", "nohelper.tar.zst")
+	wantFail(t, stdout, stderr, code, "SBOMs need ferry-sbom (make build puts it next to ferry), or pass --sbom=false")
+	if _, stderr, code := runBinary(t, lone, dir, noPath, "", "package", "create", "--sbom=false", "-f", "nosbom.tar.zst"); code != 0 {
 		t.Fatal(stderr)
 	}
 	out, _, code = runFerry(t, dir, "package", "sbom", "nosbom.tar.zst")
