@@ -181,7 +181,7 @@ func run(ctx context.Context, helper string, args []string, tmp string) ([]byte,
 		return nil, err
 	}
 	if err := cmd.Start(); err != nil {
-		return nil, &HelperError{Path: helper, Err: err}
+		return nil, fmt.Errorf("SBOM helper: %w", err) // names the helper
 	}
 	doc, readErr := io.ReadAll(io.LimitReader(stdout, artifact.MaxSBOMSize+1))
 	if len(doc) > artifact.MaxSBOMSize {
