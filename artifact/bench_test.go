@@ -19,6 +19,7 @@ import (
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"oras.land/oras-go/v2/content/oci"
 
+	"github.com/ferrypkg/ferry/artifact/sbomexec/sbomexectest"
 	"github.com/ferrypkg/ferry/internal/benchenv"
 	"github.com/ferrypkg/ferry/internal/fixture"
 )
@@ -55,7 +56,9 @@ func BenchmarkCreate(b *testing.B) {
 				floor := hashAndCompress(b, blobs)
 				out := filepath.Join(b.TempDir(), "bench.tar.zst")
 				start := time.Now()
-				cmd := exec.Command(ferry, "package", "create", dir, "-f", out)
+				// Without SBOMs: this is the packaging floor's budget;
+				// BenchmarkCreateSBOM measures what SBOMs add.
+				cmd := exec.Command(ferry, "package", "create", dir, "-f", out, "--sbom=false")
 				rss, msg, err := runPeakRSS(cmd)
 				if err != nil {
 					b.Fatalf("create: %v\n%s", err, msg)
@@ -139,7 +142,7 @@ func splitComma(s string) []string {
 }
 
 // buildFerry builds ferry as `make build` does (the front binary, ferry-full
-// beside it) into a temporary folder and returns the front; FERRY_BIN names
+// and ferry-sbom beside it) into a temporary folder and returns the front; FERRY_BIN names
 // one already built instead.
 func buildFerry(b *testing.B) string {
 	b.Helper()
@@ -157,6 +160,10 @@ func buildFerry(b *testing.B) string {
 		if out, err := cmd.CombinedOutput(); err != nil {
 			b.Fatalf("build ferry: %v\n%s", err, out)
 		}
+	}
+	// create's SBOMs are made by the helper beside ferry-full.
+	if _, err := sbomexectest.Build(dir); err != nil {
+		b.Fatal(err)
 	}
 	return filepath.Join(dir, "ferry")
 }

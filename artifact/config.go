@@ -44,6 +44,9 @@ type Image struct {
 	Platforms      []string      `json:"platforms"`
 	// Size is the total size of the image's distinct blobs, manifests included.
 	Size int64 `json:"size"`
+	// SBOMs describe the image's platform manifests, one each (none when
+	// the package was created without).
+	SBOMs []SBOM `json:"sboms,omitempty"`
 }
 
 // Chart is a Helm chart stored as a Helm OCI artifact; Digest is its manifest's.

@@ -47,6 +47,11 @@ type CreateOptions struct {
 	// SignKey, if set, signs the root digest; the signature is stored in
 	// the package as Sign stores it.
 	SignKey Signer
+	// SBOM, if set, makes an SBOM of every image platform manifest kept
+	// (unless the definition says `sbom: {enabled: false}`), in the
+	// definition's format, SPDX JSON by default. Package artifact/sbomexec
+	// has one running the ferry-sbom helper (Syft). Nil makes none.
+	SBOM SBOMGenerator
 	// Git fetches the definition's git repositories; without one such a
 	// definition fails. Package artifact/gitrepo has go-git's
 	// (gitrepo.Fetcher).
@@ -249,13 +254,19 @@ func (b *builder) build(ctx context.Context) (*plan, error) {
 		comp := Component{Name: cd.Name, Description: cd.Description, Required: cd.Required}
 		for ii, img := range cd.Images {
 			field := fmt.Sprintf("components[%d].images[%d]", ci, ii)
-			stored, rec, err := b.image(ctx, img)
+			stored, rec, kept, err := b.image(ctx, img)
 			if err != nil {
 				return nil, &DefinitionError{File: def.File, Line: img.Line, Field: field, Msg: err.Error()}
 			}
+			sboms, sbomRecs, err := b.sboms(ctx, cd.Name, img.Ref, kept)
+			if err != nil {
+				return nil, &DefinitionError{File: def.File, Line: img.Line, Field: field, Msg: err.Error()}
+			}
+			rec.SBOMs = sbomRecs
 			comp.Images = append(comp.Images, rec)
 			stored.Annotations = map[string]string{AnnotationKind: KindImage, AnnotationComponent: cd.Name, AnnotationImageRef: img.Ref}
 			rootEntries = append(rootEntries, stored)
+			rootEntries = append(rootEntries, sboms...)
 			b.progress(Progress{Phase: PhaseResolve, Item: img.Ref})
 		}
 		for hi, ch := range cd.Charts {

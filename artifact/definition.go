@@ -32,6 +32,18 @@ type Definition struct {
 	Metadata   Metadata
 	Platforms  []Platform
 	Components []ComponentDef
+	// SBOM says whether and how create makes SBOMs (top-level `sbom:`).
+	SBOM SBOMDef
+}
+
+// SBOMDef is the definition's `sbom:` section. The zero value makes SPDX
+// SBOMs (when create is given an SBOMGenerator).
+type SBOMDef struct {
+	// Disabled is `enabled: false`.
+	Disabled bool
+	// Format is the document format; "" is SBOMFormatSPDX.
+	Format SBOMFormat
+	Line   int
 }
 
 // Metadata names and describes a package.
@@ -199,6 +211,7 @@ func ParseDefinition(file string, data []byte) (*Definition, error) {
 			return p.metadata(n, f, &def.Metadata)
 		},
 		"platforms": func(n *yaml.Node, f string) error { return p.platforms(n, f, &def.Platforms) },
+		"sbom":      func(n *yaml.Node, f string) error { return p.sbom(n, f, &def.SBOM) },
 		"components": func(n *yaml.Node, f string) error {
 			return p.seq(n, f, func(item *yaml.Node, f string) error {
 				c, err := p.component(item, f)
@@ -699,4 +712,27 @@ func (d *Definition) Resolve(rel string) (string, error) {
 		return "", fmt.Errorf("path %q escapes the definition's folder through a link", rel)
 	}
 	return full, nil
+}
+
+// sbom parses the `sbom:` section: enabled (default true) and format.
+func (p *defParser) sbom(n *yaml.Node, field string, dst *SBOMDef) error {
+	enabled := true
+	var format string
+	dst.Line = n.Line
+	err := p.mapping(n, field, map[string]func(*yaml.Node, string) error{
+		"enabled": func(v *yaml.Node, f string) error { return p.boolean(v, f, &enabled) },
+		"format": func(v *yaml.Node, f string) error {
+			if err := p.str(v, f, &format); err != nil {
+				return err
+			}
+			sf, err := ParseSBOMFormat(format)
+			if err != nil || format == "" {
+				return p.errf(v.Line, f, "must be %s or %s, not %q", SBOMFormatSPDX, SBOMFormatCycloneDX, format)
+			}
+			dst.Format = sf
+			return nil
+		},
+	})
+	dst.Disabled = !enabled
+	return err
 }

@@ -49,60 +49,67 @@ func (b *builder) imageSource(ctx context.Context, img ImageDef) (content.ReadOn
 }
 
 // image adds an image, filtered to the definition's platforms, and returns
-// its stored descriptor with the record for ferry.json.
-func (b *builder) image(ctx context.Context, img ImageDef) (ocispec.Descriptor, Image, error) {
+// its stored descriptor with the record for ferry.json, and the platform
+// manifests it keeps.
+func (b *builder) image(ctx context.Context, img ImageDef) (ocispec.Descriptor, Image, []keptManifest, error) {
 	src, desc, source, err := b.imageSource(ctx, img)
 	if err != nil {
-		return desc, Image{}, err
+		return desc, Image{}, nil, err
 	}
 	rec := Image{Ref: img.Ref, Source: source, OriginalDigest: desc.Digest}
 	if err := checkDescriptor(desc); err != nil {
-		return desc, rec, err
+		return desc, rec, nil, err
 	}
 	data, err := fetchSmall(ctx, src, desc)
 	if err != nil {
-		return desc, rec, err
+		return desc, rec, nil, err
 	}
 	seen := map[digest.Digest]bool{}
+	var kept []keptManifest
 	switch {
 	case isIndex(desc.MediaType):
-		stored, platforms, err := b.selectPlatforms(ctx, src, desc, data, seen)
+		stored, k, err := b.selectPlatforms(ctx, src, desc, data, seen)
 		if err != nil {
-			return desc, rec, err
+			return desc, rec, nil, err
 		}
-		desc, rec.Platforms = stored, platforms
+		desc, kept = stored, k
+		for _, m := range kept {
+			rec.Platforms = append(rec.Platforms, m.platform)
+		}
 	case isManifest(desc.MediaType):
 		platform, err := b.manifestPlatform(ctx, src, data, img)
 		if err != nil {
-			return desc, rec, err
+			return desc, rec, nil, err
 		}
 		if !b.wantPlatform(platform) {
-			return desc, rec, fmt.Errorf("image is %s only; the package's platforms are %s", platform, b.platformList())
+			return desc, rec, nil, fmt.Errorf("image is %s only; the package's platforms are %s", platform, b.platformList())
 		}
 		if err := b.node(ctx, src, desc, data, seen); err != nil {
-			return desc, rec, err
+			return desc, rec, nil, err
 		}
 		rec.Platforms = []string{platform.String()}
+		kept = []keptManifest{{desc: desc, platform: platform.String()}}
 	default:
-		return desc, rec, fmt.Errorf("unsupported image media type %q", desc.MediaType)
+		return desc, rec, nil, fmt.Errorf("unsupported image media type %q", desc.MediaType)
 	}
 	rec.Digest, rec.MediaType = desc.Digest, desc.MediaType
 	for d := range seen {
 		rec.Size += b.plan.blobs[d].desc.Size
 	}
-	return ocispec.Descriptor{MediaType: desc.MediaType, Digest: desc.Digest, Size: desc.Size}, rec, nil
+	return ocispec.Descriptor{MediaType: desc.MediaType, Digest: desc.Digest, Size: desc.Size}, rec, kept, nil
 }
 
 // selectPlatforms keeps the index's manifests for the wanted platforms: the
 // index itself when every platform is wanted, the one manifest when only one
 // is, or a new index holding the wanted subset.
-func (b *builder) selectPlatforms(ctx context.Context, src content.ReadOnlyStorage, desc ocispec.Descriptor, data []byte, seen map[digest.Digest]bool) (ocispec.Descriptor, []string, error) {
+func (b *builder) selectPlatforms(ctx context.Context, src content.ReadOnlyStorage, desc ocispec.Descriptor, data []byte, seen map[digest.Digest]bool) (ocispec.Descriptor, []keptManifest, error) {
 	var idx ocispec.Index
 	if err := json.Unmarshal(data, &idx); err != nil {
 		return desc, nil, fmt.Errorf("%s: parse index: %w", desc.Digest, err)
 	}
 	var selected []ocispec.Descriptor
-	var platforms, available []string
+	var platforms []keptManifest
+	var available []string
 	nplatforms := 0
 	for _, m := range idx.Manifests {
 		if m.Platform == nil || m.Platform.OS == "unknown" {
@@ -113,7 +120,7 @@ func (b *builder) selectPlatforms(ctx context.Context, src content.ReadOnlyStora
 		available = append(available, p.String())
 		if b.wantPlatform(p) {
 			selected = append(selected, m)
-			platforms = append(platforms, p.String())
+			platforms = append(platforms, keptManifest{desc: m, platform: p.String()})
 		}
 	}
 	switch {

@@ -121,7 +121,11 @@ func checkConfig(r *Reader, sum *Summary) error {
 			}
 		}
 	}
-	var missing []string
+	node := func(d digest.Digest) ([]byte, bool) { n, ok := sum.Nodes[d]; return n.Data, ok }
+	if err := checkSBOMs(&root, node); err != nil {
+		return err
+	}
+	missing := checkConfigSBOMs(r.config, &root, node)
 	for _, c := range r.config.Components {
 		for _, i := range c.Images {
 			if !entries[KindImage+"|"+c.Name+"|"+i.Ref+"|"+i.Digest.String()] {

@@ -37,6 +37,14 @@ const (
 
 	// ConfigFileName is the archive's leading entry, a copy of the config blob.
 	ConfigFileName = "ferry.json"
+
+	// ArtifactTypeSPDX and ArtifactTypeCycloneDX are the artifactTypes of
+	// SBOM referrer manifests and the media types of their one layer.
+	ArtifactTypeSPDX      = "application/spdx+json"
+	ArtifactTypeCycloneDX = "application/vnd.cyclonedx+json"
+	// AnnotationPlatform is the platform (os/arch[/variant]) of the image
+	// manifest an SBOM entry of the root index describes.
+	AnnotationPlatform = "dev.ferry.platform"
 )
 
 // Kinds of root index entries (values of AnnotationKind).
@@ -46,5 +54,6 @@ const (
 	KindImage   = "image"
 	// KindGit is a git repository at one commit, in the format Flux's
 	// OCIRepository reads (see Repository).
-	KindGit = "git"
+	KindGit  = "git"
+	KindSBOM = "sbom"
 )

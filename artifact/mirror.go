@@ -67,9 +67,9 @@ func ImagePath(ref string) (repo, tag string, err error) {
 // Mirror copies a package into the registry at host (host[:port][/prefix],
 // plain HTTP on loopback; a prefix goes before every repository): the whole package under its own name (<name>:<version>), then
 // each image under its original repository path and tag, by the digest the
-// package recorded, and each git repository under its path
-// (github.com/org/fleet → org/fleet) by digest, mounting blobs from the
-// package repository.
+// package recorded, with its SBOMs (referrers of its platform manifests),
+// and each git repository under its path (github.com/org/fleet →
+// org/fleet) by digest, mounting blobs from the package repository.
 func Mirror(ctx context.Context, r *Reader, host string, opts RemoteOptions) (*MirrorResult, error) {
 	cfg := r.config
 	pkgRepo := cfg.Name
@@ -131,6 +131,17 @@ func Mirror(ctx context.Context, r *Reader, host string, opts RemoteOptions) (*M
 			if tag != "" {
 				if err := dst.Tag(ctx, desc, tag); err != nil {
 					return nil, fmt.Errorf("mirror %s: tag: %w", img.Ref, err)
+				}
+			}
+			// Its SBOMs, referrers of its platform manifests (there now),
+			// so that `oras discover` on the image finds them.
+			for _, s := range img.SBOMs {
+				sd, err := src.Resolve(ctx, s.Digest.String())
+				if err != nil {
+					return nil, fmt.Errorf("mirror %s: SBOM %s: %w", img.Ref, s.Digest, err)
+				}
+				if err := oras.CopyGraph(ctx, src, dst, sd, copyOpts); err != nil {
+					return nil, fmt.Errorf("mirror %s: SBOM %s: %w", img.Ref, s.Digest, err)
 				}
 			}
 			res.Images = append(res.Images, MirroredImage{Ref: img.Ref, Repository: repoPath, Tag: tag, Digest: img.Digest.String()})

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/opencontainers/go-digest"
@@ -174,6 +175,19 @@ func planFrom(ctx context.Context, src oras.ReadOnlyTarget, ref string) (*plan, 
 	descs, err := canonicalOrder(p.index, fetch)
 	if err != nil {
 		return nil, err
+	}
+	// Every manifest and index is fetched and verified by now.
+	node := func(d digest.Digest) ([]byte, bool) {
+		if b, ok := p.blobs[d]; ok && b.data != nil {
+			return b.data, true
+		}
+		return nil, false
+	}
+	if err := checkSBOMs(&idx, node); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	if missing := checkConfigSBOMs(p.config, &idx, node); len(missing) > 0 {
+		return nil, fmt.Errorf("%s: %w: %s lists what the package does not hold: %s", name, ErrCorrupt, ConfigFileName, strings.Join(missing, ", "))
 	}
 	for _, d := range descs {
 		if _, ok := p.blobs[d.Digest]; ok {

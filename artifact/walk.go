@@ -135,6 +135,9 @@ func claimedSize(cfg *Config) int64 {
 	for _, c := range cfg.Components {
 		for _, i := range c.Images {
 			add(i.Size)
+			for _, s := range i.SBOMs {
+				add(s.Size)
+			}
 		}
 		for _, h := range c.Charts {
 			add(h.Size)

@@ -3,18 +3,23 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/spf13/cobra"
 
 	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/artifact/chart"
 	"github.com/ferrypkg/ferry/artifact/gitrepo"
+	"github.com/ferrypkg/ferry/artifact/sbomexec"
 )
 
 func newCreateCmd() *cobra.Command {
 	var (
 		format, signKey string
+		sbomOn          bool
+		sbomFormat      string
 		remote          remoteFlags
 		file            fileFlag
 		output          = outputFlag{writesFile: true}
@@ -27,6 +32,9 @@ func newCreateCmd() *cobra.Command {
 The package is one OCI image layout archived as .tar.zst (default) or .tar,
 written atomically: an interrupted create leaves no file behind. The same
 inputs give the same bytes; SOURCE_DATE_EPOCH sets the created time.
+Every image platform gets an SBOM (SPDX JSON, made with Syft, offline, by
+the ferry-sbom helper beside ferry or on PATH), attached as an OCI referrer
+inside the signed graph; --sbom=false skips them.
 Registry credentials come from the docker config file (ferry registry login).
 Git repositories (components[].repositories) are resolved to a commit once;
 HTTP(S) credentials come from ~/.netrc ($NETRC), else from git's credential
@@ -53,6 +61,15 @@ helpers (git credential fill, never a prompt); SSH uses the SSH agent and
 			if err != nil {
 				return err
 			}
+			// The flags win over ferry.yaml's `sbom:`.
+			if cmd.Flags().Changed("sbom") {
+				def.SBOM.Disabled = !sbomOn
+			}
+			if cmd.Flags().Changed("sbom-format") {
+				if def.SBOM.Format, err = artifact.ParseSBOMFormat(sbomFormat); err != nil || sbomFormat == "" {
+					return fmt.Errorf("--sbom-format must be %s or %s, not %q", artifact.SBOMFormatSPDX, artifact.SBOMFormatCycloneDX, sbomFormat)
+				}
+			}
 			epoch, err := artifact.SourceDateEpoch()
 			if err != nil {
 				return err
@@ -61,7 +78,11 @@ helpers (git credential fill, never a prompt); SSH uses the SSH agent and
 			if err != nil {
 				return err
 			}
-			opts := artifact.CreateOptions{Charts: chart.Packager{}, Git: gitrepo.Fetcher{}, Output: file.path, Format: artifact.Format(format), Remote: ro, Epoch: epoch}
+			gen, err := sbomGenerator(def)
+			if err != nil {
+				return err
+			}
+			opts := artifact.CreateOptions{Charts: chart.Packager{}, SBOM: gen, Git: gitrepo.Fetcher{}, Output: file.path, Format: artifact.Format(format), Remote: ro, Epoch: epoch}
 			if opts.Output == "" && opts.Format != "" {
 				opts.Output = def.Metadata.Name + "-" + def.Metadata.Version + opts.Format.Ext()
 			}
@@ -94,6 +115,8 @@ helpers (git credential fill, never a prompt); SSH uses the SSH agent and
 	cmd.Flags().StringVar(&format, "format", "", "archive format: tar.zst or tar (default from the file name; a contradicting extension is an error)")
 	remote.registerTLS(cmd)
 	cmd.Flags().StringVar(&signKey, "sign-key", "", "cosign private key to sign the package with")
+	cmd.Flags().BoolVar(&sbomOn, "sbom", true, "make an SBOM of every image platform (Syft; --sbom=false is faster; default: ferry.yaml's sbom.enabled, else true)")
+	cmd.Flags().StringVar(&sbomFormat, "sbom-format", "", "SBOM format: spdx-json or cyclonedx-json (default: ferry.yaml's sbom.format, else spdx-json)")
 	output.register(cmd)
 	return cmd
 }
@@ -105,4 +128,21 @@ func repositoriesOf(cfg *artifact.Config) []artifact.Repository {
 		out = append(out, c.Repositories...)
 	}
 	return out
+}
+
+// sbomGenerator returns the generator of def's SBOMs: none when def has
+// them off or has no image, else one running the ferry-sbom helper, which
+// must then be found.
+func sbomGenerator(def *artifact.Definition) (artifact.SBOMGenerator, error) {
+	if def.SBOM.Disabled || !slices.ContainsFunc(def.Components, func(c artifact.ComponentDef) bool { return len(c.Images) > 0 }) {
+		return nil, nil
+	}
+	helper, err := sbomexec.FindHelper()
+	if errors.Is(err, sbomexec.ErrHelperNotFound) {
+		return nil, fmt.Errorf("SBOMs need %s (make build puts it next to ferry), or pass --sbom=false", sbomexec.HelperName)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return sbomexec.Generator{Path: helper, ToolVersion: currentVersion().Version}, nil
 }

@@ -9,11 +9,14 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/ferrypkg/ferry/artifact/sbomexec/sbomexectest"
 )
 
 // ferryBin is the ferry binary built once for the tests that check exit
 // codes, as `make build` installs it: the front binary, with the full one
-// (ferry-full) beside it, so that every command runs the way a user's does.
+// (ferry-full) and the SBOM helper (ferry-sbom) beside it, so that every
+// command runs the way a user's does.
 var ferryBin string
 
 func TestMain(m *testing.M) {
@@ -28,6 +31,11 @@ func TestMain(m *testing.M) {
 			fmt.Fprintf(os.Stderr, "build ferry %v: %v\n%s", b, err, out)
 			os.Exit(1)
 		}
+	}
+	// create's SBOMs are made by the ferry-sbom helper beside ferry-full.
+	if _, err := sbomexectest.Build(dir); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
 	}
 	code := m.Run()
 	os.RemoveAll(dir)

@@ -3,6 +3,8 @@
 package main
 
 import (
+	"archive/tar"
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/json"
@@ -21,8 +23,9 @@ import (
 	"github.com/ferrypkg/ferry/registry/registrytest"
 )
 
-// writeLayoutImage writes a one-layer linux image of a random layer into
-// the OCI layout dir, tagged tag, and returns its manifest.
+// writeLayoutImage writes a one-layer linux image (a tar of one file of
+// random bytes: an image create can make the SBOM of) into the OCI layout
+// dir, tagged tag, and returns its manifest.
 func writeLayoutImage(t *testing.T, dir, tag string) ocispec.Descriptor {
 	t.Helper()
 	ctx := context.Background()
@@ -30,8 +33,16 @@ func writeLayoutImage(t *testing.T, dir, tag string) ocispec.Descriptor {
 	if err != nil {
 		t.Fatal(err)
 	}
-	layer := make([]byte, 64<<10)
-	_, _ = rand.Read(layer)
+	data := make([]byte, 64<<10)
+	_, _ = rand.Read(data)
+	var tarBuf bytes.Buffer
+	tw := tar.NewWriter(&tarBuf)
+	_ = tw.WriteHeader(&tar.Header{Name: "data.bin", Mode: 0o644, Size: int64(len(data)), Typeflag: tar.TypeReg})
+	_, _ = tw.Write(data)
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	layer := tarBuf.Bytes()
 	ld := content.NewDescriptorFromBytes(ocispec.MediaTypeImageLayer, layer)
 	cfg, _ := json.Marshal(ocispec.Image{Platform: ocispec.Platform{OS: "linux", Architecture: runtime.GOARCH}, RootFS: ocispec.RootFS{Type: "layers", DiffIDs: nil}})
 	cd := content.NewDescriptorFromBytes(ocispec.MediaTypeImageConfig, cfg)

@@ -14,7 +14,7 @@ import (
 // newPackageCmd groups the package verbs.
 func newPackageCmd() *cobra.Command {
 	cmd := groupCmd(&cobra.Command{Use: "package", Short: "Create, inspect and move packages"})
-	cmd.AddCommand(newInspectCmd(), newPushCmd(), newPullCmd(), newVerifyCmd())
+	cmd.AddCommand(newInspectCmd(), newPushCmd(), newPullCmd(), newVerifyCmd(), newSBOMCmd())
 	return cmd
 }
 
@@ -115,6 +115,13 @@ func printReport(cmd *cobra.Command, rep *artifact.Report, archiveSize int64) {
 		fmt.Fprintf(cmd.OutOrStdout(), "\n%s\n", line)
 		for _, i := range c.Images {
 			fmt.Fprintf(tw, "  image\t%s\t→ %s\t%s\t%s\n", i.Ref, i.Digest, strings.Join(i.Platforms, ","), humanBytes(i.Size))
+			if len(i.SBOMs) > 0 {
+				var size int64
+				for _, s := range i.SBOMs {
+					size += s.Size
+				}
+				fmt.Fprintf(tw, "  \t  %s (%s; package sbom lists them)\t\t\t%s\n", plural(len(i.SBOMs), "SBOM"), sbomFormatName(i.SBOMs[0].ArtifactType), humanBytes(size))
+			}
 		}
 		for _, h := range c.Charts {
 			fmt.Fprintf(tw, "  chart\t%s %s\t%s\t%s\t%s\n", h.Name, h.Version, h.Digest, h.Source, humanBytes(h.Size))

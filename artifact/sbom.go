@@ -1,0 +1,357 @@
+package artifact
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/distribution/reference"
+	"github.com/opencontainers/go-digest"
+	specs "github.com/opencontainers/image-spec/specs-go"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+	"oras.land/oras-go/v2"
+	"oras.land/oras-go/v2/content"
+	"oras.land/oras-go/v2/errdef"
+)
+
+// SBOMs: at create, one software bill of materials per image platform
+// manifest kept, stored as an OCI 1.1 referrer of that manifest (subject)
+// and listed in the package root, so that the package's signature covers it
+// and `oras discover` finds it in any registry the package goes to.
+
+// SBOMFormat is the document format of an SBOM.
+type SBOMFormat string
+
+// SBOM formats. SBOMFormatSPDX is the default.
+const (
+	SBOMFormatSPDX      SBOMFormat = "spdx-json"
+	SBOMFormatCycloneDX SBOMFormat = "cyclonedx-json"
+)
+
+// ParseSBOMFormat parses an SBOM format name; "" is SBOMFormatSPDX.
+func ParseSBOMFormat(s string) (SBOMFormat, error) {
+	switch f := SBOMFormat(s); f {
+	case "":
+		return SBOMFormatSPDX, nil
+	case SBOMFormatSPDX, SBOMFormatCycloneDX:
+		return f, nil
+	}
+	return "", fmt.Errorf("unknown SBOM format %q: want %s or %s", s, SBOMFormatSPDX, SBOMFormatCycloneDX)
+}
+
+// ArtifactType is the media type of f's documents, which is also the
+// artifactType of the referrer manifest holding one.
+func (f SBOMFormat) ArtifactType() string {
+	if f == SBOMFormatCycloneDX {
+		return ArtifactTypeCycloneDX
+	}
+	return ArtifactTypeSPDX
+}
+
+// FileName is the title given to the layer holding a document of format f.
+func (f SBOMFormat) FileName() string {
+	if f == SBOMFormatCycloneDX {
+		return "sbom.cdx.json"
+	}
+	return "sbom.spdx.json"
+}
+
+// sbomFormatOf is the format whose documents have artifactType t.
+func sbomFormatOf(t string) (SBOMFormat, bool) {
+	switch t {
+	case ArtifactTypeSPDX:
+		return SBOMFormatSPDX, true
+	case ArtifactTypeCycloneDX:
+		return SBOMFormatCycloneDX, true
+	}
+	return "", false
+}
+
+// SBOMRequest says which image manifest an SBOMGenerator describes, and how.
+type SBOMRequest struct {
+	// Ref is the image's original reference, e.g. docker.io/library/nginx:1.27.
+	Ref string
+	// Manifest is the image manifest of one platform; the Fetcher given
+	// with the request holds it, its config and its layers.
+	Manifest ocispec.Descriptor
+	// Platform is the manifest's platform, os/arch[/variant].
+	Platform string
+	// Format is the document format; "" is SBOMFormatSPDX.
+	Format SBOMFormat
+	// Created is the time the document must state as its creation time,
+	// so that the same image gives the same bytes.
+	Created time.Time
+}
+
+// SBOMGenerator makes the SBOM of an image manifest. Package
+// artifact/sbomexec has one that runs the ferry-sbom helper (Syft).
+type SBOMGenerator interface {
+	// GenerateSBOM returns the document describing req.Manifest, whose
+	// blobs src holds (unverified: the generator checks each against its
+	// descriptor). The same request must give the same bytes.
+	GenerateSBOM(ctx context.Context, src content.Fetcher, req SBOMRequest) ([]byte, error)
+}
+
+// SBOM is an SBOM recorded in ferry.json: a referrer manifest (Digest) of
+// one platform manifest (Subject) of the image.
+type SBOM struct {
+	Platform     string        `json:"platform"`
+	Subject      digest.Digest `json:"subject"`
+	Digest       digest.Digest `json:"digest"`
+	ArtifactType string        `json:"artifactType"`
+	// Size is the referrer manifest's size plus its config's and document's.
+	Size int64 `json:"size"`
+}
+
+// keptManifest is an image manifest create keeps, with its platform.
+type keptManifest struct {
+	desc     ocispec.Descriptor
+	platform string
+}
+
+// sboms makes the SBOM of each kept manifest of image ref and adds it as a
+// referrer; it returns the root index entries and the ferry.json records.
+func (b *builder) sboms(ctx context.Context, component, ref string, kept []keptManifest) ([]ocispec.Descriptor, []SBOM, error) {
+	if b.opts.SBOM == nil || b.def.SBOM.Disabled {
+		return nil, nil, nil
+	}
+	format := b.def.SBOM.Format
+	if format == "" {
+		format = SBOMFormatSPDX
+	}
+	var entries []ocispec.Descriptor
+	var recs []SBOM
+	for _, k := range kept {
+		doc, err := b.opts.SBOM.GenerateSBOM(ctx, builderFetcher{b}, SBOMRequest{
+			Ref: ref, Manifest: k.desc, Platform: k.platform, Format: format, Created: b.plan.mtime,
+		})
+		if err != nil {
+			return nil, nil, fmt.Errorf("SBOM of %s (%s): %w", k.desc.Digest, k.platform, err)
+		}
+		layer := b.addData(format.ArtifactType(), doc)
+		layer.Annotations = map[string]string{ocispec.AnnotationTitle: format.FileName()}
+		empty := b.addData(ocispec.MediaTypeEmptyJSON, ocispec.DescriptorEmptyJSON.Data)
+		empty.Data = ocispec.DescriptorEmptyJSON.Data
+		subject := ocispec.Descriptor{MediaType: k.desc.MediaType, Digest: k.desc.Digest, Size: k.desc.Size}
+		m := ocispec.Manifest{
+			Versioned:    specs.Versioned{SchemaVersion: 2},
+			MediaType:    ocispec.MediaTypeImageManifest,
+			ArtifactType: format.ArtifactType(),
+			Config:       empty,
+			Layers:       []ocispec.Descriptor{layer},
+			Subject:      &subject,
+		}
+		md, _, err := b.addJSON(ocispec.MediaTypeImageManifest, m)
+		if err != nil {
+			return nil, nil, err
+		}
+		md.ArtifactType = format.ArtifactType()
+		md.Annotations = map[string]string{
+			AnnotationKind: KindSBOM, AnnotationComponent: component,
+			AnnotationImageRef: ref, AnnotationPlatform: k.platform,
+		}
+		entries = append(entries, md)
+		recs = append(recs, SBOM{Platform: k.platform, Subject: k.desc.Digest, Digest: md.Digest,
+			ArtifactType: format.ArtifactType(), Size: md.Size + empty.Size + layer.Size})
+		b.progress(Progress{Phase: PhaseResolve, Item: "sbom " + ref + " " + k.platform})
+	}
+	return entries, recs, nil
+}
+
+// builderFetcher fetches the blobs of a package being built.
+type builderFetcher struct{ b *builder }
+
+func (f builderFetcher) Fetch(ctx context.Context, desc ocispec.Descriptor) (io.ReadCloser, error) {
+	bl, ok := f.b.plan.blobs[desc.Digest]
+	switch {
+	case !ok:
+		return nil, fmt.Errorf("%s: %w", desc.Digest, errdef.ErrNotFound)
+	case bl.data != nil:
+		return io.NopCloser(bytes.NewReader(bl.data)), nil
+	}
+	return bl.open(ctx)
+}
+
+// checkSBOMs checks the SBOM entries of a package root against the graph:
+// each a referrer manifest whose artifactType is an SBOM format, with one
+// layer of that media type, and whose subject is a manifest of the graph of
+// an image entry of the same component and reference. node returns the
+// verified bytes of a manifest or index of the graph.
+func checkSBOMs(root *ocispec.Index, node func(digest.Digest) ([]byte, bool)) error {
+	graphs := map[string]map[digest.Digest]bool{} // component|ref → manifests
+	for _, m := range root.Manifests {
+		if m.Annotations[AnnotationKind] != KindImage {
+			continue
+		}
+		key := m.Annotations[AnnotationComponent] + "|" + m.Annotations[AnnotationImageRef]
+		g := graphs[key]
+		if g == nil {
+			g = map[digest.Digest]bool{}
+			graphs[key] = g
+		}
+		g[m.Digest] = true
+		if data, ok := node(m.Digest); ok && isIndex(m.MediaType) {
+			kids, _ := children(m.MediaType, data)
+			for _, k := range kids {
+				g[k.Digest] = true
+			}
+		}
+	}
+	for _, m := range root.Manifests {
+		if m.Annotations[AnnotationKind] != KindSBOM {
+			continue
+		}
+		ref := m.Annotations[AnnotationImageRef]
+		data, ok := node(m.Digest)
+		if !ok || m.MediaType != ocispec.MediaTypeImageManifest {
+			return fmt.Errorf("%w: SBOM %s of %s is not an image manifest", ErrCorrupt, m.Digest, ref)
+		}
+		var sm ocispec.Manifest
+		if err := json.Unmarshal(data, &sm); err != nil {
+			return fmt.Errorf("%w: SBOM %s of %s: %w", ErrCorrupt, m.Digest, ref, err)
+		}
+		if _, ok := sbomFormatOf(sm.ArtifactType); !ok || len(sm.Layers) != 1 || sm.Layers[0].MediaType != sm.ArtifactType || m.ArtifactType != sm.ArtifactType {
+			return fmt.Errorf("%w: SBOM %s of %s: artifactType %q is not an SBOM format with one layer of that media type", ErrCorrupt, m.Digest, ref, sm.ArtifactType)
+		}
+		if sm.Subject == nil || !graphs[m.Annotations[AnnotationComponent]+"|"+ref][sm.Subject.Digest] {
+			return fmt.Errorf("%w: SBOM %s: its subject is not a manifest of image %s", ErrCorrupt, m.Digest, ref)
+		}
+	}
+	return nil
+}
+
+// checkConfigSBOMs checks that every SBOM ferry.json records is an SBOM
+// entry of the root with the subject and artifactType it records.
+func checkConfigSBOMs(cfg *Config, root *ocispec.Index, node func(digest.Digest) ([]byte, bool)) []string {
+	type entry struct {
+		subject      digest.Digest
+		artifactType string
+	}
+	entries := map[string]entry{}
+	for _, m := range root.Manifests {
+		if m.Annotations[AnnotationKind] != KindSBOM {
+			continue
+		}
+		var sm ocispec.Manifest
+		data, _ := node(m.Digest)
+		if json.Unmarshal(data, &sm) != nil || sm.Subject == nil {
+			continue
+		}
+		entries[m.Annotations[AnnotationComponent]+"|"+m.Annotations[AnnotationImageRef]+"|"+m.Digest.String()] = entry{sm.Subject.Digest, sm.ArtifactType}
+	}
+	var missing []string
+	for _, c := range cfg.Components {
+		for _, i := range c.Images {
+			for _, s := range i.SBOMs {
+				e, ok := entries[c.Name+"|"+i.Ref+"|"+s.Digest.String()]
+				if !ok || e.subject != s.Subject || e.artifactType != s.ArtifactType {
+					missing = append(missing, fmt.Sprintf("SBOM %s of %s (%s)", s.Digest, i.Ref, s.Platform))
+				}
+			}
+		}
+	}
+	return missing
+}
+
+// MaxSBOMSize bounds an SBOM document ReadSBOMs reads into memory.
+const MaxSBOMSize = 256 << 20
+
+// SBOMDocument is an SBOM read from a package: the record ferry.json
+// keeps of it, the image it describes, and the document.
+type SBOMDocument struct {
+	SBOM
+	// Image is the original reference of the image, as ferry.json records it.
+	Image string `json:"image"`
+	Data  []byte `json:"-"`
+}
+
+// ReadSBOMs returns the SBOM documents of the package ref names in src,
+// of the image named image (its reference as ferry.json records it, or as
+// a user spells it: nginx:1.27 is docker.io/library/nginx:1.27) on
+// platform (os/arch[/variant]; "" for every platform). Only SBOMs of the
+// package's graph are read, never other referrers a registry may hold;
+// each document is checked against its digest. A package on disk (*Reader,
+// ref "" or its root) is verified whole first, as Inspect does.
+func ReadSBOMs(ctx context.Context, src oras.ReadOnlyTarget, ref, image, platform string) ([]SBOMDocument, error) {
+	var cfg *Config
+	var node func(digest.Digest) ([]byte, bool)
+	if r, ok := src.(*Reader); ok && r.isRoot(ref) {
+		_, sum, err := inspect(ctx, r, nil)
+		if err != nil {
+			return nil, err
+		}
+		cfg = r.config
+		node = func(d digest.Digest) ([]byte, bool) { n, ok := sum.Nodes[d]; return n.Data, ok }
+	} else {
+		p, err := planFrom(ctx, src, ref)
+		if err != nil {
+			return nil, err
+		}
+		cfg = p.config
+		node = func(d digest.Digest) ([]byte, bool) {
+			if b, ok := p.blobs[d]; ok && b.data != nil {
+				return b.data, true
+			}
+			return nil, false
+		}
+	}
+	img, err := findImage(cfg, image)
+	if err != nil {
+		return nil, err
+	}
+	var docs []SBOMDocument
+	var platforms []string
+	for _, s := range img.SBOMs {
+		platforms = append(platforms, s.Platform)
+		if platform != "" && s.Platform != platform {
+			continue
+		}
+		data, ok := node(s.Digest)
+		var m ocispec.Manifest
+		if !ok || json.Unmarshal(data, &m) != nil || len(m.Layers) != 1 {
+			return nil, fmt.Errorf("%w: SBOM %s of %s is not in the package graph", ErrCorrupt, s.Digest, img.Ref)
+		}
+		layer := m.Layers[0]
+		if err := checkDescriptor(layer); err != nil {
+			return nil, fmt.Errorf("%w: SBOM %s: %w", ErrCorrupt, s.Digest, err)
+		}
+		if layer.Size > MaxSBOMSize {
+			return nil, fmt.Errorf("SBOM %s of %s: %d bytes is more than %d", s.Digest, img.Ref, layer.Size, MaxSBOMSize)
+		}
+		doc, err := content.FetchAll(ctx, src, layer)
+		if err != nil {
+			return nil, &BlobError{Op: "fetch", Digest: layer.Digest, Err: err}
+		}
+		docs = append(docs, SBOMDocument{SBOM: s, Image: img.Ref, Data: doc})
+	}
+	switch {
+	case len(img.SBOMs) == 0:
+		return nil, fmt.Errorf("image %s has no SBOM in the package (created with --sbom=false?)", img.Ref)
+	case len(docs) == 0:
+		return nil, fmt.Errorf("image %s has no SBOM for %s; it has %s", img.Ref, platform, strings.Join(platforms, ", "))
+	}
+	return docs, nil
+}
+
+// findImage finds the image named name in cfg.
+func findImage(cfg *Config, name string) (*Image, error) {
+	want := name
+	if n, err := reference.ParseNormalizedNamed(name); err == nil {
+		want = n.String()
+	}
+	var refs []string
+	for ci := range cfg.Components {
+		for ii := range cfg.Components[ci].Images {
+			img := &cfg.Components[ci].Images[ii]
+			if img.Ref == name || img.Ref == want {
+				return img, nil
+			}
+			refs = append(refs, img.Ref)
+		}
+	}
+	return nil, fmt.Errorf("the package has no image %s; it has %s", name, strings.Join(refs, ", "))
+}

@@ -1,0 +1,162 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ferrypkg/ferry/artifact"
+)
+
+// sbomRow is one SBOM as `package sbom PKG -o json` lists it.
+type sbomRow struct {
+	Image string `json:"image"`
+	artifact.SBOM
+}
+
+func newSBOMCmd() *cobra.Command {
+	var (
+		output    outputFlag
+		remote    remoteFlags
+		keys      []string
+		platform  string
+		outputDir string
+	)
+	cmd := &cobra.Command{
+		Use:   "sbom PKG|REF [IMAGE]",
+		Short: "List a package's SBOMs, or print or write those of an image",
+		Long: `List the SBOMs a package holds (one per image platform, made at create):
+image, platform, format, digest and size, from ferry.json.
+
+Given IMAGE (its reference as the package records it, e.g. nginx:1.27 or
+docker.io/library/nginx:1.27), print its SBOM document (with --platform
+when it has several), or write every one into --output-dir. Only SBOMs of
+the package's graph are read, never other referrers a registry holds, and
+each is checked against its digest; a package on disk is verified whole
+first. With --key, the package's signature is verified too.`,
+		Args: cobra.RangeArgs(1, 2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := output.validate(); err != nil {
+				return err
+			}
+			if platform != "" {
+				if _, err := artifact.ParsePlatform(platform); err != nil {
+					return fmt.Errorf("--platform: %w", err)
+				}
+			}
+			if len(args) == 1 && (platform != "" || outputDir != "") {
+				return fmt.Errorf("--platform and --output-dir need an IMAGE")
+			}
+			if len(keys) > 0 {
+				if _, err := verifyPackage(cmd, args[0], keys, remote); err != nil {
+					return err
+				}
+			}
+			src, ref, err := openSource(cmd, args[0], remote)
+			if err != nil {
+				return err
+			}
+			if len(args) == 1 {
+				cfg, _, err := artifact.ReadConfig(cmd.Context(), src, ref)
+				if err != nil {
+					return err
+				}
+				return printSBOMs(cmd, cfg, output.json())
+			}
+			docs, err := artifact.ReadSBOMs(cmd.Context(), src, ref, args[1], platform)
+			if err != nil {
+				return err
+			}
+			if outputDir != "" {
+				return writeSBOMs(cmd, docs, outputDir, output.json())
+			}
+			if len(docs) > 1 {
+				var ps []string
+				for _, d := range docs {
+					ps = append(ps, d.Platform)
+				}
+				return fmt.Errorf("%s has %d SBOMs (%s): choose one with --platform, or write them all with --output-dir", docs[0].Image, len(docs), strings.Join(ps, ", "))
+			}
+			_, err = cmd.OutOrStdout().Write(docs[0].Data)
+			return err
+		},
+	}
+	output.register(cmd)
+	remote.register(cmd)
+	addKeyFlag(cmd, &keys)
+	cmd.Flags().StringVar(&platform, "platform", "", "the image platform (os/arch[/variant]) whose SBOM to print")
+	cmd.Flags().StringVar(&outputDir, "output-dir", "", "write the image's SBOMs into this folder, one file per platform")
+	return cmd
+}
+
+// printSBOMs lists the SBOMs cfg records.
+func printSBOMs(cmd *cobra.Command, cfg *artifact.Config, asJSON bool) error {
+	rows := []sbomRow{}
+	for _, c := range cfg.Components {
+		for _, i := range c.Images {
+			for _, s := range i.SBOMs {
+				rows = append(rows, sbomRow{Image: i.Ref, SBOM: s})
+			}
+		}
+	}
+	if asJSON {
+		return writeJSON(cmd.OutOrStdout(), rows)
+	}
+	if len(rows) == 0 {
+		fmt.Fprintf(cmd.OutOrStdout(), "%s %s holds no SBOM (created with --sbom=false, or by an older ferry)\n", cfg.Name, cfg.Version)
+		return nil
+	}
+	tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "IMAGE\tPLATFORM\tFORMAT\tDIGEST\tSIZE")
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.Image, r.Platform, sbomFormatName(r.ArtifactType), r.Digest, humanBytes(r.Size))
+	}
+	return tw.Flush()
+}
+
+// sbomFormatName is the --sbom-format name of an SBOM artifactType.
+func sbomFormatName(artifactType string) string {
+	for _, f := range []artifact.SBOMFormat{artifact.SBOMFormatSPDX, artifact.SBOMFormatCycloneDX} {
+		if f.ArtifactType() == artifactType {
+			return string(f)
+		}
+	}
+	return artifactType
+}
+
+// writeSBOMs writes each document into dir as <image>_<platform>.<ext>,
+// the image reference and platform made file-name safe.
+func writeSBOMs(cmd *cobra.Command, docs []artifact.SBOMDocument, dir string, asJSON bool) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	safe := strings.NewReplacer("/", "_", ":", "_", "@", "_")
+	type written struct {
+		artifact.SBOMDocument
+		Path string `json:"path"`
+	}
+	var out []written
+	for _, d := range docs {
+		ext := artifact.SBOMFormatSPDX.FileName()
+		if f := sbomFormatName(d.ArtifactType); f == string(artifact.SBOMFormatCycloneDX) {
+			ext = artifact.SBOMFormatCycloneDX.FileName()
+		}
+		name := safe.Replace(d.Image) + "_" + safe.Replace(d.Platform) + strings.TrimPrefix(ext, "sbom")
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, d.Data, 0o644); err != nil {
+			return err
+		}
+		out = append(out, written{d, p})
+	}
+	if asJSON {
+		return writeJSON(cmd.OutOrStdout(), out)
+	}
+	for _, w := range out {
+		fmt.Fprintf(cmd.OutOrStdout(), "wrote %s (%s %s, %s)\n", w.Path, w.Image, w.Platform, w.Digest)
+	}
+	return nil
+}

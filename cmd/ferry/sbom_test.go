@@ -1,0 +1,97 @@
+//go:build !ferryfront
+
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"oras.land/oras-go/v2/content/oci"
+
+	"github.com/ferrypkg/ferry/internal/fixture"
+)
+
+// TestCLIPackageSBOM: create makes an SBOM per image platform (and none
+// with --sbom=false); package sbom lists them, prints one, writes them into
+// a folder; inspect counts them; bad input, and no ferry-sbom to run, is
+// a one-line error.
+func TestCLIPackageSBOM(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	bin, err := fixture.GoBinary(ctx, t.TempDir(), "amd64")
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := oci.New(filepath.Join(dir, "images"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := fixture.SBOMImage(ctx, store, fixture.Platform("linux", "amd64", ""), bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Tag(ctx, m, "one"); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(dir, "ferry.yaml"), "apiVersion: ferry.dev/v1alpha1\nkind: Package\nmetadata: {name: s, version: 0.1.0}\n"+
+		"platforms: [linux/amd64]\ncomponents:\n  - name: c\n    images:\n      - {ref: example.com/org/one:1.0, layout: images, tag: one}\n")
+
+	stdout, stderr, code := runFerry(t, dir, "package", "create", "--sbom-format", "xml")
+	wantFail(t, stdout, stderr, code, `--sbom-format must be spdx-json or cyclonedx-json, not "xml"`)
+	if _, stderr, code := runFerry(t, dir, "package", "create"); code != 0 {
+		t.Fatal(stderr)
+	}
+	pkg := "s-0.1.0.tar.zst"
+	out, stderr, code := runFerry(t, dir, "package", "sbom", pkg)
+	if code != 0 || !strings.HasPrefix(out, "IMAGE") || !strings.Contains(out, "example.com/org/one:1.0  linux/amd64  spdx-json  sha256:") {
+		t.Fatalf("package sbom: exit %d\n%s%s", code, out, stderr)
+	}
+	out, _, _ = runFerry(t, dir, "package", "sbom", pkg, "-o", "json")
+	var rows []struct {
+		Image, Platform, ArtifactType, Digest, Subject string
+	}
+	if err := json.Unmarshal([]byte(out), &rows); err != nil || len(rows) != 1 || rows[0].Subject != m.Digest.String() || rows[0].ArtifactType != "application/spdx+json" {
+		t.Fatalf("package sbom -o json: %v\n%s", err, out)
+	}
+	doc, stderr, code := runFerry(t, dir, "package", "sbom", pkg, "example.com/org/one:1.0")
+	if code != 0 || !strings.Contains(doc, `"libferry1"`) || !strings.Contains(doc, `"spdxVersion"`) {
+		t.Fatalf("package sbom IMAGE: exit %d %s\n%.300s", code, stderr, doc)
+	}
+	out, stderr, code = runFerry(t, dir, "package", "sbom", pkg, "example.com/org/one:1.0", "--platform", "linux/amd64", "--output-dir", "sboms")
+	if code != 0 {
+		t.Fatal(stderr)
+	}
+	written, err := os.ReadFile(filepath.Join(dir, "sboms", "example.com_org_one_1.0_linux_amd64.spdx.json"))
+	if err != nil || string(written) != doc || !strings.HasPrefix(out, "wrote ") {
+		t.Fatalf("--output-dir: %v; printed %q", err, out)
+	}
+	stdout, stderr, code = runFerry(t, dir, "package", "sbom", pkg, "example.com/org/two:1.0")
+	wantFail(t, stdout, stderr, code, "the package has no image example.com/org/two:1.0; it has example.com/org/one:1.0")
+	stdout, stderr, code = runFerry(t, dir, "package", "sbom", pkg, "example.com/org/one:1.0", "--platform", "linux/arm64")
+	wantFail(t, stdout, stderr, code, "image example.com/org/one:1.0 has no SBOM for linux/arm64; it has linux/amd64")
+	out, _, _ = runFerry(t, dir, "package", "inspect", pkg)
+	if !strings.Contains(out, "1 SBOM (spdx-json;") {
+		t.Errorf("inspect does not count the SBOM:\n%s", out)
+	}
+
+	// A ferry-full with no ferry-sbom beside it nor on PATH: a one-line
+	// error naming the way out, and --sbom=false needs none.
+	lone := filepath.Join(t.TempDir(), "ferry-full")
+	if err := os.Link(filepath.Join(filepath.Dir(ferryBin), "ferry-full"), lone); err != nil {
+		t.Fatal(err)
+	}
+	noPath := []string{"PATH=" + t.TempDir()}
+	stdout, stderr, code = runBinary(t, lone, dir, noPath, "", "package", "create", "-f", "nohelper.tar.zst")
+	wantFail(t, stdout, stderr, code, "SBOMs need ferry-sbom (make build puts it next to ferry), or pass --sbom=false")
+	if _, stderr, code := runBinary(t, lone, dir, noPath, "", "package", "create", "--sbom=false", "-f", "nosbom.tar.zst"); code != 0 {
+		t.Fatal(stderr)
+	}
+	out, _, code = runFerry(t, dir, "package", "sbom", "nosbom.tar.zst")
+	if code != 0 || !strings.Contains(out, "holds no SBOM") {
+		t.Errorf("--sbom=false: %s", out)
+	}
+}
