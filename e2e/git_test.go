@@ -2,7 +2,9 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"oras.land/oras-go/v2"
 	"oras.land/oras-go/v2/content/oci"
 
@@ -25,6 +28,7 @@ import (
 
 	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/artifact/gitrepo"
+	"github.com/ferrypkg/ferry/artifact/sbomexec"
 	"github.com/ferrypkg/ferry/deploy/agent"
 	"github.com/ferrypkg/ferry/e2e/internal/cluster"
 	"github.com/ferrypkg/ferry/e2e/internal/mkimg"
@@ -75,7 +79,8 @@ components:
 	}
 	priv, pub, _ := trustNewKey(ctx, t, c)
 	pkg := filepath.Join(t.TempDir(), "e2e-git.tar")
-	created, err := artifact.Create(ctx, d, artifact.CreateOptions{Output: pkg, Git: gitrepo.Fetcher{}, SignKey: priv})
+	sboms := sbomexec.Generator{Path: filepath.Join(binDir(t), sbomexec.HelperName)}
+	created, err := artifact.Create(ctx, d, artifact.CreateOptions{Output: pkg, Git: gitrepo.Fetcher{}, SBOM: sboms, SignKey: priv})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,6 +98,16 @@ components:
 	t.Cleanup(func() { forgetPackage(context.Background(), t, c, "e2e-git") })
 	if got := registryStatus(ctx, t, c, carried.Path, carried.Digest.String()); got != 200 {
 		t.Fatalf("the registry answers %d for %s@%s", got, carried.Path, carried.Digest)
+	}
+	// The image's SBOM went with it: a referrer of its manifest in the
+	// in-cluster registry, the one ferry.json records.
+	image := created.Config.Components[0].Images[0]
+	if len(image.SBOMs) != 1 {
+		t.Fatalf("image SBOMs in ferry.json: %+v", image.SBOMs)
+	}
+	if refs := registryReferrers(ctx, t, c, "library/gitclone", image.SBOMs[0].Subject.String()); len(refs) != 1 ||
+		refs[0].Digest != image.SBOMs[0].Digest || refs[0].ArtifactType != image.SBOMs[0].ArtifactType {
+		t.Fatalf("referrers of the image in the cluster: %+v, want the SBOM %+v", refs, image.SBOMs[0])
 	}
 
 	// Clones from a Pod, through the git server, as the registry's account.
@@ -360,4 +375,26 @@ func layoutImage(ctx context.Context, t *testing.T, dir string, binary []byte, o
 		t.Fatal(err)
 	}
 	return img.Manifest.Digest.String()
+}
+
+// registryReferrers lists the referrers of repo@digest in the in-cluster
+// registry (OCI 1.1 referrers API), with init's account.
+func registryReferrers(ctx context.Context, t *testing.T, c *cluster.Cluster, repo, digest string) []ocispec.Descriptor {
+	t.Helper()
+	sec, err := c.Client.CoreV1().Secrets(contract.DefaultNamespace).Get(ctx, contract.AuthSecretName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+contract.RegistryHost(contract.DefaultNodePort)+"/v2/"+repo+"/referrers/"+digest, nil)
+	req.SetBasicAuth(string(sec.Data["username"]), string(sec.Data["password"]))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var idx ocispec.Index
+	if err := json.NewDecoder(resp.Body).Decode(&idx); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("referrers of %s@%s: %s, %v", repo, digest, resp.Status, err)
+	}
+	return idx.Manifests
 }
