@@ -3,7 +3,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"io"
@@ -148,42 +147,11 @@ func TestGitServerFlags(t *testing.T) {
 // base URL and a function that stops it and returns its error.
 func runGitServerForTest(t *testing.T, args ...string) (string, func() error) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	pr, pw := io.Pipe()
-	cmd := newGitServerCmd()
-	cmd.SetArgs(args)
-	cmd.SetOut(pw)
-	cmd.SetErr(io.Discard)
-	done := make(chan error, 1)
-	go func() {
-		err := cmd.ExecuteContext(ctx)
-		pw.CloseWithError(io.EOF)
-		done <- err
-	}()
-	line, err := bufio.NewReader(pr).ReadString('\n')
-	if err != nil {
-		cancel()
-		t.Fatalf("git-server: %v", <-done)
-	}
-	var info struct{ URL string }
-	if err := json.Unmarshal([]byte(line), &info); err != nil {
-		t.Fatalf("git-server printed %q: %v", line, err)
-	}
-	stopped := false
-	stop := func() error {
-		if stopped {
-			return nil
-		}
-		stopped = true
-		cancel()
-		select {
-		case err := <-done:
-			return err
-		case <-time.After(20 * time.Second):
-			t.Fatal("git-server did not stop")
-			return nil
-		}
-	}
-	t.Cleanup(func() { _ = stop() })
-	return info.URL, stop
+	return runServerForTest(t, "git-server", func(ctx context.Context, out io.Writer) error {
+		cmd := newGitServerCmd()
+		cmd.SetArgs(args)
+		cmd.SetOut(out)
+		cmd.SetErr(io.Discard)
+		return cmd.ExecuteContext(ctx)
+	})
 }

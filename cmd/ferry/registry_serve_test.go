@@ -38,11 +38,22 @@ func serveForTest(t *testing.T, o registryServeOptions) (string, func() error) {
 		o.root = t.TempDir()
 	}
 	o.output, o.shutdownTimeout = "json", 10*time.Second
+	return runServerForTest(t, "serve", func(ctx context.Context, out io.Writer) error {
+		return runRegistryServe(ctx, out, io.Discard, o)
+	})
+}
+
+// runServerForTest runs a server command in-process (run, which prints
+// one JSON line naming its URL on out, then serves until ctx ends) and
+// returns its URL and a function that stops it and returns its error;
+// the test's end stops it too.
+func runServerForTest(t *testing.T, name string, run func(ctx context.Context, out io.Writer) error) (string, func() error) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
 	go func() {
-		err := runRegistryServe(ctx, pw, io.Discard, o)
+		err := run(ctx, pw)
 		pw.CloseWithError(io.EOF)
 		done <- err
 	}()
@@ -50,12 +61,12 @@ func serveForTest(t *testing.T, o registryServeOptions) (string, func() error) {
 	line, err := br.ReadString('\n')
 	if err != nil {
 		cancel()
-		t.Fatalf("serve: %v", <-done)
+		t.Fatalf("%s: %v", name, <-done)
 	}
 	go func() { _, _ = io.Copy(io.Discard, br) }()
 	var info struct{ URL string }
 	if err := json.Unmarshal([]byte(line), &info); err != nil {
-		t.Fatalf("serve printed %q: %v", line, err)
+		t.Fatalf("%s printed %q: %v", name, line, err)
 	}
 	stopped := false
 	stop := func() error {
@@ -68,7 +79,7 @@ func serveForTest(t *testing.T, o registryServeOptions) (string, func() error) {
 		case err := <-done:
 			return err
 		case <-time.After(20 * time.Second):
-			t.Fatal("serve did not stop")
+			t.Fatalf("%s did not stop", name)
 			return nil
 		}
 	}
