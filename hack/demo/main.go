@@ -1,7 +1,8 @@
 // Command demo writes a sample package definition with locally generated
 // sources (no network): an OCI layout holding a multi-platform image and a
 // single-platform one that share a layer, a Helm chart folder, Kubernetes
-// manifests and a plain file. The multi-platform image runs: each platform
+// manifests, a plain file, and a git repository (made with go-git). The
+// multi-platform image runs: each platform
 // holds a static build of a small standard-library program (the e2e
 // cluster's tiny, at /app), so the README's demo can deploy it.
 //
@@ -17,7 +18,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"time"
 
+	"github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/object"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"oras.land/oras-go/v2/content/oci"
 
@@ -47,6 +52,12 @@ components:
     files:
       - source: files/app.conf
         target: /etc/app/app.conf
+  - name: gitops
+    description: the cluster's GitOps repository, pinned to one commit
+    repositories:
+      - url: https://git.example.com/platform/fleet.git
+        path: fleet
+        ref: main
 `
 
 func main() {
@@ -106,6 +117,9 @@ func write(ctx context.Context, dir string) error {
 	if _, err := fixture.Chart(filepath.Join(dir, "charts"), "app", "0.1.0", "docker.io/library/app:1.0"); err != nil {
 		return err
 	}
+	if err := fleet(filepath.Join(dir, "fleet")); err != nil {
+		return err
+	}
 	files := map[string]string{
 		"manifests/configmap.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: app-settings\ndata:\n  greeting: hello from ferry\n",
 		"files/app.conf":           "listen = 0.0.0.0:8080\n",
@@ -142,4 +156,41 @@ func program(ctx context.Context, arch string) ([]byte, error) {
 		return nil, fmt.Errorf("build the demo program for linux/%s: %v: %s", arch, err, b)
 	}
 	return os.ReadFile(out)
+}
+
+// fleet makes the demo's git repository (with go-git: no git binary
+// needed): two commits on main, at fixed times, so the same commits every
+// run.
+func fleet(dir string) error {
+	r, err := git.PlainInitWithOptions(dir, &git.PlainInitOptions{InitOptions: git.InitOptions{DefaultBranch: plumbing.Main}})
+	if err != nil {
+		return err
+	}
+	wt, err := r.Worktree()
+	if err != nil {
+		return err
+	}
+	for i, files := range []map[string]string{
+		{"clusters/prod/kustomization.yaml": "resources: [../../apps/web]\n", "apps/web/kustomization.yaml": "resources: [deploy.yaml]\n",
+			"apps/web/deploy.yaml": "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\n"},
+		{"README.md": "The fleet: what runs in each cluster.\n"},
+	} {
+		for rel, body := range files {
+			p := filepath.Join(dir, filepath.FromSlash(rel))
+			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+				return err
+			}
+			if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+				return err
+			}
+			if _, err := wt.Add(rel); err != nil {
+				return err
+			}
+		}
+		sig := &object.Signature{Name: "ferry demo", Email: "demo@ferry.dev", When: time.Date(2026, 1, 1+i, 12, 0, 0, 0, time.UTC)}
+		if _, err := wt.Commit(fmt.Sprintf("fleet, step %d", i+1), &git.CommitOptions{Author: sig, Committer: sig}); err != nil {
+			return err
+		}
+	}
+	return nil
 }
