@@ -94,6 +94,7 @@ func SourceDateEpoch() (*time.Time, error) {
 // archive, atomically: on any error no file is left at Output.
 func Create(ctx context.Context, def *Definition, opts CreateOptions) (*CreateResult, error) {
 	b := newBuilder(def, opts)
+	defer b.cleanup()
 	pkg, err := b.build(ctx)
 	if err != nil {
 		return nil, err
@@ -146,6 +147,16 @@ type builder struct {
 	plan plan
 	// repos are the git repositories added so far, by Key.
 	repos map[string]string
+	// spool holds large blobs fetchers pushed, until the archive is
+	// written; made when first needed.
+	spool string
+}
+
+// cleanup removes the spool folder.
+func (b *builder) cleanup() {
+	if b.spool != "" {
+		os.RemoveAll(b.spool)
+	}
 }
 
 // repository resolves a git repository to a commit and adds its artifact.
@@ -188,13 +199,42 @@ type blobPusher struct {
 	size int64
 }
 
+// Blobs larger than MaxManifestSize go to the builder's spool folder, to
+// be read (and checked again) when the archive is written.
 func (p *blobPusher) Push(_ context.Context, d ocispec.Descriptor, r io.Reader) error {
-	data, err := content.ReadAll(r, d)
+	p.size += d.Size
+	if d.Size <= MaxManifestSize {
+		data, err := content.ReadAll(r, d)
+		if err != nil {
+			return err
+		}
+		p.b.add(&blob{desc: d, data: data})
+		return nil
+	}
+	if p.b.spool == "" {
+		dir, err := os.MkdirTemp("", "ferry-create-")
+		if err != nil {
+			return err
+		}
+		p.b.spool = dir
+	}
+	path := filepath.Join(p.b.spool, d.Digest.Encoded())
+	f, err := os.Create(path)
 	if err != nil {
 		return err
 	}
-	p.size += d.Size
-	p.b.add(&blob{desc: d, data: data})
+	vr := content.NewVerifyReader(r, d)
+	_, err = io.Copy(f, vr)
+	if err == nil {
+		err = vr.Verify()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	p.b.add(&blob{desc: d, open: func(context.Context) (io.ReadCloser, error) { return os.Open(path) }})
 	return nil
 }
 

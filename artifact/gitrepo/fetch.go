@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"os"
 	"strings"
 
 	"github.com/go-git/go-git/v5"
@@ -34,6 +35,13 @@ func (f Fetcher) FetchGit(ctx context.Context, src artifact.RepositoryDef, dst c
 	s := Source{URL: src.URL, Path: src.Path, Ref: src.Ref}
 	var r *git.Repository
 	var err error
+	if s.Path == "" {
+		// Cloned to disk, not memory, and removed once built.
+		if s.CloneDir, err = os.MkdirTemp("", "ferry-clone-"); err != nil {
+			return artifact.Repository{}, ocispec.Descriptor{}, err
+		}
+		defer os.RemoveAll(s.CloneDir)
+	}
 	if s.Path != "" {
 		r, err = Open(ctx, s, nil)
 	} else {

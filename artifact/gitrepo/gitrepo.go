@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"os"
 	"path"
 	"regexp"
 	"slices"
@@ -36,6 +37,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/revlist"
 	"github.com/go-git/go-git/v5/plumbing/transport"
 	"github.com/go-git/go-git/v5/storage/memory"
+	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"oras.land/oras-go/v2"
 	"oras.land/oras-go/v2/content"
@@ -63,6 +65,10 @@ type Source struct {
 	// Ref is a branch, a tag, a full ref (refs/…) or a full 40-hex commit;
 	// the remote's HEAD when empty.
 	Ref string
+	// CloneDir, if set, is where a URL is cloned (a bare repository in a
+	// new folder below it, which the caller removes with CloneDir), so
+	// that a large repository costs disk, not memory; in memory if empty.
+	CloneDir string
 }
 
 // Resolved is a Source pinned: what the package records.
@@ -101,9 +107,18 @@ func Open(ctx context.Context, src Source, auth transport.AuthMethod) (*git.Repo
 		}
 		return r, nil
 	}
-	r, err := git.CloneContext(ctx, memory.NewStorage(), nil, &git.CloneOptions{
-		URL: src.URL, Auth: auth, NoCheckout: true, Tags: git.AllTags,
-	})
+	opts := &git.CloneOptions{URL: src.URL, Auth: auth, NoCheckout: true, Tags: git.AllTags}
+	var r *git.Repository
+	var err error
+	if src.CloneDir != "" {
+		dir, derr := os.MkdirTemp(src.CloneDir, "clone-")
+		if derr != nil {
+			return nil, derr
+		}
+		r, err = git.PlainCloneContext(ctx, dir, true, opts)
+	} else {
+		r, err = git.CloneContext(ctx, memory.NewStorage(), nil, opts)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("clone %s: %w", src.URL, err)
 	}
@@ -235,10 +250,6 @@ func Build(ctx context.Context, r *git.Repository, res Resolved, history bool, d
 	if err != nil {
 		return ocispec.Descriptor{}, fmt.Errorf("tree of %s: %w", res.Commit, err)
 	}
-	var layer bytes.Buffer
-	if err := writeTree(&layer, tree); err != nil {
-		return ocispec.Descriptor{}, fmt.Errorf("archive %s at %s: %w", res.URL, res.Commit, err)
-	}
 	created := res.Created.UTC().Format(time.RFC3339)
 	cfg, _ := json.Marshal(map[string]string{"created": created})
 	push := func(mediaType string, b []byte) (ocispec.Descriptor, error) {
@@ -249,17 +260,13 @@ func Build(ctx context.Context, r *git.Repository, res Resolved, history bool, d
 	if err != nil {
 		return ocispec.Descriptor{}, err
 	}
-	layerDesc, err := push(ContentMediaType, layer.Bytes())
+	layerDesc, err := pushSpooled(ctx, dst, ContentMediaType, func(w io.Writer) error { return writeTree(w, tree) })
 	if err != nil {
-		return ocispec.Descriptor{}, err
+		return ocispec.Descriptor{}, fmt.Errorf("archive %s at %s: %w", res.URL, res.Commit, err)
 	}
 	layers := []ocispec.Descriptor{layerDesc}
 	if history {
-		var bundle bytes.Buffer
-		if err := Bundle(&bundle, r, res); err != nil {
-			return ocispec.Descriptor{}, err
-		}
-		bundleDesc, err := push(BundleMediaType, bundle.Bytes())
+		bundleDesc, err := pushSpooled(ctx, dst, BundleMediaType, func(w io.Writer) error { return Bundle(w, r, res) })
 		if err != nil {
 			return ocispec.Descriptor{}, err
 		}
@@ -435,4 +442,36 @@ func splitURL(u string) (host, p string) {
 		host += ":" + port
 	}
 	return host, pu.Path
+}
+
+// pushSpooled pushes to dst what write writes, spooled through a
+// temporary file (a tree or a history may be large) and hashed on the way.
+func pushSpooled(ctx context.Context, dst content.Pusher, mediaType string, write func(io.Writer) error) (ocispec.Descriptor, error) {
+	f, err := os.CreateTemp("", "ferry-git-*")
+	if err != nil {
+		return ocispec.Descriptor{}, err
+	}
+	defer os.Remove(f.Name())
+	defer f.Close()
+	dg := digest.SHA256.Digester()
+	cw := &countingWriter{w: io.MultiWriter(f, dg.Hash())}
+	if err := write(cw); err != nil {
+		return ocispec.Descriptor{}, err
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return ocispec.Descriptor{}, err
+	}
+	d := ocispec.Descriptor{MediaType: mediaType, Digest: dg.Digest(), Size: cw.n}
+	return d, dst.Push(ctx, d, f)
+}
+
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
 }

@@ -2,6 +2,7 @@ package gitrepo
 
 import (
 	"context"
+	crand "crypto/rand"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -279,5 +280,68 @@ components:
 	}
 	if _, err := os.Stat(out); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("a failed create left %s", out)
+	}
+}
+
+// A repository larger than a manifest goes through temporary files (the
+// clone on disk, the tree and history spooled), all removed afterwards,
+// and the package holds it intact.
+func TestPackageLarge(t *testing.T) {
+	ctx := context.Background()
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	dir := filepath.Join(t.TempDir(), "big")
+	big := make([]byte, 6<<20)
+	_, _ = crand.Read(big) // incompressible
+
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "blob.bin"), big, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	gitRun(t, dir, "init", "-q", "-b", "main")
+	gitRun(t, dir, "add", ".")
+	gitRun(t, dir, "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "-m", "big")
+	url := gitServer(t, dir, "u", "p")
+	netrc := filepath.Join(t.TempDir(), "netrc")
+	if err := os.WriteFile(netrc, []byte("machine 127.0.0.1 login u password p\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("NETRC", netrc)
+	defDir := t.TempDir()
+	yaml := `apiVersion: ferry.dev/v1alpha1
+kind: Package
+metadata: {name: big, version: 1.0.0}
+components:
+  - name: c
+    repositories:
+      - {url: "` + url + `"}
+`
+	def, err := artifact.ParseDefinition(filepath.Join(defDir, "ferry.yaml"), []byte(yaml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	def.Dir = defDir
+	pkg := filepath.Join(t.TempDir(), "big.tar")
+	res, err := artifact.Create(ctx, def, artifact.CreateOptions{Output: pkg, Git: Fetcher{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := res.Config.Components[0].Repositories[0]; g.Size < 2*(6<<20) {
+		t.Errorf("repository of %d bytes, want tree and history of the 6 MiB file", g.Size)
+	}
+	r, err := artifact.Open(ctx, pkg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := artifact.Inspect(ctx, r, "", nil); err != nil {
+		t.Fatal(err)
+	}
+	left, _ := os.ReadDir(tmp)
+	for _, e := range left {
+		if strings.HasPrefix(e.Name(), "ferry-") {
+			t.Errorf("left in TMPDIR: %s", e.Name())
+		}
 	}
 }
