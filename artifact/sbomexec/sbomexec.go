@@ -26,6 +26,7 @@ import (
 	"oras.land/oras-go/v2/content/oci"
 
 	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/internal/sibling"
 )
 
 // HelperName is the file name of the helper binary.
@@ -46,24 +47,11 @@ const maxStderr = 64 << 10
 // into /usr/local/bin), else on PATH. The error wraps ErrHelperNotFound
 // when it is in neither.
 func FindHelper() (string, error) {
-	exe, err := os.Executable()
-	if err == nil {
-		if real, err := filepath.EvalSymlinks(exe); err == nil {
-			exe = real
-		}
-		p := filepath.Join(filepath.Dir(exe), HelperName)
-		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
-			return p, nil
-		}
-	}
-	p, err := exec.LookPath(HelperName)
-	switch {
-	case err == nil:
-		return p, nil
-	case errors.Is(err, exec.ErrNotFound):
+	p, exe, err := sibling.Find(HelperName)
+	if p == "" && err == nil {
 		return "", fmt.Errorf("%w beside %s nor on PATH", ErrHelperNotFound, exe)
 	}
-	return "", err
+	return p, err
 }
 
 // Generator makes SBOMs by running the helper, one run per image manifest.

@@ -3,15 +3,14 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
+
+	"github.com/ferrypkg/ferry/internal/sibling"
 )
 
 // The front binary (`make build` builds it as bin/ferry, with -tags
@@ -46,20 +45,9 @@ func handOff(root *cobra.Command, args []string) error {
 // findFull finds the full binary: beside this executable (symbolic links
 // followed, as when bin/ferry is linked into /usr/local/bin), else on PATH.
 func findFull() (string, error) {
-	exe, err := os.Executable()
-	if err == nil {
-		if real, err := filepath.EvalSymlinks(exe); err == nil {
-			exe = real
-		}
-		p := filepath.Join(filepath.Dir(exe), fullName)
-		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
-			return p, nil
-		}
-	}
-	if p, err := exec.LookPath(fullName); err == nil {
-		return p, nil
-	} else if !errors.Is(err, exec.ErrNotFound) {
-		return "", err
+	p, exe, err := sibling.Find(fullName)
+	if p != "" || err != nil {
+		return p, err
 	}
 	return "", fmt.Errorf("this command is in %s, which is neither beside %s nor on PATH; install both binaries (`make build` puts them in bin/)", fullName, strings.TrimSpace(exe))
 }
