@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"strings"
 
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/kubernetes"
@@ -133,6 +132,6 @@ func sourceRewriter(ctx context.Context, cs kubernetes.Interface, state *deploy.
 	if err != nil {
 		return nil, err
 	}
-	s.GitBase = "http://" + strings.TrimSuffix(git, ":80")
+	s.GitBase = agent.GitBaseURL(git)
 	return s, nil
 }

@@ -149,3 +149,13 @@ func TestWebhookSources(t *testing.T) {
 		t.Fatalf("a Bucket: %+v", r)
 	}
 }
+
+func TestGitBaseURL(t *testing.T) {
+	for host, want := range map[string]string{
+		"10.96.0.40:80": "http://10.96.0.40", "10.96.0.40:8080": "http://10.96.0.40:8080", "[fd00::28]:80": "http://[fd00::28]",
+	} {
+		if got := GitBaseURL(host); got != want {
+			t.Errorf("GitBaseURL(%q) = %q, want %q", host, got, want)
+		}
+	}
+}
