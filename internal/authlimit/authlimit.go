@@ -1,0 +1,225 @@
+// Package authlimit slows down password guessing against ferry's HTTP
+// servers (the registry's htpasswd, the git server): a client whose
+// credentials are refused again and again waits longer and longer before
+// its next attempt is even looked at, and is answered 429 Too Many Requests
+// with a Retry-After until then. It is one middleware that every server with
+// a password check goes through; it knows nothing of how credentials are
+// checked, only of the answers: a request that carried an Authorization
+// header and was answered 401 is a failure, one answered below 400 a
+// success.
+package authlimit
+
+import (
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// Defaults of Options.
+const (
+	// DefaultFree is how many refused attempts a client has before it is
+	// slowed down (5: a user who mistypes a password a few times never
+	// waits).
+	DefaultFree = 5
+	// DefaultBase is the first wait once a client is past its free
+	// attempts (1 s); each further failure doubles it.
+	DefaultBase = time.Second
+	// DefaultMax bounds the wait (5 min): at most a dozen guesses an hour
+	// once the back-off is at its maximum.
+	DefaultMax = 5 * time.Minute
+	// DefaultForget is how long a client's failures are remembered after its
+	// last one (15 min).
+	DefaultForget = 15 * time.Minute
+	// DefaultClients bounds how many clients are tracked at once (10,000):
+	// memory stays bounded whatever the number of addresses an attacker
+	// uses. Past it the oldest entries are dropped.
+	DefaultClients = 10_000
+)
+
+// Options configures a Limiter; the zero value uses the defaults above.
+type Options struct {
+	Free    int
+	Base    time.Duration
+	Max     time.Duration
+	Forget  time.Duration
+	Clients int
+	// Now is the clock (time.Now if nil), for tests.
+	Now func() time.Time
+}
+
+// Limiter tracks refused authentications by client address.
+type Limiter struct {
+	opts    Options
+	mu      sync.Mutex
+	clients map[string]*client
+}
+
+type client struct {
+	failures int
+	last     time.Time // last failure
+	until    time.Time // no attempt is looked at before
+}
+
+// New returns a Limiter with opts, defaults filled in.
+func New(opts Options) *Limiter {
+	if opts.Free <= 0 {
+		opts.Free = DefaultFree
+	}
+	if opts.Base <= 0 {
+		opts.Base = DefaultBase
+	}
+	if opts.Max <= 0 {
+		opts.Max = DefaultMax
+	}
+	if opts.Forget <= 0 {
+		opts.Forget = DefaultForget
+	}
+	if opts.Clients <= 0 {
+		opts.Clients = DefaultClients
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	return &Limiter{opts: opts, clients: map[string]*client{}}
+}
+
+// Wait reports how long key must wait before its next attempt is looked at
+// (0: now).
+func (l *Limiter) Wait(key string) time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	c := l.clients[key]
+	if c == nil {
+		return 0
+	}
+	now := l.opts.Now()
+	if now.Sub(c.last) > l.opts.Forget {
+		delete(l.clients, key)
+		return 0
+	}
+	if d := c.until.Sub(now); d > 0 {
+		return d
+	}
+	return 0
+}
+
+// Fail records a refused attempt of key.
+func (l *Limiter) Fail(key string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := l.opts.Now()
+	c := l.clients[key]
+	if c == nil || now.Sub(c.last) > l.opts.Forget {
+		if len(l.clients) >= l.opts.Clients {
+			l.evict(now)
+		}
+		c = &client{}
+		l.clients[key] = c
+	}
+	c.failures++
+	c.last = now
+	if over := c.failures - l.opts.Free; over > 0 {
+		d := l.opts.Base
+		for i := 1; i < over && d < l.opts.Max; i++ {
+			d *= 2
+		}
+		c.until = now.Add(min(d, l.opts.Max))
+	}
+}
+
+// Succeed forgets key's failures.
+func (l *Limiter) Succeed(key string) {
+	l.mu.Lock()
+	delete(l.clients, key)
+	l.mu.Unlock()
+}
+
+// evict drops forgotten clients, and if none was, the one whose last
+// failure is oldest. Called with mu held.
+func (l *Limiter) evict(now time.Time) {
+	var oldest string
+	var at time.Time
+	for k, c := range l.clients {
+		if now.Sub(c.last) > l.opts.Forget {
+			delete(l.clients, k)
+			continue
+		}
+		if oldest == "" || c.last.Before(at) {
+			oldest, at = k, c.last
+		}
+	}
+	if len(l.clients) >= l.opts.Clients && oldest != "" {
+		delete(l.clients, oldest)
+	}
+}
+
+// Handler returns next behind the limiter: a request with credentials from
+// a client that must wait gets 429 with Retry-After (next is not called); a
+// request with credentials answered 401 counts as a failure of its client,
+// one answered with a status below 400 as a success. Requests without an
+// Authorization header are passed through and never counted. The client is
+// the request's remote IP address.
+func (l *Limiter) Handler(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") == "" {
+			next.ServeHTTP(w, r)
+			return
+		}
+		key := ClientKey(r)
+		if d := l.Wait(key); d > 0 {
+			secs := int((d + time.Second - 1) / time.Second)
+			w.Header().Set("Retry-After", strconv.Itoa(secs))
+			http.Error(w, "too many failed authentications; retry in "+strconv.Itoa(secs)+" s", http.StatusTooManyRequests)
+			return
+		}
+		sw := &statusWriter{ResponseWriter: w}
+		next.ServeHTTP(sw, r)
+		switch {
+		case sw.status == http.StatusUnauthorized:
+			l.Fail(key)
+		case sw.status != 0 && sw.status < 400:
+			l.Succeed(key)
+		}
+	})
+}
+
+// ClientKey is the client a request comes from: its remote IP address.
+func ClientKey(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+// statusWriter records the status written.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(p []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(p)
+}
+
+// Flush passes a flush on (streamed packs, blob downloads).
+func (w *statusWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

@@ -1,0 +1,103 @@
+package authlimit
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+)
+
+type clock struct{ t time.Time }
+
+func (c *clock) now() time.Time { return c.t }
+
+func TestBackoff(t *testing.T) {
+	c := &clock{t: time.Unix(1000, 0)}
+	l := New(Options{Free: 3, Base: time.Second, Max: 8 * time.Second, Forget: time.Minute, Now: c.now})
+	for i := range 3 {
+		l.Fail("a")
+		if d := l.Wait("a"); d != 0 {
+			t.Fatalf("after %d failures: wait %s, want 0 (free attempts)", i+1, d)
+		}
+	}
+	want := []time.Duration{1, 2, 4, 8, 8}
+	for i, w := range want {
+		l.Fail("a")
+		if d := l.Wait("a"); d != w*time.Second {
+			t.Fatalf("failure %d past the free ones: wait %s, want %s", i+1, d, w*time.Second)
+		}
+	}
+	if d := l.Wait("b"); d != 0 {
+		t.Fatalf("another client waits %s", d)
+	}
+	c.t = c.t.Add(9 * time.Second)
+	if d := l.Wait("a"); d != 0 {
+		t.Fatalf("after the wait: %s", d)
+	}
+	l.Fail("a") // still remembered: the back-off goes on
+	if d := l.Wait("a"); d != 8*time.Second {
+		t.Fatalf("remembered client: wait %s, want 8s", d)
+	}
+	c.t = c.t.Add(2 * time.Minute)
+	if d := l.Wait("a"); d != 0 {
+		t.Fatalf("forgotten client waits %s", d)
+	}
+	l.Fail("a")
+	l.Succeed("a")
+	if _, ok := l.clients["a"]; ok {
+		t.Fatal("a success did not forget the client")
+	}
+}
+
+func TestBoundedClients(t *testing.T) {
+	l := New(Options{Clients: 100})
+	for i := range 10_000 {
+		l.Fail(fmt.Sprint(i))
+	}
+	if n := len(l.clients); n > 100 {
+		t.Fatalf("%d clients tracked, want at most 100", n)
+	}
+}
+
+func TestHandler(t *testing.T) {
+	h := New(Options{Free: 2, Base: time.Minute}).Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if u, p, ok := r.BasicAuth(); !ok || u != "u" || p != "right" {
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		fmt.Fprint(w, "ok")
+	}))
+	do := func(pass string, remote string) int {
+		r := httptest.NewRequest(http.MethodGet, "/", nil)
+		r.RemoteAddr = remote
+		if pass != "" {
+			r.SetBasicAuth("u", pass)
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code == http.StatusTooManyRequests && w.Header().Get("Retry-After") == "" {
+			t.Fatal("429 without Retry-After")
+		}
+		return w.Code
+	}
+	for range 2 {
+		if got := do("wrong", "10.0.0.1:1"); got != 401 {
+			t.Fatalf("wrong password: %d, want 401", got)
+		}
+	}
+	if got := do("wrong", "10.0.0.1:2"); got != 401 {
+		t.Fatalf("third wrong password: %d, want 401 (it starts the back-off)", got)
+	}
+	for _, pass := range []string{"wrong", "right"} {
+		if got := do(pass, "10.0.0.1:3"); got != http.StatusTooManyRequests {
+			t.Fatalf("during the back-off, password %q: %d, want 429", pass, got)
+		}
+	}
+	if got := do("right", "10.0.0.2:1"); got != 200 {
+		t.Fatalf("another client: %d, want 200", got)
+	}
+	if got := do("", "10.0.0.1:4"); got != 401 {
+		t.Fatalf("no credentials from a slowed client: %d, want 401 (not counted, not refused)", got)
+	}
+}
