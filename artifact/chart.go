@@ -4,7 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
+	"io/fs"
 	"path/filepath"
 	"strings"
 	"time"
@@ -19,12 +19,14 @@ import (
 // needs one for a definition with charts in folders or .tgz files
 // (CreateOptions.Charts).
 type ChartPackager interface {
-	// PackageChart packages the chart at path, a folder or a .tgz archive
-	// (kept as it is): the chart archive, the same bytes for the same chart
-	// (entries' times set to mtime), and its metadata as Helm stores it in
-	// an OCI config (Chart.yaml as JSON). Its errors need not name the
-	// chart: Create adds "load chart <path>".
-	PackageChart(path string, mtime time.Time) (archive, config []byte, err error)
+	// PackageChart packages the chart at name in fsys (slash-separated), a
+	// folder or a .tgz archive (kept as it is): the chart archive, the same
+	// bytes for the same chart (entries' times set to mtime), and its
+	// metadata as Helm stores it in an OCI config (Chart.yaml as JSON). It
+	// reads nothing but fsys (Create passes the definition's folder,
+	// confined: see Folder). Its errors need not name the chart: Create
+	// adds "load chart <path>".
+	PackageChart(fsys fs.FS, name string, mtime time.Time) (archive, config []byte, err error)
 }
 
 // chartMeta is what a package records of a chart's metadata.
@@ -41,11 +43,11 @@ func (b *builder) chart(ctx context.Context, cd ChartDef) (ocispec.Descriptor, C
 	if cd.URL != "" {
 		return b.remoteChart(ctx, cd)
 	}
-	full, err := b.def.Resolve(cd.Path)
+	name, err := b.folder.name(cd.Path)
 	if err != nil {
 		return ocispec.Descriptor{}, Chart{}, err
 	}
-	fi, err := os.Stat(full)
+	fi, err := b.folder.Stat(cd.Path)
 	if err != nil {
 		return ocispec.Descriptor{}, Chart{}, err
 	}
@@ -55,7 +57,7 @@ func (b *builder) chart(ctx context.Context, cd ChartDef) (ocispec.Descriptor, C
 	if !fi.IsDir() && fi.Size() > MaxChartSize {
 		return ocispec.Descriptor{}, Chart{}, fmt.Errorf("chart %s is larger than %d bytes", cd.Path, MaxChartSize)
 	}
-	tgz, config, err := b.opts.Charts.PackageChart(full, b.plan.mtime)
+	tgz, config, err := b.opts.Charts.PackageChart(b.folder.FS(), name, b.plan.mtime)
 	if err != nil {
 		return ocispec.Descriptor{}, Chart{}, fmt.Errorf("load chart %s: %w", cd.Path, err)
 	}

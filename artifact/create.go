@@ -20,6 +20,8 @@ import (
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"gopkg.in/yaml.v3"
 	"oras.land/oras-go/v2/content"
+
+	"github.com/ferrypkg/ferry/internal/scratch"
 )
 
 // CreateOptions configures Create. The zero value writes a .tar.zst next to
@@ -61,9 +63,11 @@ type CreateOptions struct {
 // GitFetcher resolves a git repository's ref to a commit and pushes the
 // repository at that commit to dst as an OCI artifact in the format Flux's
 // OCIRepository reads (see Repository), returning its manifest and the
-// record ferry.json keeps (all but Size, which create counts).
+// record ferry.json keeps (all but Size, which create counts). A src with
+// a Path is a local repository: Path is slash-separated and relative to
+// dir, the definition's folder, and nothing outside dir may be read for it.
 type GitFetcher interface {
-	FetchGit(ctx context.Context, src RepositoryDef, dst content.Pusher) (Repository, ocispec.Descriptor, error)
+	FetchGit(ctx context.Context, src RepositoryDef, dir *os.Root, dst content.Pusher) (Repository, ocispec.Descriptor, error)
 }
 
 // CreateResult describes a created package.
@@ -95,6 +99,11 @@ func SourceDateEpoch() (*time.Time, error) {
 func Create(ctx context.Context, def *Definition, opts CreateOptions) (*CreateResult, error) {
 	b := newBuilder(def, opts)
 	defer b.cleanup()
+	folder, err := def.OpenFolder()
+	if err != nil {
+		return nil, err
+	}
+	b.folder = folder
 	pkg, err := b.build(ctx)
 	if err != nil {
 		return nil, err
@@ -145,17 +154,21 @@ type builder struct {
 	def  *Definition
 	opts CreateOptions
 	plan plan
+	// folder is the definition's folder: every file it names is read
+	// through it.
+	folder *Folder
 	// repos are the git repositories added so far, by Key.
 	repos map[string]string
 	// spool holds large blobs fetchers pushed, until the archive is
 	// written; made when first needed.
-	spool string
+	spool *scratch.Dir
 }
 
-// cleanup removes the spool folder.
+// cleanup removes the spool folder and closes the definition's folder.
 func (b *builder) cleanup() {
-	if b.spool != "" {
-		os.RemoveAll(b.spool)
+	b.spool.Remove()
+	if b.folder != nil {
+		b.folder.Close()
 	}
 }
 
@@ -166,14 +179,14 @@ func (b *builder) repository(ctx context.Context, gd RepositoryDef) (ocispec.Des
 	}
 	rel := gd.Path
 	if gd.Path != "" {
-		full, err := b.def.Resolve(gd.Path)
+		n, err := b.folder.name(gd.Path)
 		if err != nil {
 			return ocispec.Descriptor{}, Repository{}, err
 		}
-		gd.Path = full
+		gd.Path = n
 	}
 	dst := &blobPusher{b: b}
-	rec, desc, err := b.opts.Git.FetchGit(ctx, gd, dst)
+	rec, desc, err := b.opts.Git.FetchGit(ctx, gd, b.folder.Root(), dst)
 	if err != nil {
 		return ocispec.Descriptor{}, Repository{}, err
 	}
@@ -211,14 +224,14 @@ func (p *blobPusher) Push(_ context.Context, d ocispec.Descriptor, r io.Reader) 
 		p.b.add(&blob{desc: d, data: data})
 		return nil
 	}
-	if p.b.spool == "" {
-		dir, err := os.MkdirTemp("", "ferry-create-")
+	if p.b.spool == nil {
+		dir, err := scratch.MkdirTemp("", "ferry-create-")
 		if err != nil {
 			return err
 		}
 		p.b.spool = dir
 	}
-	path := filepath.Join(p.b.spool, d.Digest.Encoded())
+	path := filepath.Join(p.b.spool.Path, d.Digest.Encoded())
 	f, err := os.Create(path)
 	if err != nil {
 		return err
@@ -450,22 +463,21 @@ func (b *builder) progress(p Progress) {
 }
 
 // manifestBundle joins a manifest entry's YAML files (folders walked in
-// lexical order) into one multi-document stream, checking each parses.
+// lexical order, links followed inside the definition's folder) into one
+// multi-document stream, checking each parses; together they are at most
+// MaxManifestBundleSize bytes.
 func (b *builder) manifestBundle(md ManifestDef) ([]byte, []string, error) {
 	var buf bytes.Buffer
 	var names []string
 	for _, rel := range md.Files {
-		full, err := b.def.Resolve(rel)
+		fi, err := b.folder.Stat(rel)
 		if err != nil {
 			return nil, nil, err
 		}
 		var paths []string
-		fi, err := os.Stat(full)
-		if err != nil {
-			return nil, nil, err
-		}
 		if fi.IsDir() {
-			err := filepath.WalkDir(full, func(p string, d fs.DirEntry, err error) error {
+			top, _ := b.folder.name(rel)
+			err := fs.WalkDir(b.folder.FS(), top, func(p string, d fs.DirEntry, err error) error {
 				if err != nil {
 					return err
 				}
@@ -482,25 +494,24 @@ func (b *builder) manifestBundle(md ManifestDef) ([]byte, []string, error) {
 				return nil, nil, fmt.Errorf("folder %s holds no .yaml, .yml or .json file", rel)
 			}
 		} else {
-			paths = []string{full}
+			n, _ := b.folder.name(rel)
+			paths = []string{n}
 		}
 		for _, p := range paths {
-			r, _ := filepath.Rel(filepath.Join(b.def.Dir), p)
-			if abs, err := filepath.Abs(b.def.Dir); err == nil {
-				r, _ = filepath.Rel(abs, p)
-			}
-			r = filepath.ToSlash(r)
-			data, err := os.ReadFile(p)
+			data, err := b.folder.ReadFile(p, MaxManifestBundleSize)
 			if err != nil {
 				return nil, nil, err
 			}
 			if err := checkYAMLStream(data); err != nil {
-				return nil, nil, fmt.Errorf("%s: %w", r, err)
+				return nil, nil, fmt.Errorf("%s: %w", p, err)
 			}
-			names = append(names, r)
-			fmt.Fprintf(&buf, "---\n# Source: %s\n", r)
+			names = append(names, p)
+			fmt.Fprintf(&buf, "---\n# Source: %s\n", p)
 			buf.Write(bytes.TrimSuffix(data, []byte("\n")))
 			buf.WriteByte('\n')
+			if buf.Len() > MaxManifestBundleSize {
+				return nil, nil, fmt.Errorf("the manifests add up to more than %d bytes", MaxManifestBundleSize)
+			}
 		}
 	}
 	return buf.Bytes(), names, nil
@@ -539,28 +550,21 @@ func checkYAMLStream(data []byte) error {
 // file adds a plain file as a layer; its bytes are read again (and checked)
 // when the archive is written.
 func (b *builder) file(fd FileDef) (ocispec.Descriptor, error) {
-	full, err := b.def.Resolve(fd.Source)
-	if err != nil {
-		return ocispec.Descriptor{}, err
-	}
-	f, err := os.Open(full)
+	f, _, err := b.folder.Open(fd.Source)
 	if err != nil {
 		return ocispec.Descriptor{}, err
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return ocispec.Descriptor{}, err
-	}
-	if !fi.Mode().IsRegular() {
-		return ocispec.Descriptor{}, fmt.Errorf("%s is not a regular file", fd.Source)
-	}
 	dg := digest.SHA256.Digester()
 	n, err := io.Copy(dg.Hash(), f)
 	if err != nil {
-		return ocispec.Descriptor{}, err
+		return ocispec.Descriptor{}, fmt.Errorf("%s: %w", fd.Source, err)
 	}
 	d := ocispec.Descriptor{MediaType: MediaTypeFile, Digest: dg.Digest(), Size: n}
-	b.add(&blob{desc: d, open: func(context.Context) (io.ReadCloser, error) { return os.Open(full) }})
+	src := fd.Source
+	b.add(&blob{desc: d, open: func(context.Context) (io.ReadCloser, error) {
+		f, _, err := b.folder.Open(src)
+		return f, err
+	}})
 	return d, nil
 }

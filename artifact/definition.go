@@ -689,31 +689,6 @@ func checkRelPath(s string) error {
 	return nil
 }
 
-// Resolve returns the absolute path of rel inside the definition's folder,
-// refusing paths that leave it, also through symbolic links.
-func (d *Definition) Resolve(rel string) (string, error) {
-	if err := checkRelPath(rel); err != nil {
-		return "", err
-	}
-	base, err := filepath.Abs(d.Dir)
-	if err != nil {
-		return "", err
-	}
-	realBase, err := filepath.EvalSymlinks(base)
-	if err != nil {
-		return "", err
-	}
-	full := filepath.Join(base, rel)
-	real, err := filepath.EvalSymlinks(full)
-	if err != nil {
-		return "", err
-	}
-	if r, err := filepath.Rel(realBase, real); err != nil || !filepath.IsLocal(r) && r != "." {
-		return "", fmt.Errorf("path %q escapes the definition's folder through a link", rel)
-	}
-	return full, nil
-}
-
 // sbom parses the `sbom:` section: enabled (default true) and format.
 func (p *defParser) sbom(n *yaml.Node, field string, dst *SBOMDef) error {
 	enabled := true

@@ -124,7 +124,7 @@ func TestCreateBadSources(t *testing.T) {
 		{"unreachable registry", "    images: [127.0.0.1:1/x/y:1]\n", "ferry.yaml:9: components[0].images[0]: resolve 127.0.0.1:1/x/y:1"},
 		{"platform missing", "    images: [" + w.Host + "/team/worker:2.0]\n", ""},
 		{"layout tag missing", "    images:\n      - ref: x/y:9\n        layout: images\n", "components[0].images[0]: image \"9\" not found in OCI layout images"},
-		{"symlink escape", "    files:\n      - source: escape/hostname\n        target: /x\n", "escapes the definition's folder through a link"},
+		{"symlink escape", "    files:\n      - source: escape/hostname\n        target: /x\n", "escape/hostname leads outside the definition's folder"},
 		{"missing file", "    files:\n      - source: nope.txt\n        target: /x\n", "components[0].files[0]: "},
 		{"broken manifest", "    manifests:\n      - name: m\n        files: [manifests/broken.yaml]\n", "components[0].manifests[0]: manifests/broken.yaml: invalid YAML"},
 		{"not kubernetes", "    manifests:\n      - name: m\n        files: [manifests/notk8s.yaml]\n", "is not a Kubernetes object"},

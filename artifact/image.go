@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"strings"
 
@@ -18,11 +17,11 @@ import (
 // imageSource opens the store an image comes from and resolves it there.
 func (b *builder) imageSource(ctx context.Context, img ImageDef) (content.ReadOnlyStorage, ocispec.Descriptor, string, error) {
 	if img.Layout != "" {
-		dir, err := b.def.Resolve(img.Layout)
+		fsys, err := b.folder.Sub(img.Layout)
 		if err != nil {
-			return nil, ocispec.Descriptor{}, "", err
+			return nil, ocispec.Descriptor{}, "", fmt.Errorf("OCI layout %s: %w", img.Layout, err)
 		}
-		store, err := oci.NewFromFS(ctx, os.DirFS(dir))
+		store, err := oci.NewFromFS(ctx, fsys)
 		if err != nil {
 			return nil, ocispec.Descriptor{}, "", fmt.Errorf("open OCI layout %s: %w", img.Layout, err)
 		}

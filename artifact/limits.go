@@ -42,6 +42,32 @@ const (
 	// MaxChartSize bounds a chart archive (.tgz) put into a package: it is
 	// held in memory (64 MiB; Helm's loader refuses a chart that expands past 100 MiB).
 	MaxChartSize = 64 << 20
+
+	// MaxManifestBundleSize bounds one manifests entry of a definition, its
+	// YAML files together (64 MiB; the largest CRD bundles are a few MiB).
+	// The bundle is held in memory by create and deploy.
+	MaxManifestBundleSize = 64 << 20
+)
+
+// Limits on a git repository carried in a package (create, artifact/gitrepo).
+// A repository comes from a URL or a folder nobody vetted; one over a limit is
+// refused in one line naming it. The README's limits table lists them.
+const (
+	// MaxGitPath bounds a path in a repository's tree (4,096 bytes: Linux's
+	// PATH_MAX, past which no checkout can write it), and with it the
+	// tree's depth (2,048) and the size of the tar that carries it.
+	MaxGitPath = 4096
+	// MaxGitName bounds one name in a tree (255 bytes: NAME_MAX).
+	MaxGitName = 255
+	// MaxGitEntries bounds the files and folders of one tree (1,000,000;
+	// the Linux kernel has about 90,000, Chromium about 450,000).
+	MaxGitEntries = 1_000_000
+	// GitExpansionFloor is how many bytes the files of a tree may add up to
+	// past twice the bytes of its distinct contents (64 MiB): a repository
+	// naming the same content under many paths — copies of a license, empty
+	// files — passes, a git bomb (one large blob under a million paths)
+	// does not.
+	GitExpansionFloor = 64 << 20
 )
 
 // expansionFloor is how many decompressed bytes a .tar.zst may give before

@@ -9,17 +9,22 @@ import (
 	"bytes"
 	"compress/gzip"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"path"
 	"sort"
 	"time"
 
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/ignore"
 
 	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/internal/scratch"
 )
 
 // Packager packages charts with Helm's SDK. The zero value is ready.
@@ -27,19 +32,24 @@ type Packager struct{}
 
 var _ artifact.ChartPackager = Packager{}
 
-// PackageChart loads the chart at path (a folder or a .tgz archive) with
-// Helm's loader, which validates it. A folder is packaged as `helm package`
-// does, then made reproducible (packageChart); an archive is kept as it is.
-// The config is the chart's metadata as JSON, as Helm stores it. Errors
-// are Helm's, unprefixed: the caller names the chart.
-func (Packager) PackageChart(path string, mtime time.Time) (archive, config []byte, err error) {
-	fi, err := os.Stat(path)
+// PackageChart loads the chart at name in fsys (a folder or a .tgz
+// archive) with Helm's loader, which validates it. A folder is read as
+// `helm package` reads it (.helmignore honoured, links followed — inside
+// fsys only), packaged, then made reproducible (packageChart); an archive
+// is kept as it is. The config is the chart's metadata as JSON, as Helm
+// stores it. Errors are Helm's, unprefixed: the caller names the chart.
+func (Packager) PackageChart(fsys fs.FS, name string, mtime time.Time) (archive, config []byte, err error) {
+	fi, err := fs.Stat(fsys, name)
 	if err != nil {
 		return nil, nil, err
 	}
 	var ch *chart.Chart
 	if fi.IsDir() {
-		if ch, err = loader.LoadDir(path); err != nil {
+		files, err := readDir(fsys, name)
+		if err != nil {
+			return nil, nil, err
+		}
+		if ch, err = loader.LoadFiles(files); err != nil {
 			return nil, nil, err
 		}
 		if archive, err = packageChart(ch, mtime); err != nil {
@@ -49,7 +59,7 @@ func (Packager) PackageChart(path string, mtime time.Time) (archive, config []by
 		if fi.Size() > artifact.MaxChartSize {
 			return nil, nil, fmt.Errorf("larger than %d bytes", artifact.MaxChartSize)
 		}
-		if archive, err = os.ReadFile(path); err != nil {
+		if archive, err = readFile(fsys, name, artifact.MaxChartSize); err != nil {
 			return nil, nil, err
 		}
 		if ch, err = loader.LoadArchive(bytes.NewReader(archive)); err != nil {
@@ -63,18 +73,112 @@ func (Packager) PackageChart(path string, mtime time.Time) (archive, config []by
 	return archive, config, nil
 }
 
+// maxLinkDepth bounds how many linked folders deep readDir follows (a link
+// to a parent folder would otherwise loop forever).
+const maxLinkDepth = 16
+
+// readDir reads the chart folder top of fsys as Helm's loader.LoadDir reads
+// one from disk: .helmignore's rules (and Helm's defaults) applied, links
+// followed, irregular files refused, each file at most Helm's
+// MaxDecompressedFileSize and all of them at most its
+// MaxDecompressedChartSize, a UTF-8 byte order mark dropped.
+func readDir(fsys fs.FS, top string) ([]*loader.BufferedFile, error) {
+	rules := ignore.Empty()
+	if data, err := readFile(fsys, path.Join(top, ignore.HelmIgnore), loader.MaxDecompressedFileSize); err == nil {
+		if rules, err = ignore.Parse(bytes.NewReader(data)); err != nil {
+			return nil, err
+		}
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
+	rules.AddDefaults()
+	var files []*loader.BufferedFile
+	var total int64
+	var walk func(dir, rel string, links int) error
+	walk = func(dir, rel string, links int) error {
+		entries, err := fs.ReadDir(fsys, dir)
+		if err != nil {
+			return err
+		}
+		for _, e := range entries {
+			p, n := path.Join(dir, e.Name()), path.Join(rel, e.Name())
+			fi, err := fs.Stat(fsys, p) // links followed, inside fsys
+			if err != nil {
+				return err
+			}
+			depth := links
+			if e.Type()&fs.ModeSymlink != 0 {
+				depth++
+			}
+			if fi.IsDir() {
+				if rules.Ignore(n, fi) {
+					continue
+				}
+				if depth > maxLinkDepth {
+					return fmt.Errorf("%s: links to folders more than %d deep", n, maxLinkDepth)
+				}
+				if err := walk(p, n, depth); err != nil {
+					return err
+				}
+				continue
+			}
+			if rules.Ignore(n, fi) {
+				continue
+			}
+			if !fi.Mode().IsRegular() {
+				return fmt.Errorf("cannot load irregular file %s as it has file mode type bits set", n)
+			}
+			if fi.Size() > loader.MaxDecompressedFileSize {
+				return fmt.Errorf("chart file %q is larger than the maximum file size %d", n, loader.MaxDecompressedFileSize)
+			}
+			data, err := readFile(fsys, p, loader.MaxDecompressedFileSize)
+			if err != nil {
+				return err
+			}
+			if total += int64(len(data)); total > loader.MaxDecompressedChartSize {
+				return fmt.Errorf("chart files add up to more than %d bytes", loader.MaxDecompressedChartSize)
+			}
+			files = append(files, &loader.BufferedFile{Name: n, Data: bytes.TrimPrefix(data, utf8bom)})
+		}
+		return nil
+	}
+	if err := walk(top, "", 0); err != nil {
+		return nil, err
+	}
+	return files, nil
+}
+
+var utf8bom = []byte{0xEF, 0xBB, 0xBF}
+
+// readFile reads name from fsys, refusing more than max bytes.
+func readFile(fsys fs.FS, name string, max int64) ([]byte, error) {
+	f, err := fsys.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) > max {
+		return nil, fmt.Errorf("%s is larger than %d bytes", name, max)
+	}
+	return data, nil
+}
+
 // packageChart packages a loaded chart with the Helm SDK and rewrites the
 // archive with fixed times and ownership, and its entries in one order —
 // Chart.yaml first, then by path — so the same chart gives the same bytes.
 // The order matters: Helm's loader keeps subcharts (folders or .tgz files
 // under charts/) in map order, and chartutil.Save writes them in that order.
 func packageChart(ch *chart.Chart, mtime time.Time) ([]byte, error) {
-	tmp, err := os.MkdirTemp("", "ferry-chart-")
+	tmp, err := scratch.MkdirTemp("", "ferry-chart-")
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(tmp)
-	path, err := chartutil.Save(ch, tmp)
+	defer tmp.Remove()
+	path, err := chartutil.Save(ch, tmp.Path)
 	if err != nil {
 		return nil, err
 	}

@@ -9,13 +9,14 @@ import (
 	"strings"
 
 	"github.com/go-git/go-git/v5"
-	"github.com/go-git/go-git/v5/plumbing/transport"
-	"github.com/go-git/go-git/v5/plumbing/transport/http"
+	"github.com/go-git/go-git/v6/plumbing/transport"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"oras.land/oras-go/v2/content"
 
 	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/internal/gitcred"
+	"github.com/ferrypkg/ferry/internal/redact"
+	"github.com/ferrypkg/ferry/internal/scratch"
 )
 
 // Fetcher is artifact.GitFetcher with go-git: a local clone is read as it
@@ -30,17 +31,21 @@ type Fetcher struct {
 
 var _ artifact.GitFetcher = Fetcher{}
 
-// FetchGit resolves src to a commit and pushes its artifact to dst.
-func (f Fetcher) FetchGit(ctx context.Context, src artifact.RepositoryDef, dst content.Pusher) (artifact.Repository, ocispec.Descriptor, error) {
-	s := Source{URL: src.URL, Path: src.Path, Ref: src.Ref}
+// FetchGit resolves src to a commit and pushes its artifact to dst. A
+// local src.Path is read inside dir only (OpenLocal).
+func (f Fetcher) FetchGit(ctx context.Context, src artifact.RepositoryDef, dir *os.Root, dst content.Pusher) (artifact.Repository, ocispec.Descriptor, error) {
+	s := Source{URL: src.URL, Path: src.Path, Root: dir, Ref: src.Ref}
 	var r *git.Repository
 	var err error
 	if s.Path == "" {
-		// Cloned to disk, not memory, and removed once built.
-		if s.CloneDir, err = os.MkdirTemp("", "ferry-clone-"); err != nil {
+		// Cloned to disk, not memory, and removed once built (or by the
+		// next run's sweep, if this one is killed).
+		tmp, err := scratch.MkdirTemp("", "ferry-clone-")
+		if err != nil {
 			return artifact.Repository{}, ocispec.Descriptor{}, err
 		}
-		defer os.RemoveAll(s.CloneDir)
+		defer tmp.Remove()
+		s.CloneDir = tmp.Path
 	}
 	if s.Path != "" {
 		r, err = Open(ctx, s, nil)
@@ -72,35 +77,35 @@ func (f Fetcher) clone(ctx context.Context, s Source) (*git.Repository, error) {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") {
 		return Open(ctx, s, nil) // ssh: go-git's SSH agent and known_hosts
 	}
-	var auth transport.AuthMethod
+	var cred *Credentials
 	c, ok, err := gitcred.Netrc(u.Host)
 	if err != nil {
 		return nil, err
 	}
 	if ok {
-		auth = &http.BasicAuth{Username: c.Username, Password: c.Password}
+		cred = &Credentials{Username: c.Username, Password: c.Password}
 	}
-	r, err := Open(ctx, s, auth)
+	r, err := Open(ctx, s, cred)
 	if !needsCredential(err) {
 		return r, err
 	}
 	if !f.Credentials.Available() {
-		return nil, fmt.Errorf("clone %s: %w: put them in ~/.netrc (or $NETRC), or install git and configure a credential helper", s.URL, transport.ErrAuthenticationRequired)
+		return nil, fmt.Errorf("clone %s: %w: put them in ~/.netrc (or $NETRC), or install git and configure a credential helper", redact.URL(s.URL), transport.ErrAuthenticationRequired)
 	}
 	c, ok, ferr := f.Credentials.Fill(ctx, u)
 	if ferr != nil {
 		return nil, ferr
 	}
 	if !ok {
-		return nil, fmt.Errorf("clone %s: %w: no git credential helper has credentials for %s://%s (see `git help credential`), and ~/.netrc has none", s.URL, transport.ErrAuthenticationRequired, u.Scheme, u.Host)
+		return nil, fmt.Errorf("clone %s: %w: no git credential helper has credentials for %s://%s (see `git help credential`), and ~/.netrc has none", redact.URL(s.URL), transport.ErrAuthenticationRequired, u.Scheme, u.Host)
 	}
-	r, err = Open(ctx, s, &http.BasicAuth{Username: c.Username, Password: c.Password})
+	r, err = Open(ctx, s, &Credentials{Username: c.Username, Password: c.Password})
 	switch {
 	case err == nil:
 		_ = f.Credentials.Approve(ctx, u, c)
 	case needsCredential(err):
 		_ = f.Credentials.Reject(ctx, u, c)
-		return nil, fmt.Errorf("clone %s: %w: the credentials git's credential helper gave for %s were refused", s.URL, transport.ErrAuthorizationFailed, u.Host)
+		return nil, fmt.Errorf("clone %s: %w: the credentials git's credential helper gave for %s were refused", redact.URL(s.URL), transport.ErrAuthorizationFailed, u.Host)
 	}
 	return r, err
 }

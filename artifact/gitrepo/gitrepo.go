@@ -21,26 +21,39 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/url"
 	"os"
 	"path"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/go-git/go-billy/v5"
+	"github.com/go-git/go-billy/v5/osfs"
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/cache"
 	"github.com/go-git/go-git/v5/plumbing/filemode"
-	"github.com/go-git/go-git/v5/plumbing/format/packfile"
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/plumbing/revlist"
-	"github.com/go-git/go-git/v5/plumbing/transport"
-	"github.com/go-git/go-git/v5/storage/memory"
+	"github.com/go-git/go-git/v5/plumbing/storer"
+	"github.com/go-git/go-git/v5/storage/filesystem"
+	"github.com/go-git/go-git/v5/storage/filesystem/dotgit"
+	git6 "github.com/go-git/go-git/v6"
+	plumbing6 "github.com/go-git/go-git/v6/plumbing"
+	client6 "github.com/go-git/go-git/v6/plumbing/client"
+	http6 "github.com/go-git/go-git/v6/plumbing/transport/http"
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"oras.land/oras-go/v2"
 	"oras.land/oras-go/v2/content"
+
+	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/internal/confine"
+	"github.com/ferrypkg/ferry/internal/redact"
 )
 
 // Flux's media types (fluxcd/pkg oci): OCIRepository extracts the first
@@ -60,8 +73,12 @@ type Source struct {
 	// Application objects name): https://, http://, ssh:// or scp-like
 	// git@host:path. It is cloned unless Path is set.
 	URL string
-	// Path is a local clone to read instead of cloning URL.
+	// Path is a local clone to read instead of cloning URL: a
+	// slash-separated path inside Root, opened with OpenLocal; if Root is
+	// nil, a folder that is itself the root (nothing outside it is read).
 	Path string
+	// Root is the folder Path is read in (the definition's folder).
+	Root *os.Root
 	// Ref is a branch, a tag, a full ref (refs/…) or a full 40-hex commit;
 	// the remote's HEAD when empty.
 	Ref string
@@ -94,54 +111,189 @@ var (
 
 var fullCommit = regexp.MustCompile(`^[0-9a-f]{40}$`)
 
-// Open opens src's repository: its Path, or its URL cloned into memory
-// (all refs, no work tree) with auth (nil: anonymous).
-func Open(ctx context.Context, src Source, auth transport.AuthMethod) (*git.Repository, error) {
+// LargeObject is the size above which go-git streams an object from disk
+// instead of reading it into memory (1 MiB): a repository holding a file of
+// gigabytes costs create a few MiB.
+const LargeObject = 1 << 20
+
+// Credentials are a user name and password (or token) for a clone over
+// HTTP(S).
+type Credentials struct {
+	Username, Password string
+}
+
+// Open opens src's repository: its Path, inside src.Root (see OpenLocal),
+// or its URL cloned (all refs, no work tree) into a new bare repository in
+// src.CloneDir, which the caller removes; cred, if not nil, is sent to an
+// HTTP(S) server, and over SSH the SSH agent and known_hosts are used, as
+// git does.
+//
+// The clone is made with go-git v6, whose pack parser streams large
+// objects to disk (a 256 MiB file costs 38 MiB; v5's holds each object
+// whole: 295 MiB), then read like a local repository, with v5.
+func Open(ctx context.Context, src Source, cred *Credentials) (*git.Repository, error) {
 	if _, err := CleanURL(src.URL); err != nil {
 		return nil, err
 	}
 	if src.Path != "" {
-		r, err := git.PlainOpenWithOptions(src.Path, &git.PlainOpenOptions{EnableDotGitCommonDir: true})
-		if err != nil {
-			return nil, fmt.Errorf("open git repository %s: %w", src.Path, err)
+		if src.Root == nil {
+			// The folder itself is the root. It stays open while the
+			// repository is read (closed when collected).
+			root, err := os.OpenRoot(src.Path)
+			if err != nil {
+				return nil, fmt.Errorf("open git repository %s: %w", src.Path, err)
+			}
+			return OpenLocal(root, ".")
 		}
-		return r, nil
+		return OpenLocal(src.Root, src.Path)
 	}
-	opts := &git.CloneOptions{URL: src.URL, Auth: auth, NoCheckout: true, Tags: git.AllTags}
-	var r *git.Repository
-	var err error
-	if src.CloneDir != "" {
-		dir, derr := os.MkdirTemp(src.CloneDir, "clone-")
-		if derr != nil {
-			return nil, derr
-		}
-		r, err = git.PlainCloneContext(ctx, dir, true, opts)
-	} else {
-		r, err = git.CloneContext(ctx, memory.NewStorage(), nil, opts)
+	if src.CloneDir == "" {
+		return nil, fmt.Errorf("clone %s: no folder to clone into", redact.URL(src.URL))
 	}
+	dir, err := os.MkdirTemp(src.CloneDir, "clone-")
 	if err != nil {
-		return nil, fmt.Errorf("clone %s: %w", src.URL, err)
+		return nil, err
+	}
+	opts := &git6.CloneOptions{URL: src.URL, Bare: true, Tags: plumbing6.AllTags}
+	if cred != nil {
+		opts.ClientOptions = []client6.Option{client6.WithHTTPAuth(&http6.BasicAuth{Username: cred.Username, Password: cred.Password})}
+	}
+	if _, err := git6.PlainCloneContext(ctx, dir, opts); err != nil {
+		return nil, fmt.Errorf("clone %s: %w", redact.URL(src.URL), redact.Error(err))
+	}
+	st := filesystem.NewStorageWithOptions(osfs.New(dir), cache.NewObjectLRUDefault(), filesystem.Options{LargeObjectThreshold: LargeObject})
+	r, err := git.Open(st, nil)
+	if err != nil {
+		return nil, fmt.Errorf("clone %s: %w", redact.URL(src.URL), err)
 	}
 	return r, nil
 }
 
+// OpenLocal opens the repository at dir (slash-separated, relative to
+// root): a work tree whose .git is a folder, or a file naming its git
+// folder (`gitdir: …`, as `git worktree` and submodules write), or a bare
+// repository. Every file go-git reads is read inside root: a gitdir, a
+// commondir, alternates or a symbolic link that leads out of it is refused
+// (confine.ErrEscapes), and a FIFO or a device is never read. Objects
+// larger than LargeObject are streamed from disk.
+func OpenLocal(root *os.Root, dir string) (*git.Repository, error) {
+	fail := func(err error) (*git.Repository, error) {
+		return nil, fmt.Errorf("open git repository %s: %w", dir, err)
+	}
+	top := rootFS{root: root}
+	work, err := top.Chroot(dir)
+	if err != nil {
+		return fail(err)
+	}
+	var dot billy.Filesystem
+	fi, err := work.Stat(".git")
+	switch {
+	case err == nil && fi.IsDir():
+		dot, err = work.Chroot(".git")
+	case err == nil && fi.Mode().IsRegular():
+		var target string
+		if target, err = readGitFile(root, path.Join(dir, ".git"), "gitdir: "); err == nil {
+			dot, err = chrootGitPath(root, dir, target)
+		}
+	case errors.Is(err, fs.ErrNotExist):
+		dot, err = work, nil // bare
+	}
+	if err != nil {
+		return fail(err)
+	}
+	repoFS := dot
+	if _, err := dot.Stat("commondir"); err == nil {
+		dotDir := strings.TrimPrefix(dot.Root(), "/")
+		target, err := readGitFile(root, path.Join(dotDir, "commondir"), "")
+		if err != nil {
+			return fail(err)
+		}
+		common, err := chrootGitPath(root, dotDir, target)
+		if err != nil {
+			return fail(fmt.Errorf("commondir: %w", err))
+		}
+		repoFS = dotgit.NewRepositoryFilesystem(dot, common)
+	}
+	st := filesystem.NewStorageWithOptions(repoFS, cache.NewObjectLRUDefault(), filesystem.Options{
+		LargeObjectThreshold: LargeObject,
+		AlternatesFS:         top,
+	})
+	r, err := git.Open(st, nil)
+	if err != nil {
+		return fail(err)
+	}
+	return r, nil
+}
+
+// readGitFile reads a one-line file git writes to name another folder
+// (.git's "gitdir: <path>", commondir's "<path>"), at most 4 KiB.
+func readGitFile(root *os.Root, name, prefix string) (string, error) {
+	b, err := confine.ReadFile(root, name, 4<<10)
+	if err != nil {
+		return "", err
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	target, ok := strings.CutPrefix(strings.TrimSpace(line), prefix)
+	if !ok || target == "" {
+		return "", fmt.Errorf("%s: want %q and a path", name, prefix+"<path>")
+	}
+	return target, nil
+}
+
+// chrootGitPath is the folder a gitdir or commondir names — relative to
+// base, or absolute — as a view inside root; a path that leads out of root
+// is refused.
+func chrootGitPath(root *os.Root, base, target string) (billy.Filesystem, error) {
+	var rel string
+	if filepath.IsAbs(target) {
+		top, err := filepath.Abs(root.Name())
+		if err == nil {
+			top, err = filepath.EvalSymlinks(top)
+		}
+		if err != nil {
+			return nil, err
+		}
+		real, err := filepath.EvalSymlinks(target)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", target, err)
+		}
+		if rel, err = filepath.Rel(top, real); err != nil || !filepath.IsLocal(rel) && rel != "." {
+			return nil, fmt.Errorf("%s %w", target, confine.ErrEscapes)
+		}
+		rel = filepath.ToSlash(rel)
+	} else {
+		rel = path.Join(base, filepath.ToSlash(target))
+		if !filepath.IsLocal(rel) && rel != "." {
+			return nil, fmt.Errorf("%s %w", target, confine.ErrEscapes)
+		}
+	}
+	return rootFS{root: root}.Chroot(rel)
+}
+
 // CleanURL is u without user information; a URL that carries a password
 // is refused (credentials belong to the git credential helpers or a netrc,
-// never to a package).
+// never to a package), and so is one with a query or a fragment, which name
+// no repository (a token there would end up in the package).
 func CleanURL(u string) (string, error) {
 	if u == "" {
 		return "", errors.New("git source: no url")
+	}
+	if strings.ContainsAny(u, "?#") {
+		return "", fmt.Errorf("git source url %s: a query or fragment is not part of a repository's address; credentials go in a git credential helper or ~/.netrc", redact.URL(u))
+	}
+	if strings.ContainsFunc(u, func(r rune) bool { return r < ' ' || r == 0x7f }) {
+		return "", fmt.Errorf("git source url %q: control characters", redact.URL(u))
 	}
 	if !strings.Contains(u, "://") {
 		return u, nil // scp-like git@host:path, or a path
 	}
 	p, err := url.Parse(u)
 	if err != nil {
-		return "", fmt.Errorf("git source url %q: %w", u, err)
+		return "", fmt.Errorf("git source url %s: %w", redact.Text(u), errors.Unwrap(err))
 	}
 	if p.User != nil {
 		if _, ok := p.User.Password(); ok {
-			return "", fmt.Errorf("%w: %s: use a git credential helper or ~/.netrc", ErrCredential, p.Redacted())
+			return "", fmt.Errorf("%w: %s: use a git credential helper or ~/.netrc", ErrCredential, redact.URL(u))
 		}
 		p.User = nil
 	}
@@ -248,7 +400,10 @@ func Build(ctx context.Context, r *git.Repository, res Resolved, history bool, d
 	}
 	tree, err := c.Tree()
 	if err != nil {
-		return ocispec.Descriptor{}, fmt.Errorf("tree of %s: %w", res.Commit, err)
+		return ocispec.Descriptor{}, fmt.Errorf("%w: tree of %s: %w", ErrTree, res.Commit, err)
+	}
+	if err := CheckTree(r.Storer, tree); err != nil {
+		return ocispec.Descriptor{}, fmt.Errorf("%s at %s: %w", res.URL, res.Commit, err)
 	}
 	created := res.Created.UTC().Format(time.RFC3339)
 	cfg, _ := json.Marshal(map[string]string{"created": created})
@@ -283,9 +438,10 @@ func Build(ctx context.Context, r *git.Repository, res Resolved, history bool, d
 	})
 }
 
-// writeTree writes tree as a deterministic gzip tar.
+// writeTree writes tree as a deterministic gzip tar. The tree must have
+// passed CheckTree.
 func writeTree(w io.Writer, tree *object.Tree) error {
-	gz, err := gzip.NewWriterLevel(w, gzip.BestCompression)
+	gz, err := gzip.NewWriterLevel(w, gzip.DefaultCompression)
 	if err != nil {
 		return err
 	}
@@ -297,6 +453,176 @@ func writeTree(w io.Writer, tree *object.Tree) error {
 		return err
 	}
 	return gz.Close()
+}
+
+// treeStats is what CheckTree learns of one tree object, wherever it
+// appears: the entries below it (files it carries and folders), the bytes
+// of those files, and its longest path, relative to it.
+type treeStats struct {
+	entries, bytes int64
+	deepest        int
+}
+
+// treeCheck is one run of CheckTree: each distinct tree and blob is read
+// once, however many paths name it, so that a tree of a billion paths made
+// of shared subtrees costs as little to refuse as it took to make.
+type treeCheck struct {
+	st       storer.EncodedObjectStorer
+	trees    map[plumbing.Hash]treeStats
+	blobs    map[plumbing.Hash]int64
+	distinct int64
+}
+
+// CheckTree checks a commit's tree before anything of it is written: every
+// entry name (CheckTreePath), and the budgets of artifact/limits.go — at
+// most artifact.MaxGitEntries entries, paths of at most artifact.MaxGitPath
+// bytes, and files adding up to at most twice the bytes of the distinct
+// contents they hold plus artifact.GitExpansionFloor (one blob named by a
+// million paths is a bomb, not a repository). Errors wrap ErrTree.
+func CheckTree(st storer.EncodedObjectStorer, tree *object.Tree) error {
+	c := &treeCheck{st: st, trees: map[plumbing.Hash]treeStats{}, blobs: map[plumbing.Hash]int64{}}
+	stats, err := c.visit(tree, "")
+	if err != nil {
+		return err
+	}
+	switch {
+	case stats.entries > artifact.MaxGitEntries:
+		return fmt.Errorf("%w: %d entries, more than %d", ErrTree, stats.entries, artifact.MaxGitEntries)
+	case stats.bytes > 2*c.distinct+artifact.GitExpansionFloor:
+		return fmt.Errorf("%w: its files add up to %d bytes from %d bytes of distinct content (the same content under many paths)", ErrTree, stats.bytes, c.distinct)
+	}
+	return nil
+}
+
+func (c *treeCheck) visit(tree *object.Tree, dir string) (treeStats, error) {
+	if s, ok := c.trees[tree.Hash]; ok {
+		if len(dir)+s.deepest > artifact.MaxGitPath {
+			return s, fmt.Errorf("%w: a path under %q is longer than %d bytes (a checkout refuses it)", ErrTree, trim(dir), artifact.MaxGitPath)
+		}
+		return s, nil
+	}
+	var s treeStats
+	names := make([]string, len(tree.Entries))
+	for i, e := range tree.Entries {
+		names[i] = e.Name
+	}
+	slices.Sort(names)
+	for i := 1; i < len(names); i++ {
+		if names[i] == names[i-1] {
+			return s, fmt.Errorf("%w: entry %q twice in one tree", ErrTree, trim(path.Join(dir, names[i])))
+		}
+	}
+	for _, e := range tree.Entries {
+		if err := CheckTreePath(dir, e.Name); err != nil {
+			return s, err
+		}
+		name := path.Join(dir, e.Name)
+		rel := len(e.Name)
+		switch e.Mode {
+		case filemode.Dir:
+			sub, err := object.GetTree(c.st, e.Hash)
+			if err != nil {
+				return s, fmt.Errorf("%w: %s: %w", ErrTree, trim(name), err)
+			}
+			ss, err := c.visit(sub, name)
+			if err != nil {
+				return s, err
+			}
+			s.entries += 1 + ss.entries
+			s.bytes += ss.bytes
+			if ss.deepest > 0 {
+				rel += 1 + ss.deepest
+			}
+		case filemode.Regular, filemode.Deprecated, filemode.Executable:
+			if dir == "" && slices.Contains(vcsFiles, e.Name) {
+				continue
+			}
+			size, ok := c.blobs[e.Hash]
+			if !ok {
+				o, err := c.st.EncodedObject(plumbing.BlobObject, e.Hash)
+				if err != nil {
+					return s, fmt.Errorf("%w: %s: %w", ErrTree, trim(name), err)
+				}
+				size = o.Size()
+				c.blobs[e.Hash] = size
+				c.distinct += size
+			}
+			s.entries++
+			s.bytes += size
+		default:
+			continue
+		}
+		s.deepest = max(s.deepest, rel)
+		if s.entries > artifact.MaxGitEntries {
+			return s, fmt.Errorf("%w: more than %d entries", ErrTree, artifact.MaxGitEntries)
+		}
+	}
+	c.trees[tree.Hash] = s
+	if len(dir)+s.deepest > artifact.MaxGitPath {
+		return s, fmt.Errorf("%w: a path under %q is longer than %d bytes (a checkout refuses it)", ErrTree, trim(dir), artifact.MaxGitPath)
+	}
+	return s, nil
+}
+
+// trim shortens a path for a message.
+func trim(p string) string {
+	if len(p) > 200 {
+		return p[:100] + "…" + p[len(p)-100:]
+	}
+	return p
+}
+
+// ErrTree is wrapped by the errors for a tree create refuses: an entry
+// name a checkout would refuse, or a tree over a budget.
+var ErrTree = errors.New("git tree refused")
+
+// CheckTreePath checks one entry of a tree, name inside the folder dir
+// ("" at the top), as git's checkout does (verify_path, with
+// core.protectNTFS and core.protectHFS on, as they are by default where it
+// matters): no empty name, ".", "..", "/", backslash or NUL in a name, no
+// ".git" in any spelling a file system folds to it (".GIT", ".git.",
+// "git~1", ".g\u200cit"), a name at most artifact.MaxGitName bytes and a
+// path at most artifact.MaxGitPath bytes.
+func CheckTreePath(dir, name string) error {
+	full := name
+	if dir != "" {
+		full = dir + "/" + name
+	}
+	bad := func(why string) error {
+		return fmt.Errorf("%w: entry %q: %s (a checkout refuses it)", ErrTree, full, why)
+	}
+	switch {
+	case name == "" || name == "." || name == "..":
+		return bad("not a name")
+	case strings.ContainsAny(name, "/\\\x00"):
+		return bad("a slash, backslash or NUL in a name")
+	case len(name) > artifact.MaxGitName:
+		return bad(fmt.Sprintf("a name longer than %d bytes", artifact.MaxGitName))
+	case len(full) > artifact.MaxGitPath:
+		return bad(fmt.Sprintf("a path longer than %d bytes", artifact.MaxGitPath))
+	case isDotGit(name):
+		return bad("it names .git")
+	}
+	return nil
+}
+
+// isDotGit reports a name that a file system may take for ".git": any case,
+// trailing dots and spaces (NTFS), the 8.3 short name (NTFS), and Unicode
+// characters HFS+ ignores.
+func isDotGit(name string) bool {
+	n := strings.Map(func(r rune) rune {
+		switch r {
+		case '\u200c', '\u200d', '\u200e', '\u200f', '\u202a', '\u202b', '\u202c', '\u202d', '\u202e',
+			'\u206a', '\u206b', '\u206c', '\u206d', '\u206e', '\u206f', '\ufeff':
+			return -1
+		}
+		return r
+	}, name)
+	n = strings.ToLower(strings.TrimRight(n, ". "))
+	if i := strings.IndexByte(n, ':'); i >= 0 { // NTFS alternate data stream
+		n = n[:i]
+	}
+	return n == ".git" || n == "git~1"
 }
 
 func walk(tw *tar.Writer, tree *object.Tree, dir string) error {
@@ -311,7 +637,7 @@ func walk(tw *tar.Writer, tree *object.Tree, dir string) error {
 			}
 			sub, err := tree.Tree(e.Name)
 			if err != nil {
-				return fmt.Errorf("%s: %w", name, err)
+				return fmt.Errorf("%w: %s: %w", ErrTree, name, err)
 			}
 			if err := walk(tw, sub, name); err != nil {
 				return err
@@ -385,7 +711,7 @@ func Bundle(w io.Writer, r *git.Repository, res Resolved) error {
 	if _, err := io.WriteString(w, header); err != nil {
 		return err
 	}
-	if _, err := packfile.NewEncoder(w, r.Storer, false).Encode(objs, 10); err != nil {
+	if err := writePack(w, r.Storer, objs); err != nil {
 		return fmt.Errorf("pack the history of %s: %w", res.Commit, err)
 	}
 	return nil

@@ -127,7 +127,7 @@ func TestBuild(t *testing.T) {
 	url := srv.URL + "/" + filepath.Base(dir)
 
 	var digests []string
-	for _, src := range []Source{{URL: "https://git.example/org/fleet.git", Path: dir}, {URL: url}} {
+	for _, src := range []Source{{URL: "https://git.example/org/fleet.git", Path: dir}, {URL: url, CloneDir: t.TempDir()}} {
 		r, err := Open(ctx, src, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -238,7 +238,7 @@ func untar(t *testing.T, b []byte) map[string]string {
 }
 
 // gitRun runs Debian's git in dir and returns its trimmed output.
-func gitRun(t *testing.T, dir string, args ...string) string {
+func gitRun(t testing.TB, dir string, args ...string) string {
 	t.Helper()
 	cmd := exec.Command(peertool.Require(t, "git"), args...)
 	cmd.Dir = dir

@@ -210,7 +210,7 @@ func TestCredentials(t *testing.T) {
 	t.Setenv("GIT_CONFIG_NOSYSTEM", "1")
 	src := artifact.RepositoryDef{URL: url, Ref: "main"}
 	fetch := func() (artifact.Repository, error) {
-		rec, _, err := Fetcher{}.FetchGit(ctx, src, memory.New())
+		rec, _, err := Fetcher{}.FetchGit(ctx, src, nil, memory.New())
 		return rec, err
 	}
 

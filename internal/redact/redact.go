@@ -21,7 +21,7 @@ const Mask = "xxxxx"
 // that a query on an scp-like git address (host:path?…) is masked too.
 func URL(u string) string {
 	if !strings.Contains(u, "://") {
-		if i := strings.IndexAny(u, "?#"); i >= 0 && u[i] == '?' {
+		if i := strings.IndexAny(u, "?#"); i >= 0 {
 			return u[:i+1] + Mask
 		}
 		return u
@@ -44,6 +44,9 @@ func URL(u string) string {
 		}
 		p.RawQuery = q.Encode()
 	}
+	if p.Fragment != "" {
+		p.Fragment = Mask
+	}
 	return p.String()
 }
 
@@ -62,3 +65,17 @@ func Text(s string) string {
 	s = userinfo.ReplaceAllString(s, "${1}"+Mask+"@")
 	return secretQuery.ReplaceAllString(s, "${1}"+Mask)
 }
+
+// Error returns err with its message passed through Text; it unwraps to
+// err, so errors.Is and errors.As see through it.
+func Error(err error) error {
+	if err == nil {
+		return nil
+	}
+	return redacted{err}
+}
+
+type redacted struct{ err error }
+
+func (r redacted) Error() string { return Text(r.err.Error()) }
+func (r redacted) Unwrap() error { return r.err }

@@ -1,0 +1,142 @@
+// Package confine is the one way ferry opens what a definition names
+// (files, manifests, charts, OCI layouts, git repositories): inside the
+// definition's folder and nowhere else, whatever a symbolic link, a `.git`
+// file, a commondir or an alternates file says — the kernel refuses every
+// escape (os.Root) — and only regular files and folders: a FIFO, a device
+// or a socket is refused without blocking, so `/dev/zero` or a pipe
+// someone placed in a layout costs nothing.
+package confine
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"strings"
+	"syscall"
+)
+
+// ErrEscapes is wrapped by errors for a name that leads outside the folder.
+var ErrEscapes = errors.New("leads outside the definition's folder")
+
+// ErrNotRegular is wrapped by errors for a name that is neither a regular
+// file nor a folder (a FIFO, a device, a socket).
+var ErrNotRegular = errors.New("is not a regular file")
+
+// Open opens name (slash-separated, relative to root) for reading. It never
+// blocks on a FIFO, and refuses anything but a regular file or a folder.
+// Errors name name and wrap ErrEscapes or ErrNotRegular where they apply.
+func Open(root *os.Root, name string) (*os.File, fs.FileInfo, error) {
+	if name == "" {
+		name = "."
+	}
+	f, err := root.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, nil, Wrap(name, err)
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, nil, Wrap(name, err)
+	}
+	if !fi.Mode().IsRegular() && !fi.IsDir() {
+		f.Close()
+		return nil, nil, fmt.Errorf("%s %w (%s)", name, ErrNotRegular, fi.Mode().Type())
+	}
+	return f, fi, nil
+}
+
+// OpenFile is Open for a regular file only.
+func OpenFile(root *os.Root, name string) (*os.File, fs.FileInfo, error) {
+	f, fi, err := Open(root, name)
+	if err != nil {
+		return nil, nil, err
+	}
+	if fi.IsDir() {
+		f.Close()
+		return nil, nil, fmt.Errorf("%s is a folder, not a file", name)
+	}
+	return f, fi, nil
+}
+
+// ReadFile reads the regular file name, refusing one larger than max bytes.
+func ReadFile(root *os.Root, name string, max int64) ([]byte, error) {
+	f, fi, err := OpenFile(root, name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if fi.Size() > max {
+		return nil, fmt.Errorf("%s: %d bytes is more than %d", name, fi.Size(), max)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err != nil {
+		return nil, Wrap(name, err)
+	}
+	if int64(len(data)) > max {
+		return nil, fmt.Errorf("%s: more than %d bytes", name, max)
+	}
+	return data, nil
+}
+
+// Wrap turns an error of an os.Root operation on name that was refused for
+// leading outside the root into one that names name and wraps ErrEscapes;
+// other errors are returned as they are.
+func Wrap(name string, err error) error {
+	if escapes(err) {
+		return fmt.Errorf("%s %w", name, ErrEscapes)
+	}
+	return err
+}
+
+// escapes reports an os.Root refusal of a path that leaves the root: an
+// absolute path, "..", or a symbolic link out. The os package exports no
+// value for it, so its message is the test (one place).
+func escapes(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "path escapes from parent")
+}
+
+// FS is root as an fs.FS (fs.StatFS, fs.ReadDirFS) whose files are opened
+// with Open: regular files and folders only, never outside root.
+func FS(root *os.Root) fs.FS { return rootFS{root} }
+
+type rootFS struct{ root *os.Root }
+
+func (r rootFS) Open(name string) (fs.File, error) {
+	if !fs.ValidPath(name) {
+		return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrInvalid}
+	}
+	f, _, err := Open(r.root, name)
+	if err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+func (r rootFS) Stat(name string) (fs.FileInfo, error) {
+	if !fs.ValidPath(name) {
+		return nil, &fs.PathError{Op: "stat", Path: name, Err: fs.ErrInvalid}
+	}
+	fi, err := r.root.Stat(name)
+	return fi, Wrap(name, err)
+}
+
+func (r rootFS) ReadDir(name string) ([]fs.DirEntry, error) {
+	f, fi, err := Open(r.root, name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if !fi.IsDir() {
+		return nil, &fs.PathError{Op: "readdir", Path: name, Err: errors.New("not a folder")}
+	}
+	return f.ReadDir(-1)
+}
+
+// Sub is the folder dir of root as its own *os.Root.
+func Sub(root *os.Root, dir string) (*os.Root, error) {
+	r, err := root.OpenRoot(path.Clean(dir))
+	return r, Wrap(dir, err)
+}

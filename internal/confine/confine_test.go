@@ -1,0 +1,66 @@
+package confine
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func TestConfined(t *testing.T) {
+	outside := t.TempDir()
+	os.WriteFile(filepath.Join(outside, "secret"), []byte("secret"), 0o600)
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "ok"), []byte("ok"), 0o644)
+	os.Mkdir(filepath.Join(dir, "sub"), 0o755)
+	os.Symlink(filepath.Join(outside, "secret"), filepath.Join(dir, "abs-link"))
+	os.Symlink("../"+filepath.Base(outside)+"/secret", filepath.Join(dir, "rel-link"))
+	os.Symlink("ok", filepath.Join(dir, "inside-link"))
+	os.Symlink(outside, filepath.Join(dir, "dir-link"))
+	if err := syscall.Mkfifo(filepath.Join(dir, "fifo"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+
+	if b, err := ReadFile(root, "inside-link", 10); err != nil || string(b) != "ok" {
+		t.Fatalf("a link inside: %q, %v", b, err)
+	}
+	for _, name := range []string{"abs-link", "rel-link", "dir-link/secret", "../x", "/etc/passwd", "sub/../../x"} {
+		if _, err := ReadFile(root, name, 10); !errors.Is(err, ErrEscapes) {
+			t.Errorf("%s: %v, want ErrEscapes", name, err)
+		}
+	}
+	if _, err := Sub(root, "dir-link"); !errors.Is(err, ErrEscapes) {
+		t.Errorf("Sub through a link out: %v, want ErrEscapes", err)
+	}
+	done := make(chan error, 1)
+	go func() { _, err := ReadFile(root, "fifo", 10); done <- err }()
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrNotRegular) {
+			t.Errorf("fifo: %v, want ErrNotRegular", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("reading a FIFO blocked")
+	}
+	if _, err := ReadFile(root, "ok", 1); err == nil {
+		t.Error("a file over max was read")
+	}
+	fsys := FS(root)
+	if _, err := fs.ReadFile(fsys, "abs-link"); !errors.Is(err, ErrEscapes) {
+		t.Errorf("FS through a link out: %v", err)
+	}
+	if b, err := fs.ReadFile(fsys, "ok"); err != nil || string(b) != "ok" {
+		t.Errorf("FS: %q, %v", b, err)
+	}
+	if _, err := fs.ReadDir(fsys, "sub"); err != nil {
+		t.Errorf("ReadDir: %v", err)
+	}
+}
