@@ -1,5 +1,7 @@
 package artifact
 
+import "time"
+
 // Limits on what ferry reads from a package, whatever its source (archive,
 // layout folder, registry). Real packages stay far below each of them; a
 // package over one is refused with ErrCorrupt, as early as the limit can be
@@ -73,3 +75,25 @@ const (
 // expansionFloor is how many decompressed bytes a .tar.zst may give before
 // MaxExpansion applies (256 KiB): a very small archive may expand more.
 const expansionFloor = 256 << 10
+
+// Limits on the SBOM helper (ferry-sbom, Syft), which create runs on every
+// image platform it keeps: images come from registries nobody here
+// controls, and one hostile image (a dpkg database listing 200,000
+// packages, a 1.5 GiB MANIFEST.MF, nested archives) must cost a refusal in
+// one line naming the image, not the machine. Package artifact/sbomexec
+// enforces them from outside the helper, which is killed when it passes one.
+const (
+	// SBOMHelperMemory bounds the helper's memory (1 GiB): its heap
+	// (RLIMIT_DATA, on Linux) and its resident set, polled. Syft needs
+	// 100-350 MiB for real images.
+	SBOMHelperMemory = 1 << 30
+	// SBOMHelperTimeout bounds one run of the helper (5 min; real images
+	// take 1-30 s).
+	SBOMHelperTimeout = 5 * time.Minute
+	// SBOMHelperDiskFloor and SBOMHelperDiskFactor bound what the helper
+	// writes (its temporary files: unpacked layers, extracted archives):
+	// at most the floor (1 GiB) plus the factor (10) times the image's
+	// layers, compressed — more than any image unpacks to.
+	SBOMHelperDiskFloor  = 1 << 30
+	SBOMHelperDiskFactor = 10
+)

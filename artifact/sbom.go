@@ -130,7 +130,7 @@ func (b *builder) sboms(ctx context.Context, component, ref string, kept []keptM
 			Ref: ref, Manifest: k.desc, Platform: k.platform, Format: format, Created: b.plan.mtime,
 		})
 		if err != nil {
-			return nil, nil, fmt.Errorf("SBOM of %s (%s): %w", k.desc.Digest, k.platform, err)
+			return nil, nil, fmt.Errorf("SBOM of %s (%s, %s): %w", ref, k.platform, k.desc.Digest, err)
 		}
 		layer := b.addData(format.ArtifactType(), doc)
 		layer.Annotations = map[string]string{ocispec.AnnotationTitle: format.FileName()}
@@ -257,8 +257,10 @@ func checkConfigSBOMs(cfg *Config, root *ocispec.Index, node func(digest.Digest)
 	return missing
 }
 
-// MaxSBOMSize bounds an SBOM document ReadSBOMs reads into memory.
-const MaxSBOMSize = 256 << 20
+// MaxSBOMSize bounds an SBOM document: what the helper may write, and what
+// ReadSBOMs reads into memory (64 MiB; the SBOM of a large image with
+// thousands of packages is 5-20 MiB).
+const MaxSBOMSize = 64 << 20
 
 // SBOMDocument is an SBOM read from a package: the record ferry.json
 // keeps of it, the image it describes, and the document.

@@ -5,12 +5,14 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ferrypkg/ferry/artifact"
 )
@@ -132,5 +134,37 @@ func TestLargeRepositoryBounded(t *testing.T) {
 	t.Logf("create of the same repository cloned over HTTP: peak RSS %d MiB", rss>>20)
 	if rss > 150<<20 {
 		t.Errorf("clone: peak RSS %d MiB, budget 150 MiB", rss>>20)
+	}
+}
+
+// random fills f with size pseudo-random bytes (incompressible, as a real
+// large file is).
+func random(f *os.File, size int64) error {
+	rng := rand.NewChaCha8([32]byte{1})
+	buf := make([]byte, 1<<20)
+	for size > 0 {
+		n := min(size, int64(len(buf)))
+		rng.Read(buf[:n])
+		if _, err := f.Write(buf[:n]); err != nil {
+			return err
+		}
+		size -= n
+	}
+	return nil
+}
+
+// BenchmarkCreateLargeRepository (make bench): create of a repository
+// holding a 3 GiB file of random bytes, tree and history, by the real
+// create in a child process. Budget: 150 MiB of peak RSS.
+func BenchmarkCreateLargeRepository(b *testing.B) {
+	dir := largeRepository(b, 3<<30, random)
+	for b.Loop() {
+		start := time.Now()
+		rss := runCreate(b, dir)
+		b.ReportMetric(float64(rss>>20), "peak-MiB")
+		b.Logf("create of a repository with a 3 GiB file: %v, peak RSS %d MiB (budget 150 MiB)", time.Since(start).Round(time.Second), rss>>20)
+		if rss > 150<<20 {
+			b.Errorf("peak RSS %d MiB, budget 150 MiB", rss>>20)
+		}
 	}
 }
