@@ -31,7 +31,9 @@ var (
 // Reader reads a package from an archive (.tar or .tar.zst) or an OCI
 // layout folder. Open reads only the head; Walk streams and verifies the rest.
 type Reader struct {
-	path   string
+	path string
+	// name is what messages call the package (Open: its path).
+	name   string
 	isDir  bool
 	format Format // of an archive: tar or tar.zst, as read
 	// config is ferry.json, configData its exact bytes.
@@ -62,18 +64,25 @@ type blobList struct {
 // Open opens a package archive or layout folder and reads its head:
 // ferry.json and index.json. Nothing is verified against digests until Walk.
 func Open(ctx context.Context, p string) (*Reader, error) {
+	return OpenAs(ctx, p, p)
+}
+
+// OpenAs is Open, the package called name in every message instead of p:
+// a server that spooled an upload to a temporary file names the user's
+// archive, not its own file.
+func OpenAs(ctx context.Context, p, name string) (*Reader, error) {
 	fi, err := os.Stat(p)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%s: %w", name, errors.Unwrap(err))
 	}
-	r := &Reader{path: p, isDir: fi.IsDir(), list: &blobList{}}
+	r := &Reader{path: p, name: name, isDir: fi.IsDir(), list: &blobList{}}
 	if r.isDir {
 		err = r.openDir()
 	} else {
 		err = r.openArchive()
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", p, err)
+		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	return r, nil
 }
@@ -132,7 +141,7 @@ func (r *Reader) openArchive() error {
 // data of entries fn leaves unread without reading it (a .tar.zst's raw
 // frames; see zstReader).
 func (r *Reader) withTar(fn func(*tar.Reader, *zstReader) error) error {
-	f, fi, err := openRegular(r.path, r.path)
+	f, fi, err := openRegular(r.path, r.name)
 	if err != nil {
 		return err
 	}

@@ -39,7 +39,7 @@ func (r *Reader) Resolve(_ context.Context, reference string) (ocispec.Descripto
 			return desc, nil
 		}
 	}
-	return ocispec.Descriptor{}, fmt.Errorf("%s: %s: %w", r.path, reference, errdef.ErrNotFound)
+	return ocispec.Descriptor{}, fmt.Errorf("%s: %s: %w", r.name, reference, errdef.ErrNotFound)
 }
 
 // Exists reports whether the package holds the blob. For an archive, the
@@ -101,7 +101,7 @@ func (r *Reader) Fetch(ctx context.Context, desc ocispec.Descriptor) (io.ReadClo
 	if ok, err := r.Exists(ctx, desc); err != nil {
 		return nil, err
 	} else if !ok {
-		return nil, fmt.Errorf("%s: %s: %w", r.path, desc.Digest, errdef.ErrNotFound)
+		return nil, fmt.Errorf("%s: %s: %w", r.name, desc.Digest, errdef.ErrNotFound)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	pr, pw := io.Pipe()
@@ -122,7 +122,7 @@ func (r *Reader) Fetch(ctx context.Context, desc ocispec.Descriptor) (io.ReadClo
 		if errors.Is(err, errFetched) {
 			err = nil
 		} else if err == nil {
-			err = fmt.Errorf("%s: %s: %w", r.path, desc.Digest, errdef.ErrNotFound)
+			err = fmt.Errorf("%s: %s: %w", r.name, desc.Digest, errdef.ErrNotFound)
 		}
 		pw.CloseWithError(err)
 	}()

@@ -31,6 +31,7 @@ import (
 	"github.com/ferrypkg/ferry/internal/cluster"
 	"github.com/ferrypkg/ferry/internal/kube"
 	"github.com/ferrypkg/ferry/internal/reach"
+	"github.com/ferrypkg/ferry/internal/scratch"
 )
 
 // The registry account and the defaults of InitOptions; the names of what
@@ -600,11 +601,12 @@ func (in *initRun) image(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	dir, err := os.MkdirTemp("", "ferry-registry-image-")
+	tmp, err := scratch.MkdirTemp("", "ferry-registry-image-")
 	if err != nil {
 		return "", err
 	}
-	defer os.RemoveAll(dir)
+	defer tmp.Remove()
+	dir := tmp.Path
 	desc, err := BuildImage(ctx, dir, ImageOptions{Arch: in.arch, Binary: bin})
 	if err != nil {
 		return "", err

@@ -28,6 +28,7 @@ import (
 	"github.com/ferrypkg/ferry/deploy/api/v1alpha1"
 	"github.com/ferrypkg/ferry/internal/cluster"
 	"github.com/ferrypkg/ferry/internal/reach"
+	"github.com/ferrypkg/ferry/internal/scratch"
 )
 
 // listed is one package ferry list shows: a Package, or a record that no
@@ -204,12 +205,12 @@ applies its Package. --key then verifies it here as well, first.`,
 				if err != nil {
 					return err
 				}
-				tmp, err := os.MkdirTemp("", "ferry-deploy-")
+				tmp, err := scratch.MkdirTemp("", "ferry-deploy-")
 				if err != nil {
 					return err
 				}
-				defer os.RemoveAll(tmp)
-				path = filepath.Join(tmp, "package.tar")
+				defer tmp.Remove()
+				path = filepath.Join(tmp.Path, "package.tar")
 				repo, err := ro.Repository(ref)
 				if err != nil {
 					return err

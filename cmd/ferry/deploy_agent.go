@@ -83,7 +83,7 @@ func deployViaAgent(cmd *cobra.Command, kube *kubeFlags, output outputFlag, arg,
 	}
 	out := cmd.OutOrStdout()
 	start := time.Now()
-	res, err := c.Upload(ctx, body, upload.Options{Components: opts.Components, Set: opts.Set, Timeout: opts.Timeout, NoWait: !wait}, func(e upload.Event) {
+	res, err := c.Upload(ctx, body, upload.Options{Components: opts.Components, Set: opts.Set, Timeout: opts.Timeout, NoWait: !wait, Source: f.Name()}, func(e upload.Event) {
 		if output.json() {
 			return
 		}

@@ -142,7 +142,7 @@ func TestCSRF(t *testing.T) {
 	}
 	// With it: the request is served (not a package: said in one line).
 	resp, body := do(t, c, http.MethodPost, base+"/c/lab/inspect?name=junk.tar", strings.NewReader("not an archive"), map[string]string{"X-CSRF-Token": token})
-	if resp.StatusCode != http.StatusOK || !strings.Contains(body, "not a ferry package") || !strings.Contains(body, "junk.tar") {
+	if resp.StatusCode != http.StatusOK || !strings.Contains(body, "not a ferry package") || !strings.Contains(body, "junk.tar") || strings.Contains(body, "ferry-dashboard-") {
 		t.Errorf("inspect with the token: %s\n%s", resp.Status, body)
 	}
 	if resp, _ := do(t, c, http.MethodPost, base+"/logout", form(url.Values{"csrf": {token}}), formType); resp.StatusCode != http.StatusSeeOther {

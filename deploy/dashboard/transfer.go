@@ -15,6 +15,7 @@ import (
 
 	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/deploy"
+	"github.com/ferrypkg/ferry/internal/scratch"
 	"github.com/ferrypkg/ferry/deploy/upload"
 )
 
@@ -223,18 +224,22 @@ func (s *Server) inspect(w http.ResponseWriter, r *http.Request) {
 		case path == "":
 			v.Inspect = &inspection{Error: "name an archive (.tar or .tar.zst)"}
 		default:
-			v.Inspect = s.inspectFile(ctx, a, path)
+			v.Inspect = s.inspectFile(ctx, a, path, path)
 			v.Inspect.Name = filepath.Base(path)
 		}
 		s.render(w, r, "upload", v)
 		return
 	}
-	f, err := os.CreateTemp("", "ferry-dashboard-*.pkg")
+	f, err := scratch.CreateTemp("", "ferry-dashboard-*.pkg")
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
 	defer os.Remove(f.Name())
+	name := filepath.Base(r.URL.Query().Get("name"))
+	if name == "." || name == "/" || len(name) > 255 {
+		name = "the uploaded archive"
+	}
 	n, err := io.CopyBuffer(f, r.Body, make([]byte, 1<<20))
 	if cerr := f.Close(); err == nil {
 		err = cerr
@@ -246,7 +251,7 @@ func (s *Server) inspect(w http.ResponseWriter, r *http.Request) {
 	case n == 0:
 		in = &inspection{Error: "empty: pick a package archive (.tar or .tar.zst)"}
 	default:
-		in = s.inspectFile(ctx, a, f.Name())
+		in = s.inspectFile(ctx, a, f.Name(), name)
 	}
 	in.Name = r.URL.Query().Get("name")
 	var buf strings.Builder
@@ -258,9 +263,10 @@ func (s *Server) inspect(w http.ResponseWriter, r *http.Request) {
 	_, _ = io.WriteString(w, buf.String())
 }
 
-func (s *Server) inspectFile(ctx context.Context, a *actor, path string) *inspection {
+// inspectFile inspects the archive at path, which messages call name.
+func (s *Server) inspectFile(ctx context.Context, a *actor, path, name string) *inspection {
 	in := &inspection{}
-	pkg, err := artifact.Open(ctx, path)
+	pkg, err := artifact.OpenAs(ctx, path, name)
 	if err != nil {
 		in.Error = "not a ferry package: " + oneLine(err.Error())
 		return in

@@ -11,6 +11,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -191,12 +192,18 @@ func (o Options) query() url.Values {
 	if o.NoWait {
 		q.Set("wait", "false")
 	}
+	if o.Source != "" {
+		q.Set("source", filepath.Base(o.Source))
+	}
 	return q
 }
 
 // ParseOptions decodes the Options a request's URL carries.
 func ParseOptions(q url.Values) (Options, error) {
-	o := Options{Components: q["component"], Set: q["set"]}
+	o := Options{Components: q["component"], Set: q["set"], Source: q.Get("source")}
+	if len(o.Source) > 255 || strings.ContainsAny(o.Source, "/\x00\n\r") {
+		return o, fmt.Errorf("source %q: want the archive's file name", o.Source)
+	}
 	if t := q.Get("timeout"); t != "" {
 		d, err := time.ParseDuration(t)
 		if err != nil || d < 0 {

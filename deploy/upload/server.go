@@ -33,6 +33,7 @@ import (
 	"github.com/ferrypkg/ferry/deploy/api/v1alpha1"
 	"github.com/ferrypkg/ferry/internal/cluster"
 	"github.com/ferrypkg/ferry/internal/kube"
+	"github.com/ferrypkg/ferry/internal/scratch"
 )
 
 // Defaults of a Server.
@@ -158,7 +159,11 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) (*Result, error) 
 	// Verified against the keys the cluster trusts before anything is
 	// written anywhere.
 	t0 = time.Now()
-	pkg, err := artifact.Open(ctx, path)
+	name := opts.Source
+	if name == "" {
+		name = "the uploaded archive"
+	}
+	pkg, err := artifact.OpenAs(ctx, path, name)
 	if err != nil {
 		return nil, refuse(http.StatusBadRequest, "not a ferry package: %v", err)
 	}
@@ -334,7 +339,7 @@ func (s *Server) release() { <-s.slots }
 // spool writes the request body to a file in s.Dir, in constant memory:
 // its path and size. A stream that stalls IdleTimeout is dropped.
 func (s *Server) spool(w http.ResponseWriter, r *http.Request) (string, int64, error) {
-	f, err := os.CreateTemp(s.Dir, "upload-*.pkg")
+	f, err := scratch.CreateTemp(s.Dir, "ferry-upload-*.pkg")
 	if err != nil {
 		return "", 0, refuse(http.StatusInsufficientStorage, "spool the upload: %v", err)
 	}

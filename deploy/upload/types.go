@@ -45,6 +45,10 @@ type Options struct {
 	// NoWait returns once the Package is applied, without waiting for the
 	// controller.
 	NoWait bool `json:"noWait,omitempty"`
+	// Source is the archive's file name on the client, which the agent's
+	// messages call it by (its base name, at most 255 bytes); "the
+	// uploaded archive" if empty.
+	Source string `json:"source,omitempty"`
 }
 
 // Phases of an upload, as Events report them, in order.

@@ -13,12 +13,12 @@ import (
 )
 
 func TestOptionsQuery(t *testing.T) {
-	in := Options{Components: []string{"a", "b"}, Set: []string{"x=1", "y=a,b"}, Timeout: 90 * time.Second, NoWait: true}
+	in := Options{Components: []string{"a", "b"}, Set: []string{"x=1", "y=a,b"}, Timeout: 90 * time.Second, NoWait: true, Source: "app-1.0.tar.zst"}
 	out, err := ParseOptions(in.query())
 	if err != nil || !reflect.DeepEqual(in, out) {
 		t.Fatalf("ParseOptions(query(%+v)) = %+v, %v", in, out, err)
 	}
-	for _, q := range []string{"timeout=soon", "timeout=-1s", "wait=maybe"} {
+	for _, q := range []string{"timeout=soon", "timeout=-1s", "wait=maybe", "source=a%2Fb", "source=a%0Ab"} {
 		r := httptest.NewRequest(http.MethodPost, Path+"?"+q, nil)
 		if _, err := ParseOptions(r.URL.Query()); err == nil {
 			t.Errorf("ParseOptions(%s): no error", q)

@@ -15,6 +15,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"time"
+
+	"github.com/ferrypkg/ferry/internal/childproc"
+	"github.com/ferrypkg/ferry/internal/redact"
 )
 
 // Credential is a user name and password (or token) for one URL.
@@ -189,14 +193,39 @@ func (h Helper) run(ctx context.Context, op string, u *url.URL, c Credential) ([
 		fmt.Fprintf(&in, "password=%s\n", c.Password)
 	}
 	in.WriteString("\n")
-	cmd := exec.CommandContext(ctx, h.git(), "credential", op)
+	// A helper that waits for a person (a GUI prompt) or never answers
+	// is given up on; it dies with ferry (childproc).
+	ctx, cancel := context.WithTimeout(ctx, helperTimeout)
+	defer cancel()
+	cmd := childproc.Command(ctx, h.git(), "credential", op)
 	cmd.Stdin = strings.NewReader(in.String())
 	cmd.Env = append(os.Environ(), "GIT_TERMINAL_PROMPT=0", "GCM_INTERACTIVE=never")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return nil, fmt.Errorf("git credential %s for %s://%s: %w: %s", op, u.Scheme, u.Host, err, strings.TrimSpace(stderr.String()))
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout = &limitedBuffer{buf: &stdout, left: maxHelperOutput}
+	cmd.Stderr = &limitedBuffer{buf: &stderr, left: maxHelperOutput}
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("git credential %s for %s://%s: %w: %s", op, u.Scheme, u.Host, err, redact.Text(strings.Join(strings.Fields(stderr.String()), " ")))
 	}
-	return out, nil
+	return stdout.Bytes(), nil
+}
+
+// helperTimeout bounds one run of git's credential helpers (30 s).
+const helperTimeout = 30 * time.Second
+
+// maxHelperOutput bounds what is kept of a helper's output (64 KiB: a
+// credential is a few lines).
+const maxHelperOutput = 64 << 10
+
+// limitedBuffer keeps the first left bytes written to it.
+type limitedBuffer struct {
+	buf  *bytes.Buffer
+	left int
+}
+
+func (l *limitedBuffer) Write(p []byte) (int, error) {
+	if n := min(len(p), l.left); n > 0 {
+		l.buf.Write(p[:n])
+		l.left -= n
+	}
+	return len(p), nil
 }
