@@ -225,11 +225,12 @@ func (h *referrersHandler) serveReferrers(w http.ResponseWriter, r *http.Request
 // manifestFields are the parts of an image manifest or index that a
 // referrers descriptor is built from.
 type manifestFields struct {
-	MediaType    string              `json:"mediaType"`
-	ArtifactType string              `json:"artifactType"`
-	Config       *ocispec.Descriptor `json:"config"`
-	Subject      *ocispec.Descriptor `json:"subject"`
-	Annotations  map[string]string   `json:"annotations"`
+	MediaType    string               `json:"mediaType"`
+	ArtifactType string               `json:"artifactType"`
+	Config       *ocispec.Descriptor  `json:"config"`
+	Subject      *ocispec.Descriptor  `json:"subject"`
+	Annotations  map[string]string    `json:"annotations"`
+	Manifests    []ocispec.Descriptor `json:"manifests"`
 }
 
 func (h *referrersHandler) putManifest(w http.ResponseWriter, r *http.Request, name, ref string) {
@@ -279,6 +280,18 @@ func (h *referrersHandler) putManifest(w http.ResponseWriter, r *http.Request, n
 				r.URL.RawPath = ""
 			}
 		}
+	}
+	// An index's children named by sha512 digests that were stored before
+	// ferry wrote revision links for its aliases (alias.go).
+	var children []digest.Digest
+	for _, c := range mf.Manifests {
+		if c.Digest.Validate() == nil && c.Digest.Algorithm() != digest.Canonical {
+			children = append(children, c.Digest)
+		}
+	}
+	if err := h.aliases.ensureLinks(r.Context(), name, children); err != nil {
+		writeError(w, http.StatusInternalServerError, "UNKNOWN", err.Error())
+		return
 	}
 	if alias == "" && mf.Subject == nil {
 		h.next.ServeHTTP(w, r)
@@ -346,11 +359,26 @@ func (h *referrersHandler) deleteManifest(w http.ResponseWriter, r *http.Request
 		if code != http.StatusAccepted {
 			return code
 		}
+		// The manifest is gone under its sha256 digest: so are its
+		// aliases (the one it was deleted by, or any it had when it was
+		// deleted by its sha256 digest) and the referrers recorded under
+		// them.
+		var aliases []digest.Digest
 		err := h.index.remove(r.Context(), name, dgst)
-		if err == nil && aliased {
-			err = h.index.remove(r.Context(), name, canonical)
-			if err == nil {
-				err = h.aliases.remove(r.Context(), name, dgst)
+		if err == nil {
+			if aliased {
+				aliases = []digest.Digest{dgst}
+				err = h.index.remove(r.Context(), name, canonical)
+			} else {
+				aliases, err = h.aliases.pointingAt(r.Context(), name, canonical)
+			}
+		}
+		for _, a := range aliases {
+			if err != nil {
+				break
+			}
+			if err = h.index.remove(r.Context(), name, a); err == nil {
+				err = h.dropAlias(r, name, a)
 			}
 		}
 		if err != nil {
@@ -360,6 +388,18 @@ func (h *referrersHandler) deleteManifest(w http.ResponseWriter, r *http.Request
 		return code
 	}}
 	h.next.ServeHTTP(hw, r)
+}
+
+// dropAlias deletes alias's revision link through distribution, which
+// forgets what it cached of it (a HEAD by the alias would otherwise still
+// find the deleted manifest), then the alias record.
+func (h *referrersHandler) dropAlias(r *http.Request, name string, alias digest.Digest) error {
+	rec := &recorder{header: http.Header{}}
+	h.next.ServeHTTP(rec, internalRequest(r, http.MethodDelete, "/v2/"+name+"/manifests/"+alias.String(), "", nil))
+	if rec.code != http.StatusAccepted && rec.code != http.StatusNotFound {
+		return fmt.Errorf("digest alias %s: delete answered %d: %s", alias, rec.code, strings.TrimSpace(rec.body.String()))
+	}
+	return h.aliases.remove(r.Context(), name, alias)
 }
 
 // rewriteAlias points a request for a sha512-addressed manifest at the
