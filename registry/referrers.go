@@ -124,6 +124,7 @@ type referrersHandler struct {
 	next    http.Handler
 	index   *referrerIndex
 	aliases *aliasIndex
+	catalog *catalogIndex
 	access  auth.AccessController // nil: anonymous access
 }
 
@@ -151,8 +152,9 @@ func (h *referrersHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !checkRequest(w, r) {
 		return
 	}
-	if r.URL.Path == "/v2/_catalog" {
-		clampCatalogPage(r)
+	if r.URL.Path == "/v2/_catalog" && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+		h.serveCatalog(w, r)
+		return
 	}
 	if h.serveBlob(w, r) {
 		return
@@ -172,20 +174,31 @@ func (h *referrersHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// authorized checks r's credentials for access, as distribution does, and
+// answers a request without them (401 with the challenge); it reports
+// whether the request may go on.
+func (h *referrersHandler) authorized(w http.ResponseWriter, r *http.Request, access auth.Access) bool {
+	if h.access == nil {
+		return true
+	}
+	_, err := h.access.Authorized(r, access)
+	if err == nil {
+		return true
+	}
+	var ch auth.Challenge
+	if errors.As(err, &ch) {
+		ch.SetHeaders(r, w)
+		writeError(w, http.StatusUnauthorized, "UNAUTHORIZED", "authentication required")
+		return false
+	}
+	writeError(w, http.StatusInternalServerError, "UNKNOWN", err.Error())
+	return false
+}
+
 func (h *referrersHandler) serveReferrers(w http.ResponseWriter, r *http.Request, name, ref string) {
 	w.Header().Set("Docker-Distribution-API-Version", "registry/2.0")
-	if h.access != nil {
-		_, err := h.access.Authorized(r, auth.Access{Resource: auth.Resource{Type: "repository", Name: name}, Action: "pull"})
-		if err != nil {
-			var ch auth.Challenge
-			if errors.As(err, &ch) {
-				ch.SetHeaders(r, w)
-				writeError(w, http.StatusUnauthorized, "UNAUTHORIZED", "authentication required")
-				return
-			}
-			writeError(w, http.StatusInternalServerError, "UNKNOWN", err.Error())
-			return
-		}
+	if !h.authorized(w, r, auth.Access{Resource: auth.Resource{Type: "repository", Name: name}, Action: "pull"}) {
+		return
 	}
 	if _, err := reference.WithName(name); err != nil {
 		writeError(w, http.StatusBadRequest, "NAME_INVALID", "invalid repository name "+name)
@@ -293,10 +306,6 @@ func (h *referrersHandler) putManifest(w http.ResponseWriter, r *http.Request, n
 		writeError(w, http.StatusInternalServerError, "UNKNOWN", err.Error())
 		return
 	}
-	if alias == "" && mf.Subject == nil {
-		h.next.ServeHTTP(w, r)
-		return
-	}
 	if mf.MediaType != "" {
 		mediaType = mf.MediaType
 	}
@@ -307,6 +316,13 @@ func (h *referrersHandler) putManifest(w http.ResponseWriter, r *http.Request, n
 	hw := &hookWriter{ResponseWriter: w, hook: func(code int) int {
 		if code != http.StatusCreated {
 			return code
+		}
+		// The repository is in the catalog before the client hears of it.
+		if err := h.catalog.add(r.Context(), name); err != nil {
+			w.Header().Del("Location")
+			w.Header().Del("Docker-Content-Digest")
+			writeError(w, http.StatusInternalServerError, "UNKNOWN", err.Error())
+			return 0
 		}
 		dgst, err := digest.Parse(w.Header().Get("Docker-Content-Digest"))
 		if err != nil {

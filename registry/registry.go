@@ -159,6 +159,14 @@ func New(ctx context.Context, cfg Config, opts ...Option) (s *Server, err error)
 			return nil, fmt.Errorf("registry: htpasswd %s: %w", cfg.HTPasswdFile, err)
 		}
 	}
+	catalog := newCatalogIndex(driver)
+	if done, err := catalog.indexed(ctx); err != nil {
+		return nil, fmt.Errorf("registry: storage %s: %w", cfg.storageName(), err)
+	} else if !done {
+		if err := catalog.rebuild(ctx); err != nil {
+			return nil, fmt.Errorf("registry: storage %s: %w", cfg.storageName(), err)
+		}
+	}
 	readOnly := false
 	if cfg.RootDir != "" || cfg.S3 != nil {
 		if readOnly, err = readOnlyFlagSet(ctx, driver); err != nil {
@@ -181,7 +189,7 @@ func New(ctx context.Context, cfg Config, opts ...Option) (s *Server, err error)
 		}
 		go s.apps.follow(fctx, driver, poll)
 	}
-	s.handler = &referrersHandler{next: s.apps, index: &referrerIndex{d: driver}, aliases: &aliasIndex{d: driver}, access: access}
+	s.handler = &referrersHandler{next: s.apps, index: &referrerIndex{d: driver}, aliases: &aliasIndex{d: driver}, catalog: catalog, access: access}
 	return s, nil
 }
 
