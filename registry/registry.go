@@ -16,11 +16,13 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -197,13 +199,72 @@ func New(ctx context.Context, cfg Config, opts ...Option) (s *Server, err error)
 // now: it serves pulls and refuses pushes and deletes.
 func (s *Server) ReadOnly() bool { return s.apps.readOnly() }
 
-// ServeHTTP serves the OCI distribution API.
+// ServeHTTP serves the OCI distribution API. A panic while serving (in
+// distribution or in ferry) is logged at error level with its stack and
+// answered 500 UNKNOWN; when the response had begun, the connection is
+// closed, as the client could not tell a cut-off body from a whole one.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	gw := &guardWriter{ResponseWriter: w}
+	defer func() {
+		v := recover()
+		if v == nil {
+			return
+		}
+		if v == http.ErrAbortHandler { // net/http's own way to abort a response
+			panic(v)
+		}
+		s.logSink.logger.LogAttrs(r.Context(), slog.LevelError, "registry: panic serving a request",
+			slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.String("remote", r.RemoteAddr),
+			slog.String("panic", fmt.Sprint(v)), slog.String("stack", string(debug.Stack())))
+		if gw.wrote {
+			panic(http.ErrAbortHandler)
+		}
+		writeError(w, http.StatusInternalServerError, "UNKNOWN", "internal server error")
+	}()
 	if s.cfg.RootDir != "" {
 		largeWrites(r)
 	}
-	s.handler.ServeHTTP(w, r)
+	s.handler.ServeHTTP(gw, r)
 }
+
+// guardWriter records whether a response has begun.
+type guardWriter struct {
+	http.ResponseWriter
+	wrote bool
+}
+
+func (g *guardWriter) WriteHeader(code int) {
+	if code >= 200 { // 1xx informational headers are not the response
+		g.wrote = true
+	}
+	g.ResponseWriter.WriteHeader(code)
+}
+
+func (g *guardWriter) Write(b []byte) (int, error) {
+	g.wrote = true
+	return g.ResponseWriter.Write(b)
+}
+
+// ReadFrom keeps the connection's own ReadFrom (sendfile for blobs on the
+// filesystem) in reach of io.Copy.
+func (g *guardWriter) ReadFrom(src io.Reader) (int64, error) {
+	g.wrote = true
+	if rf, ok := g.ResponseWriter.(io.ReaderFrom); ok {
+		return rf.ReadFrom(src)
+	}
+	return io.Copy(struct{ io.Writer }{g.ResponseWriter}, src)
+}
+
+// Flush passes a flush on.
+func (g *guardWriter) Flush() {
+	g.wrote = true
+	if f, ok := g.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (g *guardWriter) Unwrap() http.ResponseWriter { return g.ResponseWriter }
 
 // TLS reports whether Serve speaks HTTPS.
 func (s *Server) TLS() bool { return s.tlsConfig != nil }
