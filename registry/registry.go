@@ -35,6 +35,8 @@ import (
 	_ "github.com/distribution/distribution/v3/registry/storage/driver/filesystem"
 	_ "github.com/distribution/distribution/v3/registry/storage/driver/inmemory"
 	_ "github.com/distribution/distribution/v3/registry/storage/driver/s3-aws"
+
+	"github.com/ferrypkg/ferry/internal/authlimit"
 )
 
 // DefaultAddr is the address ListenAndServe uses when Config.Addr is empty.
@@ -68,6 +70,12 @@ type Config struct {
 	DisableDelete bool
 	// HTPasswdFile, when set, requires HTTP basic authentication checked
 	// against this htpasswd file (bcrypt entries). The file must exist.
+	// Password guessing is slowed down: a client (remote IP address) whose
+	// credentials were refused more than 5 times is answered 429 Too Many
+	// Requests with Retry-After, for 1 s after the next refusal, doubling
+	// with each one up to 5 min, until its credentials are accepted or 15
+	// min pass without a refusal (internal/authlimit's defaults). Behind a
+	// proxy, every client it forwards shares its address.
 	HTPasswdFile string
 	// Realm is the basic-auth realm; DefaultRealm if empty.
 	Realm string
@@ -192,6 +200,9 @@ func New(ctx context.Context, cfg Config, opts ...Option) (s *Server, err error)
 		go s.apps.follow(fctx, driver, poll)
 	}
 	s.handler = &referrersHandler{next: s.apps, index: &referrerIndex{d: driver}, aliases: &aliasIndex{d: driver}, catalog: catalog, access: access}
+	if access != nil {
+		s.handler = authlimit.New(authlimit.Options{}).Handler(s.handler)
+	}
 	return s, nil
 }
 
