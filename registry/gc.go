@@ -21,6 +21,9 @@ type GCResult struct {
 	DryRun   bool  `json:"dryRun,omitempty"`
 	Freeable int64 `json:"freeable,omitempty"`
 	Blobs    int   `json:"blobs,omitempty"`
+	// Uploads is what was removed of abandoned upload sessions (not in a
+	// dry run).
+	Uploads PurgeResult `json:"uploads"`
 }
 
 // GCOptions tunes GarbageCollect.
@@ -44,7 +47,10 @@ type GCOptions struct {
 // It runs in read-only maintenance mode: it sets the flag every registry on
 // the storage follows (they keep serving pulls and refuse pushes), waits
 // opts.Settle, collects, clears the flag (also when the collection fails)
-// and waits opts.Settle again. The registries then start afresh, without
+// and waits opts.Settle again. While read-only it also removes every upload
+// session not written to since the flag was set (PurgeUploads): none can
+// be meanwhile, so these are abandoned (a killed load, a client that gave
+// up) or refused; their clients start again. The registries then start afresh, without
 // cached blob descriptors of what was swept.
 func GarbageCollect(ctx context.Context, cfg Config, opts GCOptions) (res GCResult, err error) {
 	name := "garbage collect " + cfg.storageName()
@@ -59,6 +65,7 @@ func GarbageCollect(ctx context.Context, cfg Config, opts GCOptions) (res GCResu
 		return dryRun(ctx, d, res, name)
 	}
 	settle := settleTime(opts)
+	readOnlyFrom := time.Now()
 	leave, err := enterReadOnly(ctx, d, settle)
 	if err != nil {
 		return res, fmt.Errorf("%s: %w", name, err)
@@ -74,6 +81,9 @@ func GarbageCollect(ctx context.Context, cfg Config, opts GCOptions) (res GCResu
 	}
 	if err := storage.MarkAndSweep(ctx, d, ns, storage.GCOpts{Quiet: true}); err != nil {
 		return res, fmt.Errorf("%s: %w", name, err)
+	}
+	if res.Uploads, err = purgeUploads(ctx, d, readOnlyFrom); err != nil {
+		return res, fmt.Errorf("%s: purge uploads: %w", name, err)
 	}
 	if err := leave(); err != nil { // settles: every registry takes pushes again
 		return res, fmt.Errorf("%s: %w", name, err)

@@ -416,6 +416,9 @@ func (c Config) distribution() (*configuration.Configuration, error) {
 	}
 	name, params := c.storageDriver()
 	d.Storage[name] = params
+	d.Storage["maintenance"] = configuration.Parameters{
+		"uploadpurging": map[any]any{"enabled": true, "age": UploadPurgeAge.String(), "interval": UploadPurgeInterval.String(), "dryrun": false},
+	}
 	switch name {
 	case "inmemory":
 		d.Storage["maintenance"] = configuration.Parameters{
