@@ -7,6 +7,8 @@ import (
 	"context"
 	"io"
 	"net/url"
+	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -63,6 +65,46 @@ func TestSplitRegistryRefTLS(t *testing.T) {
 	} {
 		if base, _, err := splitRegistryRef(tc.ref, tc.plain, tc.tlsAsked); err != nil || base != tc.want {
 			t.Errorf("splitRegistryRef(%q, plain %v, tls %v) = %q, %v; want %q", tc.ref, tc.plain, tc.tlsAsked, base, err, tc.want)
+		}
+	}
+}
+
+// TestRegistryCheckAllAfterMirror mirrors a package of several images, some
+// nested in others' repositories, into `ferry registry serve`, then runs
+// the whole check suite (--all) against it, twice (the second run meets
+// the first one's repositories, nested under ferry-conformance): every check
+// passes, the catalog's among them (it was out of lexical order and dropped
+// the connection with last= and n=).
+func TestRegistryCheckAllAfterMirror(t *testing.T) {
+	dir := t.TempDir()
+	images := []struct{ ref, layout string }{
+		{"docker.io/library/app:1.0", "app"},
+		{"ghcr.io/org/tool:2.0", "tool"},
+		{"quay.io/org/tool/0sub:3.0", "sub"},
+		{"registry.example/org/tool-x:1", "toolx"},
+	}
+	def := "apiVersion: ferry.dev/v1alpha1\nkind: Package\nmetadata: {name: several, version: 0.1.0}\nplatforms: [linux/" + runtime.GOARCH + "]\ncomponents:\n  - name: c\n    images:\n"
+	for i, img := range images {
+		writeBigLayoutImage(t, filepath.Join(dir, img.layout), img.ref[strings.LastIndex(img.ref, ":")+1:], 64<<10, uint64(10+i))
+		def += "      - {ref: " + img.ref + ", layout: " + img.layout + "}\n"
+	}
+	writeFile(t, filepath.Join(dir, "ferry.yaml"), def)
+	if _, stderr, code := runFerry(t, dir, "package", "create", "-f", "several.tar", "--sbom=false"); code != 0 {
+		t.Fatalf("package create: %s", stderr)
+	}
+	u, _ := serveForTest(t, registryServeOptions{})
+	pu, err := url.Parse(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, stderr, code := runFerry(t, dir, "package", "mirror", "several.tar", pu.Host); code != 0 {
+		t.Fatalf("package mirror: %s", stderr)
+	}
+	for run := range 2 {
+		var out bytes.Buffer
+		o := registryCheckOptions{all: true, output: "text", largeBlob: -1}
+		if err := runRegistryCheck(context.Background(), strings.NewReader(""), &out, io.Discard, pu.Host, o); err != nil {
+			t.Fatalf("check --all, run %d, after a mirror: %v\n%s", run+1, err, out.String())
 		}
 	}
 }
