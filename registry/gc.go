@@ -79,7 +79,7 @@ func GarbageCollect(ctx context.Context, cfg Config, opts GCOptions) (res GCResu
 	if err != nil {
 		return res, fmt.Errorf("%s: %w", name, err)
 	}
-	if err := storage.MarkAndSweep(ctx, d, ns, storage.GCOpts{Quiet: true}); err != nil {
+	if err := storage.MarkAndSweep(ctx, d, aliasNamespace{Namespace: ns, d: d}, storage.GCOpts{Quiet: true}); err != nil {
 		return res, fmt.Errorf("%s: %w", name, err)
 	}
 	if res.Uploads, err = purgeUploads(ctx, d, readOnlyFrom); err != nil {
@@ -102,7 +102,7 @@ func dryRun(ctx context.Context, d storagedriver.StorageDriver, res GCResult, na
 	if err != nil {
 		return res, fmt.Errorf("%s: %w", name, err)
 	}
-	if err := storage.MarkAndSweep(ctx, counter, ns, storage.GCOpts{Quiet: true}); err != nil {
+	if err := storage.MarkAndSweep(ctx, counter, aliasNamespace{Namespace: ns, d: d}, storage.GCOpts{Quiet: true}); err != nil {
 		return res, fmt.Errorf("%s (dry run): %w", name, err)
 	}
 	res.DryRun, res.Freeable, res.Blobs = true, counter.bytes, counter.blobs
