@@ -53,6 +53,7 @@ type GCOptions struct {
 // up) or refused; their clients start again. The registries then start afresh, without
 // cached blob descriptors of what was swept.
 func GarbageCollect(ctx context.Context, cfg Config, opts GCOptions) (res GCResult, err error) {
+	defer quietLogs()()
 	name := "garbage collect " + cfg.storageName()
 	d, err := openRegistry(ctx, cfg, name)
 	if err != nil {

@@ -19,7 +19,8 @@ import (
 // (its config and layer uploaded by them, its manifest and an index over
 // it put by them) and tagged survives a garbage collection whole: every
 // blob it references by a sha512 digest is stored under its sha256 digest,
-// which distribution's mark and sweep did not count as referenced.
+// which distribution's mark and sweep did not count as referenced; and an
+// unreferenced one is swept without failing the collection.
 func TestGarbageCollectKeepsSHA512Content(t *testing.T) {
 	forEachStorage(t, func(t *testing.T, cfg registry.Config) {
 		cfg.MaintenancePoll = 50 * time.Millisecond
@@ -51,8 +52,22 @@ func TestGarbageCollectKeepsSHA512Content(t *testing.T) {
 			t.Fatalf("PUT index: %s %s", resp.Status, body)
 		}
 
-		if _, err := registry.GarbageCollect(context.Background(), cfg, registry.GCOptions{Settle: 200 * time.Millisecond}); err != nil {
-			t.Fatal(err)
+		// A blob uploaded by a sha512 digest that nothing references:
+		// linked under both digests, it is swept once (the sweep removed
+		// its sha256 link twice, and failed).
+		loose := []byte("a loose sha512 blob")
+		looseD := digest.SHA512.FromBytes(loose)
+		if resp := uploadAs(t, base, "app", loose, looseD, false); resp.StatusCode != http.StatusCreated {
+			t.Fatalf("upload loose blob: %s", resp.Status)
+		}
+
+		for range 2 {
+			if _, err := registry.GarbageCollect(context.Background(), cfg, registry.GCOptions{Settle: 200 * time.Millisecond}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if resp, _ := call(t, http.MethodHead, base+"/v2/app/blobs/"+looseD.String(), "", nil); resp.StatusCode != http.StatusNotFound {
+			t.Fatalf("HEAD loose sha512 blob after gc: %s, want 404", resp.Status)
 		}
 		for _, d := range []digest.Digest{configD, layerD} {
 			resp, body := call(t, http.MethodGet, base+"/v2/app/blobs/"+d.String(), "", nil)

@@ -52,6 +52,32 @@ type aliasRepository struct {
 	d storagedriver.StorageDriver
 }
 
+// Blobs deduplicates what the repository's blob links enumerate: a blob
+// uploaded by a sha512 digest is linked under both digests, and
+// distribution's enumeration yields its sha256 digest for each link; when
+// it was not marked, the sweep removed the sha256 link twice and failed on
+// the second.
+func (r aliasRepository) Blobs(ctx context.Context) distribution.BlobStore {
+	return uniqueBlobs{BlobStore: r.Repository.Blobs(ctx)}
+}
+
+type uniqueBlobs struct{ distribution.BlobStore }
+
+func (b uniqueBlobs) Enumerate(ctx context.Context, ingester func(digest.Digest) error) error {
+	e, ok := b.BlobStore.(distribution.ManifestEnumerator)
+	if !ok {
+		return errors.New("registry: the blob store can not enumerate blobs")
+	}
+	seen := map[digest.Digest]struct{}{}
+	return e.Enumerate(ctx, func(d digest.Digest) error {
+		if _, ok := seen[d]; ok {
+			return nil
+		}
+		seen[d] = struct{}{}
+		return ingester(d)
+	})
+}
+
 func (r aliasRepository) Manifests(ctx context.Context, opts ...distribution.ManifestServiceOption) (distribution.ManifestService, error) {
 	ms, err := r.Repository.Manifests(ctx, opts...)
 	if err != nil {

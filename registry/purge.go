@@ -54,6 +54,7 @@ type PurgeResult struct {
 // not visible until the request ends, so a session whose client streams one
 // request from before idleSince to after the purge is removed too.
 func PurgeUploads(ctx context.Context, cfg Config, idleSince time.Time) (PurgeResult, error) {
+	defer quietLogs()()
 	name := "purge uploads of " + cfg.storageName()
 	if cfg.RootDir == "" && cfg.S3 == nil {
 		return PurgeResult{}, fmt.Errorf("%s: in-memory storage is not shared", name)

@@ -143,8 +143,12 @@ func TestRegistryLoadKilledLeavesNoUploads(t *testing.T) {
 	if uploadBytes(t, root) == 0 {
 		t.Fatal("the second killed load left no upload data")
 	}
-	if _, stderr, code := runFerry(t, dir, "registry", "gc", "--root", root, "--settle", "100ms"); code != 0 {
+	out, stderr, code = runFerry(t, dir, "registry", "gc", "--root", root, "--settle", "100ms")
+	if code != 0 {
 		t.Fatalf("gc: exit %d: %s", code, stderr)
+	}
+	if stderr != "" || !strings.Contains(out, "abandoned upload sessions") {
+		t.Fatalf("gc printed %q on stdout and %q on stderr, want one line naming the removed uploads and no log", out, stderr)
 	}
 	if n := uploadBytes(t, root); n != 0 {
 		t.Fatalf("after gc: %d bytes of upload data left, want none", n)
