@@ -23,3 +23,33 @@ bench-registry: build
 	  END { if (r == "") { print "bench-registry: no result"; exit 1 } \
 	        printf "registry blob GET throughput (median of alternating GETs, 64 MiB blob): ferry %s MB/s, distribution 2.8 %s MB/s, ratio %s (budget >= 0.90)\n", f, d, r; \
 	        if (r + 0 < 0.9) exit 1 }'
+
+# upstream-conformance (issue 28): the OCI distribution-spec conformance suite
+# itself (github.com/opencontainers/distribution-spec/conformance), the v1.1.1
+# release and the newest main, against `ferry registry serve` on the
+# filesystem and on S3 (MinIO from .bin/ on loopback), every workflow on;
+# prints a suite × storage table of counts and fails on any failed test.
+# Each suite is built from a module of its own under tools/oci-conformance/
+# (never the main go.mod) and cached in .bin/ until its go.mod or go.sum
+# changes: v1.1.1 is a Ginkgo test package (go test -c) kept as the tagged
+# source, since the module proxy does not serve that version; main is a
+# program (go build, as its README says) fetched from the module proxy.
+
+.PHONY: upstream-conformance
+
+TEST_TARGETS += upstream-conformance
+
+OCI_CONFORMANCE_V111 := $(TOOLS)/oci-conformance-v1.1.1.test
+OCI_CONFORMANCE_MAIN := $(TOOLS)/oci-conformance-main
+
+$(OCI_CONFORMANCE_V111): tools/oci-conformance/v1.1.1/go.mod tools/oci-conformance/v1.1.1/go.sum $(wildcard tools/oci-conformance/v1.1.1/*.go)
+	cd tools/oci-conformance/v1.1.1 && $(GO) test -c -trimpath -o $@ .
+
+$(OCI_CONFORMANCE_MAIN): tools/oci-conformance/main/go.mod tools/oci-conformance/main/go.sum
+	cd tools/oci-conformance/main && $(GO) build -trimpath -o $@ github.com/opencontainers/distribution-spec/conformance
+
+upstream-conformance: build $(OCI_CONFORMANCE_V111) $(OCI_CONFORMANCE_MAIN)
+	FERRY_REQUIRE_TOOLS=1 FERRY_UPSTREAM_CONFORMANCE=1 FERRY_BIN=$(BIN)/ferry FERRY_CONFORMANCE_OUT=$(CONFORMANCE_OUT) \
+	  FERRY_OCI_CONFORMANCE_V1_1_1=$(OCI_CONFORMANCE_V111) FERRY_OCI_CONFORMANCE_MAIN=$(OCI_CONFORMANCE_MAIN) \
+	  $(GO) test -count=1 -timeout 30m -run '^TestUpstreamConformance$$' -v ./conformance | grep -v -e '^=== RUN' -e '^--- PASS' -e '^PASS$$'; \
+	  exit $${PIPESTATUS[0]}

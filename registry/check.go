@@ -84,7 +84,14 @@ func checkRequest(w http.ResponseWriter, r *http.Request) bool {
 				return false
 			}
 		}
-		if from := q.Get("from"); q.Has("mount") && !validName(from) {
+		// A mount without from is no mount: distribution opens an upload
+		// session (202), as the spec asks of a registry that does not
+		// mount (OCI distribution-spec v1.1, "Mounting a blob from another
+		// repository": "If the registry does not support cross-repository
+		// mounting or is unable to mount the requested blob, it SHOULD
+		// return a 202", and from MAY be omitted). A from that is present
+		// and malformed is a client error.
+		if from := q.Get("from"); q.Get("mount") != "" && from != "" && !validName(from) {
 			writeError(w, http.StatusBadRequest, "NAME_INVALID", fmt.Sprintf("invalid repository name %.300q in from", from))
 			return false
 		}

@@ -21,6 +21,9 @@ type GCResult struct {
 	DryRun   bool  `json:"dryRun,omitempty"`
 	Freeable int64 `json:"freeable,omitempty"`
 	Blobs    int   `json:"blobs,omitempty"`
+	// Uploads is what was removed of abandoned upload sessions (not in a
+	// dry run).
+	Uploads PurgeResult `json:"uploads"`
 }
 
 // GCOptions tunes GarbageCollect.
@@ -44,9 +47,13 @@ type GCOptions struct {
 // It runs in read-only maintenance mode: it sets the flag every registry on
 // the storage follows (they keep serving pulls and refuse pushes), waits
 // opts.Settle, collects, clears the flag (also when the collection fails)
-// and waits opts.Settle again. The registries then start afresh, without
+// and waits opts.Settle again. While read-only it also removes every upload
+// session not written to since the flag was set (PurgeUploads): none can
+// be meanwhile, so these are abandoned (a killed load, a client that gave
+// up) or refused; their clients start again. The registries then start afresh, without
 // cached blob descriptors of what was swept.
 func GarbageCollect(ctx context.Context, cfg Config, opts GCOptions) (res GCResult, err error) {
+	defer quietLogs()()
 	name := "garbage collect " + cfg.storageName()
 	d, err := openRegistry(ctx, cfg, name)
 	if err != nil {
@@ -59,6 +66,7 @@ func GarbageCollect(ctx context.Context, cfg Config, opts GCOptions) (res GCResu
 		return dryRun(ctx, d, res, name)
 	}
 	settle := settleTime(opts)
+	readOnlyFrom := time.Now()
 	leave, err := enterReadOnly(ctx, d, settle)
 	if err != nil {
 		return res, fmt.Errorf("%s: %w", name, err)
@@ -72,8 +80,11 @@ func GarbageCollect(ctx context.Context, cfg Config, opts GCOptions) (res GCResu
 	if err != nil {
 		return res, fmt.Errorf("%s: %w", name, err)
 	}
-	if err := storage.MarkAndSweep(ctx, d, ns, storage.GCOpts{Quiet: true}); err != nil {
+	if err := storage.MarkAndSweep(ctx, d, aliasNamespace{Namespace: ns, d: d}, storage.GCOpts{Quiet: true}); err != nil {
 		return res, fmt.Errorf("%s: %w", name, err)
+	}
+	if res.Uploads, err = purgeUploads(ctx, d, readOnlyFrom); err != nil {
+		return res, fmt.Errorf("%s: purge uploads: %w", name, err)
 	}
 	if err := leave(); err != nil { // settles: every registry takes pushes again
 		return res, fmt.Errorf("%s: %w", name, err)
@@ -92,7 +103,7 @@ func dryRun(ctx context.Context, d storagedriver.StorageDriver, res GCResult, na
 	if err != nil {
 		return res, fmt.Errorf("%s: %w", name, err)
 	}
-	if err := storage.MarkAndSweep(ctx, counter, ns, storage.GCOpts{Quiet: true}); err != nil {
+	if err := storage.MarkAndSweep(ctx, counter, aliasNamespace{Namespace: ns, d: d}, storage.GCOpts{Quiet: true}); err != nil {
 		return res, fmt.Errorf("%s (dry run): %w", name, err)
 	}
 	res.DryRun, res.Freeable, res.Blobs = true, counter.bytes, counter.blobs

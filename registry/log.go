@@ -108,3 +108,11 @@ func (forwardHook) Fire(e *logrus.Entry) error {
 	}
 	return nil
 }
+
+// quietLogs keeps distribution's logrus output off the process's stderr
+// while storage is worked on outside a Server (garbage collection,
+// migration, purges): they log every blob they delete. The returned
+// function ends it.
+func quietLogs() func() {
+	return registerLogger(slog.New(slog.DiscardHandler)).unregister
+}

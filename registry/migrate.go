@@ -34,6 +34,7 @@ const blobsDir = "/docker/registry/v2/blobs"
 // progress and the maintenance flag are not copied. to should be a new,
 // empty storage that no registry serves yet.
 func Migrate(ctx context.Context, from, to Config, opts GCOptions) (res MigrateResult, err error) {
+	defer quietLogs()()
 	name := fmt.Sprintf("migrate %s to %s", from.storageName(), to.storageName())
 	src, err := openRegistry(ctx, from, name)
 	if err != nil {

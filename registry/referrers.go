@@ -124,6 +124,7 @@ type referrersHandler struct {
 	next    http.Handler
 	index   *referrerIndex
 	aliases *aliasIndex
+	catalog *catalogIndex
 	access  auth.AccessController // nil: anonymous access
 }
 
@@ -151,8 +152,9 @@ func (h *referrersHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !checkRequest(w, r) {
 		return
 	}
-	if r.URL.Path == "/v2/_catalog" {
-		clampCatalogPage(r)
+	if r.URL.Path == "/v2/_catalog" && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+		h.serveCatalog(w, r)
+		return
 	}
 	if h.serveBlob(w, r) {
 		return
@@ -172,20 +174,31 @@ func (h *referrersHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// authorized checks r's credentials for access, as distribution does, and
+// answers a request without them (401 with the challenge); it reports
+// whether the request may go on.
+func (h *referrersHandler) authorized(w http.ResponseWriter, r *http.Request, access auth.Access) bool {
+	if h.access == nil {
+		return true
+	}
+	_, err := h.access.Authorized(r, access)
+	if err == nil {
+		return true
+	}
+	var ch auth.Challenge
+	if errors.As(err, &ch) {
+		ch.SetHeaders(r, w)
+		writeError(w, http.StatusUnauthorized, "UNAUTHORIZED", "authentication required")
+		return false
+	}
+	writeError(w, http.StatusInternalServerError, "UNKNOWN", err.Error())
+	return false
+}
+
 func (h *referrersHandler) serveReferrers(w http.ResponseWriter, r *http.Request, name, ref string) {
 	w.Header().Set("Docker-Distribution-API-Version", "registry/2.0")
-	if h.access != nil {
-		_, err := h.access.Authorized(r, auth.Access{Resource: auth.Resource{Type: "repository", Name: name}, Action: "pull"})
-		if err != nil {
-			var ch auth.Challenge
-			if errors.As(err, &ch) {
-				ch.SetHeaders(r, w)
-				writeError(w, http.StatusUnauthorized, "UNAUTHORIZED", "authentication required")
-				return
-			}
-			writeError(w, http.StatusInternalServerError, "UNKNOWN", err.Error())
-			return
-		}
+	if !h.authorized(w, r, auth.Access{Resource: auth.Resource{Type: "repository", Name: name}, Action: "pull"}) {
+		return
 	}
 	if _, err := reference.WithName(name); err != nil {
 		writeError(w, http.StatusBadRequest, "NAME_INVALID", "invalid repository name "+name)
@@ -225,11 +238,12 @@ func (h *referrersHandler) serveReferrers(w http.ResponseWriter, r *http.Request
 // manifestFields are the parts of an image manifest or index that a
 // referrers descriptor is built from.
 type manifestFields struct {
-	MediaType    string              `json:"mediaType"`
-	ArtifactType string              `json:"artifactType"`
-	Config       *ocispec.Descriptor `json:"config"`
-	Subject      *ocispec.Descriptor `json:"subject"`
-	Annotations  map[string]string   `json:"annotations"`
+	MediaType    string               `json:"mediaType"`
+	ArtifactType string               `json:"artifactType"`
+	Config       *ocispec.Descriptor  `json:"config"`
+	Subject      *ocispec.Descriptor  `json:"subject"`
+	Annotations  map[string]string    `json:"annotations"`
+	Manifests    []ocispec.Descriptor `json:"manifests"`
 }
 
 func (h *referrersHandler) putManifest(w http.ResponseWriter, r *http.Request, name, ref string) {
@@ -280,8 +294,16 @@ func (h *referrersHandler) putManifest(w http.ResponseWriter, r *http.Request, n
 			}
 		}
 	}
-	if alias == "" && mf.Subject == nil {
-		h.next.ServeHTTP(w, r)
+	// An index's children named by sha512 digests that were stored before
+	// ferry wrote revision links for its aliases (alias.go).
+	var children []digest.Digest
+	for _, c := range mf.Manifests {
+		if c.Digest.Validate() == nil && c.Digest.Algorithm() != digest.Canonical {
+			children = append(children, c.Digest)
+		}
+	}
+	if err := h.aliases.ensureLinks(r.Context(), name, children); err != nil {
+		writeError(w, http.StatusInternalServerError, "UNKNOWN", err.Error())
 		return
 	}
 	if mf.MediaType != "" {
@@ -294,6 +316,13 @@ func (h *referrersHandler) putManifest(w http.ResponseWriter, r *http.Request, n
 	hw := &hookWriter{ResponseWriter: w, hook: func(code int) int {
 		if code != http.StatusCreated {
 			return code
+		}
+		// The repository is in the catalog before the client hears of it.
+		if err := h.catalog.add(r.Context(), name); err != nil {
+			w.Header().Del("Location")
+			w.Header().Del("Docker-Content-Digest")
+			writeError(w, http.StatusInternalServerError, "UNKNOWN", err.Error())
+			return 0
 		}
 		dgst, err := digest.Parse(w.Header().Get("Docker-Content-Digest"))
 		if err != nil {
@@ -346,11 +375,26 @@ func (h *referrersHandler) deleteManifest(w http.ResponseWriter, r *http.Request
 		if code != http.StatusAccepted {
 			return code
 		}
+		// The manifest is gone under its sha256 digest: so are its
+		// aliases (the one it was deleted by, or any it had when it was
+		// deleted by its sha256 digest) and the referrers recorded under
+		// them.
+		var aliases []digest.Digest
 		err := h.index.remove(r.Context(), name, dgst)
-		if err == nil && aliased {
-			err = h.index.remove(r.Context(), name, canonical)
-			if err == nil {
-				err = h.aliases.remove(r.Context(), name, dgst)
+		if err == nil {
+			if aliased {
+				aliases = []digest.Digest{dgst}
+				err = h.index.remove(r.Context(), name, canonical)
+			} else {
+				aliases, err = h.aliases.pointingAt(r.Context(), name, canonical)
+			}
+		}
+		for _, a := range aliases {
+			if err != nil {
+				break
+			}
+			if err = h.index.remove(r.Context(), name, a); err == nil {
+				err = h.dropAlias(r, name, a)
 			}
 		}
 		if err != nil {
@@ -360,6 +404,18 @@ func (h *referrersHandler) deleteManifest(w http.ResponseWriter, r *http.Request
 		return code
 	}}
 	h.next.ServeHTTP(hw, r)
+}
+
+// dropAlias deletes alias's revision link through distribution, which
+// forgets what it cached of it (a HEAD by the alias would otherwise still
+// find the deleted manifest), then the alias record.
+func (h *referrersHandler) dropAlias(r *http.Request, name string, alias digest.Digest) error {
+	rec := &recorder{header: http.Header{}}
+	h.next.ServeHTTP(rec, internalRequest(r, http.MethodDelete, "/v2/"+name+"/manifests/"+alias.String(), "", nil))
+	if rec.code != http.StatusAccepted && rec.code != http.StatusNotFound {
+		return fmt.Errorf("digest alias %s: delete answered %d: %s", alias, rec.code, strings.TrimSpace(rec.body.String()))
+	}
+	return h.aliases.remove(r.Context(), name, alias)
 }
 
 // rewriteAlias points a request for a sha512-addressed manifest at the

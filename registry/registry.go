@@ -16,11 +16,13 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -33,6 +35,8 @@ import (
 	_ "github.com/distribution/distribution/v3/registry/storage/driver/filesystem"
 	_ "github.com/distribution/distribution/v3/registry/storage/driver/inmemory"
 	_ "github.com/distribution/distribution/v3/registry/storage/driver/s3-aws"
+
+	"github.com/ferrypkg/ferry/internal/authlimit"
 )
 
 // DefaultAddr is the address ListenAndServe uses when Config.Addr is empty.
@@ -66,6 +70,12 @@ type Config struct {
 	DisableDelete bool
 	// HTPasswdFile, when set, requires HTTP basic authentication checked
 	// against this htpasswd file (bcrypt entries). The file must exist.
+	// Password guessing is slowed down: a client (remote IP address) whose
+	// credentials were refused more than 5 times is answered 429 Too Many
+	// Requests with Retry-After, for 1 s after the next refusal, doubling
+	// with each one up to 5 min, until its credentials are accepted or 15
+	// min pass without a refusal (internal/authlimit's defaults). Behind a
+	// proxy, every client it forwards shares its address.
 	HTPasswdFile string
 	// Realm is the basic-auth realm; DefaultRealm if empty.
 	Realm string
@@ -159,6 +169,14 @@ func New(ctx context.Context, cfg Config, opts ...Option) (s *Server, err error)
 			return nil, fmt.Errorf("registry: htpasswd %s: %w", cfg.HTPasswdFile, err)
 		}
 	}
+	catalog := newCatalogIndex(driver)
+	if done, err := catalog.indexed(ctx); err != nil {
+		return nil, fmt.Errorf("registry: storage %s: %w", cfg.storageName(), err)
+	} else if !done {
+		if err := catalog.rebuild(ctx); err != nil {
+			return nil, fmt.Errorf("registry: storage %s: %w", cfg.storageName(), err)
+		}
+	}
 	readOnly := false
 	if cfg.RootDir != "" || cfg.S3 != nil {
 		if readOnly, err = readOnlyFlagSet(ctx, driver); err != nil {
@@ -181,7 +199,10 @@ func New(ctx context.Context, cfg Config, opts ...Option) (s *Server, err error)
 		}
 		go s.apps.follow(fctx, driver, poll)
 	}
-	s.handler = &referrersHandler{next: s.apps, index: &referrerIndex{d: driver}, aliases: &aliasIndex{d: driver}, access: access}
+	s.handler = &referrersHandler{next: s.apps, index: &referrerIndex{d: driver}, aliases: &aliasIndex{d: driver}, catalog: catalog, access: access}
+	if access != nil {
+		s.handler = authlimit.New(authlimit.Options{}).Handler(s.handler)
+	}
 	return s, nil
 }
 
@@ -189,13 +210,72 @@ func New(ctx context.Context, cfg Config, opts ...Option) (s *Server, err error)
 // now: it serves pulls and refuses pushes and deletes.
 func (s *Server) ReadOnly() bool { return s.apps.readOnly() }
 
-// ServeHTTP serves the OCI distribution API.
+// ServeHTTP serves the OCI distribution API. A panic while serving (in
+// distribution or in ferry) is logged at error level with its stack and
+// answered 500 UNKNOWN; when the response had begun, the connection is
+// closed, as the client could not tell a cut-off body from a whole one.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	gw := &guardWriter{ResponseWriter: w}
+	defer func() {
+		v := recover()
+		if v == nil {
+			return
+		}
+		if v == http.ErrAbortHandler { // net/http's own way to abort a response
+			panic(v)
+		}
+		s.logSink.logger.LogAttrs(r.Context(), slog.LevelError, "registry: panic serving a request",
+			slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.String("remote", r.RemoteAddr),
+			slog.String("panic", fmt.Sprint(v)), slog.String("stack", string(debug.Stack())))
+		if gw.wrote {
+			panic(http.ErrAbortHandler)
+		}
+		writeError(w, http.StatusInternalServerError, "UNKNOWN", "internal server error")
+	}()
 	if s.cfg.RootDir != "" {
 		largeWrites(r)
 	}
-	s.handler.ServeHTTP(w, r)
+	s.handler.ServeHTTP(gw, r)
 }
+
+// guardWriter records whether a response has begun.
+type guardWriter struct {
+	http.ResponseWriter
+	wrote bool
+}
+
+func (g *guardWriter) WriteHeader(code int) {
+	if code >= 200 { // 1xx informational headers are not the response
+		g.wrote = true
+	}
+	g.ResponseWriter.WriteHeader(code)
+}
+
+func (g *guardWriter) Write(b []byte) (int, error) {
+	g.wrote = true
+	return g.ResponseWriter.Write(b)
+}
+
+// ReadFrom keeps the connection's own ReadFrom (sendfile for blobs on the
+// filesystem) in reach of io.Copy.
+func (g *guardWriter) ReadFrom(src io.Reader) (int64, error) {
+	g.wrote = true
+	if rf, ok := g.ResponseWriter.(io.ReaderFrom); ok {
+		return rf.ReadFrom(src)
+	}
+	return io.Copy(struct{ io.Writer }{g.ResponseWriter}, src)
+}
+
+// Flush passes a flush on.
+func (g *guardWriter) Flush() {
+	g.wrote = true
+	if f, ok := g.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (g *guardWriter) Unwrap() http.ResponseWriter { return g.ResponseWriter }
 
 // TLS reports whether Serve speaks HTTPS.
 func (s *Server) TLS() bool { return s.tlsConfig != nil }
@@ -336,6 +416,9 @@ func (c Config) distribution() (*configuration.Configuration, error) {
 	}
 	name, params := c.storageDriver()
 	d.Storage[name] = params
+	d.Storage["maintenance"] = configuration.Parameters{
+		"uploadpurging": map[any]any{"enabled": true, "age": UploadPurgeAge.String(), "interval": UploadPurgeInterval.String(), "dryrun": false},
+	}
 	switch name {
 	case "inmemory":
 		d.Storage["maintenance"] = configuration.Parameters{

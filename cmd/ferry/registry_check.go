@@ -42,7 +42,8 @@ mounts, and referrers through the referrers API or the tag-schema fallback.
 
 The checks write test content under REPOSITORY (default ferry-conformance) in a
 fresh sub-repository per run, and delete some of it. Plain HTTP is used for
-loopback hosts, HTTPS otherwise, unless the REGISTRY is a full http(s):// URL.`,
+loopback hosts (unless --ca-file or --insecure asks for TLS) and with
+--plain-http, HTTPS otherwise, unless the REGISTRY is a full http(s):// URL.`,
 		Example: `  ferry registry check 127.0.0.1:5000
   ferry registry check registry.example:5000/scratch --all --username ci --password-stdin < token
   ferry registry check https://registry.example --workflow pull --workflow discovery -o json`,
@@ -62,8 +63,11 @@ loopback hosts, HTTPS otherwise, unless the REGISTRY is a full http(s):// URL.`,
 }
 
 // splitRegistryRef turns REGISTRY[/REPOSITORY] or an http(s) URL into a base
-// URL and a repository.
-func splitRegistryRef(ref string, plainHTTP bool) (base, repo string, err error) {
+// URL and a repository. Without a scheme, a loopback host is spoken to over
+// plain HTTP unless TLS was asked for (tlsAsked: --ca-file or --insecure),
+// any host when plainHTTP, and HTTPS otherwise: the rule of the other
+// commands (artifact.RemoteOptions).
+func splitRegistryRef(ref string, plainHTTP, tlsAsked bool) (base, repo string, err error) {
 	scheme := ""
 	if s, rest, ok := strings.Cut(ref, "://"); ok {
 		scheme, ref = s, rest
@@ -78,7 +82,11 @@ func splitRegistryRef(ref string, plainHTTP bool) (base, repo string, err error)
 		if hh, _, err := net.SplitHostPort(host); err == nil {
 			h = hh
 		}
-		if ip := net.ParseIP(h); plainHTTP || strings.EqualFold(h, "localhost") || (ip != nil && ip.IsLoopback()) {
+		loopback := strings.EqualFold(h, "localhost")
+		if ip := net.ParseIP(h); ip != nil && ip.IsLoopback() {
+			loopback = true
+		}
+		if plainHTTP || (loopback && !tlsAsked) {
 			scheme = "http"
 		}
 	}
@@ -89,7 +97,11 @@ func runRegistryCheck(ctx context.Context, stdin io.Reader, stdout, stderr io.Wr
 	if err := checkOutput(o.output, false); err != nil {
 		return err
 	}
-	base, repo, err := splitRegistryRef(ref, o.remote.plainHTTP)
+	tlsConfig, err := o.remote.tlsConfig(stderr)
+	if err != nil {
+		return err
+	}
+	base, repo, err := splitRegistryRef(ref, o.remote.plainHTTP, tlsConfig != nil)
 	if err != nil {
 		return err
 	}
@@ -107,10 +119,6 @@ func runRegistryCheck(ctx context.Context, stdin io.Reader, stdout, stderr io.Wr
 		if cfg.Password, err = o.remote.password(stdin); err != nil {
 			return err
 		}
-	}
-	tlsConfig, err := o.remote.tlsConfig(stderr)
-	if err != nil {
-		return err
 	}
 	if tlsConfig != nil {
 		t := http.DefaultTransport.(*http.Transport).Clone()

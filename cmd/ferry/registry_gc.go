@@ -72,8 +72,11 @@ func newRegistryGCCmd() *cobra.Command {
 mark and sweep), while the registries serving it keep serving pulls: it puts the
 storage in read-only maintenance mode, which every ` + "`ferry registry serve`" + ` on it
 follows within 2 s (pushes and deletes are refused meanwhile), waits --settle,
-collects once, and returns it to read-write. --dry-run says what it would free
-and deletes nothing (no read-only mode).
+collects once, and returns it to read-write. It also removes the upload sessions
+nothing wrote to since read-only mode began (none can be meanwhile): those of a
+killed ` + "`ferry registry load`" + ` or of a client that gave up, whose data would stay
+otherwise (a serving registry removes sessions older than 24 h itself). --dry-run
+says what it would free and deletes nothing (no read-only mode).
 
 For the in-cluster registry, ` + "`ferry remove`" + ` does this itself.`,
 		Args: cobra.NoArgs,
@@ -101,13 +104,17 @@ func runRegistryGC(ctx context.Context, w io.Writer, cfg registry.Config, opts r
 		return err
 	}
 	if output.json() {
-		return writeJSON(w, map[string]any{"storage": storageName(cfg), "before": res.Before, "after": res.After, "dryRun": res.DryRun, "blobs": res.Blobs})
+		return writeJSON(w, map[string]any{"storage": storageName(cfg), "before": res.Before, "after": res.After, "dryRun": res.DryRun, "blobs": res.Blobs, "uploads": res.Uploads})
 	}
 	if res.DryRun {
 		fmt.Fprintf(w, "garbage collection of %s would free %s in %d blobs (%s → %s); nothing deleted\n", storageName(cfg), humanBytes(res.Freeable), res.Blobs, humanBytes(res.Before), humanBytes(res.After))
 		return nil
 	}
-	fmt.Fprintf(w, "garbage-collected %s: %s → %s\n", storageName(cfg), humanBytes(res.Before), humanBytes(res.After))
+	fmt.Fprintf(w, "garbage-collected %s: %s → %s", storageName(cfg), humanBytes(res.Before), humanBytes(res.After))
+	if res.Uploads.Sessions > 0 {
+		fmt.Fprintf(w, " (%d abandoned upload sessions, %s, removed)", res.Uploads.Sessions, humanBytes(res.Uploads.Bytes))
+	}
+	fmt.Fprintln(w)
 	return nil
 }
 

@@ -30,7 +30,10 @@ under its original repository path and tag without the registry host
 (docker.io/library/nginx:1.27 → library/nginx:1.27, ghcr.io/org/app:v1 →
 org/app:v1), by the digest the package recorded. Prints the containerd and
 docker configuration that pulls them from the mirror at --addr, the address
-clients will reach the registry at (default ` + registry.DefaultAddr + `).`,
+clients will reach the registry at (default ` + registry.DefaultAddr + `).
+
+When it ends it removes the upload sessions in the storage that nothing wrote to
+since it started: what an earlier load that was killed left behind.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := output.validate(); err != nil {

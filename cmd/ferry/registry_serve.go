@@ -45,6 +45,10 @@ registry: run them behind any load balancer. They share the upload secret (kept
 in the bucket), digest aliases, referrers and the read-only maintenance mode that
 ` + "`ferry registry gc`" + ` sets.
 
+With --htpasswd, a client whose credentials were refused more than 5 times is
+answered 429 (Retry-After) for a while, doubling with each further refusal up to
+5 min, so passwords can not be guessed at full speed.
+
 It listens on 127.0.0.1:5000 by default. Listening on a non-loopback address
 requires --htpasswd, or --insecure-no-auth to serve anyone who can reach it.
 SIGINT/SIGTERM stop it gracefully: in-flight requests (uploads included) get

@@ -195,7 +195,7 @@ func TestSplitRegistryRef(t *testing.T) {
 		"registry.example/pkgs":        {"https://registry.example", "pkgs"},
 		"http://registry.example:80/a": {"http://registry.example:80", "a"},
 	} {
-		base, repo, err := splitRegistryRef(ref, false)
+		base, repo, err := splitRegistryRef(ref, false, false)
 		if err != nil || base != want[0] || repo != want[1] {
 			t.Errorf("splitRegistryRef(%q) = %q, %q, %v; want %q, %q", ref, base, repo, err, want[0], want[1])
 		}

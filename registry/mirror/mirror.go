@@ -10,6 +10,7 @@ import (
 	"net"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/distribution/reference"
 
@@ -52,7 +53,23 @@ func Snippets(host string, res []*artifact.MirrorResult) string {
 // mirror prepared without serving (`ferry registry load`), or before serving
 // (`ferry registry serve --load`). cfg.RootDir should be set: in-memory
 // storage would be lost.
-func LoadInto(ctx context.Context, cfg registry.Config, pkgs []*artifact.Reader, opts ...registry.Option) ([]*artifact.MirrorResult, error) {
+//
+// When the load ends (also when it failed, unless ctx ended), it removes the
+// upload sessions in the storage that nothing wrote to since it started
+// (registry.PurgeUploads): those of an earlier load that was killed, its
+// own that failed, and any other writer's idle as long.
+func LoadInto(ctx context.Context, cfg registry.Config, pkgs []*artifact.Reader, opts ...registry.Option) (results []*artifact.MirrorResult, err error) {
+	start := time.Now()
+	if cfg.RootDir != "" || cfg.S3 != nil {
+		defer func() {
+			if ctx.Err() != nil {
+				return
+			}
+			if _, perr := registry.PurgeUploads(ctx, cfg, start); perr != nil && err == nil {
+				err = perr
+			}
+		}()
+	}
 	cfg.HTPasswdFile, cfg.TLSCertFile, cfg.TLSKeyFile, cfg.Addr = "", "", "", ""
 	srv, err := registry.New(ctx, cfg, opts...)
 	if err != nil {
