@@ -1,6 +1,7 @@
 package artifact
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -32,6 +33,13 @@ const (
 )
 
 var zstdMagic = []byte{0x28, 0xb5, 0x2f, 0xfd}
+
+// isZstd reports whether a file starting with magic is a zstd stream: a
+// frame, or a skippable frame (0x184D2A50 to 0x184D2A5F, little-endian:
+// RFC 8878, section 3.1.2), which a stream may open with.
+func isZstd(magic []byte) bool {
+	return bytes.Equal(magic, zstdMagic) || len(magic) == 4 && magic[0]&0xf0 == 0x50 && magic[1] == 0x2a && magic[2] == 0x4d && magic[3] == 0x18
+}
 
 // storedMediaType reports whether a blob of media type mt is compressed
 // already and goes into the archive in raw blocks.

@@ -18,6 +18,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"golang.org/x/crypto/bcrypt"
 
@@ -211,3 +212,66 @@ func TestPushAuth(t *testing.T) {
 	}
 	assertPullIdentical(t, host+"/pkgs/demo:1", res.Path)
 }
+
+// trickle sends r at about rate bytes a second.
+type trickle struct {
+	r    io.ReadCloser
+	rate int
+}
+
+func (t *trickle) Read(p []byte) (int, error) {
+	time.Sleep(time.Second / 4)
+	return io.ReadFull(t.r, p[:min(len(p), t.rate/4)])
+}
+
+func (t *trickle) Close() error { return t.r.Close() }
+
+// TestPullStalled: a registry that sends a blob at 1 KiB/s (or nothing at
+// all) makes pull fail as stalled, naming the registry, once a window of
+// waiting on it gave less than the minimum rate; no file is left.
+func TestPullStalled(t *testing.T) {
+	w := newWorld(t)
+	res := create(t, w, filepath.Join(t.TempDir(), "demo.tar.zst"))
+	if _, err := pushFile(t, res.Path, w.Host+"/pkgs/demo:1.0.0", artifact.PushOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	victim := w.SharedLayer.String()
+	for _, mode := range []string{"trickle", "silent"} {
+		t.Run(mode, func(t *testing.T) {
+			target, _ := url.Parse("http://" + w.Host)
+			proxy := httputil.NewSingleHostReverseProxy(target)
+			proxy.FlushInterval = -1 // headers and each trickle at once
+			block := make(chan struct{})
+			proxy.ModifyResponse = func(resp *http.Response) error {
+				if resp.Request.Method == http.MethodGet && strings.HasSuffix(resp.Request.URL.Path, "/blobs/"+victim) {
+					if mode == "silent" {
+						resp.Body = io.NopCloser(readerFunc(func([]byte) (int, error) { <-block; return 0, io.EOF }))
+					} else {
+						resp.Body = &trickle{r: resp.Body, rate: 1 << 10}
+					}
+				}
+				return nil
+			}
+			ts := httptest.NewServer(proxy)
+			defer ts.Close()
+			defer close(block) // before the server waits for its handlers
+			host := strings.TrimPrefix(ts.URL, "http://")
+			repo, err := artifact.RemoteOptions{StallWindow: 2 * time.Second}.Repository(host + "/pkgs/demo")
+			if err != nil {
+				t.Fatal(err)
+			}
+			outDir := t.TempDir()
+			start := time.Now()
+			_, err = artifact.Pull(context.Background(), repo, "1.0.0", filepath.Join(outDir, "x.tar.zst"), artifact.PullOptions{})
+			if !errors.Is(err, artifact.ErrStalled) || !strings.Contains(err.Error(), host) {
+				t.Fatalf("pull from a registry sending %s: %v, want ErrStalled naming %s", mode, err, host)
+			}
+			t.Logf("%s: given up in %v: %v", mode, time.Since(start).Round(time.Millisecond), err)
+			assertNoOutput(t, outDir)
+		})
+	}
+}
+
+type readerFunc func([]byte) (int, error)
+
+func (f readerFunc) Read(p []byte) (int, error) { return f(p) }

@@ -150,7 +150,7 @@ func (r *Reader) withTar(fn func(*tar.Reader, *zstReader) error) error {
 	_, _ = f.ReadAt(magic[:], 0)
 	var src io.Reader = f
 	var z *zstReader
-	if bytes.Equal(magic[:], zstdMagic) {
+	if isZstd(magic[:]) {
 		if z, err = newZstReader(f, fi.Size()); err != nil {
 			return err
 		}

@@ -149,3 +149,26 @@ func TestReaderFlippedByte(t *testing.T) {
 		t.Fatalf("only %d blobs checked", n)
 	}
 }
+
+// TestOpenSkippableFrame: a .tar.zst that opens with a skippable frame (as
+// zstd allows, e.g. for metadata some tools prepend) is read as zstd.
+func TestOpenSkippableFrame(t *testing.T) {
+	dir := t.TempDir()
+	pkg := filepath.Join(dir, "pkg.tar.zst")
+	smallPackage(t, pkg, 16<<10)
+	data, err := os.ReadFile(pkg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	skip := filepath.Join(dir, "skip.tar.zst")
+	if err := os.WriteFile(skip, append([]byte{0x5e, 0x2a, 0x4d, 0x18, 4, 0, 0, 0, 'm', 'e', 't', 'a'}, data...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r, err := artifact.Open(t.Context(), skip)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := artifact.Inspect(t.Context(), r, "", nil); err != nil {
+		t.Fatalf("inspect: %v", err)
+	}
+}

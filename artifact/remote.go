@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"time"
 
 	"oras.land/oras-go/v2/registry"
 	"oras.land/oras-go/v2/registry/remote"
@@ -29,7 +30,15 @@ type RemoteOptions struct {
 	// config file ($DOCKER_CONFIG/config.json or ~/.docker/config.json) is used.
 	Credential auth.CredentialFunc
 	// Client is the HTTP client; if nil, a retrying default client is used.
+	// Its transport is wrapped to give up stalled transfers either way.
 	Client *http.Client
+	// StallWindow and MinRate give up a transfer whose registry sends
+	// slower than MinRate bytes a second over StallWindow of waiting on it,
+	// or answers nothing within StallWindow, with an error wrapping
+	// ErrStalled; if 0, DefaultStallWindow and DefaultMinRate. A negative
+	// StallWindow turns this off.
+	StallWindow time.Duration
+	MinRate     int64
 }
 
 // dockerHub is where docker.io references are served from.
@@ -84,13 +93,28 @@ func (o RemoteOptions) client() (*auth.Client, error) {
 		cred = credentials.Credential(store)
 	}
 	base := o.Client
-	switch {
-	case base == nil && o.TLS != nil:
+	if base == nil {
 		t := http.DefaultTransport.(*http.Transport).Clone()
-		t.TLSClientConfig = o.TLS.Clone()
+		if o.TLS != nil {
+			t.TLSClientConfig = o.TLS.Clone()
+		}
 		base = &http.Client{Transport: retry.NewTransport(t)}
-	case base == nil:
-		base = retry.DefaultClient
+	}
+	if o.StallWindow >= 0 {
+		c := *base
+		next := c.Transport
+		if next == nil {
+			next = http.DefaultTransport
+		}
+		window, rate := o.StallWindow, o.MinRate
+		if window == 0 {
+			window = DefaultStallWindow
+		}
+		if rate <= 0 {
+			rate = DefaultMinRate
+		}
+		c.Transport = &stallTransport{next: next, window: window, minRate: rate}
+		base = &c
 	}
 	return &auth.Client{Client: base, Credential: cred, Cache: auth.NewCache(), Header: http.Header{"User-Agent": {"ferry"}}}, nil
 }

@@ -1,0 +1,125 @@
+package artifact
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// Defaults of RemoteOptions' stall detection.
+const (
+	// DefaultStallWindow is how long a reader may wait on a registry's
+	// response (its headers, or the next bytes of its body) before the
+	// rate it got is judged (1 min).
+	DefaultStallWindow = time.Minute
+	// DefaultMinRate is the slowest a registry may send while ferry waits
+	// on it (16 KiB/s: a 1 GiB layer at that rate takes 18 hours). Slower,
+	// and the transfer is given up as stalled.
+	DefaultMinRate = 16 << 10
+)
+
+// ErrStalled is wrapped by the error of a transfer given up because the
+// registry sent too little for too long.
+var ErrStalled = errors.New("stalled")
+
+// stallTransport gives up a GET or HEAD whose response body arrives slower
+// than minRate while it is being waited on (time the reader spends
+// elsewhere — writing what it read, waiting on another blob — does not
+// count), or whose headers do not arrive within window. Without it a registry that
+// sends a blob at 1 KiB/s holds a pull forever.
+type stallTransport struct {
+	next    http.RoundTripper
+	window  time.Duration
+	minRate int64
+}
+
+func (t *stallTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Method != http.MethodGet && req.Method != http.MethodHead {
+		// An upload's pace is ferry's own; a registry may take long to
+		// commit a large one (S3 assembles its parts).
+		return t.next.RoundTrip(req)
+	}
+	ctx, cancel := context.WithCancelCause(req.Context())
+	headers := time.AfterFunc(t.window, func() {
+		cancel(fmt.Errorf("%w: %s sent no answer in %s", ErrStalled, req.URL.Host, t.window))
+	})
+	resp, err := t.next.RoundTrip(req.WithContext(ctx))
+	headers.Stop()
+	if err != nil {
+		if cause := context.Cause(ctx); errors.Is(cause, ErrStalled) {
+			err = cause
+		}
+		cancel(nil)
+		return nil, err
+	}
+	resp.Body = &stallBody{rc: resp.Body, ctx: ctx, cancel: cancel, t: t, host: req.URL.Host}
+	return resp, nil
+}
+
+// stallBody measures the rate of a response body over the time its reader
+// waits in Read.
+type stallBody struct {
+	rc     io.ReadCloser
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	t      *stallTransport
+	host   string
+
+	mu     sync.Mutex
+	waited time.Duration // in Read, since the last judgement
+	got    int64         // bytes, since the last judgement
+}
+
+func (b *stallBody) Read(p []byte) (int, error) {
+	b.mu.Lock()
+	left := b.t.window - b.waited
+	b.mu.Unlock()
+	// A Read that waits out the rest of the window with nothing to show
+	// is given up from outside: it may never return by itself.
+	timer := time.AfterFunc(max(left, 0), func() {
+		b.mu.Lock()
+		got := b.got
+		b.mu.Unlock()
+		if got < b.t.minRate*int64(b.t.window/time.Second) {
+			b.cancel(b.stalled(got))
+		}
+	})
+	start := time.Now()
+	n, err := b.rc.Read(p)
+	timer.Stop()
+	b.mu.Lock()
+	b.waited += time.Since(start)
+	b.got += int64(n)
+	var stalled error
+	if b.waited >= b.t.window {
+		if b.got < b.t.minRate*int64(b.waited/time.Second) {
+			stalled = b.stalled(b.got)
+		}
+		b.waited, b.got = 0, 0
+	}
+	b.mu.Unlock()
+	if stalled != nil {
+		b.cancel(stalled)
+		return n, stalled
+	}
+	if err != nil && err != io.EOF {
+		if cause := context.Cause(b.ctx); errors.Is(cause, ErrStalled) {
+			return n, cause
+		}
+	}
+	return n, err
+}
+
+func (b *stallBody) stalled(got int64) error {
+	return fmt.Errorf("%w: %s sent %d bytes in %s, slower than %d KiB/s", ErrStalled, b.host, got, b.t.window, b.t.minRate>>10)
+}
+
+func (b *stallBody) Close() error {
+	err := b.rc.Close()
+	b.cancel(nil)
+	return err
+}
