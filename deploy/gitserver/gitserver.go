@@ -130,8 +130,11 @@ func WithRealm(realm string) Option {
 }
 
 // WithCacheDir keeps the indexed repositories as bare repositories under
-// dir (created if missing), where a restarted server finds them again.
-// Without it they are kept in memory.
+// dir (created if missing), where a restarted server finds them again;
+// what a killed server left half-made there is removed. Without it they
+// are kept in a temporary directory of the server's own, removed by
+// Close (or, if the process was killed, by the next ferry process that
+// makes a temporary folder).
 func WithCacheDir(dir string) Option {
 	return func(o *options) error {
 		if dir == "" {
@@ -196,6 +199,14 @@ func New(lookup Lookup, opts ...Option) (*Server, error) {
 		lookup: lookup, opts: o, index: ix,
 		errorLog: slog.NewLogLogger(o.logger.Handler(), slog.LevelDebug),
 	}, nil
+}
+
+// Close stops the indexing in progress and closes the indexed
+// repositories; without a cache directory, it removes the server's
+// temporary one. Call it once the HTTP server is shut down: requests still
+// in flight fail.
+func (s *Server) Close() error {
+	return s.index.close()
 }
 
 // Git's smart HTTP endpoints, after /<key>.git.
@@ -302,7 +313,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	// The repository is already resolved: the backend's Loader hands it
 	// over whatever path it is asked for, and never closes it.
-	b := &backend.Backend{Loader: storerLoader{st}, ErrorLog: s.errorLog}
+	b := &backend.Backend{Loader: storerLoader{st.served}, ErrorLog: s.errorLog}
 	b.ServeHTTP(w, r)
 }
 

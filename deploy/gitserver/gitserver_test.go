@@ -173,7 +173,12 @@ func serve(t testing.TB, lookup gitserver.Lookup, opts ...gitserver.Option) (wit
 		t.Fatal(err)
 	}
 	ts := httptest.NewServer(srv)
-	t.Cleanup(ts.Close)
+	t.Cleanup(func() {
+		ts.Close()
+		if err := srv.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
 	host := strings.TrimPrefix(ts.URL, "http://")
 	return "http://" + testUser + ":" + testPass + "@" + host + "/" + testKey + ".git", "http://" + host + "/" + testKey + ".git"
 }

@@ -1,0 +1,266 @@
+package gitserver_test
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/opencontainers/go-digest"
+
+	"github.com/ferrypkg/ferry/deploy/gitserver"
+)
+
+// The memory budget of issue 28: the git server indexes and serves a
+// repository holding one large file (made by Debian's git, carried as the
+// bundle `git bundle create` writes) in a child process, whose peak RSS
+// (ru_maxrss) is measured while Debian's git clones it.
+
+// helperEnv, when set, makes the test binary the git server of
+// serveLargeFile (TestMain) instead of running tests: its value is a
+// helperConfig in JSON.
+const helperEnv = "FERRY_GITSERVER_RSS_HELPER"
+
+type helperConfig struct {
+	Bundle   string `json:"bundle"`
+	Digest   string `json:"digest"`
+	Ref      string `json:"ref"`
+	Commit   string `json:"commit"`
+	CacheDir string `json:"cacheDir,omitempty"`
+}
+
+func TestMain(m *testing.M) {
+	if cfg := os.Getenv(helperEnv); cfg != "" {
+		if err := runHelper(cfg); err != nil {
+			fmt.Fprintln(os.Stderr, "helper:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// runHelper serves the bundle cfg names on a loopback port, printed on
+// stdout, until stdin is closed.
+func runHelper(raw string) error {
+	var cfg helperConfig
+	if err := json.Unmarshal([]byte(raw), &cfg); err != nil {
+		return err
+	}
+	repo := &gitserver.Repo{
+		Key: testKey, URL: testURL, Ref: cfg.Ref, Commit: cfg.Commit, BundleDigest: digest.Digest(cfg.Digest),
+		Bundle: func(context.Context) (io.ReadCloser, error) { return os.Open(cfg.Bundle) },
+	}
+	var opts []gitserver.Option
+	if cfg.CacheDir != "" {
+		opts = append(opts, gitserver.WithCacheDir(cfg.CacheDir))
+	}
+	srv, err := gitserver.New(lookupOf(repo), opts...)
+	if err != nil {
+		return err
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
+	go hs.Serve(l)
+	fmt.Println(l.Addr().String())
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	_ = hs.Close()
+	return srv.Close()
+}
+
+// largeRepo is a bundle of one commit holding a file of size bytes
+// (incompressible) and a small one, made by Debian's git.
+type largeRepo struct {
+	bundle, commit string
+	digest         digest.Digest
+	bundleSize     int64
+}
+
+// makeLargeRepo streams the file into git fast-import (no copy of it on
+// disk but git's pack) and bundles main with `git bundle create`.
+func makeLargeRepo(t testing.TB, size int64) largeRepo {
+	t.Helper()
+	dir := t.TempDir()
+	repoDir := filepath.Join(dir, "src.git")
+	mustGit(t, "", "init", "-q", "--bare", "-b", "main", repoDir)
+	cmd := exec.Command(gitBin(t), "-c", "core.compression=0", "-c", "pack.compression=0", "fast-import", "--quiet")
+	cmd.Dir = repoDir
+	cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null")
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w := bufio.NewWriterSize(stdin, 1<<20)
+	fmt.Fprintf(w, "blob\nmark :1\ndata %d\n", size)
+	if _, err := io.CopyN(w, noise{rand.NewChaCha8([32]byte{28})}, size); err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(w, "\ncommit refs/heads/main\nmark :2\ncommitter Test <t@example.com> 1704164705 +0000\ndata 6\nlarge\nM 100644 :1 big.bin\nM 100644 inline README.md\ndata 6\nlarge\n\n")
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	stdin.Close()
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("git fast-import: %v: %s", err, stderr.String())
+	}
+	bundle := filepath.Join(dir, "repo.bundle")
+	mustGit(t, repoDir, "bundle", "create", "-q", bundle, "main")
+	f, err := os.Open(bundle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	h := sha256.New()
+	n, err := io.Copy(h, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return largeRepo{
+		bundle: bundle, commit: mustGit(t, repoDir, "rev-parse", "main"),
+		digest: digest.NewDigestFromBytes(digest.SHA256, h.Sum(nil)), bundleSize: n,
+	}
+}
+
+// noise is an endless incompressible stream.
+type noise struct{ r *rand.ChaCha8 }
+
+func (n noise) Read(p []byte) (int, error) { return n.r.Read(p) }
+
+// serveResult is what serveLargeFile measured.
+type serveResult struct {
+	maxRSS   int64 // bytes
+	duration time.Duration
+}
+
+// serveLargeFile runs the git server in a child process on repo (with a
+// cache directory when cacheDir is set), clones it bare with Debian's git
+// (protocol version proto), checks the clone, stops the server and returns
+// its peak RSS.
+func serveLargeFile(t testing.TB, repo largeRepo, cacheDir, proto string) serveResult {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, _ := json.Marshal(helperConfig{Bundle: repo.bundle, Digest: repo.digest.String(), Ref: "refs/heads/main", Commit: repo.commit, CacheDir: cacheDir})
+	cmd := exec.Command(exe, "-test.run=^$")
+	cmd.Env = append(os.Environ(), helperEnv+"="+string(cfg))
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	addr, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		t.Fatalf("helper: %v: %s", err, stderr.String())
+	}
+	url := "http://" + strings.TrimSpace(addr) + "/" + testKey + ".git"
+	dst := filepath.Join(t.TempDir(), "clone.git")
+	start := time.Now()
+	if _, err := git(t, "", "-c", "protocol.version="+proto, "clone", "-q", "--bare", url, dst); err != nil {
+		t.Fatalf("%v\nserver: %s", err, stderr.String())
+	}
+	d := time.Since(start)
+	if got := mustGit(t, dst, "rev-parse", "HEAD"); got != repo.commit {
+		t.Errorf("clone: HEAD = %s, want %s", got, repo.commit)
+	}
+	stdin.Close()
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("helper: %v: %s", err, stderr.String())
+	}
+	ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage)
+	if !ok {
+		t.Skip("no rusage on this system")
+	}
+	return serveResult{maxRSS: ru.Maxrss << 10, duration: d}
+}
+
+const mib = 1 << 20
+
+// TestServeLargeFileMemory: the git server indexes and serves a repository
+// holding a 64 MiB file (incompressible) with a peak RSS well under the
+// file's size, from a cache directory and from its temporary one.
+func TestServeLargeFileMemory(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short")
+	}
+	const size = 64 * mib
+	repo := makeLargeRepo(t, size)
+	for _, mode := range []string{"temporary", "cache-dir"} {
+		t.Run(mode, func(t *testing.T) {
+			var dir string
+			if mode == "cache-dir" {
+				dir = t.TempDir()
+			}
+			res := serveLargeFile(t, repo, dir, "2")
+			t.Logf("%s: bundle %d MiB, file %d MiB: clone %s, server peak RSS %d MiB", mode, repo.bundleSize/mib, size/mib, res.duration.Round(time.Millisecond), res.maxRSS/mib)
+			if res.maxRSS > 48*mib {
+				t.Errorf("server peak RSS %d MiB serving a %d MiB file, want ≤ 48 MiB", res.maxRSS/mib, size/mib)
+			}
+		})
+	}
+}
+
+// BenchmarkServeLargeFile: the budget of issue 28 — the git server's peak
+// RSS indexing and serving a full clone of a repository holding a 3 GiB
+// file (FERRY_GITSERVER_BENCH_MIB changes the size) is at most 200 MiB.
+// It reports rss-MiB and fails over budget.
+func BenchmarkServeLargeFile(b *testing.B) {
+	size := int64(3 << 30)
+	if s := os.Getenv("FERRY_GITSERVER_BENCH_MIB"); s != "" {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || n <= 0 {
+			b.Fatalf("FERRY_GITSERVER_BENCH_MIB=%q: want a positive number", s)
+		}
+		size = n * mib
+	}
+	cacheDir := ""
+	if os.Getenv("FERRY_GITSERVER_BENCH_CACHE_DIR") != "" {
+		cacheDir = b.TempDir()
+	}
+	start := time.Now()
+	repo := makeLargeRepo(b, size)
+	b.Logf("repository with a %d MiB file: bundle of %d MiB made in %s", size/mib, repo.bundleSize/mib, time.Since(start).Round(time.Second))
+	const budget = 200 * mib
+	var worst int64
+	for b.Loop() {
+		res := serveLargeFile(b, repo, cacheDir, "2")
+		b.Logf("clone took %s, server peak RSS %d MiB", res.duration.Round(time.Second), res.maxRSS/mib)
+		worst = max(worst, res.maxRSS)
+	}
+	b.ReportMetric(float64(worst)/mib, "rss-MiB")
+	b.ReportMetric(float64(size)/mib, "file-MiB")
+	if worst > budget {
+		b.Errorf("git server peak RSS %d MiB serving a %d MiB file: over the budget of %d MiB", worst/mib, size/mib, budget/mib)
+	}
+}
