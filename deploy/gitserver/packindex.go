@@ -320,6 +320,15 @@ func (x *packIndexer) resolve(ctx context.Context) error {
 	}
 	next = nil
 
+	// refsOf is the REF deltas on the object h.
+	refsOf := func(h [20]byte) []refDelta {
+		k, _ := slices.BinarySearchFunc(x.refs, h, func(r refDelta, h [20]byte) int { return bytes.Compare(r.base[:], h[:]) })
+		end := k
+		for end < len(x.refs) && x.refs[end].base == h {
+			end++
+		}
+		return x.refs[k:end]
+	}
 	var visit func(i int32, depth int) error
 	resolveChild := func(parent, c int32, depth int) error {
 		ce := &x.entries[c]
@@ -333,15 +342,40 @@ func (x *packIndexer) resolve(ctx context.Context) error {
 			return context.Cause(ctx)
 		}
 		ce.base = parent
-		data, err := x.content(c)
+		ce.typ = x.entries[parent].typ
+		base, err := x.content(parent)
 		if err != nil {
 			return err
 		}
-		ce.typ = x.entries[parent].typ
-		h := objectHasher(plumbing.ObjectType(ce.typ), int64(len(data)))
+		delta, err := x.inflateAt(ce)
+		if err != nil {
+			return err
+		}
+		h := objectHasher(plumbing.ObjectType(ce.typ), ce.objSize)
+		if start[c] == start[c+1] {
+			// No OFS delta on it (REF deltas on it, found by its hash,
+			// are rare): hashed as it streams, not kept.
+			if err := streamDelta(h, base, delta, ce.objSize); err != nil {
+				return packErr("delta at offset %d: %v", ce.offset, err)
+			}
+			copy(ce.hash[:], h.Sum(nil))
+			ce.known = true
+			if len(refsOf(ce.hash)) == 0 {
+				return nil
+			}
+			return visit(c, depth)
+		}
+		data, err := packfile.PatchDelta(base, delta)
+		if err != nil {
+			return packErr("delta at offset %d: %v", ce.offset, err)
+		}
+		if int64(len(data)) != ce.objSize {
+			return packErr("delta at offset %d: makes %d bytes, not the %d it declares", ce.offset, len(data), ce.objSize)
+		}
 		h.Write(data)
 		copy(ce.hash[:], h.Sum(nil))
 		ce.known = true
+		x.cache.put(c, data)
 		return visit(c, depth)
 	}
 	visit = func(i int32, depth int) error {
@@ -350,10 +384,8 @@ func (x *packIndexer) resolve(ctx context.Context) error {
 				return err
 			}
 		}
-		h := x.entries[i].hash
-		k, _ := slices.BinarySearchFunc(x.refs, h, func(r refDelta, h [20]byte) int { return bytes.Compare(r.base[:], h[:]) })
-		for ; k < len(x.refs) && x.refs[k].base == h; k++ {
-			if err := resolveChild(i, x.refs[k].idx, depth+1); err != nil {
+		for _, r := range refsOf(x.entries[i].hash) {
+			if err := resolveChild(i, r.idx, depth+1); err != nil {
 				return err
 			}
 		}
@@ -410,6 +442,38 @@ func (x *packIndexer) content(i int32) ([]byte, error) {
 	x.cache.put(i, b)
 	return b, nil
 }
+
+// streamDelta applies delta to base and writes the result, of size bytes,
+// to w without holding it.
+func streamDelta(w io.Writer, base, delta []byte, size int64) error {
+	if len(base) == 0 {
+		return packfile.ErrInvalidDelta
+	}
+	r, err := packfile.ReaderFromDelta(bytesObject(base), bytes.NewReader(delta))
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	n, err := io.Copy(w, r)
+	if err != nil {
+		return err
+	}
+	if n != size {
+		return fmt.Errorf("makes %d bytes, not the %d it declares", n, size)
+	}
+	return nil
+}
+
+// bytesObject is a base for packfile.ReaderFromDelta, read in place.
+type bytesObject []byte
+
+func (b bytesObject) Hash() plumbing.Hash             { return plumbing.ZeroHash }
+func (b bytesObject) Type() plumbing.ObjectType       { return plumbing.BlobObject }
+func (b bytesObject) SetType(plumbing.ObjectType)     {}
+func (b bytesObject) Size() int64                     { return int64(len(b)) }
+func (b bytesObject) SetSize(int64)                   {}
+func (b bytesObject) Writer() (io.WriteCloser, error) { return nil, errReadOnly }
+func (b bytesObject) Reader() (io.ReadCloser, error)  { return io.NopCloser(bytes.NewReader(b)), nil }
 
 // inflateAt reads entry e's stored bytes (≤ maxResolved) from the pack.
 func (x *packIndexer) inflateAt(e *packEntry) ([]byte, error) {

@@ -264,3 +264,28 @@ func BenchmarkServeLargeFile(b *testing.B) {
 		b.Errorf("git server peak RSS %d MiB serving a %d MiB file: over the budget of %d MiB", worst/mib, size/mib, budget/mib)
 	}
 }
+
+// TestServeDeltaBombMemory: a pack of one 8 MiB blob and 64 deltas on it
+// (OFS, then REF), each resolving to the whole blob and a line: 8 MiB of
+// pack, 520 MiB of objects. The server indexes and serves a full clone of
+// it within a bound that does not grow with the deltas.
+func TestServeDeltaBombMemory(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short")
+	}
+	for _, kind := range []string{"ofs", "ref"} {
+		t.Run(kind, func(t *testing.T) {
+			hr := deltaBomb(8*mib, 64, kind == "ref")
+			path := filepath.Join(t.TempDir(), "bomb.bundle")
+			if err := os.WriteFile(path, hr.bundle, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			repo := largeRepo{bundle: path, commit: hr.commit, digest: digest.FromBytes(hr.bundle), bundleSize: int64(len(hr.bundle))}
+			res := serveLargeFile(t, repo, "", "2")
+			t.Logf("%s deltas: bundle %d MiB, 520 MiB of objects: clone %s, server peak RSS %d MiB", kind, repo.bundleSize/mib, res.duration.Round(time.Millisecond), res.maxRSS/mib)
+			if res.maxRSS > 96*mib {
+				t.Errorf("server peak RSS %d MiB, want ≤ 96 MiB", res.maxRSS/mib)
+			}
+		})
+	}
+}
