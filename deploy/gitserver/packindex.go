@@ -129,7 +129,14 @@ func packErr(format string, a ...any) error {
 	return fmt.Errorf("%w: %s", errPack, fmt.Sprintf(format, a...))
 }
 
-func mib(n int64) string { return strconv.FormatInt((n+(1<<20)-1)>>20, 10) + " MiB" }
+// mib formats a size for a message: in MiB (rounded up), or in bytes
+// under one.
+func mib(n int64) string {
+	if n < 1<<20 {
+		return strconv.FormatInt(n, 10) + " bytes"
+	}
+	return strconv.FormatInt((n+(1<<20)-1)>>20, 10) + " MiB"
+}
 
 // scan reads the pack once: every entry's header, its CRC, the hash of
 // every object stored whole, the sizes a delta declares; and the trailer.
