@@ -12,24 +12,21 @@
 package gitserver
 
 import (
-	"bytes"
 	"compress/gzip"
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"log"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"path"
 	"strings"
 	"time"
 
-	"github.com/go-git/go-git/v6/backend"
 	"github.com/go-git/go-git/v6/plumbing/transport"
-	"github.com/go-git/go-git/v6/storage"
 	"github.com/opencontainers/go-digest"
+
+	"github.com/ferrypkg/ferry/internal/authlimit"
 )
 
 // Paths and defaults.
@@ -43,6 +40,10 @@ const (
 	DefaultMaxRequestBytes = 8 << 20
 	// DefaultTimeout bounds one request, the pack it sends included.
 	DefaultTimeout = 10 * time.Minute
+	// DefaultMaxPacks bounds the upload-pack requests answered at once;
+	// others wait (up to their timeout). Each holds its request (up to
+	// the max request bytes) and at most a few objects of up to 32 MiB.
+	DefaultMaxPacks = 4
 )
 
 // Errors, wrapped with the repository or request they concern.
@@ -88,17 +89,20 @@ type Authenticator func(ctx context.Context, username, password string) error
 
 // Server is an http.Handler serving carried repositories read-only.
 type Server struct {
-	lookup   Lookup
-	opts     options
-	index    *index
-	errorLog *log.Logger
+	lookup  Lookup
+	opts    options
+	index   *index
+	packs   chan struct{} // a slot per upload-pack answered
+	handler http.Handler
 }
 
 type options struct {
 	auth            Authenticator
+	authLimit       authlimit.Options
 	realm           string
 	cacheDir        string
 	maxRequestBytes int64
+	maxPacks        int
 	timeout         time.Duration
 	logger          *slog.Logger
 }
@@ -114,6 +118,28 @@ func WithAuth(auth Authenticator) Option {
 			return errors.New("gitserver: nil Authenticator")
 		}
 		o.auth = auth
+		return nil
+	}
+}
+
+// WithAuthLimit sets how clients whose credentials are refused again and
+// again are slowed down (429 with Retry-After; see internal/authlimit for
+// the defaults the zero value takes). It applies with WithAuth.
+func WithAuthLimit(o authlimit.Options) Option {
+	return func(opts *options) error {
+		opts.authLimit = o
+		return nil
+	}
+}
+
+// WithMaxPacks bounds the upload-pack requests answered at once (default
+// DefaultMaxPacks).
+func WithMaxPacks(n int) Option {
+	return func(o *options) error {
+		if n <= 0 {
+			return fmt.Errorf("gitserver: max packs %d: want > 0", n)
+		}
+		o.maxPacks = n
 		return nil
 	}
 }
@@ -185,7 +211,10 @@ func New(lookup Lookup, opts ...Option) (*Server, error) {
 	if lookup == nil {
 		return nil, errors.New("gitserver: nil Lookup")
 	}
-	o := options{realm: DefaultRealm, maxRequestBytes: DefaultMaxRequestBytes, timeout: DefaultTimeout, logger: slog.New(slog.DiscardHandler)}
+	o := options{
+		realm: DefaultRealm, maxRequestBytes: DefaultMaxRequestBytes, maxPacks: DefaultMaxPacks,
+		timeout: DefaultTimeout, logger: slog.New(slog.DiscardHandler),
+	}
 	for _, opt := range opts {
 		if err := opt(&o); err != nil {
 			return nil, err
@@ -195,10 +224,13 @@ func New(lookup Lookup, opts ...Option) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Server{
-		lookup: lookup, opts: o, index: ix,
-		errorLog: slog.NewLogLogger(o.logger.Handler(), slog.LevelDebug),
-	}, nil
+	s := &Server{lookup: lookup, opts: o, index: ix, packs: make(chan struct{}, o.maxPacks)}
+	s.handler = http.HandlerFunc(s.serve)
+	if o.auth != nil {
+		// Password guessing: refused credentials slow their client down.
+		s.handler = authlimit.New(o.authLimit).Handler(s.handler)
+	}
+	return s, nil
 }
 
 // Close stops the indexing in progress and closes the indexed
@@ -218,8 +250,15 @@ const (
 
 // ServeHTTP answers PathHealth, GET <repo>/info/refs?service=git-upload-pack
 // and POST <repo>/git-upload-pack; receive-pack gets 403 and anything else
-// 404.
+// 404. A request git's upload-pack grammar does not allow gets 400 (415
+// for another content type), with what is wrong; with WithAuth, a client
+// whose credentials were refused too often gets 429 until its back-off
+// ends.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.handler.ServeHTTP(w, r)
+}
+
+func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path == PathHealth {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			httpError(w, http.StatusMethodNotAllowed, "GET only")
@@ -264,6 +303,15 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
+	version := protocolVersion(r.Header.Get("Git-Protocol"))
+	if r.Method == http.MethodPost {
+		// git http-backend's answer to another content type.
+		if ct := r.Header.Get("Content-Type"); !strings.EqualFold(strings.TrimSpace(ct), mediaTypeRequest) {
+			httpError(w, http.StatusUnsupportedMediaType, fmt.Sprintf("expected POST with Content-Type %q, but received %.64q instead", mediaTypeRequest, ct))
+			return
+		}
+	}
+
 	ctx, cancel := context.WithTimeout(r.Context(), s.opts.timeout)
 	defer cancel()
 	repo, err := s.lookup(ctx, key)
@@ -281,40 +329,19 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	st, err := s.index.get(ctx, repo)
 	if err != nil {
+		if ctx.Err() != nil {
+			httpError(w, http.StatusServiceUnavailable, "repository "+key+": still being indexed; try again")
+			return
+		}
 		s.opts.logger.Error("index failed", "repository", key, "commit", repo.Commit, "error", err)
 		httpError(w, http.StatusBadGateway, "repository "+key+": cannot be served")
 		return
 	}
-
-	r = r.WithContext(ctx)
-	if r.Method == http.MethodPost {
-		body, err := s.limitBody(w, r)
-		if err != nil {
-			httpError(w, http.StatusBadRequest, err.Error())
-			return
-		}
-		defer body.Close()
-		// Read whole (it is bounded): the v0/v1 shallow work-around
-		// looks at it first.
-		b, err := io.ReadAll(body)
-		if err != nil {
-			code := http.StatusBadRequest
-			if _, ok := errors.AsType[*http.MaxBytesError](err); ok || errors.Is(err, errTooLarge) {
-				code = http.StatusRequestEntityTooLarge
-			}
-			httpError(w, code, "request body: "+err.Error())
-			return
-		}
-		r.Body = io.NopCloser(bytes.NewReader(b))
-		r.Header.Del("Content-Encoding")
-		if !strings.Contains(r.Header.Get("Git-Protocol"), "version=2") && shallowProbe(b) {
-			w = &firstSection{ResponseWriter: w}
-		}
+	if r.Method == http.MethodGet {
+		s.advertise(ctx, w, st, key, version)
+		return
 	}
-	// The repository is already resolved: the backend's Loader hands it
-	// over whatever path it is asked for, and never closes it.
-	b := &backend.Backend{Loader: storerLoader{st.served}, ErrorLog: s.errorLog}
-	b.ServeHTTP(w, r)
+	s.uploadPack(ctx, w, r, st, key, version)
 }
 
 // route splits a request path into the repository key and the endpoint
@@ -378,7 +405,7 @@ func (s *Server) limitBody(w http.ResponseWriter, r *http.Request) (io.ReadClose
 		zr, err := gzip.NewReader(raw)
 		if err != nil {
 			raw.Close()
-			return nil, fmt.Errorf("request body: %w", err)
+			return nil, fmt.Errorf("request body: gzip: %w", err)
 		}
 		return &limitedGzip{zr: zr, raw: raw, left: s.opts.maxRequestBytes}, nil
 	default:
@@ -407,6 +434,11 @@ func (l *limitedGzip) Read(p []byte) (int, error) {
 	}
 	n, err := l.zr.Read(p)
 	l.left -= int64(n)
+	if err != nil && !errors.Is(err, io.EOF) {
+		if _, ok := errors.AsType[*http.MaxBytesError](err); !ok {
+			err = fmt.Errorf("gzip: %w", err)
+		}
+	}
 	return n, err
 }
 
@@ -417,13 +449,6 @@ func (l *limitedGzip) Close() error {
 	}
 	return err
 }
-
-// storerLoader is a transport.Loader with the repository already found.
-type storerLoader struct{ st storage.Storer }
-
-func (l storerLoader) Load(*url.URL) (storage.Storer, error) { return l.st, nil }
-
-var _ transport.Loader = storerLoader{}
 
 func httpError(w http.ResponseWriter, code int, msg string) {
 	http.Error(w, msg, code)

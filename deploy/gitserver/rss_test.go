@@ -166,6 +166,7 @@ func serveLargeFile(t testing.TB, repo largeRepo, cacheDir, proto string) serveR
 	cfg, _ := json.Marshal(helperConfig{Bundle: repo.bundle, Digest: repo.digest.String(), Ref: "refs/heads/main", Commit: repo.commit, CacheDir: cacheDir})
 	cmd := exec.Command(exe, "-test.run=^$")
 	cmd.Env = append(os.Environ(), helperEnv+"="+string(cfg))
+
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -176,6 +177,10 @@ func serveLargeFile(t testing.TB, repo largeRepo, cacheDir, proto string) serveR
 	}
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
+	if os.Getenv("FERRY_GITSERVER_GCTRACE") != "" {
+		cmd.Env = append(cmd.Env, "GODEBUG=gctrace=1")
+		defer func() { t.Log(stderrTail(stderr.String())) }()
+	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -206,6 +211,13 @@ func serveLargeFile(t testing.TB, repo largeRepo, cacheDir, proto string) serveR
 }
 
 const mib = 1 << 20
+
+func stderrTail(s string) string {
+	if len(s) > 4000 {
+		s = s[len(s)-4000:]
+	}
+	return s
+}
 
 // TestServeLargeFileMemory: the git server indexes and serves a repository
 // holding a 64 MiB file (incompressible) with a peak RSS well under the
