@@ -83,8 +83,8 @@ type Repo struct {
 type Lookup func(ctx context.Context, key string) (*Repo, error)
 
 // Authenticator checks Basic credentials: nil accepts them, an error
-// wrapping ErrUnauthorized refuses them (401), any other error is the
-// server's (500).
+// wrapping ErrUnauthorized refuses them (401), any other error means they
+// cannot be checked now (503 with Retry-After).
 type Authenticator func(ctx context.Context, username, password string) error
 
 // Server is an http.Handler serving carried repositories read-only.
@@ -112,6 +112,9 @@ type Option func(*options) error
 
 // WithAuth requires HTTP Basic credentials that auth accepts on every path
 // but PathHealth. Without it, anyone who reaches the server may clone.
+// Password guessing is slowed down: a client (IP address) whose
+// credentials are refused again and again gets 429 with Retry-After, the
+// right password included, for longer and longer (WithAuthLimit).
 func WithAuth(auth Authenticator) Option {
 	return func(o *options) error {
 		if auth == nil {
@@ -364,8 +367,8 @@ func route(p string) (key, suffix string, ok bool) {
 	return "", "", false
 }
 
-// authenticate answers 401 (or 500) and returns false unless the request
-// carries credentials the Authenticator accepts.
+// authenticate answers 401 (503 if the Authenticator fails) and returns
+// false unless the request carries credentials the Authenticator accepts.
 func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) bool {
 	if s.opts.auth == nil {
 		return true
@@ -383,8 +386,12 @@ func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) bool {
 		s.opts.logger.Info("authentication refused", "user", user, "remote", r.RemoteAddr)
 		s.challenge(w, "wrong user name or password")
 	default:
-		s.opts.logger.Error("authentication failed", "user", user, "error", err)
-		httpError(w, http.StatusInternalServerError, "authentication failed")
+		// The server cannot check credentials (its htpasswd file is
+		// missing or broken): nothing the client did, and nothing it can
+		// learn from; it may try again later.
+		s.opts.logger.Error("authentication unavailable", "user", user, "error", err)
+		w.Header().Set("Retry-After", "10")
+		httpError(w, http.StatusServiceUnavailable, "authentication unavailable; try again later")
 	}
 	return false
 }
