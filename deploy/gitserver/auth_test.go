@@ -154,4 +154,3 @@ func TestHtpasswdReload(t *testing.T) {
 		}
 	}
 }
-
