@@ -401,6 +401,9 @@ func checkV2(body []byte, repo repoObjects) ([]byte, error) {
 			args = true
 			continue
 		case kind == pktFlush:
+			// No arguments (git's serve.c allows it; go-git wants the
+			// delim-pkt).
+			w.delim()
 			w.flush()
 			return w.Bytes(), r.expectEnd("flush-pkt that ends the request")
 		case kind != pktData:

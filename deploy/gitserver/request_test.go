@@ -122,7 +122,11 @@ func TestOddRequests(t *testing.T) {
 		{"v2 data in caps", "version=2", pkt("command=fetch", "want "+head, ""), 400, "not offered"},
 
 		{"flush only", "", pkt(""), 200, ""},
+		{"round without done", "", pkt("want "+head+" side-band-64k", ""), 200, ""},
+		{"round with haves", "", pkt("want "+head+" multi_ack_detailed", "", "have "+src.first, ""), 200, "ACK " + src.first},
 		{"v2 flush only", "version=2", pkt(""), 200, ""},
+		{"v2 fetch, no arguments", "version=2", pkt("command=fetch", ""), 200, ""},
+		{"v2 ls-refs, no arguments", "version=2", pkt("command=ls-refs", ""), 200, head + " refs/heads/main"},
 		{"unknown version", "version=3", pkt("want "+head, "", "done"), 200, "PACK"},
 	}
 	for _, c := range cases {

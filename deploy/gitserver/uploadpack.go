@@ -125,13 +125,22 @@ func (s *Server) uploadPack(ctx context.Context, w http.ResponseWriter, r *http.
 	written := pw.finish()
 	switch {
 	case err == nil:
+	case version != "version=2" && !bytes.HasSuffix(req, []byte("0009done\n")):
+		// A stateless v0/v1 round that did not say done: go-git answers
+		// it (with ACKs or a NAK, or nothing, as git does without
+		// multi_ack), then fails reading the next round, which is the
+		// client's next request.
+		s.opts.logger.Debug("upload-pack round ended", "repository", key, "error", err)
+		if written == 0 {
+			w.Header().Set("Content-Type", mediaTypeResult)
+			w.WriteHeader(http.StatusOK)
+		}
 	case written == 0 && ctx.Err() == nil:
 		// Nothing sent yet: the request was checked, so this is ours.
 		s.opts.logger.Error("upload-pack failed", "repository", key, "error", err)
 		httpError(w, http.StatusInternalServerError, "upload-pack failed")
 	default:
-		// go-git ends a stateless v0/v1 round that did not say done
-		// with an error, after its answer; or the client went away.
+		// The client went away, or the time bound was reached.
 		s.opts.logger.Debug("upload-pack ended", "repository", key, "error", err)
 	}
 }
