@@ -22,6 +22,7 @@ import (
 	"github.com/opencontainers/go-digest"
 
 	"github.com/ferrypkg/ferry/deploy/gitserver"
+	"github.com/ferrypkg/ferry/internal/scratch"
 )
 
 // The memory budget of issue 28: the git server indexes and serves a
@@ -299,5 +300,91 @@ func TestServeDeltaBombMemory(t *testing.T) {
 				t.Errorf("server peak RSS %d MiB, want ≤ 96 MiB", res.maxRSS/mib)
 			}
 		})
+	}
+}
+
+// TestTempIndexSwept: without a cache directory the index is a temporary
+// directory, removed by Close; one left by a server killed outright
+// (SIGKILL) is removed by the next server (any ferry process making a
+// temporary folder there). In a cache directory, the half-made indexes of
+// a killed run (and those of ferry versions before) are removed when a
+// server starts on it; a live server's are not.
+func TestTempIndexSwept(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	hr := deltaBomb(64<<10, 2, false)
+	path := filepath.Join(t.TempDir(), "b.bundle")
+	os.WriteFile(path, hr.bundle, 0o644)
+	ours := func() []string {
+		m, _ := filepath.Glob(filepath.Join(tmp, "ferry-gitserver-*"))
+		return m
+	}
+
+	// A helper serving from its temporary index, killed.
+	exe, _ := os.Executable()
+	cfg, _ := json.Marshal(helperConfig{Bundle: path, Digest: digest.FromBytes(hr.bundle).String(), Ref: "refs/heads/main", Commit: hr.commit})
+	cmd := exec.Command(exe, "-test.run=^$")
+	cmd.Env = append(os.Environ(), helperEnv+"="+string(cfg))
+	stdout, _ := cmd.StdoutPipe()
+	stdin, _ := cmd.StdinPipe() // kept open: the helper serves until killed
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	addr, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustGit(t, "", "ls-remote", "http://"+strings.TrimSpace(addr)+"/"+testKey+".git")
+	if n := len(ours()); n != 1 {
+		t.Fatalf("%d temporary indexes while the helper serves, want 1", n)
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	stdin.Close()
+	if n := len(ours()); n != 1 {
+		t.Fatalf("%d temporary indexes after the kill, want the one left", n)
+	}
+	srv, err := gitserver.New(lookupOf())
+	if err != nil {
+		t.Fatal(err)
+	}
+	left := ours()
+	if len(left) != 1 {
+		t.Errorf("temporary indexes with a new server: %v, want its own only", left)
+	}
+	if err := srv.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if left := ours(); len(left) != 0 {
+		t.Errorf("after Close: %v left", left)
+	}
+
+	// A cache directory with what killed runs left, and a live build.
+	cache := t.TempDir()
+	dead := []string{filepath.Join(cache, ".index-12345"), filepath.Join(cache, ".index-abc.ferrytmp")}
+	for _, d := range dead {
+		os.MkdirAll(filepath.Join(d, "objects"), 0o700)
+	}
+	live, err := scratch.MkdirTemp(cache, ".index-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer live.Remove()
+	other := filepath.Join(cache, ".index-notes") // not of the forms ferry makes
+	os.Mkdir(other, 0o700)
+	srv, err = gitserver.New(lookupOf(), gitserver.WithCacheDir(cache))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	for _, d := range dead {
+		if _, err := os.Stat(d); err == nil {
+			t.Errorf("%s: left", d)
+		}
+	}
+	for _, d := range []string{live.Path, other} {
+		if _, err := os.Stat(d); err != nil {
+			t.Errorf("%s: removed (%v)", d, err)
+		}
 	}
 }
