@@ -6,9 +6,15 @@
 // A repository is served at http://<host>/<key>.git, where key is
 // gitrepo.Key of its URL ("github.com/org/fleet"). Its history arrives as
 // the git bundle a package carries (artifact/gitrepo); the server indexes
-// it once into a bare repository of its own (per commit and bundle digest)
-// that holds only the carried ref and HEAD, and answers upload-pack from
-// it with go-git v6's pure-Go server. Pushes are refused.
+// it once, on disk, into a bare repository of its own (per commit and
+// bundle digest) that holds only the carried ref and HEAD, and answers
+// upload-pack from it with go-git v6's pure-Go upload-pack. Pushes are
+// refused.
+//
+// Memory stays bounded whatever a bundle holds: the pack is indexed here
+// (packindex.go), objects are read lazily (readonly.go), and stored deltas
+// are sent as they are. Requests are checked against git's grammar before
+// go-git sees them (request.go): a client's mistake is a 4xx, never a 500.
 package gitserver
 
 import (
