@@ -6,9 +6,13 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptrace"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/ferrypkg/ferry/deploy/gitserver"
 )
 
 // pkt encodes lines as pkt-lines: "" is a flush-pkt, "\x01" a delim-pkt;
@@ -203,5 +207,39 @@ func TestFetchNegotiation(t *testing.T) {
 			}
 			mustGit(t, dst, "fsck", "--no-progress")
 		})
+	}
+}
+
+// TestKeepAlive: the deadlines an upload-pack sets on its connection do
+// not outlive it: a later request on the same kept-alive connection, past
+// the first one's time bound, is answered.
+func TestKeepAlive(t *testing.T) {
+	src := makeSource(t)
+	repo, _ := carried(t, src, "main")
+	url, _ := serve(t, lookupOf(repo), gitserver.WithTimeout(time.Second))
+	client := &http.Client{Transport: &http.Transport{MaxConnsPerHost: 1}}
+	var conns int
+	for i := range 2 {
+		req, _ := http.NewRequest(http.MethodPost, url+"/git-upload-pack", strings.NewReader(pkt("want "+src.second, "", "done")))
+		req.Header.Set("Content-Type", uploadPackRequest)
+		trace := &httptrace.ClientTrace{GotConn: func(info httptrace.GotConnInfo) {
+			if !info.Reused {
+				conns++
+			}
+		}}
+		req = req.WithContext(httptrace.WithClientTrace(req.Context(), trace))
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatalf("request %d: %v", i+1, err)
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != 200 || !bytes.Contains(b, []byte("PACK")) {
+			t.Fatalf("request %d: %s, %v, %.80q", i+1, resp.Status, err, b)
+		}
+		time.Sleep(1500 * time.Millisecond)
+	}
+	if conns != 1 {
+		t.Errorf("%d connections, want 1 kept alive", conns)
 	}
 }

@@ -82,6 +82,9 @@ func (s *Server) uploadPack(ctx context.Context, w http.ResponseWriter, r *http.
 	}
 	b, err := io.ReadAll(body)
 	body.Close()
+	// (A deadline must not outlive the request on a kept-alive
+	// connection.)
+	_ = rc.SetReadDeadline(time.Time{})
 	if err != nil {
 		code := http.StatusBadRequest
 		if _, ok := errors.AsType[*http.MaxBytesError](err); ok || errors.Is(err, errTooLarge) {
@@ -112,6 +115,7 @@ func (s *Server) uploadPack(ctx context.Context, w http.ResponseWriter, r *http.
 	// ends, and that write would then touch w after the handler returned).
 	if dl, ok := ctx.Deadline(); ok {
 		_ = rc.SetWriteDeadline(dl)
+		defer rc.SetWriteDeadline(time.Time{})
 	}
 	var out http.ResponseWriter = w
 	if version != "version=2" && shallowProbe(req) {
