@@ -388,3 +388,48 @@ func TestTempIndexSwept(t *testing.T) {
 		}
 	}
 }
+
+// TestSlowReader: a client that stops reading its pack holds its slot no
+// longer than the request's time bound: with one slot, the next clone is
+// answered after it.
+func TestSlowReader(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short")
+	}
+	big := makeLargeRepo(t, 24*mib) // more than the socket buffers hold
+	b, err := os.ReadFile(big.bundle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	repo, _ := repoOf("refs/heads/main", big.commit, b)
+	url, _ := serve(t, lookupOf(repo), gitserver.WithTimeout(6*time.Second), gitserver.WithMaxPacks(1))
+	mustGit(t, "", "ls-remote", url) // indexed
+	post := func() (*http.Response, error) {
+		req, _ := http.NewRequest(http.MethodPost, url+"/git-upload-pack", strings.NewReader(pkt("want "+big.commit+" side-band-64k", "", "done")))
+		req.Header.Set("Content-Type", uploadPackRequest)
+		return (&http.Client{Transport: &http.Transport{}}).Do(req)
+	}
+	stalled, err := post()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stalled.Body.Close() // never read
+	// The next one comes when the stalled one has a second left: it waits
+	// for its slot, and then has all but that second for its pack.
+	time.Sleep(5 * time.Second)
+	start := time.Now()
+	resp, err := post()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || err != nil || n < 24*mib {
+		t.Fatalf("second clone: %s, %d bytes, %v", resp.Status, n, err)
+	}
+	if d := time.Since(start); d > 6*time.Second {
+		t.Errorf("second clone answered after %s", d)
+	} else {
+		t.Logf("second clone answered after %s", d.Round(time.Millisecond))
+	}
+}
