@@ -19,7 +19,7 @@ import (
 // this server offers, then written again in canonical form for go-git's
 // upload-pack: go-git answers 500, or nothing, to much of what it cannot
 // parse, and serves wants it does not have as server errors. What is wrong
-// with a request is a *RequestError (400).
+// with a request is a *requestError (400).
 
 // Request limits.
 const (
@@ -36,16 +36,16 @@ const (
 	maxPktLine = 65520
 )
 
-// RequestError is what is wrong with a client's request (HTTP 400).
-type RequestError struct {
+// requestError is what is wrong with a client's request (HTTP 400).
+type requestError struct {
 	// Msg says what is wrong, in one line.
 	Msg string
 }
 
-func (e *RequestError) Error() string { return e.Msg }
+func (e *requestError) Error() string { return e.Msg }
 
 func badRequest(format string, a ...any) error {
-	return &RequestError{Msg: fmt.Sprintf(format, a...)}
+	return &requestError{Msg: fmt.Sprintf(format, a...)}
 }
 
 // pktKind is the kind of a pkt-line.

@@ -99,7 +99,7 @@ func (s *Server) uploadPack(ctx context.Context, w http.ResponseWriter, r *http.
 	}
 	req, err := check(b, st.served)
 	if err != nil {
-		if re, ok := errors.AsType[*RequestError](err); ok {
+		if re, ok := errors.AsType[*requestError](err); ok {
 			s.opts.logger.Info("request refused", "repository", key, "remote", r.RemoteAddr, "reason", re.Msg)
 			httpError(w, http.StatusBadRequest, "upload-pack: "+re.Msg)
 			return
