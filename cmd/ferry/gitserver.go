@@ -57,7 +57,10 @@ git artifacts are in --registry:
   [{"url": "https://github.com/org/fleet.git", "ref": "refs/heads/main",
     "commit": "<40 hex>", "repository": "org/fleet", "digest": "sha256:…"}]
 Each history (the artifact's git bundle) is fetched by digest, checked, and
-indexed once into --cache-dir (memory if empty).
+indexed once, on disk: into --cache-dir, where a restarted server finds it
+again, or without it into a temporary directory removed when the server
+stops (and by the next ferry command if it was killed). Memory stays
+bounded whatever the repositories hold: a file of gigabytes is streamed.
 
 Clients authenticate with HTTP Basic against --htpasswd (bcrypt entries, as
 the registry account's Secret holds). The registry password comes from
@@ -74,7 +77,7 @@ $` + passwordEnvRegistry + ` or --password-stdin, never from an argument.`,
 	f.StringVar(&o.repos, "repos", "", "JSON file listing the served repositories (see above)")
 	f.StringVarP(&o.namespace, "namespace", "n", "", "serve what the packages deployed in this ferry namespace carry (in the cluster)")
 	f.StringVar(&o.registry, "registry", "", "the registry holding the repositories' artifacts (host:port)")
-	f.StringVar(&o.cacheDir, "cache-dir", "", "keep indexed repositories here (default: in memory)")
+	f.StringVar(&o.cacheDir, "cache-dir", "", "keep indexed repositories here (default: a temporary directory, removed on exit)")
 	f.DurationVar(&o.timeout, "timeout", gitserver.DefaultTimeout, "bound on one request, the pack sent included")
 	f.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long a graceful shutdown waits for clones in flight")
 	f.BoolVarP(&o.verbose, "verbose", "v", false, "log at debug level")
@@ -135,6 +138,7 @@ func runGitServer(cmd *cobra.Command, o gitServerOptions) error {
 	if err != nil {
 		return err
 	}
+	defer srv.Close()
 	l, err := net.Listen("tcp", o.addr)
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", o.addr, err)
@@ -164,6 +168,9 @@ func runGitServer(cmd *cobra.Command, o gitServerOptions) error {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), o.shutdownTimeout)
 	defer cancel()
 	if err := hs.Shutdown(sctx); err != nil {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	if err := srv.Close(); err != nil {
 		return fmt.Errorf("shutdown: %w", err)
 	}
 	log.Info("stopped")

@@ -107,6 +107,24 @@ func TestGitServerRepos(t *testing.T) {
 	if err := stop(); err != nil {
 		t.Errorf("git-server: %v", err)
 	}
+
+	// Without --cache-dir: the index is a temporary directory, removed
+	// when the server stops.
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	base, stop = runGitServerForTest(t, "--addr", "127.0.0.1:0", "--htpasswd", htpasswd, "--repos", repos,
+		"--registry", host, "--plain-http")
+	authed = strings.Replace(base, "http://", "http://bob:pa55@", 1) + "/git.example.com/org/fleet.git"
+	git("", "clone", "-q", authed, filepath.Join(t.TempDir(), "clone2"))
+	if m, _ := filepath.Glob(filepath.Join(tmp, "ferry-gitserver-*")); len(m) != 1 {
+		t.Errorf("temporary indexes while serving: %v, want one", m)
+	}
+	if err := stop(); err != nil {
+		t.Errorf("git-server: %v", err)
+	}
+	if m, _ := filepath.Glob(filepath.Join(tmp, "ferry-gitserver-*")); len(m) != 0 {
+		t.Errorf("temporary indexes after the server stopped: %v", m)
+	}
 }
 
 // TestGitServerFlags: what the command refuses before it serves.

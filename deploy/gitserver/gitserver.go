@@ -6,30 +6,33 @@
 // A repository is served at http://<host>/<key>.git, where key is
 // gitrepo.Key of its URL ("github.com/org/fleet"). Its history arrives as
 // the git bundle a package carries (artifact/gitrepo); the server indexes
-// it once into a bare repository of its own (per commit and bundle digest)
-// that holds only the carried ref and HEAD, and answers upload-pack from
-// it with go-git v6's pure-Go server. Pushes are refused.
+// it once, on disk, into a bare repository of its own (per commit and
+// bundle digest) that holds only the carried ref and HEAD, and answers
+// upload-pack from it with go-git v6's pure-Go upload-pack. Pushes are
+// refused.
+//
+// Memory stays bounded whatever a bundle holds: the pack is indexed here
+// (packindex.go), objects are read lazily (readonly.go), and stored deltas
+// are sent as they are. Requests are checked against git's grammar before
+// go-git sees them (request.go): a client's mistake is a 4xx, never a 500.
 package gitserver
 
 import (
-	"bytes"
 	"compress/gzip"
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"log"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"path"
 	"strings"
 	"time"
 
-	"github.com/go-git/go-git/v6/backend"
 	"github.com/go-git/go-git/v6/plumbing/transport"
-	"github.com/go-git/go-git/v6/storage"
 	"github.com/opencontainers/go-digest"
+
+	"github.com/ferrypkg/ferry/internal/authlimit"
 )
 
 // Paths and defaults.
@@ -43,6 +46,10 @@ const (
 	DefaultMaxRequestBytes = 8 << 20
 	// DefaultTimeout bounds one request, the pack it sends included.
 	DefaultTimeout = 10 * time.Minute
+	// DefaultMaxPacks bounds the upload-pack requests answered at once;
+	// others wait (up to their timeout). Each holds its request (up to
+	// the max request bytes) and at most a few objects of up to 32 MiB.
+	DefaultMaxPacks = 4
 )
 
 // Errors, wrapped with the repository or request they concern.
@@ -82,23 +89,26 @@ type Repo struct {
 type Lookup func(ctx context.Context, key string) (*Repo, error)
 
 // Authenticator checks Basic credentials: nil accepts them, an error
-// wrapping ErrUnauthorized refuses them (401), any other error is the
-// server's (500).
+// wrapping ErrUnauthorized refuses them (401), any other error means they
+// cannot be checked now (503 with Retry-After).
 type Authenticator func(ctx context.Context, username, password string) error
 
 // Server is an http.Handler serving carried repositories read-only.
 type Server struct {
-	lookup   Lookup
-	opts     options
-	index    *index
-	errorLog *log.Logger
+	lookup  Lookup
+	opts    options
+	index   *index
+	packs   chan struct{} // a slot per upload-pack answered
+	handler http.Handler
 }
 
 type options struct {
 	auth            Authenticator
+	authLimit       authlimit.Options
 	realm           string
 	cacheDir        string
 	maxRequestBytes int64
+	maxPacks        int
 	timeout         time.Duration
 	logger          *slog.Logger
 }
@@ -108,12 +118,37 @@ type Option func(*options) error
 
 // WithAuth requires HTTP Basic credentials that auth accepts on every path
 // but PathHealth. Without it, anyone who reaches the server may clone.
+// Password guessing is slowed down: a client (IP address) whose
+// credentials are refused again and again gets 429 with Retry-After, the
+// right password included, for longer and longer (WithAuthLimit).
 func WithAuth(auth Authenticator) Option {
 	return func(o *options) error {
 		if auth == nil {
 			return errors.New("gitserver: nil Authenticator")
 		}
 		o.auth = auth
+		return nil
+	}
+}
+
+// WithAuthLimit sets how clients whose credentials are refused again and
+// again are slowed down (429 with Retry-After; see internal/authlimit for
+// the defaults the zero value takes). It applies with WithAuth.
+func WithAuthLimit(o authlimit.Options) Option {
+	return func(opts *options) error {
+		opts.authLimit = o
+		return nil
+	}
+}
+
+// WithMaxPacks bounds the upload-pack requests answered at once (default
+// DefaultMaxPacks).
+func WithMaxPacks(n int) Option {
+	return func(o *options) error {
+		if n <= 0 {
+			return fmt.Errorf("gitserver: max packs %d: want > 0", n)
+		}
+		o.maxPacks = n
 		return nil
 	}
 }
@@ -130,8 +165,11 @@ func WithRealm(realm string) Option {
 }
 
 // WithCacheDir keeps the indexed repositories as bare repositories under
-// dir (created if missing), where a restarted server finds them again.
-// Without it they are kept in memory.
+// dir (created if missing), where a restarted server finds them again;
+// what a killed server left half-made there is removed. Without it they
+// are kept in a temporary directory of the server's own, removed by
+// Close (or, if the process was killed, by the next ferry process that
+// makes a temporary folder).
 func WithCacheDir(dir string) Option {
 	return func(o *options) error {
 		if dir == "" {
@@ -182,7 +220,10 @@ func New(lookup Lookup, opts ...Option) (*Server, error) {
 	if lookup == nil {
 		return nil, errors.New("gitserver: nil Lookup")
 	}
-	o := options{realm: DefaultRealm, maxRequestBytes: DefaultMaxRequestBytes, timeout: DefaultTimeout, logger: slog.New(slog.DiscardHandler)}
+	o := options{
+		realm: DefaultRealm, maxRequestBytes: DefaultMaxRequestBytes, maxPacks: DefaultMaxPacks,
+		timeout: DefaultTimeout, logger: slog.New(slog.DiscardHandler),
+	}
 	for _, opt := range opts {
 		if err := opt(&o); err != nil {
 			return nil, err
@@ -192,10 +233,21 @@ func New(lookup Lookup, opts ...Option) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Server{
-		lookup: lookup, opts: o, index: ix,
-		errorLog: slog.NewLogLogger(o.logger.Handler(), slog.LevelDebug),
-	}, nil
+	s := &Server{lookup: lookup, opts: o, index: ix, packs: make(chan struct{}, o.maxPacks)}
+	s.handler = http.HandlerFunc(s.serve)
+	if o.auth != nil {
+		// Password guessing: refused credentials slow their client down.
+		s.handler = authlimit.New(o.authLimit).Handler(s.handler)
+	}
+	return s, nil
+}
+
+// Close stops the indexing in progress and closes the indexed
+// repositories; without a cache directory, it removes the server's
+// temporary one. Call it once the HTTP server is shut down: requests still
+// in flight fail.
+func (s *Server) Close() error {
+	return s.index.close()
 }
 
 // Git's smart HTTP endpoints, after /<key>.git.
@@ -207,8 +259,15 @@ const (
 
 // ServeHTTP answers PathHealth, GET <repo>/info/refs?service=git-upload-pack
 // and POST <repo>/git-upload-pack; receive-pack gets 403 and anything else
-// 404.
+// 404. A request git's upload-pack grammar does not allow gets 400 (415
+// for another content type), with what is wrong; with WithAuth, a client
+// whose credentials were refused too often gets 429 until its back-off
+// ends.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.handler.ServeHTTP(w, r)
+}
+
+func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path == PathHealth {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			httpError(w, http.StatusMethodNotAllowed, "GET only")
@@ -253,6 +312,15 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
+	version := protocolVersion(r.Header.Get("Git-Protocol"))
+	if r.Method == http.MethodPost {
+		// git http-backend's answer to another content type.
+		if ct := r.Header.Get("Content-Type"); !strings.EqualFold(strings.TrimSpace(ct), mediaTypeRequest) {
+			httpError(w, http.StatusUnsupportedMediaType, fmt.Sprintf("expected POST with Content-Type %q, but received %.64q instead", mediaTypeRequest, ct))
+			return
+		}
+	}
+
 	ctx, cancel := context.WithTimeout(r.Context(), s.opts.timeout)
 	defer cancel()
 	repo, err := s.lookup(ctx, key)
@@ -270,40 +338,19 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	st, err := s.index.get(ctx, repo)
 	if err != nil {
+		if ctx.Err() != nil {
+			httpError(w, http.StatusServiceUnavailable, "repository "+key+": still being indexed; try again")
+			return
+		}
 		s.opts.logger.Error("index failed", "repository", key, "commit", repo.Commit, "error", err)
 		httpError(w, http.StatusBadGateway, "repository "+key+": cannot be served")
 		return
 	}
-
-	r = r.WithContext(ctx)
-	if r.Method == http.MethodPost {
-		body, err := s.limitBody(w, r)
-		if err != nil {
-			httpError(w, http.StatusBadRequest, err.Error())
-			return
-		}
-		defer body.Close()
-		// Read whole (it is bounded): the v0/v1 shallow work-around
-		// looks at it first.
-		b, err := io.ReadAll(body)
-		if err != nil {
-			code := http.StatusBadRequest
-			if _, ok := errors.AsType[*http.MaxBytesError](err); ok || errors.Is(err, errTooLarge) {
-				code = http.StatusRequestEntityTooLarge
-			}
-			httpError(w, code, "request body: "+err.Error())
-			return
-		}
-		r.Body = io.NopCloser(bytes.NewReader(b))
-		r.Header.Del("Content-Encoding")
-		if !strings.Contains(r.Header.Get("Git-Protocol"), "version=2") && shallowProbe(b) {
-			w = &firstSection{ResponseWriter: w}
-		}
+	if r.Method == http.MethodGet {
+		s.advertise(ctx, w, st, key, version)
+		return
 	}
-	// The repository is already resolved: the backend's Loader hands it
-	// over whatever path it is asked for, and never closes it.
-	b := &backend.Backend{Loader: storerLoader{st}, ErrorLog: s.errorLog}
-	b.ServeHTTP(w, r)
+	s.uploadPack(ctx, w, r, st, key, version)
 }
 
 // route splits a request path into the repository key and the endpoint
@@ -326,8 +373,8 @@ func route(p string) (key, suffix string, ok bool) {
 	return "", "", false
 }
 
-// authenticate answers 401 (or 500) and returns false unless the request
-// carries credentials the Authenticator accepts.
+// authenticate answers 401 (503 if the Authenticator fails) and returns
+// false unless the request carries credentials the Authenticator accepts.
 func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) bool {
 	if s.opts.auth == nil {
 		return true
@@ -345,8 +392,12 @@ func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) bool {
 		s.opts.logger.Info("authentication refused", "user", user, "remote", r.RemoteAddr)
 		s.challenge(w, "wrong user name or password")
 	default:
-		s.opts.logger.Error("authentication failed", "user", user, "error", err)
-		httpError(w, http.StatusInternalServerError, "authentication failed")
+		// The server cannot check credentials (its htpasswd file is
+		// missing or broken): nothing the client did, and nothing it can
+		// learn from; it may try again later.
+		s.opts.logger.Error("authentication unavailable", "user", user, "error", err)
+		w.Header().Set("Retry-After", "10")
+		httpError(w, http.StatusServiceUnavailable, "authentication unavailable; try again later")
 	}
 	return false
 }
@@ -367,7 +418,7 @@ func (s *Server) limitBody(w http.ResponseWriter, r *http.Request) (io.ReadClose
 		zr, err := gzip.NewReader(raw)
 		if err != nil {
 			raw.Close()
-			return nil, fmt.Errorf("request body: %w", err)
+			return nil, fmt.Errorf("request body: gzip: %w", err)
 		}
 		return &limitedGzip{zr: zr, raw: raw, left: s.opts.maxRequestBytes}, nil
 	default:
@@ -396,6 +447,11 @@ func (l *limitedGzip) Read(p []byte) (int, error) {
 	}
 	n, err := l.zr.Read(p)
 	l.left -= int64(n)
+	if err != nil && !errors.Is(err, io.EOF) {
+		if _, ok := errors.AsType[*http.MaxBytesError](err); !ok {
+			err = fmt.Errorf("gzip: %w", err)
+		}
+	}
 	return n, err
 }
 
@@ -406,13 +462,6 @@ func (l *limitedGzip) Close() error {
 	}
 	return err
 }
-
-// storerLoader is a transport.Loader with the repository already found.
-type storerLoader struct{ st storage.Storer }
-
-func (l storerLoader) Load(*url.URL) (storage.Storer, error) { return l.st, nil }
-
-var _ transport.Loader = storerLoader{}
 
 func httpError(w http.ResponseWriter, code int, msg string) {
 	http.Error(w, msg, code)

@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"sync"
@@ -27,8 +28,11 @@ const maxAuthCache = 1024
 // in-cluster registry's account Secret holds). The file is read again
 // whenever it changes (a Secret mounted as a volume is updated in place),
 // which also forgets every remembered credential; accepted credentials are
-// remembered for ttl (DefaultAuthCacheTTL if ≤ 0). The file must exist
-// when the first request comes.
+// remembered for ttl (DefaultAuthCacheTTL if ≤ 0). A file that cannot be
+// read again, or no longer parses (caught half-written), leaves the
+// entries last read in force, and is tried again at the next request; the
+// Authenticator fails (an error that is not ErrUnauthorized: the server
+// answers 503) only until the file was read once.
 func HtpasswdFile(path string, ttl time.Duration) Authenticator {
 	if ttl <= 0 {
 		ttl = DefaultAuthCacheTTL
@@ -91,29 +95,60 @@ func (h *htpasswd) check(_ context.Context, user, pass string) error {
 	return nil
 }
 
+// maxHtpasswdBytes bounds the file read.
+const maxHtpasswdBytes = 4 << 20
+
 // load returns the file's entries, read again if its size or modification
-// time changed.
+// time changed; if it cannot be, the entries last read.
 func (h *htpasswd) load() (map[string][]byte, error) {
 	fi, err := os.Stat(h.path)
-	if err != nil {
-		return nil, fmt.Errorf("htpasswd: %w", err)
-	}
-	stamp := fmt.Sprint(fi.Size(), fi.ModTime().UnixNano())
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if stamp == h.stamp && h.hashes != nil {
+	if err == nil && h.hashes != nil && stampOf(fi) == h.stamp {
 		return h.hashes, nil
 	}
-	b, err := os.ReadFile(h.path)
+	if err == nil {
+		hashes, stamp, rerr := readHtpasswd(h.path)
+		if rerr == nil {
+			h.stamp, h.hashes, h.granted = stamp, hashes, map[[sha256.Size]byte]time.Time{}
+			return hashes, nil
+		}
+		err = rerr
+	} else {
+		err = fmt.Errorf("htpasswd: %w", err)
+	}
+	if h.hashes != nil {
+		return h.hashes, nil
+	}
+	return nil, err
+}
+
+func stampOf(fi os.FileInfo) string { return fmt.Sprint(fi.Size(), fi.ModTime().UnixNano()) }
+
+// readHtpasswd stamps the file (size and modification time) and parses
+// it.
+func readHtpasswd(path string) (map[string][]byte, string, error) {
+	f, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("htpasswd: %w", err)
+		return nil, "", fmt.Errorf("htpasswd: %w", err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, "", fmt.Errorf("htpasswd: %w", err)
+	}
+	if fi.Size() > maxHtpasswdBytes {
+		return nil, "", fmt.Errorf("htpasswd %s: larger than %d bytes", path, maxHtpasswdBytes)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxHtpasswdBytes+1))
+	if err != nil {
+		return nil, "", fmt.Errorf("htpasswd: %w", err)
 	}
 	hashes, err := parseHtpasswd(b)
 	if err != nil {
-		return nil, fmt.Errorf("htpasswd %s: %w", h.path, err)
+		return nil, "", fmt.Errorf("htpasswd %s: %w", path, err)
 	}
-	h.stamp, h.hashes, h.granted = stamp, hashes, map[[sha256.Size]byte]time.Time{}
-	return hashes, nil
+	return hashes, stampOf(fi), nil
 }
 
 // parseHtpasswd reads user:bcrypt-hash lines; blank lines and # comments

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -16,12 +17,12 @@ import (
 	"github.com/go-git/go-billy/v6/osfs"
 	"github.com/go-git/go-git/v6/plumbing"
 	"github.com/go-git/go-git/v6/plumbing/cache"
-	"github.com/go-git/go-git/v6/plumbing/format/packfile"
 	"github.com/go-git/go-git/v6/plumbing/object"
 	"github.com/go-git/go-git/v6/storage"
 	"github.com/go-git/go-git/v6/storage/filesystem"
-	"github.com/go-git/go-git/v6/storage/memory"
 	"github.com/opencontainers/go-digest"
+
+	"github.com/ferrypkg/ferry/internal/scratch"
 )
 
 // indexTimeout bounds indexing one bundle. It runs detached from the
@@ -29,27 +30,88 @@ import (
 // the others waiting for the same repository.
 const indexTimeout = 30 * time.Minute
 
+// objectCacheBytes bounds the objects go-git keeps decoded per
+// repository (its default is 96 MiB).
+const objectCacheBytes = 16 * cache.MiByte
+
 // index holds the bare repositories made from bundles, one per commit,
-// ref and bundle digest, in memory or under dir.
+// ref and bundle digest, under dir: the cache directory, or a temporary
+// one of its own (removed by close, and by the next ferry process to make
+// a temporary folder if this one was killed).
 type index struct {
 	dir   string
+	temp  *scratch.Dir // dir, when it is ours
+	ctx   context.Context
+	stop  context.CancelFunc
+	wg    sync.WaitGroup
 	mu    sync.Mutex
 	repos map[string]*indexed
 }
 
 type indexed struct {
 	done chan struct{}
-	st   storage.Storer
+	st   *servedRepo
 	err  error
 }
 
+// servedRepo is an indexed repository, open.
+type servedRepo struct {
+	fs *filesystem.Storage
+	served
+}
+
 func newIndex(dir string) (*index, error) {
-	if dir != "" {
+	ix := &index{repos: map[string]*indexed{}}
+	if dir == "" {
+		d, err := scratch.MkdirTemp("", "ferry-gitserver-")
+		if err != nil {
+			return nil, fmt.Errorf("gitserver: temporary index directory: %w", err)
+		}
+		ix.dir, ix.temp = d.Path, d
+	} else {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return nil, fmt.Errorf("gitserver: cache directory: %w", err)
 		}
+		sweepCacheDir(dir)
+		ix.dir = dir
 	}
-	return &index{dir: dir, repos: map[string]*indexed{}}, nil
+	ix.ctx, ix.stop = context.WithCancel(context.Background())
+	return ix, nil
+}
+
+// sweepCacheDir removes what killed runs left in dir: the temporary
+// folders of indexes being built (scratch's, which no live process holds)
+// and those of ferry versions before scratch (".index-" and digits: no
+// process makes them any more).
+func sweepCacheDir(dir string) {
+	scratch.Sweep(dir)
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if rest, ok := strings.CutPrefix(e.Name(), ".index-"); ok && e.IsDir() && rest != "" && strings.Trim(rest, "0123456789") == "" {
+			_ = os.RemoveAll(filepath.Join(dir, e.Name()))
+		}
+	}
+}
+
+// close stops the indexing in progress, closes the repositories and
+// removes the directory if it is the index's own.
+func (ix *index) close() error {
+	ix.stop()
+	ix.wg.Wait()
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	var errs []error
+	for key, e := range ix.repos {
+		if e.st != nil {
+			errs = append(errs, e.st.fs.Close())
+		}
+		delete(ix.repos, key)
+	}
+	if ix.temp != nil {
+		errs = append(errs, ix.temp.Remove())
+		ix.temp = nil
+	}
+	return errors.Join(errs...)
 }
 
 var hexCommit = regexp.MustCompile(`^[0-9a-f]{40}$`)
@@ -58,25 +120,32 @@ var hexCommit = regexp.MustCompile(`^[0-9a-f]{40}$`)
 // concurrent callers wait for the one indexing. A bundle refused as
 // ErrBundle stays refused (it is immutable by digest); other failures are
 // retried by the next call.
-func (ix *index) get(ctx context.Context, repo *Repo) (storage.Storer, error) {
+func (ix *index) get(ctx context.Context, repo *Repo) (*servedRepo, error) {
 	if err := checkRepo(repo); err != nil {
 		return nil, err
 	}
 	key := digest.FromString(repo.Commit + "\n" + repo.Ref + "\n" + repo.BundleDigest.String()).Encoded()
 	ix.mu.Lock()
+	if ix.ctx.Err() != nil {
+		ix.mu.Unlock()
+		return nil, errClosed
+	}
 	e, ok := ix.repos[key]
 	if !ok {
 		e = &indexed{done: make(chan struct{})}
 		ix.repos[key] = e
+		ix.wg.Add(1)
 		go func() {
-			ictx, cancel := context.WithTimeout(context.WithoutCancel(ctx), indexTimeout)
+			defer ix.wg.Done()
+			ictx, cancel := context.WithTimeout(ix.ctx, indexTimeout)
 			defer cancel()
-			e.st, e.err = ix.build(ictx, repo, key)
-			if e.err != nil && !errors.Is(e.err, ErrBundle) {
-				ix.mu.Lock()
+			st, err := ix.build(ictx, repo, key)
+			ix.mu.Lock()
+			e.st, e.err = st, err
+			if err != nil && !errors.Is(err, ErrBundle) {
 				delete(ix.repos, key)
-				ix.mu.Unlock()
 			}
+			ix.mu.Unlock()
 			close(e.done)
 		}()
 	}
@@ -88,6 +157,9 @@ func (ix *index) get(ctx context.Context, repo *Repo) (storage.Storer, error) {
 		return nil, context.Cause(ctx)
 	}
 }
+
+// errClosed: the server was closed.
+var errClosed = errors.New("gitserver: closed")
 
 func checkRepo(repo *Repo) error {
 	switch {
@@ -104,50 +176,63 @@ func checkRepo(repo *Repo) error {
 	return nil
 }
 
-// build indexes repo's bundle into a new storage: in memory, or in a
-// temporary directory renamed to dir/key once complete (a directory
-// already there, from an earlier run, is used as it is once its refs
+// build indexes repo's bundle into a temporary directory renamed to
+// dir/key once complete (a directory already there, from an earlier run
+// or another process, is used as it is once its object table and refs
 // check out).
-func (ix *index) build(ctx context.Context, repo *Repo, key string) (storage.Storer, error) {
-	if ix.dir == "" {
-		st := memory.NewStorage()
-		if err := indexBundle(ctx, st, repo); err != nil {
-			return nil, err
-		}
-		return readOnly{st}, nil
-	}
+func (ix *index) build(ctx context.Context, repo *Repo, key string) (*servedRepo, error) {
 	final := filepath.Join(ix.dir, key)
-	if _, err := os.Stat(final); err == nil {
-		st := openDir(final)
-		if err := checkRefs(st, repo); err == nil {
-			return readOnly{st}, nil
-		}
-		_ = st.Close()
+	if st, err := openIndexed(final, repo); err == nil {
+		return st, nil
+	} else if !errors.Is(err, fs.ErrNotExist) {
 		if err := os.RemoveAll(final); err != nil {
 			return nil, fmt.Errorf("%s: stale index: %w", repo.Key, err)
 		}
 	}
-	tmp, err := os.MkdirTemp(ix.dir, ".index-")
+	tmp, err := scratch.MkdirTemp(ix.dir, ".index-")
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", repo.Key, err)
 	}
-	st := openDir(tmp)
-	err = indexBundle(ctx, st, repo)
-	if cerr := st.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, final)
-	}
-	if err != nil {
-		_ = os.RemoveAll(tmp)
+	defer tmp.Remove() // a no-op once renamed: it releases the lock
+	if err := indexBundle(ctx, tmp.Path, repo); err != nil {
 		return nil, err
 	}
-	return readOnly{openDir(final)}, nil
+	if err := os.Rename(tmp.Path, final); err != nil {
+		// Another process may have made it meanwhile.
+		if st, oerr := openIndexed(final, repo); oerr == nil {
+			return st, nil
+		}
+		return nil, fmt.Errorf("%s: %w", repo.Key, err)
+	}
+	return openIndexed(final, repo)
 }
 
+// openIndexed opens the index in dir, checked against repo; an error
+// wrapping fs.ErrNotExist if there is none.
+func openIndexed(dir string, repo *Repo) (*servedRepo, error) {
+	if _, err := os.Stat(dir); err != nil {
+		return nil, err
+	}
+	objs, err := loadObjectTable(filepath.Join(dir, objectTableName))
+	if err != nil {
+		// An index made by an earlier version, or broken: made again.
+		return nil, fmt.Errorf("%s: %w", repo.Key, errStaleIndex)
+	}
+	st := openDir(dir)
+	if err := checkRefs(st, repo); err != nil {
+		_ = st.Close()
+		return nil, fmt.Errorf("%s: %w: %w", repo.Key, errStaleIndex, err)
+	}
+	return &servedRepo{fs: st, served: served{Storer: st, objs: objs}}, nil
+}
+
+var errStaleIndex = errors.New("stale index")
+
 func openDir(dir string) *filesystem.Storage {
-	return filesystem.NewStorageWithOptions(osfs.New(dir), cache.NewObjectLRUDefault(), filesystem.Options{ExclusiveAccess: true})
+	return filesystem.NewStorageWithOptions(osfs.New(dir), cache.NewObjectLRU(objectCacheBytes), filesystem.Options{
+		ExclusiveAccess:      true,
+		LargeObjectThreshold: maxResolved,
+	})
 }
 
 // bundleRef is one "<hex> <refname>" line of a bundle's header.
@@ -156,11 +241,12 @@ type bundleRef struct {
 	name string
 }
 
-// indexBundle reads repo's bundle into st: its header is checked, its pack
-// stored, its bytes checked against repo.BundleDigest; then st gets the
-// carried ref and HEAD (a symbolic ref to it, or the commit itself), and
-// nothing else.
-func indexBundle(ctx context.Context, st storage.Storer, repo *Repo) error {
+// indexBundle writes repo's bundle into dir as a bare repository: its
+// header is checked, its pack copied to disk while the whole is checked
+// against repo.BundleDigest, then indexed (indexPack); the repository gets
+// the carried ref and HEAD (a symbolic ref to it, or the commit itself),
+// and nothing else.
+func indexBundle(ctx context.Context, dir string, repo *Repo) error {
 	rc, err := repo.Bundle(ctx)
 	if err != nil {
 		return fmt.Errorf("%s: open bundle: %w", repo.Key, err)
@@ -176,18 +262,32 @@ func indexBundle(ctx context.Context, st storage.Storer, repo *Repo) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w: %w", repo.Key, ErrBundle, err)
 	}
-	if err := packfile.UpdateObjectStorage(st, br); err != nil {
+	packDir := filepath.Join(dir, "objects", "pack")
+	if err := os.MkdirAll(packDir, 0o700); err != nil {
+		return fmt.Errorf("%s: %w", repo.Key, err)
+	}
+	f, err := os.OpenFile(filepath.Join(packDir, "tmp.pack"), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return fmt.Errorf("%s: %w", repo.Key, err)
+	}
+	defer f.Close()
+	if _, err := io.Copy(f, br); err != nil {
 		if ctx.Err() != nil {
 			return fmt.Errorf("%s: read bundle: %w", repo.Key, context.Cause(ctx))
 		}
-		return fmt.Errorf("%s: %w: pack: %w", repo.Key, ErrBundle, err)
-	}
-	if _, err := io.Copy(io.Discard, br); err != nil {
 		return fmt.Errorf("%s: read bundle: %w", repo.Key, err)
 	}
 	if !verifier.Verified() {
 		return fmt.Errorf("%s: %w: content does not match its digest %s", repo.Key, ErrBundle, repo.BundleDigest)
 	}
+	if _, err := indexPack(ctx, f, dir); err != nil {
+		if errors.Is(err, errPack) {
+			return fmt.Errorf("%s: %w: %w", repo.Key, ErrBundle, err)
+		}
+		return fmt.Errorf("%s: index: %w", repo.Key, err)
+	}
+	st := openDir(dir)
+	defer st.Close()
 	head := plumbing.NewHashReference(plumbing.HEAD, plumbing.NewHash(repo.Commit))
 	if repo.Ref != "" {
 		if err := st.SetReference(plumbing.NewHashReference(plumbing.ReferenceName(repo.Ref), tip)); err != nil {
