@@ -31,6 +31,9 @@ REGISTRY_ARCHES := amd64 arm64
 # the tag (empty without one: "(devel)") are passed at link time.
 FERRY_VERSION ?= $(shell git describe --tags --dirty 2>/dev/null)
 FERRY_COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null)
+# A digest of the sources built, uncommitted changes included: the front
+# binary refuses to hand commands to a ferry-full of another build.
+FERRY_BUILD   ?= $(shell { git rev-parse HEAD; git status --porcelain; git diff HEAD; } 2>/dev/null | sha256sum | cut -c1-16)
 
 ## build: ferry, the front binary that starts in milliseconds (version,
 ## package push/pull/inspect/verify, registry login/logout) and hands every
@@ -41,7 +44,7 @@ FERRY_COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null)
 ## ferry-sbom, beside them, is the helper `package create` runs for SBOMs:
 ## Syft, in a module of its own (sbomgen/go.mod), so that neither ferry
 ## binary (nor the agent's image, made from ferry-full) links it.
-FERRY_LDFLAGS = -s -w -X main.version=$(FERRY_VERSION) -X main.commit=$(FERRY_COMMIT)
+FERRY_LDFLAGS = -s -w -X main.version=$(FERRY_VERSION) -X main.commit=$(FERRY_COMMIT) -X main.build=$(FERRY_BUILD)
 build: injector
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='$(FERRY_LDFLAGS)' -o $(BIN)/ferry-full ./cmd/ferry
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='$(FERRY_LDFLAGS)' -tags ferryfront -o $(BIN)/ferry ./cmd/ferry

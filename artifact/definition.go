@@ -13,6 +13,8 @@ import (
 
 	"github.com/distribution/reference"
 	"gopkg.in/yaml.v3"
+
+	"github.com/ferrypkg/ferry/internal/redact"
 )
 
 // DefinitionFileName is the file a package definition folder holds.
@@ -572,7 +574,9 @@ func (p *defParser) chart(n *yaml.Node, field string) (ChartDef, error) {
 }
 
 // gitURL matches the URL forms git itself clones (besides local paths).
-var gitURL = regexp.MustCompile(`^((https?|ssh|git)://[^/?#]+/[^?#]*[^/?#]|[A-Za-z0-9._~-]+@[A-Za-z0-9.-]+:[^/].*|[A-Za-z0-9.-]+\.[A-Za-z]+:[^/].*)$`)
+// A query or fragment names no repository (and a token there would end up
+// in the package): none is accepted.
+var gitURL = regexp.MustCompile(`^((https?|ssh|git)://[^/?#]+/[^?#]*[^/?#]|[A-Za-z0-9._~-]+@[A-Za-z0-9.-]+:[^/?#][^?#]*|[A-Za-z0-9.-]+\.[A-Za-z]+:[^/?#][^?#]*)$`)
 
 func (p *defParser) repository(n *yaml.Node, field string) (RepositoryDef, error) {
 	rd := RepositoryDef{Line: n.Line, History: true}
@@ -589,13 +593,13 @@ func (p *defParser) repository(n *yaml.Node, field string) (RepositoryDef, error
 	case rd.URL == "":
 		return rd, p.errf(n.Line, join(field, "url"), "missing: the repository's URL is its identity in the cluster (add path to read a local clone)")
 	case !gitURL.MatchString(rd.URL):
-		return rd, p.errf(p.lineOf(n, "url"), join(field, "url"), "%q is not a git URL (https://, http://, ssh://, git:// or user@host:path)", rd.URL)
+		return rd, p.errf(p.lineOf(n, "url"), join(field, "url"), "%q is not a git URL (https://, http://, ssh://, git:// or user@host:path, without a query or fragment)", redact.URL(rd.URL))
 	case strings.ContainsAny(rd.Ref, " \t~^:?*[\\") || strings.Contains(rd.Ref, ".."):
 		return rd, p.errf(p.lineOf(n, "ref"), join(field, "ref"), "%q is not a branch, tag, ref or commit", rd.Ref)
 	}
 	if u, err := url.Parse(rd.URL); err == nil && u.User != nil {
 		if _, ok := u.User.Password(); ok {
-			return rd, p.errf(p.lineOf(n, "url"), join(field, "url"), "%s carries a password: credentials belong to git's credential helpers or ~/.netrc, never to a package", u.Redacted())
+			return rd, p.errf(p.lineOf(n, "url"), join(field, "url"), "%s carries a password: credentials belong to git's credential helpers or ~/.netrc, never to a package", redact.URL(rd.URL))
 		}
 	}
 	return rd, nil

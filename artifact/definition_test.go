@@ -86,7 +86,7 @@ func TestParseDefinitionErrors(t *testing.T) {
 		{"bad name", "apiVersion: ferry.dev/v1alpha1\nkind: Package\nmetadata:\n  name: Demo_X\n  version: 1\n", "ferry.yaml:4: metadata.name: \"Demo_X\" is not a valid name"},
 		{"repository without url", head + "components:\n  - name: a\n    repositories:\n      - {path: fleet}\n", "ferry.yaml:9: components[0].repositories[0].url: missing"},
 		{"repository not a url", head + "components:\n  - name: a\n    repositories:\n      - url: fleet\n", "ferry.yaml:9: components[0].repositories[0].url: \"fleet\" is not a git URL"},
-		{"repository password", head + "components:\n  - name: a\n    repositories:\n      - url: https://u:tok@git.example/x.git\n", "components[0].repositories[0].url: https://u:xxxxx@git.example/x.git carries a password"},
+		{"repository password", head + "components:\n  - name: a\n    repositories:\n      - url: https://u:tok@git.example/x.git\n", "components[0].repositories[0].url: https://xxxxx:xxxxx@git.example/x.git carries a password"},
 		{"repository bad ref", head + "components:\n  - name: a\n    repositories:\n      - url: https://git.example/x.git\n        ref: main~1\n", "ferry.yaml:10: components[0].repositories[0].ref: \"main~1\" is not"},
 		{"repository history", head + "components:\n  - name: a\n    repositories:\n      - url: https://git.example/x.git\n        history: all\n", "ferry.yaml:10: components[0].repositories[0].history: must be true or false"},
 		{"repository path escapes", head + "components:\n  - name: a\n    repositories:\n      - url: https://git.example/x.git\n        path: ../x\n", "components[0].repositories[0].path: path \"../x\" escapes"},

@@ -13,6 +13,8 @@ import (
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"oras.land/oras-go/v2/registry/remote"
 	"oras.land/oras-go/v2/registry/remote/auth"
+
+	"github.com/ferrypkg/ferry/internal/redact"
 )
 
 // uploadCancelTimeout bounds how long an upload under way may go on once its
@@ -177,19 +179,12 @@ func do(ctx context.Context, client remote.Client, method, u string, body io.Rea
 func location(resp *http.Response, want int) (*url.URL, error) {
 	if resp.StatusCode != want {
 		detail, _ := io.ReadAll(resp.Body)
-		return nil, fmt.Errorf("%s %s: %s%s", resp.Request.Method, redact(resp.Request.URL), resp.Status, detail)
+		return nil, fmt.Errorf("%s %s: %s%s", resp.Request.Method, redact.URL(resp.Request.URL.String()), resp.Status, detail)
 	}
 	if want == http.StatusCreated {
 		return nil, nil
 	}
 	return resp.Location()
-}
-
-// redact is u without its query (upload state).
-func redact(u *url.URL) string {
-	c := *u
-	c.RawQuery = ""
-	return c.String()
 }
 
 // cancelUpload deletes an upload session, even when ctx is done; its

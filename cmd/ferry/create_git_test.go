@@ -80,4 +80,18 @@ components:
 	if strings.Contains(stderr, "tok3n") {
 		t.Errorf("the error shows the password: %s", stderr)
 	}
+
+	// A token as the user name is allowed (git allows it), and a failed
+	// clone does not show it; nor does a URL with a query get through.
+	for url, want := range map[string]string{
+		"http://ghp_t0ken@127.0.0.1:1/org/fleet.git": "clone http://xxxxx@127.0.0.1:1/org/fleet.git",
+		"git.example.com:org/fleet.git?t0ken=1":      "is not a git URL",
+	} {
+		writeFile(t, filepath.Join(dir, "ferry.yaml"), "apiVersion: ferry.dev/v1alpha1\nkind: Package\nmetadata: {name: gitops, version: 1.0.0}\ncomponents:\n  - name: fleet\n    repositories:\n      - {url: \""+url+"\"}\n")
+		stdout, stderr, code := runFerry(t, dir, "package", "create", "--sbom=false")
+		wantFail(t, stdout, stderr, code, want)
+		if strings.Contains(stderr, "t0ken") {
+			t.Errorf("the error shows the token: %s", stderr)
+		}
+	}
 }

@@ -3,10 +3,15 @@
 package main
 
 import (
+	"bytes"
+	"context"
+	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -39,7 +44,35 @@ func handOff(root *cobra.Command, args []string) error {
 	if err != nil {
 		return err
 	}
-	return syscall.Exec(full, append([]string{full}, args...), os.Environ())
+	env := append(os.Environ(), envFrontBuild+"="+currentVersion().identity())
+	return syscall.Exec(full, append([]string{full}, args...), env)
+}
+
+// fullVersion asks the full binary beside this one for its version.
+func fullVersion(ctx context.Context) (*versionInfo, string) {
+	full, err := findFull()
+	if err != nil {
+		return nil, err.Error()
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, full, "version", "-o", "json")
+	cmd.Env = append(os.Environ(), envFrontBuild+"="+currentVersion().identity())
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		msg := strings.TrimSpace(stderr.String())
+		if msg == "" {
+			msg = err.Error()
+		}
+		return nil, strings.TrimPrefix(msg, "ferry: ")
+	}
+	var v versionInfo
+	if err := json.Unmarshal(out, &v); err != nil {
+		return nil, fmt.Sprintf("%s version: %v", full, err)
+	}
+	return &v, ""
 }
 
 // findFull finds the full binary: beside this executable (symbolic links

@@ -67,3 +67,49 @@ func TestFrontHandsOff(t *testing.T) {
 		t.Fatalf("create without ferry-full: exit %d, stdout %q, stderr %q; want one line naming ferry-full", code, stdout, stderr)
 	}
 }
+
+// TestFrontRefusesOtherBuild: beside a ferry-full of another build, the
+// front refuses to hand a command over, in one line naming both builds,
+// and `version` reports both.
+func TestFrontRefusesOtherBuild(t *testing.T) {
+	dir := t.TempDir()
+	bin := t.TempDir()
+	front, err := os.ReadFile(ferryBin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(bin, "ferry"), front, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("go", "build", "-ldflags", "-X main.build=stale", "-o", filepath.Join(bin, "ferry-full"), ".").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v: %s", err, out)
+	}
+	run := func(args ...string) (string, string, int) {
+		return runBinary(t, filepath.Join(bin, "ferry"), dir, []string{"PATH=/usr/bin:/bin"}, "", args...)
+	}
+	stdout, stderr, code := run("package", "create", ".")
+	if code != 1 || stdout != "" || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, "another build") || !strings.Contains(stderr, "stale") {
+		t.Fatalf("create with a ferry-full of another build: exit %d, %q %q", code, stdout, stderr)
+	}
+	stdout, _, code = run("version")
+	if code != 0 || !strings.Contains(stdout, "ferry-full: ") || !strings.Contains(stdout, "another build") {
+		t.Fatalf("version: exit %d, %q; want the front's and the full binary's", code, stdout)
+	}
+}
+
+// TestUnknownCommandRefused: a command that does not exist is refused in
+// one line with exit 1, --help or not; help and completion still work.
+func TestUnknownCommandRefused(t *testing.T) {
+	dir := t.TempDir()
+	for _, args := range [][]string{{"frobnicate", "--help"}, {"frobnicate"}, {"package", "frobnicate", "-h"}, {"registry", "nope"}} {
+		stdout, stderr, code := runFerry(t, dir, args...)
+		if code != 1 || stdout != "" || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, "unknown command") {
+			t.Errorf("%v: exit %d, %q %q; want one line, exit 1", args, code, stdout, stderr)
+		}
+	}
+	for _, args := range [][]string{{"help", "package"}, {"completion", "bash"}, {"package", "--help"}} {
+		if _, stderr, code := runFerry(t, dir, args...); code != 0 {
+			t.Errorf("%v: exit %d: %s", args, code, stderr)
+		}
+	}
+}

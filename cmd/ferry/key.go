@@ -96,6 +96,9 @@ tool work in both. Existing files are not overwritten without --force.`,
 			if len(args) == 1 {
 				dir = args[0]
 			}
+			if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+				return fmt.Errorf("key generate: %s is not a folder (make it first)", dir)
+			}
 			priv, pub := filepath.Join(dir, prefix+".key"), filepath.Join(dir, prefix+".pub")
 			if !force {
 				for _, p := range []string{priv, pub} {

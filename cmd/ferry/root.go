@@ -53,6 +53,32 @@ func groupCmd(cmd *cobra.Command) *cobra.Command {
 	return cmd
 }
 
+// unknownCommand refuses a command line naming a command that does not
+// exist, whatever flags come with it: cobra prints the parent's help for
+// `ferry frobnicate --help` and exits 0, as if it had done something.
+func unknownCommand(root *cobra.Command, args []string) error {
+	// The commands cobra adds only when it executes.
+	root.InitDefaultHelpCmd()
+	root.InitDefaultCompletionCmd(args...)
+	cmd, rest, err := root.Find(args)
+	if err != nil || !cmd.HasSubCommands() {
+		return nil // cobra says it, or a leaf takes its own arguments
+	}
+	for _, a := range rest {
+		if a == "--" {
+			return nil
+		}
+		if !strings.HasPrefix(a, "-") {
+			if c, _, err := cmd.Find([]string{a}); err == nil && c != cmd {
+				return nil
+			}
+			// The group's own RunE words the refusal.
+			return cmd.RunE(cmd, []string{a})
+		}
+	}
+	return nil
+}
+
 // flagError points a user of the old -O (the output format) to -o.
 func flagError(cmd *cobra.Command, err error) error {
 	if strings.Contains(err.Error(), "shorthand flag: 'O'") {
@@ -60,6 +86,10 @@ func flagError(cmd *cobra.Command, err error) error {
 	}
 	return err
 }
+
+// envFrontBuild carries the front binary's build identity to the full
+// binary it hands a command to.
+const envFrontBuild = "FERRY_FRONT_BUILD"
 
 // oneLine folds an error onto a single line for the terminal.
 func oneLine(err error) string {

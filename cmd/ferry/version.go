@@ -9,8 +9,10 @@ import (
 )
 
 // version, commit: set at link time when the build has no module version
-// or VCS information (-ldflags "-X main.version=v1.2.3 -X main.commit=…").
-var version, commit string
+// or VCS information (-ldflags "-X main.version=v1.2.3 -X main.commit=…");
+// build: a digest of the sources built (`make build` sets it, so that two
+// builds of one commit with different uncommitted changes differ).
+var version, commit, build string
 
 // versionInfo is what `ferry version -o json` prints; its fields are stable.
 type versionInfo struct {
@@ -25,11 +27,18 @@ type versionInfo struct {
 	GoVersion string `json:"goVersion"`
 	// Platform is the binary's GOOS/GOARCH.
 	Platform string `json:"platform"`
+	// Build is the digest of the sources `make build` built, "" if not set.
+	Build string `json:"build,omitempty"`
+	// Full is the full binary's own version, as the front binary (bin/ferry)
+	// found it beside itself; only the front sets it.
+	Full *versionInfo `json:"full,omitempty"`
+	// FullError says why the front could not tell the full binary's version.
+	FullError string `json:"fullError,omitempty"`
 }
 
 // currentVersion reads the build information of the running binary.
 func currentVersion() versionInfo {
-	v := versionInfo{Version: "(devel)", Commit: commit, GoVersion: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH}
+	v := versionInfo{Version: "(devel)", Commit: commit, Build: build, GoVersion: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH}
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		if bi.Main.Version != "" {
 			v.Version = bi.Main.Version
@@ -47,6 +56,12 @@ func currentVersion() versionInfo {
 		v.Version = version
 	}
 	return v
+}
+
+// identity is what two binaries of one build share: the front hands it to
+// the full binary, which refuses to run for a front of another build.
+func (v versionInfo) identity() string {
+	return fmt.Sprintf("%s %s %t %s %s", v.Version, v.Commit, v.Modified, v.Build, v.GoVersion)
 }
 
 // String is the one-line form: "v1.2.3 (commit abc123, go1.26.0, linux/amd64)".
@@ -72,10 +87,17 @@ func newVersionCmd() *cobra.Command {
 				return err
 			}
 			v := currentVersion()
+			v.Full, v.FullError = fullVersion(cmd.Context())
 			if output.json() {
 				return writeJSON(cmd.OutOrStdout(), v)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "ferry %s\n", v)
+			switch {
+			case v.Full != nil:
+				fmt.Fprintf(cmd.OutOrStdout(), "ferry-full %s\n", v.Full)
+			case v.FullError != "":
+				fmt.Fprintf(cmd.OutOrStdout(), "ferry-full: %s\n", v.FullError)
+			}
 			return nil
 		},
 	}

@@ -4,10 +4,12 @@
 package atomicfile
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 )
 
@@ -26,6 +28,16 @@ import (
 // such stale files: those it can lock are no one's. A live writer's are
 // left alone.
 func Write(path string, mode os.FileMode, write func(io.Writer) error) (size int64, err error) {
+	size, err = write1(path, mode, write)
+	var pe *os.PathError
+	if errors.As(err, &pe) && strings.Contains(filepath.Base(pe.Path), ".tmp-") {
+		// Name the file the user asked for, not the temporary one.
+		err = fmt.Errorf("write %s: %w", path, pe.Err)
+	}
+	return size, err
+}
+
+func write1(path string, mode os.FileMode, write func(io.Writer) error) (size int64, err error) {
 	// A rename would replace a device, a pipe or a folder (as root,
 	// `-o /dev/stdout` swapped the device for a regular file).
 	if fi, err := os.Stat(path); err == nil && !fi.Mode().IsRegular() {
