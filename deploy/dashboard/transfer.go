@@ -15,8 +15,8 @@ import (
 
 	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/deploy"
-	"github.com/ferrypkg/ferry/internal/scratch"
 	"github.com/ferrypkg/ferry/deploy/upload"
+	"github.com/ferrypkg/ferry/internal/scratch"
 )
 
 // registryView is the in-cluster registry: how it is reached, its
