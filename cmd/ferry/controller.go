@@ -23,6 +23,7 @@ import (
 	"github.com/ferrypkg/ferry/deploy/api/v1alpha1"
 	"github.com/ferrypkg/ferry/deploy/controller"
 	"github.com/ferrypkg/ferry/internal/cluster"
+	"github.com/ferrypkg/ferry/internal/redact"
 )
 
 // quietClients silences controller-runtime's logger, which the Package
@@ -43,7 +44,7 @@ func jsonLogger(cmd *cobra.Command, verbose bool) *slog.Logger {
 	if verbose {
 		level = slog.LevelDebug
 	}
-	return slog.New(slog.NewJSONHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
+	return slog.New(redact.Handler(slog.NewJSONHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level})))
 }
 
 func newControllerCmd() *cobra.Command {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/ferrypkg/ferry/internal/redact"
 	"github.com/ferrypkg/ferry/registry"
 )
 
@@ -116,7 +117,7 @@ func slogLogger(w io.Writer, level string) (*slog.Logger, error) {
 	default:
 		return nil, fmt.Errorf("--log-level %q: want off, error, warn, info or debug", level)
 	}
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l})), nil
+	return slog.New(redact.Handler(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l}))), nil
 }
 
 func runRegistryServe(ctx context.Context, stdout, stderr io.Writer, o registryServeOptions) error {

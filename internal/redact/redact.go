@@ -7,6 +7,9 @@
 package redact
 
 import (
+	"context"
+	"fmt"
+	"log/slog"
 	"net/url"
 	"regexp"
 	"strings"
@@ -79,3 +82,54 @@ type redacted struct{ err error }
 
 func (r redacted) Error() string { return Text(r.err.Error()) }
 func (r redacted) Unwrap() error { return r.err }
+
+// Handler returns h with every record's message and string, error and
+// Stringer attributes passed through Text: a server's log carries no
+// credential, whoever wrote the line.
+func Handler(h slog.Handler) slog.Handler { return handler{h} }
+
+type handler struct{ next slog.Handler }
+
+func (h handler) Enabled(ctx context.Context, l slog.Level) bool { return h.next.Enabled(ctx, l) }
+
+func (h handler) Handle(ctx context.Context, r slog.Record) error {
+	out := slog.NewRecord(r.Time, r.Level, Text(r.Message), r.PC)
+	r.Attrs(func(a slog.Attr) bool {
+		out.AddAttrs(attr(a))
+		return true
+	})
+	return h.next.Handle(ctx, out)
+}
+
+func (h handler) WithAttrs(as []slog.Attr) slog.Handler {
+	red := make([]slog.Attr, len(as))
+	for i, a := range as {
+		red[i] = attr(a)
+	}
+	return handler{h.next.WithAttrs(red)}
+}
+
+func (h handler) WithGroup(name string) slog.Handler { return handler{h.next.WithGroup(name)} }
+
+func attr(a slog.Attr) slog.Attr {
+	v := a.Value.Resolve()
+	switch v.Kind() {
+	case slog.KindString:
+		return slog.String(a.Key, Text(v.String()))
+	case slog.KindGroup:
+		g := v.Group()
+		red := make([]any, len(g))
+		for i, x := range g {
+			red[i] = attr(x)
+		}
+		return slog.Group(a.Key, red...)
+	case slog.KindAny:
+		switch x := v.Any().(type) {
+		case error:
+			return slog.String(a.Key, Text(x.Error()))
+		case fmt.Stringer:
+			return slog.String(a.Key, Text(x.String()))
+		}
+	}
+	return a
+}

@@ -1,6 +1,8 @@
 package redact
 
 import (
+	"errors"
+	"log/slog"
 	"strings"
 	"testing"
 )
@@ -30,5 +32,16 @@ func TestText(t *testing.T) {
 	}
 	if !strings.Contains(got, "service=git-upload-pack") || !strings.Contains(got, "github.com/o/r.git") {
 		t.Errorf("Text hid more than the secrets: %q", got)
+	}
+}
+
+func TestHandler(t *testing.T) {
+	var buf strings.Builder
+	log := slog.New(Handler(slog.NewTextHandler(&buf, nil))).With("origin", "https://u:p4ss@h/x")
+	log.Info("clone https://ghp_tok@github.com/o/r.git failed", "url", "https://a:s3cr3t@h/y", "err", errors.New("Get \"https://b:hunter2@h/z\": EOF"))
+	for _, secret := range []string{"p4ss", "ghp_tok", "s3cr3t", "hunter2"} {
+		if strings.Contains(buf.String(), secret) {
+			t.Errorf("the log shows %q: %s", secret, buf.String())
+		}
 	}
 }

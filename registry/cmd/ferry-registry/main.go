@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ferrypkg/ferry/internal/redact"
 	"github.com/ferrypkg/ferry/registry"
 )
 
@@ -59,7 +60,7 @@ func run(args []string) error {
 			return err
 		}
 	}
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	logger := slog.New(redact.Handler(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})))
 	srv, err := registry.New(context.WithoutCancel(ctx), cfg, registry.WithLogger(logger))
 	if err != nil {
 		return err
