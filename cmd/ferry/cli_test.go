@@ -132,10 +132,17 @@ func TestCLIVersion(t *testing.T) {
 	if v["goVersion"] != runtime.Version() || v["platform"] != runtime.GOOS+"/"+runtime.GOARCH || v["version"] == "" {
 		t.Errorf("version -o json: %s", out)
 	}
+	// version: the front's line, then the full binary's (the same build);
+	// --version: the front's.
 	text, _, _ := runFerry(t, t.TempDir(), "version")
 	flag, _, code := runFerry(t, t.TempDir(), "--version")
-	if code != 0 || text != flag || !strings.HasPrefix(text, "ferry ") || !strings.Contains(text, runtime.Version()) {
+	front, full, _ := strings.Cut(text, "\n")
+	if code != 0 || front+"\n" != flag || !strings.HasPrefix(text, "ferry ") || !strings.Contains(text, runtime.Version()) ||
+		full != "ferry-full "+strings.TrimPrefix(flag, "ferry ") {
 		t.Errorf("version %q, --version %q", text, flag)
+	}
+	if full, ok := v["full"].(map[string]any); !ok || full["goVersion"] != runtime.Version() {
+		t.Errorf("version -o json has no full binary's version: %s", out)
 	}
 }
 
