@@ -44,10 +44,11 @@ FERRY_BUILD   ?= $(shell { git rev-parse HEAD; git status --porcelain; git diff 
 ## ferry-sbom, beside them, is the helper `package create` runs for SBOMs:
 ## Syft, in a module of its own (sbomgen/go.mod), so that neither ferry
 ## binary (nor the agent's image, made from ferry-full) links it.
-FERRY_LDFLAGS = -s -w -X main.version=$(FERRY_VERSION) -X main.commit=$(FERRY_COMMIT) -X main.build=$(FERRY_BUILD)
+FERRY_VERSION_PKG := github.com/ferrypkg/ferry/cmd/ferry/internal/cli
+FERRY_LDFLAGS = -s -w -X $(FERRY_VERSION_PKG).version=$(FERRY_VERSION) -X $(FERRY_VERSION_PKG).commit=$(FERRY_COMMIT) -X $(FERRY_VERSION_PKG).build=$(FERRY_BUILD)
 build: injector
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='$(FERRY_LDFLAGS)' -o $(BIN)/ferry-full ./cmd/ferry
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='$(FERRY_LDFLAGS)' -tags ferryfront -o $(BIN)/ferry ./cmd/ferry
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='$(FERRY_LDFLAGS)' -o $(BIN)/ferry ./cmd/ferry/front
 	cd sbomgen && CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w' -o $(BIN)/ferry-sbom ./cmd/ferry-sbom
 	@for a in $(REGISTRY_ARCHES); do \
 	  CGO_ENABLED=0 GOOS=linux GOARCH=$$a $(GO) build -trimpath -ldflags='-s -w -buildid=' -o $(BIN)/ferry-registry-linux-$$a ./registry/cmd/ferry-registry || exit 1; \
@@ -120,7 +121,6 @@ demo: build
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt: $$out"; exit 1; fi
 	$(GO) vet ./...
-	$(GO) vet -tags ferryfront ./cmd/ferry
 	cd sbomgen && $(GO) vet ./...
 
 clean:

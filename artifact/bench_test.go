@@ -151,10 +151,10 @@ func buildFerry(b *testing.B) string {
 	}
 	dir := b.TempDir()
 	for _, args := range [][]string{
-		{"-o", filepath.Join(dir, "ferry-full")},
-		{"-tags", "ferryfront", "-o", filepath.Join(dir, "ferry")},
+		{"-o", filepath.Join(dir, "ferry-full"), "../cmd/ferry"},
+		{"-o", filepath.Join(dir, "ferry"), "../cmd/ferry/front"},
 	} {
-		args = append([]string{"build", "-trimpath", "-ldflags=-s -w"}, append(args, "../cmd/ferry")...)
+		args = append([]string{"build", "-trimpath", "-ldflags=-s -w"}, args...)
 		cmd := exec.Command("go", args...)
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if out, err := cmd.CombinedOutput(); err != nil {

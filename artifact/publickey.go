@@ -19,6 +19,7 @@ type PublicKey struct {
 	Name string
 	v    sigstore.Verifier
 	pub  crypto.PublicKey
+	pem  []byte
 }
 
 var _ Verifier = (*PublicKey)(nil)
@@ -33,6 +34,9 @@ func (k *PublicKey) VerifyPayload(payload, sig []byte) error {
 
 // PublicKey is the key.
 func (k *PublicKey) PublicKey() crypto.PublicKey { return k.pub }
+
+// PEM is the key as it was read (a cosign.pub file's bytes).
+func (k *PublicKey) PEM() []byte { return k.pem }
 
 // LoadPublicKey reads a PEM public key file (cosign.pub) for verification.
 // A private key or a damaged file is an ErrKey naming the file.
@@ -67,7 +71,7 @@ func parsePublicKey(name string, data []byte, block *pem.Block) (*PublicKey, err
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %w", ErrKey, name, err)
 	}
-	return &PublicKey{Name: name, v: v, pub: pub}, nil
+	return &PublicKey{Name: name, v: v, pub: pub, pem: data}, nil
 }
 
 // ReadKeyFile reads a PEM key file and its first block; an unreadable file

@@ -34,139 +34,34 @@ const DefaultTimeout = 5 * time.Minute
 // PhaseInstall reports a chart installed or a manifest bundle applied.
 const PhaseInstall = "install"
 
-// Options configure Deploy.
-type Options struct {
-	// Namespace is ferry's namespace; cluster.DefaultNamespace if empty.
-	Namespace string
-	// Kube reaches the cluster for Helm and server-side apply (a
-	// kubeconfig's flags); required when a selected component has charts or
-	// manifests.
-	Kube genericclioptions.RESTClientGetter
-	// Keys verify the package's signature; required unless
-	// InsecureSkipSignatureVerification.
-	Keys []artifact.Verifier
-	// InsecureSkipSignatureVerification deploys unsigned packages (every
-	// blob is still re-hashed).
-	InsecureSkipSignatureVerification bool
-	// Components selects components by name (required ones always come
-	// along); all of them when empty.
-	Components []string
-	// Set are chart values, KEY=VALUE as helm --set takes them, given to
-	// every chart deployed.
-	Set []string
-	// Timeout bounds the wait for each chart's and bundle's resources to be
-	// ready; DefaultTimeout if 0.
-	Timeout time.Duration
-	// Registry is where this process reaches the in-cluster registry
-	// (host:port, e.g. a tunnel's local address from package
-	// internal/reach); the registry's address on the nodes, which Pods pull
-	// from, if empty.
-	Registry string
-	// PushAttempts bounds the pushes of the images when the connection to
-	// the registry breaks (a tunnel that dropped and re-opened): each
-	// attempt skips the blobs the registry has by then.
-	// reach.DefaultAttempts if ≤ 0.
-	PushAttempts int
-	// Progress, if set, receives progress reports.
-	Progress artifact.ProgressFunc
-}
-
-// Deploy verifies a package, fail closed; pushes its images into the
-// in-cluster registry that `ferry init` set up — under their original
-// paths, by the digests the package recorded, skipping blobs already there;
-// installs or upgrades the charts of the selected components with Helm
-// (waiting for readiness, rolled back on failure) and applies their
-// manifests, every image rewritten to the in-cluster registry by digest;
-// removes what an earlier deploy of the package installed that this one
-// does not; and records the package for list, remove and the agent.
-//
-// Nothing is pushed or installed unless verification passed. When a chart
-// or bundle fails, the error says which and why; the record then keeps
-// the earlier version, plus whatever this deploy did install, so that
-// remove finds it.
-func Deploy(ctx context.Context, cs kubernetes.Interface, r *artifact.Reader, opts Options) (*Record, error) {
-	if opts.Namespace == "" {
-		opts.Namespace = cluster.DefaultNamespace
-	}
-	if _, err := selectComponents(r.Config(), opts.Components); err != nil {
-		return nil, err
-	}
-	values, err := ParseSet(opts.Set)
-	if err != nil {
-		return nil, err
-	}
-	if err := checkKube(r.Config(), opts.Components, opts.Kube); err != nil {
-		return nil, err
-	}
-	pushed, err := Push(ctx, cs, r, opts)
-	if err != nil {
-		return nil, err
-	}
-	rec, err := Install(ctx, cs, r.Config(), r.Root().Digest, InstallOptions{
-		Namespace: opts.Namespace, Kube: opts.Kube, Components: opts.Components, Values: values,
-		Timeout: opts.Timeout, Registry: opts.Registry, Progress: opts.Progress, BytesPushed: pushed.BytesPushed,
-	})
-	if err != nil {
-		return nil, err
-	}
-	rec.PushTook = pushed.Took
-	return rec, nil
-}
-
-// Pushed tells what Push uploaded.
+// Pushed tells what a deploy pushed.
 type Pushed struct {
 	*artifact.MirrorResult
 	// Took is how long the push took.
 	Took time.Duration `json:"-"`
 }
 
-// Push verifies a package fail closed (opts.Keys, or only its blobs with
-// opts.InsecureSkipSignatureVerification) and pushes it into the
-// in-cluster registry that `ferry init` set up: the package under its name
-// with its signatures, its images under their original paths by the
-// digests it recorded, skipping blobs already there. Nothing is pushed
-// unless verification passed. Install (or the Package controller) installs
-// it from there.
-func Push(ctx context.Context, cs kubernetes.Interface, r *artifact.Reader, opts Options) (*Pushed, error) {
-	if opts.Namespace == "" {
-		opts.Namespace = cluster.DefaultNamespace
-	}
-	switch {
-	case len(opts.Keys) > 0:
-		if _, err := artifact.Verify(ctx, r, "", artifact.VerifyOptions{Keys: opts.Keys, Progress: opts.Progress}); err != nil {
-			return nil, err
-		}
-	case opts.InsecureSkipSignatureVerification:
-		if _, err := artifact.Inspect(ctx, r, "", opts.Progress); err != nil {
-			return nil, err
-		}
-	default:
-		return nil, ErrUnsigned
-	}
-	return PushVerified(ctx, cs, r, opts)
-}
-
-// PushVerified is Push of a package the caller has just verified (the
-// agent's upload endpoint, which verifies against the keys the cluster
-// trusts): opts.Keys are not used.
-func PushVerified(ctx context.Context, cs kubernetes.Interface, r *artifact.Reader, opts Options) (*Pushed, error) {
-	if opts.Namespace == "" {
-		opts.Namespace = cluster.DefaultNamespace
-	}
-	_, push, cred, err := registryFor(ctx, cs, opts.Namespace, opts.Registry)
+// push pushes a verified package into the in-cluster registry that
+// `ferry init` set up: the package under its name with its signatures, its
+// images under their original paths by the digests it recorded, skipping
+// blobs already there. via is where this process reaches the registry
+// ("" for its address on the nodes); a broken connection is retried
+// attempts times.
+func push(ctx context.Context, cs kubernetes.Interface, r *artifact.Reader, ns, via string, attempts int, progress artifact.ProgressFunc) (*Pushed, error) {
+	_, host, cred, err := registryFor(ctx, cs, ns, via)
 	if err != nil {
 		return nil, err
 	}
-	remote := cluster.RegistryRemote(push, cred)
+	remote := cluster.RegistryRemote(host, cred)
 	start := time.Now()
 	var loaded *artifact.MirrorResult
-	err = reach.Retry(ctx, opts.PushAttempts, func() error {
+	err = reach.Retry(ctx, attempts, func() error {
 		var err error
-		loaded, err = artifact.Mirror(ctx, r, push, remote)
+		loaded, err = artifact.Mirror(ctx, r, host, remote)
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("push images to %s: %w", push, err)
+		return nil, fmt.Errorf("push images to %s: %w", host, err)
 	}
 	return &Pushed{MirrorResult: loaded, Took: time.Since(start)}, nil
 }

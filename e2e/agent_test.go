@@ -84,7 +84,7 @@ func TestAgent(t *testing.T) {
 
 	// Deploy a signed package holding docker.io/library/app:1.0.
 	r, pub := agentPackage(ctx, t, c)
-	rec, err := deploy.Deploy(ctx, c.Client, r, deploy.Options{Keys: []artifact.Verifier{pub}})
+	rec, err := deployPkg(ctx, c, r, deploy.Deploy{Keys: []*artifact.PublicKey{pub}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -345,7 +345,7 @@ func TestAgentCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	r, pub := agentPackage(ctx, t, c)
-	rec, err := deploy.Deploy(ctx, c.Client, r, deploy.Options{Keys: []artifact.Verifier{pub}})
+	rec, err := deployPkg(ctx, c, r, deploy.Deploy{Keys: []*artifact.PublicKey{pub}})
 	if err != nil {
 		t.Fatal(err)
 	}

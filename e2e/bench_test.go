@@ -111,7 +111,7 @@ func BenchmarkDeploy(b *testing.B) {
 		if rec, _ := st.Get(ctx, "e2e-bench"); rec != nil {
 			kube := genericclioptions.NewConfigFlags(true)
 			kube.KubeConfig = &c.Kubeconfig
-			if _, err := deploy.Remove(ctx, c.Client, "e2e-bench", deploy.RemoveOptions{Kube: kube}); err != nil {
+			if _, err := removePkg(ctx, c, "e2e-bench"); err != nil {
 				b.Errorf("remove: %v", err)
 			}
 		}
@@ -135,7 +135,7 @@ func BenchmarkDeploy(b *testing.B) {
 			b.Fatal(err)
 		}
 		start := time.Now()
-		rec, err := deploy.Deploy(ctx, c.Client, r, deploy.Options{Keys: []artifact.Verifier{pub}})
+		rec, err := deployPkg(ctx, c, r, deploy.Deploy{Keys: []*artifact.PublicKey{pub}})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -143,7 +143,7 @@ func BenchmarkDeploy(b *testing.B) {
 		craneTook = (craneTook + cranePush("bench/crane2")) / 2
 
 		start = time.Now()
-		again, err := deploy.Deploy(ctx, c.Client, r, deploy.Options{Keys: []artifact.Verifier{pub}})
+		again, err := deployPkg(ctx, c, r, deploy.Deploy{Keys: []*artifact.PublicKey{pub}})
 		if err != nil {
 			b.Fatal(err)
 		}

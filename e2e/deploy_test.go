@@ -48,11 +48,11 @@ func TestDeployImages(t *testing.T) {
 	}
 
 	// Fail closed: no key, a wrong key.
-	if _, err := deploy.Deploy(ctx, c.Client, r, deploy.Options{}); !errors.Is(err, deploy.ErrUnsigned) {
+	if _, err := deployPkg(ctx, c, r, deploy.Deploy{}); !errors.Is(err, deploy.ErrUnsigned) {
 		t.Fatalf("deploy without a key: %v", err)
 	}
 	_, otherPub := testKeys(t)
-	if _, err := deploy.Deploy(ctx, c.Client, r, deploy.Options{Keys: []artifact.Verifier{otherPub}}); !errors.Is(err, artifact.ErrSignature) {
+	if _, err := deployPkg(ctx, c, r, deploy.Deploy{Keys: []*artifact.PublicKey{otherPub}}); !errors.Is(err, artifact.ErrSignature) {
 		t.Fatalf("deploy with a wrong key: %v", err)
 	}
 	st := &deploy.State{Client: c.Client, Namespace: contract.DefaultNamespace}
@@ -61,7 +61,7 @@ func TestDeployImages(t *testing.T) {
 	}
 
 	start := time.Now()
-	rec, err := deploy.Deploy(ctx, c.Client, r, deploy.Options{Keys: []artifact.Verifier{pub}})
+	rec, err := deployPkg(ctx, c, r, deploy.Deploy{Keys: []*artifact.PublicKey{pub}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,4 +158,34 @@ func appPackageWith(ctx context.Context, t *testing.T, c *cluster.Cluster, name 
 		t.Fatal(err)
 	}
 	return pkg, pub
+}
+
+// deployPkg deploys r as `ferry deploy` does (deploy.Deploy.Run, which
+// applies its Package and waits for the controller), with the cluster's
+// clients, through the registry's address on the nodes unless d says.
+func deployPkg(ctx context.Context, c *cluster.Cluster, r *artifact.Reader, d deploy.Deploy) (*deploy.Record, error) {
+	pc, err := deploy.PackageClient(c.Config)
+	if err != nil {
+		return nil, err
+	}
+	d.Client, d.Packages = c.Client, pc
+	res, err := d.Run(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	return res.Record, nil
+}
+
+// removePkg removes a deployed package as `ferry remove` does: its Package
+// deleted, what the controller removed reported.
+func removePkg(ctx context.Context, c *cluster.Cluster, name string) (*deploy.RemoveResult, error) {
+	pc, err := deploy.PackageClient(c.Config)
+	if err != nil {
+		return nil, err
+	}
+	res, ok, err := deploy.RemovePackage(ctx, pc, contract.DefaultNamespace, name)
+	if err == nil && !ok {
+		err = fmt.Errorf("no Package %s", name)
+	}
+	return res, err
 }

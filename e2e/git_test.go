@@ -148,9 +148,9 @@ components:
 
 	// GitOps sources: the agent points them at the copies.
 	dyn := stubSourceCRDs(ctx, t, c)
-	gitRepos := dyn.Resource(schema.GroupVersionResource{Group: agent.FluxGroup, Version: "v1", Resource: "gitrepositories"}).Namespace(ns)
+	gitRepos := dyn.Resource(schema.GroupVersionResource{Group: contract.FluxGroup, Version: "v1", Resource: "gitrepositories"}).Namespace(ns)
 	obj := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": agent.FluxGroup + "/v1", "kind": "GitRepository", "metadata": map[string]any{"name": "fleet"},
+		"apiVersion": contract.FluxGroup + "/v1", "kind": "GitRepository", "metadata": map[string]any{"name": "fleet"},
 		"spec": map[string]any{"url": "ssh://git@git.example.com/org/fleet", "interval": "1m", "ref": map[string]any{"branch": "main"}},
 	}}
 	got, err := gitRepos.Create(ctx, obj, metav1.CreateOptions{})
@@ -176,9 +176,9 @@ components:
 	} else {
 		t.Logf("refused: %v", err)
 	}
-	ociRepos := dyn.Resource(schema.GroupVersionResource{Group: agent.FluxGroup, Version: "v1", Resource: "ocirepositories"}).Namespace(ns)
+	ociRepos := dyn.Resource(schema.GroupVersionResource{Group: contract.FluxGroup, Version: "v1", Resource: "ocirepositories"}).Namespace(ns)
 	got, err = ociRepos.Create(ctx, &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": agent.FluxGroup + "/v1", "kind": "OCIRepository", "metadata": map[string]any{"name": "fleet"},
+		"apiVersion": contract.FluxGroup + "/v1", "kind": "OCIRepository", "metadata": map[string]any{"name": "fleet"},
 		"spec": map[string]any{"url": "oci://git.example.com/org/fleet", "interval": "1m"},
 	}}, metav1.CreateOptions{})
 	if err != nil {
@@ -187,9 +187,9 @@ components:
 	if dg, _, _ := unstructured.NestedString(got.Object, "spec", "ref", "digest"); dg != carried.Digest.String() {
 		t.Errorf("OCIRepository ref.digest %q, want %s", dg, carried.Digest)
 	}
-	apps := dyn.Resource(schema.GroupVersionResource{Group: agent.ArgoGroup, Version: "v1alpha1", Resource: "applications"}).Namespace(ns)
+	apps := dyn.Resource(schema.GroupVersionResource{Group: contract.ArgoGroup, Version: "v1alpha1", Resource: "applications"}).Namespace(ns)
 	got, err = apps.Create(ctx, &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": agent.ArgoGroup + "/v1alpha1", "kind": "Application", "metadata": map[string]any{"name": "fleet"},
+		"apiVersion": contract.ArgoGroup + "/v1alpha1", "kind": "Application", "metadata": map[string]any{"name": "fleet"},
 		"spec": map[string]any{"source": map[string]any{"repoURL": url, "path": "apps", "targetRevision": "main"}},
 	}}, metav1.CreateOptions{})
 	if err != nil {
@@ -314,9 +314,9 @@ func stubSourceCRDs(ctx context.Context, t *testing.T, c *cluster.Cluster) dynam
 	}
 	yes := true
 	for _, crd := range []struct{ group, version, kind, plural string }{
-		{agent.FluxGroup, "v1", "GitRepository", "gitrepositories"},
-		{agent.FluxGroup, "v1", "OCIRepository", "ocirepositories"},
-		{agent.ArgoGroup, "v1alpha1", "Application", "applications"},
+		{contract.FluxGroup, "v1", "GitRepository", "gitrepositories"},
+		{contract.FluxGroup, "v1", "OCIRepository", "ocirepositories"},
+		{contract.ArgoGroup, "v1alpha1", "Application", "applications"},
 	} {
 		obj := &apiextensionsv1.CustomResourceDefinition{
 			ObjectMeta: metav1.ObjectMeta{Name: crd.plural + "." + crd.group},
@@ -342,8 +342,8 @@ func stubSourceCRDs(ctx context.Context, t *testing.T, c *cluster.Cluster) dynam
 	// The API server serves a new CRD a moment after it is created.
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		_, err := dyn.Resource(schema.GroupVersionResource{Group: agent.ArgoGroup, Version: "v1alpha1", Resource: "applications"}).List(ctx, metav1.ListOptions{})
-		_, err2 := dyn.Resource(schema.GroupVersionResource{Group: agent.FluxGroup, Version: "v1", Resource: "ocirepositories"}).List(ctx, metav1.ListOptions{})
+		_, err := dyn.Resource(schema.GroupVersionResource{Group: contract.ArgoGroup, Version: "v1alpha1", Resource: "applications"}).List(ctx, metav1.ListOptions{})
+		_, err2 := dyn.Resource(schema.GroupVersionResource{Group: contract.FluxGroup, Version: "v1", Resource: "ocirepositories"}).List(ctx, metav1.ListOptions{})
 		if err == nil && err2 == nil {
 			return dyn
 		}

@@ -194,13 +194,11 @@ func TestDeployChartsAndManifests(t *testing.T) {
 	st := &deploy.State{Client: c.Client, Namespace: contract.DefaultNamespace}
 	t.Cleanup(func() {
 		ctx := context.Background()
-		if rec, _ := st.Get(ctx, "e2e-helm"); rec != nil {
-			_, _ = deploy.Remove(ctx, c.Client, "e2e-helm", deploy.RemoveOptions{Kube: kube})
-		}
+		_, _ = removePkg(ctx, c, "e2e-helm")
 		_ = c.Client.CoreV1().Namespaces().Delete(ctx, helmNS, metav1.DeleteOptions{})
 	})
 	priv, pub := testKeys(t)
-	keys := []artifact.Verifier{pub}
+	keys := []*artifact.PublicKey{pub}
 	open := func(p string) *artifact.Reader {
 		r, err := artifact.Open(ctx, p)
 		if err != nil {
@@ -212,7 +210,7 @@ func TestDeployChartsAndManifests(t *testing.T) {
 	// v1: install.
 	v1, d1 := helmPackage(ctx, t, c, "1.0.0", "one", artifact.FormatTarZstd, priv)
 	start := time.Now()
-	rec, err := deploy.Deploy(ctx, c.Client, open(v1), deploy.Options{Kube: kube, Keys: keys, Timeout: 2 * time.Minute})
+	rec, err := deployPkg(ctx, c, open(v1), deploy.Deploy{Keys: keys, Timeout: 2 * time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -235,7 +233,7 @@ func TestDeployChartsAndManifests(t *testing.T) {
 		t.Fatal("v2's app image has v1's digest")
 	}
 	start = time.Now()
-	rec, err = deploy.Deploy(ctx, c.Client, open(v2), deploy.Options{Kube: kube, Keys: keys, Timeout: 2 * time.Minute})
+	rec, err = deployPkg(ctx, c, open(v2), deploy.Deploy{Keys: keys, Timeout: 2 * time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -269,12 +267,12 @@ func TestDeployChartsAndManifests(t *testing.T) {
 	// or installed.
 	v3, d3 := helmPackage(ctx, t, c, "1.2.0", "three", artifact.FormatTar, priv)
 	flipLayerByte(t, v3)
-	if _, err := deploy.Deploy(ctx, c.Client, open(v3), deploy.Options{Kube: kube, Keys: keys}); !errors.Is(err, artifact.ErrCorrupt) {
+	if _, err := deployPkg(ctx, c, open(v3), deploy.Deploy{Keys: keys}); !errors.Is(err, artifact.ErrCorrupt) {
 		t.Fatalf("deploy of a tampered package: %v", err)
 	}
 	_, otherPub := testKeys(t)
 	v3ok, _ := helmPackage(ctx, t, c, "1.2.0", "three", artifact.FormatTar, priv)
-	if _, err := deploy.Deploy(ctx, c.Client, open(v3ok), deploy.Options{Kube: kube, Keys: []artifact.Verifier{otherPub}}); !errors.Is(err, artifact.ErrSignature) {
+	if _, err := deployPkg(ctx, c, open(v3ok), deploy.Deploy{Keys: []*artifact.PublicKey{otherPub}}); !errors.Is(err, artifact.ErrSignature) {
 		t.Fatalf("deploy with a wrong key: %v", err)
 	}
 	if code := registryStatus(ctx, t, c, "library/app", d3["docker.io/library/app:1.0"]); code != http.StatusNotFound {
@@ -286,11 +284,11 @@ func TestDeployChartsAndManifests(t *testing.T) {
 
 	// Unchanged redeploys: the first upgrades back from the rollback's
 	// values, the next pushes nothing and installs nothing.
-	if _, err := deploy.Deploy(ctx, c.Client, open(v2), deploy.Options{Kube: kube, Keys: keys, Timeout: 2 * time.Minute}); err != nil {
+	if _, err := deployPkg(ctx, c, open(v2), deploy.Deploy{Keys: keys, Timeout: 2 * time.Minute}); err != nil {
 		t.Fatal(err)
 	}
 	start = time.Now()
-	rec, err = deploy.Deploy(ctx, c.Client, open(v2), deploy.Options{Kube: kube, Keys: keys, Timeout: 2 * time.Minute})
+	rec, err = deployPkg(ctx, c, open(v2), deploy.Deploy{Keys: keys, Timeout: 2 * time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -302,7 +300,7 @@ func TestDeployChartsAndManifests(t *testing.T) {
 
 	// remove: releases, objects, images and the record go; storage shrinks.
 	start = time.Now()
-	res, err := deploy.Remove(ctx, c.Client, "e2e-helm", deploy.RemoveOptions{Kube: kube})
+	res, err := removePkg(ctx, c, "e2e-helm")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -332,7 +330,7 @@ func TestDeployChartsAndManifests(t *testing.T) {
 		t.Fatalf("record after remove: %+v", got)
 	}
 	// The registry serves again after its restart: the package goes back in.
-	if rec, err = deploy.Deploy(ctx, c.Client, open(v1), deploy.Options{Kube: kube, Keys: keys, Timeout: 2 * time.Minute}); err != nil {
+	if rec, err = deployPkg(ctx, c, open(v1), deploy.Deploy{Keys: keys, Timeout: 2 * time.Minute}); err != nil {
 		t.Fatalf("deploy after remove: %v", err)
 	}
 	assertRunning(ctx, t, c, "app", "library/app", d1["docker.io/library/app:1.0"])

@@ -14,12 +14,12 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"oras.land/oras-go/v2"
 	"oras.land/oras-go/v2/registry/remote"
 	"oras.land/oras-go/v2/registry/remote/auth"
@@ -29,6 +29,7 @@ import (
 	"github.com/ferrypkg/ferry/deploy"
 	"github.com/ferrypkg/ferry/deploy/agent"
 	"github.com/ferrypkg/ferry/deploy/api/v1alpha1"
+	"github.com/ferrypkg/ferry/deploy/install"
 	"github.com/ferrypkg/ferry/e2e/internal/cluster"
 	"github.com/ferrypkg/ferry/e2e/internal/mkimg"
 	"github.com/ferrypkg/ferry/inject"
@@ -234,10 +235,10 @@ func resetFerry(ctx context.Context, t *testing.T, c *cluster.Cluster) {
 	t.Helper()
 	ns := contract.DefaultNamespace
 	// The controller first, so that it does not put a finalizer back.
-	if err := c.Client.AppsV1().Deployments(ns).Delete(ctx, agent.ControllerName, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+	if err := c.Client.AppsV1().Deployments(ns).Delete(ctx, contract.ControllerName, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 		t.Fatal(err)
 	}
-	if err := waitNoPods(ctx, c, ns, "app.kubernetes.io/name="+agent.ControllerName); err != nil {
+	if err := waitNoPods(ctx, c, ns, "app.kubernetes.io/name="+contract.ControllerName); err != nil {
 		t.Fatal(err)
 	}
 	dropPackageFinalizers(ctx, t, c, ns)
@@ -422,25 +423,17 @@ func isUnauthorized(err error) bool {
 	return errors.As(err, &e) && e.StatusCode == http.StatusUnauthorized
 }
 
-// initFerry does what ferry init does: the registry's bootstrap, then the
-// agent's installation, reported as the step "agent".
+// initFerry runs what ferry init runs (install.Init): the registry's
+// bootstrap, its image, the agent (whose controller resyncs every 20 s
+// here, for TestPackageResource's drift) and the migration.
 func initFerry(ctx context.Context, c *cluster.Cluster, opts inject.InitOptions) (*inject.InitResult, *agent.InstallResult, error) {
-	res, err := inject.Init(ctx, c.Client, opts)
+	kube := genericclioptions.NewConfigFlags(true)
+	kube.KubeConfig = &c.Kubeconfig
+	in := &install.Init{Client: c.Client, Config: c.Config, Kube: kube, Registry: opts, Progress: opts.Progress,
+		Agent: agent.InstallOptions{ControllerResync: 20 * time.Second}}
+	res, err := in.Run(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
-	start := time.Now()
-	ext, err := apiextensionsclient.NewForConfig(c.Config)
-	if err != nil {
-		return nil, nil, err
-	}
-	// The Package controller resyncs often, for TestPackageResource's drift.
-	installed, err := agent.Install(ctx, c.Client, agent.InstallOptions{Namespace: opts.Namespace, BinDir: opts.BinDir, WaitTimeout: opts.WaitTimeout, Extensions: ext, ControllerResync: 20 * time.Second})
-	if err != nil {
-		return nil, nil, &inject.StepError{Step: "agent", Err: err}
-	}
-	if opts.Progress != nil {
-		opts.Progress(inject.Step{Name: "agent", Detail: installed.String(), Took: time.Since(start)})
-	}
-	return res, installed, nil
+	return res.InitResult, res.Installed, nil
 }

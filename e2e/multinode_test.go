@@ -758,7 +758,7 @@ func pushResumes(ctx context.Context, t *testing.T, c *cluster.Cluster) {
 	}
 	slow := pacedProxy(ctx, t, ep.Host, 12<<20)
 	start := time.Now()
-	rec, err := deploy.Deploy(ctx, c.Client, r, deploy.Options{Keys: []artifact.Verifier{pub}, Registry: slow, Progress: progress})
+	rec, err := deployPkg(ctx, c, r, deploy.Deploy{Keys: []*artifact.PublicKey{pub}, Registry: slow, Progress: progress})
 	if err != nil {
 		t.Fatalf("deploy while the registry Pod restarted: %v (tunnel: %v)", err, ep.Err())
 	}

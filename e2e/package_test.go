@@ -31,7 +31,6 @@ import (
 	"github.com/ferrypkg/ferry/artifact/chart"
 	"github.com/ferrypkg/ferry/artifact/key"
 	"github.com/ferrypkg/ferry/deploy"
-	"github.com/ferrypkg/ferry/deploy/agent"
 	"github.com/ferrypkg/ferry/deploy/api/v1alpha1"
 	"github.com/ferrypkg/ferry/e2e/internal/cluster"
 	"github.com/ferrypkg/ferry/e2e/internal/mkimg"
@@ -134,7 +133,14 @@ func pushed(ctx context.Context, t *testing.T, c *cluster.Cluster, pkg string, k
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := deploy.Push(ctx, c.Client, r, deploy.Options{Keys: keys}); err != nil {
+	if _, err := artifact.Verify(ctx, r, "", artifact.VerifyOptions{Keys: keys}); err != nil {
+		t.Fatal(err)
+	}
+	host, cred, err := deploy.RegistryAccess(ctx, c.Client, contract.DefaultNamespace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := artifact.Mirror(ctx, r, host, contract.RegistryRemote(host, cred)); err != nil {
 		t.Fatal(err)
 	}
 	return r.Root().Digest.String()
@@ -433,7 +439,8 @@ func TestPackageResource(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rec, err := deploy.Deploy(ctx, c.Client, r, deploy.Options{Kube: kube, Keys: []artifact.Verifier{pub}, Set: []string{"greeting=bonjour"}})
+		pushed(ctx, t, c, old, pub)
+		rec, err := deploy.Install(ctx, c.Client, r.Config(), r.Root().Digest, deploy.InstallOptions{Kube: kube, Values: map[string]any{"greeting": "bonjour"}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -723,7 +730,7 @@ func packageTable(ctx context.Context, t *testing.T, c *cluster.Cluster) string 
 
 func controllerPod(ctx context.Context, t *testing.T, c *cluster.Cluster) string {
 	t.Helper()
-	pods, err := c.Client.CoreV1().Pods(contract.DefaultNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=" + agent.ControllerName})
+	pods, err := c.Client.CoreV1().Pods(contract.DefaultNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=" + contract.ControllerName})
 	if err != nil || len(pods.Items) == 0 {
 		t.Fatalf("controller pods: %v (%d)", err, len(pods.Items))
 	}

@@ -66,7 +66,7 @@ func BenchmarkTunnel(b *testing.B) {
 		kube := genericclioptions.NewConfigFlags(true)
 		kube.KubeConfig = &c.Kubeconfig
 		for _, n := range []string{"e2e-bench-nodeport", "e2e-bench-tunnel", "e2e-bench-kubectl"} {
-			if _, err := deploy.Remove(context.Background(), c.Client, n, deploy.RemoveOptions{Kube: kube}); err != nil {
+			if _, err := removePkg(context.Background(), c, n); err != nil {
 				b.Errorf("remove %s: %v", n, err)
 			}
 		}
@@ -76,7 +76,7 @@ func BenchmarkTunnel(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		rec, err := deploy.Deploy(ctx, c.Client, r, deploy.Options{Keys: []artifact.Verifier{pub}, Registry: host})
+		rec, err := deployPkg(ctx, c, r, deploy.Deploy{Keys: []*artifact.PublicKey{pub}, Registry: host})
 		if err != nil {
 			b.Fatal(err)
 		}

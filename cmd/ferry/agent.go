@@ -1,5 +1,3 @@
-//go:build !ferryfront
-
 package main
 
 import (
@@ -89,7 +87,7 @@ Outside a Pod, --kubeconfig (or $KUBECONFIG) names the cluster.`,
 	f.StringVar(&pullSecret, "pull-secret", cluster.PullSecretName, "the registry pull secret in ferry's namespace, added to Pods")
 	f.StringVar(&certFile, "tls-cert", "", "serving certificate (PEM)")
 	f.StringVar(&keyFile, "tls-key", "", "serving key (PEM)")
-	f.StringVar(&addr, "addr", agent.DefaultAddr, "address to serve HTTPS on ("+agent.PathMutate+", "+agent.PathHealth+")")
+	f.StringVar(&addr, "addr", agent.DefaultAddr, "address to serve HTTPS on ("+cluster.AgentPathMutate+", "+cluster.AgentPathHealth+")")
 	f.StringVar(&uploadDir, "upload-dir", "", "where uploaded packages are spooled while verified and pushed (default: the temporary directory)")
 	f.Int64Var(&uploadMax, "upload-max-bytes", 0, "refuse uploads larger than this (0: no bound but the disk's)")
 	f.BoolVar(&requireKnown, "require-known", false, "refuse Pods with an image in no deployed package")
@@ -132,6 +130,6 @@ func sourceRewriter(ctx context.Context, cs kubernetes.Interface, state *deploy.
 	if err != nil {
 		return nil, err
 	}
-	s.GitBase = agent.GitBaseURL(git)
+	s.GitBase = cluster.GitBaseURL(git)
 	return s, nil
 }

@@ -1,5 +1,3 @@
-//go:build !ferryfront
-
 package main
 
 import (

@@ -1,5 +1,3 @@
-//go:build !ferryfront
-
 package main
 
 import (
@@ -19,7 +17,6 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/ferrypkg/ferry/deploy"
-	"github.com/ferrypkg/ferry/deploy/agent"
 	"github.com/ferrypkg/ferry/deploy/api/v1alpha1"
 	"github.com/ferrypkg/ferry/deploy/controller"
 	"github.com/ferrypkg/ferry/internal/cluster"
@@ -59,7 +56,7 @@ func newControllerCmd() *cobra.Command {
 		Use:   "controller",
 		Short: "Run the controller that keeps Package objects installed (in the cluster; init deploys it)",
 		Long: `Run ferry's Package controller. ` + "`ferry init`" + ` deploys it in the ferry
-namespace (Deployment ` + agent.ControllerName + `) from ferry's own image.
+namespace (Deployment ` + cluster.ControllerName + `) from ferry's own image.
 
 Each Package (ferry.dev/v1alpha1) of ferry's namespace names a package in the
 in-cluster registry by digest. The controller verifies its signature with
@@ -93,7 +90,7 @@ Outside a Pod, --kubeconfig (or $KUBECONFIG) names the cluster.`,
 				Metrics:                       metricsserver.Options{BindAddress: "0"},
 				HealthProbeBindAddress:        health,
 				LeaderElection:                leaderElect,
-				LeaderElectionID:              agent.ControllerName,
+				LeaderElectionID:              cluster.ControllerName,
 				LeaderElectionNamespace:       namespace,
 				LeaderElectionReleaseOnCancel: true,
 			})
@@ -124,7 +121,7 @@ Outside a Pod, --kubeconfig (or $KUBECONFIG) names the cluster.`,
 	f.StringVar(&health, "health-addr", ":8081", "address of /healthz and /readyz (0 for none)")
 	f.StringVar(&registry, "registry", "", "where the controller reaches the in-cluster registry, host:port (default: the registry Service's cluster IP)")
 	f.DurationVar(&resync, "resync", controller.DefaultResync, "how often an unchanged Package is checked again (drift)")
-	f.BoolVar(&leaderElect, "leader-elect", true, "run only while holding the Lease "+agent.ControllerName+" (one controller at a time)")
+	f.BoolVar(&leaderElect, "leader-elect", true, "run only while holding the Lease "+cluster.ControllerName+" (one controller at a time)")
 	f.BoolVarP(&verbose, "verbose", "v", false, "debug logs")
 	return cmd
 }

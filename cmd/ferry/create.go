@@ -1,5 +1,3 @@
-//go:build !ferryfront
-
 package main
 
 import (
@@ -13,6 +11,7 @@ import (
 	"github.com/ferrypkg/ferry/artifact/chart"
 	"github.com/ferrypkg/ferry/artifact/gitrepo"
 	"github.com/ferrypkg/ferry/artifact/sbomexec"
+	"github.com/ferrypkg/ferry/cmd/ferry/internal/cli"
 )
 
 func newCreateCmd() *cobra.Command {
@@ -20,9 +19,9 @@ func newCreateCmd() *cobra.Command {
 		format, signKey string
 		sbomOn          bool
 		sbomFormat      string
-		remote          remoteFlags
-		file            fileFlag
-		output          = outputFlag{writesFile: true}
+		remote          cli.RemoteFlags
+		file            cli.FileFlag
+		output          = cli.OutputFlag{WritesFile: true}
 	)
 	cmd := &cobra.Command{
 		Use:   "create [DIR|ferry.yaml]",
@@ -42,7 +41,7 @@ helpers (git credential fill, never a prompt); SSH uses the SSH agent and
 ~/.ssh/known_hosts. None of them is written into the package.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := output.validate(); err != nil {
+			if err := output.Validate(); err != nil {
 				return err
 			}
 			switch format {
@@ -50,7 +49,7 @@ helpers (git credential fill, never a prompt); SSH uses the SSH agent and
 			default:
 				return fmt.Errorf("--format must be tar or tar.zst, not %q", format)
 			}
-			if err := file.validate(artifact.Format(format)); err != nil {
+			if err := file.Validate(artifact.Format(format)); err != nil {
 				return err
 			}
 			src := "."
@@ -74,7 +73,7 @@ helpers (git credential fill, never a prompt); SSH uses the SSH agent and
 			if err != nil {
 				return err
 			}
-			ro, err := remote.options(cmd, "")
+			ro, err := remote.Options(cmd, "")
 			if err != nil {
 				return err
 			}
@@ -82,7 +81,7 @@ helpers (git credential fill, never a prompt); SSH uses the SSH agent and
 			if err != nil {
 				return err
 			}
-			opts := artifact.CreateOptions{Charts: chart.Packager{}, SBOM: gen, Git: gitrepo.Fetcher{}, Output: file.path, Format: artifact.Format(format), Remote: ro, Epoch: epoch}
+			opts := artifact.CreateOptions{Charts: chart.Packager{}, SBOM: gen, Git: gitrepo.Fetcher{}, Output: file.Path, Format: artifact.Format(format), Remote: ro, Epoch: epoch}
 			if opts.Output == "" && opts.Format != "" {
 				opts.Output = def.Metadata.Name + "-" + def.Metadata.Version + opts.Format.Ext()
 			}
@@ -91,33 +90,33 @@ helpers (git credential fill, never a prompt); SSH uses the SSH agent and
 					return err
 				}
 			}
-			progress, done := newProgress(cmd)
+			progress, done := cli.NewProgress(cmd)
 			opts.Progress = progress
 			res, err := artifact.Create(cmd.Context(), def, opts)
 			done()
 			if err != nil {
 				return err
 			}
-			if output.json() {
-				return writeJSON(cmd.OutOrStdout(), map[string]any{
+			if output.JSON() {
+				return cli.WriteJSON(cmd.OutOrStdout(), map[string]any{
 					"path": res.Path, "root": res.Root.Digest, "name": res.Config.Name, "version": res.Config.Version,
 					"size": res.Size, "blobs": res.Blobs, "signed": signKey != "", "repositories": repositoriesOf(res.Config),
 				})
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "created %s (%s %s, %s, %d blobs)\nroot %s\n", res.Path, res.Config.Name, res.Config.Version, humanBytes(res.Size), res.Blobs, res.Root.Digest)
+			fmt.Fprintf(cmd.OutOrStdout(), "created %s (%s %s, %s, %d blobs)\nroot %s\n", res.Path, res.Config.Name, res.Config.Version, cli.HumanBytes(res.Size), res.Blobs, res.Root.Digest)
 			for _, g := range repositoriesOf(res.Config) {
 				fmt.Fprintf(cmd.OutOrStdout(), "git %s at %s\n", g.URL, g.Revision)
 			}
 			return nil
 		},
 	}
-	file.register(cmd, "archive to write (default <name>-<version>.tar.zst)")
+	file.Register(cmd, "archive to write (default <name>-<version>.tar.zst)")
 	cmd.Flags().StringVar(&format, "format", "", "archive format: tar.zst or tar (default from the file name; a contradicting extension is an error)")
-	remote.registerTLS(cmd)
+	remote.RegisterTLS(cmd)
 	cmd.Flags().StringVar(&signKey, "sign-key", "", "cosign private key to sign the package with")
 	cmd.Flags().BoolVar(&sbomOn, "sbom", true, "make an SBOM of every image platform (Syft; --sbom=false is faster; default: ferry.yaml's sbom.enabled, else true)")
 	cmd.Flags().StringVar(&sbomFormat, "sbom-format", "", "SBOM format: spdx-json or cyclonedx-json (default: ferry.yaml's sbom.format, else spdx-json)")
-	output.register(cmd)
+	output.Register(cmd)
 	return cmd
 }
 
@@ -144,5 +143,5 @@ func sbomGenerator(def *artifact.Definition) (artifact.SBOMGenerator, error) {
 	if err != nil {
 		return nil, err
 	}
-	return sbomexec.Generator{Path: helper, ToolVersion: currentVersion().Version}, nil
+	return sbomexec.Generator{Path: helper, ToolVersion: cli.CurrentVersion().Version}, nil
 }

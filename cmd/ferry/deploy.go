@@ -1,13 +1,8 @@
-//go:build !ferryfront
-
 package main
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -16,31 +11,30 @@ import (
 
 	"github.com/opencontainers/go-digest"
 	"github.com/spf13/cobra"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/cmd/ferry/internal/cli"
 	"github.com/ferrypkg/ferry/deploy"
-	"github.com/ferrypkg/ferry/deploy/agent"
 	"github.com/ferrypkg/ferry/deploy/api/v1alpha1"
 	"github.com/ferrypkg/ferry/internal/cluster"
 	"github.com/ferrypkg/ferry/internal/reach"
 	"github.com/ferrypkg/ferry/internal/scratch"
 )
 
-// listed is one package ferry list shows: a Package, or a record that no
-// Package holds (deployed by an earlier ferry and not migrated yet, or by
-// the deploy library).
+// listed is one package ferry list shows: a Package of ferry's namespace
+// (every deploy applies one; `ferry init` migrates what an earlier ferry
+// recorded without one).
 type listed struct {
 	Name       string        `json:"name"`
 	Version    string        `json:"version"`
 	Root       digest.Digest `json:"root"`
 	Components []string      `json:"components"`
-	// Package tells that a Package object holds it; Ready, Reason and
-	// Message are its Ready condition.
+	// Package is always true (kept for the scripts that read it); Ready,
+	// Reason and Message are its Ready condition.
 	Package bool   `json:"package"`
 	Ready   string `json:"ready,omitempty"`
 	Reason  string `json:"reason,omitempty"`
@@ -50,7 +44,7 @@ type listed struct {
 func newListCmd() *cobra.Command {
 	var (
 		kube      kubeFlags
-		output    outputFlag
+		output    cli.OutputFlag
 		namespace string
 	)
 	cmd := &cobra.Command{
@@ -58,7 +52,7 @@ func newListCmd() *cobra.Command {
 		Short: "List the packages deployed in the cluster (its Packages)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := output.validate(); err != nil {
+			if err := output.Validate(); err != nil {
 				return err
 			}
 			cs, cfg, err := kube.clientConfig()
@@ -73,16 +67,14 @@ func newListCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if output.json() {
-				return writeJSON(cmd.OutOrStdout(), items)
+			if output.JSON() {
+				return cli.WriteJSON(cmd.OutOrStdout(), items)
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "NAME\tVERSION\tREADY\tROOT\tCOMPONENTS")
 			for _, p := range items {
 				ready := p.Ready
-				if !p.Package {
-					ready = "- (no Package: run ferry init)"
-				} else if p.Ready != string(metav1.ConditionTrue) && p.Reason != "" {
+				if p.Ready != string(metav1.ConditionTrue) && p.Reason != "" {
 					ready += " " + p.Reason
 				}
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", p.Name, p.Version, ready, p.Root, strings.Join(p.Components, ","))
@@ -91,13 +83,13 @@ func newListCmd() *cobra.Command {
 		},
 	}
 	kube.register(cmd)
-	output.register(cmd)
+	output.Register(cmd)
 	cmd.Flags().StringVarP(&namespace, "namespace", "n", cluster.DefaultNamespace, "ferry's namespace")
 	return cmd
 }
 
-// listPackages lists the Packages of ferry's namespace, and the records
-// no Package holds, by name.
+// listPackages lists the Packages of ferry's namespace by name, each with
+// the components the controller installed.
 func listPackages(ctx context.Context, cs kubernetes.Interface, pc client.Client, ns string) ([]listed, error) {
 	recs, err := (&deploy.State{Client: cs, Namespace: ns}).List(ctx)
 	if err != nil {
@@ -118,23 +110,26 @@ func listPackages(ctx context.Context, cs kubernetes.Interface, pc client.Client
 		}
 		out = append(out, l)
 	}
-	for _, r := range recs {
-		if !slices.ContainsFunc(out, func(l listed) bool { return l.Name == r.Name }) {
-			out = append(out, listed{Name: r.Name, Version: r.Version, Root: r.Root, Components: r.Components})
-		}
-	}
 	slices.SortFunc(out, func(a, b listed) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil
+}
+
+// deployFlags are what deploy (and deploy --via-agent) ask of the cluster.
+type deployFlags struct {
+	components []string
+	set        []string
+	timeout    time.Duration
+	insecure   bool
 }
 
 func newDeployCmd() *cobra.Command {
 	var (
 		kube      kubeFlags
-		output    outputFlag
+		output    cli.OutputFlag
 		keys      []string
-		opts      deploy.Options
+		flags     deployFlags
 		namespace string
-		remote    remoteFlags
+		remote    cli.RemoteFlags
 		via       viaFlag
 		wait      bool
 		viaAgent  bool
@@ -174,17 +169,21 @@ ferry's namespace, verifies the package against the keys the cluster trusts
 applies its Package. --key then verifies it here as well, first.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := output.validate(); err != nil {
+			if err := output.Validate(); err != nil {
 				return err
 			}
 			if viaAgent {
-				return deployViaAgent(cmd, &kube, output, args[0], namespace, keys, opts, wait)
+				return deployViaAgent(cmd, &kube, output, args[0], namespace, keys, flags, wait)
 			}
-			if len(keys) == 0 && !opts.InsecureSkipSignatureVerification {
+			if len(keys) == 0 && !flags.insecure {
 				return deploy.ErrUnsigned
 			}
-			var err error
-			if opts.Keys, err = loadVerifyKeys(keys); err != nil {
+			pubs, err := cli.LoadPublicKeys(keys)
+			if err != nil {
+				return err
+			}
+			values, err := deploy.ParseSet(flags.set)
+			if err != nil {
 				return err
 			}
 			if _, err := via.parse(); err != nil {
@@ -194,14 +193,35 @@ applies its Package. --key then verifies it here as well, first.`,
 			if err != nil {
 				return err
 			}
-			progress, done := newProgress(cmd)
+			pc, err := packageClient(cfg)
+			if err != nil {
+				return err
+			}
+			progress, done := cli.NewProgress(cmd)
 			defer done()
-			path, ref, err := parseSource(args[0])
+			out := cmd.OutOrStdout()
+			d := &deploy.Deploy{
+				Client: cs, Packages: pc, Namespace: namespace,
+				Keys: pubs, InsecureSkipSignatureVerification: flags.insecure,
+				Components: flags.components, Values: values, Timeout: flags.timeout,
+				NoWait: !wait, Progress: progress,
+				Events: func(ev deploy.Event) {
+					if ev.Phase == deploy.PhasePushed {
+						done()
+					}
+					if c := ev.Condition; c != nil && !output.JSON() {
+						fmt.Fprintf(out, "Package %s/%s: %s=%s %s: %s\n", namespace, args[0], c.Type, c.Status, c.Reason, c.Message)
+					}
+				},
+			}
+			path, ref, err := cli.ParseSource(args[0])
 			if err != nil {
 				return err
 			}
 			if path == "" {
-				ro, err := remote.options(cmd, ref)
+				// Pulled with the keys, the package is verified as it
+				// downloads: deploy does not hash it again before pushing.
+				ro, err := remote.Options(cmd, ref)
 				if err != nil {
 					return err
 				}
@@ -215,19 +235,12 @@ applies its Package. --key then verifies it here as well, first.`,
 				if err != nil {
 					return err
 				}
-				if _, err := artifact.Pull(cmd.Context(), repo, repo.Reference.Reference, path, artifact.PullOptions{Keys: opts.Keys, Progress: progress}); err != nil {
+				if _, err := artifact.Pull(cmd.Context(), repo, repo.Reference.Reference, path, artifact.PullOptions{Keys: verifiers(pubs), Progress: progress}); err != nil {
 					return err
 				}
+				d.Verified = len(pubs) > 0
 			}
 			r, err := artifact.Open(cmd.Context(), path)
-			if err != nil {
-				return err
-			}
-			values, err := deploy.ParseSet(opts.Set)
-			if err != nil {
-				return err
-			}
-			pc, err := packageClient(cfg)
 			if err != nil {
 				return err
 			}
@@ -236,76 +249,26 @@ applies its Package. --key then verifies it here as well, first.`,
 				return err
 			}
 			defer ep.Close()
-			opts.Progress, opts.Namespace, opts.Kube, opts.Registry = progress, namespace, kube.getter(), ep.Host
-			pushed, err := deploy.Push(cmd.Context(), cs, r, opts)
+			d.Registry = ep.Host
+			res, err := d.Run(cmd.Context(), r)
 			done()
 			if err != nil {
 				return tunnelCause(err, ep)
 			}
-			// The Package: the controller verifies it again in the
-			// cluster, with the same keys, and installs it.
-			spec := v1alpha1.PackageSpec{
-				Repository: r.Config().Name, Digest: r.Root().Digest.String(), Components: opts.Components,
-				InsecureSkipSignatureVerification: opts.InsecureSkipSignatureVerification,
-				Timeout:                           &metav1.Duration{Duration: opts.Timeout},
-			}
-			if len(values) > 0 {
-				raw, err := json.Marshal(values)
-				if err != nil {
-					return err
-				}
-				spec.Values = &apiextensionsv1.JSON{Raw: raw}
-			}
-			for _, k := range keys {
-				pem, err := os.ReadFile(k)
-				if err != nil {
-					return err
-				}
-				ref, err := deploy.EnsureKeySecret(cmd.Context(), cs, namespace, pem)
-				if err != nil {
-					return err
-				}
-				spec.Keys = append(spec.Keys, ref)
-			}
-			pkg, request, err := deploy.ApplyPackage(cmd.Context(), pc, namespace, r.Config().Name, spec)
-			if err != nil {
-				return err
-			}
-			out := cmd.OutOrStdout()
 			if !wait {
-				if output.json() {
-					return writeJSON(out, struct {
+				if output.JSON() {
+					return cli.WriteJSON(out, struct {
 						*deploy.Pushed
 						Package     string          `json:"package"`
 						RegistryVia *reach.Endpoint `json:"registryVia"`
-					}{pushed, pkg.Namespace + "/" + pkg.Name, ep})
+					}{res.Pushed, res.Package.Namespace + "/" + res.Package.Name, ep})
 				}
-				fmt.Fprintf(out, "pushed %s %s (%s); Package %s/%s applied, not waiting\n", r.Config().Name, r.Config().Version, r.Root().Digest, pkg.Namespace, pkg.Name)
+				fmt.Fprintf(out, "pushed %s %s (%s); Package %s/%s applied, not waiting\n", r.Config().Name, r.Config().Version, r.Root().Digest, res.Package.Namespace, res.Package.Name)
 				return nil
 			}
-			ctx, cancel := context.WithTimeout(cmd.Context(), waitTimeout(r.Config(), opts))
-			defer cancel()
-			_, err = deploy.WaitPackage(ctx, pc, pkg, request, func(c metav1.Condition) {
-				if !output.json() {
-					fmt.Fprintf(out, "Package %s/%s: %s=%s %s: %s\n", pkg.Namespace, pkg.Name, c.Type, c.Status, c.Reason, c.Message)
-				}
-			})
-			if errors.Is(err, context.DeadlineExceeded) {
-				err = fmt.Errorf("Package %s/%s: no answer from the controller in %s (is Deployment %s/%s running?)", namespace, pkg.Name, waitTimeout(r.Config(), opts), namespace, agent.ControllerName)
-			}
-			if err != nil {
-				return err
-			}
-			rec, err := (&deploy.State{Client: cs, Namespace: namespace}).Get(cmd.Context(), r.Config().Name)
-			if err != nil {
-				return err
-			}
-			if rec == nil {
-				return fmt.Errorf("Package %s/%s is Ready but its record is missing", namespace, pkg.Name)
-			}
-			rec.BytesPushed = pushed.BytesPushed
-			if output.json() {
-				return writeJSON(out, struct {
+			rec := res.Record
+			if output.JSON() {
+				return cli.WriteJSON(out, struct {
 					*deploy.Record
 					RegistryVia *reach.Endpoint `json:"registryVia"`
 				}{rec, ep})
@@ -316,34 +279,33 @@ applies its Package. --key then verifies it here as well, first.`,
 		},
 	}
 	kube.register(cmd)
-	output.register(cmd)
-	addKeyFlag(cmd, &keys)
-	cmd.Flags().BoolVar(&opts.InsecureSkipSignatureVerification, "insecure-skip-signature-verification", false, "deploy without a signature check (blobs are still verified)")
+	output.Register(cmd)
+	cli.AddKeyFlag(cmd, &keys)
+	cmd.Flags().BoolVar(&flags.insecure, "insecure-skip-signature-verification", false, "deploy without a signature check (blobs are still verified)")
 	cmd.Flags().StringVarP(&namespace, "namespace", "n", cluster.DefaultNamespace, "ferry's namespace")
-	remote.register(cmd)
+	remote.Register(cmd)
 	via.register(cmd, reach.Auto)
-	cmd.Flags().StringSliceVar(&opts.Components, "components", nil, "components to deploy, comma-separated (required ones always; default all)")
-	cmd.Flags().StringArrayVar(&opts.Set, "set", nil, "chart value KEY=VALUE, as helm --set (repeatable; given to every chart)")
-	cmd.Flags().DurationVar(&opts.Timeout, "timeout", deploy.DefaultTimeout, "how long each chart or manifest bundle may take to be ready")
+	cmd.Flags().StringSliceVar(&flags.components, "components", nil, "components to deploy, comma-separated (required ones always; default all)")
+	cmd.Flags().StringArrayVar(&flags.set, "set", nil, "chart value KEY=VALUE, as helm --set (repeatable; given to every chart)")
+	cmd.Flags().DurationVar(&flags.timeout, "timeout", deploy.DefaultTimeout, "how long each chart or manifest bundle may take to be ready")
 	cmd.Flags().BoolVar(&wait, "wait", true, "wait until the controller reports the Package Ready (or why not)")
 	cmd.Flags().BoolVar(&viaAgent, "via-agent", false, "upload the archive to the agent's endpoint (one HTTPS stream; the cluster's trusted keys decide) instead of pushing from here")
 	return cmd
 }
 
-// waitTimeout bounds the wait for the controller: each chart and bundle
-// may take opts.Timeout, and verification as long again.
-func waitTimeout(cfg *artifact.Config, opts deploy.Options) time.Duration {
-	n := 2
-	for _, c := range cfg.Components {
-		n += len(c.Charts) + len(c.Manifests)
+// verifiers are the keys as artifact's verification takes them.
+func verifiers(keys []*artifact.PublicKey) []artifact.Verifier {
+	out := make([]artifact.Verifier, len(keys))
+	for i, k := range keys {
+		out[i] = k
 	}
-	return time.Duration(n) * opts.Timeout
+	return out
 }
 
 func newRemoveCmd() *cobra.Command {
 	var (
 		kube   kubeFlags
-		output outputFlag
+		output cli.OutputFlag
 		opts   deploy.RemoveOptions
 		via    viaFlag
 	)
@@ -359,7 +321,7 @@ by this command itself, the same way. The registry must answer first: it
 registry is reached as deploy reaches it (--registry-via).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := output.validate(); err != nil {
+			if err := output.Validate(); err != nil {
 				return err
 			}
 			cs, cfg, err := kube.clientConfig()
@@ -378,16 +340,13 @@ registry is reached as deploy reaches it (--registry-via).`,
 				return err
 			}
 			// A Package: the controller removes what it installed.
-			removal, found, err := deploy.DeletePackage(cmd.Context(), pc, opts.Namespace, args[0])
+			res, found, err := deploy.RemovePackage(cmd.Context(), pc, opts.Namespace, args[0])
 			if err != nil {
 				return err
 			}
-			var res *deploy.RemoveResult
-			if found {
-				res = removedPackage(args[0], removal)
-			} else {
+			if !found {
 				// A record no Package holds.
-				progress, done := newProgress(cmd)
+				progress, done := cli.NewProgress(cmd)
 				opts.Progress, opts.Kube, opts.Registry = progress, kube.getter(), ep.Host
 				res, err = deploy.Remove(cmd.Context(), cs, args[0], opts)
 				done()
@@ -395,43 +354,24 @@ registry is reached as deploy reaches it (--registry-via).`,
 					return tunnelCause(err, ep)
 				}
 			}
-			if output.json() {
-				return writeJSON(cmd.OutOrStdout(), struct {
+			if output.JSON() {
+				return cli.WriteJSON(cmd.OutOrStdout(), struct {
 					*deploy.RemoveResult
 					RegistryVia *reach.Endpoint `json:"registryVia"`
 				}{res, ep})
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "removed %s %s: %d releases, %d objects, %d images (%d kept for other packages); registry storage %s → %s\n",
-				res.Name, res.Version, len(res.Releases), len(res.Objects), len(res.Images), len(res.Kept), humanBytes(res.Storage.Before), humanBytes(res.Storage.After))
+				res.Name, res.Version, len(res.Releases), len(res.Objects), len(res.Images), len(res.Kept), cli.HumanBytes(res.Storage.Before), cli.HumanBytes(res.Storage.After))
 			fmt.Fprintf(cmd.OutOrStdout(), "registry via %s\n", ep)
 			return nil
 		},
 	}
 	kube.register(cmd)
-	output.register(cmd)
+	output.Register(cmd)
 	cmd.Flags().StringVarP(&opts.Namespace, "namespace", "n", cluster.DefaultNamespace, "ferry's namespace")
 	cmd.Flags().DurationVar(&opts.Timeout, "timeout", deploy.DefaultTimeout, "how long each uninstall may take")
 	via.register(cmd, reach.Auto)
 	return cmd
-}
-
-// removedPackage is what the controller reported removing for a Package.
-func removedPackage(name string, st *v1alpha1.RemovalStatus) *deploy.RemoveResult {
-	res := &deploy.RemoveResult{Name: name, Releases: []deploy.Release{}, Objects: []deploy.Object{}, Images: []string{}, Kept: []string{}}
-	if st == nil {
-		return res
-	}
-	for _, r := range st.Releases {
-		res.Releases = append(res.Releases, deploy.Release{Namespace: r.Namespace, Name: r.Name, Chart: r.Chart, Revision: r.Revision})
-	}
-	for _, o := range st.Objects {
-		res.Objects = append(res.Objects, deploy.Object{APIVersion: o.APIVersion, Kind: o.Kind, Namespace: o.Namespace, Name: o.Name})
-	}
-	res.Version = st.Version
-	res.Images = append(res.Images, st.Images...)
-	res.Kept = append(res.Kept, st.Kept...)
-	res.Storage = deploy.Storage{Before: st.StorageBefore, After: st.StorageAfter}
-	return res
 }
 
 // tunnelCause adds what the tunnel last reported to an error that a broken

@@ -1,5 +1,3 @@
-//go:build !ferryfront
-
 package main
 
 import (
@@ -13,7 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ferrypkg/ferry/artifact"
-	"github.com/ferrypkg/ferry/deploy"
+	"github.com/ferrypkg/ferry/cmd/ferry/internal/cli"
 	"github.com/ferrypkg/ferry/deploy/upload"
 )
 
@@ -21,8 +19,8 @@ import (
 // archive to the agent's upload endpoint, through a tunnel; the agent
 // verifies it against the keys the cluster trusts, pushes it and applies
 // its Package. With --key, the archive is verified here first too.
-func deployViaAgent(cmd *cobra.Command, kube *kubeFlags, output outputFlag, arg, namespace string, keys []string, opts deploy.Options, wait bool) error {
-	path, ref, err := parseSource(arg)
+func deployViaAgent(cmd *cobra.Command, kube *kubeFlags, output cli.OutputFlag, arg, namespace string, keys []string, flags deployFlags, wait bool) error {
+	path, ref, err := cli.ParseSource(arg)
 	if err != nil {
 		return err
 	}
@@ -36,11 +34,11 @@ func deployViaAgent(cmd *cobra.Command, kube *kubeFlags, output outputFlag, arg,
 	if fi.IsDir() {
 		return fmt.Errorf("--via-agent uploads a package archive (.tar or .tar.zst), and %s is a folder", path)
 	}
-	if opts.InsecureSkipSignatureVerification {
+	if flags.insecure {
 		return errors.New("--via-agent: the agent verifies every upload against the keys the cluster trusts; --insecure-skip-signature-verification does not apply")
 	}
 	if len(keys) > 0 {
-		vks, err := loadVerifyKeys(keys)
+		vks, err := cli.LoadVerifyKeys(keys)
 		if err != nil {
 			return err
 		}
@@ -67,24 +65,24 @@ func deployViaAgent(cmd *cobra.Command, kube *kubeFlags, output outputFlag, arg,
 	}
 	defer f.Close()
 
-	progress, done := newProgress(cmd)
+	progress, done := cli.NewProgress(cmd)
 	defer done()
 	body := io.Reader(f)
 	if progress != nil {
 		body = &countingReader{r: f, report: func(n int64) {
-			progress(artifact.Progress{Phase: "upload", Item: fmt.Sprintf("%s/%s", humanBytes(n), humanBytes(fi.Size()))})
+			progress(artifact.Progress{Phase: "upload", Item: fmt.Sprintf("%s/%s", cli.HumanBytes(n), cli.HumanBytes(fi.Size()))})
 		}}
 	}
 	ctx := cmd.Context()
 	if wait {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, deployWait(opts))
+		ctx, cancel = context.WithTimeout(ctx, deployWait(flags.timeout))
 		defer cancel()
 	}
 	out := cmd.OutOrStdout()
 	start := time.Now()
-	res, err := c.Upload(ctx, body, upload.Options{Components: opts.Components, Set: opts.Set, Timeout: opts.Timeout, NoWait: !wait, Source: f.Name()}, func(e upload.Event) {
-		if output.json() {
+	res, err := c.Upload(ctx, body, upload.Options{Components: flags.components, Set: flags.set, Timeout: flags.timeout, NoWait: !wait, Source: f.Name()}, func(e upload.Event) {
+		if output.JSON() {
 			return
 		}
 		done()
@@ -92,7 +90,7 @@ func deployViaAgent(cmd *cobra.Command, kube *kubeFlags, output outputFlag, arg,
 		case e.Condition != nil:
 			fmt.Fprintf(out, "Package %s: %s=%s %s: %s\n", namespace, e.Condition.Type, e.Condition.Status, e.Condition.Reason, e.Condition.Message)
 		case e.Phase == upload.PhaseReceived:
-			fmt.Fprintf(out, "uploaded %s in %.1fs: %s\n", humanBytes(e.Bytes), time.Since(start).Seconds(), e.Message)
+			fmt.Fprintf(out, "uploaded %s in %.1fs: %s\n", cli.HumanBytes(e.Bytes), time.Since(start).Seconds(), e.Message)
 		case e.Message != "":
 			fmt.Fprintf(out, "%s: %s\n", e.Phase, e.Message)
 		}
@@ -100,8 +98,8 @@ func deployViaAgent(cmd *cobra.Command, kube *kubeFlags, output outputFlag, arg,
 	if err != nil {
 		return err
 	}
-	if output.json() {
-		return writeJSON(out, struct {
+	if output.JSON() {
+		return cli.WriteJSON(out, struct {
 			*upload.Result
 			Via string `json:"via"`
 		}{res, c.Endpoint().String()})
@@ -117,8 +115,8 @@ func deployViaAgent(cmd *cobra.Command, kube *kubeFlags, output outputFlag, arg,
 
 // deployWait bounds --via-agent's wait when the package's components are
 // not known here: the upload, verify and push, and the install.
-func deployWait(opts deploy.Options) time.Duration {
-	return 30*time.Minute + 10*opts.Timeout
+func deployWait(timeout time.Duration) time.Duration {
+	return 30*time.Minute + 10*timeout
 }
 
 // countingReader reports the bytes read so far, at most ten times a second.

@@ -1,5 +1,3 @@
-//go:build !ferryfront
-
 package main
 
 import (
@@ -21,6 +19,7 @@ import (
 	"oras.land/oras-go/v2/registry/remote/auth"
 
 	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/cmd/ferry/internal/cli"
 	"github.com/ferrypkg/ferry/deploy"
 	"github.com/ferrypkg/ferry/deploy/gitserver"
 	"github.com/ferrypkg/ferry/internal/cluster"
@@ -33,7 +32,7 @@ type gitServerOptions struct {
 	kube                                      kubeFlags
 	insecureNoAuth, verbose                   bool
 	timeout, shutdownTimeout                  time.Duration
-	remote                                    remoteFlags
+	remote                                    cli.RemoteFlags
 }
 
 func newGitServerCmd() *cobra.Command {
@@ -64,7 +63,7 @@ bounded whatever the repositories hold: a file of gigabytes is streamed.
 
 Clients authenticate with HTTP Basic against --htpasswd (bcrypt entries, as
 the registry account's Secret holds). The registry password comes from
-$` + passwordEnvRegistry + ` or --password-stdin, never from an argument.`,
+$` + cli.PasswordEnvRegistry + ` or --password-stdin, never from an argument.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runGitServer(cmd, o)
@@ -81,7 +80,7 @@ $` + passwordEnvRegistry + ` or --password-stdin, never from an argument.`,
 	f.DurationVar(&o.timeout, "timeout", gitserver.DefaultTimeout, "bound on one request, the pack sent included")
 	f.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long a graceful shutdown waits for clones in flight")
 	f.BoolVarP(&o.verbose, "verbose", "v", false, "log at debug level")
-	o.remote.register(cmd)
+	o.remote.Register(cmd)
 	o.kube.register(cmd)
 	cmd.MarkFlagsMutuallyExclusive("repos", "namespace")
 	cmd.MarkFlagsOneRequired("repos", "namespace")
@@ -115,7 +114,7 @@ func runGitServer(cmd *cobra.Command, o gitServerOptions) error {
 		if len(list) > 0 && o.registry == "" {
 			return errors.New("--registry: needed to read the repositories --repos lists")
 		}
-		if ro, err = o.remote.options(cmd, o.registry); err != nil {
+		if ro, err = o.remote.Options(cmd, o.registry); err != nil {
 			return err
 		}
 		entries, count = staticEntries(list), len(list)

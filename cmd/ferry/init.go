@@ -1,25 +1,19 @@
-//go:build !ferryfront
-
 package main
 
 import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
-	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
-	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/ferrypkg/ferry/artifact"
-	"github.com/ferrypkg/ferry/deploy"
+	"github.com/ferrypkg/ferry/cmd/ferry/internal/cli"
 	"github.com/ferrypkg/ferry/deploy/agent"
-	"github.com/ferrypkg/ferry/deploy/api/v1alpha1"
+	"github.com/ferrypkg/ferry/deploy/install"
 	"github.com/ferrypkg/ferry/inject"
 	"github.com/ferrypkg/ferry/internal/cluster"
 	"github.com/ferrypkg/ferry/internal/reach"
@@ -87,7 +81,7 @@ func defaultBinDir() string {
 func newInitCmd() *cobra.Command {
 	var (
 		kube     kubeFlags
-		output   outputFlag
+		output   cli.OutputFlag
 		opts     inject.InitOptions
 		agentOpt agent.InstallOptions
 		nodePort int
@@ -131,7 +125,7 @@ copied from the node's filesystem to the bucket and every blob verified there
 first (a Job on the registry's node; the registry serves pulls meanwhile).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := output.validate(); err != nil {
+			if err := output.Validate(); err != nil {
 				return err
 			}
 			cs, cfg, err := kube.clientConfig()
@@ -144,85 +138,42 @@ first (a Job on the registry's node; the registry serves pulls meanwhile).`,
 			opts.NodePort = int32(nodePort)
 			var note string
 			if opts.S3, opts.Replicas, note, err = storage.check(cmd.Context(), cs, opts.Namespace); err != nil {
-				return &inject.StepError{Step: "storage", Err: err}
+				return fmt.Errorf("init: storage: %w", err)
 			}
 			opts.Migrate = storage.migrate
-			agentOpt.Namespace, agentOpt.BinDir, agentOpt.WaitTimeout = opts.Namespace, opts.BinDir, opts.WaitTimeout
 			if exe, err := os.Executable(); err == nil {
 				agentOpt.Ferry = exe
 			}
+			in := &install.Init{Client: cs, Config: cfg, Kube: kube.getter(), Registry: opts, Agent: agentOpt}
+			for _, k := range keys {
+				pub, err := artifact.LoadPublicKey(k)
+				if err != nil {
+					return err
+				}
+				in.Keys = append(in.Keys, pub.PEM())
+			}
 			out := cmd.OutOrStdout()
-			if !output.json() {
-				opts.Progress = func(s inject.Step) {
+			if !output.JSON() {
+				in.Progress = func(s inject.Step) {
 					fmt.Fprintf(out, "%-15s %s (%.1fs)\n", s.Name, s.Detail, s.Took.Seconds())
 				}
+				if note != "" {
+					in.Progress(inject.Step{Name: "storage", Detail: note})
+				}
 			}
-			if note != "" && opts.Progress != nil {
-				opts.Progress(inject.Step{Name: "storage", Detail: note})
-			}
-			// The registry, then the agent, whose image the registry serves.
-			start := time.Now()
-			res, err := inject.Init(cmd.Context(), cs, opts)
+			res, err := in.Run(cmd.Context())
 			if err != nil {
 				return err
 			}
-			agentStart := time.Now()
-			ep, err := via.open(cmd, cs, cfg, opts.Namespace, res.Registry, "")
-			if err != nil {
-				return &inject.StepError{Step: "agent", Err: err}
+			if output.JSON() {
+				return cli.WriteJSON(out, res)
 			}
-			defer ep.Close()
-			if opts.Progress != nil {
-				opts.Progress(inject.Step{Name: "registry via", Detail: ep.String(), Took: time.Since(agentStart)})
-			}
-			// The registry serves its own image: a replica rescheduled on
-			// another node pulls it from the others.
-			imgStart := time.Now()
-			desc, err := inject.PushRegistryImage(cmd.Context(), cs, opts.Namespace, ep.Host, opts.BinDir, res.Arch)
-			if err != nil {
-				return &inject.StepError{Step: "registry image", Err: err}
-			}
-			if !strings.HasSuffix(res.Image, "@"+desc.Digest.String()) {
-				return &inject.StepError{Step: "registry image", Err: fmt.Errorf("pushed %s, the registry runs %s", desc.Digest, res.Image)}
-			}
-			if opts.Progress != nil {
-				opts.Progress(inject.Step{Name: "registry image", Detail: "in the registry as " + inject.RegistryRepository, Took: time.Since(imgStart)})
-			}
-			agentOpt.Registry = ep.Host
-			if agentOpt.Extensions, err = apiextensionsclient.NewForConfig(cfg); err != nil {
-				return err
-			}
-			installed, err := agent.Install(cmd.Context(), cs, agentOpt)
-			if err != nil {
-				return &inject.StepError{Step: "agent", Err: err}
-			}
-			if opts.Progress != nil {
-				opts.Progress(inject.Step{Name: "agent", Detail: installed.String(), Took: time.Since(agentStart)})
-			}
-			// Packages deployed by an earlier ferry get their Package.
-			migrateStart := time.Now()
-			migrated, err := migratePackages(cmd, cs, cfg, kube.getter(), opts.Namespace, keys)
-			if err != nil {
-				return &inject.StepError{Step: "migrate", Err: err}
-			}
-			if len(migrated) > 0 && opts.Progress != nil {
-				opts.Progress(inject.Step{Name: "migrate", Detail: "Packages for " + strings.Join(migrated, ", "), Took: time.Since(migrateStart)})
-			}
-			if output.json() {
-				return writeJSON(out, struct {
-					*inject.InitResult
-					Agent       string          `json:"agent"` // the agent's image, by digest
-					RegistryVia *reach.Endpoint `json:"registryVia"`
-					Seconds     float64         `json:"seconds"`
-					Migrated    []string        `json:"migrated"` // packages given a Package
-				}{res, installed.Image, ep, time.Since(start).Seconds(), migrated})
-			}
-			fmt.Fprintf(out, "registry ready at %s (image %s), agent %s, in %.1fs\n", res.Registry, res.Image, installed.Image, time.Since(start).Seconds())
+			fmt.Fprintf(out, "registry ready at %s (image %s), agent %s, in %.1fs\n", res.Registry, res.Image, res.Agent, res.Seconds)
 			return nil
 		},
 	}
 	kube.register(cmd)
-	output.register(cmd)
+	output.Register(cmd)
 	cmd.Flags().StringVarP(&opts.Namespace, "namespace", "n", cluster.DefaultNamespace, "namespace for the registry and ferry's state")
 	cmd.Flags().StringVar(&opts.BinDir, "bin-dir", defaultBinDir(), "folder with ferry-injector-linux-<arch>, ferry-registry-linux-<arch> (and ferry-linux-<arch> for the agent when this ferry is for another platform)")
 	cmd.Flags().BoolVar(&agentOpt.RequireKnown, "require-known-images", false, "the agent refuses Pods with an image in no deployed package (instead of leaving it as it is)")
@@ -233,29 +184,4 @@ first (a Job on the registry's node; the registry serves pulls meanwhile).`,
 	via.register(cmd, reach.Auto)
 	cmd.Flags().StringArrayVar(&keys, "key", nil, "public key (cosign.pub) the cluster trusts: stored in a Secret of ferry's namespace, it verifies uploads to the agent (deploy --via-agent, the dashboard), and packages deployed by an earlier ferry get Packages that name it (repeatable)")
 	return cmd
-}
-
-// migratePackages gives the packages an earlier ferry deployed their
-// Packages, naming keys (stored in Secrets).
-func migratePackages(cmd *cobra.Command, cs kubernetes.Interface, cfg *rest.Config, kube genericclioptions.RESTClientGetter, ns string, keys []string) ([]string, error) {
-	pc, err := packageClient(cfg)
-	if err != nil {
-		return nil, err
-	}
-	var refs []v1alpha1.KeyReference
-	for _, k := range keys {
-		if _, err := artifact.LoadPublicKey(k); err != nil {
-			return nil, err
-		}
-		pem, err := os.ReadFile(k)
-		if err != nil {
-			return nil, err
-		}
-		ref, err := deploy.EnsureKeySecret(cmd.Context(), cs, ns, pem)
-		if err != nil {
-			return nil, err
-		}
-		refs = append(refs, ref)
-	}
-	return deploy.Migrate(cmd.Context(), cs, pc, kube, ns, refs)
 }

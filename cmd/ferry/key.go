@@ -1,5 +1,3 @@
-//go:build !ferryfront
-
 package main
 
 import (
@@ -14,6 +12,7 @@ import (
 
 	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/artifact/key"
+	"github.com/ferrypkg/ferry/cmd/ferry/internal/cli"
 )
 
 // passwordEnv is where cosign, and so ferry, reads a key's password from.
@@ -69,7 +68,7 @@ func loadSignKey(cmd *cobra.Command, path string) (*key.Private, error) {
 }
 
 func newKeyCmd() *cobra.Command {
-	cmd := groupCmd(&cobra.Command{Use: "key", Short: "Manage signing keys (cosign-compatible)"})
+	cmd := cli.GroupCmd(&cobra.Command{Use: "key", Short: "Manage signing keys (cosign-compatible)"})
 	cmd.AddCommand(newKeyGenerateCmd())
 	return cmd
 }
@@ -78,7 +77,7 @@ func newKeyGenerateCmd() *cobra.Command {
 	var (
 		prefix string
 		force  bool
-		output outputFlag
+		output cli.OutputFlag
 	)
 	cmd := &cobra.Command{
 		Use:   "generate [DIR]",
@@ -89,7 +88,7 @@ COSIGN_PASSWORD or asked on the terminal, and cosign.pub. Keys made by either
 tool work in both. Existing files are not overwritten without --force.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := output.validate(); err != nil {
+			if err := output.Validate(); err != nil {
 				return err
 			}
 			dir := "."
@@ -118,8 +117,8 @@ tool work in both. Existing files are not overwritten without --force.`,
 			if err := kp.WriteFiles(priv, pub); err != nil {
 				return err
 			}
-			if output.json() {
-				return writeJSON(cmd.OutOrStdout(), map[string]string{"privateKey": priv, "publicKey": pub})
+			if output.JSON() {
+				return cli.WriteJSON(cmd.OutOrStdout(), map[string]string{"privateKey": priv, "publicKey": pub})
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "Private key written to %s\nPublic key written to %s\n", priv, pub)
 			return nil
@@ -127,15 +126,15 @@ tool work in both. Existing files are not overwritten without --force.`,
 	}
 	cmd.Flags().StringVar(&prefix, "prefix", "cosign", "file name prefix of the key pair")
 	cmd.Flags().BoolVar(&force, "force", false, "overwrite existing key files")
-	output.register(cmd)
+	output.Register(cmd)
 	return cmd
 }
 
 func newSignCmd() *cobra.Command {
 	var (
 		key    string
-		remote remoteFlags
-		output outputFlag
+		remote cli.RemoteFlags
+		output cli.OutputFlag
 	)
 	cmd := &cobra.Command{
 		Use:   "sign PKG|REF --key cosign.key",
@@ -151,13 +150,13 @@ No transparency log or network is used (air gap): trust rests on the public
 key alone, and nothing records when or whether a signature was made.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := output.validate(); err != nil {
+			if err := output.Validate(); err != nil {
 				return err
 			}
 			if key == "" {
 				return fmt.Errorf("--key is required")
 			}
-			src, ref, err := openSource(cmd, args[0], remote)
+			src, ref, err := cli.OpenSource(cmd, args[0], remote)
 			if err != nil {
 				return err
 			}
@@ -165,14 +164,14 @@ key alone, and nothing records when or whether a signature was made.`,
 			if err != nil {
 				return err
 			}
-			progress, done := newProgress(cmd)
+			progress, done := cli.NewProgress(cmd)
 			res, err := artifact.Sign(cmd.Context(), src, ref, k, artifact.SignOptions{Progress: progress})
 			done()
 			if err != nil {
 				return err
 			}
-			if output.json() {
-				return writeJSON(cmd.OutOrStdout(), res)
+			if output.JSON() {
+				return cli.WriteJSON(cmd.OutOrStdout(), res)
 			}
 			if !res.Added {
 				fmt.Fprintf(cmd.OutOrStdout(), "%s already signed by %s (%d signature(s)); nothing changed\n", res.Root, key, res.Signatures)
@@ -183,7 +182,7 @@ key alone, and nothing records when or whether a signature was made.`,
 		},
 	}
 	cmd.Flags().StringVar(&key, "key", "", "cosign private key file")
-	remote.register(cmd)
-	output.register(cmd)
+	remote.Register(cmd)
+	output.Register(cmd)
 	return cmd
 }

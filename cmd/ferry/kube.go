@@ -1,5 +1,3 @@
-//go:build !ferryfront
-
 package main
 
 import "k8s.io/cli-runtime/pkg/genericclioptions"

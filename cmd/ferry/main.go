@@ -1,35 +1,18 @@
 // Command ferry carries Kubernetes software into air-gapped clusters as OCI
-// packages.
+// packages. This is the full binary (ferry-full beside the front binary of
+// cmd/ferry/front, or alone from `go install`): it has every command.
 package main
 
 import (
-	"context"
-	"fmt"
-	"os"
-	"os/signal"
-	"syscall"
+	"github.com/spf13/cobra"
 
-	"github.com/ferrypkg/ferry/internal/redact"
+	"github.com/ferrypkg/ferry/cmd/ferry/internal/cli"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	root := newRootCmd()
-	// The front binary hands what is not its own to the full one, which
-	// refuses commands that do not exist.
-	err := handOff(root, os.Args[1:])
-	if err == nil {
-		err = unknownCommand(root, os.Args[1:])
-	}
-	if err == nil {
-		err = root.ExecuteContext(ctx)
-	}
-	stop()
-	if err != nil {
-		// Whoever wrote the message (go-git and net/http put the URLs
-		// they were given into theirs), no credential reaches the
-		// terminal.
-		fmt.Fprintln(os.Stderr, "ferry: "+redact.Text(oneLine(err)))
-		os.Exit(1)
-	}
-}
+func main() { cli.Run(fullHooks) }
+
+// fullHooks add the commands only this binary has.
+var fullHooks = cli.Hooks{Add: addFull, HandOff: handOff}
+
+// newRootCmd builds the full binary's command tree.
+func newRootCmd() *cobra.Command { return cli.NewTree(fullHooks) }

@@ -1,5 +1,3 @@
-//go:build !ferryfront
-
 package main
 
 import (
@@ -26,8 +24,8 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	ferryBin = filepath.Join(dir, "ferry")
-	for _, b := range [][]string{{"-o", filepath.Join(dir, "ferry-full")}, {"-tags", "ferryfront", "-o", ferryBin}} {
-		if out, err := exec.Command("go", append([]string{"build"}, append(b, ".")...)...).CombinedOutput(); err != nil {
+	for _, b := range [][]string{{"-o", filepath.Join(dir, "ferry-full"), "."}, {"-o", ferryBin, "./front"}} {
+		if out, err := exec.Command("go", append([]string{"build"}, b...)...).CombinedOutput(); err != nil {
 			fmt.Fprintf(os.Stderr, "build ferry %v: %v\n%s", b, err, out)
 			os.Exit(1)
 		}

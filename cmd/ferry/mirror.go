@@ -1,5 +1,3 @@
-//go:build !ferryfront
-
 package main
 
 import (
@@ -11,14 +9,15 @@ import (
 	"oras.land/oras-go/v2/registry/remote/auth"
 
 	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/cmd/ferry/internal/cli"
 	"github.com/ferrypkg/ferry/internal/cluster"
 	"github.com/ferrypkg/ferry/internal/reach"
 )
 
 func newMirrorCmd() *cobra.Command {
 	var (
-		remote    remoteFlags
-		output    outputFlag
+		remote    cli.RemoteFlags
+		output    cli.OutputFlag
 		keys      []string
 		inCluster bool
 		kube      kubeFlags
@@ -49,7 +48,7 @@ installing anything.`,
 			return cobra.ExactArgs(2)(cmd, args)
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := output.validate(); err != nil {
+			if err := output.Validate(); err != nil {
 				return err
 			}
 			var (
@@ -75,12 +74,12 @@ installing anything.`,
 				ro = artifact.RemoteOptions{PlainHTTP: true, Credential: auth.StaticCredential(ep.Host, auth.Credential{Username: account.Username, Password: account.Password})}
 				args = append(args, ep.NodeHost) // what the nodes see, in the text output
 			} else {
-				target = strings.TrimSuffix(strings.TrimPrefix(args[1], ociScheme), "/")
-				if ro, err = remote.options(cmd, target); err != nil {
+				target = strings.TrimSuffix(strings.TrimPrefix(args[1], cli.OCIScheme), "/")
+				if ro, err = remote.Options(cmd, target); err != nil {
 					return err
 				}
 			}
-			verifyKeys, err := loadVerifyKeys(keys)
+			verifyKeys, err := cli.LoadVerifyKeys(keys)
 			if err != nil {
 				return err
 			}
@@ -88,7 +87,7 @@ installing anything.`,
 			if err != nil {
 				return err
 			}
-			progress, done := newProgress(cmd)
+			progress, done := cli.NewProgress(cmd)
 			defer done()
 			if len(verifyKeys) > 0 {
 				if _, err := artifact.Verify(cmd.Context(), r, "", artifact.VerifyOptions{Keys: verifyKeys, Progress: progress}); err != nil {
@@ -105,14 +104,14 @@ installing anything.`,
 			if err != nil {
 				return err
 			}
-			if output.json() {
+			if output.JSON() {
 				if ep != nil {
-					return writeJSON(cmd.OutOrStdout(), struct {
+					return cli.WriteJSON(cmd.OutOrStdout(), struct {
 						*artifact.MirrorResult
 						RegistryVia *reach.Endpoint `json:"registryVia"`
 					}{res, ep})
 				}
-				return writeJSON(cmd.OutOrStdout(), res)
+				return cli.WriteJSON(cmd.OutOrStdout(), res)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "mirrored package %s (%s) to %s\n", res.Package, res.Root, args[1])
 			for _, i := range res.Images {
@@ -121,9 +120,9 @@ installing anything.`,
 			return nil
 		},
 	}
-	addKeyFlag(cmd, &keys)
-	remote.register(cmd)
-	output.register(cmd)
+	cli.AddKeyFlag(cmd, &keys)
+	remote.Register(cmd)
+	output.Register(cmd)
 	cmd.Flags().BoolVar(&inCluster, "in-cluster", false, "push to the in-cluster registry that ferry init set up (instead of REGISTRY)")
 	kube.register(cmd)
 	via.register(cmd, reach.Auto)

@@ -1,5 +1,3 @@
-//go:build !ferryfront
-
 package main
 
 import (
@@ -15,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/ferrypkg/ferry/cmd/ferry/internal/cli"
 	"github.com/ferrypkg/ferry/conformance"
 )
 
@@ -22,7 +21,7 @@ type registryCheckOptions struct {
 	all       bool
 	workflows []string
 	checks    []string
-	remote    remoteFlags
+	remote    cli.RemoteFlags
 	output    string
 	largeBlob int64
 }
@@ -56,8 +55,8 @@ loopback hosts (unless --ca-file or --insecure asks for TLS) and with
 	f.BoolVar(&o.all, "all", false, "run the whole suite, not just what ferry needs")
 	f.StringSliceVar(&o.workflows, "workflow", nil, "run these workflows of the suite: pull, push, discovery, management (repeatable)")
 	f.StringSliceVar(&o.checks, "check", nil, "run these checks by ID, e.g. push/blob-chunked (repeatable)")
-	o.remote.register(cmd)
-	addOutputFlag(cmd, &o.output)
+	o.remote.Register(cmd)
+	cli.AddOutputFlag(cmd, &o.output)
 	f.Int64Var(&o.largeBlob, "large-blob-size", conformance.DefaultLargeBlobSize, "size in bytes of the large-blob upload check (negative skips it)")
 	return cmd
 }
@@ -94,29 +93,29 @@ func splitRegistryRef(ref string, plainHTTP, tlsAsked bool) (base, repo string, 
 }
 
 func runRegistryCheck(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer, ref string, o registryCheckOptions) error {
-	if err := checkOutput(o.output, false); err != nil {
+	if err := cli.CheckOutput(o.output, false); err != nil {
 		return err
 	}
-	tlsConfig, err := o.remote.tlsConfig(stderr)
+	tlsConfig, err := o.remote.TLSConfig(stderr)
 	if err != nil {
 		return err
 	}
-	base, repo, err := splitRegistryRef(ref, o.remote.plainHTTP, tlsConfig != nil)
+	base, repo, err := splitRegistryRef(ref, o.remote.PlainHTTP, tlsConfig != nil)
 	if err != nil {
 		return err
 	}
 	cfg := conformance.Config{
 		URL:           base,
 		Repo:          repo,
-		Username:      o.remote.username,
+		Username:      o.remote.Username,
 		Checks:        o.checks,
 		LargeBlobSize: o.largeBlob,
 	}
-	if o.remote.username == "" && o.remote.passwordStdin {
+	if o.remote.Username == "" && o.remote.PasswordStdin {
 		return errors.New("--password-stdin needs --username")
 	}
-	if o.remote.username != "" {
-		if cfg.Password, err = o.remote.password(stdin); err != nil {
+	if o.remote.Username != "" {
+		if cfg.Password, err = o.remote.Password(stdin); err != nil {
 			return err
 		}
 	}

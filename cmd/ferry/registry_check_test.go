@@ -1,5 +1,3 @@
-//go:build !ferryfront
-
 package main
 
 import (
@@ -12,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ferrypkg/ferry/cmd/ferry/internal/cli"
 	"github.com/ferrypkg/ferry/internal/fixture"
 )
 
@@ -31,7 +30,7 @@ func TestRegistryCheckTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, remote := range map[string]remoteFlags{"ca-file": {caFile: cert}, "insecure": {insecure: true}} {
+	for name, remote := range map[string]cli.RemoteFlags{"ca-file": {CAFile: cert}, "insecure": {Insecure: true}} {
 		t.Run(name, func(t *testing.T) {
 			var out bytes.Buffer
 			o := registryCheckOptions{output: "text", largeBlob: -1, remote: remote}
@@ -44,7 +43,7 @@ func TestRegistryCheckTLS(t *testing.T) {
 		})
 	}
 	// --plain-http still means plain HTTP, which the TLS registry refuses.
-	o := registryCheckOptions{output: "text", largeBlob: -1, remote: remoteFlags{plainHTTP: true}}
+	o := registryCheckOptions{output: "text", largeBlob: -1, remote: cli.RemoteFlags{PlainHTTP: true}}
 	if err := runRegistryCheck(context.Background(), strings.NewReader(""), io.Discard, io.Discard, pu.Host+"/plain", o); err == nil {
 		t.Fatal("check with --plain-http of an HTTPS-only registry passed")
 	}

@@ -1,5 +1,3 @@
-//go:build !ferryfront
-
 package main
 
 import (
@@ -8,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/ferrypkg/ferry/cmd/ferry/internal/cli"
 	"github.com/ferrypkg/ferry/internal/cluster"
 	"github.com/ferrypkg/ferry/internal/reach"
 )
@@ -15,7 +14,7 @@ import (
 func newRegistryConnectCmd() *cobra.Command {
 	var (
 		kube      kubeFlags
-		output    outputFlag
+		output    cli.OutputFlag
 		via       viaFlag
 		namespace string
 		addr      string
@@ -38,7 +37,7 @@ tunnel is ready.`,
   crane catalog 127.0.0.1:5000`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := output.validate(); err != nil {
+			if err := output.Validate(); err != nil {
 				return err
 			}
 			cs, cfg, err := kube.clientConfig()
@@ -55,8 +54,8 @@ tunnel is ready.`,
 				return err
 			}
 			out := cmd.OutOrStdout()
-			if output.json() {
-				err = writeJSON(out, struct {
+			if output.JSON() {
+				err = cli.WriteJSON(out, struct {
 					Address  string `json:"address"`
 					Username string `json:"username"`
 					// Secret holds the account: namespace/name, keys
@@ -83,21 +82,21 @@ tunnel is ready.`,
 			for {
 				select {
 				case <-cmd.Context().Done():
-					if !output.json() {
+					if !output.JSON() {
 						fmt.Fprintln(cmd.ErrOrStderr(), "tunnel closed")
 					}
 					return nil
 				case <-tick.C:
 					if err := ep.Err(); err != nil && err.Error() != last {
 						last = err.Error()
-						fmt.Fprintf(cmd.ErrOrStderr(), "ferry: tunnel: %s\n", oneLine(err))
+						fmt.Fprintf(cmd.ErrOrStderr(), "ferry: tunnel: %s\n", cli.OneLine(err))
 					}
 				}
 			}
 		},
 	}
 	kube.register(cmd)
-	output.register(cmd)
+	output.Register(cmd)
 	via.register(cmd, reach.Tunnel)
 	cmd.Flags().StringVarP(&namespace, "namespace", "n", cluster.DefaultNamespace, "ferry's namespace")
 	cmd.Flags().StringVar(&addr, "addr", "127.0.0.1:0", "local address of the tunnel (port 0: a free one)")

@@ -1,5 +1,3 @@
-//go:build !ferryfront
-
 package main
 
 import (
@@ -12,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/ferrypkg/ferry/cmd/ferry/internal/cli"
 	"github.com/ferrypkg/ferry/registry"
 )
 
@@ -63,7 +62,7 @@ func newRegistryGCCmd() *cobra.Command {
 		st     storageOptions
 		settle time.Duration
 		dryRun bool
-		output outputFlag
+		output cli.OutputFlag
 	)
 	cmd := &cobra.Command{
 		Use:   "gc [--dry-run] [--root DIR | --storage s3://…]",
@@ -81,7 +80,7 @@ says what it would free and deletes nothing (no read-only mode).
 For the in-cluster registry, ` + "`ferry remove`" + ` does this itself.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := output.validate(); err != nil {
+			if err := output.Validate(); err != nil {
 				return err
 			}
 			cfg, err := st.config()
@@ -94,25 +93,25 @@ For the in-cluster registry, ` + "`ferry remove`" + ` does this itself.`,
 	st.register(cmd.Flags())
 	cmd.Flags().DurationVar(&settle, "settle", 0, "how long to wait in read-only mode before collecting, for every registry to see it (default 5s)")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "say what a collection would free; delete nothing")
-	output.register(cmd)
+	output.Register(cmd)
 	return cmd
 }
 
-func runRegistryGC(ctx context.Context, w io.Writer, cfg registry.Config, opts registry.GCOptions, output outputFlag) error {
+func runRegistryGC(ctx context.Context, w io.Writer, cfg registry.Config, opts registry.GCOptions, output cli.OutputFlag) error {
 	res, err := registry.GarbageCollect(ctx, cfg, opts)
 	if err != nil {
 		return err
 	}
-	if output.json() {
-		return writeJSON(w, map[string]any{"storage": storageName(cfg), "before": res.Before, "after": res.After, "dryRun": res.DryRun, "blobs": res.Blobs, "uploads": res.Uploads})
+	if output.JSON() {
+		return cli.WriteJSON(w, map[string]any{"storage": storageName(cfg), "before": res.Before, "after": res.After, "dryRun": res.DryRun, "blobs": res.Blobs, "uploads": res.Uploads})
 	}
 	if res.DryRun {
-		fmt.Fprintf(w, "garbage collection of %s would free %s in %d blobs (%s → %s); nothing deleted\n", storageName(cfg), humanBytes(res.Freeable), res.Blobs, humanBytes(res.Before), humanBytes(res.After))
+		fmt.Fprintf(w, "garbage collection of %s would free %s in %d blobs (%s → %s); nothing deleted\n", storageName(cfg), cli.HumanBytes(res.Freeable), res.Blobs, cli.HumanBytes(res.Before), cli.HumanBytes(res.After))
 		return nil
 	}
-	fmt.Fprintf(w, "garbage-collected %s: %s → %s", storageName(cfg), humanBytes(res.Before), humanBytes(res.After))
+	fmt.Fprintf(w, "garbage-collected %s: %s → %s", storageName(cfg), cli.HumanBytes(res.Before), cli.HumanBytes(res.After))
 	if res.Uploads.Sessions > 0 {
-		fmt.Fprintf(w, " (%d abandoned upload sessions, %s, removed)", res.Uploads.Sessions, humanBytes(res.Uploads.Bytes))
+		fmt.Fprintf(w, " (%d abandoned upload sessions, %s, removed)", res.Uploads.Sessions, cli.HumanBytes(res.Uploads.Bytes))
 	}
 	fmt.Fprintln(w)
 	return nil
@@ -139,7 +138,7 @@ func newRegistryMigrateCmd() *cobra.Command {
 	var (
 		from, to string
 		settle   time.Duration
-		output   outputFlag
+		output   cli.OutputFlag
 	)
 	cmd := &cobra.Command{
 		Use:   "migrate --from DIR|s3://… --to DIR|s3://…",
@@ -153,7 +152,7 @@ keep serving pulls) and read-write again afterwards. Then serve the destination
 environment, for both sides.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := output.validate(); err != nil {
+			if err := output.Validate(); err != nil {
 				return err
 			}
 			src, err := storageArg("--from", from)
@@ -168,16 +167,16 @@ environment, for both sides.`,
 			if err != nil {
 				return err
 			}
-			if output.json() {
-				return writeJSON(cmd.OutOrStdout(), map[string]any{"from": storageName(src), "to": storageName(dst), "result": res})
+			if output.JSON() {
+				return cli.WriteJSON(cmd.OutOrStdout(), map[string]any{"from": storageName(src), "to": storageName(dst), "result": res})
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "copied %d objects (%s) from %s to %s; %d blobs verified\n", res.Objects, humanBytes(res.Bytes), storageName(src), storageName(dst), res.Blobs)
+			fmt.Fprintf(cmd.OutOrStdout(), "copied %d objects (%s) from %s to %s; %d blobs verified\n", res.Objects, cli.HumanBytes(res.Bytes), storageName(src), storageName(dst), res.Blobs)
 			return nil
 		},
 	}
 	cmd.Flags().StringVar(&from, "from", "", "the storage to copy: a directory or "+"s3://bucket[/prefix]?endpoint=URL&region=R&path-style=true")
 	cmd.Flags().StringVar(&to, "to", "", "the storage to copy to (new, served by no registry yet)")
 	cmd.Flags().DurationVar(&settle, "settle", 0, "how long to wait in read-only mode before copying, for every registry to see it (default 5s)")
-	output.register(cmd)
+	output.Register(cmd)
 	return cmd
 }

@@ -1,5 +1,3 @@
-//go:build !ferryfront
-
 package main
 
 import (
@@ -11,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/cmd/ferry/internal/cli"
 	"github.com/ferrypkg/ferry/registry"
 	"github.com/ferrypkg/ferry/registry/mirror"
 )
@@ -19,7 +18,7 @@ func newRegistryLoadCmd() *cobra.Command {
 	var (
 		st     storageOptions
 		addr   string
-		output outputFlag
+		output cli.OutputFlag
 	)
 	cmd := &cobra.Command{
 		Use:   "load PKG... [--root DIR | --storage s3://…]",
@@ -36,7 +35,7 @@ When it ends it removes the upload sessions in the storage that nothing wrote to
 since it started: what an earlier load that was killed left behind.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := output.validate(); err != nil {
+			if err := output.Validate(); err != nil {
 				return err
 			}
 			cfg, err := st.config()
@@ -47,12 +46,12 @@ since it started: what an earlier load that was killed left behind.`,
 			if err != nil {
 				return err
 			}
-			if output.json() {
+			if output.JSON() {
 				out := map[string]any{"storage": storageName(cfg), "loaded": results}
 				if cfg.RootDir != "" {
 					out["root"] = cfg.RootDir
 				}
-				return writeJSON(cmd.OutOrStdout(), out)
+				return cli.WriteJSON(cmd.OutOrStdout(), out)
 			}
 			printLoaded(cmd.OutOrStdout(), results, addr)
 			return nil
@@ -60,7 +59,7 @@ since it started: what an earlier load that was killed left behind.`,
 	}
 	st.register(cmd.Flags())
 	cmd.Flags().StringVar(&addr, "addr", registry.DefaultAddr, "host:port the registry serving this storage is reached at (for the printed mirror configuration)")
-	output.register(cmd)
+	output.Register(cmd)
 	return cmd
 }
 

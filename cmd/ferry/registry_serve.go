@@ -1,5 +1,3 @@
-//go:build !ferryfront
-
 package main
 
 import (
@@ -16,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/ferrypkg/ferry/cmd/ferry/internal/cli"
 	"github.com/ferrypkg/ferry/internal/redact"
 	"github.com/ferrypkg/ferry/registry"
 )
@@ -66,7 +65,7 @@ SIGINT/SIGTERM stop it gracefully: in-flight requests (uploads included) get
 	f.StringVar(&o.tlsCert, "tls-cert", "", "TLS certificate file (PEM); needs --tls-key")
 	f.StringVar(&o.tlsKey, "tls-key", "", "TLS private key file (PEM); needs --tls-cert")
 	f.BoolVar(&o.insecureNoAuth, "insecure-no-auth", false, "allow a non-loopback address without --htpasswd")
-	addOutputFlag(cmd, &o.output)
+	cli.AddOutputFlag(cmd, &o.output)
 	f.StringVar(&o.logLevel, "log-level", "off", "registry log level on stderr: off, error, warn, info or debug")
 	f.StringArrayVar(&o.load, "load", nil, "load this package into the storage first, as an offline mirror (repeatable)")
 	f.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long a graceful shutdown waits for in-flight requests")
@@ -121,7 +120,7 @@ func slogLogger(w io.Writer, level string) (*slog.Logger, error) {
 }
 
 func runRegistryServe(ctx context.Context, stdout, stderr io.Writer, o registryServeOptions) error {
-	if err := checkOutput(o.output, false); err != nil {
+	if err := cli.CheckOutput(o.output, false); err != nil {
 		return err
 	}
 	loopback, err := isLoopback(o.addr)

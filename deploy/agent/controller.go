@@ -20,16 +20,12 @@ import (
 
 // The Package controller's objects, as Install makes them.
 const (
-	// ControllerName names the controller's Deployment and ServiceAccount
-	// in ferry's namespace, its leader-election Lease, and (as clusterName
-	// does for the agent) its ClusterRoleBinding.
-	ControllerName = "ferry-controller"
 	// ControllerHealthPort serves /healthz and /readyz.
 	ControllerHealthPort = 8081
 )
 
 func controllerLabels() map[string]string {
-	return map[string]string{cluster.LabelName: ControllerName, cluster.LabelManagedBy: cluster.ManagedBy, cluster.LabelComponent: "controller"}
+	return map[string]string{cluster.LabelName: cluster.ControllerName, cluster.LabelManagedBy: cluster.ManagedBy, cluster.LabelComponent: "controller"}
 }
 
 // controller applies the Package CRD, waits until the API server serves
@@ -70,18 +66,18 @@ func (in *installer) controller(ctx context.Context) (time.Duration, error) {
 	}
 
 	l := controllerLabels()
-	meta := metav1.ObjectMeta{Name: ControllerName, Namespace: in.ns, Labels: l}
+	meta := metav1.ObjectMeta{Name: cluster.ControllerName, Namespace: in.ns, Labels: l}
 	if err := kube.Upsert(ctx, in.cs.CoreV1().ServiceAccounts(in.ns), &corev1.ServiceAccount{ObjectMeta: meta},
 		func(cur, want *corev1.ServiceAccount) { cur.Labels = want.Labels }); err != nil {
 		return 0, err
 	}
-	name := ControllerName
+	name := cluster.ControllerName
 	if in.ns != cluster.DefaultNamespace {
 		name += "-" + in.ns
 	}
 	binding := &rbacv1.ClusterRoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: l, OwnerReferences: in.owner},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: ControllerName, Namespace: in.ns}},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: cluster.ControllerName, Namespace: in.ns}},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "cluster-admin"},
 	}
 	if err := kube.Upsert(ctx, in.cs.RbacV1().ClusterRoleBindings(), binding, func(cur, want *rbacv1.ClusterRoleBinding) {
@@ -97,7 +93,7 @@ func (in *installer) controller(ctx context.Context) (time.Duration, error) {
 		return 0, err
 	}
 	stop := kube.Tend(ctx, in.cs, in.ns, l)
-	err = kube.WaitRollout(ctx, in.cs, in.ns, ControllerName, in.opts.WaitTimeout)
+	err = kube.WaitRollout(ctx, in.cs, in.ns, cluster.ControllerName, in.opts.WaitTimeout)
 	stop()
 	return time.Since(start), err
 }
@@ -115,14 +111,14 @@ func (in *installer) controllerArgs() []string {
 func (in *installer) controllerDeployment() *appsv1.Deployment {
 	l := controllerLabels()
 	return &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: ControllerName, Namespace: in.ns, Labels: l},
+		ObjectMeta: metav1.ObjectMeta{Name: cluster.ControllerName, Namespace: in.ns, Labels: l},
 		Spec: appsv1.DeploymentSpec{
 			Replicas: ptr(int32(1)),
 			Selector: &metav1.LabelSelector{MatchLabels: l},
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: l},
 				// 60 s to finish the reconcile under way and hand the Lease over.
-				Spec: withGrace(60, in.podSpec(ControllerName, corev1.Container{
+				Spec: withGrace(60, in.podSpec(cluster.ControllerName, corev1.Container{
 					Name: "controller",
 					Args: in.controllerArgs(),
 					// Helm and the discovery cache write under $HOME.

@@ -4,9 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"net"
 	"strconv"
-	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -65,7 +63,7 @@ func (in *installer) gitServer(ctx context.Context, account cluster.Account) (st
 	if err != nil {
 		return "", 0, err
 	}
-	base := GitBaseURL(host)
+	base := cluster.GitBaseURL(host)
 	secrets := in.cs.CoreV1().Secrets(in.ns)
 	for _, s := range []*corev1.Secret{
 		{
@@ -149,14 +147,4 @@ func withLabel(l map[string]string, k, v string) map[string]string {
 	out := maps.Clone(l)
 	out[k] = v
 	return out
-}
-
-// GitBaseURL is the git server's base URL for its Service's host:port
-// (kube.ServiceHost): http://<cluster IP>, the port left out when 80.
-// (an IPv6 address keeps its brackets).
-func GitBaseURL(host string) string {
-	if _, port, err := net.SplitHostPort(host); err == nil && port == "80" {
-		host = strings.TrimSuffix(host, ":80")
-	}
-	return "http://" + host
 }

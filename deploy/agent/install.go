@@ -147,7 +147,7 @@ func (r *InstallResult) String() string {
 		certs = "certificates generated"
 	}
 	return fmt.Sprintf("%s (from %s); Deployment %s ready in %.1fs; %s; webhook %s, failurePolicy Fail: %s; CRD %s, Deployment %s ready in %.1fs; git server %s ready in %.1fs",
-		r.Image, r.Binary, Name, r.Ready.Seconds(), certs, r.Webhook, r.Check, v1alpha1.CRDName, ControllerName, r.Controller.Seconds(), r.Git, r.GitReady.Seconds())
+		r.Image, r.Binary, Name, r.Ready.Seconds(), certs, r.Webhook, r.Check, v1alpha1.CRDName, cluster.ControllerName, r.Controller.Seconds(), r.Git, r.GitReady.Seconds())
 }
 
 // Install puts the agent in place next to the registry that ferry init set
@@ -386,7 +386,7 @@ func (in *installer) deployment(tlsSum string) *appsv1.Deployment {
 					Args:  args,
 					Ports: []corev1.ContainerPort{{Name: "https", ContainerPort: Port, Protocol: corev1.ProtocolTCP}},
 					ReadinessProbe: &corev1.Probe{
-						ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: PathHealth, Port: intstr.FromString("https"), Scheme: corev1.URISchemeHTTPS}},
+						ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: cluster.AgentPathHealth, Port: intstr.FromString("https"), Scheme: corev1.URISchemeHTTPS}},
 						PeriodSeconds: 2,
 					},
 					Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
@@ -460,7 +460,7 @@ func webhookConfiguration(ns string, caBundle []byte, owner []metav1.OwnerRefere
 			// the in-cluster copies (SourceRewriter). Status updates (Argo
 			// CD writes status into the object) do not wait for the agent.
 			mutatingWebhook(ns, caBundle, "sources.agent.ferry.dev", "creates-or-changes-spec", sourcesMatchExpression,
-				rule(FluxGroup, "*", "gitrepositories", "ocirepositories"), rule(ArgoGroup, "*", "applications")),
+				rule(cluster.FluxGroup, "*", "gitrepositories", "ocirepositories"), rule(cluster.ArgoGroup, "*", "applications")),
 		},
 	}
 }
@@ -485,7 +485,7 @@ func mutatingWebhook(ns string, caBundle []byte, name, condition, expression str
 	return admissionregistrationv1.MutatingWebhook{
 		Name: name,
 		ClientConfig: admissionregistrationv1.WebhookClientConfig{
-			Service:  &admissionregistrationv1.ServiceReference{Namespace: ns, Name: Name, Path: ptr(PathMutate), Port: ptr(int32(443))},
+			Service:  &admissionregistrationv1.ServiceReference{Namespace: ns, Name: Name, Path: ptr(cluster.AgentPathMutate), Port: ptr(int32(443))},
 			CABundle: caBundle,
 		},
 		Rules:          rules,

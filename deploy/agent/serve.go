@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"sync/atomic"
 	"time"
+
+	"github.com/ferrypkg/ferry/internal/cluster"
 )
 
 // What Serve listens on and answers.
@@ -17,10 +19,6 @@ const (
 	// DefaultAddr is where Serve listens when ServeOptions.Addr is empty:
 	// Port, on every address.
 	DefaultAddr = ":8443"
-	// PathMutate is where the API server sends AdmissionReviews.
-	PathMutate = "/mutate"
-	// PathHealth answers 200 when the agent can decide (readiness).
-	PathHealth = "/healthz"
 	// DefaultDrainDelay is how long Serve keeps answering, unready, once
 	// asked to stop, so that the Service stops sending requests first.
 	DefaultDrainDelay = 2 * time.Second
@@ -37,7 +35,7 @@ type ServeOptions struct {
 	// CertFile and KeyFile are the PEM serving certificate (with its
 	// chain) and key, read once at the start.
 	CertFile, KeyFile string
-	// Ready, if set, says whether the agent can decide; PathHealth answers
+	// Ready, if set, says whether the agent can decide; cluster.AgentPathHealth answers
 	// 503 with its error otherwise.
 	Ready func(context.Context) error
 	// DrainDelay: DefaultDrainDelay if 0, none if negative.
@@ -51,8 +49,8 @@ type ServeOptions struct {
 	Handlers map[string]http.Handler
 }
 
-// Serve answers AdmissionReviews with h at PathMutate and readiness at
-// PathHealth, over HTTPS, until ctx is done; then it turns unready, waits
+// Serve answers AdmissionReviews with h at cluster.AgentPathMutate and readiness at
+// cluster.AgentPathHealth, over HTTPS, until ctx is done; then it turns unready, waits
 // DrainDelay, and shuts down, letting requests in flight finish. It
 // returns nil after a clean shutdown.
 func Serve(ctx context.Context, h http.Handler, opts ServeOptions) error {
@@ -75,11 +73,11 @@ func Serve(ctx context.Context, h http.Handler, opts ServeOptions) error {
 	}
 	var stopping atomic.Bool
 	mux := http.NewServeMux()
-	mux.Handle(PathMutate, h)
+	mux.Handle(cluster.AgentPathMutate, h)
 	for p, h := range opts.Handlers {
 		mux.Handle(p, h)
 	}
-	mux.HandleFunc(PathHealth, func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc(cluster.AgentPathHealth, func(w http.ResponseWriter, r *http.Request) {
 		if stopping.Load() {
 			http.Error(w, "stopping", http.StatusServiceUnavailable)
 			return

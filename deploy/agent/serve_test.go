@@ -17,10 +17,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"github.com/ferrypkg/ferry/internal/cluster"
 	"github.com/ferrypkg/ferry/internal/fixture"
 )
 
-// TestServe: reviews over HTTPS at PathMutate, readiness at PathHealth
+// TestServe: reviews over HTTPS at cluster.AgentPathMutate, readiness at cluster.AgentPathHealth
 // following Ready; on cancellation the agent turns unready, keeps answering
 // for the drain delay, and stops cleanly.
 func TestServe(t *testing.T) {
@@ -49,7 +50,7 @@ func TestServe(t *testing.T) {
 		})
 	}()
 	health := func() (int, string) {
-		resp, err := client.Get(base + PathHealth)
+		resp, err := client.Get(base + cluster.AgentPathHealth)
 		if err != nil {
 			return 0, err.Error()
 		}
@@ -71,7 +72,7 @@ func TestServe(t *testing.T) {
 		Request: &admissionv1.AdmissionRequest{UID: "u", Kind: metav1.GroupVersionKind{Version: "v1", Kind: "Pod"}, Namespace: "apps",
 			Operation: admissionv1.Create, Object: runtime.RawExtension{Raw: raw}},
 	})
-	resp, err := client.Post(base+PathMutate, "application/json", bytes.NewReader(review))
+	resp, err := client.Post(base+cluster.AgentPathMutate, "application/json", bytes.NewReader(review))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +96,7 @@ func TestServe(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("Serve did not stop")
 	}
-	if _, err := client.Get(base + PathHealth); err == nil {
+	if _, err := client.Get(base + cluster.AgentPathHealth); err == nil {
 		t.Fatal("still serving after it stopped")
 	}
 }

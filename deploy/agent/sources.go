@@ -28,12 +28,6 @@ func (m Repositories) Add(cfg *artifact.Config) {
 	}
 }
 
-// Kinds of GitOps sources the agent rewrites, by API group.
-const (
-	FluxGroup = "source.toolkit.fluxcd.io"
-	ArgoGroup = "argoproj.io"
-)
-
 // SourceRewriter points GitOps sources that name a carried git repository
 // at the copies in the cluster: Flux GitRepository objects at the
 // in-cluster git server, Flux OCIRepository objects at the artifact in the

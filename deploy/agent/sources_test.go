@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/internal/cluster"
 )
 
 const (
@@ -133,18 +134,18 @@ func TestWebhookSources(t *testing.T) {
 		}
 		return out.Response
 	}
-	r := review(FluxGroup, "GitRepository", `{"spec":{"url":"https://github.com/org/fleet"}}`)
+	r := review(cluster.FluxGroup, "GitRepository", `{"spec":{"url":"https://github.com/org/fleet"}}`)
 	if !r.Allowed || !strings.Contains(string(r.Patch), `"path":"/spec"`) || !strings.Contains(string(r.Patch), fleetURL) {
 		t.Fatalf("GitRepository: allowed %v, patch %s", r.Allowed, r.Patch)
 	}
 	if len(ensured) != 1 || ensured[0] != "flux-system/git-auth" {
 		t.Errorf("secrets made: %v", ensured)
 	}
-	r = review(ArgoGroup, "Application", `{"spec":{"source":{"repoURL":"https://github.com/org/fleet","targetRevision":"v9"}}}`)
+	r = review(cluster.ArgoGroup, "Application", `{"spec":{"source":{"repoURL":"https://github.com/org/fleet","targetRevision":"v9"}}}`)
 	if r.Allowed || r.Result.Code != http.StatusForbidden || !strings.Contains(r.Result.Message, `targetRevision "v9"`) {
 		t.Fatalf("Application at another revision: %+v", r.Result)
 	}
-	r = review(FluxGroup, "Bucket", `{"spec":{"bucketName":"x"}}`)
+	r = review(cluster.FluxGroup, "Bucket", `{"spec":{"bucketName":"x"}}`)
 	if !r.Allowed || r.Patch != nil {
 		t.Fatalf("a Bucket: %+v", r)
 	}
@@ -154,8 +155,8 @@ func TestGitBaseURL(t *testing.T) {
 	for host, want := range map[string]string{
 		"10.96.0.40:80": "http://10.96.0.40", "10.96.0.40:8080": "http://10.96.0.40:8080", "[fd00::28]:80": "http://[fd00::28]",
 	} {
-		if got := GitBaseURL(host); got != want {
-			t.Errorf("GitBaseURL(%q) = %q, want %q", host, got, want)
+		if got := cluster.GitBaseURL(host); got != want {
+			t.Errorf("cluster.GitBaseURL(%q) = %q, want %q", host, got, want)
 		}
 	}
 }

@@ -12,6 +12,8 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/ferrypkg/ferry/internal/cluster"
 )
 
 // maxReviewSize bounds an AdmissionReview request body.
@@ -84,7 +86,7 @@ func (h *Webhook) review(ctx context.Context, req *admissionv1.AdmissionRequest)
 	if h.Ignore != nil && h.Ignore(req.Namespace) {
 		return allow
 	}
-	if (req.Kind.Group == FluxGroup || req.Kind.Group == ArgoGroup) && h.Sources != nil {
+	if (req.Kind.Group == cluster.FluxGroup || req.Kind.Group == cluster.ArgoGroup) && h.Sources != nil {
 		return h.reviewSource(ctx, req)
 	}
 	if req.Kind.Kind != "Pod" || req.Kind.Group != "" {

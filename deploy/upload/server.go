@@ -21,7 +21,6 @@ import (
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -216,50 +215,39 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) (*Result, error) 
 	if err != nil {
 		return fail(err)
 	}
-	pushed, err := deploy.PushVerified(ctx, s.Client, pkg, deploy.Options{Namespace: s.Namespace, Registry: host})
-	if err != nil {
-		return fail(err)
+	d := &deploy.Deploy{
+		Client: s.Client, Packages: s.Packages, Namespace: s.Namespace, Registry: host,
+		Verified: true, Components: opts.Components, Values: values, Timeout: opts.Timeout, NoWait: opts.NoWait,
 	}
-	res.Pushed, res.Took.Push = pushed.BytesPushed, time.Since(t0)
-	ev.send(Event{Phase: PhasePushed, Bytes: res.Pushed, Message: fmt.Sprintf("%d bytes pushed (%d images)", res.Pushed, len(pushed.Images))})
-
-	spec := v1alpha1.PackageSpec{Repository: cfg.Name, Digest: res.Digest, Components: opts.Components}
 	for _, k := range res.SignedBy {
-		spec.Keys = append(spec.Keys, v1alpha1.KeyReference{Kind: "Secret", Name: k, Key: deploy.KeyFile})
+		d.KeySecrets = append(d.KeySecrets, v1alpha1.KeyReference{Kind: "Secret", Name: k, Key: deploy.KeyFile})
 	}
-	if opts.Timeout > 0 {
-		spec.Timeout = &metav1.Duration{Duration: opts.Timeout}
-	}
-	if len(values) > 0 {
-		raw, err := json.Marshal(values)
-		if err != nil {
-			return fail(err)
+	var waited time.Time
+	d.Events = func(e deploy.Event) {
+		switch e.Phase {
+		case deploy.PhasePushed:
+			res.Pushed, res.Took.Push = e.Pushed.BytesPushed, time.Since(t0)
+			ev.send(Event{Phase: PhasePushed, Bytes: res.Pushed, Message: fmt.Sprintf("%d bytes pushed (%d images)", res.Pushed, len(e.Pushed.Images))})
+		case deploy.PhaseApplied:
+			what := "updated"
+			if res.Created {
+				what = "created"
+			}
+			ev.send(Event{Phase: PhaseApplied, Message: fmt.Sprintf("Package %s/%s %s for %s", s.Namespace, cfg.Name, what, u)})
+			waited = time.Now()
+		case deploy.PhaseCondition:
+			ev.send(Event{Phase: PhaseCondition, Condition: e.Condition})
 		}
-		spec.Values = &apiextensionsv1.JSON{Raw: raw}
 	}
-	applied, request, err := deploy.ApplyPackage(ctx, s.Packages, s.Namespace, cfg.Name, spec)
+	dres, err := d.Run(ctx, pkg)
+	if !opts.NoWait && !waited.IsZero() && dres != nil {
+		res.Took.Ready = time.Since(waited)
+		if c := meta.FindStatusCondition(dres.Package.Status.Conditions, v1alpha1.Ready); c != nil {
+			res.Ready, res.Reason = string(c.Status), c.Reason
+		}
+	}
 	if err != nil {
 		return fail(err)
-	}
-	what := "updated"
-	if res.Created {
-		what = "created"
-	}
-	ev.send(Event{Phase: PhaseApplied, Message: fmt.Sprintf("Package %s/%s %s for %s", s.Namespace, cfg.Name, what, u)})
-	if !opts.NoWait {
-		t0 = time.Now()
-		final, err := deploy.WaitPackage(ctx, s.Packages, applied, request, func(c metav1.Condition) {
-			ev.send(Event{Phase: PhaseCondition, Condition: &c})
-		})
-		res.Took.Ready = time.Since(t0)
-		if final != nil {
-			if c := meta.FindStatusCondition(final.Status.Conditions, v1alpha1.Ready); c != nil {
-				res.Ready, res.Reason = string(c.Status), c.Reason
-			}
-		}
-		if err != nil {
-			return fail(err)
-		}
 	}
 	res.AgentPeakRSS = peakRSS()
 	ev.send(Event{Phase: PhaseDone, Result: res})

@@ -12,7 +12,9 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"net"
 	"strconv"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -33,6 +35,10 @@ const (
 	PullSecretName = "ferry-registry-pull"
 	// StateName holds what init set up, for later commands (see State).
 	StateName = "ferry-state"
+	// ControllerName names the Package controller's Deployment and
+	// ServiceAccount in ferry's namespace, its leader-election Lease, and
+	// its ClusterRoleBinding.
+	ControllerName = "ferry-controller"
 )
 
 // The in-cluster registry.
@@ -203,4 +209,28 @@ func ReadRegistry(ctx context.Context, secrets SecretGetter) (State, Account, er
 		return State{}, Account{}, fmt.Errorf("registry credentials: %w", err)
 	}
 	return StateFromData(state.Data), AccountFromData(auth.Data), nil
+}
+
+// The agent's HTTPS server (the admission webhook).
+const (
+	// AgentPathMutate is where the API server sends AdmissionReviews.
+	AgentPathMutate = "/mutate"
+	// AgentPathHealth answers 200 when the agent can decide (readiness).
+	AgentPathHealth = "/healthz"
+)
+
+// The API groups of the GitOps sources the agent rewrites.
+const (
+	FluxGroup = "source.toolkit.fluxcd.io"
+	ArgoGroup = "argoproj.io"
+)
+
+// GitBaseURL is the in-cluster git server's base URL for its Service's
+// host:port: http://<cluster IP>, the port left out when 80 (an IPv6
+// address keeps its brackets).
+func GitBaseURL(host string) string {
+	if _, port, err := net.SplitHostPort(host); err == nil && port == "80" {
+		host = strings.TrimSuffix(host, ":80")
+	}
+	return "http://" + host
 }

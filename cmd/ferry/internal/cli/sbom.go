@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"fmt"
@@ -20,8 +20,8 @@ type sbomRow struct {
 
 func newSBOMCmd() *cobra.Command {
 	var (
-		output    outputFlag
-		remote    remoteFlags
+		output    OutputFlag
+		remote    RemoteFlags
 		keys      []string
 		platform  string
 		outputDir string
@@ -40,7 +40,7 @@ each is checked against its digest; a package on disk is verified whole
 first. With --key, the package's signature is verified too.`,
 		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := output.validate(); err != nil {
+			if err := output.Validate(); err != nil {
 				return err
 			}
 			if platform != "" {
@@ -56,7 +56,7 @@ first. With --key, the package's signature is verified too.`,
 					return err
 				}
 			}
-			src, ref, err := openSource(cmd, args[0], remote)
+			src, ref, err := OpenSource(cmd, args[0], remote)
 			if err != nil {
 				return err
 			}
@@ -65,14 +65,14 @@ first. With --key, the package's signature is verified too.`,
 				if err != nil {
 					return err
 				}
-				return printSBOMs(cmd, cfg, output.json())
+				return printSBOMs(cmd, cfg, output.JSON())
 			}
 			docs, err := artifact.ReadSBOMs(cmd.Context(), src, ref, args[1], platform)
 			if err != nil {
 				return err
 			}
 			if outputDir != "" {
-				return writeSBOMs(cmd, docs, outputDir, output.json())
+				return writeSBOMs(cmd, docs, outputDir, output.JSON())
 			}
 			if len(docs) > 1 {
 				var ps []string
@@ -85,9 +85,9 @@ first. With --key, the package's signature is verified too.`,
 			return err
 		},
 	}
-	output.register(cmd)
-	remote.register(cmd)
-	addKeyFlag(cmd, &keys)
+	output.Register(cmd)
+	remote.Register(cmd)
+	AddKeyFlag(cmd, &keys)
 	cmd.Flags().StringVar(&platform, "platform", "", "the image platform (os/arch[/variant]) whose SBOM to print")
 	cmd.Flags().StringVar(&outputDir, "output-dir", "", "write the image's SBOMs into this folder, one file per platform")
 	return cmd
@@ -104,7 +104,7 @@ func printSBOMs(cmd *cobra.Command, cfg *artifact.Config, asJSON bool) error {
 		}
 	}
 	if asJSON {
-		return writeJSON(cmd.OutOrStdout(), rows)
+		return WriteJSON(cmd.OutOrStdout(), rows)
 	}
 	if len(rows) == 0 {
 		fmt.Fprintf(cmd.OutOrStdout(), "%s %s holds no SBOM (created with --sbom=false, or by an older ferry)\n", cfg.Name, cfg.Version)
@@ -113,7 +113,7 @@ func printSBOMs(cmd *cobra.Command, cfg *artifact.Config, asJSON bool) error {
 	tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "IMAGE\tPLATFORM\tFORMAT\tDIGEST\tSIZE")
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.Image, r.Platform, sbomFormatName(r.ArtifactType), r.Digest, humanBytes(r.Size))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.Image, r.Platform, sbomFormatName(r.ArtifactType), r.Digest, HumanBytes(r.Size))
 	}
 	return tw.Flush()
 }
@@ -153,7 +153,7 @@ func writeSBOMs(cmd *cobra.Command, docs []artifact.SBOMDocument, dir string, as
 		out = append(out, written{d, p})
 	}
 	if asJSON {
-		return writeJSON(cmd.OutOrStdout(), out)
+		return WriteJSON(cmd.OutOrStdout(), out)
 	}
 	for _, w := range out {
 		fmt.Fprintf(cmd.OutOrStdout(), "wrote %s (%s %s, %s)\n", w.Path, w.Image, w.Platform, w.Digest)

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"fmt"
@@ -13,15 +13,15 @@ import (
 
 // newPackageCmd groups the package verbs.
 func newPackageCmd() *cobra.Command {
-	cmd := groupCmd(&cobra.Command{Use: "package", Short: "Create, inspect and move packages"})
+	cmd := GroupCmd(&cobra.Command{Use: "package", Short: "Create, inspect and move packages"})
 	cmd.AddCommand(newInspectCmd(), newPushCmd(), newPullCmd(), newVerifyCmd(), newSBOMCmd())
 	return cmd
 }
 
 func newInspectCmd() *cobra.Command {
 	var (
-		output outputFlag
-		remote remoteFlags
+		output OutputFlag
+		remote RemoteFlags
 		keys   []string
 	)
 	cmd := &cobra.Command{
@@ -35,11 +35,11 @@ With --key, verify the signature and every blob first (as package verify),
 and print nothing unless both hold.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := output.validate(); err != nil {
+			if err := output.Validate(); err != nil {
 				return err
 			}
 			var rep *artifact.Report
-			path, _, err := parseSource(args[0])
+			path, _, err := ParseSource(args[0])
 			if err != nil {
 				return err
 			}
@@ -54,27 +54,27 @@ and print nothing unless both hold.`,
 				}
 				rep = res.Report
 			} else {
-				src, ref, err := openSource(cmd, args[0], remote)
+				src, ref, err := OpenSource(cmd, args[0], remote)
 				if err != nil {
 					return err
 				}
-				progress, done := newProgress(cmd)
+				progress, done := NewProgress(cmd)
 				rep, err = artifact.Inspect(cmd.Context(), src, ref, progress)
 				done()
 				if err != nil {
 					return err
 				}
 			}
-			if output.json() {
-				return writeJSON(cmd.OutOrStdout(), newReportJSON(rep))
+			if output.JSON() {
+				return WriteJSON(cmd.OutOrStdout(), newReportJSON(rep))
 			}
 			printReport(cmd, rep, archiveSize)
 			return nil
 		},
 	}
-	output.register(cmd)
-	remote.register(cmd)
-	addKeyFlag(cmd, &keys)
+	output.Register(cmd)
+	remote.Register(cmd)
+	AddKeyFlag(cmd, &keys)
 	return cmd
 }
 
@@ -97,10 +97,10 @@ func printReport(cmd *cobra.Command, rep *artifact.Report, archiveSize int64) {
 		signed = "yes (cosign signature manifest " + rep.Signatures[0].String() + "; check it with package verify --key)"
 	}
 	fmt.Fprintf(tw, "Signed\t%s\n", signed)
-	fmt.Fprintf(tw, "Content\t%s in images, charts, manifests, files and git repositories (a shared blob counted at each use)\n", humanBytes(rep.TotalSize))
-	fmt.Fprintf(tw, "Blobs\t%s in %s, each stored once, metadata included, uncompressed\n", humanBytes(rep.StoredSize), plural(rep.Blobs, "blob"))
+	fmt.Fprintf(tw, "Content\t%s in images, charts, manifests, files and git repositories (a shared blob counted at each use)\n", HumanBytes(rep.TotalSize))
+	fmt.Fprintf(tw, "Blobs\t%s in %s, each stored once, metadata included, uncompressed\n", HumanBytes(rep.StoredSize), plural(rep.Blobs, "blob"))
 	if archiveSize >= 0 {
-		fmt.Fprintf(tw, "Archive\t%s on disk\n", humanBytes(archiveSize))
+		fmt.Fprintf(tw, "Archive\t%s on disk\n", HumanBytes(archiveSize))
 	}
 	for _, c := range rep.Components {
 		req := "optional"
@@ -114,30 +114,30 @@ func printReport(cmd *cobra.Command, rep *artifact.Report, archiveSize int64) {
 		}
 		fmt.Fprintf(cmd.OutOrStdout(), "\n%s\n", line)
 		for _, i := range c.Images {
-			fmt.Fprintf(tw, "  image\t%s\t→ %s\t%s\t%s\n", i.Ref, i.Digest, strings.Join(i.Platforms, ","), humanBytes(i.Size))
+			fmt.Fprintf(tw, "  image\t%s\t→ %s\t%s\t%s\n", i.Ref, i.Digest, strings.Join(i.Platforms, ","), HumanBytes(i.Size))
 			if len(i.SBOMs) > 0 {
 				var size int64
 				for _, s := range i.SBOMs {
 					size += s.Size
 				}
-				fmt.Fprintf(tw, "  \t  %s (%s; package sbom lists them)\t\t\t%s\n", plural(len(i.SBOMs), "SBOM"), sbomFormatName(i.SBOMs[0].ArtifactType), humanBytes(size))
+				fmt.Fprintf(tw, "  \t  %s (%s; package sbom lists them)\t\t\t%s\n", plural(len(i.SBOMs), "SBOM"), sbomFormatName(i.SBOMs[0].ArtifactType), HumanBytes(size))
 			}
 		}
 		for _, h := range c.Charts {
-			fmt.Fprintf(tw, "  chart\t%s %s\t%s\t%s\t%s\n", h.Name, h.Version, h.Digest, h.Source, humanBytes(h.Size))
+			fmt.Fprintf(tw, "  chart\t%s %s\t%s\t%s\t%s\n", h.Name, h.Version, h.Digest, h.Source, HumanBytes(h.Size))
 		}
 		for _, m := range c.Manifests {
-			fmt.Fprintf(tw, "  manifests\t%s (%s)\t%s\t\t%s\n", m.Name, plural(len(m.Files), "file"), m.Digest, humanBytes(m.Size))
+			fmt.Fprintf(tw, "  manifests\t%s (%s)\t%s\t\t%s\n", m.Name, plural(len(m.Files), "file"), m.Digest, HumanBytes(m.Size))
 		}
 		for _, f := range c.Files {
-			fmt.Fprintf(tw, "  file\t%s\t%s\t%04o\t%s\n", f.Target, f.Digest, f.Mode, humanBytes(f.Size))
+			fmt.Fprintf(tw, "  file\t%s\t%s\t%04o\t%s\n", f.Target, f.Digest, f.Mode, HumanBytes(f.Size))
 		}
 		for _, g := range c.Repositories {
 			what := "tree and history"
 			if !g.History {
 				what = "tree only"
 			}
-			fmt.Fprintf(tw, "  git\t%s\t%s\t%s (%s)\t%s\n", g.URL, g.Digest, g.Revision, what, humanBytes(g.Size))
+			fmt.Fprintf(tw, "  git\t%s\t%s\t%s (%s)\t%s\n", g.URL, g.Digest, g.Revision, what, HumanBytes(g.Size))
 		}
 	}
 }

@@ -1,35 +1,51 @@
-package main
+package cli
 
 import (
+	"context"
 	"fmt"
 	"strings"
 
 	"github.com/spf13/cobra"
 )
 
-// newRootCmd builds the whole command tree; there are no package-level
-// command globals, so tests can build a fresh tree per run.
-func newRootCmd() *cobra.Command {
+// Hooks are what a binary brings to the command tree that the front and the
+// full binary share.
+type Hooks struct {
+	// Add adds the binary's own commands to the root and to the package
+	// and registry groups.
+	Add func(root, pkg, reg *cobra.Command)
+	// HandOff runs before the tree: the front binary execs the full one for
+	// the commands that are not its own; it returns only if it does not.
+	HandOff func(root *cobra.Command, args []string) error
+	// FullVersion, if set, reports the full binary beside this one.
+	FullVersion func(ctx context.Context) (*VersionInfo, string)
+}
+
+// NewTree builds the whole command tree of a binary; there are no
+// package-level command globals, so tests can build a fresh tree per run.
+func NewTree(h Hooks) *cobra.Command {
 	root := &cobra.Command{
 		Use:           "ferry",
 		Short:         "Carry Kubernetes software into air-gapped clusters as signed OCI packages",
-		Version:       currentVersion().String(),
+		Version:       CurrentVersion().String(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
 	root.SetVersionTemplate("ferry {{.Version}}\n")
 	pkg, reg := newPackageCmd(), newRegistryCmd()
-	root.AddCommand(pkg, reg, newVersionCmd())
-	addFull(root, pkg, reg)
+	root.AddCommand(pkg, reg, newVersionCmd(h.FullVersion))
+	if h.Add != nil {
+		h.Add(root, pkg, reg)
+	}
 	root.SetFlagErrorFunc(flagError)
-	groupCmd(root)
+	GroupCmd(root)
 	return root
 }
 
-// groupCmd makes a command that only groups subcommands refuse an unknown
+// GroupCmd makes a command that only groups subcommands refuse an unknown
 // subcommand — one line, exit 1, the nearest names suggested — instead of
 // printing its help and exiting 0. With no argument it prints its help.
-func groupCmd(cmd *cobra.Command) *cobra.Command {
+func GroupCmd(cmd *cobra.Command) *cobra.Command {
 	cmd.Args = cobra.ArbitraryArgs
 	cmd.SuggestionsMinimumDistance = 2
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
@@ -87,11 +103,11 @@ func flagError(cmd *cobra.Command, err error) error {
 	return err
 }
 
-// envFrontBuild carries the front binary's build identity to the full
+// EnvFrontBuild carries the front binary's build identity to the full
 // binary it hands a command to.
-const envFrontBuild = "FERRY_FRONT_BUILD"
+const EnvFrontBuild = "FERRY_FRONT_BUILD"
 
-// oneLine folds an error onto a single line for the terminal.
-func oneLine(err error) string {
+// OneLine folds an error onto a single line for the terminal.
+func OneLine(err error) string {
 	return strings.Join(strings.Fields(err.Error()), " ")
 }

@@ -1,6 +1,7 @@
-package main
+package cli
 
 import (
+	"context"
 	"fmt"
 	"runtime"
 	"runtime/debug"
@@ -9,13 +10,13 @@ import (
 )
 
 // version, commit: set at link time when the build has no module version
-// or VCS information (-ldflags "-X main.version=v1.2.3 -X main.commit=…");
+// or VCS information (-ldflags "-X …/cmd/ferry/internal/cli.version=v1.2.3", see the Makefile);
 // build: a digest of the sources built (`make build` sets it, so that two
 // builds of one commit with different uncommitted changes differ).
 var version, commit, build string
 
-// versionInfo is what `ferry version -o json` prints; its fields are stable.
-type versionInfo struct {
+// VersionInfo is what `ferry version -o json` prints; its fields are stable.
+type VersionInfo struct {
 	// Version is the module version (v1.2.3, or a pseudo-version), or
 	// "(devel)" for a build from a work tree.
 	Version string `json:"version"`
@@ -31,14 +32,14 @@ type versionInfo struct {
 	Build string `json:"build,omitempty"`
 	// Full is the full binary's own version, as the front binary (bin/ferry)
 	// found it beside itself; only the front sets it.
-	Full *versionInfo `json:"full,omitempty"`
+	Full *VersionInfo `json:"full,omitempty"`
 	// FullError says why the front could not tell the full binary's version.
 	FullError string `json:"fullError,omitempty"`
 }
 
-// currentVersion reads the build information of the running binary.
-func currentVersion() versionInfo {
-	v := versionInfo{Version: "(devel)", Commit: commit, Build: build, GoVersion: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH}
+// CurrentVersion reads the build information of the running binary.
+func CurrentVersion() VersionInfo {
+	v := VersionInfo{Version: "(devel)", Commit: commit, Build: build, GoVersion: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH}
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		if bi.Main.Version != "" {
 			v.Version = bi.Main.Version
@@ -58,14 +59,14 @@ func currentVersion() versionInfo {
 	return v
 }
 
-// identity is what two binaries of one build share: the front hands it to
+// Identity is what two binaries of one build share: the front hands it to
 // the full binary, which refuses to run for a front of another build.
-func (v versionInfo) identity() string {
+func (v VersionInfo) Identity() string {
 	return fmt.Sprintf("%s %s %t %s %s", v.Version, v.Commit, v.Modified, v.Build, v.GoVersion)
 }
 
 // String is the one-line form: "v1.2.3 (commit abc123, go1.26.0, linux/amd64)".
-func (v versionInfo) String() string {
+func (v VersionInfo) String() string {
 	c := v.Commit
 	if c == "" {
 		c = "unknown"
@@ -76,20 +77,22 @@ func (v versionInfo) String() string {
 	return fmt.Sprintf("%s (commit %s, %s, %s)", v.Version, c, v.GoVersion, v.Platform)
 }
 
-func newVersionCmd() *cobra.Command {
-	var output outputFlag
+func newVersionCmd(fullVersion func(context.Context) (*VersionInfo, string)) *cobra.Command {
+	var output OutputFlag
 	cmd := &cobra.Command{
 		Use:   "version",
 		Short: "Print ferry's version, commit and Go version",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := output.validate(); err != nil {
+			if err := output.Validate(); err != nil {
 				return err
 			}
-			v := currentVersion()
-			v.Full, v.FullError = fullVersion(cmd.Context())
-			if output.json() {
-				return writeJSON(cmd.OutOrStdout(), v)
+			v := CurrentVersion()
+			if fullVersion != nil {
+				v.Full, v.FullError = fullVersion(cmd.Context())
+			}
+			if output.JSON() {
+				return WriteJSON(cmd.OutOrStdout(), v)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "ferry %s\n", v)
 			switch {
@@ -101,6 +104,6 @@ func newVersionCmd() *cobra.Command {
 			return nil
 		},
 	}
-	output.register(cmd)
+	output.Register(cmd)
 	return cmd
 }

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"fmt"
@@ -11,8 +11,8 @@ import (
 func newVerifyCmd() *cobra.Command {
 	var (
 		keys   []string
-		remote remoteFlags
-		output outputFlag
+		remote RemoteFlags
+		output OutputFlag
 	)
 	cmd := &cobra.Command{
 		Use:   "verify PKG|REF --key cosign.pub",
@@ -24,56 +24,69 @@ reference, the signature first, then every blob fetched and re-hashed).
 Exit status 0 only when both hold.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := output.validate(); err != nil {
+			if err := output.Validate(); err != nil {
 				return err
 			}
 			res, err := verifyPackage(cmd, args[0], keys, remote)
 			if err != nil {
 				return err
 			}
-			if output.json() {
-				return writeJSON(cmd.OutOrStdout(), newVerifyJSON(res))
+			if output.JSON() {
+				return WriteJSON(cmd.OutOrStdout(), newVerifyJSON(res))
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "verified %s %s\nroot %s: %d blobs, %s, every digest checked\n",
-				res.Report.Name, res.Report.Version, res.Report.Root, res.Report.Blobs, humanBytes(res.Report.StoredSize))
+				res.Report.Name, res.Report.Version, res.Report.Root, res.Report.Blobs, HumanBytes(res.Report.StoredSize))
 			for _, s := range res.Signatures {
 				fmt.Fprintf(cmd.OutOrStdout(), "signature by %s (payload %s)\n", s.Key, s.Payload)
 			}
 			return nil
 		},
 	}
-	addKeyFlag(cmd, &keys)
-	remote.register(cmd)
-	output.register(cmd)
+	AddKeyFlag(cmd, &keys)
+	remote.Register(cmd)
+	output.Register(cmd)
 	return cmd
 }
 
-// addKeyFlag registers --key (repeatable) for public keys.
-func addKeyFlag(cmd *cobra.Command, keys *[]string) {
+// AddKeyFlag registers --key (repeatable) for public keys.
+func AddKeyFlag(cmd *cobra.Command, keys *[]string) {
 	cmd.Flags().StringArrayVar(keys, "key", nil, "cosign public key file (repeatable: any one may have signed)")
 }
 
 // verifyPackage verifies a package on disk or in a registry with keys.
-func verifyPackage(cmd *cobra.Command, arg string, keyFiles []string, remote remoteFlags) (*artifact.VerifyResult, error) {
+func verifyPackage(cmd *cobra.Command, arg string, keyFiles []string, remote RemoteFlags) (*artifact.VerifyResult, error) {
 	if len(keyFiles) == 0 {
 		return nil, fmt.Errorf("--key is required")
 	}
-	keys, err := loadVerifyKeys(keyFiles)
+	keys, err := LoadVerifyKeys(keyFiles)
 	if err != nil {
 		return nil, err
 	}
-	src, ref, err := openSource(cmd, arg, remote)
+	src, ref, err := OpenSource(cmd, arg, remote)
 	if err != nil {
 		return nil, err
 	}
-	progress, done := newProgress(cmd)
+	progress, done := NewProgress(cmd)
 	defer done()
 	return artifact.Verify(cmd.Context(), src, ref, artifact.VerifyOptions{Keys: keys, Progress: progress})
 }
 
-// loadVerifyKeys reads the public keys given with --key.
-func loadVerifyKeys(paths []string) ([]artifact.Verifier, error) {
-	var keys []artifact.Verifier
+// LoadVerifyKeys reads the public keys given with --key.
+func LoadVerifyKeys(paths []string) ([]artifact.Verifier, error) {
+	pubs, err := LoadPublicKeys(paths)
+	if err != nil {
+		return nil, err
+	}
+	keys := make([]artifact.Verifier, len(pubs))
+	for i, k := range pubs {
+		keys[i] = k
+	}
+	return keys, nil
+}
+
+// LoadPublicKeys reads the --key files.
+func LoadPublicKeys(paths []string) ([]*artifact.PublicKey, error) {
+	var keys []*artifact.PublicKey
 	for _, p := range paths {
 		k, err := artifact.LoadPublicKey(p)
 		if err != nil {

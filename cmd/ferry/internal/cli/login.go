@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"errors"
@@ -31,7 +31,7 @@ func loginHost(arg string) string {
 }
 
 func newRegistryLoginCmd() *cobra.Command {
-	var remote remoteFlags
+	var remote RemoteFlags
 	cmd := &cobra.Command{
 		Use:   "login REGISTRY -u USER --password-stdin",
 		Short: "Log in to a registry: check the credentials and keep them in the docker config file",
@@ -40,19 +40,19 @@ where docker, crane, oras and helm read them: the docker config file
 ($DOCKER_CONFIG/config.json or ~/.docker/config.json), or its credential
 helper when one is configured. Without a helper the password is stored
 unencrypted (base64), as docker stores it. The password is read from standard
-input (--password-stdin) or $` + passwordEnvRegistry + `, never from an argument.`,
+input (--password-stdin) or $` + PasswordEnvRegistry + `, never from an argument.`,
 		Example: `  ferry registry login registry.example:5000 -u ci --password-stdin < token
   ferry registry login 127.0.0.1:5000 -u admin --password-stdin --ca-file ca.crt <<< "$PASSWORD"`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if remote.username == "" {
+			if remote.Username == "" {
 				return errors.New("--username is required")
 			}
-			if !remote.passwordStdin && passwordFromEnv() == "" {
-				return fmt.Errorf("no password: pass --password-stdin (or set %s)", passwordEnvRegistry)
+			if !remote.PasswordStdin && passwordFromEnv() == "" {
+				return fmt.Errorf("no password: pass --password-stdin (or set %s)", PasswordEnvRegistry)
 			}
 			host := loginHost(args[0])
-			pw, err := remote.password(cmd.InOrStdin())
+			pw, err := remote.Password(cmd.InOrStdin())
 			if err != nil {
 				return err
 			}
@@ -68,14 +68,14 @@ input (--password-stdin) or $` + passwordEnvRegistry + `, never from an argument
 			if err != nil {
 				return err
 			}
-			if err := credentials.Login(cmd.Context(), store, reg, auth.Credential{Username: remote.username, Password: pw}); err != nil {
+			if err := credentials.Login(cmd.Context(), store, reg, auth.Credential{Username: remote.Username, Password: pw}); err != nil {
 				return fmt.Errorf("login to %s: %w", host, err)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "logged in to %s as %s (credentials in %s)\n", host, remote.username, store.ConfigPath())
+			fmt.Fprintf(cmd.OutOrStdout(), "logged in to %s as %s (credentials in %s)\n", host, remote.Username, store.ConfigPath())
 			return nil
 		},
 	}
-	remote.register(cmd)
+	remote.Register(cmd)
 	return cmd
 }
 

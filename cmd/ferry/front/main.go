@@ -1,5 +1,6 @@
-//go:build ferryfront
-
+// Command ferry (built as bin/ferry) is the front binary: it holds the
+// commands that need neither cosign's signing, Helm, client-go nor the
+// distribution server, and hands every other one to ferry-full beside it.
 package main
 
 import (
@@ -15,11 +16,12 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/ferrypkg/ferry/cmd/ferry/internal/cli"
 	"github.com/ferrypkg/ferry/internal/sibling"
 )
 
-// The front binary (`make build` builds it as bin/ferry, with -tags
-// ferryfront) holds the commands that need neither cosign's signing, Helm,
+// The front binary (`make build` builds it as bin/ferry from cmd/ferry/front)
+// holds the commands that need neither cosign's signing, Helm,
 // client-go nor the distribution server: version, package push, pull,
 // inspect and verify, registry login and logout. It starts in a few
 // milliseconds and a few MiB, where a binary that links those libraries
@@ -30,8 +32,7 @@ import (
 // are the full binary's own.
 const fullName = "ferry-full"
 
-// addFull adds nothing: the full binary has those commands.
-func addFull(root, pkg, reg *cobra.Command) {}
+func main() { cli.Run(cli.Hooks{HandOff: handOff, FullVersion: fullVersion}) }
 
 // handOff execs the full binary unless args name one of this binary's own
 // commands (a runnable leaf of its tree). It returns only when the full
@@ -44,12 +45,12 @@ func handOff(root *cobra.Command, args []string) error {
 	if err != nil {
 		return err
 	}
-	env := append(os.Environ(), envFrontBuild+"="+currentVersion().identity())
+	env := append(os.Environ(), cli.EnvFrontBuild+"="+cli.CurrentVersion().Identity())
 	return syscall.Exec(full, append([]string{full}, args...), env)
 }
 
 // fullVersion asks the full binary beside this one for its version.
-func fullVersion(ctx context.Context) (*versionInfo, string) {
+func fullVersion(ctx context.Context) (*cli.VersionInfo, string) {
 	full, err := findFull()
 	if err != nil {
 		return nil, err.Error()
@@ -57,7 +58,7 @@ func fullVersion(ctx context.Context) (*versionInfo, string) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, full, "version", "-o", "json")
-	cmd.Env = append(os.Environ(), envFrontBuild+"="+currentVersion().identity())
+	cmd.Env = append(os.Environ(), cli.EnvFrontBuild+"="+cli.CurrentVersion().Identity())
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -68,7 +69,7 @@ func fullVersion(ctx context.Context) (*versionInfo, string) {
 		}
 		return nil, strings.TrimPrefix(msg, "ferry: ")
 	}
-	var v versionInfo
+	var v cli.VersionInfo
 	if err := json.Unmarshal(out, &v); err != nil {
 		return nil, fmt.Sprintf("%s version: %v", full, err)
 	}

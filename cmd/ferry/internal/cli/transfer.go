@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bufio"
@@ -21,43 +21,43 @@ import (
 	"github.com/ferrypkg/ferry/artifact"
 )
 
-// remoteFlags are the flags every registry-talking command shares, named
+// RemoteFlags are the flags every registry-talking command shares, named
 // as crane's and oras's: --plain-http, -u/--username with --password-stdin,
 // --ca-file and --insecure.
-type remoteFlags struct {
-	plainHTTP, insecure, passwordStdin bool
-	username, caFile                   string
+type RemoteFlags struct {
+	PlainHTTP, Insecure, PasswordStdin bool
+	Username, CAFile                   string
 }
 
-// register adds every remote flag: for a command that talks to the one
+// Register adds every remote flag: for a command that talks to the one
 // registry its REF names.
-func (f *remoteFlags) register(cmd *cobra.Command) {
-	f.registerTLS(cmd)
-	cmd.Flags().StringVarP(&f.username, "username", "u", "", "registry user name (password from --password-stdin or $FERRY_REGISTRY_PASSWORD; default: the docker config file's credentials)")
-	cmd.Flags().BoolVar(&f.passwordStdin, "password-stdin", false, "read the registry password (or token) from standard input")
+func (f *RemoteFlags) Register(cmd *cobra.Command) {
+	f.RegisterTLS(cmd)
+	cmd.Flags().StringVarP(&f.Username, "username", "u", "", "registry user name (password from --password-stdin or $FERRY_REGISTRY_PASSWORD; default: the docker config file's credentials)")
+	cmd.Flags().BoolVar(&f.PasswordStdin, "password-stdin", false, "read the registry password (or token) from standard input")
 }
 
-// registerTLS adds the transport flags only: for a command that may talk to
+// RegisterTLS adds the transport flags only: for a command that may talk to
 // several registries (credentials then come from the docker config file).
-func (f *remoteFlags) registerTLS(cmd *cobra.Command) {
-	cmd.Flags().BoolVar(&f.plainHTTP, "plain-http", false, "use plain HTTP for the registry (loopback registries always may)")
-	cmd.Flags().StringVar(&f.caFile, "ca-file", "", "PEM file of CA certificates to trust beside the system's (loopback registries then speak HTTPS too)")
-	cmd.Flags().BoolVar(&f.insecure, "insecure", false, "skip TLS certificate verification (anyone on the path can read and change what is sent)")
+func (f *RemoteFlags) RegisterTLS(cmd *cobra.Command) {
+	cmd.Flags().BoolVar(&f.PlainHTTP, "plain-http", false, "use plain HTTP for the registry (loopback registries always may)")
+	cmd.Flags().StringVar(&f.CAFile, "ca-file", "", "PEM file of CA certificates to trust beside the system's (loopback registries then speak HTTPS too)")
+	cmd.Flags().BoolVar(&f.Insecure, "insecure", false, "skip TLS certificate verification (anyone on the path can read and change what is sent)")
 }
 
-// passwordEnvRegistry is where a registry password is read from when
+// PasswordEnvRegistry is where a registry password is read from when
 // --username is given without --password-stdin.
-const passwordEnvRegistry = "FERRY_REGISTRY_PASSWORD"
+const PasswordEnvRegistry = "FERRY_REGISTRY_PASSWORD"
 
 // tlsConfig is the TLS configuration --ca-file and --insecure ask for, or
 // nil for the default; --insecure is announced on stderr.
-func (f *remoteFlags) tlsConfig(stderr io.Writer) (*tls.Config, error) {
-	if f.caFile == "" && !f.insecure {
+func (f *RemoteFlags) TLSConfig(stderr io.Writer) (*tls.Config, error) {
+	if f.CAFile == "" && !f.Insecure {
 		return nil, nil
 	}
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
-	if f.caFile != "" {
-		pem, err := os.ReadFile(f.caFile)
+	if f.CAFile != "" {
+		pem, err := os.ReadFile(f.CAFile)
 		if err != nil {
 			return nil, fmt.Errorf("--ca-file: %w", err)
 		}
@@ -66,22 +66,22 @@ func (f *remoteFlags) tlsConfig(stderr io.Writer) (*tls.Config, error) {
 			pool = x509.NewCertPool()
 		}
 		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("--ca-file %s: no PEM certificate in it", f.caFile)
+			return nil, fmt.Errorf("--ca-file %s: no PEM certificate in it", f.CAFile)
 		}
 		cfg.RootCAs = pool
 	}
-	if f.insecure {
+	if f.Insecure {
 		fmt.Fprintln(stderr, "ferry: WARNING: --insecure: registry TLS certificates are not verified; anyone on the network path can read and change what is sent")
 		cfg.InsecureSkipVerify = true
 	}
 	return cfg, nil
 }
 
-// password is the registry password for --username: from standard input
+// Password is the registry password for --username: from standard input
 // with --password-stdin, else from $FERRY_REGISTRY_PASSWORD.
-func (f *remoteFlags) password(stdin io.Reader) (string, error) {
-	if f.passwordStdin {
-		if f.username == "" {
+func (f *RemoteFlags) Password(stdin io.Reader) (string, error) {
+	if f.PasswordStdin {
+		if f.Username == "" {
 			return "", errors.New("--password-stdin needs --username")
 		}
 		line, err := bufio.NewReader(stdin).ReadString('\n')
@@ -94,23 +94,23 @@ func (f *remoteFlags) password(stdin io.Reader) (string, error) {
 }
 
 // passwordFromEnv is $FERRY_REGISTRY_PASSWORD.
-func passwordFromEnv() string { return os.Getenv(passwordEnvRegistry) }
+func passwordFromEnv() string { return os.Getenv(PasswordEnvRegistry) }
 
-// options turns the flags into artifact.RemoteOptions. Credentials given
+// Options turns the flags into artifact.RemoteOptions. Credentials given
 // with --username go to ref's registry host only; every other host gets
 // the docker config file's.
-func (f *remoteFlags) options(cmd *cobra.Command, ref string) (artifact.RemoteOptions, error) {
+func (f *RemoteFlags) Options(cmd *cobra.Command, ref string) (artifact.RemoteOptions, error) {
 	ro, err := f.transport(cmd.ErrOrStderr())
 	if err != nil {
 		return ro, err
 	}
-	if f.username == "" {
-		if f.passwordStdin {
+	if f.Username == "" {
+		if f.PasswordStdin {
 			return ro, errors.New("--password-stdin needs --username")
 		}
 		return ro, nil
 	}
-	pw, err := f.password(cmd.InOrStdin())
+	pw, err := f.Password(cmd.InOrStdin())
 	if err != nil {
 		return ro, err
 	}
@@ -120,7 +120,7 @@ func (f *remoteFlags) options(cmd *cobra.Command, ref string) (artifact.RemoteOp
 	}
 	fallback := credentials.Credential(store)
 	host := registryHost(ref)
-	cred := auth.Credential{Username: f.username, Password: pw}
+	cred := auth.Credential{Username: f.Username, Password: pw}
 	ro.Credential = func(ctx context.Context, hostport string) (auth.Credential, error) {
 		if hostport == host || (host == "docker.io" && hostport == "registry-1.docker.io") {
 			return cred, nil
@@ -131,30 +131,30 @@ func (f *remoteFlags) options(cmd *cobra.Command, ref string) (artifact.RemoteOp
 }
 
 // transport is the flags' plain-HTTP and TLS choices, without credentials.
-func (f *remoteFlags) transport(stderr io.Writer) (artifact.RemoteOptions, error) {
-	tlsConfig, err := f.tlsConfig(stderr)
-	return artifact.RemoteOptions{PlainHTTP: f.plainHTTP, TLS: tlsConfig}, err
+func (f *RemoteFlags) transport(stderr io.Writer) (artifact.RemoteOptions, error) {
+	tlsConfig, err := f.TLSConfig(stderr)
+	return artifact.RemoteOptions{PlainHTTP: f.PlainHTTP, TLS: tlsConfig}, err
 }
 
 // registryHost is the host[:port] a reference or REGISTRY[/prefix] names.
 func registryHost(ref string) string {
-	host, _, _ := strings.Cut(strings.TrimPrefix(ref, ociScheme), "/")
+	host, _, _ := strings.Cut(strings.TrimPrefix(ref, OCIScheme), "/")
 	return host
 }
 
 // ociScheme marks an argument as a registry reference, as helm's and
 // oras's oci:// does.
-const ociScheme = "oci://"
+const OCIScheme = "oci://"
 
-// parseSource decides whether a PKG|REF argument is a package on disk
+// ParseSource decides whether a PKG|REF argument is a package on disk
 // (path) or a registry reference (ref). oci:// means a reference; ./, ../
 // or / a path; an existing file or folder is a path, and so is a name
 // ending in .tar or .tar.zst. Otherwise a first element that is a
 // registry host (with a dot or port, or localhost) means a reference. A
 // path that does not exist is "no such file"; a reference must name a tag
 // or a digest.
-func parseSource(arg string) (path, ref string, err error) {
-	if r, ok := strings.CutPrefix(arg, ociScheme); ok {
+func ParseSource(arg string) (path, ref string, err error) {
+	if r, ok := strings.CutPrefix(arg, OCIScheme); ok {
 		return "", r, checkTagged(r)
 	}
 	_, err = os.Stat(arg)
@@ -169,16 +169,16 @@ func parseSource(arg string) (path, ref string, err error) {
 	return arg, "", nil
 }
 
-// openSource opens what PKG|REF names (parseSource) as a target for the
+// OpenSource opens what PKG|REF names (parseSource) as a target for the
 // verbs that take one: a package on disk (reference "", its root) or a
 // registry repository and the tag or digest in it. The registry flags are
 // checked either way.
-func openSource(cmd *cobra.Command, arg string, remote remoteFlags) (oras.ReadOnlyTarget, string, error) {
-	path, ref, err := parseSource(arg)
+func OpenSource(cmd *cobra.Command, arg string, remote RemoteFlags) (oras.ReadOnlyTarget, string, error) {
+	path, ref, err := ParseSource(arg)
 	if err != nil {
 		return nil, "", err
 	}
-	ro, err := remote.options(cmd, ref)
+	ro, err := remote.Options(cmd, ref)
 	if err != nil {
 		return nil, "", err
 	}
@@ -221,8 +221,8 @@ func checkTagged(ref string) error {
 
 func newPushCmd() *cobra.Command {
 	var (
-		remote remoteFlags
-		output outputFlag
+		remote RemoteFlags
+		output OutputFlag
 		mount  string
 	)
 	cmd := &cobra.Command{
@@ -237,10 +237,10 @@ Credentials come from --username/--password-stdin or the docker config file
 (ferry registry login).`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := output.validate(); err != nil {
+			if err := output.Validate(); err != nil {
 				return err
 			}
-			ref := strings.TrimPrefix(args[1], ociScheme)
+			ref := strings.TrimPrefix(args[1], OCIScheme)
 			parsed, err := registry.ParseReference(ref)
 			if err != nil {
 				return fmt.Errorf("%q is not a registry reference (host/repository[:tag]): %w", args[1], err)
@@ -248,7 +248,7 @@ Credentials come from --username/--password-stdin or the docker config file
 			if strings.HasPrefix(parsed.Reference, "sha256:") {
 				return fmt.Errorf("%s: push to a tag (or to host/repository, tagged with the package's version), not a digest", args[1])
 			}
-			ro, err := remote.options(cmd, ref)
+			ro, err := remote.Options(cmd, ref)
 			if err != nil {
 				return err
 			}
@@ -259,14 +259,14 @@ Credentials come from --username/--password-stdin or the docker config file
 			if parsed.Reference == "" {
 				ref += ":" + r.Config().Version
 			}
-			progress, done := newProgress(cmd)
+			progress, done := NewProgress(cmd)
 			res, err := artifact.Push(cmd.Context(), r, ref, artifact.PushOptions{Remote: ro, MountFrom: mount, Progress: progress})
 			done()
 			if err != nil {
 				return err
 			}
-			if output.json() {
-				return writeJSON(cmd.OutOrStdout(), map[string]any{
+			if output.JSON() {
+				return WriteJSON(cmd.OutOrStdout(), map[string]any{
 					"ref": res.Ref, "root": res.Root.Digest, "pushed": res.Pushed, "skipped": res.Skipped, "bytesPushed": res.BytesPushed, "unchanged": res.Unchanged,
 				})
 			}
@@ -274,21 +274,21 @@ Credentials come from --username/--password-stdin or the docker config file
 				fmt.Fprintf(cmd.OutOrStdout(), "pushed %s: unchanged, the registry already holds the package (tagged)\n%s\n", res.Ref, res.Root.Digest)
 				return nil
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "pushed %s: %d blobs uploaded (%s), %d already there\n%s\n", res.Ref, res.Pushed, humanBytes(res.BytesPushed), res.Skipped, res.Root.Digest)
+			fmt.Fprintf(cmd.OutOrStdout(), "pushed %s: %d blobs uploaded (%s), %d already there\n%s\n", res.Ref, res.Pushed, HumanBytes(res.BytesPushed), res.Skipped, res.Root.Digest)
 			return nil
 		},
 	}
-	remote.register(cmd)
-	output.register(cmd)
+	remote.Register(cmd)
+	output.Register(cmd)
 	cmd.Flags().StringVar(&mount, "mount-from", "", "repository on the same registry to mount missing blobs from")
 	return cmd
 }
 
 func newPullCmd() *cobra.Command {
 	var (
-		remote remoteFlags
-		output = outputFlag{writesFile: true}
-		file   fileFlag
+		remote RemoteFlags
+		output = OutputFlag{WritesFile: true}
+		file   FileFlag
 		keys   []string
 	)
 	cmd := &cobra.Command{
@@ -300,24 +300,24 @@ byte for byte. With --key, a valid signature over the root by that key is
 required first: nothing is written otherwise.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := output.validate(); err != nil {
+			if err := output.Validate(); err != nil {
 				return err
 			}
-			if file.path == "" {
+			if file.Path == "" {
 				return fmt.Errorf("-f FILE is required: the archive to write (.tar.zst or .tar)")
 			}
-			if err := file.validate(""); err != nil {
+			if err := file.Validate(""); err != nil {
 				return err
 			}
-			ref := strings.TrimPrefix(args[0], ociScheme)
+			ref := strings.TrimPrefix(args[0], OCIScheme)
 			if err := checkTagged(ref); err != nil {
 				return err
 			}
-			ro, err := remote.options(cmd, ref)
+			ro, err := remote.Options(cmd, ref)
 			if err != nil {
 				return err
 			}
-			verifyKeys, err := loadVerifyKeys(keys)
+			verifyKeys, err := LoadVerifyKeys(keys)
 			if err != nil {
 				return err
 			}
@@ -325,24 +325,24 @@ required first: nothing is written otherwise.`,
 			if err != nil {
 				return err
 			}
-			progress, done := newProgress(cmd)
-			res, err := artifact.Pull(cmd.Context(), repo, repo.Reference.Reference, file.path, artifact.PullOptions{Progress: progress, Keys: verifyKeys})
+			progress, done := NewProgress(cmd)
+			res, err := artifact.Pull(cmd.Context(), repo, repo.Reference.Reference, file.Path, artifact.PullOptions{Progress: progress, Keys: verifyKeys})
 			done()
 			if err != nil {
 				return err
 			}
-			if output.json() {
-				return writeJSON(cmd.OutOrStdout(), map[string]any{
+			if output.JSON() {
+				return WriteJSON(cmd.OutOrStdout(), map[string]any{
 					"path": res.Path, "root": res.Root.Digest, "name": res.Config.Name, "version": res.Config.Version, "size": res.Size, "blobs": res.Blobs, "signatures": res.Signatures,
 				})
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "pulled %s → %s (%s %s, %s, %d blobs)\n%s\n", args[0], res.Path, res.Config.Name, res.Config.Version, humanBytes(res.Size), res.Blobs, res.Root.Digest)
+			fmt.Fprintf(cmd.OutOrStdout(), "pulled %s → %s (%s %s, %s, %d blobs)\n%s\n", args[0], res.Path, res.Config.Name, res.Config.Version, HumanBytes(res.Size), res.Blobs, res.Root.Digest)
 			return nil
 		},
 	}
-	file.register(cmd, "archive to write (.tar.zst or .tar; required)")
-	addKeyFlag(cmd, &keys)
-	remote.register(cmd)
-	output.register(cmd)
+	file.Register(cmd, "archive to write (.tar.zst or .tar; required)")
+	AddKeyFlag(cmd, &keys)
+	remote.Register(cmd)
+	output.Register(cmd)
 	return cmd
 }

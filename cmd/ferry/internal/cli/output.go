@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"encoding/json"
@@ -15,32 +15,32 @@ import (
 	"github.com/ferrypkg/ferry/artifact"
 )
 
-// outputFlag is -o/--output, the output format: text (default) or json,
+// OutputFlag is -o/--output, the output format: text (default) or json,
 // as kubectl's and helm's -o. It means the same in every command; an
 // archive a command writes is named with -f/--file (fileFlag).
-type outputFlag struct {
+type OutputFlag struct {
 	format string
-	// writesFile says the command writes an archive, named with -f: a
+	// WritesFile says the command writes an archive, named with -f: a
 	// path given to -o is then pointed there.
-	writesFile bool
+	WritesFile bool
 }
 
-func (o *outputFlag) register(cmd *cobra.Command) {
-	addOutputFlag(cmd, &o.format)
+func (o *OutputFlag) Register(cmd *cobra.Command) {
+	AddOutputFlag(cmd, &o.format)
 }
 
-// addOutputFlag registers -o/--output into format.
-func addOutputFlag(cmd *cobra.Command, format *string) {
+// AddOutputFlag registers -o/--output into format.
+func AddOutputFlag(cmd *cobra.Command, format *string) {
 	cmd.Flags().StringVarP(format, "output", "o", "text", "output format: text or json")
 }
 
-func (o *outputFlag) validate() error { return checkOutput(o.format, o.writesFile) }
+func (o *OutputFlag) Validate() error { return CheckOutput(o.format, o.WritesFile) }
 
-func (o *outputFlag) json() bool { return o.format == "json" }
+func (o *OutputFlag) JSON() bool { return o.format == "json" }
 
-// checkOutput refuses an output format other than text or json, and says
+// CheckOutput refuses an output format other than text or json, and says
 // where a file name given to -o (the docker and zarf habit) belongs.
-func checkOutput(format string, writesFile bool) error {
+func CheckOutput(format string, writesFile bool) error {
 	switch {
 	case format == "text" || format == "json":
 		return nil
@@ -61,22 +61,22 @@ func looksLikePath(s string) bool {
 // formatNames are words a user may give -f meaning an output format.
 var formatNames = map[string]bool{"json": true, "text": true, "yaml": true, "yml": true, "table": true, "wide": true}
 
-// fileFlag is -f/--file, the archive a command writes (as tar's -f).
-type fileFlag struct{ path string }
+// FileFlag is -f/--file, the archive a command writes (as tar's -f).
+type FileFlag struct{ Path string }
 
-func (f *fileFlag) register(cmd *cobra.Command, usage string) {
-	cmd.Flags().StringVarP(&f.path, "file", "f", "", usage)
+func (f *FileFlag) Register(cmd *cobra.Command, usage string) {
+	cmd.Flags().StringVarP(&f.Path, "file", "f", "", usage)
 }
 
-// validate refuses a format name where the archive's path is expected (the
+// Validate refuses a format name where the archive's path is expected (the
 // kubectl and helm habit meant -o), and an explicit format that the file's
 // extension contradicts; ./json names a file called json.
-func (f *fileFlag) validate(format artifact.Format) error {
-	if formatNames[strings.ToLower(f.path)] {
-		return fmt.Errorf("-f %q: -f/--file is the archive to write; for %s output use -o %s (for a file of that name, -f ./%s)", f.path, f.path, f.path, f.path)
+func (f *FileFlag) Validate(format artifact.Format) error {
+	if formatNames[strings.ToLower(f.Path)] {
+		return fmt.Errorf("-f %q: -f/--file is the archive to write; for %s output use -o %s (for a file of that name, -f ./%s)", f.Path, f.Path, f.Path, f.Path)
 	}
-	if ext := archiveFormat(f.path); format != "" && ext != "" && ext != format {
-		return fmt.Errorf("--format %s, but -f %s names a %s archive: drop --format or change the extension", format, f.path, ext)
+	if ext := archiveFormat(f.Path); format != "" && ext != "" && ext != format {
+		return fmt.Errorf("--format %s, but -f %s names a %s archive: drop --format or change the extension", format, f.Path, ext)
 	}
 	return nil
 }
@@ -93,8 +93,8 @@ func archiveFormat(path string) artifact.Format {
 	return ""
 }
 
-// writeJSON prints v as indented JSON.
-func writeJSON(w io.Writer, v any) error {
+// WriteJSON prints v as indented JSON.
+func WriteJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
@@ -120,9 +120,9 @@ type progressBar struct {
 	moved int64 // bytes that moved
 }
 
-// newProgress returns a ProgressFunc for cmd's stderr, or nil when stderr is
+// NewProgress returns a ProgressFunc for cmd's stderr, or nil when stderr is
 // not a terminal.
-func newProgress(cmd *cobra.Command) (artifact.ProgressFunc, func()) {
+func NewProgress(cmd *cobra.Command) (artifact.ProgressFunc, func()) {
 	w := cmd.ErrOrStderr()
 	if !isTerminal(w) {
 		return nil, func() {}
@@ -158,9 +158,9 @@ func (p *progressBar) report(ev artifact.Progress) {
 			line = "resolved " + ev.Item
 		}
 	case ev.TotalBlobs > 0:
-		line = fmt.Sprintf("%s %d/%d blobs, %s/%s, %s/s", ev.Phase, p.blobs, ev.TotalBlobs, humanBytes(p.bytes), humanBytes(ev.TotalBytes), humanBytes(int64(rate)))
+		line = fmt.Sprintf("%s %d/%d blobs, %s/%s, %s/s", ev.Phase, p.blobs, ev.TotalBlobs, HumanBytes(p.bytes), HumanBytes(ev.TotalBytes), HumanBytes(int64(rate)))
 	default:
-		line = fmt.Sprintf("%s %d blobs, %s, %s/s", ev.Phase, p.blobs, humanBytes(p.bytes), humanBytes(int64(rate)))
+		line = fmt.Sprintf("%s %d blobs, %s, %s/s", ev.Phase, p.blobs, HumanBytes(p.bytes), HumanBytes(int64(rate)))
 	}
 	if len(line) > 100 {
 		line = line[:100]
@@ -178,8 +178,8 @@ func (p *progressBar) done() {
 	}
 }
 
-// humanBytes formats n with a binary unit.
-func humanBytes(n int64) string {
+// HumanBytes formats n with a binary unit.
+func HumanBytes(n int64) string {
 	const unit = 1024
 	if n < unit {
 		return fmt.Sprintf("%d B", n)

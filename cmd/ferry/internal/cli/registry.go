@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"github.com/spf13/cobra"
@@ -6,7 +6,7 @@ import (
 
 // newRegistryCmd groups the registry commands: serve, load, check, connect, login, logout.
 func newRegistryCmd() *cobra.Command {
-	cmd := groupCmd(&cobra.Command{Use: "registry", Short: "Run, load, check, connect to and log in to OCI registries"})
+	cmd := GroupCmd(&cobra.Command{Use: "registry", Short: "Run, load, check, connect to and log in to OCI registries"})
 	cmd.AddCommand(newRegistryLoginCmd(), newRegistryLogoutCmd())
 	return cmd
 }

@@ -1,0 +1,34 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/ferrypkg/ferry/internal/redact"
+)
+
+// Run runs a binary's command line and exits.
+func Run(h Hooks) {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	root := NewTree(h)
+	// The front binary hands what is not its own to the full one, which
+	// refuses commands that do not exist.
+	err := h.HandOff(root, os.Args[1:])
+	if err == nil {
+		err = unknownCommand(root, os.Args[1:])
+	}
+	if err == nil {
+		err = root.ExecuteContext(ctx)
+	}
+	stop()
+	if err != nil {
+		// Whoever wrote the message (go-git and net/http put the URLs
+		// they were given into theirs), no credential reaches the
+		// terminal.
+		fmt.Fprintln(os.Stderr, "ferry: "+redact.Text(OneLine(err)))
+		os.Exit(1)
+	}
+}

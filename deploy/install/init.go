@@ -1,0 +1,165 @@
+// Package install sets ferry up in a cluster: Init is what `ferry init`
+// runs — the registry's bootstrap (package inject), the registry's own
+// image pushed into it, the agent, the webhook, the Package controller and
+// the git server (package deploy/agent's installers), and the Packages of
+// what an earlier ferry deployed without one.
+package install
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/ferrypkg/ferry/deploy"
+	"github.com/ferrypkg/ferry/deploy/agent"
+	"github.com/ferrypkg/ferry/deploy/api/v1alpha1"
+	"github.com/ferrypkg/ferry/inject"
+	"github.com/ferrypkg/ferry/internal/cluster"
+	"github.com/ferrypkg/ferry/internal/reach"
+)
+
+// Init is `ferry init` (set the fields, then Run). Running it again checks
+// and repairs; it does not fail on what is there already.
+type Init struct {
+	// Client and Config reach the cluster (Config for tunnels and the
+	// Package and CRD clients); Kube reaches it for Helm (the values of
+	// releases an earlier ferry installed, when it migrates them).
+	Client kubernetes.Interface
+	Config *rest.Config
+	Kube   genericclioptions.RESTClientGetter
+	// Registry configures the registry's bootstrap; its Namespace, BinDir,
+	// WaitTimeout and Via are the agent's too.
+	Registry inject.InitOptions
+	// Agent configures the agent, webhook, controller and git server
+	// (Namespace, BinDir, WaitTimeout, Registry and Extensions are set
+	// from the rest).
+	Agent agent.InstallOptions
+	// Keys are PEM public keys the cluster trusts: each is stored in a
+	// Secret of ferry's namespace; they verify uploads to the agent, and
+	// the Packages given to what an earlier ferry deployed name them.
+	Keys [][]byte
+	// Progress, if set, is told of each step as it finishes.
+	Progress func(inject.Step)
+}
+
+// Result is what Init set up.
+type Result struct {
+	*inject.InitResult
+	// Agent is the agent's image, by digest.
+	Agent string `json:"agent"`
+	// RegistryVia is how this process reached the registry.
+	RegistryVia *reach.Endpoint `json:"registryVia"`
+	Seconds     float64         `json:"seconds"`
+	// Migrated are the packages given a Package.
+	Migrated []string `json:"migrated"`
+	// Installed is what the agent's installation did.
+	Installed *agent.InstallResult `json:"-"`
+}
+
+// StepError says which step of Init failed: "init: <step>: <cause>". The
+// registry's bootstrap reports its own steps (inject.StepError).
+type StepError struct {
+	Step string
+	Err  error
+}
+
+func (e *StepError) Error() string { return "init: " + e.Step + ": " + e.Err.Error() }
+func (e *StepError) Unwrap() error { return e.Err }
+
+// Run bootstraps the registry, pushes its image into it (so that a replica
+// rescheduled on another node pulls it from the others), installs the
+// agent (whose image the registry serves) and gives the packages an
+// earlier ferry deployed their Packages.
+func (in *Init) Run(ctx context.Context) (*Result, error) {
+	opts := in.Registry
+	if opts.Namespace == "" {
+		opts.Namespace = cluster.DefaultNamespace
+	}
+	if opts.WaitTimeout <= 0 {
+		opts.WaitTimeout = inject.DefaultWaitTimeout
+	}
+	opts.Progress = in.Progress
+	start := time.Now()
+	res, err := inject.Init(ctx, in.Client, opts)
+	if err != nil {
+		return nil, err
+	}
+	out := &Result{InitResult: res}
+
+	agentStart := time.Now()
+	ep, err := reach.Registry(ctx, in.Client, reach.Options{Via: opts.Via, Namespace: opts.Namespace, Config: in.Config, NodeHost: res.Registry})
+	if err != nil {
+		return nil, &StepError{Step: "agent", Err: err}
+	}
+	defer ep.Close()
+	out.RegistryVia = ep
+	in.progress("registry via", ep.String(), agentStart)
+
+	imgStart := time.Now()
+	desc, err := inject.PushRegistryImage(ctx, in.Client, opts.Namespace, ep.Host, opts.BinDir, res.Arch)
+	if err != nil {
+		return nil, &StepError{Step: "registry image", Err: err}
+	}
+	if !strings.HasSuffix(res.Image, "@"+desc.Digest.String()) {
+		return nil, &StepError{Step: "registry image", Err: fmt.Errorf("pushed %s, the registry runs %s", desc.Digest, res.Image)}
+	}
+	in.progress("registry image", "in the registry as "+inject.RegistryRepository, imgStart)
+
+	ao := in.Agent
+	ao.Namespace, ao.BinDir, ao.WaitTimeout, ao.Registry = opts.Namespace, opts.BinDir, opts.WaitTimeout, ep.Host
+	if ao.Extensions == nil {
+		if ao.Extensions, err = apiextensionsclient.NewForConfig(in.Config); err != nil {
+			return nil, &StepError{Step: "agent", Err: err}
+		}
+	}
+	installed, err := agent.Install(ctx, in.Client, ao)
+	if err != nil {
+		return nil, &StepError{Step: "agent", Err: err}
+	}
+	out.Agent, out.Installed = installed.Image, installed
+	in.progress("agent", installed.String(), agentStart)
+
+	migrateStart := time.Now()
+	if out.Migrated, err = in.migrate(ctx, opts.Namespace); err != nil {
+		return nil, &StepError{Step: "migrate", Err: err}
+	}
+	if len(out.Migrated) > 0 {
+		in.progress("migrate", "Packages for "+strings.Join(out.Migrated, ", "), migrateStart)
+	}
+	out.Seconds = time.Since(start).Seconds()
+	return out, nil
+}
+
+func (in *Init) progress(step, detail string, since time.Time) {
+	if in.Progress != nil {
+		in.Progress(inject.Step{Name: step, Detail: detail, Took: time.Since(since)})
+	}
+}
+
+// migrate stores the trusted keys and gives the packages an earlier ferry
+// deployed their Packages, naming those keys.
+func (in *Init) migrate(ctx context.Context, ns string) ([]string, error) {
+	pc, err := deploy.PackageClient(in.Config)
+	if err != nil {
+		return nil, err
+	}
+	refs := []v1alpha1.KeyReference{}
+	for _, pem := range in.Keys {
+		ref, err := deploy.EnsureKeySecret(ctx, in.Client, ns, pem)
+		if err != nil {
+			return nil, err
+		}
+		refs = append(refs, ref)
+	}
+	migrated, err := deploy.Migrate(ctx, in.Client, pc, in.Kube, ns, refs)
+	if migrated == nil {
+		migrated = []string{}
+	}
+	return migrated, err
+}
