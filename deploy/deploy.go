@@ -52,7 +52,7 @@ func push(ctx context.Context, cs kubernetes.Interface, r *artifact.Reader, ns, 
 	if err != nil {
 		return nil, err
 	}
-	remote := cluster.RegistryRemote(host, cred)
+	remote := reach.RegistryRemote(host, cred)
 	start := time.Now()
 	var loaded *artifact.MirrorResult
 	err = reach.Retry(ctx, attempts, func() error {
@@ -155,7 +155,7 @@ func Install(ctx context.Context, cs kubernetes.Interface, cfg *artifact.Config,
 	if opts.Values == nil {
 		opts.Values = map[string]any{}
 	}
-	d := &deployer{cs: cs, opts: opts, host: host, push: push, remote: cluster.RegistryRemote(push, cred), cfg: cfg, prev: prev, ensured: map[string]bool{}}
+	d := &deployer{cs: cs, opts: opts, host: host, push: push, remote: reach.RegistryRemote(push, cred), cfg: cfg, prev: prev, ensured: map[string]bool{}}
 	rec := &Record{Name: cfg.Name, Version: cfg.Version, Root: root, Config: cfg, BytesPushed: opts.BytesPushed}
 	for _, c := range comps {
 		rec.Components = append(rec.Components, c.Name)

@@ -26,8 +26,8 @@ import (
 	"oras.land/oras-go/v2/registry/remote"
 
 	"github.com/ferrypkg/ferry/artifact"
-	"github.com/ferrypkg/ferry/inject"
 	"github.com/ferrypkg/ferry/internal/cluster"
+	"github.com/ferrypkg/ferry/internal/reach"
 )
 
 // RemoveOptions configure Remove.
@@ -135,7 +135,7 @@ func Remove(ctx context.Context, cs kubernetes.Interface, name string, opts Remo
 	if opts.Registry != "" {
 		host = opts.Registry
 	}
-	ro := cluster.RegistryRemote(host, cred)
+	ro := reach.RegistryRemote(host, cred)
 	reg := &registryCleaner{host: host, remote: ro}
 	used, err := reg.usedBy(ctx, others)
 	if err != nil {
@@ -303,7 +303,7 @@ func collectGarbage(ctx context.Context, cs kubernetes.Interface, host string, o
 	if err := registryExec(ctx, cs, cfg, opts.Namespace, &res, "gc"); err != nil {
 		return res, err
 	}
-	if err := inject.WaitRegistry(ctx, host, opts.Timeout); err != nil {
+	if err := reach.WaitRegistry(ctx, host, opts.Timeout); err != nil {
 		return res, fmt.Errorf("registry after garbage collection: %w", err)
 	}
 	return res, nil

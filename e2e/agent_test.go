@@ -30,7 +30,7 @@ import (
 
 	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/deploy"
-	"github.com/ferrypkg/ferry/deploy/agent"
+	"github.com/ferrypkg/ferry/deploy/install"
 	"github.com/ferrypkg/ferry/e2e/internal/cluster"
 	"github.com/ferrypkg/ferry/inject"
 	contract "github.com/ferrypkg/ferry/internal/cluster" // cluster is the e2e harness
@@ -61,7 +61,7 @@ func TestAgent(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("TIMING init (agent included; injected %v): %.1fs", res.Injected, time.Since(start).Seconds())
-	if !strings.HasPrefix(installed.Image, "127.0.0.1:31999/"+agent.Repository+"@sha256:") {
+	if !strings.HasPrefix(installed.Image, "127.0.0.1:31999/"+install.Repository+"@sha256:") {
 		t.Fatalf("agent image %q is not by digest in the in-cluster registry", installed.Image)
 	}
 	agentPod := runningAgentPod(ctx, t, c)
@@ -134,7 +134,7 @@ func TestAgent(t *testing.T) {
 
 	// An ignored namespace keeps its images.
 	ignored, err := c.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
-		GenerateName: "ferry-e2e-ignored-", Labels: map[string]string{agent.IgnoreLabel: agent.IgnoreValue},
+		GenerateName: "ferry-e2e-ignored-", Labels: map[string]string{install.IgnoreLabel: install.IgnoreValue},
 	}}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -215,7 +215,7 @@ func agentPackage(ctx context.Context, t *testing.T, c *cluster.Cluster) (*artif
 }
 
 func agentSelector() string {
-	return labels.SelectorFromSet(map[string]string{contract.LabelName: agent.Name}).String()
+	return labels.SelectorFromSet(map[string]string{contract.LabelName: install.Name}).String()
 }
 
 func runningAgentPod(ctx context.Context, t *testing.T, c *cluster.Cluster) *corev1.Pod {
@@ -238,12 +238,12 @@ func runningAgentPod(ctx context.Context, t *testing.T, c *cluster.Cluster) *cor
 func scaleAgent(ctx context.Context, t *testing.T, c *cluster.Cluster, n int32) {
 	t.Helper()
 	deps := c.Client.AppsV1().Deployments(contract.DefaultNamespace)
-	scale, err := deps.GetScale(ctx, agent.Name, metav1.GetOptions{})
+	scale, err := deps.GetScale(ctx, install.Name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	scale.Spec.Replicas = n
-	if _, err := deps.UpdateScale(ctx, agent.Name, scale, metav1.UpdateOptions{}); err != nil {
+	if _, err := deps.UpdateScale(ctx, install.Name, scale, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	for {

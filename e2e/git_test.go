@@ -29,7 +29,7 @@ import (
 	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/artifact/gitrepo"
 	"github.com/ferrypkg/ferry/artifact/sbomexec"
-	"github.com/ferrypkg/ferry/deploy/agent"
+	"github.com/ferrypkg/ferry/deploy/install"
 	"github.com/ferrypkg/ferry/e2e/internal/cluster"
 	"github.com/ferrypkg/ferry/e2e/internal/mkimg"
 	"github.com/ferrypkg/ferry/inject"
@@ -163,10 +163,10 @@ components:
 	if cm, _, _ := unstructured.NestedString(got.Object, "spec", "ref", "commit"); cm != commit {
 		t.Errorf("GitRepository ref.commit %q, want %s", cm, commit)
 	}
-	if s, _, _ := unstructured.NestedString(got.Object, "spec", "secretRef", "name"); s != agent.GitSecretName {
+	if s, _, _ := unstructured.NestedString(got.Object, "spec", "secretRef", "name"); s != install.GitSecretName {
 		t.Errorf("GitRepository secretRef %q", s)
 	}
-	if _, err := c.Client.CoreV1().Secrets(ns).Get(ctx, agent.GitSecretName, metav1.GetOptions{}); err != nil {
+	if _, err := c.Client.CoreV1().Secrets(ns).Get(ctx, install.GitSecretName, metav1.GetOptions{}); err != nil {
 		t.Errorf("the git Secret in the source's namespace: %v", err)
 	}
 	obj.SetName("fleet-dev")
@@ -198,8 +198,8 @@ components:
 	if rev, _, _ := unstructured.NestedString(got.Object, "spec", "source", "targetRevision"); rev != commit {
 		t.Errorf("Application targetRevision %q, want %s", rev, commit)
 	}
-	creds, err := c.Client.CoreV1().Secrets(ns).Get(ctx, agent.GitCredsSecretName, metav1.GetOptions{})
-	if err != nil || creds.Labels[agent.ArgoSecretTypeLabel] != "repo-creds" || string(creds.Data["url"]) != installed.Git+"/" {
+	creds, err := c.Client.CoreV1().Secrets(ns).Get(ctx, install.GitCredsSecretName, metav1.GetOptions{})
+	if err != nil || creds.Labels[install.ArgoSecretTypeLabel] != "repo-creds" || string(creds.Data["url"]) != installed.Git+"/" {
 		t.Errorf("Argo CD repo-creds Secret: %v, %+v", err, creds)
 	}
 

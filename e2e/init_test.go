@@ -27,7 +27,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/ferrypkg/ferry/deploy"
-	"github.com/ferrypkg/ferry/deploy/agent"
 	"github.com/ferrypkg/ferry/deploy/api/v1alpha1"
 	"github.com/ferrypkg/ferry/deploy/install"
 	"github.com/ferrypkg/ferry/e2e/internal/cluster"
@@ -426,11 +425,11 @@ func isUnauthorized(err error) bool {
 // initFerry runs what ferry init runs (install.Init): the registry's
 // bootstrap, its image, the agent (whose controller resyncs every 20 s
 // here, for TestPackageResource's drift) and the migration.
-func initFerry(ctx context.Context, c *cluster.Cluster, opts inject.InitOptions) (*inject.InitResult, *agent.InstallResult, error) {
+func initFerry(ctx context.Context, c *cluster.Cluster, opts inject.InitOptions) (*inject.InitResult, *install.InstallResult, error) {
 	kube := genericclioptions.NewConfigFlags(true)
 	kube.KubeConfig = &c.Kubeconfig
 	in := &install.Init{Client: c.Client, Config: c.Config, Kube: kube, Registry: opts, Progress: opts.Progress,
-		Agent: agent.InstallOptions{ControllerResync: 20 * time.Second}}
+		Agent: install.InstallOptions{ControllerResync: 20 * time.Second}}
 	res, err := in.Run(ctx)
 	if err != nil {
 		return nil, nil, err

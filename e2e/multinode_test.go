@@ -34,7 +34,6 @@ import (
 	"github.com/ferrypkg/ferry/artifact/chart"
 	"github.com/ferrypkg/ferry/deploy"
 	"github.com/ferrypkg/ferry/e2e/internal/cluster"
-	"github.com/ferrypkg/ferry/inject"
 	contract "github.com/ferrypkg/ferry/internal/cluster" // cluster is the e2e harness
 	"github.com/ferrypkg/ferry/internal/fixture"
 	"github.com/ferrypkg/ferry/internal/peertool"
@@ -501,7 +500,7 @@ func connectText(ctx context.Context, t *testing.T, c *cluster.Cluster, username
 			t.Errorf("login line %q does not say %q", lines[1], want)
 		}
 	}
-	if err := inject.WaitRegistry(ctx, addr, 10*time.Second); err != nil {
+	if err := reach.WaitRegistry(ctx, addr, 10*time.Second); err != nil {
 		t.Errorf("the printed address %s: %v", addr, err)
 	}
 	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
@@ -717,7 +716,7 @@ func pushResumes(ctx context.Context, t *testing.T, c *cluster.Cluster) {
 		t.Fatal(err)
 	}
 	account := contract.AccountFromData(sec.Data)
-	repo, err := contract.RegistryRemote(ep.Host, auth.Credential{Username: account.Username, Password: account.Password}).Repository(ep.Host + "/e2e-resume") // the package's own repository: every blob goes there first
+	repo, err := reach.RegistryRemote(ep.Host, auth.Credential{Username: account.Username, Password: account.Password}).Repository(ep.Host + "/e2e-resume") // the package's own repository: every blob goes there first
 	if err != nil {
 		t.Fatal(err)
 	}

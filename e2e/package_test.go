@@ -36,6 +36,7 @@ import (
 	"github.com/ferrypkg/ferry/e2e/internal/mkimg"
 	"github.com/ferrypkg/ferry/inject"
 	contract "github.com/ferrypkg/ferry/internal/cluster" // cluster is the e2e harness
+	"github.com/ferrypkg/ferry/internal/reach"
 )
 
 // The Package client's logger (controller-runtime's) says nothing.
@@ -140,7 +141,7 @@ func pushed(ctx context.Context, t *testing.T, c *cluster.Cluster, pkg string, k
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := artifact.Mirror(ctx, r, host, contract.RegistryRemote(host, cred)); err != nil {
+	if _, err := artifact.Mirror(ctx, r, host, reach.RegistryRemote(host, cred)); err != nil {
 		t.Fatal(err)
 	}
 	return r.Root().Digest.String()

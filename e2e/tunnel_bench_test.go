@@ -50,7 +50,7 @@ func BenchmarkTunnel(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if err := inject.WaitRegistry(ctx, ep.Host, 10*time.Second); err != nil { // a first request through it
+		if err := reach.WaitRegistry(ctx, ep.Host, 10*time.Second); err != nil { // a first request through it
 			b.Fatal(err)
 		}
 		opens = append(opens, time.Since(start))

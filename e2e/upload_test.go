@@ -25,8 +25,8 @@ import (
 	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/artifact/key"
 	"github.com/ferrypkg/ferry/deploy"
-	"github.com/ferrypkg/ferry/deploy/agent"
 	"github.com/ferrypkg/ferry/deploy/api/v1alpha1"
+	"github.com/ferrypkg/ferry/deploy/install"
 	"github.com/ferrypkg/ferry/deploy/upload"
 	"github.com/ferrypkg/ferry/e2e/internal/cluster"
 	"github.com/ferrypkg/ferry/inject"
@@ -39,7 +39,7 @@ import (
 var uploaderRules = []rbacv1.PolicyRule{
 	{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list"}},
 	{APIGroups: []string{""}, Resources: []string{"pods/portforward"}, Verbs: []string{"create"}},
-	{APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{agent.CAConfigMap}, Verbs: []string{"get"}},
+	{APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{install.CAConfigMap}, Verbs: []string{"get"}},
 	{APIGroups: []string{"apps"}, Resources: []string{"deployments"}, Verbs: []string{"get"}},
 	{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"packages"}, Verbs: []string{"get", "list", "watch", "create", "update"}},
 }

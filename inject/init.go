@@ -936,13 +936,6 @@ func (in *initRun) state(ctx context.Context) (string, error) {
 	return "Secret " + cluster.StateName, nil
 }
 
-// WaitRegistry waits until the registry itself answers at host: it asks
-// for the account (401) where the read-only injector, which may keep the
-// NodePort for a while after the hand-over, lets anyone read.
-func WaitRegistry(ctx context.Context, host string, timeout time.Duration) error {
-	return kube.WaitHTTP(ctx, host, http.StatusUnauthorized, "the registry", timeout)
-}
-
 // PushRegistryImage pushes the registry image for arch (the one Init
 // injected: the same binary gives the same digest) into the registry at
 // host, with the account Init made, and returns its manifest. Then a
@@ -958,7 +951,7 @@ func PushRegistryImage(ctx context.Context, cs kubernetes.Interface, ns, host, b
 		return ocispec.Descriptor{}, fmt.Errorf("registry credentials: %w", err)
 	}
 	account := cluster.AccountFromData(auth.Data)
-	repo, err := cluster.RegistryRemote(host, orasauth.Credential{Username: account.Username, Password: account.Password}).Repository(host + "/" + RegistryRepository)
+	repo, err := reach.RegistryRemote(host, orasauth.Credential{Username: account.Username, Password: account.Password}).Repository(host + "/" + RegistryRepository)
 	if err != nil {
 		return ocispec.Descriptor{}, err
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/ferrypkg/ferry/deploy"
 	"github.com/ferrypkg/ferry/deploy/agent"
+	"github.com/ferrypkg/ferry/deploy/install"
 	"github.com/ferrypkg/ferry/deploy/upload"
 	"github.com/ferrypkg/ferry/internal/cluster"
 	"github.com/ferrypkg/ferry/internal/kube"
@@ -37,7 +38,7 @@ rewritten to <registry>/<path>@sha256:<digest>, by the digests deployed
 packages recorded (a tag is never trusted in the cluster), and the registry
 pull secret is added (and copied into the Pod's namespace). Images in no
 deployed package are left as they are, or refused with --require-known.
-Pods of ferry's namespace, and of namespaces labelled ` + agent.IgnoreLabel + "=" + agent.IgnoreValue + `,
+Pods of ferry's namespace, and of namespaces labelled ` + install.IgnoreLabel + "=" + install.IgnoreValue + `,
 are left alone. Whatever the agent cannot decide it refuses.
 
 Outside a Pod, --kubeconfig (or $KUBECONFIG) names the cluster.`,
@@ -58,7 +59,7 @@ Outside a Pod, --kubeconfig (or $KUBECONFIG) names the cluster.`,
 			wh := &agent.Webhook{
 				Rewriter: cache.Rewriter, Refresh: cache.Refresh,
 				PullSecret: pullSecret, EnsurePullSecret: copies.Ensure,
-				Ignore: func(ns string) bool { return ns == namespace || ns == agent.SystemNamespace },
+				Ignore: func(ns string) bool { return ns == namespace || ns == install.SystemNamespace },
 				Logger: log,
 				Sources: func(ctx context.Context) (*agent.SourceRewriter, error) {
 					return sourceRewriter(ctx, cs, state, namespace, pullSecret)
@@ -119,14 +120,14 @@ func sourceRewriter(ctx context.Context, cs kubernetes.Interface, state *deploy.
 	if err != nil {
 		return nil, err
 	}
-	s := &agent.SourceRewriter{Repositories: repos, GitSecret: agent.GitSecretName, ArgoSecret: agent.GitCredsSecretName, PullSecret: pullSecret}
+	s := &agent.SourceRewriter{Repositories: repos, GitSecret: install.GitSecretName, ArgoSecret: install.GitCredsSecretName, PullSecret: pullSecret}
 	if len(repos) == 0 {
 		return s, nil
 	}
 	if s.Registry, err = kube.ServiceHost(ctx, cs, namespace, cluster.RegistryName); err != nil {
 		return nil, err
 	}
-	git, err := kube.ServiceHost(ctx, cs, namespace, agent.GitName)
+	git, err := kube.ServiceHost(ctx, cs, namespace, install.GitName)
 	if err != nil {
 		return nil, err
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/ferrypkg/ferry/deploy/gitserver"
 	"github.com/ferrypkg/ferry/internal/cluster"
 	"github.com/ferrypkg/ferry/internal/kube"
+	"github.com/ferrypkg/ferry/internal/reach"
 )
 
 type gitServerOptions struct {
@@ -244,5 +245,5 @@ func clusterGitEntries(ctx context.Context, o *gitServerOptions) (gitserver.Entr
 		}
 		return out, nil
 	}
-	return entries, cluster.RegistryRemote(o.registry, auth.Credential{Username: account.Username, Password: account.Password}), nil
+	return entries, reach.RegistryRemote(o.registry, auth.Credential{Username: account.Username, Password: account.Password}), nil
 }

@@ -12,7 +12,6 @@ import (
 
 	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/cmd/ferry/internal/cli"
-	"github.com/ferrypkg/ferry/deploy/agent"
 	"github.com/ferrypkg/ferry/deploy/install"
 	"github.com/ferrypkg/ferry/inject"
 	"github.com/ferrypkg/ferry/internal/cluster"
@@ -83,7 +82,7 @@ func newInitCmd() *cobra.Command {
 		kube     kubeFlags
 		output   cli.OutputFlag
 		opts     inject.InitOptions
-		agentOpt agent.InstallOptions
+		agentOpt install.InstallOptions
 		nodePort int
 		via      viaFlag
 		storage  initStorageFlags

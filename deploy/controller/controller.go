@@ -150,7 +150,7 @@ func (r *Reconciler) reconcile(ctx context.Context, pkg *v1alpha1.Package, writt
 	if err != nil {
 		return again, r.fail(pkg, v1alpha1.Verified, v1alpha1.ReasonRegistryUnreachable, err)
 	}
-	repo, err := cluster.RegistryRemote(registry, cred).Repository(registry + "/" + pkg.Spec.Repository)
+	repo, err := reach.RegistryRemote(registry, cred).Repository(registry + "/" + pkg.Spec.Repository)
 	if err != nil {
 		return again, r.settle(pkg, v1alpha1.Verified, v1alpha1.ReasonInvalid, err)
 	}

@@ -1,7 +1,7 @@
 // Package install sets ferry up in a cluster: Init is what `ferry init`
 // runs — the registry's bootstrap (package inject), the registry's own
 // image pushed into it, the agent, the webhook, the Package controller and
-// the git server (package deploy/agent's installers), and the Packages of
+// the git server (Install), and the Packages of
 // what an earlier ferry deployed without one.
 package install
 
@@ -17,7 +17,6 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/ferrypkg/ferry/deploy"
-	"github.com/ferrypkg/ferry/deploy/agent"
 	"github.com/ferrypkg/ferry/deploy/api/v1alpha1"
 	"github.com/ferrypkg/ferry/inject"
 	"github.com/ferrypkg/ferry/internal/cluster"
@@ -39,7 +38,7 @@ type Init struct {
 	// Agent configures the agent, webhook, controller and git server
 	// (Namespace, BinDir, WaitTimeout, Registry and Extensions are set
 	// from the rest).
-	Agent agent.InstallOptions
+	Agent InstallOptions
 	// Keys are PEM public keys the cluster trusts: each is stored in a
 	// Secret of ferry's namespace; they verify uploads to the agent, and
 	// the Packages given to what an earlier ferry deployed name them.
@@ -59,7 +58,7 @@ type Result struct {
 	// Migrated are the packages given a Package.
 	Migrated []string `json:"migrated"`
 	// Installed is what the agent's installation did.
-	Installed *agent.InstallResult `json:"-"`
+	Installed *InstallResult `json:"-"`
 }
 
 // StepError says which step of Init failed: "init: <step>: <cause>". The
@@ -118,7 +117,7 @@ func (in *Init) Run(ctx context.Context) (*Result, error) {
 			return nil, &StepError{Step: "agent", Err: err}
 		}
 	}
-	installed, err := agent.Install(ctx, in.Client, ao)
+	installed, err := Install(ctx, in.Client, ao)
 	if err != nil {
 		return nil, &StepError{Step: "agent", Err: err}
 	}

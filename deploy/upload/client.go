@@ -19,7 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/ferrypkg/ferry/deploy/agent"
+	"github.com/ferrypkg/ferry/internal/cluster"
 	"github.com/ferrypkg/ferry/internal/reach"
 )
 
@@ -42,24 +42,24 @@ type Client struct {
 // Connect opens a tunnel to a ready agent Pod in ferry's namespace ns and
 // returns a Client that presents cfg's bearer token (a token, a token file,
 // or what an exec or auth-provider plugin gives). The agent's certificate
-// is checked against its CA (the agent.CAConfigMap ConfigMap). Close the
+// is checked against its CA (the cluster.AgentCAConfigMap ConfigMap). Close the
 // Client when done.
 func Connect(ctx context.Context, cfg *rest.Config, cs kubernetes.Interface, ns string) (*Client, error) {
-	cm, err := cs.CoreV1().ConfigMaps(ns).Get(ctx, agent.CAConfigMap, metav1.GetOptions{})
+	cm, err := cs.CoreV1().ConfigMaps(ns).Get(ctx, cluster.AgentCAConfigMap, metav1.GetOptions{})
 	if err != nil {
-		return nil, fmt.Errorf("the agent's CA (ConfigMap %s/%s; run `ferry init` of this version): %w", ns, agent.CAConfigMap, err)
+		return nil, fmt.Errorf("the agent's CA (ConfigMap %s/%s; run `ferry init` of this version): %w", ns, cluster.AgentCAConfigMap, err)
 	}
 	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM([]byte(cm.Data[agent.CAKey])) {
-		return nil, fmt.Errorf("ConfigMap %s/%s holds no PEM certificate at %s", ns, agent.CAConfigMap, agent.CAKey)
+	if !pool.AppendCertsFromPEM([]byte(cm.Data[cluster.AgentCAKey])) {
+		return nil, fmt.Errorf("ConfigMap %s/%s holds no PEM certificate at %s", ns, cluster.AgentCAConfigMap, cluster.AgentCAKey)
 	}
-	ep, err := reach.Agent(ctx, cs, cfg, ns, agent.Name, agent.Labels(), agent.Port)
+	ep, err := reach.Agent(ctx, cs, cfg, ns, cluster.AgentName, cluster.AgentLabels(), cluster.AgentPort)
 	if err != nil {
 		return nil, err
 	}
 	tr := &http.Transport{
 		Proxy:               nil,
-		TLSClientConfig:     &tls.Config{RootCAs: pool, ServerName: agent.ServiceHost(ns), MinVersion: tls.VersionTLS12},
+		TLSClientConfig:     &tls.Config{RootCAs: pool, ServerName: cluster.AgentServiceHost(ns), MinVersion: tls.VersionTLS12},
 		TLSHandshakeTimeout: 20 * time.Second,
 	}
 	var rt http.RoundTripper = tr

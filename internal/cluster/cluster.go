@@ -234,3 +234,25 @@ func GitBaseURL(host string) string {
 	}
 	return "http://" + host
 }
+
+// The agent (package deploy/agent, installed by deploy/install), as its
+// clients find it.
+const (
+	// AgentName names its Deployment and Service in ferry's namespace.
+	AgentName = "ferry-agent"
+	// AgentPort is its HTTPS port; its Service answers on 443.
+	AgentPort = 8443
+	// AgentCAConfigMap holds its CA certificate (key AgentCAKey), public,
+	// for clients of its upload endpoint.
+	AgentCAConfigMap = "ferry-agent-ca"
+	AgentCAKey       = "ca.crt"
+)
+
+// AgentServiceHost is the agent Service's name in namespace ns, as its
+// certificate names it.
+func AgentServiceHost(ns string) string { return AgentName + "." + ns + ".svc" }
+
+// AgentLabels select the agent's Pods.
+func AgentLabels() map[string]string {
+	return map[string]string{LabelName: AgentName, LabelManagedBy: ManagedBy, LabelComponent: "agent"}
+}

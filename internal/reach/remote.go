@@ -1,10 +1,13 @@
-package cluster
+package reach
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"syscall"
 	"time"
+
+	"github.com/ferrypkg/ferry/internal/kube"
 
 	"oras.land/oras-go/v2/registry/remote/auth"
 	"oras.land/oras-go/v2/registry/remote/retry"
@@ -40,4 +43,11 @@ var registryRetry retry.Policy = &retry.GenericPolicy{
 	MinWait:  200 * time.Millisecond,
 	MaxWait:  3 * time.Second,
 	MaxRetry: 6,
+}
+
+// WaitRegistry waits until the registry itself answers at host: it asks
+// for the account (401) where the read-only injector, which may keep the
+// NodePort for a while after the hand-over, lets anyone read.
+func WaitRegistry(ctx context.Context, host string, timeout time.Duration) error {
+	return kube.WaitHTTP(ctx, host, http.StatusUnauthorized, "the registry", timeout)
 }

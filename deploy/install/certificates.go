@@ -1,4 +1,4 @@
-package agent
+package install
 
 import (
 	"crypto/ecdsa"
@@ -12,6 +12,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/ferrypkg/ferry/internal/cluster"
 )
 
 // The agent's certificates.
@@ -21,7 +23,7 @@ const (
 	validity    = 10 * 365 * 24 * time.Hour
 	// caKey is the CA's certificate in TLSSecretName, beside
 	// corev1.TLSCertKey and corev1.TLSPrivateKeyKey.
-	caKey = "ca.crt"
+	caKey = cluster.AgentCAKey
 )
 
 // dnsNames are the names the API server may use for the agent's Service.

@@ -1,4 +1,4 @@
-package agent
+package install
 
 import (
 	"context"
@@ -35,14 +35,14 @@ const (
 	// Name names the agent's Deployment, Service, ServiceAccount, Role and
 	// RoleBinding in ferry's namespace, and, for the default namespace, its
 	// ClusterRole, ClusterRoleBinding and MutatingWebhookConfiguration.
-	Name = "ferry-agent"
+	Name = cluster.AgentName
 	// TLSSecretName holds the agent's CA (ca.crt) and serving certificate
 	// and key (tls.crt, tls.key), generated once by Install.
 	TLSSecretName = "ferry-agent-tls"
 	// CAConfigMap holds the agent's CA certificate (key CAKey), public, for
 	// clients of its upload endpoint that cannot read TLSSecretName.
-	CAConfigMap = "ferry-agent-ca"
-	CAKey       = caKey
+	CAConfigMap = cluster.AgentCAConfigMap
+	CAKey       = cluster.AgentCAKey
 	// Repository is where Install pushes the agent's image.
 	Repository = "ferry/agent"
 	// UploadDir is where the agent spools uploaded packages (an emptyDir).
@@ -50,7 +50,7 @@ const (
 	// BinaryPath is where the ferry binary sits in the agent's image.
 	BinaryPath = "/ferry"
 	// Port is the agent's HTTPS port (DefaultAddr); its Service answers on 443.
-	Port = 8443
+	Port = cluster.AgentPort
 	// IgnoreLabel set to IgnoreValue on a namespace keeps the agent away
 	// from its Pods: their images are neither rewritten nor refused
 	// (kubectl label namespace NAME ferry.dev/agent=ignore).
@@ -79,14 +79,12 @@ func clusterName(ns string) string {
 
 // ServiceHost is the agent Service's name in namespace ns, as its
 // certificate names it.
-func ServiceHost(ns string) string { return Name + "." + ns + ".svc" }
+func ServiceHost(ns string) string { return cluster.AgentServiceHost(ns) }
 
 // Labels select the agent's Pods.
 func Labels() map[string]string { return labels() }
 
-func labels() map[string]string {
-	return map[string]string{cluster.LabelName: Name, cluster.LabelManagedBy: cluster.ManagedBy, cluster.LabelComponent: "agent"}
-}
+func labels() map[string]string { return cluster.AgentLabels() }
 
 // InstallOptions configure Install. Zero values take the documented defaults.
 type InstallOptions struct {
@@ -203,10 +201,10 @@ func (in *installer) install(ctx context.Context, cred auth.Credential) (*Instal
 	if err != nil {
 		return nil, err
 	}
-	if err := inject.WaitRegistry(ctx, in.push, in.opts.WaitTimeout); err != nil {
+	if err := reach.WaitRegistry(ctx, in.push, in.opts.WaitTimeout); err != nil {
 		return nil, err
 	}
-	repo, err := cluster.RegistryRemote(in.push, cred).Repository(in.push + "/" + Repository)
+	repo, err := reach.RegistryRemote(in.push, cred).Repository(in.push + "/" + Repository)
 	if err != nil {
 		return nil, err
 	}
