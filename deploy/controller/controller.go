@@ -56,9 +56,14 @@ type Reconciler struct {
 	// Client reads Packages, Secrets and ConfigMaps (cached) and writes
 	// Packages.
 	Client client.Client
-	// Clientset and Kube are what deploy.Install and deploy.Remove use.
+	// Clientset reads the registry's address and account (and is what
+	// deploy.Install and deploy.Remove use); Kube is what they use for Helm
+	// and server-side apply.
 	Clientset kubernetes.Interface
 	Kube      genericclioptions.RESTClientGetter
+	// Installer installs and removes packages; deploy.Install and
+	// deploy.Remove through Clientset if nil.
+	Installer Installer
 	// Namespace is ferry's namespace: the registry, the records, and the
 	// only namespace whose Packages are reconciled.
 	Namespace string
@@ -253,7 +258,7 @@ func (r *Reconciler) reconcile(ctx context.Context, pkg *v1alpha1.Package, writt
 			return again, err
 		}
 	}
-	rec, err := deploy.Install(ctx, r.Clientset, cfg, digest.Digest(root), deploy.InstallOptions{
+	rec, err := r.installer().Install(ctx, cfg, digest.Digest(root), deploy.InstallOptions{
 		Namespace: r.Namespace, Kube: r.Kube, Components: pkg.Spec.Components, Values: values, ChartValues: charts,
 		Timeout: timeout, Registry: registry,
 	})
@@ -324,7 +329,7 @@ func (r *Reconciler) remove(ctx context.Context, pkg *v1alpha1.Package) error {
 	if err != nil {
 		return err
 	}
-	res, err := deploy.Remove(ctx, r.Clientset, pkg.Name, deploy.RemoveOptions{Namespace: r.Namespace, Kube: r.Kube, Registry: registry})
+	res, err := r.installer().Remove(ctx, pkg.Name, deploy.RemoveOptions{Namespace: r.Namespace, Kube: r.Kube, Registry: registry})
 	before = pkg.Status.DeepCopy()
 	switch {
 	case errors.Is(err, deploy.ErrNotDeployed):

@@ -2,17 +2,20 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"reflect"
 	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
+	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/artifact/key"
 	"github.com/ferrypkg/ferry/deploy/api/v1alpha1"
 )
@@ -51,7 +54,8 @@ func TestValues(t *testing.T) {
 		t.Fatalf("values %v, web %v", all, charts["web"])
 	}
 	pkg.Spec.Charts[0].ValuesFrom[0].Name = "missing"
-	if _, _, err := r.values(context.Background(), pkg); err == nil || !strings.Contains(err.Error(), "ConfigMap/missing/values.yaml") {
+	// Not found, and the error names the reference.
+	if _, _, err := r.values(context.Background(), pkg); !apierrors.IsNotFound(err) || !strings.Contains(err.Error(), "ConfigMap/missing/values.yaml") {
 		t.Fatalf("missing ConfigMap: %v", err)
 	}
 }
@@ -88,9 +92,13 @@ func TestKeys(t *testing.T) {
 	if err != nil || len(keys) != 1 || keys[0].KeyName() != "Secret/k/cosign.pub" || fp == "" {
 		t.Fatalf("keys %v %q: %v", keys, fp, err)
 	}
-	for name, want := range map[string]string{"missing": "Secret/missing/cosign.pub", "private": "private key"} {
+	for name, is := range map[string]func(error) bool{
+		"missing": apierrors.IsNotFound,
+		"private": func(err error) bool { return errors.Is(err, artifact.ErrKey) },
+	} {
 		pkg.Spec.Keys[0].Name = name
-		if _, _, err := r.keys(context.Background(), pkg); err == nil || !strings.Contains(err.Error(), want) {
+		// The error is typed, and names the key.
+		if _, _, err := r.keys(context.Background(), pkg); !is(err) || !strings.Contains(err.Error(), "Secret/"+name+"/cosign.pub") {
 			t.Fatalf("key %s: %v", name, err)
 		}
 	}
