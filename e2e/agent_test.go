@@ -31,13 +31,13 @@ import (
 	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/deploy"
 	"github.com/ferrypkg/ferry/deploy/install"
-	"github.com/ferrypkg/ferry/e2e/internal/cluster"
+	"github.com/ferrypkg/ferry/e2e/internal/harness"
 	"github.com/ferrypkg/ferry/inject"
-	contract "github.com/ferrypkg/ferry/internal/cluster" // cluster is the e2e harness
+	"github.com/ferrypkg/ferry/internal/cluster"
 	"github.com/ferrypkg/ferry/internal/fixture"
 )
 
-// TestAgent proves the admission webhook on the real cluster. After init
+// TestAgent proves the admission webhook on the real harness. After init
 // (the agent is part of it; a second init is a no-op) and the deploy of a
 // signed package holding docker.io/library/app:1.0: a Pod naming that image,
 // and app:1.0 in an init container, is rewritten to
@@ -48,10 +48,10 @@ import (
 // Pod is refused by the webhook (never admitted unrewritten), while an
 // update that changes no image still passes; init brings the agent back.
 func TestAgent(t *testing.T) {
-	c := cluster.Get(t)
+	c := harness.Get(t)
 	ctx := timeout(t, 10*time.Minute)
 	bin := binDir(t)
-	ns := contract.DefaultNamespace
+	ns := cluster.DefaultNamespace
 
 	start := time.Now()
 	res, installed, err := initFerry(ctx, c, inject.InitOptions{BinDir: bin, Progress: func(s inject.Step) {
@@ -105,13 +105,13 @@ func TestAgent(t *testing.T) {
 	if got := []string{created.Spec.Containers[0].Image, created.Spec.InitContainers[0].Image}; got[0] != want || got[1] != want {
 		t.Fatalf("pod images %v, want %s for both", got, want)
 	}
-	if len(created.Spec.ImagePullSecrets) != 1 || created.Spec.ImagePullSecrets[0].Name != contract.PullSecretName {
+	if len(created.Spec.ImagePullSecrets) != 1 || created.Spec.ImagePullSecrets[0].Name != cluster.PullSecretName {
 		t.Fatalf("pull secrets %v", created.Spec.ImagePullSecrets)
 	}
-	if s, err := c.Client.CoreV1().Secrets(apps).Get(ctx, contract.PullSecretName, metav1.GetOptions{}); err != nil || s.Type != corev1.SecretTypeDockerConfigJson {
+	if s, err := c.Client.CoreV1().Secrets(apps).Get(ctx, cluster.PullSecretName, metav1.GetOptions{}); err != nil || s.Type != corev1.SecretTypeDockerConfigJson {
 		t.Fatalf("pull secret in %s: %v", apps, err)
 	}
-	running, err := cluster.WaitPodReady(ctx, c.Client, apps, "app")
+	running, err := harness.WaitPodReady(ctx, c.Client, apps, "app")
 	if err != nil {
 		t.Fatalf("rewritten pod: %v", err)
 	}
@@ -197,14 +197,14 @@ func TestAgent(t *testing.T) {
 	if err != nil || back.Spec.Containers[0].Image != want {
 		t.Fatalf("pod after init repaired the agent: %v", err)
 	}
-	if _, err := cluster.WaitPodReady(ctx, c.Client, apps, "back"); err != nil {
+	if _, err := harness.WaitPodReady(ctx, c.Client, apps, "back"); err != nil {
 		t.Fatal(err)
 	}
 }
 
 // agentPackage makes the signed app package (see appPackage) named
 // e2e-agent and returns it open with the key that verifies it.
-func agentPackage(ctx context.Context, t *testing.T, c *cluster.Cluster) (*artifact.Reader, *artifact.PublicKey) {
+func agentPackage(ctx context.Context, t *testing.T, c *harness.Cluster) (*artifact.Reader, *artifact.PublicKey) {
 	t.Helper()
 	pkg, pub := appPackage(ctx, t, c, "e2e-agent")
 	r, err := artifact.Open(ctx, pkg)
@@ -215,12 +215,12 @@ func agentPackage(ctx context.Context, t *testing.T, c *cluster.Cluster) (*artif
 }
 
 func agentSelector() string {
-	return labels.SelectorFromSet(map[string]string{contract.LabelName: install.Name}).String()
+	return labels.SelectorFromSet(map[string]string{cluster.LabelName: install.Name}).String()
 }
 
-func runningAgentPod(ctx context.Context, t *testing.T, c *cluster.Cluster) *corev1.Pod {
+func runningAgentPod(ctx context.Context, t *testing.T, c *harness.Cluster) *corev1.Pod {
 	t.Helper()
-	pods, err := c.Client.CoreV1().Pods(contract.DefaultNamespace).List(ctx, metav1.ListOptions{LabelSelector: agentSelector()})
+	pods, err := c.Client.CoreV1().Pods(cluster.DefaultNamespace).List(ctx, metav1.ListOptions{LabelSelector: agentSelector()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -235,9 +235,9 @@ func runningAgentPod(ctx context.Context, t *testing.T, c *cluster.Cluster) *cor
 
 // scaleAgent sets the agent's replicas and waits until that many pods are
 // left (none being deleted).
-func scaleAgent(ctx context.Context, t *testing.T, c *cluster.Cluster, n int32) {
+func scaleAgent(ctx context.Context, t *testing.T, c *harness.Cluster, n int32) {
 	t.Helper()
-	deps := c.Client.AppsV1().Deployments(contract.DefaultNamespace)
+	deps := c.Client.AppsV1().Deployments(cluster.DefaultNamespace)
 	scale, err := deps.GetScale(ctx, install.Name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -247,7 +247,7 @@ func scaleAgent(ctx context.Context, t *testing.T, c *cluster.Cluster, n int32) 
 		t.Fatal(err)
 	}
 	for {
-		pods, err := c.Client.CoreV1().Pods(contract.DefaultNamespace).List(ctx, metav1.ListOptions{LabelSelector: agentSelector()})
+		pods, err := c.Client.CoreV1().Pods(cluster.DefaultNamespace).List(ctx, metav1.ListOptions{LabelSelector: agentSelector()})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -262,7 +262,7 @@ func scaleAgent(ctx context.Context, t *testing.T, c *cluster.Cluster, n int32) 
 	}
 }
 
-func waitServiceAccount(ctx context.Context, t *testing.T, c *cluster.Cluster, ns string) {
+func waitServiceAccount(ctx context.Context, t *testing.T, c *harness.Cluster, ns string) {
 	t.Helper()
 	for {
 		_, err := c.Client.CoreV1().ServiceAccounts(ns).Get(ctx, "default", metav1.GetOptions{})
@@ -278,7 +278,7 @@ func waitServiceAccount(ctx context.Context, t *testing.T, c *cluster.Cluster, n
 
 // createLatency times 15 dry-run creates of a Pod naming image in ns, with
 // a client that is not rate-limited.
-func createLatency(ctx context.Context, t *testing.T, c *cluster.Cluster, ns, image string) []time.Duration {
+func createLatency(ctx context.Context, t *testing.T, c *harness.Cluster, ns, image string) []time.Duration {
 	t.Helper()
 	cfg := rest.CopyConfig(c.Config)
 	cfg.QPS, cfg.Burst = 1000, 1000
@@ -305,9 +305,9 @@ func median(d []time.Duration) time.Duration {
 }
 
 // logAgentImageSize reports the size of the agent image in the registry.
-func logAgentImageSize(ctx context.Context, t *testing.T, c *cluster.Cluster, ref string) {
+func logAgentImageSize(ctx context.Context, t *testing.T, c *harness.Cluster, ref string) {
 	t.Helper()
-	sec, err := c.Client.CoreV1().Secrets(contract.DefaultNamespace).Get(ctx, contract.AuthSecretName, metav1.GetOptions{})
+	sec, err := c.Client.CoreV1().Secrets(cluster.DefaultNamespace).Get(ctx, cluster.AuthSecretName, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -339,7 +339,7 @@ func logAgentImageSize(ctx context.Context, t *testing.T, c *cluster.Cluster, re
 // deployed image is rewritten, one naming an image in no deployed package is
 // refused; SIGTERM stops it cleanly.
 func TestAgentCommand(t *testing.T) {
-	c := cluster.Get(t)
+	c := harness.Get(t)
 	ctx := timeout(t, 5*time.Minute)
 	if _, _, err := initFerry(ctx, c, inject.InitOptions{BinDir: binDir(t)}); err != nil {
 		t.Fatal(err)
@@ -349,7 +349,7 @@ func TestAgentCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := &deploy.State{Client: c.Client, Namespace: contract.DefaultNamespace}
+	st := &deploy.State{Client: c.Client, Namespace: cluster.DefaultNamespace}
 	t.Cleanup(func() { _ = st.Delete(context.Background(), rec.Name) })
 
 	dir := t.TempDir()
@@ -405,7 +405,7 @@ func TestAgentCommand(t *testing.T) {
 		}
 		return out.Response
 	}
-	want := contract.RegistryHost(contract.DefaultNodePort) + "/library/app@" + r.Config().Components[0].Images[0].Digest.String()
+	want := cluster.RegistryHost(cluster.DefaultNodePort) + "/library/app@" + r.Config().Components[0].Images[0].Digest.String()
 	if resp := review("docker.io/library/app:1.0"); !resp.Allowed || !strings.Contains(string(resp.Patch), want) {
 		t.Fatalf("deployed image: allowed %v, patch %s, want %s", resp.Allowed, resp.Patch, want)
 	}

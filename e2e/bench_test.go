@@ -21,10 +21,10 @@ import (
 	"github.com/ferrypkg/ferry/artifact/key"
 	"github.com/ferrypkg/ferry/deploy"
 	"github.com/ferrypkg/ferry/deploy/upload"
-	"github.com/ferrypkg/ferry/e2e/internal/cluster"
+	"github.com/ferrypkg/ferry/e2e/internal/harness"
 	"github.com/ferrypkg/ferry/inject"
 	"github.com/ferrypkg/ferry/internal/benchenv"
-	contract "github.com/ferrypkg/ferry/internal/cluster" // cluster is the e2e harness
+	"github.com/ferrypkg/ferry/internal/cluster"
 	"github.com/ferrypkg/ferry/internal/fixture"
 	"github.com/ferrypkg/ferry/internal/peertool"
 )
@@ -59,7 +59,7 @@ func writeImages(ctx context.Context, b *testing.B, dir string, mib int, seed ui
 // Budget (issue 8): push throughput ≥ 0.8× crane's; the redeploy pushes 0
 // bytes and takes < 10 s.
 func BenchmarkDeploy(b *testing.B) {
-	c := cluster.Get(b)
+	c := harness.Get(b)
 	crane := peertool.Require(b, "crane")
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	benchenv.Quiet(b, 4)
@@ -68,10 +68,10 @@ func BenchmarkDeploy(b *testing.B) {
 	if _, _, err := initFerry(ctx, c, inject.InitOptions{BinDir: binDir(b)}); err != nil {
 		b.Fatal(err)
 	}
-	host := contract.RegistryHost(contract.DefaultNodePort)
+	host := cluster.RegistryHost(cluster.DefaultNodePort)
 
 	// crane reads the registry account from a docker config.
-	sec, err := c.Client.CoreV1().Secrets(contract.DefaultNamespace).Get(ctx, contract.AuthSecretName, metav1.GetOptions{})
+	sec, err := c.Client.CoreV1().Secrets(cluster.DefaultNamespace).Get(ctx, cluster.AuthSecretName, metav1.GetOptions{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -100,7 +100,7 @@ func BenchmarkDeploy(b *testing.B) {
 	if _, err := artifact.Create(ctx, d, artifact.CreateOptions{Charts: chart.Packager{}, Output: pkg, SignKey: priv}); err != nil {
 		b.Fatal(err)
 	}
-	st := &deploy.State{Client: c.Client, Namespace: contract.DefaultNamespace}
+	st := &deploy.State{Client: c.Client, Namespace: cluster.DefaultNamespace}
 	b.Cleanup(func() {
 		ctx := context.Background()
 		for _, repo := range []string{"bench/crane", "bench/crane2"} {
@@ -179,7 +179,7 @@ func craneDigest(crane, dockerDir, repo string) string {
 // Then it uploads 100 MiB and 1 GiB packages and reports the agent's peak
 // RSS after each (issue 20: it stays flat: the upload is spooled to disk).
 func BenchmarkUpload(b *testing.B) {
-	c := cluster.Get(b)
+	c := harness.Get(b)
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
 	benchenv.Quiet(b, 4)
 	defer cancel()
@@ -197,7 +197,7 @@ func BenchmarkUpload(b *testing.B) {
 	}
 	b.Cleanup(func() {
 		for _, n := range names {
-			if _, _, err := deploy.DeletePackage(context.Background(), pc, contract.DefaultNamespace, n); err != nil {
+			if _, _, err := deploy.DeletePackage(context.Background(), pc, cluster.DefaultNamespace, n); err != nil {
 				b.Logf("remove %s: %v", n, err)
 			}
 		}

@@ -13,7 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
-	"github.com/ferrypkg/ferry/e2e/internal/cluster"
+	"github.com/ferrypkg/ferry/e2e/internal/harness"
 	"github.com/ferrypkg/ferry/e2e/internal/mkimg"
 )
 
@@ -21,7 +21,7 @@ import (
 const kubeVersion = "v1.35.4"
 
 func TestNodeReady(t *testing.T) {
-	c := cluster.Get(t)
+	c := harness.Get(t)
 	ctx := timeout(t, 2*time.Minute)
 
 	v, err := c.Client.Discovery().ServerVersion()
@@ -38,7 +38,7 @@ func TestNodeReady(t *testing.T) {
 	if len(nodes.Items) != 1 {
 		t.Fatalf("%d nodes, want 1", len(nodes.Items))
 	}
-	node, err := cluster.WaitNodeReady(ctx, c.Client, nodes.Items[0].Name)
+	node, err := harness.WaitNodeReady(ctx, c.Client, nodes.Items[0].Name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +53,7 @@ func TestNodeReady(t *testing.T) {
 // (no registry involved) and waits for its HTTP readiness probe.
 func TestImportedImage(t *testing.T) {
 	t.Parallel()
-	c := cluster.Get(t)
+	c := harness.Get(t)
 	ctx := timeout(t, 2*time.Minute)
 	ns := c.Namespace(t)
 
@@ -61,7 +61,7 @@ func TestImportedImage(t *testing.T) {
 	if _, err := c.Client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create pod: %v", err)
 	}
-	p, err := cluster.WaitPodReady(ctx, c.Client, ns, pod.Name)
+	p, err := harness.WaitPodReady(ctx, c.Client, ns, pod.Name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,11 +69,11 @@ func TestImportedImage(t *testing.T) {
 }
 
 // TestImportImage imports a freshly built image archive into the node's
-// containerd (cluster.ImportImage, as tests of image loading will) and runs
+// containerd (harness.ImportImage, as tests of image loading will) and runs
 // a pod from it without any registry.
 func TestImportImage(t *testing.T) {
 	t.Parallel()
-	c := cluster.Get(t)
+	c := harness.Get(t)
 	ctx := timeout(t, 2*time.Minute)
 	ns := c.Namespace(t)
 
@@ -100,7 +100,7 @@ func TestImportImage(t *testing.T) {
 	if _, err := c.Client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create pod: %v", err)
 	}
-	p, err := cluster.WaitPodReady(ctx, c.Client, ns, pod.Name)
+	p, err := harness.WaitPodReady(ctx, c.Client, ns, pod.Name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +115,7 @@ func TestImportImage(t *testing.T) {
 // 127.0.0.1 and through its ClusterIP.
 func TestNodePort(t *testing.T) {
 	t.Parallel()
-	c := cluster.Get(t)
+	c := harness.Get(t)
 	ctx := timeout(t, 3*time.Minute)
 	ns := c.Namespace(t)
 
@@ -135,7 +135,7 @@ func TestNodePort(t *testing.T) {
 	if err != nil {
 		t.Fatalf("create service: %v", err)
 	}
-	if _, err := cluster.WaitPodReady(ctx, c.Client, ns, pod.Name); err != nil {
+	if _, err := harness.WaitPodReady(ctx, c.Client, ns, pod.Name); err != nil {
 		t.Fatal(err)
 	}
 	want := "hello from hello\n"
@@ -144,7 +144,7 @@ func TestNodePort(t *testing.T) {
 		fmt.Sprintf("http://%s:80/", svc.Spec.ClusterIP),
 	} {
 		start := time.Now()
-		body, err := cluster.WaitHTTP(ctx, url)
+		body, err := harness.WaitHTTP(ctx, url)
 		if err != nil {
 			t.Fatalf("service %s/hello: %v", ns, err)
 		}
@@ -160,7 +160,7 @@ func TestNodePort(t *testing.T) {
 // containerd pulls it for, over plain HTTP.
 func TestPullFromLoopbackRegistry(t *testing.T) {
 	t.Parallel()
-	c := cluster.Get(t)
+	c := harness.Get(t)
 	ctx := timeout(t, 2*time.Minute)
 	ns := c.Namespace(t)
 
@@ -177,7 +177,7 @@ func TestPullFromLoopbackRegistry(t *testing.T) {
 	if _, err := c.Client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create pod: %v", err)
 	}
-	p, err := cluster.WaitPodReady(ctx, c.Client, ns, pod.Name)
+	p, err := harness.WaitPodReady(ctx, c.Client, ns, pod.Name)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,10 +23,10 @@ import (
 	"github.com/ferrypkg/ferry/deploy"
 	"github.com/ferrypkg/ferry/deploy/api/v1alpha1"
 	"github.com/ferrypkg/ferry/deploy/dashboard"
-	"github.com/ferrypkg/ferry/e2e/internal/cluster"
+	"github.com/ferrypkg/ferry/e2e/internal/harness"
 	"github.com/ferrypkg/ferry/inject"
 	"github.com/ferrypkg/ferry/internal/browser"
-	contract "github.com/ferrypkg/ferry/internal/cluster"
+	"github.com/ferrypkg/ferry/internal/cluster"
 )
 
 // TestDashboard drives `ferry dashboard`'s pages in a real, headless
@@ -40,12 +40,12 @@ import (
 // Packages sees them and has an upload refused. Screenshots of each step
 // go to the test's artifact directory (go test -artifacts).
 func TestDashboard(t *testing.T) {
-	c := cluster.Get(t)
+	c := harness.Get(t)
 	ctx := timeout(t, 12*time.Minute)
 	if _, _, err := initFerry(ctx, c, inject.InitOptions{BinDir: binDir(t)}); err != nil {
 		t.Fatal(err)
 	}
-	ns := contract.DefaultNamespace
+	ns := cluster.DefaultNamespace
 	priv, _, trusted := trustNewKey(ctx, t, c)
 	t.Cleanup(func() { forgetPackage(context.Background(), t, c, "e2e-dash") })
 	operator := adminKubeconfig(ctx, t, c, "e2e-dash-operator")
@@ -256,7 +256,7 @@ func serveDashboard(t testing.TB, kubeconfig string, login bool) string {
 		t.Fatal(err)
 	}
 	srv, err := dashboard.New(dashboard.Options{
-		Clusters: []dashboard.Cluster{{Name: "e2e", Config: cfg}}, Namespace: contract.DefaultNamespace,
+		Clusters: []dashboard.Cluster{{Name: "e2e", Config: cfg}}, Namespace: cluster.DefaultNamespace,
 		Hosts: dashboard.HostsFor(l.Addr().String()), Login: login,
 	})
 	if err != nil {
@@ -270,13 +270,13 @@ func serveDashboard(t testing.TB, kubeconfig string, login bool) string {
 
 // adminKubeconfig is tokenKubeconfig for a ServiceAccount bound to
 // cluster-admin: an operator whose kubeconfig carries a token.
-func adminKubeconfig(ctx context.Context, t testing.TB, c *cluster.Cluster, name string) string {
+func adminKubeconfig(ctx context.Context, t testing.TB, c *harness.Cluster, name string) string {
 	t.Helper()
 	kc := tokenKubeconfig(ctx, t, c, name, nil)
 	crb := &rbacv1.ClusterRoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "cluster-admin"},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: name, Namespace: contract.DefaultNamespace}},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: name, Namespace: cluster.DefaultNamespace}},
 	}
 	if _, err := c.Client.RbacV1().ClusterRoleBindings().Create(ctx, crb, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
@@ -309,13 +309,13 @@ func shortHex(d string) string {
 // from the cluster's API, with 50 Packages: the packages page and one
 // package's page (budget: < 200 ms each).
 func BenchmarkDashboard(b *testing.B) {
-	c := cluster.Get(b)
+	c := harness.Get(b)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	if _, _, err := initFerry(ctx, c, inject.InitOptions{BinDir: binDir(b)}); err != nil {
 		b.Fatal(err)
 	}
-	ns := contract.DefaultNamespace
+	ns := cluster.DefaultNamespace
 	pc, err := deploy.PackageClient(c.Config)
 	if err != nil {
 		b.Fatal(err)

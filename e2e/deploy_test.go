@@ -20,10 +20,10 @@ import (
 	"github.com/ferrypkg/ferry/artifact/chart"
 	"github.com/ferrypkg/ferry/deploy"
 	"github.com/ferrypkg/ferry/deploy/agent"
-	"github.com/ferrypkg/ferry/e2e/internal/cluster"
+	"github.com/ferrypkg/ferry/e2e/internal/harness"
 	"github.com/ferrypkg/ferry/e2e/internal/mkimg"
 	"github.com/ferrypkg/ferry/inject"
-	contract "github.com/ferrypkg/ferry/internal/cluster" // cluster is the e2e harness
+	"github.com/ferrypkg/ferry/internal/cluster"
 	"github.com/ferrypkg/ferry/registry/registrytest"
 )
 
@@ -34,7 +34,7 @@ import (
 // agent's rewriter maps from docker.io/library/app:1.0 runs from
 // 127.0.0.1:31999 by digest.
 func TestDeployImages(t *testing.T) {
-	c := cluster.Get(t)
+	c := harness.Get(t)
 	ctx := timeout(t, 8*time.Minute)
 	if _, _, err := initFerry(ctx, c, inject.InitOptions{BinDir: binDir(t)}); err != nil {
 		t.Fatal(err)
@@ -55,7 +55,7 @@ func TestDeployImages(t *testing.T) {
 	if _, err := deployPkg(ctx, c, r, deploy.Deploy{Keys: []*artifact.PublicKey{otherPub}}); !errors.Is(err, artifact.ErrSignature) {
 		t.Fatalf("deploy with a wrong key: %v", err)
 	}
-	st := &deploy.State{Client: c.Client, Namespace: contract.DefaultNamespace}
+	st := &deploy.State{Client: c.Client, Namespace: cluster.DefaultNamespace}
 	if recs, _ := st.List(ctx); len(recs) != 0 {
 		t.Fatalf("a refused deploy recorded %d packages", len(recs))
 	}
@@ -71,7 +71,7 @@ func TestDeployImages(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rw := &agent.Rewriter{Registry: contract.RegistryHost(contract.DefaultNodePort), Images: images, RequireKnown: true}
+	rw := &agent.Rewriter{Registry: cluster.RegistryHost(cluster.DefaultNodePort), Images: images, RequireKnown: true}
 	image, err := rw.Rewrite("docker.io/library/app:1.0")
 	if err != nil {
 		t.Fatal(err)
@@ -82,19 +82,19 @@ func TestDeployImages(t *testing.T) {
 
 	// A pod runs it from the in-cluster registry, with init's pull secret.
 	ns := c.Namespace(t)
-	pull, err := c.Client.CoreV1().Secrets(contract.DefaultNamespace).Get(ctx, contract.PullSecretName, metav1.GetOptions{})
+	pull, err := c.Client.CoreV1().Secrets(cluster.DefaultNamespace).Get(ctx, cluster.PullSecretName, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Client.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: contract.PullSecretName}, Type: pull.Type, Data: pull.Data}, metav1.CreateOptions{}); err != nil {
+	if _, err := c.Client.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: cluster.PullSecretName}, Type: pull.Type, Data: pull.Data}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	p := tinyPod("app", image, corev1.PullAlways)
-	p.Spec.ImagePullSecrets = []corev1.LocalObjectReference{{Name: contract.PullSecretName}}
+	p.Spec.ImagePullSecrets = []corev1.LocalObjectReference{{Name: cluster.PullSecretName}}
 	if _, err := c.Client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := cluster.WaitPodReady(ctx, c.Client, ns, "app"); err != nil {
+	if _, err := harness.WaitPodReady(ctx, c.Client, ns, "app"); err != nil {
 		t.Fatalf("pod from the deployed image: %v", err)
 	}
 
@@ -134,13 +134,13 @@ func TestDeployImages(t *testing.T) {
 // docker.io/library/app:1.0, the tiny image labelled e2e=deploy from an OCI
 // layout (the same image whichever test makes it, so every package record
 // agrees on its digest), and returns its path and the key that verifies it.
-func appPackage(ctx context.Context, t *testing.T, c *cluster.Cluster, name string) (string, *artifact.PublicKey) {
+func appPackage(ctx context.Context, t *testing.T, c *harness.Cluster, name string) (string, *artifact.PublicKey) {
 	t.Helper()
 	return appPackageWith(ctx, t, c, name, mkimg.Options{Labels: map[string]string{"e2e": "deploy"}})
 }
 
 // appPackageWith is appPackage with an image of its own, made with opts.
-func appPackageWith(ctx context.Context, t *testing.T, c *cluster.Cluster, name string, opts mkimg.Options) (string, *artifact.PublicKey) {
+func appPackageWith(ctx context.Context, t *testing.T, c *harness.Cluster, name string, opts mkimg.Options) (string, *artifact.PublicKey) {
 	t.Helper()
 	dir := t.TempDir()
 	layoutImage(ctx, t, dir, c.Tiny(t), opts)
@@ -163,7 +163,7 @@ func appPackageWith(ctx context.Context, t *testing.T, c *cluster.Cluster, name 
 // deployPkg deploys r as `ferry deploy` does (deploy.Deploy.Run, which
 // applies its Package and waits for the controller), with the cluster's
 // clients, through the registry's address on the nodes unless d says.
-func deployPkg(ctx context.Context, c *cluster.Cluster, r *artifact.Reader, d deploy.Deploy) (*deploy.Record, error) {
+func deployPkg(ctx context.Context, c *harness.Cluster, r *artifact.Reader, d deploy.Deploy) (*deploy.Record, error) {
 	pc, err := deploy.PackageClient(c.Config)
 	if err != nil {
 		return nil, err
@@ -178,12 +178,12 @@ func deployPkg(ctx context.Context, c *cluster.Cluster, r *artifact.Reader, d de
 
 // removePkg removes a deployed package as `ferry remove` does: its Package
 // deleted, what the controller removed reported.
-func removePkg(ctx context.Context, c *cluster.Cluster, name string) (*deploy.RemoveResult, error) {
+func removePkg(ctx context.Context, c *harness.Cluster, name string) (*deploy.RemoveResult, error) {
 	pc, err := deploy.PackageClient(c.Config)
 	if err != nil {
 		return nil, err
 	}
-	res, ok, err := deploy.RemovePackage(ctx, pc, contract.DefaultNamespace, name)
+	res, ok, err := deploy.RemovePackage(ctx, pc, cluster.DefaultNamespace, name)
 	if err == nil && !ok {
 		err = fmt.Errorf("no Package %s", name)
 	}

@@ -30,10 +30,10 @@ import (
 	"github.com/ferrypkg/ferry/artifact/gitrepo"
 	"github.com/ferrypkg/ferry/artifact/sbomexec"
 	"github.com/ferrypkg/ferry/deploy/install"
-	"github.com/ferrypkg/ferry/e2e/internal/cluster"
+	"github.com/ferrypkg/ferry/e2e/internal/harness"
 	"github.com/ferrypkg/ferry/e2e/internal/mkimg"
 	"github.com/ferrypkg/ferry/inject"
-	contract "github.com/ferrypkg/ferry/internal/cluster"
+	"github.com/ferrypkg/ferry/internal/cluster"
 )
 
 // TestGitSources carries a git repository made with Debian's git into the
@@ -45,7 +45,7 @@ import (
 // name the repository are pointed at the copies in the cluster, and one
 // naming another branch is refused.
 func TestGitSources(t *testing.T) {
-	c := cluster.Get(t)
+	c := harness.Get(t)
 	ctx := timeout(t, 10*time.Minute)
 	_, installed, err := initFerry(ctx, c, inject.InitOptions{BinDir: binDir(t)})
 	if err != nil {
@@ -111,7 +111,7 @@ components:
 	}
 
 	// Clones from a Pod, through the git server, as the registry's account.
-	sec, err := c.Client.CoreV1().Secrets(contract.DefaultNamespace).Get(ctx, contract.AuthSecretName, metav1.GetOptions{})
+	sec, err := c.Client.CoreV1().Secrets(cluster.DefaultNamespace).Get(ctx, cluster.AuthSecretName, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,9 +148,9 @@ components:
 
 	// GitOps sources: the agent points them at the copies.
 	dyn := stubSourceCRDs(ctx, t, c)
-	gitRepos := dyn.Resource(schema.GroupVersionResource{Group: contract.FluxGroup, Version: "v1", Resource: "gitrepositories"}).Namespace(ns)
+	gitRepos := dyn.Resource(schema.GroupVersionResource{Group: cluster.FluxGroup, Version: "v1", Resource: "gitrepositories"}).Namespace(ns)
 	obj := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": contract.FluxGroup + "/v1", "kind": "GitRepository", "metadata": map[string]any{"name": "fleet"},
+		"apiVersion": cluster.FluxGroup + "/v1", "kind": "GitRepository", "metadata": map[string]any{"name": "fleet"},
 		"spec": map[string]any{"url": "ssh://git@git.example.com/org/fleet", "interval": "1m", "ref": map[string]any{"branch": "main"}},
 	}}
 	got, err := gitRepos.Create(ctx, obj, metav1.CreateOptions{})
@@ -176,9 +176,9 @@ components:
 	} else {
 		t.Logf("refused: %v", err)
 	}
-	ociRepos := dyn.Resource(schema.GroupVersionResource{Group: contract.FluxGroup, Version: "v1", Resource: "ocirepositories"}).Namespace(ns)
+	ociRepos := dyn.Resource(schema.GroupVersionResource{Group: cluster.FluxGroup, Version: "v1", Resource: "ocirepositories"}).Namespace(ns)
 	got, err = ociRepos.Create(ctx, &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": contract.FluxGroup + "/v1", "kind": "OCIRepository", "metadata": map[string]any{"name": "fleet"},
+		"apiVersion": cluster.FluxGroup + "/v1", "kind": "OCIRepository", "metadata": map[string]any{"name": "fleet"},
 		"spec": map[string]any{"url": "oci://git.example.com/org/fleet", "interval": "1m"},
 	}}, metav1.CreateOptions{})
 	if err != nil {
@@ -187,9 +187,9 @@ components:
 	if dg, _, _ := unstructured.NestedString(got.Object, "spec", "ref", "digest"); dg != carried.Digest.String() {
 		t.Errorf("OCIRepository ref.digest %q, want %s", dg, carried.Digest)
 	}
-	apps := dyn.Resource(schema.GroupVersionResource{Group: contract.ArgoGroup, Version: "v1alpha1", Resource: "applications"}).Namespace(ns)
+	apps := dyn.Resource(schema.GroupVersionResource{Group: cluster.ArgoGroup, Version: "v1alpha1", Resource: "applications"}).Namespace(ns)
 	got, err = apps.Create(ctx, &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": contract.ArgoGroup + "/v1alpha1", "kind": "Application", "metadata": map[string]any{"name": "fleet"},
+		"apiVersion": cluster.ArgoGroup + "/v1alpha1", "kind": "Application", "metadata": map[string]any{"name": "fleet"},
 		"spec": map[string]any{"source": map[string]any{"repoURL": url, "path": "apps", "targetRevision": "main"}},
 	}}, metav1.CreateOptions{})
 	if err != nil {
@@ -269,7 +269,7 @@ func staticBinary(t *testing.T, pkg string) []byte {
 
 // runPod runs image with args to completion in ns and returns its output
 // (logs), trimmed; the agent rewrites the image to the registry.
-func runPod(ctx context.Context, t *testing.T, c *cluster.Cluster, ns, name, image string, args []string, env []corev1.EnvVar) string {
+func runPod(ctx context.Context, t *testing.T, c *harness.Cluster, ns, name, image string, args []string, env []corev1.EnvVar) string {
 	t.Helper()
 	pods := c.Client.CoreV1().Pods(ns)
 	p := &corev1.Pod{
@@ -306,7 +306,7 @@ func runPod(ctx context.Context, t *testing.T, c *cluster.Cluster, ns, name, ima
 // stubSourceCRDs installs Flux's GitRepository and OCIRepository and Argo
 // CD's Application as schemaless CRDs (what the agent needs to see them,
 // without their controllers) and returns a dynamic client.
-func stubSourceCRDs(ctx context.Context, t *testing.T, c *cluster.Cluster) dynamic.Interface {
+func stubSourceCRDs(ctx context.Context, t *testing.T, c *harness.Cluster) dynamic.Interface {
 	t.Helper()
 	ext, err := apiextensionsclient.NewForConfig(c.Config)
 	if err != nil {
@@ -314,9 +314,9 @@ func stubSourceCRDs(ctx context.Context, t *testing.T, c *cluster.Cluster) dynam
 	}
 	yes := true
 	for _, crd := range []struct{ group, version, kind, plural string }{
-		{contract.FluxGroup, "v1", "GitRepository", "gitrepositories"},
-		{contract.FluxGroup, "v1", "OCIRepository", "ocirepositories"},
-		{contract.ArgoGroup, "v1alpha1", "Application", "applications"},
+		{cluster.FluxGroup, "v1", "GitRepository", "gitrepositories"},
+		{cluster.FluxGroup, "v1", "OCIRepository", "ocirepositories"},
+		{cluster.ArgoGroup, "v1alpha1", "Application", "applications"},
 	} {
 		obj := &apiextensionsv1.CustomResourceDefinition{
 			ObjectMeta: metav1.ObjectMeta{Name: crd.plural + "." + crd.group},
@@ -342,8 +342,8 @@ func stubSourceCRDs(ctx context.Context, t *testing.T, c *cluster.Cluster) dynam
 	// The API server serves a new CRD a moment after it is created.
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		_, err := dyn.Resource(schema.GroupVersionResource{Group: contract.ArgoGroup, Version: "v1alpha1", Resource: "applications"}).List(ctx, metav1.ListOptions{})
-		_, err2 := dyn.Resource(schema.GroupVersionResource{Group: contract.FluxGroup, Version: "v1", Resource: "ocirepositories"}).List(ctx, metav1.ListOptions{})
+		_, err := dyn.Resource(schema.GroupVersionResource{Group: cluster.ArgoGroup, Version: "v1alpha1", Resource: "applications"}).List(ctx, metav1.ListOptions{})
+		_, err2 := dyn.Resource(schema.GroupVersionResource{Group: cluster.FluxGroup, Version: "v1", Resource: "ocirepositories"}).List(ctx, metav1.ListOptions{})
 		if err == nil && err2 == nil {
 			return dyn
 		}
@@ -379,13 +379,13 @@ func layoutImage(ctx context.Context, t *testing.T, dir string, binary []byte, o
 
 // registryReferrers lists the referrers of repo@digest in the in-cluster
 // registry (OCI 1.1 referrers API), with init's account.
-func registryReferrers(ctx context.Context, t *testing.T, c *cluster.Cluster, repo, digest string) []ocispec.Descriptor {
+func registryReferrers(ctx context.Context, t *testing.T, c *harness.Cluster, repo, digest string) []ocispec.Descriptor {
 	t.Helper()
-	sec, err := c.Client.CoreV1().Secrets(contract.DefaultNamespace).Get(ctx, contract.AuthSecretName, metav1.GetOptions{})
+	sec, err := c.Client.CoreV1().Secrets(cluster.DefaultNamespace).Get(ctx, cluster.AuthSecretName, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+contract.RegistryHost(contract.DefaultNodePort)+"/v2/"+repo+"/referrers/"+digest, nil)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+cluster.RegistryHost(cluster.DefaultNodePort)+"/v2/"+repo+"/referrers/"+digest, nil)
 	req.SetBasicAuth(string(sec.Data["username"]), string(sec.Data["password"]))
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

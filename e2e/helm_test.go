@@ -27,10 +27,10 @@ import (
 	"github.com/ferrypkg/ferry/artifact/chart"
 	"github.com/ferrypkg/ferry/artifact/key"
 	"github.com/ferrypkg/ferry/deploy"
-	"github.com/ferrypkg/ferry/e2e/internal/cluster"
+	"github.com/ferrypkg/ferry/e2e/internal/harness"
 	"github.com/ferrypkg/ferry/e2e/internal/mkimg"
 	"github.com/ferrypkg/ferry/inject"
-	contract "github.com/ferrypkg/ferry/internal/cluster" // cluster is the e2e harness
+	"github.com/ferrypkg/ferry/internal/cluster"
 	"github.com/ferrypkg/ferry/internal/fixture"
 )
 
@@ -87,7 +87,7 @@ spec:
 // helmPackage writes a package definition of version with two images —
 // app:1.0 (its config labelled with variant) and other:2.0 (a layer of its
 // own) — a chart and a manifest bundle, and creates it signed with priv.
-func helmPackage(ctx context.Context, t *testing.T, c *cluster.Cluster, version, variant string, format artifact.Format, priv *key.Private) (string, map[string]string) {
+func helmPackage(ctx context.Context, t *testing.T, c *harness.Cluster, version, variant string, format artifact.Format, priv *key.Private) (string, map[string]string) {
 	t.Helper()
 	dir := t.TempDir()
 	for name, data := range helmChart {
@@ -184,14 +184,14 @@ func testKeys(t testing.TB) (*key.Private, *artifact.PublicKey) {
 // pushes nothing, and remove takes everything away and shrinks the
 // registry's storage.
 func TestDeployChartsAndManifests(t *testing.T) {
-	c := cluster.Get(t)
+	c := harness.Get(t)
 	ctx := timeout(t, 12*time.Minute)
 	if _, _, err := initFerry(ctx, c, inject.InitOptions{BinDir: binDir(t)}); err != nil {
 		t.Fatal(err)
 	}
 	kube := genericclioptions.NewConfigFlags(true)
 	kube.KubeConfig = &c.Kubeconfig
-	st := &deploy.State{Client: c.Client, Namespace: contract.DefaultNamespace}
+	st := &deploy.State{Client: c.Client, Namespace: cluster.DefaultNamespace}
 	t.Cleanup(func() {
 		ctx := context.Background()
 		_, _ = removePkg(ctx, c, "e2e-helm")
@@ -346,9 +346,9 @@ func TestDeployChartsAndManifests(t *testing.T) {
 
 // assertRunning checks that Deployment name's pod template and its ready
 // pod name repo@digest in the in-cluster registry, with the pull secret.
-func assertRunning(ctx context.Context, t *testing.T, c *cluster.Cluster, name, repo, digest string) {
+func assertRunning(ctx context.Context, t *testing.T, c *harness.Cluster, name, repo, digest string) {
 	t.Helper()
-	want := contract.RegistryHost(contract.DefaultNodePort) + "/" + repo + "@" + digest
+	want := cluster.RegistryHost(cluster.DefaultNodePort) + "/" + repo + "@" + digest
 	dep, err := c.Client.AppsV1().Deployments(helmNS).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -370,7 +370,7 @@ func assertRunning(ctx context.Context, t *testing.T, c *cluster.Cluster, name, 
 				ready++
 			}
 		}
-		if len(p.Spec.ImagePullSecrets) == 0 || p.Spec.ImagePullSecrets[0].Name != contract.PullSecretName {
+		if len(p.Spec.ImagePullSecrets) == 0 || p.Spec.ImagePullSecrets[0].Name != cluster.PullSecretName {
 			t.Fatalf("pod %s has pull secrets %v", p.Name, p.Spec.ImagePullSecrets)
 		}
 	}
@@ -396,13 +396,13 @@ func lastRelease(t *testing.T, kube genericclioptions.RESTClientGetter, name str
 
 // registryStatus is the status of a HEAD of a manifest in the in-cluster
 // registry, with init's account.
-func registryStatus(ctx context.Context, t *testing.T, c *cluster.Cluster, repo, digest string) int {
+func registryStatus(ctx context.Context, t *testing.T, c *harness.Cluster, repo, digest string) int {
 	t.Helper()
-	sec, err := c.Client.CoreV1().Secrets(contract.DefaultNamespace).Get(ctx, contract.AuthSecretName, metav1.GetOptions{})
+	sec, err := c.Client.CoreV1().Secrets(cluster.DefaultNamespace).Get(ctx, cluster.AuthSecretName, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	req, _ := http.NewRequestWithContext(ctx, http.MethodHead, "http://"+contract.RegistryHost(contract.DefaultNodePort)+"/v2/"+repo+"/manifests/"+digest, nil)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodHead, "http://"+cluster.RegistryHost(cluster.DefaultNodePort)+"/v2/"+repo+"/manifests/"+digest, nil)
 	req.Header.Set("Accept", "application/vnd.oci.image.manifest.v1+json, application/vnd.oci.image.index.v1+json")
 	req.SetBasicAuth(string(sec.Data["username"]), string(sec.Data["password"]))
 	resp, err := http.DefaultClient.Do(req)

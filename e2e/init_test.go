@@ -29,10 +29,10 @@ import (
 	"github.com/ferrypkg/ferry/deploy"
 	"github.com/ferrypkg/ferry/deploy/api/v1alpha1"
 	"github.com/ferrypkg/ferry/deploy/install"
-	"github.com/ferrypkg/ferry/e2e/internal/cluster"
+	"github.com/ferrypkg/ferry/e2e/internal/harness"
 	"github.com/ferrypkg/ferry/e2e/internal/mkimg"
 	"github.com/ferrypkg/ferry/inject"
-	contract "github.com/ferrypkg/ferry/internal/cluster" // cluster is the e2e harness
+	"github.com/ferrypkg/ferry/internal/cluster"
 )
 
 // binDir is where `make build` put the binaries init ships (bin/ at the
@@ -58,9 +58,9 @@ func binDir(t testing.TB) string {
 // with the generated credentials (anonymous refused), a pod pulls what was
 // pushed; a second init changes nothing; a deleted registry pod comes back.
 func TestInit(t *testing.T) {
-	c := cluster.Get(t)
+	c := harness.Get(t)
 	ctx := timeout(t, 10*time.Minute)
-	ns := contract.DefaultNamespace
+	ns := cluster.DefaultNamespace
 	bin := binDir(t)
 	resetFerry(ctx, t, c) // from an empty cluster, whichever test ran first
 
@@ -89,7 +89,7 @@ func TestInit(t *testing.T) {
 	if id := pod.Status.ContainerStatuses[0].ImageID; !strings.HasSuffix(id, res.Image[strings.Index(res.Image, "@")+1:]) {
 		t.Fatalf("registry pod runs image ID %s, want %s", id, res.Image)
 	}
-	sel := labels.SelectorFromSet(map[string]string{contract.LabelComponent: "injector"}).String()
+	sel := labels.SelectorFromSet(map[string]string{cluster.LabelComponent: "injector"}).String()
 	if cms, _ := c.Client.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{LabelSelector: sel}); len(cms.Items) != 0 {
 		t.Fatalf("%d injector ConfigMaps left", len(cms.Items))
 	}
@@ -101,7 +101,7 @@ func TestInit(t *testing.T) {
 	}
 
 	// Push through the NodePort: anonymous refused, the generated account works.
-	secret, err := c.Client.CoreV1().Secrets(ns).Get(ctx, contract.AuthSecretName, metav1.GetOptions{})
+	secret, err := c.Client.CoreV1().Secrets(ns).Get(ctx, cluster.AuthSecretName, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,21 +119,21 @@ func TestInit(t *testing.T) {
 
 	// A pod pulls it, with the pull secret init made.
 	tns := c.Namespace(t)
-	pull, err := c.Client.CoreV1().Secrets(ns).Get(ctx, contract.PullSecretName, metav1.GetOptions{})
+	pull, err := c.Client.CoreV1().Secrets(ns).Get(ctx, cluster.PullSecretName, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.Client.CoreV1().Secrets(tns).Create(ctx, &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: contract.PullSecretName}, Type: pull.Type, Data: pull.Data,
+		ObjectMeta: metav1.ObjectMeta{Name: cluster.PullSecretName}, Type: pull.Type, Data: pull.Data,
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	p := tinyPod("pulled", res.Registry+"/e2e/tiny@"+img.Manifest.Digest.String(), corev1.PullAlways)
-	p.Spec.ImagePullSecrets = []corev1.LocalObjectReference{{Name: contract.PullSecretName}}
+	p.Spec.ImagePullSecrets = []corev1.LocalObjectReference{{Name: cluster.PullSecretName}}
 	if _, err := c.Client.CoreV1().Pods(tns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := cluster.WaitPodReady(ctx, c.Client, tns, "pulled"); err != nil {
+	if _, err := harness.WaitPodReady(ctx, c.Client, tns, "pulled"); err != nil {
 		t.Fatalf("pod pulling from the in-cluster registry: %v", err)
 	}
 
@@ -170,11 +170,11 @@ func TestInit(t *testing.T) {
 // TestInjectorRefusesCorruptChunk changes one byte in one payload ConfigMap:
 // the injector refuses to serve and the error says why.
 func TestInjectorRefusesCorruptChunk(t *testing.T) {
-	c := cluster.Get(t)
+	c := harness.Get(t)
 	ctx := timeout(t, 5*time.Minute)
 	tns := c.Namespace(t)
 	bin := binDir(t)
-	node, err := cluster.WaitNodeReady(ctx, c.Client, firstNode(ctx, t, c))
+	node, err := harness.WaitNodeReady(ctx, c.Client, firstNode(ctx, t, c))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,14 +230,14 @@ func TestInjectorRefusesCorruptChunk(t *testing.T) {
 // resetFerry deletes ferry's namespace, and so everything init made, and
 // waits until it is gone. The finalizers of its Packages are dropped first:
 // the controller goes with the namespace and could not act on them.
-func resetFerry(ctx context.Context, t *testing.T, c *cluster.Cluster) {
+func resetFerry(ctx context.Context, t *testing.T, c *harness.Cluster) {
 	t.Helper()
-	ns := contract.DefaultNamespace
+	ns := cluster.DefaultNamespace
 	// The controller first, so that it does not put a finalizer back.
-	if err := c.Client.AppsV1().Deployments(ns).Delete(ctx, contract.ControllerName, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+	if err := c.Client.AppsV1().Deployments(ns).Delete(ctx, cluster.ControllerName, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 		t.Fatal(err)
 	}
-	if err := waitNoPods(ctx, c, ns, "app.kubernetes.io/name="+contract.ControllerName); err != nil {
+	if err := waitNoPods(ctx, c, ns, "app.kubernetes.io/name="+cluster.ControllerName); err != nil {
 		t.Fatal(err)
 	}
 	dropPackageFinalizers(ctx, t, c, ns)
@@ -258,7 +258,7 @@ func resetFerry(ctx context.Context, t *testing.T, c *cluster.Cluster) {
 }
 
 // waitNoPods waits until no Pod of namespace ns matches selector.
-func waitNoPods(ctx context.Context, c *cluster.Cluster, ns, selector string) error {
+func waitNoPods(ctx context.Context, c *harness.Cluster, ns, selector string) error {
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		pods, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
@@ -274,7 +274,7 @@ func waitNoPods(ctx context.Context, c *cluster.Cluster, ns, selector string) er
 
 // dropPackageFinalizers lets the Packages of namespace ns go without the
 // controller (what they installed stays).
-func dropPackageFinalizers(ctx context.Context, t *testing.T, c *cluster.Cluster, ns string) {
+func dropPackageFinalizers(ctx context.Context, t *testing.T, c *harness.Cluster, ns string) {
 	t.Helper()
 	pc, err := deploy.PackageClient(c.Config)
 	if err != nil {
@@ -300,20 +300,20 @@ func dropPackageFinalizers(ctx context.Context, t *testing.T, c *cluster.Cluster
 // forgetPackage deletes Package name and its deploy record without the
 // controller acting on it (what it installed stays): the next test starts
 // from a state with no trace of it.
-func forgetPackage(ctx context.Context, t testing.TB, c *cluster.Cluster, name string) {
+func forgetPackage(ctx context.Context, t testing.TB, c *harness.Cluster, name string) {
 	t.Helper()
 	pc, err := deploy.PackageClient(c.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &v1alpha1.Package{ObjectMeta: metav1.ObjectMeta{Namespace: contract.DefaultNamespace, Name: name}}
+	p := &v1alpha1.Package{ObjectMeta: metav1.ObjectMeta{Namespace: cluster.DefaultNamespace, Name: name}}
 	if err := pc.Patch(ctx, p, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`))); err != nil && !apierrors.IsNotFound(err) {
 		t.Fatal(err)
 	}
 	if err := pc.Delete(ctx, p); err != nil && !apierrors.IsNotFound(err) {
 		t.Fatal(err)
 	}
-	st := &deploy.State{Client: c.Client, Namespace: contract.DefaultNamespace}
+	st := &deploy.State{Client: c.Client, Namespace: cluster.DefaultNamespace}
 	if err := st.Delete(ctx, name); err != nil {
 		t.Fatal(err)
 	}
@@ -327,7 +327,7 @@ func exitStderr(err error) string {
 	return ""
 }
 
-func firstNode(ctx context.Context, t *testing.T, c *cluster.Cluster) string {
+func firstNode(ctx context.Context, t *testing.T, c *harness.Cluster) string {
 	nodes, err := c.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil || len(nodes.Items) == 0 {
 		t.Fatalf("nodes: %v", err)
@@ -335,10 +335,10 @@ func firstNode(ctx context.Context, t *testing.T, c *cluster.Cluster) string {
 	return nodes.Items[0].Name
 }
 
-func registryPod(ctx context.Context, t *testing.T, c *cluster.Cluster) *corev1.Pod {
+func registryPod(ctx context.Context, t *testing.T, c *harness.Cluster) *corev1.Pod {
 	t.Helper()
-	pods, err := c.Client.CoreV1().Pods(contract.DefaultNamespace).List(ctx, metav1.ListOptions{
-		LabelSelector: labels.SelectorFromSet(map[string]string{contract.LabelName: contract.RegistryName}).String(),
+	pods, err := c.Client.CoreV1().Pods(cluster.DefaultNamespace).List(ctx, metav1.ListOptions{
+		LabelSelector: labels.SelectorFromSet(map[string]string{cluster.LabelName: cluster.RegistryName}).String(),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -352,10 +352,10 @@ func registryPod(ctx context.Context, t *testing.T, c *cluster.Cluster) *corev1.
 	return nil
 }
 
-func waitNewRegistryPod(ctx context.Context, c *cluster.Cluster, old types.UID) error {
-	sel := labels.SelectorFromSet(map[string]string{contract.LabelName: contract.RegistryName}).String()
+func waitNewRegistryPod(ctx context.Context, c *harness.Cluster, old types.UID) error {
+	sel := labels.SelectorFromSet(map[string]string{cluster.LabelName: cluster.RegistryName}).String()
 	for {
-		pods, err := c.Client.CoreV1().Pods(contract.DefaultNamespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
+		pods, err := c.Client.CoreV1().Pods(cluster.DefaultNamespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
 		if err != nil {
 			return err
 		}
@@ -363,7 +363,7 @@ func waitNewRegistryPod(ctx context.Context, c *cluster.Cluster, old types.UID) 
 			if p.UID == old || p.DeletionTimestamp != nil {
 				continue
 			}
-			if _, err := cluster.WaitPodReady(ctx, c.Client, p.Namespace, p.Name); err != nil {
+			if _, err := harness.WaitPodReady(ctx, c.Client, p.Namespace, p.Name); err != nil {
 				return err
 			}
 			return nil
@@ -425,7 +425,7 @@ func isUnauthorized(err error) bool {
 // initFerry runs what ferry init runs (install.Init): the registry's
 // bootstrap, its image, the agent (whose controller resyncs every 20 s
 // here, for TestPackageResource's drift) and the migration.
-func initFerry(ctx context.Context, c *cluster.Cluster, opts inject.InitOptions) (*inject.InitResult, *install.InstallResult, error) {
+func initFerry(ctx context.Context, c *harness.Cluster, opts inject.InitOptions) (*inject.InitResult, *install.InstallResult, error) {
 	kube := genericclioptions.NewConfigFlags(true)
 	kube.KubeConfig = &c.Kubeconfig
 	in := &install.Init{Client: c.Client, Config: c.Config, Kube: kube, Registry: opts, Progress: opts.Progress,

@@ -17,10 +17,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
-	"github.com/ferrypkg/ferry/e2e/internal/cluster"
+	"github.com/ferrypkg/ferry/e2e/internal/harness"
 	"github.com/ferrypkg/ferry/e2e/internal/mkimg"
 	"github.com/ferrypkg/ferry/inject"
-	contract "github.com/ferrypkg/ferry/internal/cluster"
+	"github.com/ferrypkg/ferry/internal/cluster"
 	"github.com/ferrypkg/ferry/internal/peertool"
 )
 
@@ -34,7 +34,7 @@ import (
 // a remove garbage-collects the bucket (read-only maintenance: the other
 // package still pulls meanwhile and after).
 func TestMultiNodeS3(t *testing.T) {
-	c := cluster.Workstation(t)
+	c := harness.Workstation(t)
 	ctx := timeout(t, 15*time.Minute)
 	nodes := readyNodes(ctx, t, c)
 
@@ -51,12 +51,12 @@ func TestMultiNodeS3(t *testing.T) {
 	}
 	data := strings.TrimSpace(string(out))
 	resetFerry(ctx, t, c)
-	ns := contract.DefaultNamespace
+	ns := cluster.DefaultNamespace
 	if _, err := c.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	creds := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "object-store", Namespace: ns}, Data: map[string][]byte{
-		contract.AccessKeyIDKey: []byte(user), contract.SecretAccessKeyKey: []byte(pass),
+		cluster.AccessKeyIDKey: []byte(user), cluster.SecretAccessKeyKey: []byte(pass),
 	}}
 	if _, err := c.Client.CoreV1().Secrets(ns).Create(ctx, creds, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -110,7 +110,7 @@ func TestMultiNodeS3(t *testing.T) {
 			}
 			time.Sleep(time.Second)
 		}
-		if _, err := c.Client.PolicyV1().PodDisruptionBudgets(ns).Get(ctx, contract.RegistryName, metav1.GetOptions{}); err != nil {
+		if _, err := c.Client.PolicyV1().PodDisruptionBudgets(ns).Get(ctx, cluster.RegistryName, metav1.GetOptions{}); err != nil {
 			t.Fatalf("PodDisruptionBudget: %v", err)
 		}
 		// The migrated registry has every blob: a redeploy pushes nothing.
@@ -144,11 +144,11 @@ func TestMultiNodeS3(t *testing.T) {
 			t.Fatalf("no registry replica on a worker: %v", podNodes(registryPods(ctx, t, c)))
 		}
 		nodeDown(down)
-		if _, err := cluster.Script(ctx, "nodes.sh", "stop-kubelet", down); err != nil {
+		if _, err := harness.Script(ctx, "nodes.sh", "stop-kubelet", down); err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() {
-			if _, err := cluster.Script(context.Background(), "nodes.sh", "start-kubelet", down); err != nil {
+			if _, err := harness.Script(context.Background(), "nodes.sh", "start-kubelet", down); err != nil {
 				t.Errorf("start %s's kubelet again: %v", down, err)
 			}
 		})
@@ -224,9 +224,9 @@ func TestMultiNodeS3(t *testing.T) {
 	})
 }
 
-func registryDeployment(ctx context.Context, t *testing.T, c *cluster.Cluster) *appsv1.Deployment {
+func registryDeployment(ctx context.Context, t *testing.T, c *harness.Cluster) *appsv1.Deployment {
 	t.Helper()
-	d, err := c.Client.AppsV1().Deployments(contract.DefaultNamespace).Get(ctx, contract.RegistryName, metav1.GetOptions{})
+	d, err := c.Client.AppsV1().Deployments(cluster.DefaultNamespace).Get(ctx, cluster.RegistryName, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,9 +234,9 @@ func registryDeployment(ctx context.Context, t *testing.T, c *cluster.Cluster) *
 }
 
 // registryPods are the registry's running Pods, not being deleted.
-func registryPods(ctx context.Context, t *testing.T, c *cluster.Cluster) []corev1.Pod {
+func registryPods(ctx context.Context, t *testing.T, c *harness.Cluster) []corev1.Pod {
 	t.Helper()
-	list, err := c.Client.CoreV1().Pods(contract.DefaultNamespace).List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(contract.RegistryLabels()).String()})
+	list, err := c.Client.CoreV1().Pods(cluster.DefaultNamespace).List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(cluster.RegistryLabels()).String()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -278,7 +278,7 @@ type pullResult struct {
 // says a node's kubelet stopped (its Pods can not run: not counted); stop
 // lets the Pods in flight finish and tells how many pulled and started, and
 // which did not within 2 minutes.
-func pullLoop(ctx context.Context, t *testing.T, c *cluster.Cluster, ns string, nodes []string) (down func(node string), stop func() pullResult) {
+func pullLoop(ctx context.Context, t *testing.T, c *harness.Cluster, ns string, nodes []string) (down func(node string), stop func() pullResult) {
 	t.Helper()
 	var (
 		mu      sync.Mutex
@@ -302,7 +302,7 @@ func pullLoop(ctx context.Context, t *testing.T, c *cluster.Cluster, ns string, 
 					return
 				}
 				pctx, pcancel := context.WithTimeout(nctx, 2*time.Minute)
-				_, err := cluster.WaitPodRunning(pctx, c.Client, ns, name)
+				_, err := harness.WaitPodRunning(pctx, c.Client, ns, name)
 				pcancel()
 				_ = c.Client.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)})
 				mu.Lock()
@@ -356,7 +356,7 @@ func dirSize(t *testing.T, dir string) int64 {
 
 // deployPushed runs ferry deploy of pkg (signed by the key pub) and returns
 // the bytes it pushed.
-func deployPushed(ctx context.Context, t *testing.T, c *cluster.Cluster, pkg, pub string) int64 {
+func deployPushed(ctx context.Context, t *testing.T, c *harness.Cluster, pkg, pub string) int64 {
 	t.Helper()
 	var rec struct {
 		BytesPushed int64 `json:"bytesPushed"`

@@ -33,8 +33,8 @@ import (
 	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/artifact/chart"
 	"github.com/ferrypkg/ferry/deploy"
-	"github.com/ferrypkg/ferry/e2e/internal/cluster"
-	contract "github.com/ferrypkg/ferry/internal/cluster" // cluster is the e2e harness
+	"github.com/ferrypkg/ferry/e2e/internal/harness"
+	"github.com/ferrypkg/ferry/internal/cluster"
 	"github.com/ferrypkg/ferry/internal/fixture"
 	"github.com/ferrypkg/ferry/internal/peertool"
 	"github.com/ferrypkg/ferry/internal/reach"
@@ -52,7 +52,7 @@ type via struct {
 
 // ferryJSON runs the ferry CLI with args and -o json against the cluster's
 // kubeconfig and decodes its output into v.
-func ferryJSON(ctx context.Context, t *testing.T, c *cluster.Cluster, v any, args ...string) error {
+func ferryJSON(ctx context.Context, t *testing.T, c *harness.Cluster, v any, args ...string) error {
 	t.Helper()
 	args = append(args, "--kubeconfig", c.Kubeconfig, "-o", "json")
 	start := time.Now()
@@ -75,7 +75,7 @@ func ferryJSON(ctx context.Context, t *testing.T, c *cluster.Cluster, v any, arg
 // registry connect` serves crane and oras; and when the registry's node
 // goes down, deploy says so and init moves the registry.
 func TestMultiNode(t *testing.T) {
-	c := cluster.Workstation(t)
+	c := harness.Workstation(t)
 	ctx := timeout(t, 15*time.Minute)
 	nodes := readyNodes(ctx, t, c)
 
@@ -240,14 +240,14 @@ func TestMultiNode(t *testing.T) {
 
 // readyNodes waits until every node of the harness is Ready and returns
 // their names (at least two: the multi-node tests need them).
-func readyNodes(ctx context.Context, t *testing.T, c *cluster.Cluster) []string {
+func readyNodes(ctx context.Context, t *testing.T, c *harness.Cluster) []string {
 	t.Helper()
 	nodes := c.Nodes()
 	if len(nodes) < 2 {
 		t.Fatalf("%d nodes (%v): the harness joins workers with nodes.sh add", len(nodes), nodes)
 	}
 	for _, n := range nodes {
-		if _, err := cluster.WaitNodeReady(ctx, c.Client, n); err != nil {
+		if _, err := harness.WaitNodeReady(ctx, c.Client, n); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -286,7 +286,7 @@ func appDigest(ctx context.Context, t *testing.T, pkg string) string {
 // spreadAcross runs a Deployment of docker.io/library/app:1.0 with one
 // replica on each node (required anti-affinity), and checks that the agent
 // rewrote every Pod to want and that each pulled it on its own node.
-func spreadAcross(ctx context.Context, t *testing.T, c *cluster.Cluster, ns, name string, nodes []string, want string) {
+func spreadAcross(ctx context.Context, t *testing.T, c *harness.Cluster, ns, name string, nodes []string, want string) {
 	t.Helper()
 	sel := map[string]string{"app": name}
 	pod := tinyPod(name, "docker.io/library/app:1.0", corev1.PullIfNotPresent)
@@ -327,7 +327,7 @@ func spreadAcross(ctx context.Context, t *testing.T, c *cluster.Cluster, ns, nam
 		if ctx.Err() != nil || time.Since(start) > 3*time.Minute {
 			var states []string
 			for _, p := range list.Items {
-				states = append(states, fmt.Sprintf("%s on %s: %s%s", p.Name, p.Spec.NodeName, p.Status.Phase, cluster.Events(ctx, c.Client, ns, "Pod", p.Name)))
+				states = append(states, fmt.Sprintf("%s on %s: %s%s", p.Name, p.Spec.NodeName, p.Status.Phase, harness.Events(ctx, c.Client, ns, "Pod", p.Name)))
 			}
 			t.Fatalf("%d of %d replicas ready after %s: %s", len(pods), len(nodes), time.Since(start).Round(time.Second), strings.Join(states, "; "))
 		}
@@ -364,7 +364,7 @@ func podReady(p *corev1.Pod) bool {
 // connectAndPull runs `ferry registry connect -o json`, logs in to the
 // address it prints with ferry registry login, lists and pulls the
 // deployed image with crane and oras, then stops it with SIGINT.
-func connectAndPull(ctx context.Context, t *testing.T, c *cluster.Cluster, digest string) {
+func connectAndPull(ctx context.Context, t *testing.T, c *harness.Cluster, digest string) {
 	t.Helper()
 	crane, oras := peertool.Require(t, "crane"), peertool.Require(t, "oras")
 	cmd := exec.CommandContext(ctx, filepath.Join(binDir(t), "ferry"), "registry", "connect", "--kubeconfig", c.Kubeconfig, "-o", "json")
@@ -392,12 +392,12 @@ func connectAndPull(ctx context.Context, t *testing.T, c *cluster.Cluster, diges
 	}
 	t.Logf("TIMING registry connect: %s over %s, tunnel ready in %.3fs, printed after %.2fs (process start included)", conn.Address, conn.Protocol, conn.Seconds, time.Since(start).Seconds())
 
-	sec, err := c.Client.CoreV1().Secrets(contract.DefaultNamespace).Get(ctx, contract.AuthSecretName, metav1.GetOptions{})
+	sec, err := c.Client.CoreV1().Secrets(cluster.DefaultNamespace).Get(ctx, cluster.AuthSecretName, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	account := contract.AccountFromData(sec.Data)
-	if conn.Username != account.Username || conn.Secret != contract.DefaultNamespace+"/"+contract.AuthSecretName {
+	account := cluster.AccountFromData(sec.Data)
+	if conn.Username != account.Username || conn.Secret != cluster.DefaultNamespace+"/"+cluster.AuthSecretName {
 		t.Fatalf("connect names account %s in %s", conn.Username, conn.Secret)
 	}
 	docker := t.TempDir()
@@ -466,7 +466,7 @@ func connectAndPull(ctx context.Context, t *testing.T, c *cluster.Cluster, diges
 // connectText runs registry connect with its text output, as a person
 // would: it names the address, the tunnel's Pod and how to log in, the
 // address answers, and Ctrl-C closes it with a word on stderr.
-func connectText(ctx context.Context, t *testing.T, c *cluster.Cluster, username string) {
+func connectText(ctx context.Context, t *testing.T, c *harness.Cluster, username string) {
 	t.Helper()
 	cmd := exec.CommandContext(ctx, filepath.Join(binDir(t), "ferry"), "registry", "connect", "--kubeconfig", c.Kubeconfig)
 	stdout, err := cmd.StdoutPipe()
@@ -495,7 +495,7 @@ func connectText(ctx context.Context, t *testing.T, c *cluster.Cluster, username
 	if _, err := fmt.Sscanf(lines[0], "registry at %s (tunnel to pod", &addr); err != nil || !strings.Contains(lines[0], "over websocket") {
 		t.Errorf("first line %q: want the address and the tunnel's Pod and protocol (%v)", lines[0], err)
 	}
-	for _, want := range []string{"ferry registry login " + addr + " -u " + username + " --password-stdin", contract.AuthSecretName} {
+	for _, want := range []string{"ferry registry login " + addr + " -u " + username + " --password-stdin", cluster.AuthSecretName} {
 		if !strings.Contains(lines[1], want) {
 			t.Errorf("login line %q does not say %q", lines[1], want)
 		}
@@ -515,23 +515,23 @@ func connectText(ctx context.Context, t *testing.T, c *cluster.Cluster, username
 // fails with a one-line error naming the node and `ferry init`; init moves
 // the registry to another node and injects it again; deploy works again
 // and a Pod on another node pulls the image anew.
-func registryNodeDown(ctx context.Context, t *testing.T, c *cluster.Cluster, pkg, pub, digest string, nodes []string) {
-	sec, err := c.Client.CoreV1().Secrets(contract.DefaultNamespace).Get(ctx, contract.StateName, metav1.GetOptions{})
+func registryNodeDown(ctx context.Context, t *testing.T, c *harness.Cluster, pkg, pub, digest string, nodes []string) {
+	sec, err := c.Client.CoreV1().Secrets(cluster.DefaultNamespace).Get(ctx, cluster.StateName, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	down := contract.StateFromData(sec.Data).Node
-	if _, err := cluster.Script(ctx, "nodes.sh", "stop-kubelet", down); err != nil {
+	down := cluster.StateFromData(sec.Data).Node
+	if _, err := harness.Script(ctx, "nodes.sh", "stop-kubelet", down); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
-		if _, err := cluster.Script(ctx, "nodes.sh", "start-kubelet", down); err != nil {
+		if _, err := harness.Script(ctx, "nodes.sh", "start-kubelet", down); err != nil {
 			t.Error(err)
 			return
 		}
-		if _, err := cluster.WaitNodeReady(ctx, c.Client, down); err != nil {
+		if _, err := harness.WaitNodeReady(ctx, c.Client, down); err != nil {
 			t.Error(err)
 		}
 	})
@@ -601,7 +601,7 @@ func registryNodeDown(ctx context.Context, t *testing.T, c *cluster.Cluster, pkg
 		if _, err := c.Client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		got, err := cluster.WaitPodReady(ctx, c.Client, ns, p.Name)
+		got, err := harness.WaitPodReady(ctx, c.Client, ns, p.Name)
 		if err != nil {
 			t.Fatalf("pod on %s after the move: %v", n, err)
 		}
@@ -625,7 +625,7 @@ func nodeIsReady(n *corev1.Node) bool {
 
 // limitedKubeconfig is a kubeconfig for a ServiceAccount that may read
 // ferry's Secrets and list its Pods, but not port-forward to them.
-func limitedKubeconfig(ctx context.Context, t *testing.T, c *cluster.Cluster) string {
+func limitedKubeconfig(ctx context.Context, t *testing.T, c *harness.Cluster) string {
 	t.Helper()
 	return tokenKubeconfig(ctx, t, c, "e2e-no-portforward", []rbacv1.PolicyRule{
 		{APIGroups: []string{""}, Resources: []string{"secrets", "pods"}, Verbs: []string{"get", "list"}},
@@ -658,7 +658,7 @@ func rejected(t *testing.T) (int64, string) {
 // pushResumes deploys a package of 300 MiB through a tunnel and deletes the
 // registry's Pod as the push begins: the tunnel dials the new Pod, the push
 // is retried and skips the blobs that went up, and deploy succeeds.
-func pushResumes(ctx context.Context, t *testing.T, c *cluster.Cluster) {
+func pushResumes(ctx context.Context, t *testing.T, c *harness.Cluster) {
 	dir := t.TempDir()
 	store, err := oci.New(filepath.Join(dir, "images"))
 	if err != nil {
@@ -711,11 +711,11 @@ func pushResumes(ctx context.Context, t *testing.T, c *cluster.Cluster) {
 
 	// When verification has read every blob, the push begins; once a small
 	// layer is stored, the registry's Pod is deleted.
-	sec, err := c.Client.CoreV1().Secrets(contract.DefaultNamespace).Get(ctx, contract.AuthSecretName, metav1.GetOptions{})
+	sec, err := c.Client.CoreV1().Secrets(cluster.DefaultNamespace).Get(ctx, cluster.AuthSecretName, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	account := contract.AccountFromData(sec.Data)
+	account := cluster.AccountFromData(sec.Data)
 	repo, err := reach.RegistryRemote(ep.Host, auth.Credential{Username: account.Username, Password: account.Password}).Repository(ep.Host + "/e2e-resume") // the package's own repository: every blob goes there first
 	if err != nil {
 		t.Fatal(err)
@@ -739,7 +739,7 @@ func pushResumes(ctx context.Context, t *testing.T, c *cluster.Cluster) {
 					}
 					time.Sleep(50 * time.Millisecond)
 				}
-				pods, err := c.Client.CoreV1().Pods(contract.DefaultNamespace).List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(contract.RegistryLabels()).String()})
+				pods, err := c.Client.CoreV1().Pods(cluster.DefaultNamespace).List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(cluster.RegistryLabels()).String()})
 				if err != nil || len(pods.Items) == 0 {
 					deleted <- fmt.Sprintf("no registry pod: %v", err)
 					return
@@ -747,7 +747,7 @@ func pushResumes(ctx context.Context, t *testing.T, c *cluster.Cluster) {
 				name := pods.Items[0].Name
 				// At once (grace period 0): the big layer's upload is cut.
 				zero := int64(0)
-				if err := c.Client.CoreV1().Pods(contract.DefaultNamespace).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+				if err := c.Client.CoreV1().Pods(cluster.DefaultNamespace).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
 					deleted <- err.Error()
 					return
 				}
@@ -775,7 +775,7 @@ func pushResumes(ctx context.Context, t *testing.T, c *cluster.Cluster) {
 	if rec.BytesPushed >= total {
 		t.Errorf("the last attempt pushed %d bytes, all %d of the layers: nothing stored before the kill was skipped", rec.BytesPushed, total)
 	}
-	st := &deploy.State{Client: c.Client, Namespace: contract.DefaultNamespace}
+	st := &deploy.State{Client: c.Client, Namespace: cluster.DefaultNamespace}
 	if err := st.Delete(ctx, rec.Name); err != nil {
 		t.Error(err)
 	}
@@ -901,7 +901,7 @@ func clusterIsolated(ctx context.Context, t *testing.T) {
 		if strings.HasSuffix(ns, "-ws") {
 			continue // its firewall is checked below
 		}
-		// 192.0.2.1 (TEST-NET-1, RFC 5737): outside any cluster.
+		// 192.0.2.1 (TEST-NET-1, RFC 5737): outside any harness.
 		cmd := exec.CommandContext(ctx, in[0], append(in[1:], "timeout", "2", "bash", "-c", "exec 3<>/dev/tcp/192.0.2.1/443")...)
 		if out, err := cmd.CombinedOutput(); err == nil {
 			t.Errorf("node namespace %s connected to 192.0.2.1:443", ns)

@@ -32,10 +32,10 @@ import (
 	"github.com/ferrypkg/ferry/artifact/key"
 	"github.com/ferrypkg/ferry/deploy"
 	"github.com/ferrypkg/ferry/deploy/api/v1alpha1"
-	"github.com/ferrypkg/ferry/e2e/internal/cluster"
+	"github.com/ferrypkg/ferry/e2e/internal/harness"
 	"github.com/ferrypkg/ferry/e2e/internal/mkimg"
 	"github.com/ferrypkg/ferry/inject"
-	contract "github.com/ferrypkg/ferry/internal/cluster" // cluster is the e2e harness
+	"github.com/ferrypkg/ferry/internal/cluster"
 	"github.com/ferrypkg/ferry/internal/reach"
 )
 
@@ -79,7 +79,7 @@ data:
 // chartPackage creates package name at version, signed with priv: the app
 // image (labelled with variant), the chart above released as name in
 // namespace ns, and a manifest bundle with one ConfigMap name-manifest.
-func chartPackage(ctx context.Context, t *testing.T, c *cluster.Cluster, name, version, variant, ns string, priv *key.Private) (string, string) {
+func chartPackage(ctx context.Context, t *testing.T, c *harness.Cluster, name, version, variant, ns string, priv *key.Private) (string, string) {
 	t.Helper()
 	dir := t.TempDir()
 	for f, data := range pkgChart {
@@ -128,7 +128,7 @@ components:
 
 // pushed puts a package into the in-cluster registry as ferry deploy does
 // before it applies the Package, and returns its root digest.
-func pushed(ctx context.Context, t *testing.T, c *cluster.Cluster, pkg string, keys ...artifact.Verifier) string {
+func pushed(ctx context.Context, t *testing.T, c *harness.Cluster, pkg string, keys ...artifact.Verifier) string {
 	t.Helper()
 	r, err := artifact.Open(ctx, pkg)
 	if err != nil {
@@ -137,7 +137,7 @@ func pushed(ctx context.Context, t *testing.T, c *cluster.Cluster, pkg string, k
 	if _, err := artifact.Verify(ctx, r, "", artifact.VerifyOptions{Keys: keys}); err != nil {
 		t.Fatal(err)
 	}
-	host, cred, err := deploy.RegistryAccess(ctx, c.Client, contract.DefaultNamespace)
+	host, cred, err := deploy.RegistryAccess(ctx, c.Client, cluster.DefaultNamespace)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,7 +149,7 @@ func pushed(ctx context.Context, t *testing.T, c *cluster.Cluster, pkg string, k
 
 // keySecret stores a public key as a GitOps user would, and returns its
 // reference.
-func keySecret(ctx context.Context, t *testing.T, c *cluster.Cluster, pub *artifact.PublicKey) v1alpha1.KeyReference {
+func keySecret(ctx context.Context, t *testing.T, c *harness.Cluster, pub *artifact.PublicKey) v1alpha1.KeyReference {
 	t.Helper()
 	pem, err := os.ReadFile(pub.Name)
 	if err != nil {
@@ -157,8 +157,8 @@ func keySecret(ctx context.Context, t *testing.T, c *cluster.Cluster, pub *artif
 	}
 	sum := sha256.Sum256(pem)
 	name := "e2e-key-" + hex.EncodeToString(sum[:8])
-	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: contract.DefaultNamespace}, StringData: map[string]string{"cosign.pub": string(pem)}}
-	if _, err := c.Client.CoreV1().Secrets(contract.DefaultNamespace).Create(ctx, sec, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: cluster.DefaultNamespace}, StringData: map[string]string{"cosign.pub": string(pem)}}
+	if _, err := c.Client.CoreV1().Secrets(cluster.DefaultNamespace).Create(ctx, sec, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
 	return v1alpha1.KeyReference{Name: name}
@@ -171,7 +171,7 @@ func waitPackage(ctx context.Context, t *testing.T, pc client.Client, name strin
 	deadline := time.Now().Add(d)
 	var p v1alpha1.Package
 	for {
-		err := pc.Get(ctx, client.ObjectKey{Namespace: contract.DefaultNamespace, Name: name}, &p)
+		err := pc.Get(ctx, client.ObjectKey{Namespace: cluster.DefaultNamespace, Name: name}, &p)
 		if err == nil && p.Status.ObservedGeneration == p.Generation && p.Status.Request == p.Annotations[v1alpha1.RequestAnnotation] && cond(&p) {
 			return &p
 		}
@@ -199,7 +199,7 @@ func conditionReason(p *v1alpha1.Package, typ string) string {
 func touch(ctx context.Context, t *testing.T, pc client.Client, name string) {
 	t.Helper()
 	var p v1alpha1.Package
-	if err := pc.Get(ctx, client.ObjectKey{Namespace: contract.DefaultNamespace, Name: name}, &p); err != nil {
+	if err := pc.Get(ctx, client.ObjectKey{Namespace: cluster.DefaultNamespace, Name: name}, &p); err != nil {
 		t.Fatal(err)
 	}
 	patch := client.MergeFrom(p.DeepCopy())
@@ -233,7 +233,7 @@ func historyOf(t *testing.T, kube genericclioptions.RESTClientGetter, ns, name s
 // share when one goes; bad specs are refused by the API server; a package
 // deployed by an earlier ferry (a record only) is migrated by init.
 func TestPackageResource(t *testing.T) {
-	c := cluster.Get(t)
+	c := harness.Get(t)
 	ctx := timeout(t, 15*time.Minute)
 	if _, _, err := initFerry(ctx, c, inject.InitOptions{BinDir: binDir(t)}); err != nil {
 		t.Fatal(err)
@@ -251,7 +251,7 @@ func TestPackageResource(t *testing.T) {
 	for _, name := range []string{"e2e-web", "e2e-slow", "e2e-old"} {
 		forgetPackage(ctx, t, c, name) // from a run that failed
 	}
-	t.Cleanup(func() { dropPackageFinalizers(context.Background(), t, c, contract.DefaultNamespace) })
+	t.Cleanup(func() { dropPackageFinalizers(context.Background(), t, c, cluster.DefaultNamespace) })
 
 	v1, app1 := chartPackage(ctx, t, c, "e2e-web", "1.0.0", "pkg-one", ns, priv)
 	v2, app2 := chartPackage(ctx, t, c, "e2e-web", "1.1.0", "pkg-two", ns, priv)
@@ -266,7 +266,7 @@ func TestPackageResource(t *testing.T) {
 			"a bad digest":      {Repository: "e2e-web", Digest: "sha256:xyz", Keys: []v1alpha1.KeyReference{ref}},
 			"a bad key kind":    {Repository: "e2e-web", Digest: root1, Keys: []v1alpha1.KeyReference{{Kind: "Pod", Name: "x"}}},
 		} {
-			p := &v1alpha1.Package{ObjectMeta: metav1.ObjectMeta{Namespace: contract.DefaultNamespace, Name: "e2e-bad"}, Spec: spec}
+			p := &v1alpha1.Package{ObjectMeta: metav1.ObjectMeta{Namespace: cluster.DefaultNamespace, Name: "e2e-bad"}, Spec: spec}
 			err := pc.Create(ctx, p)
 			if !apierrors.IsInvalid(err) {
 				t.Fatalf("%s: created (%v)", what, err)
@@ -278,7 +278,7 @@ func TestPackageResource(t *testing.T) {
 	// GitOps: the Package alone installs a package in the registry.
 	start := time.Now()
 	web := &v1alpha1.Package{
-		ObjectMeta: metav1.ObjectMeta{Namespace: contract.DefaultNamespace, Name: "e2e-web"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: cluster.DefaultNamespace, Name: "e2e-web"},
 		Spec: v1alpha1.PackageSpec{Repository: "e2e-web", Digest: root1, Keys: []v1alpha1.KeyReference{ref},
 			Timeout: &metav1.Duration{Duration: 2 * time.Minute}},
 	}
@@ -377,7 +377,7 @@ func TestPackageResource(t *testing.T) {
 		root := pushed(ctx, t, c, slow, pub)
 		raw := json.RawMessage(`{"delay": 25}`)
 		sp := &v1alpha1.Package{
-			ObjectMeta: metav1.ObjectMeta{Namespace: contract.DefaultNamespace, Name: "e2e-slow"},
+			ObjectMeta: metav1.ObjectMeta{Namespace: cluster.DefaultNamespace, Name: "e2e-slow"},
 			Spec:       v1alpha1.PackageSpec{Repository: "e2e-slow", Digest: root, Keys: []v1alpha1.KeyReference{ref}},
 		}
 		sp.Spec.Values = jsonValues(raw)
@@ -386,7 +386,7 @@ func TestPackageResource(t *testing.T) {
 		}
 		waitRelease(ctx, t, kube, "e2e-slow", "e2e-slow", release.StatusPendingInstall)
 		pod := controllerPod(ctx, t, c)
-		if err := c.Client.CoreV1().Pods(contract.DefaultNamespace).Delete(ctx, pod, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
+		if err := c.Client.CoreV1().Pods(cluster.DefaultNamespace).Delete(ctx, pod, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
 			t.Fatal(err)
 		}
 		t.Logf("killed %s while release e2e-slow was pending-install", pod)
@@ -416,7 +416,7 @@ func TestPackageResource(t *testing.T) {
 			t.Fatalf("ferry remove printed %s (%v)", out, err)
 		}
 		t.Logf("removed e2e-slow: images %v, kept %v", res.Images, res.Kept)
-		if err := pc.Get(ctx, client.ObjectKey{Namespace: contract.DefaultNamespace, Name: "e2e-slow"}, &v1alpha1.Package{}); !apierrors.IsNotFound(err) {
+		if err := pc.Get(ctx, client.ObjectKey{Namespace: cluster.DefaultNamespace, Name: "e2e-slow"}, &v1alpha1.Package{}); !apierrors.IsNotFound(err) {
 			t.Fatalf("Package e2e-slow after remove: %v", err)
 		}
 		if _, err := c.Client.AppsV1().Deployments("e2e-slow").Get(ctx, "e2e-slow", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
@@ -498,7 +498,7 @@ func TestPackageResource(t *testing.T) {
 // TestPackageResyncBudget: 20 Packages, then an unchanged resync of all of
 // them: how long it takes, and that it changes nothing.
 func TestPackageResyncBudget(t *testing.T) {
-	c := cluster.Get(t)
+	c := harness.Get(t)
 	ctx := timeout(t, 15*time.Minute)
 	if _, _, err := initFerry(ctx, c, inject.InitOptions{BinDir: binDir(t)}); err != nil {
 		t.Fatal(err)
@@ -509,7 +509,7 @@ func TestPackageResyncBudget(t *testing.T) {
 	}
 	priv, pub := testKeys(t)
 	ref := keySecret(ctx, t, c, pub)
-	t.Cleanup(func() { dropPackageFinalizers(context.Background(), t, c, contract.DefaultNamespace) })
+	t.Cleanup(func() { dropPackageFinalizers(context.Background(), t, c, cluster.DefaultNamespace) })
 	const n = 20
 	names := make([]string, n)
 	var wg sync.WaitGroup
@@ -522,7 +522,7 @@ func TestPackageResyncBudget(t *testing.T) {
 	start := time.Now()
 	for i, name := range names {
 		p := &v1alpha1.Package{
-			ObjectMeta: metav1.ObjectMeta{Namespace: contract.DefaultNamespace, Name: name},
+			ObjectMeta: metav1.ObjectMeta{Namespace: cluster.DefaultNamespace, Name: name},
 			Spec:       v1alpha1.PackageSpec{Repository: name, Digest: roots[i], Keys: []v1alpha1.KeyReference{ref}},
 		}
 		if err := pc.Create(ctx, p); err != nil {
@@ -548,7 +548,7 @@ func TestPackageResyncBudget(t *testing.T) {
 		t.Fatalf("the resync changed objects:\n%s\n→\n%s", before, after)
 	}
 	for _, name := range names {
-		if err := pc.Delete(ctx, &v1alpha1.Package{ObjectMeta: metav1.ObjectMeta{Namespace: contract.DefaultNamespace, Name: name}}); err != nil {
+		if err := pc.Delete(ctx, &v1alpha1.Package{ObjectMeta: metav1.ObjectMeta{Namespace: cluster.DefaultNamespace, Name: name}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -557,7 +557,7 @@ func TestPackageResyncBudget(t *testing.T) {
 	for {
 		left := 0
 		for _, name := range names {
-			if err := pc.Get(ctx, client.ObjectKey{Namespace: contract.DefaultNamespace, Name: name}, &v1alpha1.Package{}); !apierrors.IsNotFound(err) {
+			if err := pc.Get(ctx, client.ObjectKey{Namespace: cluster.DefaultNamespace, Name: name}, &v1alpha1.Package{}); !apierrors.IsNotFound(err) {
 				left++
 			}
 		}
@@ -616,7 +616,7 @@ func containsString(list []string, s string) bool {
 func setDigest(ctx context.Context, t *testing.T, pc client.Client, name, root string) {
 	t.Helper()
 	var p v1alpha1.Package
-	if err := pc.Get(ctx, client.ObjectKey{Namespace: contract.DefaultNamespace, Name: name}, &p); err != nil {
+	if err := pc.Get(ctx, client.ObjectKey{Namespace: cluster.DefaultNamespace, Name: name}, &p); err != nil {
 		t.Fatal(err)
 	}
 	patch := client.MergeFrom(p.DeepCopy())
@@ -628,9 +628,9 @@ func setDigest(ctx context.Context, t *testing.T, pc client.Client, name, root s
 
 // assertPodImage waits until Deployment name's ready pod runs
 // 127.0.0.1:31999/<ref>.
-func assertPodImage(ctx context.Context, t *testing.T, c *cluster.Cluster, ns, name, ref string) {
+func assertPodImage(ctx context.Context, t *testing.T, c *harness.Cluster, ns, name, ref string) {
 	t.Helper()
-	want := contract.RegistryHost(contract.DefaultNodePort) + "/" + ref
+	want := cluster.RegistryHost(cluster.DefaultNodePort) + "/" + ref
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		pods, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=" + name})
@@ -651,7 +651,7 @@ func assertPodImage(ctx context.Context, t *testing.T, c *cluster.Cluster, ns, n
 // objectVersions lists the resourceVersions of what a resync must leave
 // alone: the objects of namespace ns, Helm's release Secrets there, and
 // the records in ferry's namespace.
-func objectVersions(ctx context.Context, t *testing.T, c *cluster.Cluster, ns string) string {
+func objectVersions(ctx context.Context, t *testing.T, c *harness.Cluster, ns string) string {
 	t.Helper()
 	var b strings.Builder
 	cms, err := c.Client.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{})
@@ -675,7 +675,7 @@ func objectVersions(ctx context.Context, t *testing.T, c *cluster.Cluster, ns st
 	for _, o := range deps.Items {
 		fmt.Fprintf(&b, "Deployment %s %d\n", o.Name, o.Generation)
 	}
-	recs, err := c.Client.CoreV1().Secrets(contract.DefaultNamespace).List(ctx, metav1.ListOptions{LabelSelector: deploy.LabelPackage})
+	recs, err := c.Client.CoreV1().Secrets(cluster.DefaultNamespace).List(ctx, metav1.ListOptions{LabelSelector: deploy.LabelPackage})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -685,9 +685,9 @@ func objectVersions(ctx context.Context, t *testing.T, c *cluster.Cluster, ns st
 	return b.String()
 }
 
-func packageEvents(ctx context.Context, t *testing.T, c *cluster.Cluster, name string) string {
+func packageEvents(ctx context.Context, t *testing.T, c *harness.Cluster, name string) string {
 	t.Helper()
-	evs, err := c.Client.EventsV1().Events(contract.DefaultNamespace).List(ctx, metav1.ListOptions{FieldSelector: "regarding.name=" + name})
+	evs, err := c.Client.EventsV1().Events(cluster.DefaultNamespace).List(ctx, metav1.ListOptions{FieldSelector: "regarding.name=" + name})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -700,9 +700,9 @@ func packageEvents(ctx context.Context, t *testing.T, c *cluster.Cluster, name s
 
 // packageTable is what kubectl get packages prints: the API server's
 // table, from the CRD's printer columns.
-func packageTable(ctx context.Context, t *testing.T, c *cluster.Cluster) string {
+func packageTable(ctx context.Context, t *testing.T, c *harness.Cluster) string {
 	t.Helper()
-	raw, err := c.Client.CoreV1().RESTClient().Get().AbsPath("/apis/ferry.dev/v1alpha1/namespaces/"+contract.DefaultNamespace+"/packages").
+	raw, err := c.Client.CoreV1().RESTClient().Get().AbsPath("/apis/ferry.dev/v1alpha1/namespaces/"+cluster.DefaultNamespace+"/packages").
 		SetHeader("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io").DoRaw(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -729,9 +729,9 @@ func packageTable(ctx context.Context, t *testing.T, c *cluster.Cluster) string 
 	return b.String()
 }
 
-func controllerPod(ctx context.Context, t *testing.T, c *cluster.Cluster) string {
+func controllerPod(ctx context.Context, t *testing.T, c *harness.Cluster) string {
 	t.Helper()
-	pods, err := c.Client.CoreV1().Pods(contract.DefaultNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=" + contract.ControllerName})
+	pods, err := c.Client.CoreV1().Pods(cluster.DefaultNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=" + cluster.ControllerName})
 	if err != nil || len(pods.Items) == 0 {
 		t.Fatalf("controller pods: %v (%d)", err, len(pods.Items))
 	}

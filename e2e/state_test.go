@@ -11,14 +11,14 @@ import (
 
 	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/deploy"
-	"github.com/ferrypkg/ferry/e2e/internal/cluster"
+	"github.com/ferrypkg/ferry/e2e/internal/harness"
 )
 
 // TestDeployState records packages in the real API server, lists them back,
 // derives the agent's rewrites from them and forgets one. Records are the
 // controller's state: `ferry list` shows Packages, so none here.
 func TestDeployState(t *testing.T) {
-	c := cluster.Get(t)
+	c := harness.Get(t)
 	ctx := timeout(t, 2*time.Minute)
 	ns := c.Namespace(t)
 	st := &deploy.State{Client: c.Client, Namespace: ns}

@@ -14,10 +14,10 @@ import (
 
 	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/deploy"
-	"github.com/ferrypkg/ferry/e2e/internal/cluster"
+	"github.com/ferrypkg/ferry/e2e/internal/harness"
 	"github.com/ferrypkg/ferry/inject"
 	"github.com/ferrypkg/ferry/internal/benchenv"
-	contract "github.com/ferrypkg/ferry/internal/cluster"
+	"github.com/ferrypkg/ferry/internal/cluster"
 	"github.com/ferrypkg/ferry/internal/kube"
 	"github.com/ferrypkg/ferry/internal/reach"
 )
@@ -34,7 +34,7 @@ import (
 // it whatever the client does (see e2e/README.md). Asserted: ferry's tunnel
 // is no slower than kubectl port-forward's (≤ 1.2×, the noise of one run).
 func BenchmarkTunnel(b *testing.B) {
-	c := cluster.Get(b)
+	c := harness.Get(b)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	benchenv.Quiet(b, 4)
@@ -119,7 +119,7 @@ func BenchmarkTunnel(b *testing.B) {
 // client-go's PortForwarder over kubectl's dialer (kube.PortForwardDialer),
 // to pod (namespace/name) on the registry's port. It returns the local
 // address and a function that stops it.
-func kubectlForward(b *testing.B, c *cluster.Cluster, pod string) (string, func()) {
+func kubectlForward(b *testing.B, c *harness.Cluster, pod string) (string, func()) {
 	b.Helper()
 	ns, name, _ := strings.Cut(pod, "/")
 	dialer, _, err := kube.PortForwardDialer(c.Client, c.Config, ns, name)
@@ -127,7 +127,7 @@ func kubectlForward(b *testing.B, c *cluster.Cluster, pod string) (string, func(
 		b.Fatal(err)
 	}
 	stop, ready := make(chan struct{}), make(chan struct{})
-	fw, err := portforward.NewOnAddresses(dialer, []string{"127.0.0.1"}, []string{fmt.Sprintf("0:%d", contract.RegistryPort)}, stop, ready, io.Discard, io.Discard)
+	fw, err := portforward.NewOnAddresses(dialer, []string{"127.0.0.1"}, []string{fmt.Sprintf("0:%d", cluster.RegistryPort)}, stop, ready, io.Discard, io.Discard)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -28,9 +28,9 @@ import (
 	"github.com/ferrypkg/ferry/deploy/api/v1alpha1"
 	"github.com/ferrypkg/ferry/deploy/install"
 	"github.com/ferrypkg/ferry/deploy/upload"
-	"github.com/ferrypkg/ferry/e2e/internal/cluster"
+	"github.com/ferrypkg/ferry/e2e/internal/harness"
 	"github.com/ferrypkg/ferry/inject"
-	contract "github.com/ferrypkg/ferry/internal/cluster" // cluster is the e2e harness
+	"github.com/ferrypkg/ferry/internal/cluster"
 )
 
 // uploaderRules are what a user needs to deploy through the agent: reach
@@ -53,12 +53,12 @@ var uploaderRules = []rbacv1.PolicyRule{
 // user who may only read Packages are all refused with one line, and
 // nothing of theirs reaches the registry.
 func TestUpload(t *testing.T) {
-	c := cluster.Get(t)
+	c := harness.Get(t)
 	ctx := timeout(t, 12*time.Minute)
 	if _, _, err := initFerry(ctx, c, inject.InitOptions{BinDir: binDir(t)}); err != nil {
 		t.Fatal(err)
 	}
-	ns := contract.DefaultNamespace
+	ns := cluster.DefaultNamespace
 	priv, _, trusted := trustNewKey(ctx, t, c)
 	uploader := tokenKubeconfig(ctx, t, c, "e2e-uploader", uploaderRules)
 	viewer := tokenKubeconfig(ctx, t, c, "e2e-viewer", append(uploaderRules[:4:4],
@@ -157,14 +157,14 @@ func TestUpload(t *testing.T) {
 // trustNewKey makes a key pair and stores its public key in a key Secret
 // of ferry's namespace (the keys the cluster trusts): the private key, the
 // public key's file, and the Secret's reference.
-func trustNewKey(ctx context.Context, t testing.TB, c *cluster.Cluster) (*key.Private, *artifact.PublicKey, v1alpha1.KeyReference) {
+func trustNewKey(ctx context.Context, t testing.TB, c *harness.Cluster) (*key.Private, *artifact.PublicKey, v1alpha1.KeyReference) {
 	t.Helper()
 	priv, pub := testKeys(t)
 	pem, err := os.ReadFile(pub.Name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ref, err := deploy.EnsureKeySecret(ctx, c.Client, contract.DefaultNamespace, pem)
+	ref, err := deploy.EnsureKeySecret(ctx, c.Client, cluster.DefaultNamespace, pem)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,14 +203,14 @@ func refusedCLI(ctx context.Context, t *testing.T, kubeconfig, pkg string, want 
 // ferryJSONAs is ferryJSON as the user of another kubeconfig.
 func ferryJSONAs(ctx context.Context, t *testing.T, kubeconfig string, v any, args ...string) error {
 	t.Helper()
-	return ferryJSON(ctx, t, &cluster.Cluster{Kubeconfig: kubeconfig}, v, args...)
+	return ferryJSON(ctx, t, &harness.Cluster{Kubeconfig: kubeconfig}, v, args...)
 }
 
 // tokenKubeconfig makes ServiceAccount name in ferry's namespace with a Role
 // of rules, and returns a kubeconfig that presents a token of it.
-func tokenKubeconfig(ctx context.Context, t testing.TB, c *cluster.Cluster, name string, rules []rbacv1.PolicyRule) string {
+func tokenKubeconfig(ctx context.Context, t testing.TB, c *harness.Cluster, name string, rules []rbacv1.PolicyRule) string {
 	t.Helper()
-	ns := contract.DefaultNamespace
+	ns := cluster.DefaultNamespace
 	cs := c.Client
 	if _, err := cs.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)

@@ -8,7 +8,7 @@
 // Get skips a test when no cluster is described (FERRY_E2E_KUBECONFIG unset)
 // and fails it instead under FERRY_E2E=1, so a harness that lost the cluster
 // never passes by skipping.
-package cluster
+package harness
 
 import (
 	"context"
