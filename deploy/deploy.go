@@ -162,7 +162,7 @@ func PushVerified(ctx context.Context, cs kubernetes.Interface, r *artifact.Read
 	var loaded *artifact.MirrorResult
 	err = reach.Retry(ctx, opts.PushAttempts, func() error {
 		var err error
-		loaded, err = artifact.Mirror(ctx, r, push, remote)
+		loaded, err = artifact.Mirror(ctx, r, push, artifact.MirrorOptions{Remote: remote, Progress: opts.Progress})
 		return err
 	})
 	if err != nil {

@@ -128,7 +128,7 @@ func TestPackage(t *testing.T) {
 
 	// Mirrored: each artifact under its path, by digest, in Flux's format.
 	host := registrytest.New(t)
-	mres, err := artifact.Mirror(ctx, r, host, artifact.RemoteOptions{PlainHTTP: true})
+	mres, err := artifact.Mirror(ctx, r, host, artifact.MirrorOptions{Remote: artifact.RemoteOptions{PlainHTTP: true}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -173,7 +173,7 @@ func parseSource(arg string) (path, ref string, err error) {
 // verbs that take one: a package on disk (reference "", its root) or a
 // registry repository and the tag or digest in it. The registry flags are
 // checked either way.
-func openSource(cmd *cobra.Command, arg string, remote remoteFlags) (oras.ReadOnlyTarget, string, error) {
+func openSource(cmd *cobra.Command, arg string, remote remoteFlags) (oras.Target, string, error) {
 	path, ref, err := parseSource(arg)
 	if err != nil {
 		return nil, "", err
