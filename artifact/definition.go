@@ -147,12 +147,15 @@ func HostPlatform() Platform {
 	return Platform{OS: "linux", Architecture: runtime.GOARCH}
 }
 
-// DefinitionError is a problem in a definition, located by file, line and field.
+// DefinitionError is a problem in a definition, located by file, line and
+// field. Err, when set, is the cause (an item create could not resolve or
+// read), which errors.Is and errors.As see through it; Msg says it.
 type DefinitionError struct {
 	File  string
 	Line  int
 	Field string
 	Msg   string
+	Err   error
 }
 
 func (e *DefinitionError) Error() string {
@@ -165,6 +168,8 @@ func (e *DefinitionError) Error() string {
 	}
 	return loc + ": " + e.Msg
 }
+
+func (e *DefinitionError) Unwrap() error { return e.Err }
 
 // LoadDefinition reads and validates a definition from a ferry.yaml file or
 // a folder holding one.
