@@ -197,7 +197,8 @@ func (a *archiveWriter) blob(ctx context.Context, b *blob) error {
 }
 
 // copyVerified copies exactly desc.Size bytes from pr, which hashes them,
-// to w, and fails unless they hash to desc.Digest and pr has nothing more.
+// to w, and fails unless they hash to desc.Digest (a corruptBlobError
+// otherwise: ErrCorrupt, naming the blob) and pr has nothing more.
 // Its chunks are written as they are: whole prefetch chunks (multiples of
 // rawBlockSize) but the last, so raw frames take them without copying.
 func copyVerified(ctx context.Context, w io.Writer, pr *readahead.Reader, desc ocispec.Descriptor) error {
@@ -219,7 +220,7 @@ func copyVerified(ctx context.Context, w io.Writer, pr *readahead.Reader, desc o
 	case n < desc.Size:
 		return fmt.Errorf("blob %s: truncated: %d of %d bytes", desc.Digest, n, desc.Size)
 	case digest.NewDigest(desc.Digest.Algorithm(), pr.Sum()) != desc.Digest:
-		return fmt.Errorf("blob %s does not match its digest", desc.Digest)
+		return corruptBlobError(desc.Digest)
 	}
 	return nil
 }

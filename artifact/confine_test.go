@@ -1,6 +1,7 @@
 package artifact_test
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/artifact/chart"
+	"github.com/ferrypkg/ferry/internal/confine"
 )
 
 // TestCreateConfined: whatever kind of input a definition names — a file,
@@ -108,6 +110,13 @@ func TestCreateConfined(t *testing.T) {
 			}
 			if err == nil || !strings.Contains(err.Error(), tt.want) || strings.Contains(err.Error(), "\n") || strings.Contains(err.Error(), "stolen") {
 				t.Fatalf("error %v, want one line containing %q", err, tt.want)
+			}
+			is := confine.ErrEscapes
+			if tt.want == "is not a regular file" {
+				is = confine.ErrNotRegular
+			}
+			if !errors.Is(err, is) {
+				t.Errorf("error %v is not %v", err, is)
 			}
 			assertNoOutput(t, outDir)
 		})

@@ -309,11 +309,11 @@ func (b *builder) build(ctx context.Context) (*plan, error) {
 			field := fmt.Sprintf("components[%d].images[%d]", ci, ii)
 			stored, rec, kept, err := b.image(ctx, img)
 			if err != nil {
-				return nil, &DefinitionError{File: def.File, Line: img.Line, Field: field, Msg: err.Error()}
+				return nil, &DefinitionError{File: def.File, Line: img.Line, Field: field, Msg: err.Error(), Err: err}
 			}
 			sboms, sbomRecs, err := b.sboms(ctx, cd.Name, img.Ref, kept)
 			if err != nil {
-				return nil, &DefinitionError{File: def.File, Line: img.Line, Field: field, Msg: err.Error()}
+				return nil, &DefinitionError{File: def.File, Line: img.Line, Field: field, Msg: err.Error(), Err: err}
 			}
 			rec.SBOMs = sbomRecs
 			comp.Images = append(comp.Images, rec)
@@ -326,7 +326,7 @@ func (b *builder) build(ctx context.Context) (*plan, error) {
 			field := fmt.Sprintf("components[%d].charts[%d]", ci, hi)
 			mdesc, rec, err := b.chart(ctx, ch)
 			if err != nil {
-				return nil, &DefinitionError{File: def.File, Line: ch.Line, Field: field, Msg: err.Error()}
+				return nil, &DefinitionError{File: def.File, Line: ch.Line, Field: field, Msg: err.Error(), Err: err}
 			}
 			comp.Charts = append(comp.Charts, rec)
 			mdesc.Annotations = map[string]string{
@@ -340,7 +340,7 @@ func (b *builder) build(ctx context.Context) (*plan, error) {
 			field := fmt.Sprintf("components[%d].repositories[%d]", ci, gi)
 			mdesc, rec, err := b.repository(ctx, gd)
 			if err != nil {
-				return nil, &DefinitionError{File: def.File, Line: gd.Line, Field: field, Msg: err.Error()}
+				return nil, &DefinitionError{File: def.File, Line: gd.Line, Field: field, Msg: err.Error(), Err: err}
 			}
 			comp.Repositories = append(comp.Repositories, rec)
 			mdesc.Annotations = map[string]string{AnnotationKind: KindGit, AnnotationComponent: cd.Name, AnnotationGitURL: rec.URL}
@@ -351,7 +351,7 @@ func (b *builder) build(ctx context.Context) (*plan, error) {
 			field := fmt.Sprintf("components[%d].manifests[%d]", ci, mi)
 			data, files, err := b.manifestBundle(md)
 			if err != nil {
-				return nil, &DefinitionError{File: def.File, Line: md.Line, Field: field, Msg: err.Error()}
+				return nil, &DefinitionError{File: def.File, Line: md.Line, Field: field, Msg: err.Error(), Err: err}
 			}
 			d := b.addData(MediaTypeManifestBundle, data)
 			comp.Manifests = append(comp.Manifests, Manifest{Name: md.Name, Namespace: md.Namespace, Files: files, Digest: d.Digest, Size: d.Size})
@@ -362,7 +362,7 @@ func (b *builder) build(ctx context.Context) (*plan, error) {
 			field := fmt.Sprintf("components[%d].files[%d]", ci, fi)
 			d, err := b.file(fd)
 			if err != nil {
-				return nil, &DefinitionError{File: def.File, Line: fd.Line, Field: field, Msg: err.Error()}
+				return nil, &DefinitionError{File: def.File, Line: fd.Line, Field: field, Msg: err.Error(), Err: err}
 			}
 			comp.Files = append(comp.Files, File{Source: filepath.ToSlash(fd.Source), Target: fd.Target, Mode: fd.Mode, Digest: d.Digest, Size: d.Size})
 			d.Annotations = map[string]string{AnnotationComponent: cd.Name, ocispec.AnnotationTitle: fd.Target}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -294,7 +295,8 @@ func TestImagePlatformFromDefinition(t *testing.T) {
 	}
 	out := filepath.Join(t.TempDir(), "p.tar")
 	_, err = artifact.Create(ctx, def("{ref: example.com/app:noplat, layout: images}"), artifact.CreateOptions{Charts: chart.Packager{}, Output: out})
-	if err == nil || !strings.Contains(err.Error(), "image example.com/app:noplat: its config sha256:") || !strings.Contains(err.Error(), "`platform: os/arch`") {
+	var de *artifact.DefinitionError
+	if !errors.As(err, &de) || de.Field != "components[0].images[0]" || !strings.Contains(err.Error(), "image example.com/app:noplat: its config sha256:") || !strings.Contains(err.Error(), "`platform: os/arch`") {
 		t.Fatalf("an image with no platform: %v", err)
 	}
 	res, err := artifact.Create(ctx, def("{ref: example.com/app:noplat, layout: images, platform: linux/amd64}"), artifact.CreateOptions{Charts: chart.Packager{}, Output: out})
@@ -305,7 +307,7 @@ func TestImagePlatformFromDefinition(t *testing.T) {
 		t.Fatalf("recorded platforms %v", p)
 	}
 	_, err = artifact.Create(ctx, def("{ref: example.com/app:amd64, layout: images, platform: linux/arm64}"), artifact.CreateOptions{Charts: chart.Packager{}, Output: out})
-	if err == nil || !strings.Contains(err.Error(), "image example.com/app:amd64 is linux/amd64 (its config") {
+	if !errors.As(err, &de) || de.Field != "components[0].images[0]" || !strings.Contains(err.Error(), "image example.com/app:amd64 is linux/amd64 (its config") {
 		t.Fatalf("a contradicting platform: %v", err)
 	}
 }

@@ -2,13 +2,18 @@ package artifact_test
 
 import (
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+
+	"oras.land/oras-go/v2/errdef"
 
 	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/artifact/chart"
+	"github.com/ferrypkg/ferry/internal/confine"
 )
 
 const validDef = `apiVersion: ferry.dev/v1alpha1
@@ -119,17 +124,20 @@ func TestCreateBadSources(t *testing.T) {
 	os.Symlink("/etc", filepath.Join(w.Dir, "escape"))
 	writeFile(t, filepath.Join(w.Dir, "manifests", "broken.yaml"), "apiVersion: v1\nkind: [\n")
 	writeFile(t, filepath.Join(w.Dir, "manifests", "notk8s.yaml"), "hello: world\n")
-	tests := []struct{ name, body, want string }{
-		{"unknown tag", "    images: [" + w.Host + "/library/web:nope]\n", "ferry.yaml:9: components[0].images[0]: resolve"},
-		{"unreachable registry", "    images: [127.0.0.1:1/x/y:1]\n", "ferry.yaml:9: components[0].images[0]: resolve 127.0.0.1:1/x/y:1"},
-		{"platform missing", "    images: [" + w.Host + "/team/worker:2.0]\n", ""},
-		{"layout tag missing", "    images:\n      - ref: x/y:9\n        layout: images\n", "components[0].images[0]: image \"9\" not found in OCI layout images"},
-		{"symlink escape", "    files:\n      - source: escape/hostname\n        target: /x\n", "escape/hostname leads outside the definition's folder"},
-		{"missing file", "    files:\n      - source: nope.txt\n        target: /x\n", "components[0].files[0]: "},
-		{"broken manifest", "    manifests:\n      - name: m\n        files: [manifests/broken.yaml]\n", "components[0].manifests[0]: manifests/broken.yaml: invalid YAML"},
-		{"not kubernetes", "    manifests:\n      - name: m\n        files: [manifests/notk8s.yaml]\n", "is not a Kubernetes object"},
-		{"chart not a chart", "    charts:\n      - path: files\n", "components[0].charts[0]: load chart files"},
-		{"remote chart is an image", "    charts:\n      - url: oci://" + w.Host + "/team/worker\n        version: \"2.0\"\n", "is not a Helm chart"},
+	tests := []struct {
+		name, body, want string
+		is               error // the cause, when it is a sentinel
+	}{
+		{"unknown tag", "    images: [" + w.Host + "/library/web:nope]\n", "ferry.yaml:9: components[0].images[0]: resolve", errdef.ErrNotFound},
+		{"unreachable registry", "    images: [127.0.0.1:1/x/y:1]\n", "ferry.yaml:9: components[0].images[0]: resolve 127.0.0.1:1/x/y:1", syscall.ECONNREFUSED},
+		{"platform missing", "    images: [" + w.Host + "/team/worker:2.0]\n", "", nil},
+		{"layout tag missing", "    images:\n      - ref: x/y:9\n        layout: images\n", "components[0].images[0]: image \"9\" not found in OCI layout images", nil},
+		{"symlink escape", "    files:\n      - source: escape/hostname\n        target: /x\n", "escape/hostname leads outside the definition's folder", confine.ErrEscapes},
+		{"missing file", "    files:\n      - source: nope.txt\n        target: /x\n", "components[0].files[0]: ", fs.ErrNotExist},
+		{"broken manifest", "    manifests:\n      - name: m\n        files: [manifests/broken.yaml]\n", "components[0].manifests[0]: manifests/broken.yaml: invalid YAML", nil},
+		{"not kubernetes", "    manifests:\n      - name: m\n        files: [manifests/notk8s.yaml]\n", "is not a Kubernetes object", nil},
+		{"chart not a chart", "    charts:\n      - path: files\n", "components[0].charts[0]: load chart files", nil},
+		{"remote chart is an image", "    charts:\n      - url: oci://" + w.Host + "/team/worker\n        version: \"2.0\"\n", "is not a Helm chart", nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -156,6 +164,13 @@ func TestCreateBadSources(t *testing.T) {
 			}
 			if !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "\n") {
 				t.Fatalf("error %q, want %q", err, want)
+			}
+			var de *artifact.DefinitionError
+			if !errors.As(err, &de) || !strings.HasPrefix(de.Field, "components[0].") {
+				t.Errorf("error %v is not a *DefinitionError naming the item", err)
+			}
+			if tt.is != nil && !errors.Is(err, tt.is) {
+				t.Errorf("error %v is not %v", err, tt.is)
 			}
 			assertNoOutput(t, filepath.Dir(out))
 		})

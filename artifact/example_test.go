@@ -322,11 +322,11 @@ func ExampleCopy() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	root, err := artifact.Copy(ctx, r, "", store, "1.0.0", artifact.CopyOptions{})
+	res, err := artifact.Copy(ctx, r, "", store, "1.0.0", artifact.CopyOptions{})
 	if err != nil {
 		log.Fatal(err)
 	}
 	d, _ := store.Resolve(ctx, "1.0.0")
-	fmt.Println(d.Digest == root.Digest, root.ArtifactType)
+	fmt.Println(d.Digest == res.Root.Digest, res.Root.ArtifactType)
 	// Output: true application/vnd.ferry.package.v1+json
 }

@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"os"
 	"path/filepath"
@@ -27,8 +28,9 @@ func FuzzParseDefinition(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		def, err := artifact.ParseDefinition("ferry.yaml", data)
 		if err != nil {
-			if !strings.HasPrefix(err.Error(), "ferry.yaml") {
-				t.Fatalf("error does not name the file: %q", err)
+			var de *artifact.DefinitionError
+			if !errors.As(err, &de) || de.File != "ferry.yaml" || !strings.HasPrefix(err.Error(), "ferry.yaml") {
+				t.Fatalf("error is not a *DefinitionError naming the file: %q", err)
 			}
 			return
 		}

@@ -39,36 +39,11 @@ type Report struct {
 // layers are counted from their descriptors, not fetched (Verify reads
 // them).
 func Inspect(ctx context.Context, src oras.ReadOnlyTarget, ref string, progress ProgressFunc) (*Report, error) {
-	if r, ok := src.(*Reader); ok && r.isRoot(ref) {
-		rep, _, err := inspect(ctx, r, progress)
-		return rep, err
-	}
-	p, err := planFrom(ctx, src, ref)
+	g, err := readGraph(ctx, src, ref, progress)
 	if err != nil {
 		return nil, err
 	}
-	return p.report(), nil
-}
-
-// isRoot reports whether ref names the package root ("" does).
-func (r *Reader) isRoot(ref string) bool {
-	if ref == "" || ref == r.root.Digest.String() {
-		return true
-	}
-	d, err := r.Resolve(context.Background(), ref)
-	return err == nil && d.Digest == r.root.Digest
-}
-
-// inspect is Inspect, also returning what the walk established.
-func inspect(ctx context.Context, r *Reader, progress ProgressFunc) (*Report, *Summary, error) {
-	sum, err := r.Walk(ctx, nil, progress)
-	if err != nil {
-		return nil, nil, err
-	}
-	if err := checkConfig(r, sum); err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", r.Path(), err)
-	}
-	return newReport(r.config, r.root, r.index.Manifests, sum.Blobs, sum.Size), sum, nil
+	return g.report(), nil
 }
 
 // newReport builds a report from a package's config and index.json entries.

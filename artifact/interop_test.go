@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"golang.org/x/crypto/bcrypt"
+	"oras.land/oras-go/v2/registry/remote/auth"
 
 	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/artifact/chart"
@@ -109,8 +110,9 @@ func TestPullCorruptBlob(t *testing.T) {
 	defer ts.Close()
 	outDir := t.TempDir()
 	_, err := pullRemote(context.Background(), strings.TrimPrefix(ts.URL, "http://")+"/pkgs/demo:1.0.0", filepath.Join(outDir, "x.tar.zst"), artifact.PullOptions{})
-	if err == nil || !strings.Contains(err.Error(), victim) {
-		t.Fatalf("pull of a corrupted blob: %v, want an error naming %s", err, victim)
+	var be *artifact.BlobError
+	if !errors.Is(err, artifact.ErrCorrupt) || !errors.As(err, &be) || be.Digest.String() != victim || !strings.Contains(err.Error(), victim) {
+		t.Fatalf("pull of a corrupted blob: %v, want ErrCorrupt naming %s", err, victim)
 	}
 	assertNoOutput(t, outDir)
 }
@@ -200,7 +202,7 @@ func TestPushAuth(t *testing.T) {
 	w := newWorld(t)
 	res := create(t, w, filepath.Join(t.TempDir(), "demo.tar.zst"))
 	t.Setenv("DOCKER_CONFIG", filepath.Join(dir, "empty"))
-	if _, err := pushFile(t, res.Path, host+"/pkgs/demo:1", artifact.PushOptions{}); err == nil || !strings.Contains(err.Error(), "credential not found") {
+	if _, err := pushFile(t, res.Path, host+"/pkgs/demo:1", artifact.PushOptions{}); !errors.Is(err, auth.ErrBasicCredentialNotFound) {
 		t.Fatalf("anonymous push: %v, want it refused for lack of credentials", err)
 	}
 	cfgDir := filepath.Join(dir, "docker")

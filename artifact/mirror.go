@@ -6,8 +6,6 @@ import (
 	"sort"
 
 	"github.com/distribution/reference"
-	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
-	"oras.land/oras-go/v2"
 )
 
 // Mirroring is how a package's images become pullable under their original
@@ -64,40 +62,53 @@ func ImagePath(ref string) (repo, tag string, err error) {
 	return reference.Path(named), tag, nil
 }
 
+// MirrorOptions configures Mirror. The zero value works.
+type MirrorOptions struct {
+	// Remote says how to reach the registry.
+	Remote RemoteOptions
+	// Progress, if set, receives a PhasePush event per blob: of the
+	// package as Push reports them, then of each image, SBOM and git
+	// repository copied (or mounted, Skipped) from the package's
+	// repository into its own.
+	Progress ProgressFunc
+}
+
 // Mirror copies a package into the registry at host (host[:port][/prefix],
-// plain HTTP on loopback; a prefix goes before every repository): the whole package under its own name (<name>:<version>), then
-// each image under its original repository path and tag, by the digest the
-// package recorded, with its SBOMs (referrers of its platform manifests),
-// and each git repository under its path (github.com/org/fleet →
-// org/fleet) by digest, mounting blobs from the package repository.
-func Mirror(ctx context.Context, r *Reader, host string, opts RemoteOptions) (*MirrorResult, error) {
+// plain HTTP on loopback; a prefix goes before every repository): the
+// whole package under its own name (<name>:<version>), streaming, as Push
+// does; then each image under its original repository path and tag, by
+// the digest the package recorded, with its SBOMs (referrers of its
+// platform manifests), and each git repository under its path
+// (github.com/org/fleet → org/fleet) by digest: copies between two
+// repositories of the registry, mounting blobs from the package's.
+func Mirror(ctx context.Context, r *Reader, host string, opts MirrorOptions) (*MirrorResult, error) {
 	cfg := r.config
 	pkgRepo := cfg.Name
 	pkgRef := fmt.Sprintf("%s/%s:%s", host, pkgRepo, cfg.Version)
-	pushed, err := Push(ctx, r, pkgRef, PushOptions{Remote: opts})
+	src, err := opts.Remote.Repository(pkgRef)
 	if err != nil {
 		return nil, err
 	}
-	src, err := opts.Repository(pkgRef)
+	progress := withPhase(opts.Progress, PhasePush)
+	pushed, err := Copy(ctx, r, "", src, cfg.Version, CopyOptions{Progress: progress})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("push %s: %w", pkgRef, err)
 	}
-	res := &MirrorResult{Package: pkgRepo + ":" + cfg.Version, Root: r.root.Digest.String(), BytesPushed: pushed.BytesPushed}
-	copyOpts := oras.CopyGraphOptions{
-		MountFrom: func(context.Context, ocispec.Descriptor) ([]string, error) {
-			return []string{src.Reference.Repository}, nil
-		},
-	}
+	res := &MirrorResult{Package: pkgRepo + ":" + cfg.Version, Root: r.root.Digest.String(), BytesPushed: pushed.BytesCopied}
+	// What these copies count is not BytesPushed: their blobs are mounted,
+	// only a few manifests uploaded.
+	copyOpts := CopyOptions{MountFrom: src.Reference.Repository, Progress: progress}
+	t := newTally(r.root, progress)
 	seen := map[string]string{} // repo:tag → digest
 	for _, c := range r.config.Components {
 		for _, g := range c.Repositories {
-			dst, err := opts.Repository(host + "/" + g.Path)
+			dst, err := opts.Remote.Repository(host + "/" + g.Path)
 			if err != nil {
 				return nil, err
 			}
 			desc, err := src.Resolve(ctx, g.Digest.String())
 			if err == nil {
-				err = oras.CopyGraph(ctx, src, dst, desc, copyOpts)
+				err = copyGraph(ctx, src, dst, desc, copyOpts, t)
 			}
 			if err != nil {
 				return nil, fmt.Errorf("mirror git repository %s: %w", g.URL, err)
@@ -117,7 +128,7 @@ func Mirror(ctx context.Context, r *Reader, host string, opts RemoteOptions) (*M
 				continue
 			}
 			seen[key] = img.Digest.String()
-			dst, err := opts.Repository(host + "/" + repoPath)
+			dst, err := opts.Remote.Repository(host + "/" + repoPath)
 			if err != nil {
 				return nil, err
 			}
@@ -125,7 +136,7 @@ func Mirror(ctx context.Context, r *Reader, host string, opts RemoteOptions) (*M
 			if err != nil {
 				return nil, fmt.Errorf("mirror %s: %w", img.Ref, err)
 			}
-			if err := oras.CopyGraph(ctx, src, dst, desc, copyOpts); err != nil {
+			if err := copyGraph(ctx, src, dst, desc, copyOpts, t); err != nil {
 				return nil, fmt.Errorf("mirror %s: %w", img.Ref, err)
 			}
 			if tag != "" {
@@ -140,7 +151,7 @@ func Mirror(ctx context.Context, r *Reader, host string, opts RemoteOptions) (*M
 				if err != nil {
 					return nil, fmt.Errorf("mirror %s: SBOM %s: %w", img.Ref, s.Digest, err)
 				}
-				if err := oras.CopyGraph(ctx, src, dst, sd, copyOpts); err != nil {
+				if err := copyGraph(ctx, src, dst, sd, copyOpts, t); err != nil {
 					return nil, fmt.Errorf("mirror %s: SBOM %s: %w", img.Ref, s.Digest, err)
 				}
 			}

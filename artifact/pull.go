@@ -46,7 +46,9 @@ type PullResult struct {
 // package (a layout folder written as a .tar.zst, say). Every blob is
 // verified against its digest as it is written; a digest reference is the
 // root's. With opts.Keys the signature is checked first, before anything is
-// written. Pulling what Push sent gives the same bytes.
+// written. Pulling what Push sent gives the same bytes. This is the copy
+// engine's archive destination: the graph read by descriptor (a package is
+// read through Fetch), then written in canonical order.
 func Pull(ctx context.Context, src oras.ReadOnlyTarget, ref, out string, opts PullOptions) (*PullResult, error) {
 	name := targetName(src, ref)
 	p, err := planFrom(ctx, src, ref)
@@ -63,14 +65,8 @@ func Pull(ctx context.Context, src oras.ReadOnlyTarget, ref, out string, opts Pu
 	if format == "" {
 		format = FormatFromPath(out)
 	}
-	progress := opts.Progress
 	size, err := writeFileAtomic(out, func(w io.Writer) error {
-		return p.writeArchive(ctx, w, format, func(ev Progress) {
-			if progress != nil {
-				ev.Phase = PhasePull
-				progress(ev)
-			}
-		})
+		return p.writeArchive(ctx, w, format, withPhase(opts.Progress, PhasePull))
 	})
 	if err != nil {
 		return nil, fmt.Errorf("pull %s: %w", name, err)
@@ -148,12 +144,7 @@ func planFrom(ctx context.Context, src oras.ReadOnlyTarget, ref string) (*plan, 
 	// root's referrers (a copy by `oras copy -r` carries no tag).
 	p.index = []ocispec.Descriptor{p.root}
 	sigTag := SignatureTag(root.Digest)
-	sig, err := src.Resolve(ctx, sigTag)
-	if lister, ok := src.(registry.ReferrerLister); ok && errors.Is(err, errdef.ErrNotFound) {
-		if d, ok := signatureReferrer(ctx, lister, src, p.root); ok {
-			sig, err = d, nil
-		}
-	}
+	sig, err := findSignature(ctx, src, root)
 	switch {
 	case err == nil:
 		sig = rootDescriptor(sig)
@@ -170,7 +161,7 @@ func planFrom(ctx context.Context, src oras.ReadOnlyTarget, ref string) (*plan, 
 		}
 		p.index = append(p.index, sig)
 	case !errors.Is(err, errdef.ErrNotFound):
-		return nil, fmt.Errorf("look up signature %s: %w", sigTag, err)
+		return nil, err
 	}
 	descs, err := canonicalOrder(p.index, fetch)
 	if err != nil {

@@ -6,13 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sync"
 
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"golang.org/x/sync/errgroup"
 	"oras.land/oras-go/v2/errdef"
-	"oras.land/oras-go/v2/registry/remote"
 
 	"github.com/ferrypkg/ferry/internal/chunk"
 	"github.com/ferrypkg/ferry/internal/readahead"
@@ -63,29 +61,33 @@ type PushResult struct {
 
 // Push copies a whole package — root index, package manifest, charts,
 // images and signatures — to the repository ref names, in one streaming
-// pass over the archive, children before parents. Blobs the registry has
-// are skipped after a HEAD. The root is tagged with ref's tag (or, for a
-// digest reference, must have that digest); signatures keep their tags.
+// pass over the archive, children before parents: Copy from a package to
+// a registry. Blobs the registry has are skipped after a HEAD. The root is
+// tagged with ref's tag (or, for a digest reference, must have that
+// digest); signatures keep their tags. Progress events are PhasePush.
 func Push(ctx context.Context, r *Reader, ref string, opts PushOptions) (*PushResult, error) {
 	repo, err := opts.Remote.Repository(ref)
 	if err != nil {
 		return nil, err
 	}
-	res, err := push(ctx, r, repo, repo.Reference.Reference, opts)
+	res, err := Copy(ctx, r, "", repo, repo.Reference.Reference, CopyOptions{
+		Concurrency: opts.Concurrency, Streams: opts.Streams, MountFrom: opts.MountFrom,
+		Progress: withPhase(opts.Progress, PhasePush),
+	})
 	if err != nil {
 		return nil, fmt.Errorf("push %s: %w", ref, err)
 	}
-	res.Ref = ref
-	return res, nil
+	return &PushResult{Root: res.Root, Ref: ref, Pushed: res.Copied, Skipped: res.Skipped, BytesPushed: res.BytesCopied, Unchanged: res.Unchanged}, nil
 }
 
-// push is Push to repo, the root tagged tag (a digest: no tag, and it must
-// be the root's).
-func push(ctx context.Context, r *Reader, repo *remote.Repository, tag string, opts PushOptions) (*PushResult, error) {
+// streamCopy is Copy from a package: its blobs to dst in one streaming
+// walk (Streams walks in parallel for the large ones), the root tagged tag
+// (a digest: no tag, and it must be the root's).
+func streamCopy(ctx context.Context, r *Reader, dst store, tag string, opts CopyOptions) (*CopyResult, error) {
 	if d, err := digest.Parse(tag); err == nil && d != r.root.Digest {
 		return nil, fmt.Errorf("the package root is %s", r.root.Digest)
 	}
-	p := &pusher{repo: repo, opts: opts, res: &PushResult{Root: r.root}}
+	p := &pusher{dst: dst, opts: opts, tally: newTally(r.root, opts.Progress)}
 	held, err := p.held(ctx, r)
 	if err != nil {
 		return nil, err
@@ -145,9 +147,9 @@ func (p *pusher) walk(ctx context.Context, r *Reader) (*Summary, error) {
 				return true
 			}
 			// An error here is left to the upload to report.
-			has, err := p.repo.Blobs().Exists(gctx, desc)
+			has, err := p.dst.blobExists(gctx, desc)
 			if has && err == nil {
-				p.count(desc, false)
+				p.add(desc, false)
 			}
 			return has && err == nil
 		}
@@ -177,11 +179,12 @@ func (p *pusher) walk(ctx context.Context, r *Reader) (*Summary, error) {
 	return sums[0], nil
 }
 
+// pusher is one streaming copy of a package to a store, counted in its
+// tally.
 type pusher struct {
-	repo *remote.Repository
-	opts PushOptions
-	res  *PushResult
-	mu   sync.Mutex // guards res
+	dst  store
+	opts CopyOptions
+	*tally
 }
 
 // small handles one small blob as the archive yields it: one the graph
@@ -200,10 +203,10 @@ func (p *pusher) small(ctx context.Context, desc ocispec.Descriptor, rd io.Reade
 
 // blob uploads one blob unless the registry has it.
 func (p *pusher) blob(ctx context.Context, desc ocispec.Descriptor, body func() io.Reader, buf []byte) error {
-	if ok, err := p.repo.Blobs().Exists(ctx, desc); err != nil {
+	if ok, err := p.dst.blobExists(ctx, desc); err != nil {
 		return &BlobError{Op: "check blob", Digest: desc.Digest, Err: err}
 	} else if ok {
-		p.count(desc, false)
+		p.add(desc, false)
 		return nil
 	}
 	return p.upload(ctx, desc, body, buf)
@@ -211,32 +214,14 @@ func (p *pusher) blob(ctx context.Context, desc ocispec.Descriptor, body func() 
 
 // upload uploads one blob (or mounts it from MountFrom).
 func (p *pusher) upload(ctx context.Context, desc ocispec.Descriptor, body func() io.Reader, buf []byte) error {
-	if err := pushBlob(ctx, p.repo, desc, body(), buf, p.opts.MountFrom); err != nil {
+	if err := p.dst.pushBlob(ctx, desc, body(), buf, true); err != nil {
 		if ce, ok := isCorruptBlob(err); ok {
 			return ce
 		}
 		return &BlobError{Op: "upload blob", Digest: desc.Digest, Err: err}
 	}
-	p.count(desc, true)
+	p.add(desc, true)
 	return nil
-}
-
-func (p *pusher) count(desc ocispec.Descriptor, pushed bool) {
-	p.mu.Lock()
-	if pushed {
-		p.res.Pushed++
-		p.res.BytesPushed += desc.Size
-	} else {
-		p.res.Skipped++
-	}
-	p.mu.Unlock()
-	if p.opts.Progress != nil {
-		ev := Progress{Phase: PhasePush, Desc: desc, Skipped: !pushed}
-		if pushed {
-			ev.Bytes = desc.Size
-		}
-		p.opts.Progress(ev)
-	}
 }
 
 // finish pushes what the walks held back, once the whole graph is
@@ -246,7 +231,7 @@ func (p *pusher) finish(ctx context.Context, sum *Summary, r *Reader, tag string
 	g, gctx := errgroup.WithContext(ctx)
 	limit := p.opts.Concurrency
 	if limit <= 0 {
-		limit = DefaultPushConcurrency
+		limit = DefaultCopyConcurrency
 	}
 	g.SetLimit(limit)
 	var manifests []ocispec.Descriptor
@@ -266,37 +251,38 @@ func (p *pusher) finish(ctx context.Context, sum *Summary, r *Reader, tag string
 	}
 	close(results)
 	for r := range results {
-		p.count(r.desc, r.uploaded)
+		p.add(r.desc, r.uploaded)
 	}
 	for _, m := range manifests {
 		desc := ocispec.Descriptor{MediaType: m.MediaType, Digest: m.Digest, Size: m.Size}
-		ok, err := p.repo.Manifests().Exists(ctx, desc)
+		ok, err := p.dst.manifestExists(ctx, desc)
 		if err != nil {
 			return &BlobError{Op: "check manifest", Digest: desc.Digest, Err: err}
 		}
 		if ok {
-			p.count(desc, false)
+			p.add(desc, false)
 			continue
 		}
-		if err := p.repo.Manifests().Push(ctx, desc, bytes.NewReader(sum.json[m.Digest])); err != nil {
+		if err := p.dst.pushManifest(ctx, desc, sum.json[m.Digest]); err != nil {
 			return &BlobError{Op: "push manifest", Digest: desc.Digest, Err: err}
 		}
-		p.count(desc, true)
+		p.add(desc, true)
 	}
 	return p.tag(ctx, r, tag, sum.json)
 }
 
 // held returns the root manifest and signature manifests of the package
-// when the registry already holds all of them, by digest; nil when one is
-// missing. A registry stores a manifest only once what it references is
+// when the destination already holds all of them, by digest; nil when one
+// is missing. A registry stores a manifest only once what it references is
 // there (distribution refuses one whose blobs or child manifests are
 // missing), so the package is then complete in it and nothing needs
-// reading or uploading — as oras.Copy skips a root its target has. An
-// unchanged re-push costs two GETs and the tags' PUTs.
+// reading or uploading — as oras.CopyGraph skips a node its target has,
+// and everything under it. An unchanged re-push costs two GETs and the
+// tags' PUTs.
 func (p *pusher) held(ctx context.Context, r *Reader) (map[digest.Digest][]byte, error) {
 	out := map[digest.Digest][]byte{}
 	for _, d := range append([]ocispec.Descriptor{r.root}, signatureEntries(r.root.Digest, r.index.Manifests)...) {
-		data, err := fetchSmall(ctx, p.repo.Manifests(), rootDescriptor(d))
+		data, err := p.dst.fetchManifest(ctx, rootDescriptor(d))
 		switch {
 		case errors.Is(err, errdef.ErrNotFound):
 			return nil, nil
@@ -324,7 +310,7 @@ func (p *pusher) tag(ctx context.Context, r *Reader, tag string, manifests map[d
 		tags = append(tags, tagged{rootDescriptor(d), d.Annotations[ocispec.AnnotationRefName]})
 	}
 	for _, t := range tags {
-		if err := p.repo.PushReference(ctx, t.desc, bytes.NewReader(manifests[t.desc.Digest]), t.tag); err != nil {
+		if err := p.dst.tag(ctx, t.desc, manifests[t.desc.Digest], t.tag); err != nil {
 			return fmt.Errorf("tag %s: %w", t.tag, err)
 		}
 	}
@@ -340,12 +326,12 @@ type pushed struct {
 // blobConcurrent uploads a held blob from a worker; outcomes are reported on
 // results and counted by the caller, not concurrently.
 func (p *pusher) blobConcurrent(ctx context.Context, desc ocispec.Descriptor, data []byte, results chan<- pushed) error {
-	ok, err := p.repo.Blobs().Exists(ctx, desc)
+	ok, err := p.dst.blobExists(ctx, desc)
 	if err != nil {
 		return &BlobError{Op: "check blob", Digest: desc.Digest, Err: err}
 	}
 	if !ok {
-		if err := pushBlob(ctx, p.repo, desc, bytes.NewReader(data), nil, ""); err != nil {
+		if err := p.dst.pushBlob(ctx, desc, bytes.NewReader(data), nil, false); err != nil {
 			return &BlobError{Op: "upload blob", Digest: desc.Digest, Err: err}
 		}
 	}

@@ -52,6 +52,9 @@ type Reader struct {
 	// list is an archive's blobs for Exists and Fetch, made once and
 	// shared by the Reader's copies.
 	list *blobList
+	// pending holds the blobs pushed into an archive until Tag writes it
+	// again (write.go), shared by the Reader's copies.
+	pending *pendingBlobs
 }
 
 // blobList is an archive's blobs and their sizes, listed once.
@@ -75,7 +78,7 @@ func OpenAs(ctx context.Context, p, name string) (*Reader, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, errors.Unwrap(err))
 	}
-	r := &Reader{path: p, name: name, isDir: fi.IsDir(), list: &blobList{}}
+	r := &Reader{path: p, name: name, isDir: fi.IsDir(), list: &blobList{}, pending: &pendingBlobs{}}
 	if r.isDir {
 		err = r.openDir()
 	} else {

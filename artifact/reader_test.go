@@ -141,8 +141,9 @@ func TestReaderFlippedByte(t *testing.T) {
 		writeTar(t, p, cp)
 		err := inspectErr(p)
 		want := "blob sha256:" + hex + " does not match its digest"
-		if err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("flip in %s: error %v, want %q", e.Header.Name, err, want)
+		var be *artifact.BlobError
+		if !errors.Is(err, artifact.ErrCorrupt) || !errors.As(err, &be) || be.Digest.Encoded() != hex || !strings.Contains(err.Error(), want) {
+			t.Errorf("flip in %s: error %v, want ErrCorrupt naming the blob: %q", e.Header.Name, err, want)
 		}
 	}
 	if n < 10 {

@@ -279,28 +279,11 @@ type SBOMDocument struct {
 // each document is checked against its digest. A package on disk (*Reader,
 // ref "" or its root) is verified whole first, as Inspect does.
 func ReadSBOMs(ctx context.Context, src oras.ReadOnlyTarget, ref, image, platform string) ([]SBOMDocument, error) {
-	var cfg *Config
-	var node func(digest.Digest) ([]byte, bool)
-	if r, ok := src.(*Reader); ok && r.isRoot(ref) {
-		_, sum, err := inspect(ctx, r, nil)
-		if err != nil {
-			return nil, err
-		}
-		cfg = r.config
-		node = func(d digest.Digest) ([]byte, bool) { n, ok := sum.Nodes[d]; return n.Data, ok }
-	} else {
-		p, err := planFrom(ctx, src, ref)
-		if err != nil {
-			return nil, err
-		}
-		cfg = p.config
-		node = func(d digest.Digest) ([]byte, bool) {
-			if b, ok := p.blobs[d]; ok && b.data != nil {
-				return b.data, true
-			}
-			return nil, false
-		}
+	g, err := readGraph(ctx, src, ref, nil)
+	if err != nil {
+		return nil, err
 	}
+	cfg, node := g.config, g.node
 	img, err := findImage(cfg, image)
 	if err != nil {
 		return nil, err

@@ -394,7 +394,7 @@ func TestSBOMOrasInterop(t *testing.T) {
 	}
 
 	mirror := registrytest.New(t)
-	if _, err := artifact.Mirror(ctx, openPkg(t, out), mirror, artifact.RemoteOptions{PlainHTTP: true}); err != nil {
+	if _, err := artifact.Mirror(ctx, openPkg(t, out), mirror, artifact.MirrorOptions{Remote: artifact.RemoteOptions{PlainHTTP: true}}); err != nil {
 		t.Fatal(err)
 	}
 	for _, img := range res.Config.Components[0].Images {

@@ -1,14 +1,10 @@
 package artifact
 
 import (
-	"archive/tar"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"os"
-	"path/filepath"
 
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
@@ -38,117 +34,71 @@ type SignResult struct {
 
 // Sign signs the root digest of the package that ref names in dst with key
 // and stores the signature beside it the way cosign does: a signature
-// manifest tagged sha256-<hex>.sig (and an OCI 1.1 referrer of the root).
-// Existing signatures are kept (another key adds one; the same key again
-// changes nothing); the root digest never changes.
+// manifest tagged sha256-<hex>.sig (and an OCI 1.1 referrer of the root),
+// through dst's Push and Tag. Existing signatures are kept (another key
+// adds one; the same key again changes nothing); the root digest never
+// changes.
 //
-// dst is a package (*Reader; ref "" or its root), verified first: an
-// archive is rewritten atomically in its own format, a layout folder gets
-// the new blobs and then a new index.json. Or dst is a writable oras
-// target — a registry repository (*remote.Repository), where `cosign
-// verify` then finds the signature, a layout store, memory — whose
-// manifests are fetched and verified first.
-func Sign(ctx context.Context, dst oras.ReadOnlyTarget, ref string, key Signer, opts SignOptions) (*SignResult, error) {
-	if r, ok := dst.(*Reader); ok && r.isRoot(ref) {
-		return signPackage(ctx, r, key, opts)
-	}
-	t, ok := dst.(oras.Target)
-	if !ok {
-		return nil, fmt.Errorf("sign %s: the target is read-only", targetName(dst, ref))
-	}
-	return signTarget(ctx, t, ref, key)
-}
-
-// signPackage signs a package on disk (Sign).
-func signPackage(ctx context.Context, r *Reader, key Signer, opts SignOptions) (*SignResult, error) {
-	_, sum, err := inspect(ctx, r, opts.Progress)
+// dst is a package (*Reader; ref "" or its root), verified whole first: an
+// archive is written again atomically in its own format, a layout folder
+// gets the new blobs and then a new index.json (see Reader.Tag). Or dst is
+// any other oras target — a registry repository (*remote.Repository),
+// where `cosign verify` then finds the signature, a layout store, memory —
+// whose manifests are fetched and verified first.
+func Sign(ctx context.Context, dst oras.Target, ref string, key Signer, opts SignOptions) (*SignResult, error) {
+	g, err := readGraph(ctx, dst, ref, opts.Progress)
 	if err != nil {
 		return nil, err
 	}
-	old := signatureEntries(r.root.Digest, r.index.Manifests)
-	existing, err := localSignatures(r, sum)
+	existing, err := g.signatures(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", r.Path(), err)
+		return nil, err
 	}
-	si, res, err := addSignature(key, r.root, r.config.Name, r.config, existing)
+	identity := g.config.Name
+	if repo, ok := dst.(*remote.Repository); ok {
+		identity = repo.Reference.Registry + "/" + repo.Reference.Repository
+	}
+	si, res, err := addSignature(key, g.root, identity, g.config, existing)
 	if err != nil || !res.Added {
-		if err == nil && len(old) > 0 {
+		if old := signatureEntries(g.root.Digest, g.index); err == nil && len(old) > 0 {
 			res.Signature = rootDescriptor(old[0])
 		}
 		return res, err
 	}
-	entries := withSignature(r.root.Digest, r.index.Manifests, si.desc)
-	fetch := func(d ocispec.Descriptor) ([]byte, error) {
-		if b, ok := si.blobs[d.Digest]; ok {
-			return b, nil
-		}
-		if b, ok := sum.json[d.Digest]; ok {
-			return b, nil
-		}
-		return nil, fmt.Errorf("%w: manifest %s missing", ErrCorrupt, d.Digest)
-	}
-	descs, err := canonicalOrder(entries, fetch)
-	if err != nil {
-		return nil, err
-	}
-	if r.isDir {
-		err = r.writeDirSignature(entries, descs, si, old, sum)
-	} else {
-		err = r.rewriteArchive(ctx, entries, descs, fetch, opts.Progress)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("sign %s: %w", r.Path(), err)
+	if err := storeSignature(ctx, dst, g.root, si, opts.Progress); err != nil {
+		return nil, fmt.Errorf("sign %s: %w", g.name, err)
 	}
 	return res, nil
 }
 
-// signTarget signs a package in a writable target (Sign).
-func signTarget(ctx context.Context, t oras.Target, ref string, key Signer) (*SignResult, error) {
-	p, err := planFrom(ctx, t, ref)
-	if err != nil {
-		return nil, err
-	}
-	existing, err := p.signatures(ctx, t)
-	if err != nil {
-		return nil, err
-	}
-	identity := p.config.Name
-	if repo, ok := t.(*remote.Repository); ok {
-		identity = repo.Reference.Registry + "/" + repo.Reference.Repository
-	}
-	si, res, err := addSignature(key, p.root, identity, p.config, existing)
-	if err != nil || !res.Added {
-		if err == nil && len(p.index) > 1 {
-			res.Signature = rootDescriptor(p.index[1])
-		}
-		return res, err
-	}
+// storeSignature stores a signature manifest for root in dst: its blobs,
+// then the manifest with cosign's tag (one request to a registry).
+func storeSignature(ctx context.Context, dst oras.Target, root ocispec.Descriptor, si *signatureImage, progress ProgressFunc) error {
 	for d, data := range si.blobs {
 		if d == si.desc.Digest {
 			continue
 		}
 		desc := ocispec.Descriptor{MediaType: "application/octet-stream", Digest: d, Size: int64(len(data))}
-		ok, err := t.Exists(ctx, desc)
-		if err != nil {
-			return nil, &BlobError{Op: "check blob", Digest: d, Err: err}
-		}
-		if !ok {
-			if err := t.Push(ctx, desc, bytes.NewReader(data)); err != nil {
-				return nil, &BlobError{Op: "upload blob", Digest: d, Err: err}
-			}
+		if err := dst.Push(ctx, desc, bytes.NewReader(data)); err != nil && !errors.Is(err, errdef.ErrAlreadyExists) {
+			return &BlobError{Op: "upload blob", Digest: d, Err: err}
 		}
 	}
-	tag := SignatureTag(p.root.Digest)
+	tag := SignatureTag(root.Digest)
 	manifest := si.blobs[si.desc.Digest]
-	if rp, ok := t.(registry.ReferencePusher); ok {
+	var err error
+	if rp, ok := dst.(registry.ReferencePusher); ok {
 		err = rp.PushReference(ctx, si.desc, bytes.NewReader(manifest), tag)
-	} else if err = t.Push(ctx, si.desc, bytes.NewReader(manifest)); err == nil || errors.Is(err, errdef.ErrAlreadyExists) {
-		err = t.Tag(ctx, si.desc, tag)
+	} else if err = dst.Push(ctx, si.desc, bytes.NewReader(manifest)); err == nil || errors.Is(err, errdef.ErrAlreadyExists) {
+		if pt, ok := dst.(progressTagger); ok {
+			err = pt.tag(ctx, si.desc, tag, progress)
+		} else {
+			err = dst.Tag(ctx, si.desc, tag)
+		}
 	}
 	if err != nil {
-		return nil, fmt.Errorf("push signature %s: %w", tag, err)
+		return fmt.Errorf("push signature %s: %w", tag, err)
 	}
-	return res, nil
+	return nil
 }
 
 // addSignature signs root with key unless key already has a valid
@@ -214,97 +164,4 @@ func (p *plan) signatures(ctx context.Context, src content.Fetcher) ([]signature
 	return readSignatures(manifests, func(d ocispec.Descriptor) ([]byte, error) {
 		return fetchSmall(ctx, src, d)
 	})
-}
-
-// rewriteArchive writes the archive again with a new index.json: blobs held
-// in memory (fetch) are written from there, every other one is copied from
-// the old archive as a cursor passes it — the canonical order of the new
-// graph keeps the old one's order for every blob both hold. Written to a
-// temporary file and renamed over the old archive.
-func (r *Reader) rewriteArchive(ctx context.Context, entries, descs []ocispec.Descriptor, fetch jsonFetcher, progress ProgressFunc) error {
-	p := &plan{blobs: map[digest.Digest]*blob{}, configData: r.configData, config: r.config, root: r.root, index: entries, mtime: archiveTime(r.config)}
-	var err error
-	if p.indexJSON, err = indexJSON(entries); err != nil {
-		return err
-	}
-	return r.withTar(func(tr *tar.Reader, _ *zstReader) error {
-		if _, err := r.readHead(tr); err != nil {
-			return err
-		}
-		cur := &tarCursor{tr: tr}
-		for _, d := range descs {
-			if data, err := fetch(d); err == nil {
-				p.blobs[d.Digest] = &blob{desc: d, data: data}
-				continue
-			}
-			p.blobs[d.Digest] = &blob{desc: d, open: cur.open(d.Digest)}
-		}
-		_, err := writeFileAtomic(r.path, func(w io.Writer) error { return p.writeArchive(ctx, w, r.format, progress) })
-		return err
-	})
-}
-
-// tarCursor moves forward through an archive's blob entries.
-type tarCursor struct{ tr *tar.Reader }
-
-// open returns a function that skips to blob d and yields its bytes.
-func (c *tarCursor) open(d digest.Digest) func(context.Context) (io.ReadCloser, error) {
-	return func(ctx context.Context) (io.ReadCloser, error) {
-		for {
-			h, err := next(c.tr)
-			if err == io.EOF {
-				return nil, fmt.Errorf("%w: blob %s not found in archive order", ErrCorrupt, d)
-			}
-			if err != nil {
-				return nil, err
-			}
-			if h.Typeflag != tar.TypeReg {
-				continue
-			}
-			if got, err := blobDigest(h.Name); err == nil && got == d {
-				return io.NopCloser(c.tr), nil
-			}
-		}
-	}
-}
-
-// writeDirSignature stores a new signature manifest in a layout folder: its
-// blobs first, then index.json (atomically), then it removes the blobs of
-// the replaced signature manifest the new graph no longer uses.
-func (r *Reader) writeDirSignature(entries, descs []ocispec.Descriptor, si *signatureImage, old []ocispec.Descriptor, sum *Summary) error {
-	for d, data := range si.blobs {
-		p := filepath.Join(r.path, filepath.FromSlash(blobPath(d)))
-		if _, err := os.Stat(p); err == nil {
-			continue
-		}
-		if _, err := writeFileAtomic(p, func(w io.Writer) error { _, err := w.Write(data); return err }); err != nil {
-			return err
-		}
-	}
-	idx, err := indexJSON(entries)
-	if err != nil {
-		return err
-	}
-	if _, err := writeFileAtomic(filepath.Join(r.path, indexFileName), func(w io.Writer) error { _, err := w.Write(idx); return err }); err != nil {
-		return err
-	}
-	keep := map[digest.Digest]bool{}
-	for _, d := range descs {
-		keep[d.Digest] = true
-	}
-	for _, m := range old {
-		stale := []ocispec.Descriptor{m}
-		if kids, err := children(m.MediaType, sum.Nodes[m.Digest].Data); err == nil {
-			stale = append(stale, kids...)
-		}
-		for _, d := range stale {
-			if !keep[d.Digest] {
-				if err := os.Remove(filepath.Join(r.path, filepath.FromSlash(blobPath(d.Digest)))); err != nil && !errors.Is(err, os.ErrNotExist) {
-					return err
-				}
-			}
-		}
-	}
-	r.index.Manifests = entries
-	return nil
 }

@@ -1,6 +1,7 @@
 package artifact
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -12,18 +13,18 @@ import (
 	"oras.land/oras-go/v2"
 	"oras.land/oras-go/v2/content"
 	"oras.land/oras-go/v2/errdef"
-	"oras.land/oras-go/v2/registry/remote"
 )
 
-// A Reader is a read-only oras target over the package, so that oras-go's
-// functions and Copy read it as they read a registry or a layout store:
-// Resolve through index.json, Exists and Fetch by digest, every fetched
-// blob verified against its digest (the reader fails instead of ending when
-// the bytes do not match). Fetch from an archive walks it to the blob,
-// passing over the larger blobs before it unread where the archive allows
-// (ferry's own .tar.zst and any .tar): the streaming walk that Push and
-// Verify use stays the fast path for reading a whole package.
-var _ oras.ReadOnlyTarget = (*Reader)(nil)
+// A Reader is an oras target over the package, so that oras-go's functions
+// and Copy read it as they read a registry or a layout store: Resolve
+// through index.json, Exists and Fetch by digest, every fetched blob
+// verified against its digest (the reader fails instead of ending when the
+// bytes do not match). Fetch from an archive walks it to the blob, passing
+// over the larger blobs before it unread where the archive allows (ferry's
+// own .tar.zst and any .tar): the streaming walk that Copy and Verify use
+// stays the fast path for reading a whole package (see the copy engine).
+// Push and Tag write to the package what Sign adds: see write.go.
+var _ oras.Target = (*Reader)(nil)
 
 // Resolve resolves a reference to a descriptor of index.json: "" is the
 // package root, a tag is the entry it names (the version for the root,
@@ -46,6 +47,9 @@ func (r *Reader) Resolve(_ context.Context, reference string) (ocispec.Descripto
 // first call lists its blobs in one walk (small blobs read and verified,
 // larger ones passed over).
 func (r *Reader) Exists(ctx context.Context, desc ocispec.Descriptor) (bool, error) {
+	if _, ok := r.pending.get(desc); ok {
+		return true, nil
+	}
 	if r.isDir {
 		f, err := r.openBlobFile(desc)
 		if err != nil {
@@ -87,6 +91,9 @@ var errFetched = errors.New("fetched")
 func (r *Reader) Fetch(ctx context.Context, desc ocispec.Descriptor) (io.ReadCloser, error) {
 	if err := checkDescriptor(desc); err != nil {
 		return nil, err
+	}
+	if data, ok := r.pending.get(desc); ok {
+		return io.NopCloser(bytes.NewReader(data)), nil
 	}
 	if r.isDir {
 		f, err := r.openBlobFile(desc)
@@ -158,83 +165,4 @@ type fetchReader struct {
 func (f *fetchReader) Close() error {
 	f.cancel()
 	return f.PipeReader.Close()
-}
-
-// CopyOptions configures Copy. The zero value works.
-type CopyOptions struct {
-	// Concurrency bounds the blobs copied at once; if ≤ 0, oras-go's
-	// default (3). A package pushed to a registry uses PushOptions'
-	// streams instead.
-	Concurrency int
-	// Push configures the streaming push that a copy from a package to a
-	// registry is (its Remote is not used: the repository is given).
-	Push PushOptions
-	// Progress, if set, receives an event per blob copied or found.
-	Progress ProgressFunc
-}
-
-// Copy copies the package that srcRef names in src ("" for a package's
-// root) — the root, everything it reaches, and the signature manifest
-// stored for it (tagged sha256-<hex>.sig) — into dst, the root tagged
-// dstRef (no tag if dstRef is empty or a digest). Any two oras targets
-// work: a package (*Reader), a registry repository (*remote.Repository),
-// an OCI layout store (content/oci), memory (content/memory). Blobs dst
-// has are not copied. From a package to a registry it is Push's streaming
-// walk (every blob read once, large blobs in parallel streams, verified).
-func Copy(ctx context.Context, src oras.ReadOnlyTarget, srcRef string, dst oras.Target, dstRef string, opts CopyOptions) (ocispec.Descriptor, error) {
-	if r, ok := src.(*Reader); ok && (srcRef == "" || srcRef == r.root.Digest.String()) {
-		if repo, ok := dst.(*remote.Repository); ok {
-			po := opts.Push
-			if po.Progress == nil {
-				po.Progress = opts.Progress
-			}
-			if _, err := push(ctx, r, repo, dstRef, po); err != nil {
-				return ocispec.Descriptor{}, fmt.Errorf("copy to %s: %w", repo.Reference, err)
-			}
-			return r.Resolve(ctx, "")
-		}
-	}
-	co := oras.CopyOptions{}
-	co.Concurrency = opts.Concurrency
-	if opts.Progress != nil {
-		// oras-go calls these from its workers: a ProgressFunc is safe for
-		// concurrent use.
-		report := func(desc ocispec.Descriptor, skipped bool) {
-			ev := Progress{Phase: PhaseCopy, Desc: desc, Skipped: skipped}
-			if !skipped {
-				ev.Bytes = desc.Size
-			}
-			opts.Progress(ev)
-		}
-		co.PostCopy = func(_ context.Context, d ocispec.Descriptor) error { report(d, false); return nil }
-		co.OnCopySkipped = func(_ context.Context, d ocispec.Descriptor) error { report(d, true); return nil }
-	}
-	root, err := src.Resolve(ctx, srcRef)
-	if err != nil {
-		return ocispec.Descriptor{}, err
-	}
-	if err := oras.CopyGraph(ctx, src, dst, root, co.CopyGraphOptions); err != nil {
-		return ocispec.Descriptor{}, err
-	}
-	if _, err := digest.Parse(dstRef); err != nil && dstRef != "" {
-		if err := dst.Tag(ctx, root, dstRef); err != nil {
-			return ocispec.Descriptor{}, fmt.Errorf("tag %s: %w", dstRef, err)
-		}
-	}
-	// The signature travels with its tag, where cosign and Verify look.
-	sigTag := SignatureTag(root.Digest)
-	sig, err := src.Resolve(ctx, sigTag)
-	switch {
-	case errors.Is(err, errdef.ErrNotFound):
-		return root, nil
-	case err != nil:
-		return ocispec.Descriptor{}, err
-	}
-	if err := oras.CopyGraph(ctx, src, dst, sig, co.CopyGraphOptions); err != nil {
-		return ocispec.Descriptor{}, fmt.Errorf("copy signature %s: %w", sig.Digest, err)
-	}
-	if err := dst.Tag(ctx, sig, sigTag); err != nil {
-		return ocispec.Descriptor{}, fmt.Errorf("tag %s: %w", sigTag, err)
-	}
-	return root, nil
 }

@@ -43,33 +43,22 @@ func Verify(ctx context.Context, src oras.ReadOnlyTarget, ref string, opts Verif
 	if len(opts.Keys) == 0 {
 		return nil, fmt.Errorf("%w: no public key to verify with", ErrKey)
 	}
-	if r, ok := src.(*Reader); ok && r.isRoot(ref) {
-		rep, sum, err := inspect(ctx, r, opts.Progress)
-		if err != nil {
-			return nil, err
-		}
-		sigs, err := localSignatures(r, sum)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", r.Path(), err)
-		}
-		valid, err := checkSignatures(r.root.Digest, sigs, opts.Keys)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", r.Path(), err)
-		}
-		return &VerifyResult{Report: rep, Signatures: valid}, nil
-	}
-	p, err := planFrom(ctx, src, ref)
+	g, err := readGraph(ctx, src, ref, opts.Progress)
 	if err != nil {
 		return nil, err
 	}
-	valid, err := p.checkSignatures(ctx, src, ref, opts.Keys)
+	valid, err := g.checkSignatures(ctx, opts.Keys)
 	if err != nil {
 		return nil, err
 	}
-	if err := p.writeArchive(ctx, io.Discard, FormatTar, opts.Progress); err != nil {
-		return nil, fmt.Errorf("verify %s: %w", targetName(src, ref), err)
+	if g.plan != nil {
+		// Only the manifests are read so far: every other blob is fetched
+		// and re-hashed as Pull writes an archive, into io.Discard.
+		if err := g.plan.writeArchive(ctx, io.Discard, FormatTar, withPhase(opts.Progress, PhaseRead)); err != nil {
+			return nil, fmt.Errorf("verify %s: %w", g.name, err)
+		}
 	}
-	return &VerifyResult{Report: p.report(), Signatures: valid}, nil
+	return &VerifyResult{Report: g.report(), Signatures: valid}, nil
 }
 
 // report describes a planned package: its manifests verified, its other

@@ -57,7 +57,7 @@ func push(ctx context.Context, cs kubernetes.Interface, r *artifact.Reader, ns, 
 	var loaded *artifact.MirrorResult
 	err = reach.Retry(ctx, attempts, func() error {
 		var err error
-		loaded, err = artifact.Mirror(ctx, r, host, remote)
+		loaded, err = artifact.Mirror(ctx, r, host, artifact.MirrorOptions{Remote: remote, Progress: progress})
 		return err
 	})
 	if err != nil {

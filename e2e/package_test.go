@@ -141,7 +141,7 @@ func pushed(ctx context.Context, t *testing.T, c *harness.Cluster, pkg string, k
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := artifact.Mirror(ctx, r, host, reach.RegistryRemote(host, cred)); err != nil {
+	if _, err := artifact.Mirror(ctx, r, host, artifact.MirrorOptions{Remote: reach.RegistryRemote(host, cred)}); err != nil {
 		t.Fatal(err)
 	}
 	return r.Root().Digest.String()

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/go-git/go-git/v6/plumbing/transport"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"oras.land/oras-go/v2/content/memory"
 
@@ -128,7 +129,7 @@ func TestPackage(t *testing.T) {
 
 	// Mirrored: each artifact under its path, by digest, in Flux's format.
 	host := registrytest.New(t)
-	mres, err := artifact.Mirror(ctx, r, host, artifact.RemoteOptions{PlainHTTP: true})
+	mres, err := artifact.Mirror(ctx, r, host, artifact.MirrorOptions{Remote: artifact.RemoteOptions{PlainHTTP: true}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -214,14 +215,14 @@ func TestCredentials(t *testing.T) {
 		return rec, err
 	}
 
-	if _, err := fetch(); err == nil || !strings.Contains(err.Error(), "credential") || strings.Contains(err.Error(), "\n") {
-		t.Fatalf("no credentials: %v, want one line about credentials", err)
+	if _, err := fetch(); !errors.Is(err, transport.ErrAuthenticationRequired) || !strings.Contains(err.Error(), "credential helper") || strings.Contains(err.Error(), "\n") {
+		t.Fatalf("no credentials: %v, want transport.ErrAuthenticationRequired, one line about credentials", err)
 	}
 	gitRun(t, "", "config", "--global", "credential.helper", "store --file="+store)
 	if err := os.WriteFile(store, []byte("http://fleet:wrong@127.0.0.1:"+portOf(url)+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := fetch(); err == nil || !strings.Contains(err.Error(), "refused") {
+	if _, err := fetch(); !errors.Is(err, transport.ErrAuthorizationFailed) || !strings.Contains(err.Error(), "refused") {
 		t.Fatalf("wrong credentials from the helper: %v", err)
 	}
 	if b, _ := os.ReadFile(store); strings.Contains(string(b), "wrong") {

@@ -97,7 +97,7 @@ installing anything.`,
 			var res *artifact.MirrorResult
 			err = reach.Retry(cmd.Context(), 0, func() error {
 				var err error
-				res, err = artifact.Mirror(cmd.Context(), r, target, ro)
+				res, err = artifact.Mirror(cmd.Context(), r, target, artifact.MirrorOptions{Remote: ro, Progress: progress})
 				return err
 			})
 			done()

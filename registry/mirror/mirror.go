@@ -93,7 +93,7 @@ func LoadInto(ctx context.Context, cfg registry.Config, pkgs []*artifact.Reader,
 func loadAll(ctx context.Context, host string, pkgs []*artifact.Reader) ([]*artifact.MirrorResult, error) {
 	var out []*artifact.MirrorResult
 	for _, r := range pkgs {
-		res, err := artifact.Mirror(ctx, r, host, artifact.RemoteOptions{PlainHTTP: true})
+		res, err := artifact.Mirror(ctx, r, host, artifact.MirrorOptions{Remote: artifact.RemoteOptions{PlainHTTP: true}})
 		if err != nil {
 			return out, fmt.Errorf("load %s: %w", r.Path(), err)
 		}

@@ -173,7 +173,7 @@ func ParseSource(arg string) (path, ref string, err error) {
 // verbs that take one: a package on disk (reference "", its root) or a
 // registry repository and the tag or digest in it. The registry flags are
 // checked either way.
-func OpenSource(cmd *cobra.Command, arg string, remote RemoteFlags) (oras.ReadOnlyTarget, string, error) {
+func OpenSource(cmd *cobra.Command, arg string, remote RemoteFlags) (oras.Target, string, error) {
 	path, ref, err := ParseSource(arg)
 	if err != nil {
 		return nil, "", err

@@ -1,0 +1,129 @@
+package artifact
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// defParser reads a definition's YAML nodes into its types: each error a
+// DefinitionError that names the file, the line and the field (the
+// sections themselves are in defsections.go).
+type defParser struct{ file string }
+
+func (p *defParser) errf(line int, field, format string, args ...any) error {
+	return &DefinitionError{File: p.file, Line: line, Field: field, Msg: fmt.Sprintf(format, args...)}
+}
+
+var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
+
+func (p *defParser) yamlError(err error) error {
+	if m := yamlLine.FindStringSubmatch(err.Error()); m != nil {
+		line, _ := strconv.Atoi(m[1])
+		return p.errf(line, "", "invalid YAML: %s", m[2])
+	}
+	if errors.Is(err, errEOF) || err.Error() == "EOF" {
+		return p.errf(0, "", "empty definition")
+	}
+	return p.errf(0, "", "invalid YAML: %s", strings.TrimPrefix(err.Error(), "yaml: "))
+}
+
+var errEOF = errors.New("EOF")
+
+func join(parent, key string) string {
+	if parent == "" {
+		return key
+	}
+	return parent + "." + key
+}
+
+// mapping walks a mapping node, calling the handler of each key and
+// rejecting unknown and duplicate keys.
+func (p *defParser) mapping(n *yaml.Node, field string, handlers map[string]func(*yaml.Node, string) error) error {
+	if n.Kind != yaml.MappingNode {
+		return p.errf(n.Line, field, "must be a mapping")
+	}
+	seen := map[string]bool{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		h, ok := handlers[k.Value]
+		if !ok {
+			return p.errf(k.Line, join(field, k.Value), "unknown field")
+		}
+		if seen[k.Value] {
+			return p.errf(k.Line, join(field, k.Value), "duplicate field")
+		}
+		seen[k.Value] = true
+		if err := h(v, join(field, k.Value)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (p *defParser) valueOf(n *yaml.Node, key string) *yaml.Node {
+	if n.Kind != yaml.MappingNode {
+		return nil
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == key {
+			return n.Content[i+1]
+		}
+	}
+	return nil
+}
+
+func (p *defParser) lineOf(n *yaml.Node, key string) int {
+	if v := p.valueOf(n, key); v != nil {
+		return v.Line
+	}
+	return n.Line
+}
+
+func (p *defParser) seq(n *yaml.Node, field string, each func(*yaml.Node, string) error) error {
+	if n.Kind != yaml.SequenceNode {
+		if n.Tag == "!!null" {
+			return nil
+		}
+		return p.errf(n.Line, field, "must be a list")
+	}
+	for i, item := range n.Content {
+		if err := each(item, fmt.Sprintf("%s[%d]", field, i)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (p *defParser) str(n *yaml.Node, field string, dst *string) error {
+	if n.Kind != yaml.ScalarNode || n.Tag == "!!null" {
+		return p.errf(n.Line, field, "must be a string")
+	}
+	*dst = n.Value
+	return nil
+}
+
+var labelRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,51}[a-z0-9])?$`)
+
+// dnsLabel reads a Kubernetes namespace or Helm release name: a DNS label
+// of at most 53 characters (Helm's limit for release names).
+func (p *defParser) dnsLabel(n *yaml.Node, field string, dst *string) error {
+	if err := p.str(n, field, dst); err != nil {
+		return err
+	}
+	if !labelRE.MatchString(*dst) {
+		return p.errf(n.Line, field, "%q is not a valid name (lowercase letters, digits and '-', at most 53)", *dst)
+	}
+	return nil
+}
+
+func (p *defParser) boolean(n *yaml.Node, field string, dst *bool) error {
+	if n.Kind != yaml.ScalarNode || n.Tag != "!!bool" {
+		return p.errf(n.Line, field, "must be true or false")
+	}
+	return n.Decode(dst)
+}
