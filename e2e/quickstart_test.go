@@ -15,9 +15,9 @@ import (
 	"oras.land/oras-go/v2"
 	"oras.land/oras-go/v2/registry/remote"
 
-	"github.com/ferrypkg/ferry/e2e/internal/cluster"
+	"github.com/ferrypkg/ferry/e2e/internal/harness"
 	"github.com/ferrypkg/ferry/e2e/internal/mkimg"
-	contract "github.com/ferrypkg/ferry/internal/cluster" // cluster is the e2e harness
+	"github.com/ferrypkg/ferry/internal/cluster"
 	"github.com/ferrypkg/ferry/registry/registrytest"
 )
 
@@ -31,7 +31,7 @@ import (
 // Deployment the quickstart wrote runs its image from the in-cluster
 // registry by digest, and `ferry remove hello` takes it away.
 func TestQuickstart(t *testing.T) {
-	c := cluster.Get(t)
+	c := harness.Get(t)
 	ctx := timeout(t, 10*time.Minute)
 	bin := binDir(t)
 
@@ -87,7 +87,7 @@ func TestQuickstart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := contract.RegistryHost(contract.DefaultNodePort) + "/quickstart/web@" + img.Manifest.Digest.String()
+	want := cluster.RegistryHost(cluster.DefaultNodePort) + "/quickstart/web@" + img.Manifest.Digest.String()
 	if got := d.Spec.Template.Spec.Containers[0].Image; got != want || d.Status.ReadyReplicas < 1 {
 		t.Errorf("Deployment hello runs %s (%d ready), want %s ready", got, d.Status.ReadyReplicas, want)
 	}

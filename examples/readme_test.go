@@ -166,10 +166,10 @@ func buildFerry(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
 	for _, args := range [][]string{
-		{"-o", filepath.Join(dir, "ferry-full")},
-		{"-tags", "ferryfront", "-o", filepath.Join(dir, "ferry")},
+		{"-o", filepath.Join(dir, "ferry-full"), "../cmd/ferry"},
+		{"-o", filepath.Join(dir, "ferry"), "../cmd/ferry/front"},
 	} {
-		cmd := exec.CommandContext(t.Context(), "go", append(append([]string{"build"}, args...), "../cmd/ferry")...)
+		cmd := exec.CommandContext(t.Context(), "go", append([]string{"build"}, args...)...)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("go build %v: %v\n%s", args, err, out)
 		}
