@@ -5,7 +5,7 @@
 //
 // Usage:
 //
-//	dist -o OUT -epoch SECONDS -sbom HELPER [-version V] STAGE...
+//	dist -o OUT -epoch SECONDS [-sbom HELPER] [-version V] STAGE...
 //
 // Each STAGE is a folder named as its archive, <name>_<os>_<arch>
 // (e.g. out/dist/.stage/ferry_v1.2.3_linux_amd64), holding regular files
@@ -21,6 +21,8 @@
 //     layout whose one layer is the archive itself: the document names the
 //     Go modules linked into each binary, and its subject is the archive's
 //     digest. Its time is SECONDS; V is named as the creator tool's version.
+//     Without -sbom, no SBOMs are made (hack/dist-check.sh repacks an
+//     extracted archive so, to compare the bytes).
 //
 // then checksums.txt: "<sha256 hex>  <file>" for every archive and SBOM,
 // sorted by name. Archives are packed two at a time; the SBOMs are made one
@@ -74,15 +76,15 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("dist", flag.ContinueOnError)
 	out := fs.String("o", "", "the folder the release files go to")
 	epoch := fs.Int64("epoch", -1, "the archives' mtime and the SBOMs' time, in seconds since 1970 (SOURCE_DATE_EPOCH)")
-	helper := fs.String("sbom", "", "the ferry-sbom binary that makes the SBOMs")
+	helper := fs.String("sbom", "", "the ferry-sbom binary that makes the SBOMs (none without it)")
 	version := fs.String("version", "", "the version named as the SBOMs' creator tool")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	stages := fs.Args()
 	switch {
-	case *out == "" || *helper == "" || *epoch < 0:
-		return errors.New("usage: dist -o OUT -epoch SECONDS -sbom HELPER [-version V] STAGE...")
+	case *out == "" || *epoch < 0:
+		return errors.New("usage: dist -o OUT -epoch SECONDS [-sbom HELPER] [-version V] STAGE...")
 	case len(stages) == 0:
 		return errors.New("no folder to pack")
 	}
@@ -103,11 +105,15 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	var written []file
 	for _, a := range archives {
+		written = append(written, a.file)
+		if *helper == "" {
+			continue
+		}
 		sbom, err := a.writeSBOM(ctx, *out, *helper, *version, t)
 		if err != nil {
 			return err
 		}
-		written = append(written, a.file, sbom)
+		written = append(written, sbom)
 	}
 	slices.SortFunc(written, func(a, b file) int { return strings.Compare(a.name, b.name) })
 	var sums bytes.Buffer

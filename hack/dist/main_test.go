@@ -192,6 +192,7 @@ func TestRunRefused(t *testing.T) {
 		want string
 	}{
 		{"no epoch", []string{"-o", t.TempDir(), "-sbom", helper, ok}, "usage"},
+		{"no output folder", []string{"-epoch", "0", ok}, "usage"},
 		{"no folder", []string{"-o", t.TempDir(), "-epoch", "0", "-sbom", helper}, "no folder"},
 		{"a name without its platform", []string{"-o", t.TempDir(), "-epoch", "0", "-sbom", helper, badName}, "<name>_<os>_<arch>"},
 		{"a symbolic link", []string{"-o", t.TempDir(), "-epoch", "0", "-sbom", helper, withLink}, "passwd: L"},
@@ -203,5 +204,29 @@ func TestRunRefused(t *testing.T) {
 				t.Errorf("error %v, want one naming %q", err, tc.want)
 			}
 		})
+	}
+}
+
+func TestRunWithoutSBOM(t *testing.T) {
+	out := t.TempDir()
+	st := filepath.Join(t.TempDir(), "ferry-cluster_v1_linux_amd64")
+	stage(t, st, map[string]string{"ferry-linux-amd64*": "agent"}, 0o755, 0o644, time.Unix(0, 0))
+	if err := run(context.Background(), []string{"-o", out, "-epoch", "0", st}, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(out, "ferry-cluster_v1_linux_amd64.tar.gz"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(b)
+	sums, err := os.ReadFile(filepath.Join(out, "checksums.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := hex.EncodeToString(sum[:]) + "  ferry-cluster_v1_linux_amd64.tar.gz\n"; string(sums) != want {
+		t.Errorf("checksums.txt %q, want %q", sums, want)
+	}
+	if got := readArchive(t, filepath.Join(out, "ferry-cluster_v1_linux_amd64.tar.gz")); len(got) != 1 || got[0] != `ferry-linux-amd64 755 0:0 root:root 0 "agent"` {
+		t.Errorf("entries %q", got)
 	}
 }
