@@ -18,9 +18,13 @@
 //     same archive bytes.
 //   - <STAGE's name>.spdx.json: the archive's SBOM (SPDX 2.3 JSON), made
 //     by HELPER (ferry-sbom, run on this machine) over an OCI image
-//     layout whose one layer is the archive itself: the document names the
-//     Go modules linked into each binary, and its subject is the archive's
-//     digest. Its time is SECONDS; V is named as the creator tool's version.
+//     layout whose one layer is the archive itself: the document names
+//     each binary with its sha256 and the Go modules linked into it. Its
+//     root package, which Syft makes the image, is turned into the
+//     archive: its file name, version V, its sha256, purpose ARCHIVE; and
+//     ferry's own modules, whose version Syft cannot read from the binaries
+//     (built with -buildvcs=false: "UNKNOWN"), get version V. Its time is
+//     SECONDS; V is also named as the creator tool's version.
 //     Without -sbom, no SBOMs are made (hack/dist-check.sh repacks an
 //     extracted archive so, to compare the bytes).
 //
@@ -264,8 +268,101 @@ func (a *archive) writeSBOM(ctx context.Context, dir, helper, version string, cr
 	if err != nil {
 		return file{}, fmt.Errorf("%s: %s: %w: %s", a.file.name, helper, err, strings.TrimSpace(stderr.String()))
 	}
+	if doc, err = describeArchive(doc, version, a.digest); err != nil {
+		return file{}, fmt.Errorf("%s: the SBOM of %s: %w", a.file.name, helper, err)
+	}
 	f := file{name: a.name + ".spdx.json", size: int64(len(doc)), digest: digest.FromBytes(doc)}
 	return f, writeFile(filepath.Join(dir, f.name), doc)
+}
+
+// ownModule is the path of ferry's module; those under it (sbomgen) are
+// ferry's too.
+const ownModule = "github.com/ferrypkg/ferry"
+
+// rootPrefix starts the SPDX identifier of the package an SPDX document
+// from Syft describes (an image's: SPDXRef-DocumentRoot-Image-…).
+const rootPrefix = "SPDXRef-DocumentRoot-"
+
+// describeArchive makes the root package of the SPDX document doc, which
+// Syft describes as the image (version: the manifest digest; purl:
+// pkg:oci/…), describe the archive: version, the archive's sha256 (sum),
+// purpose ARCHIVE, no purl; and gives ferry's own modules of unknown
+// version that version (in their purl too). The rest is kept as it is; the
+// document is written as ferry-sbom writes it (compact, keys sorted).
+func describeArchive(doc []byte, version string, sum digest.Digest) ([]byte, error) {
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(doc, &top); err != nil {
+		return nil, err
+	}
+	var pkgs []map[string]json.RawMessage
+	if err := json.Unmarshal(top["packages"], &pkgs); err != nil {
+		return nil, fmt.Errorf("packages: %w", err)
+	}
+	found := 0
+	for _, p := range pkgs {
+		if err := setOwnVersion(p, version); err != nil {
+			return nil, err
+		}
+		var id string
+		if err := json.Unmarshal(p["SPDXID"], &id); err != nil || !strings.HasPrefix(id, rootPrefix) {
+			continue
+		}
+		found++
+		p["versionInfo"] = mustJSON(version)
+		p["checksums"] = mustJSON([]map[string]string{{"algorithm": "SHA256", "checksumValue": sum.Encoded()}})
+		p["primaryPackagePurpose"] = mustJSON("ARCHIVE")
+		delete(p, "externalRefs")
+	}
+	if found != 1 {
+		return nil, fmt.Errorf("%d packages named %s…, want 1", found, rootPrefix)
+	}
+	top["packages"] = mustJSON(pkgs)
+	return encodeJSON(top)
+}
+
+// setOwnVersion gives the SPDX package p, if it is one of ferry's modules
+// with version UNKNOWN, the version and a purl that names it.
+func setOwnVersion(p map[string]json.RawMessage, version string) error {
+	var name, v string
+	if json.Unmarshal(p["name"], &name) != nil || json.Unmarshal(p["versionInfo"], &v) != nil ||
+		name != ownModule && !strings.HasPrefix(name, ownModule+"/") || v != "UNKNOWN" {
+		return nil
+	}
+	p["versionInfo"] = mustJSON(version)
+	var refs []map[string]json.RawMessage
+	if err := json.Unmarshal(p["externalRefs"], &refs); err != nil {
+		return fmt.Errorf("%s: externalRefs: %w", name, err)
+	}
+	for _, r := range refs {
+		var typ, loc string
+		if json.Unmarshal(r["referenceType"], &typ) == nil && typ == "purl" &&
+			json.Unmarshal(r["referenceLocator"], &loc) == nil && loc == "pkg:golang/"+name {
+			r["referenceLocator"] = mustJSON(loc + "@" + strings.ReplaceAll(version, "+", "%2B"))
+		}
+	}
+	p["externalRefs"] = mustJSON(refs)
+	return nil
+}
+
+// encodeJSON encodes v as ferry-sbom does: compact, HTML characters as
+// they are, a final newline.
+func encodeJSON(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// mustJSON encodes v, which cannot fail to encode.
+func mustJSON(v any) json.RawMessage {
+	b, err := encodeJSON(v)
+	if err != nil {
+		panic(err)
+	}
+	return bytes.TrimSuffix(b, []byte("\n"))
 }
 
 // writeLayout writes an OCI image layout at dir holding one image of

@@ -58,8 +58,8 @@ test -f "$layout/oci-layout"
 grep -q "$manifest" "$layout/index.json"
 test -f "$layout/blobs/sha256/${manifest#sha256:}"
 case $TMPDIR in /*ferry-dist-sbom-*) ;; *) echo "TMPDIR $TMPDIR" >&2; exit 1;; esac
-printf '{"format":"%s","name":"%s","created":"%s","tool":"%s","layers":%s}' "$format" "$ref" "$created" "$tv" \
-  "$(cat "$layout/blobs/sha256/${manifest#sha256:}")"
+printf '{"created":"%s","format":"%s","layers":%s,"packages":[{"SPDXID":"SPDXRef-DocumentRoot-Image-x","externalRefs":[{"referenceLocator":"pkg:oci/x"}],"name":"%s","versionInfo":"%s"},{"SPDXID":"SPDXRef-Package-go-module-m","name":"oras.land/oras-go/v2","versionInfo":"v2.6.4"},{"SPDXID":"SPDXRef-Package-go-module-f","externalRefs":[{"referenceLocator":"pkg:golang/github.com/ferrypkg/ferry/sbomgen","referenceType":"purl"}],"name":"github.com/ferrypkg/ferry/sbomgen","versionInfo":"UNKNOWN"}],"tool":"%s"}\n' \
+  "$created" "$format" "$(cat "$layout/blobs/sha256/${manifest#sha256:}")" "$ref" "$manifest" "$tv"
 `
 	if err := os.WriteFile(p, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
@@ -111,7 +111,7 @@ func TestRun(t *testing.T) {
 		st := filepath.Join(root, "ferry_v1.0.0_linux_arm64")
 		stage(t, st, files, mode.exec, mode.file, mode.mtime)
 		var table bytes.Buffer
-		if err := run(context.Background(), []string{"-o", out, "-epoch", "1700000000", "-sbom", helper, "-version", "v1.0.0", st}, &table); err != nil {
+		if err := run(context.Background(), []string{"-o", out, "-epoch", "1700000000", "-sbom", helper, "-version", "v1.0.0+dirty", st}, &table); err != nil {
 			t.Fatal(err)
 		}
 		b, err := os.ReadFile(filepath.Join(out, "ferry_v1.0.0_linux_arm64.tar.gz"))
@@ -139,7 +139,16 @@ func TestRun(t *testing.T) {
 			t.Fatal(err)
 		}
 		sum := sha256.Sum256(b)
-		for _, s := range []string{`"format":"spdx-json"`, `"name":"ferry_v1.0.0_linux_arm64.tar.gz"`, `"created":"2023-11-14T22:13:20Z"`, `"tool":"v1.0.0"`, hex.EncodeToString(sum[:])} {
+		for _, s := range []string{
+			`"format":"spdx-json"`, `"created":"2023-11-14T22:13:20Z"`, `"tool":"v1.0.0+dirty"`,
+			// The layer is the archive.
+			`"layers":[{"mediaType":"application/vnd.oci.image.layer.v1.tar+gzip","digest":"sha256:` + hex.EncodeToString(sum[:]),
+			// The root package describes the archive; the others are kept.
+			`{"SPDXID":"SPDXRef-DocumentRoot-Image-x","checksums":[{"algorithm":"SHA256","checksumValue":"` + hex.EncodeToString(sum[:]) + `"}],"name":"ferry_v1.0.0_linux_arm64.tar.gz","primaryPackagePurpose":"ARCHIVE","versionInfo":"v1.0.0+dirty"}`,
+			`{"SPDXID":"SPDXRef-Package-go-module-m","name":"oras.land/oras-go/v2","versionInfo":"v2.6.4"}`,
+			// ferry's own modules get the version.
+			`{"SPDXID":"SPDXRef-Package-go-module-f","externalRefs":[{"referenceLocator":"pkg:golang/github.com/ferrypkg/ferry/sbomgen@v1.0.0%2Bdirty","referenceType":"purl"}],"name":"github.com/ferrypkg/ferry/sbomgen","versionInfo":"v1.0.0+dirty"}`,
+		} {
 			if !bytes.Contains(sbom, []byte(s)) {
 				t.Errorf("SBOM %s does not hold %s", sbom, s)
 			}
@@ -180,6 +189,10 @@ func TestRunRefused(t *testing.T) {
 	if err := os.WriteFile(failing, []byte("#!/bin/sh\necho 'ferry-sbom: no layers' >&2\nexit 1\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
+	rootless := filepath.Join(t.TempDir(), "ferry-sbom")
+	if err := os.WriteFile(rootless, []byte("#!/bin/sh\necho '{\"packages\":[{\"SPDXID\":\"SPDXRef-Package-x\"}]}'\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	ok := filepath.Join(t.TempDir(), "x_linux_amd64")
 	stage(t, ok, map[string]string{"a": "a"}, 0o755, 0o644, time.Unix(0, 0))
 	withLink := filepath.Join(t.TempDir(), "x_linux_amd64")
@@ -197,6 +210,7 @@ func TestRunRefused(t *testing.T) {
 		{"a name without its platform", []string{"-o", t.TempDir(), "-epoch", "0", "-sbom", helper, badName}, "<name>_<os>_<arch>"},
 		{"a symbolic link", []string{"-o", t.TempDir(), "-epoch", "0", "-sbom", helper, withLink}, "passwd: L"},
 		{"the helper fails", []string{"-o", t.TempDir(), "-epoch", "0", "-sbom", failing, ok}, "ferry-sbom: no layers"},
+		{"an SBOM without its root", []string{"-o", t.TempDir(), "-epoch", "0", "-sbom", rootless, ok}, "0 packages named SPDXRef-DocumentRoot-…, want 1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := run(context.Background(), tc.args, io.Discard)
