@@ -85,6 +85,7 @@ dist:
 	  (cd "$$keys" && $(COSIGN) generate-key-pair >/dev/null); key=$$keys/cosign.key; cp "$$keys/cosign.pub" "$$out/"; \
 	fi; \
 	$(COSIGN) sign-blob --yes --tlog-upload=false --key "$$key" --output-signature "$$out/checksums.txt.sig" "$$out/checksums.txt" >/dev/null; \
+	chmod 0644 "$$out/checksums.txt.sig"; \
 	$(COSIGN) verify-blob --key "$$out/cosign.pub" --insecure-ignore-tlog=true --signature "$$out/checksums.txt.sig" "$$out/checksums.txt"
 	rm -rf '$(DIST_STAGE)'
 

@@ -53,6 +53,7 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+	"text/tabwriter"
 	"time"
 
 	"github.com/klauspost/compress/gzip"
@@ -121,10 +122,14 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	slices.SortFunc(written, func(a, b file) int { return strings.Compare(a.name, b.name) })
 	var sums bytes.Buffer
-	tw := newTable(stdout)
+	tw := tabwriter.NewWriter(stdout, 0, 8, 2, ' ', 0)
+	fmt.Fprintf(tw, "FILE\tBYTES\tSHA256\t\n")
 	for _, f := range written {
 		fmt.Fprintf(&sums, "%s  %s\n", f.digest.Encoded(), f.name)
-		tw.row(f.name, f.size, f.digest.Encoded()[:16])
+		fmt.Fprintf(tw, "%s\t%d\t%s…\t\n", f.name, f.size, f.digest.Encoded()[:16])
+	}
+	if err := tw.Flush(); err != nil {
+		return err
 	}
 	return writeFile(filepath.Join(*out, "checksums.txt"), sums.Bytes())
 }
@@ -466,16 +471,4 @@ func (c *counter) Write(p []byte) (int, error) {
 	n, err := c.w.Write(p)
 	c.n += int64(n)
 	return n, err
-}
-
-// table prints aligned rows of name, size and digest prefix.
-type table struct{ w io.Writer }
-
-func newTable(w io.Writer) table {
-	fmt.Fprintf(w, "%-60s %12s  %s\n", "FILE", "BYTES", "SHA256")
-	return table{w}
-}
-
-func (t table) row(name string, size int64, sum string) {
-	fmt.Fprintf(t.w, "%-60s %12d  %s…\n", name, size, sum)
 }
