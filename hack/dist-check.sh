@@ -3,8 +3,8 @@
 # `make dist` work as docs/install.md says, for this machine's platform.
 #
 #  1. `make dist` for the host's platform into a temporary folder: the files
-#     expected and no other, each archive's entries (root-owned), an archive
-#     extracted and repacked gives the same bytes, `sha256sum -c`, cosign
+#     expected and no other, each archive's entries (root-owned; that the
+#     packing is reproducible, hack/dist's tests show), `sha256sum -c`, cosign
 #     verify-blob of checksums.txt (and a tampered copy refused), the SBOMs
 #     (SPDX 2.3, >= 100 packages, the Go modules linked: oras-go, Helm,
 #     cosign, distribution).
@@ -86,16 +86,11 @@ if [ "$os" = linux ]; then
 fi
 (cd "$out" && ls -l --block-size=K | sed 's/^/  /')
 
-step "reproducible: the extracted archive repacked gives the same bytes"
-mkdir -p "$tmp/repack/ferry_${v}_${os}_${arch}"
-tar -xzf "$out/$archive" -C "$tmp/repack/ferry_${v}_${os}_${arch}"
-$GO run ./hack/dist -o "$tmp/repack" -epoch "${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct)}" "$tmp/repack/ferry_${v}_${os}_${arch}" >/dev/null
-cmp "$out/$archive" "$tmp/repack/$archive" || fail "$archive repacked differs"
-
 step "checksums and signature"
 [ "$(wc -l <"$out/checksums.txt")" -eq "$(cd "$out" && ls ./*.tar.gz ./*.spdx.json | wc -l)" ] || fail "checksums.txt does not list every archive and SBOM"
+sed 's/^/  /' "$out/checksums.txt"
 (cd "$out" && sha256sum -c checksums.txt) | sed 's/^/  /'
-cosign verify-blob --key "$out/cosign.pub" --insecure-ignore-tlog=true --signature "$out/checksums.txt.sig" "$out/checksums.txt" 2>&1 | sed 's/^/  /'
+cosign verify-blob --key "$out/cosign.pub" --insecure-ignore-tlog=true --signature "$out/checksums.txt.sig" "$out/checksums.txt" 2>&1 | grep -v '^WARNING' | sed 's/^/  /'
 awk 'NR == 1 { $0 = (substr($0, 1, 1) == "0" ? "1" : "0") substr($0, 2) } 1' "$out/checksums.txt" >"$tmp/tampered.txt"
 if cosign verify-blob --key "$out/cosign.pub" --insecure-ignore-tlog=true --signature "$out/checksums.txt.sig" "$tmp/tampered.txt" >"$tmp/tampered.log" 2>&1; then
 	fail "cosign verify-blob accepted a tampered checksums.txt"

@@ -77,16 +77,18 @@ dist:
 	echo "dist: packing, SBOMs, checksums"; \
 	$(GO) run ./hack/dist -o '$(DIST_DIR)' -epoch '$(DIST_EPOCH)' -sbom "$$helper" -version "$$v" '$(DIST_STAGE)'/ferry*_*
 	@set -eu; out='$(DIST_DIR)'; \
+	quiet() { local log; log=$$("$$@" 2>&1) || { echo "$$log"; return 1; }; }; \
 	if [ -n '$(DIST_KEY)' ]; then \
 	  key='$(DIST_KEY)'; $(COSIGN) public-key --key "$$key" --outfile "$$out/cosign.pub"; \
 	else \
 	  echo "dist: no DIST_KEY: an ephemeral key pair signs (its cosign.pub is in $$out)"; \
 	  keys=$$(mktemp -d); trap 'rm -rf "$$keys"' EXIT; export COSIGN_PASSWORD=; \
-	  (cd "$$keys" && $(COSIGN) generate-key-pair >/dev/null); key=$$keys/cosign.key; cp "$$keys/cosign.pub" "$$out/"; \
+	  (cd "$$keys" && quiet $(COSIGN) generate-key-pair); key=$$keys/cosign.key; cp "$$keys/cosign.pub" "$$out/"; \
 	fi; \
-	$(COSIGN) sign-blob --yes --tlog-upload=false --key "$$key" --output-signature "$$out/checksums.txt.sig" "$$out/checksums.txt" >/dev/null; \
+	quiet $(COSIGN) sign-blob --yes --tlog-upload=false --key "$$key" --output-signature "$$out/checksums.txt.sig" "$$out/checksums.txt"; \
 	chmod 0644 "$$out/checksums.txt.sig"; \
-	$(COSIGN) verify-blob --key "$$out/cosign.pub" --insecure-ignore-tlog=true --signature "$$out/checksums.txt.sig" "$$out/checksums.txt"
+	quiet $(COSIGN) verify-blob --key "$$out/cosign.pub" --insecure-ignore-tlog=true --signature "$$out/checksums.txt.sig" "$$out/checksums.txt"; \
+	echo "dist: checksums.txt signed and verified (cosign verify-blob)"
 	rm -rf '$(DIST_STAGE)'
 
 ## dist-check: `make dist` for this platform into a temporary folder, then

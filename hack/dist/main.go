@@ -25,8 +25,7 @@
 //     ferry's own modules, whose version Syft cannot read from the binaries
 //     (built with -buildvcs=false: "UNKNOWN"), get version V. Its time is
 //     SECONDS; V is also named as the creator tool's version.
-//     Without -sbom, no SBOMs are made (hack/dist-check.sh repacks an
-//     extracted archive so, to compare the bytes).
+//     Without -sbom, no SBOMs are made.
 //
 // then checksums.txt: "<sha256 hex>  <file>" for every archive and SBOM,
 // sorted by name. Archives are packed two at a time; the SBOMs are made one
@@ -123,10 +122,10 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	slices.SortFunc(written, func(a, b file) int { return strings.Compare(a.name, b.name) })
 	var sums bytes.Buffer
 	tw := tabwriter.NewWriter(stdout, 0, 8, 2, ' ', 0)
-	fmt.Fprintf(tw, "FILE\tBYTES\tSHA256\t\n")
+	fmt.Fprintf(tw, "FILE\tBYTES\tSHA256\n")
 	for _, f := range written {
 		fmt.Fprintf(&sums, "%s  %s\n", f.digest.Encoded(), f.name)
-		fmt.Fprintf(tw, "%s\t%d\t%s…\t\n", f.name, f.size, f.digest.Encoded()[:16])
+		fmt.Fprintf(tw, "%s\t%d\t%s…\n", f.name, f.size, f.digest.Encoded()[:16])
 	}
 	if err := tw.Flush(); err != nil {
 		return err
