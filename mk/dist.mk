@@ -34,7 +34,7 @@ DIST_STAGE      = $(DIST_DIR)/.stage
 ifeq ($(origin DIST_VERSION),undefined)
 DIST_VERSION = $(eval DIST_VERSION := $(shell $(GO) run ./hack/modproxy version)$(if $(shell git status --porcelain 2>/dev/null),+dirty))$(DIST_VERSION)
 endif
-DIST_LDFLAGS = -s -w -X main.version=$(DIST_VERSION) -X main.commit=$(FERRY_COMMIT) -X main.build=$(FERRY_BUILD)
+DIST_LDFLAGS = -s -w -X $(FERRY_VERSION_PKG).version=$(DIST_VERSION) -X $(FERRY_VERSION_PKG).commit=$(FERRY_COMMIT) -X $(FERRY_VERSION_PKG).build=$(FERRY_BUILD)
 
 # The dist check reads JSON output with jq.
 APT_PACKAGES += jq
@@ -56,7 +56,7 @@ dist:
 	  echo "dist: $$p: ferry, ferry-full, ferry-sbom"; \
 	  export GOOS=$$os GOARCH=$$arch CGO_ENABLED=0; \
 	  $(GO) build -trimpath -ldflags='$(DIST_LDFLAGS)' -o "$$d/ferry-full" ./cmd/ferry; \
-	  $(GO) build -trimpath -ldflags='$(DIST_LDFLAGS)' -tags ferryfront -o "$$d/ferry" ./cmd/ferry; \
+	  $(GO) build -trimpath -ldflags='$(DIST_LDFLAGS)' -o "$$d/ferry" ./cmd/ferry/front; \
 	  (cd sbomgen && $(GO) build -trimpath -ldflags='-s -w' -o "$$d/ferry-sbom" ./cmd/ferry-sbom); \
 	  cp README.md "$$d/" ); \
 	done; \
