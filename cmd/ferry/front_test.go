@@ -111,3 +111,27 @@ func TestUnknownCommandRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestShellCompletion: `ferry completion bash` prints a script, and the
+// requests it makes (__complete, through the front binary to the full
+// one) list commands and flags; the unknown-command guard lets them by.
+func TestShellCompletion(t *testing.T) {
+	dir := t.TempDir()
+	out, errOut, code := runFerry(t, dir, "completion", "bash")
+	if code != 0 || !strings.Contains(out, "__start_ferry") {
+		t.Fatalf("completion bash: exit %d: %s", code, errOut)
+	}
+	out, errOut, code = runFerry(t, dir, "__complete", "package", "")
+	if code != 0 {
+		t.Fatalf("__complete package: exit %d: %s", code, errOut)
+	}
+	for _, want := range []string{"create", "push", "pull", "sign", "verify"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("__complete package: no %q in %q", want, out)
+		}
+	}
+	out, errOut, code = runFerry(t, dir, "__complete", "deploy", "--")
+	if code != 0 || !strings.Contains(out, "--key") || !strings.Contains(out, "--registry-via") {
+		t.Fatalf("__complete deploy --: exit %d: %q %s", code, out, errOut)
+	}
+}

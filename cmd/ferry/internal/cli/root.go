@@ -73,6 +73,9 @@ func GroupCmd(cmd *cobra.Command) *cobra.Command {
 // exist, whatever flags come with it: cobra prints the parent's help for
 // `ferry frobnicate --help` and exits 0, as if it had done something.
 func unknownCommand(root *cobra.Command, args []string) error {
+	if len(args) > 0 && (args[0] == cobra.ShellCompRequestCmd || args[0] == cobra.ShellCompNoDescRequestCmd) {
+		return nil // shell completion: cobra answers it
+	}
 	// The commands cobra adds only when it executes.
 	root.InitDefaultHelpCmd()
 	root.InitDefaultCompletionCmd(args...)
