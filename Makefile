@@ -84,9 +84,11 @@ tools:
 
 ## test: the README's test command.
 # Files tests save (the browser tests' screenshots) go to out/test/_artifacts.
+# -timeout 30m: cmd/ferry's tests build and run the binaries and take ~10 min on 2
+# busy cores, the default 10 min limit per package.
 test: deps build
 	@mkdir -p out/test
-	FERRY_REQUIRE_TOOLS=1 FERRY_SBOM=$(BIN)/ferry-sbom $(GO) test -count=1 -artifacts -outputdir $(CURDIR)/out/test ./...
+	FERRY_REQUIRE_TOOLS=1 FERRY_SBOM=$(BIN)/ferry-sbom $(GO) test -count=1 -timeout 30m -artifacts -outputdir $(CURDIR)/out/test ./...
 	$(MAKE) --no-print-directory fuzz FUZZTIME=1000x
 	@for t in $(TEST_TARGETS); do $(MAKE) --no-print-directory $$t || exit 1; done
 
