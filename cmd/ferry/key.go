@@ -68,8 +68,12 @@ func loadSignKey(cmd *cobra.Command, path string) (*key.Private, error) {
 }
 
 func newKeyCmd() *cobra.Command {
-	cmd := cli.GroupCmd(&cobra.Command{Use: "key", Short: "Manage signing keys (cosign-compatible)", Example: `  ferry key generate
-  ferry key generate keys --prefix release`})
+	cmd := cli.GroupCmd(&cobra.Command{
+		Use:   "key",
+		Short: "Manage signing keys (cosign-compatible)",
+		Example: `  ferry key generate
+  ferry key generate keys --prefix release`,
+	})
 	cmd.AddCommand(newKeyGenerateCmd())
 	return cmd
 }

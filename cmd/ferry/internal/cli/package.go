@@ -13,9 +13,13 @@ import (
 
 // newPackageCmd groups the package verbs.
 func newPackageCmd() *cobra.Command {
-	cmd := GroupCmd(&cobra.Command{Use: "package", Short: "Create, inspect and move packages", Example: `  ferry package create ./app -f app.tar.zst
+	cmd := GroupCmd(&cobra.Command{
+		Use:   "package",
+		Short: "Create, inspect and move packages",
+		Example: `  ferry package create ./app -f app.tar.zst
   ferry package inspect app.tar.zst
-  ferry package push app.tar.zst registry.example.com/apps/app`})
+  ferry package push app.tar.zst registry.example.com/apps/app`,
+	})
 	cmd.AddCommand(newInspectCmd(), newPushCmd(), newPullCmd(), newVerifyCmd(), newSBOMCmd())
 	return cmd
 }
