@@ -30,6 +30,11 @@ func newAgentCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "agent",
 		Short: "Run the admission webhook that rewrites pod images (in the cluster; init deploys it)",
+		Example: `  # As ferry init runs it in the cluster, with the certificate of its Service
+  ferry agent --tls-cert /etc/ferry/tls/tls.crt --tls-key /etc/ferry/tls/tls.key
+
+  # Refuse Pods whose images no deployed package carries
+  ferry agent --tls-cert tls.crt --tls-key tls.key --require-known`,
 		Long: `Run ferry's mutating admission webhook. ` + "`ferry init`" + ` deploys it in the ferry
 namespace from ferry's own image, with a certificate from a CA it generates.
 

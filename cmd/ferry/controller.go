@@ -55,6 +55,11 @@ func newControllerCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "controller",
 		Short: "Run the controller that keeps Package objects installed (in the cluster; init deploys it)",
+		Example: `  # As ferry init runs it in the cluster
+  ferry controller -n ferry
+
+  # Outside the cluster, against a kubeconfig context, checking for drift every minute
+  ferry controller --context kind-air --leader-elect=false --resync 1m -v`,
 		Long: `Run ferry's Package controller. ` + "`ferry init`" + ` deploys it in the ferry
 namespace (Deployment ` + cluster.ControllerName + `) from ferry's own image.
 

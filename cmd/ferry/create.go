@@ -26,6 +26,11 @@ func newCreateCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "create [DIR|ferry.yaml]",
 		Short: "Create a package from a ferry.yaml definition",
+		Example: `  # Package the ferry.yaml of the current folder into <name>-<version>.tar.zst
+  ferry package create
+
+  # Package ./app into app.tar.zst, signed, without SBOMs (faster)
+  ferry package create ./app -f app.tar.zst --sign-key cosign.key --sbom=false`,
 		Long: `Create a package from a ferry.yaml definition (default: the current folder).
 
 The package is one OCI image layout archived as .tar.zst (default) or .tar,

@@ -50,7 +50,9 @@ func newListCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "List the packages deployed in the cluster (its Packages)",
-		Args:  cobra.NoArgs,
+		Example: `  ferry list
+  ferry list --context prod -o json`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := output.Validate(); err != nil {
 				return err
@@ -137,6 +139,11 @@ func newDeployCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "deploy PKG|REF --key cosign.pub",
 		Short: "Verify a package, push its images into the cluster, install its charts and manifests",
+		Example: `  # Deploy an archive, verified with your public key
+  ferry deploy app.tar.zst --key cosign.pub
+
+  # Deploy from a registry: only some components, a chart value set
+  ferry deploy registry.example.com/apps/app:1.0.0 --key cosign.pub --components web,db --set replicaCount=2`,
 		Long: `Verify the package (archive, layout folder, or registry reference, which is
 first pulled into a temporary archive — with --key, nothing is pulled unless
 its signature verifies) fail closed — a valid signature over its root by
@@ -312,6 +319,8 @@ func newRemoveCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "remove NAME",
 		Short: "Remove a deployed package: its releases, manifests and unshared images",
+		Example: `  ferry remove app
+  ferry remove app --context prod --timeout 10m`,
 		Long: `Delete the Package NAME and wait until it is gone: the Package controller
 uninstalls its Helm releases, deletes the objects of its manifests, deletes
 its images from the in-cluster registry unless another deployed package

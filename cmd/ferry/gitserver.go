@@ -41,6 +41,11 @@ func newGitServerCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "git-server",
 		Short: "Serve the carried git repositories read-only over git's smart HTTP (in the cluster)",
+		Example: `  # As ferry init runs it in the cluster: the repositories of the packages deployed in ferry
+  ferry git-server -n ferry
+
+  # Outside: the repositories listed in repos.json, from a local registry
+  ferry git-server --repos repos.json --registry 127.0.0.1:5000 --addr 127.0.0.1:8080`,
 		Long: `Serve the git repositories packages carry, read-only, over git's smart HTTP
 protocol (v0, v1, v2; shallow clones too), for tools that speak only git
 (Flux GitRepository, Argo CD). A repository is served at

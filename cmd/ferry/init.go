@@ -91,6 +91,11 @@ func newInitCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "init",
 		Short: "Bootstrap the in-cluster registry from ConfigMap chunks",
+		Example: `  # Set up the current context's cluster, trusting one signing key for uploads
+  ferry init --key cosign.pub
+
+  # Keep the registry in an S3 bucket (credentials in the Secret ferry-s3), two replicas
+  ferry init --storage 's3://ferry-registry?endpoint=https://minio.example.com&path-style=true' --storage-credentials ferry-s3 --replicas 2`,
 		Long: `Bootstrap ferry's registry in a cluster that has none and no internet.
 
 The registry image (ferry's own, one static binary, built for the node's

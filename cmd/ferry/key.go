@@ -68,7 +68,12 @@ func loadSignKey(cmd *cobra.Command, path string) (*key.Private, error) {
 }
 
 func newKeyCmd() *cobra.Command {
-	cmd := cli.GroupCmd(&cobra.Command{Use: "key", Short: "Manage signing keys (cosign-compatible)"})
+	cmd := cli.GroupCmd(&cobra.Command{
+		Use:   "key",
+		Short: "Manage signing keys (cosign-compatible)",
+		Example: `  ferry key generate
+  ferry key generate keys --prefix release`,
+	})
 	cmd.AddCommand(newKeyGenerateCmd())
 	return cmd
 }
@@ -82,6 +87,11 @@ func newKeyGenerateCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "generate [DIR]",
 		Short: "Generate a cosign key pair: cosign.key and cosign.pub",
+		Example: `  # cosign.key and cosign.pub in the current folder (asks for a password)
+  ferry key generate
+
+  # release.key and release.pub in ./keys
+  ferry key generate keys --prefix release`,
 		Long: `Generate an ECDSA P-256 key pair in DIR (default: the current folder) as
 ` + "`cosign generate-key-pair`" + ` does: cosign.key, encrypted with a password from
 COSIGN_PASSWORD or asked on the terminal, and cosign.pub. Keys made by either
@@ -139,6 +149,10 @@ func newSignCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "sign PKG|REF --key cosign.key",
 		Short: "Sign a package's root digest with a cosign key",
+		Example: `  ferry package sign app.tar.zst --key cosign.key
+
+  # Sign a package already in a registry (the signature is pushed beside it)
+  ferry package sign registry.example.com/apps/app:1.0.0 --key cosign.key`,
 		Long: `Sign the package root digest with a cosign private key (password from
 COSIGN_PASSWORD or the terminal). The signature is stored the way cosign
 stores it — a signature manifest tagged sha256-<hex>.sig — in the archive or

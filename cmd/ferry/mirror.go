@@ -27,6 +27,11 @@ func newMirrorCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "mirror PKG REGISTRY | mirror PKG --in-cluster",
 		Short: "Push a package's images to an external registry instead of the in-cluster one",
+		Example: `  # Push the package and its images under registry.example.com/mirror, if cosign.pub signed it
+  ferry package mirror app.tar.zst registry.example.com/mirror --key cosign.pub
+
+  # Push them into the registry ferry init set up, without deploying
+  ferry package mirror app.tar.zst --in-cluster --key cosign.pub`,
 		Long: `Push the package (archive or layout folder) to REGISTRY (host[:port][/prefix])
 as the in-cluster registry gets it on deploy: the package under its own name
 (<name>:<version>), and each image under its original repository path and tag

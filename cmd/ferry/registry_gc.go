@@ -67,6 +67,11 @@ func newRegistryGCCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "gc [--dry-run] [--root DIR | --storage s3://…]",
 		Short: "Garbage-collect a registry's storage while it serves pulls",
+		Example: `  # What a collection of the default storage root would free
+  ferry registry gc --dry-run
+
+  ferry registry gc --root /var/lib/ferry/registry
+  ferry registry gc --storage 's3://ferry-registry?endpoint=https://minio.example.com&path-style=true'`,
 		Long: `Delete from a registry's storage every blob no manifest references (distribution's
 mark and sweep), while the registries serving it keep serving pulls: it puts the
 storage in read-only maintenance mode, which every ` + "`ferry registry serve`" + ` on it
@@ -143,6 +148,8 @@ func newRegistryMigrateCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "migrate --from DIR|s3://… --to DIR|s3://…",
 		Short: "Copy a registry's storage to another, verifying every blob, while it serves pulls",
+		Example: `  # Move a registry from its directory to an S3 bucket while it serves pulls
+  ferry registry migrate --from /var/lib/ferry/registry --to 's3://ferry-registry?endpoint=https://minio.example.com&path-style=true'`,
 		Long: `Copy every repository of a registry's storage (a directory or an S3 bucket) to another
 — every object, so tags, untagged manifests, referrers and sha512 digest aliases
 come along —, then read back every blob from the destination and check its digest.

@@ -23,6 +23,11 @@ func newRegistryLoadCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "load PKG... [--root DIR | --storage s3://…]",
 		Short: "Load packages into a registry's storage as an offline mirror, without serving",
+		Example: `  # Load two packages into the default storage root, then serve it
+  ferry registry load app.tar.zst db.tar.zst
+  ferry registry serve
+
+  ferry registry load app.tar.zst --root /srv/registry --addr mirror.example.com:5000`,
 		Long: `Load packages into the storage a later ` + "`ferry registry serve --root DIR`" + ` serves:
 each package under its own name (<name>:<version>), and each of its images
 under its original repository path and tag without the registry host

@@ -37,6 +37,11 @@ func newRegistryServeCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Serve an OCI registry (distribution v3 with the referrers API) from a local directory or an S3 bucket",
+		Example: `  # A registry on 127.0.0.1:5000 (no password on loopback)
+  ferry registry serve
+
+  # An offline mirror for a network: TLS, a password file, a package loaded first
+  ferry registry serve --addr 0.0.0.0:5000 --tls-cert tls.crt --tls-key tls.key --htpasswd htpasswd --load app.tar.zst`,
 		Long: `Serve an OCI distribution-spec v1.1 registry: filesystem or S3 storage, deletes
 enabled, the referrers API, optional htpasswd basic auth and TLS.
 

@@ -83,7 +83,9 @@ func newRegistryLogoutCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "logout REGISTRY",
 		Short: "Forget a registry's credentials in the docker config file",
-		Args:  cobra.ExactArgs(1),
+		Example: `  ferry registry logout registry.example.com
+  ferry registry logout 127.0.0.1:5000`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			host := loginHost(args[0])
 			store, err := credentialStore()

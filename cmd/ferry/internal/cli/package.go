@@ -13,7 +13,13 @@ import (
 
 // newPackageCmd groups the package verbs.
 func newPackageCmd() *cobra.Command {
-	cmd := GroupCmd(&cobra.Command{Use: "package", Short: "Create, inspect and move packages"})
+	cmd := GroupCmd(&cobra.Command{
+		Use:   "package",
+		Short: "Create, inspect and move packages",
+		Example: `  ferry package create ./app -f app.tar.zst
+  ferry package inspect app.tar.zst
+  ferry package push app.tar.zst registry.example.com/apps/app`,
+	})
 	cmd.AddCommand(newInspectCmd(), newPushCmd(), newPullCmd(), newVerifyCmd(), newSBOMCmd())
 	return cmd
 }
@@ -27,6 +33,10 @@ func newInspectCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "inspect PKG|REF",
 		Short: "Verify a package and show what it holds",
+		Example: `  ferry package inspect app.tar.zst
+
+  # A package in a registry, its signature checked too
+  ferry package inspect registry.example.com/apps/app:1.0.0 --key cosign.pub -o json`,
 		Long: `Read a package (archive or layout folder) in one streaming pass, verify every
 blob against its digest and the graph against ferry.json, and show what it holds.
 Given a registry reference instead (host/repository:tag or @digest; oci://

@@ -25,8 +25,18 @@ type Hooks struct {
 // package-level command globals, so tests can build a fresh tree per run.
 func NewTree(h Hooks) *cobra.Command {
 	root := &cobra.Command{
-		Use:           "ferry",
-		Short:         "Carry Kubernetes software into air-gapped clusters as signed OCI packages",
+		Use:   "ferry",
+		Short: "Carry Kubernetes software into air-gapped clusters as signed OCI packages",
+		Example: `  # Make a package of ./app (its ferry.yaml), sign it and push it to a registry
+  ferry package create ./app -f app.tar.zst
+  ferry key generate
+  ferry package sign app.tar.zst --key cosign.key
+  ferry package push app.tar.zst registry.example.com/apps/app
+
+  # Give the cluster its registry, then deploy the package and list what is deployed
+  ferry init --key cosign.pub
+  ferry deploy registry.example.com/apps/app:1.0.0 --key cosign.pub
+  ferry list`,
 		Version:       CurrentVersion().String(),
 		SilenceUsage:  true,
 		SilenceErrors: true,

@@ -29,6 +29,11 @@ func newSBOMCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "sbom PKG|REF [IMAGE]",
 		Short: "List a package's SBOMs, or print or write those of an image",
+		Example: `  # List the package's SBOMs
+  ferry package sbom app.tar.zst
+
+  # Write every platform's SBOM of one image into ./sboms
+  ferry package sbom app.tar.zst docker.io/library/nginx:1.27 --output-dir sboms`,
 		Long: `List the SBOMs a package holds (one per image platform, made at create):
 image, platform, format, digest and size, from ferry.json.
 

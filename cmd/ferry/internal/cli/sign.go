@@ -17,6 +17,10 @@ func newVerifyCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "verify PKG|REF --key cosign.pub",
 		Short: "Verify a package's signature and every byte under its root",
+		Example: `  ferry package verify app.tar.zst --key cosign.pub
+
+  # A package in a registry that either of two keys may have signed
+  ferry package verify registry.example.com/apps/app:1.0.0 --key cosign.pub --key release.pub`,
 		Long: `Verify, fail closed, that the package carries a valid signature over its
 root digest by one of the given public keys AND that every blob reachable
 from the root matches its digest (one streaming pass; for a registry

@@ -228,6 +228,10 @@ func newPushCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "push PKG REF",
 		Short: "Push a package (archive or layout folder) to an OCI registry",
+		Example: `  # Push to registry.example.com/apps/app, tagged with the package's version
+  ferry package push app.tar.zst registry.example.com/apps/app
+
+  ferry package push app.tar.zst 127.0.0.1:5000/apps/app:1.0.0`,
 		Long: `Push the whole package graph — root index, package manifest, charts, images,
 signatures — to REF (host/repo[:tag], oci:// optional), children before
 parents, streaming the archive in one pass. Blobs the registry already has
@@ -294,6 +298,10 @@ func newPullCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "pull REF -f FILE",
 		Short: "Pull a package from an OCI registry into an archive",
+		Example: `  ferry package pull registry.example.com/apps/app:1.0.0 -f app.tar.zst
+
+  # Only if cosign.pub signed it
+  ferry package pull 127.0.0.1:5000/apps/app:1.0.0 -f app.tar --key cosign.pub`,
 		Long: `Pull the package REF (tag or digest) into FILE (.tar.zst or .tar), verifying
 every blob against its digest; written atomically. What push sent comes back
 byte for byte. With --key, a valid signature over the root by that key is

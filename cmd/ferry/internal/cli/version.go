@@ -82,7 +82,9 @@ func newVersionCmd(fullVersion func(context.Context) (*VersionInfo, string)) *co
 	cmd := &cobra.Command{
 		Use:   "version",
 		Short: "Print ferry's version, commit and Go version",
-		Args:  cobra.NoArgs,
+		Example: `  ferry version
+  ferry version -o json`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := output.Validate(); err != nil {
 				return err
