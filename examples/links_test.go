@@ -12,14 +12,6 @@ import (
 	"unicode"
 )
 
-// pendingFiles are link targets written on another branch of the same
-// change (issue 30: the release archives' install guide). While one is
-// missing its links are reported, not failed; once it exists its links
-// and anchors are checked as any other.
-var pendingFiles = map[string]string{
-	"docs/install.md": "the install guide, written with the release archives (make dist)",
-}
-
 // TestMarkdownLinks checks that every relative link of the README,
 // CONTRIBUTING, docs/ and examples/ resolves: the file or folder exists
 // (inside the repository), and a #fragment names a heading of the target.
@@ -72,10 +64,6 @@ func TestMarkdownLinks(t *testing.T) {
 			checked++
 			fi, err := os.Stat(filepath.Join(root, rel))
 			if err != nil {
-				if why, ok := pendingFiles[rel]; ok {
-					t.Logf("%s:%d: %s does not exist yet (%s)", file, l.line, l.target, why)
-					continue
-				}
 				t.Errorf("%s:%d: %s: %v", file, l.line, l.target, err)
 				continue
 			}
