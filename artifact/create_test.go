@@ -97,7 +97,7 @@ func TestCreateInspect(t *testing.T) {
 	}
 }
 
-// TestArchiveLayout checks the entry order of DESIGN.md §2 and deduplication.
+// TestArchiveLayout checks the entry order of docs/design/package-format.md and deduplication.
 func TestArchiveLayout(t *testing.T) {
 	w := newWorld(t)
 	out := filepath.Join(t.TempDir(), "demo.tar")

@@ -3,7 +3,7 @@
 // layouts, either as a directory or as a .tar/.tar.zst archive.
 package artifact
 
-// Media types and annotations of a ferry package. See DESIGN.md §2.
+// Media types and annotations of a ferry package. See docs/design/package-format.md.
 const (
 	// ArtifactTypePackage marks the package root index and the package manifest.
 	ArtifactTypePackage = "application/vnd.ferry.package.v1+json"

@@ -1,4 +1,4 @@
-// Package inject is the host side of the cluster bootstrap (DESIGN.md §4),
+// Package inject is the host side of the cluster bootstrap (docs/design/injector.md),
 // what ferry init runs to put the registry into a cluster that has none.
 //
 // It builds the registry image (BuildImage: one static binary, no base

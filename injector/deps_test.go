@@ -7,7 +7,7 @@ import (
 )
 
 // TestStandardLibraryOnly keeps stage 1 free of anything outside the
-// standard library (DESIGN.md §3), and free of net/http and encoding/json,
+// standard library (docs/design/injector.md), and free of net/http and encoding/json,
 // which would break its size budget.
 func TestStandardLibraryOnly(t *testing.T) {
 	out, err := exec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}",

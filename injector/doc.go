@@ -2,7 +2,7 @@
 // runs inside the injector Pod, joins the payload chunks mounted from
 // ConfigMaps, verifies them against the expected sha256, extracts the OCI
 // image layout they carry and serves it read-only over the OCI distribution
-// API until the real registry takes over (DESIGN.md §4).
+// API until the real registry takes over (docs/design/injector.md).
 //
 // The package imports the standard library only (a test enforces it) and
 // avoids net/http, which alone would push the binary past its 3 MiB budget:

@@ -1,6 +1,6 @@
 // Package loader generates stage 0 of the cluster bootstrap: a tiny static
 // Linux ELF executable, one per architecture, that fits many times over in
-// a ConfigMap (DESIGN.md §4). It is invoked as
+// a ConfigMap (docs/design/injector.md). It is invoked as
 //
 //	loader OUT CHUNK... -- [ARG...]
 //

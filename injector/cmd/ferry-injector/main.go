@@ -1,4 +1,4 @@
-// Command ferry-injector is stage 1 of the cluster bootstrap (DESIGN.md §4).
+// Command ferry-injector is stage 1 of the cluster bootstrap (docs/design/injector.md).
 // The stage-0 loader joins it from its chunks and execs it with these flags:
 //
 //	ferry-injector -chunks DIR -count N -sha256 HEX -dir OUT [-addr :5000]
