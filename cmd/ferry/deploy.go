@@ -207,6 +207,7 @@ applies its Package. --key then verifies it here as well, first.`,
 			progress, done := cli.NewProgress(cmd)
 			defer done()
 			out := cmd.OutOrStdout()
+			pkgName := namespace + "/" + args[0]
 			d := &deploy.Deploy{
 				Client: cs, Packages: pc, Namespace: namespace,
 				Keys: pubs, InsecureSkipSignatureVerification: flags.insecure,
@@ -216,8 +217,11 @@ applies its Package. --key then verifies it here as well, first.`,
 					if ev.Phase == deploy.PhasePushed {
 						done()
 					}
+					if ev.Package != nil {
+						pkgName = ev.Package.Namespace + "/" + ev.Package.Name
+					}
 					if c := ev.Condition; c != nil && !output.JSON() {
-						fmt.Fprintf(out, "Package %s/%s: %s=%s %s: %s\n", namespace, args[0], c.Type, c.Status, c.Reason, c.Message)
+						fmt.Fprintf(out, "Package %s: %s=%s %s: %s\n", pkgName, c.Type, c.Status, c.Reason, c.Message)
 					}
 				},
 			}
@@ -327,7 +331,7 @@ its images from the in-cluster registry unless another deployed package
 uses them, forgets it, and garbage-collects the registry's storage. A
 package recorded by an earlier ferry that no Package holds yet is removed
 by this command itself, the same way. The registry must answer first: it
-registry is reached as deploy reaches it (--registry-via).`,
+is reached as deploy reaches it (--registry-via).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := output.Validate(); err != nil {
