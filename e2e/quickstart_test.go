@@ -1,13 +1,11 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"strings"
 	"testing"
 	"time"
 
@@ -18,6 +16,7 @@ import (
 	"github.com/ferrypkg/ferry/e2e/internal/harness"
 	"github.com/ferrypkg/ferry/e2e/internal/mkimg"
 	"github.com/ferrypkg/ferry/internal/cluster"
+	"github.com/ferrypkg/ferry/internal/quickstart"
 	"github.com/ferrypkg/ferry/registry/registrytest"
 )
 
@@ -35,7 +34,10 @@ func TestQuickstart(t *testing.T) {
 	ctx := timeout(t, 10*time.Minute)
 	bin := binDir(t)
 
-	script := readmeQuickstart(t, filepath.Join("..", "README.md"))
+	script, err := quickstart.Script(filepath.Join("..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	reg := registrytest.New(t)
 	img, err := mkimg.New(c.Tiny(t), mkimg.Options{})
 	if err != nil {
@@ -52,7 +54,9 @@ func TestQuickstart(t *testing.T) {
 	if err := repo.Tag(ctx, img.Manifest, "1.0"); err != nil {
 		t.Fatal(err)
 	}
-	script = setScriptVariables(t, script, map[string]string{"REGISTRY": reg, "IMAGE": reg + "/quickstart/web:1.0"})
+	if script, err = quickstart.SetVariables(script, map[string]string{"REGISTRY": reg, "IMAGE": reg + "/quickstart/web:1.0"}); err != nil {
+		t.Fatal(err)
+	}
 
 	work := t.TempDir()
 	env := append(os.Environ(),
@@ -91,47 +95,4 @@ func TestQuickstart(t *testing.T) {
 	if got := d.Spec.Template.Spec.Containers[0].Image; got != want || d.Status.ReadyReplicas < 1 {
 		t.Errorf("Deployment hello runs %s (%d ready), want %s ready", got, d.Status.ReadyReplicas, want)
 	}
-}
-
-// readmeQuickstart returns the shell block after the README's quickstart
-// marker (examples/readme_test.go reads the same block).
-func readmeQuickstart(t *testing.T, path string) string {
-	t.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, rest, ok := strings.Cut(string(data), "<!-- quickstart")
-	if !ok {
-		t.Fatalf("%s has no quickstart marker", path)
-	}
-	sc := bufio.NewScanner(strings.NewReader(rest))
-	var lines []string
-	in := false
-	for sc.Scan() {
-		switch line := sc.Text(); {
-		case !in && (line == "```sh" || line == "```bash"):
-			in = true
-		case in && line == "```":
-			return strings.Join(lines, "\n") + "\n"
-		case in:
-			lines = append(lines, line)
-		}
-	}
-	t.Fatalf("%s: no closed shell block after the quickstart marker", path)
-	return ""
-}
-
-// setScriptVariables gives variables the script declares (NAME=value at a
-// line's start) other values; each must be declared.
-func setScriptVariables(t *testing.T, script string, values map[string]string) string {
-	t.Helper()
-	for name, v := range values {
-		re := regexp.MustCompile(`(?m)^` + name + `=\S*`)
-		if !re.MatchString(script) {
-			t.Fatalf("the quickstart declares no %s=", name)
-		}
-		script = re.ReplaceAllLiteralString(script, name+"="+v)
-	}
-	return script
 }

@@ -1,7 +1,6 @@
 package examples_test
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -9,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"runtime"
 	"strings"
 	"testing"
@@ -21,12 +19,9 @@ import (
 	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/artifact/sbomexec/sbomexectest"
 	"github.com/ferrypkg/ferry/internal/fixture"
+	"github.com/ferrypkg/ferry/internal/quickstart"
 	"github.com/ferrypkg/ferry/registry/registrytest"
 )
-
-// quickstartMarker precedes the README's quickstart shell block, which
-// this test and e2e/quickstart_test.go run.
-const quickstartMarker = "<!-- quickstart"
 
 // TestQuickstartWithoutCluster runs the README's quickstart, as a user
 // pastes it into bash, up to `ferry init` (the rest needs a cluster:
@@ -36,7 +31,10 @@ const quickstartMarker = "<!-- quickstart"
 // registry, serving a generated image. Then what was pushed is pulled
 // with the key, byte for byte the archive create wrote, and inspected.
 func TestQuickstartWithoutCluster(t *testing.T) {
-	script := quickstartScript(t, "../README.md")
+	script, err := quickstart.Script("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
 	before, _, found := strings.Cut(script, "\nferry init")
 	if !found {
 		t.Fatal("the quickstart has no `ferry init` line to stop before")
@@ -44,7 +42,9 @@ func TestQuickstartWithoutCluster(t *testing.T) {
 	reg := registrytest.New(t)
 	image := reg + "/library/nginx:1.27"
 	desc := serveImage(t, reg, "library/nginx", "1.27")
-	before = setVariables(t, before, map[string]string{"REGISTRY": reg, "IMAGE": image})
+	if before, err = quickstart.SetVariables(before, map[string]string{"REGISTRY": reg, "IMAGE": image}); err != nil {
+		t.Fatal(err)
+	}
 
 	bin := buildFerry(t)
 	work := t.TempDir()
@@ -94,50 +94,6 @@ func TestQuickstartWithoutCluster(t *testing.T) {
 		len(c.Images[0].SBOMs) != 1 || len(c.Manifests) != 1 || c.Manifests[0].Files[0] != "web.yaml" {
 		t.Fatalf("the package holds %+v, want %s by %s with its SBOM and web.yaml", c, image, desc.Digest)
 	}
-}
-
-// quickstartScript returns the shell block that follows the quickstart
-// marker in the README at path.
-func quickstartScript(t *testing.T, path string) string {
-	t.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, rest, ok := strings.Cut(string(data), quickstartMarker)
-	if !ok {
-		t.Fatalf("%s has no %q marker before its quickstart", path, quickstartMarker)
-	}
-	sc := bufio.NewScanner(strings.NewReader(rest))
-	var lines []string
-	in := false
-	for sc.Scan() {
-		line := sc.Text()
-		switch {
-		case !in && (line == "```sh" || line == "```bash"):
-			in = true
-		case in && line == "```":
-			return strings.Join(lines, "\n") + "\n"
-		case in:
-			lines = append(lines, line)
-		}
-	}
-	t.Fatalf("%s: no closed shell block after the quickstart marker", path)
-	return ""
-}
-
-// setVariables gives the variables the script declares (NAME=value at a
-// line's start) other values; each must be declared.
-func setVariables(t *testing.T, script string, values map[string]string) string {
-	t.Helper()
-	for name, v := range values {
-		re := regexp.MustCompile(`(?m)^` + name + `=\S*`)
-		if !re.MatchString(script) {
-			t.Fatalf("the quickstart declares no %s=", name)
-		}
-		script = re.ReplaceAllLiteralString(script, name+"="+v)
-	}
-	return script
 }
 
 // serveImage pushes a generated single-platform image (the host's, the
