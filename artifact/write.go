@@ -141,14 +141,7 @@ func (r *Reader) tag(ctx context.Context, desc ocispec.Descriptor, reference str
 // of the replaced signature manifest the new graph does not use.
 func (r *Reader) tagDir(entries []ocispec.Descriptor, sig ocispec.Descriptor, old []ocispec.Descriptor) error {
 	fetch := func(d ocispec.Descriptor) ([]byte, error) { return r.readBlobFile(d) }
-	data, err := fetch(sig)
-	if err != nil {
-		return err
-	}
-	if err := checkSignatureManifest(r.root.Digest, data, fetch); err != nil {
-		return err
-	}
-	descs, err := canonicalOrder(entries, fetch)
+	descs, err := r.signedOrder(entries, sig, fetch)
 	if err != nil {
 		return err
 	}
@@ -212,14 +205,7 @@ func (r *Reader) tagArchive(ctx context.Context, entries []ocispec.Descriptor, s
 		}
 		return nil, fmt.Errorf("%w: manifest %s missing", ErrCorrupt, d.Digest)
 	}
-	data, err := fetch(sig)
-	if err != nil {
-		return err
-	}
-	if err := checkSignatureManifest(r.root.Digest, data, fetch); err != nil {
-		return err
-	}
-	descs, err := canonicalOrder(entries, fetch)
+	descs, err := r.signedOrder(entries, sig, fetch)
 	if err != nil {
 		return err
 	}
@@ -290,4 +276,18 @@ func (c *tarCursor) open(d digest.Digest) func(context.Context) (io.ReadCloser, 
 			}
 		}
 	}
+}
+
+// signedOrder checks the new signature manifest sig (shaped as cosign makes
+// it, over this package's root) and returns the graph of entries in the
+// order ferry stores it; fetch reads its JSON blobs.
+func (r *Reader) signedOrder(entries []ocispec.Descriptor, sig ocispec.Descriptor, fetch func(ocispec.Descriptor) ([]byte, error)) ([]ocispec.Descriptor, error) {
+	data, err := fetch(sig)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkSignatureManifest(r.root.Digest, data, fetch); err != nil {
+		return nil, err
+	}
+	return canonicalOrder(entries, fetch)
 }
