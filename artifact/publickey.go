@@ -38,6 +38,15 @@ func (k *PublicKey) PublicKey() crypto.PublicKey { return k.pub }
 // PEM is the key as it was read (a cosign.pub file's bytes).
 func (k *PublicKey) PEM() []byte { return k.pem }
 
+// Verifiers are keys as verification takes them.
+func Verifiers(keys []*PublicKey) []Verifier {
+	out := make([]Verifier, len(keys))
+	for i, k := range keys {
+		out[i] = k
+	}
+	return out
+}
+
 // LoadPublicKey reads a PEM public key file (cosign.pub) for verification.
 // A private key or a damaged file is an ErrKey naming the file.
 func LoadPublicKey(path string) (*PublicKey, error) {

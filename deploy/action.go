@@ -184,11 +184,7 @@ func (d *Deploy) verify(ctx context.Context, r *artifact.Reader) error {
 	case d.Verified && (len(d.Keys) > 0 || len(d.KeySecrets) > 0):
 		return nil
 	case len(d.Keys) > 0:
-		keys := make([]artifact.Verifier, len(d.Keys))
-		for i, k := range d.Keys {
-			keys[i] = k
-		}
-		_, err := artifact.Verify(ctx, r, "", artifact.VerifyOptions{Keys: keys, Progress: d.Progress})
+		_, err := artifact.Verify(ctx, r, "", artifact.VerifyOptions{Keys: artifact.Verifiers(d.Keys), Progress: d.Progress})
 		return err
 	case d.InsecureSkipSignatureVerification:
 		_, err := artifact.Inspect(ctx, r, "", d.Progress)

@@ -246,7 +246,7 @@ applies its Package. --key then verifies it here as well, first.`,
 				if err != nil {
 					return err
 				}
-				if _, err := artifact.Pull(cmd.Context(), repo, repo.Reference.Reference, path, artifact.PullOptions{Keys: verifiers(pubs), Progress: progress}); err != nil {
+				if _, err := artifact.Pull(cmd.Context(), repo, repo.Reference.Reference, path, artifact.PullOptions{Keys: artifact.Verifiers(pubs), Progress: progress}); err != nil {
 					return err
 				}
 				d.Verified = len(pubs) > 0
@@ -302,15 +302,6 @@ applies its Package. --key then verifies it here as well, first.`,
 	cmd.Flags().BoolVar(&wait, "wait", true, "wait until the controller reports the Package Ready (or why not)")
 	cmd.Flags().BoolVar(&viaAgent, "via-agent", false, "upload the archive to the agent's endpoint (one HTTPS stream; the cluster's trusted keys decide) instead of pushing from here")
 	return cmd
-}
-
-// verifiers are the keys as artifact's verification takes them.
-func verifiers(keys []*artifact.PublicKey) []artifact.Verifier {
-	out := make([]artifact.Verifier, len(keys))
-	for i, k := range keys {
-		out[i] = k
-	}
-	return out
 }
 
 func newRemoveCmd() *cobra.Command {

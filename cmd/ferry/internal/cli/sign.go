@@ -81,11 +81,7 @@ func LoadVerifyKeys(paths []string) ([]artifact.Verifier, error) {
 	if err != nil {
 		return nil, err
 	}
-	keys := make([]artifact.Verifier, len(pubs))
-	for i, k := range pubs {
-		keys[i] = k
-	}
-	return keys, nil
+	return artifact.Verifiers(pubs), nil
 }
 
 // LoadPublicKeys reads the --key files.
