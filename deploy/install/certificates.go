@@ -28,7 +28,7 @@ const (
 
 // dnsNames are the names the API server may use for the agent's Service.
 func dnsNames(ns string) []string {
-	svc := ServiceHost(ns)
+	svc := cluster.AgentServiceHost(ns)
 	return []string{Name, Name + "." + ns, svc, svc + ".cluster.local"}
 }
 

@@ -39,10 +39,10 @@ const (
 	// TLSSecretName holds the agent's CA (ca.crt) and serving certificate
 	// and key (tls.crt, tls.key), generated once by Install.
 	TLSSecretName = "ferry-agent-tls"
-	// CAConfigMap holds the agent's CA certificate (key CAKey), public, for
-	// clients of its upload endpoint that cannot read TLSSecretName.
+	// CAConfigMap holds the agent's CA certificate (key cluster.AgentCAKey),
+	// public, for clients of its upload endpoint that cannot read
+	// TLSSecretName.
 	CAConfigMap = cluster.AgentCAConfigMap
-	CAKey       = cluster.AgentCAKey
 	// Repository is where Install pushes the agent's image.
 	Repository = "ferry/agent"
 	// UploadDir is where the agent spools uploaded packages (an emptyDir).
@@ -76,13 +76,6 @@ func clusterName(ns string) string {
 	}
 	return Name + "-" + ns
 }
-
-// ServiceHost is the agent Service's name in namespace ns, as its
-// certificate names it.
-func ServiceHost(ns string) string { return cluster.AgentServiceHost(ns) }
-
-// Labels select the agent's Pods.
-func Labels() map[string]string { return labels() }
 
 func labels() map[string]string { return cluster.AgentLabels() }
 
@@ -225,7 +218,7 @@ func (in *installer) install(ctx context.Context, cred auth.Credential) (*Instal
 	}
 	if err := kube.Upsert(ctx, in.cs.CoreV1().ConfigMaps(in.ns), &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: CAConfigMap, Namespace: in.ns, Labels: labels()},
-		Data:       map[string]string{CAKey: string(tlsData[caKey])},
+		Data:       map[string]string{cluster.AgentCAKey: string(tlsData[caKey])},
 	}, func(cur, want *corev1.ConfigMap) { cur.Labels, cur.Data = want.Labels, want.Data }); err != nil {
 		return nil, err
 	}
