@@ -16,6 +16,7 @@ import (
 	"os"
 	"path"
 	"sort"
+	"strings"
 	"time"
 
 	"helm.sh/helm/v3/pkg/chart"
@@ -66,11 +67,46 @@ func (Packager) PackageChart(fsys fs.FS, name string, mtime time.Time) (archive,
 			return nil, nil, err
 		}
 	}
+	if err := checkDependencies(ch, ""); err != nil {
+		return nil, nil, err
+	}
 	config, err = json.Marshal(ch.Metadata)
 	if err != nil {
 		return nil, nil, err
 	}
 	return archive, config, nil
+}
+
+// checkDependencies refuses a chart whose Chart.yaml names dependencies
+// that its charts/ folder does not hold, at any depth: what `helm install`
+// and `helm template` refuse (`helm dependency build` fetches them), and
+// what Helm's SDK, which deploy uses, would install silently without them.
+// A condition that disables a dependency does not excuse it, as in Helm.
+func checkDependencies(ch *chart.Chart, at string) error {
+	have := map[string]bool{}
+	for _, d := range ch.Dependencies() {
+		have[d.Name()] = true
+	}
+	var missing []string
+	for _, d := range ch.Metadata.Dependencies {
+		if d != nil && !have[d.Name] {
+			missing = append(missing, d.Name)
+		}
+	}
+	where := "charts/"
+	if at != "" {
+		where = at + "/charts/"
+	}
+	if len(missing) > 0 {
+		sort.Strings(missing)
+		return fmt.Errorf("Chart.yaml names dependencies missing from %s: %s (run `helm dependency build` where their repositories can be reached, then create again)", where, strings.Join(missing, ", "))
+	}
+	for _, d := range ch.Dependencies() {
+		if err := checkDependencies(d, path.Join(at, "charts", d.Name())); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // maxLinkDepth bounds how many linked folders deep readDir follows (a link
