@@ -429,13 +429,13 @@ func isUnauthorized(err error) bool {
 }
 
 // initFerry runs what ferry init runs (install.Init): the registry's
-// bootstrap, its image, the agent (whose controller resyncs every 20 s
-// here, for TestPackageResource's drift) and the migration.
+// bootstrap, its image, the agent (whose controller resyncs and checks for
+// drift every 20 s here, for TestPackageResource's drift) and the migration.
 func initFerry(ctx context.Context, c *harness.Cluster, opts inject.InitOptions) (*inject.InitResult, *install.InstallResult, error) {
 	kube := genericclioptions.NewConfigFlags(true)
 	kube.KubeConfig = &c.Kubeconfig
 	in := &install.Init{Client: c.Client, Config: c.Config, Kube: kube, Registry: opts, Progress: opts.Progress,
-		Agent: install.InstallOptions{ControllerResync: 20 * time.Second}}
+		Agent: install.InstallOptions{ControllerResync: 20 * time.Second, ControllerDriftCheck: 20 * time.Second}}
 	res, err := in.Run(ctx)
 	if err != nil {
 		return nil, nil, err

@@ -49,7 +49,7 @@ func newControllerCmd() *cobra.Command {
 		kube                 kubeFlags
 		namespace, health    string
 		registry             string
-		resync               time.Duration
+		resync, driftCheck   time.Duration
 		leaderElect, verbose bool
 	)
 	cmd := &cobra.Command{
@@ -69,8 +69,12 @@ the public keys the Package names (fail closed: an unverifiable package is
 never installed, and the Verified condition says why), installs or upgrades
 its charts and manifests as ` + "`ferry deploy`" + ` does, rolls back on failure, prunes
 what a new version no longer has, and reports conditions (Verified,
-Installed, Ready), events, releases, objects and images in the status. An
-object deleted by hand comes back on the next resync. Deleting a Package
+Installed, Ready), events, releases, objects and images in the status.
+
+Every --resync, an unchanged Package (same root, keys, components and
+values) is looked at without reading the registry or touching Helm; every
+--drift-check it is installed again, which changes nothing that matches and
+puts back what was changed or deleted by hand. Deleting a Package
 removes what it installed, then garbage-collects the registry.
 
 Outside a Pod, --kubeconfig (or $KUBECONFIG) names the cluster.`,
@@ -110,13 +114,13 @@ Outside a Pod, --kubeconfig (or $KUBECONFIG) names the cluster.`,
 			}
 			r := &controller.Reconciler{
 				Client: mgr.GetClient(), Clientset: cs, Kube: kube.getter(),
-				Namespace: namespace, Registry: registry, Resync: resync,
+				Namespace: namespace, Registry: registry, Resync: resync, DriftCheck: driftCheck,
 				Recorder: mgr.GetEventRecorder(controller.Name),
 			}
 			if err := r.SetupWithManager(mgr); err != nil {
 				return err
 			}
-			log.Info("starting", "namespace", namespace, "resync", resync.String(), "leaderElection", leaderElect)
+			log.Info("starting", "namespace", namespace, "resync", resync.String(), "driftCheck", driftCheck.String(), "leaderElection", leaderElect)
 			return mgr.Start(cmd.Context())
 		},
 	}
@@ -126,6 +130,7 @@ Outside a Pod, --kubeconfig (or $KUBECONFIG) names the cluster.`,
 	f.StringVar(&health, "health-addr", ":8081", "address of /healthz and /readyz (0 for none)")
 	f.StringVar(&registry, "registry", "", "where the controller reaches the in-cluster registry, host:port (default: the registry Service's cluster IP)")
 	f.DurationVar(&resync, "resync", controller.DefaultResync, "how often an unchanged Package is checked again (drift)")
+	f.DurationVar(&driftCheck, "drift-check", controller.DefaultDriftCheck, "how often an unchanged Package is installed again, what was changed by hand put back")
 	f.BoolVar(&leaderElect, "leader-elect", true, "run only while holding the Lease "+cluster.ControllerName+" (one controller at a time)")
 	f.BoolVarP(&verbose, "verbose", "v", false, "debug logs")
 	return cmd

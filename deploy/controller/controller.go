@@ -29,6 +29,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/events"
 	"oras.land/oras-go/v2/errdef"
+	"oras.land/oras-go/v2/registry/remote"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -50,6 +51,10 @@ const Name = "ferry-controller"
 
 // DefaultResync is how often an unchanged Package is checked again (drift).
 const DefaultResync = 5 * time.Minute
+
+// DefaultDriftCheck is how often an unchanged Package is installed again,
+// what it installed checked for drift.
+const DefaultDriftCheck = time.Hour
 
 // Reconciler reconciles the Packages of ferry's namespace.
 type Reconciler struct {
@@ -75,6 +80,14 @@ type Reconciler struct {
 	// Resync is how often an unchanged Package is checked again;
 	// DefaultResync if 0.
 	Resync time.Duration
+	// DriftCheck is how often an unchanged Package is installed again, so
+	// that what was changed or deleted behind its back comes back (its
+	// charts' resources checked, its manifests applied); between two, a
+	// resync of an unchanged Package reads nothing from the registry and
+	// changes nothing. DefaultDriftCheck if 0.
+	DriftCheck time.Duration
+	// Now is the clock; time.Now if nil.
+	Now func() time.Time
 }
 
 // SetupWithManager registers the Reconciler with a manager.
@@ -151,13 +164,21 @@ func (r *Reconciler) reconcile(ctx context.Context, pkg *v1alpha1.Package, writt
 	if err != nil {
 		return again, r.fail(pkg, v1alpha1.Verified, v1alpha1.ReasonRegistryUnreachable, err)
 	}
-	_, cred, err := deploy.RegistryAccess(ctx, r.Clientset, r.Namespace)
-	if err != nil {
-		return again, r.fail(pkg, v1alpha1.Verified, v1alpha1.ReasonRegistryUnreachable, err)
-	}
-	repo, err := reach.RegistryRemote(registry, cred).Repository(registry + "/" + pkg.Spec.Repository)
-	if err != nil {
-		return again, r.settle(pkg, v1alpha1.Verified, v1alpha1.ReasonInvalid, err)
+	// The registry's client, made when something must be read from it: an
+	// unchanged resync reads nothing.
+	var repo *remote.Repository
+	openRepo := func() error {
+		if repo != nil {
+			return nil
+		}
+		_, cred, err := deploy.RegistryAccess(ctx, r.Clientset, r.Namespace)
+		if err != nil {
+			return r.fail(pkg, v1alpha1.Verified, v1alpha1.ReasonRegistryUnreachable, err)
+		}
+		if repo, err = reach.RegistryRemote(registry, cred).Repository(registry + "/" + pkg.Spec.Repository); err != nil {
+			return r.settle(pkg, v1alpha1.Verified, v1alpha1.ReasonInvalid, err)
+		}
+		return nil
 	}
 
 	// The root: the spec's digest, or its tag resolved once.
@@ -166,6 +187,9 @@ func (r *Reconciler) reconcile(ctx context.Context, pkg *v1alpha1.Package, writt
 		if pkg.Status.Tag == pkg.Spec.Tag && pkg.Status.Digest != "" {
 			root = pkg.Status.Digest
 		} else {
+			if err := openRepo(); err != nil {
+				return again, err
+			}
 			desc, err := repo.Resolve(ctx, pkg.Spec.Tag)
 			if err != nil {
 				return again, r.notFound(pkg, fmt.Errorf("resolve %s:%s: %w", pkg.Spec.Repository, pkg.Spec.Tag, err))
@@ -187,6 +211,24 @@ func (r *Reconciler) reconcile(ctx context.Context, pkg *v1alpha1.Package, writt
 		conditionIs(pkg, v1alpha1.Verified, metav1.ConditionFalse, v1alpha1.ReasonVerifyFailed) {
 		// Refused already: not checked again until asked.
 		return again, nil
+	}
+	values, charts, err := r.values(ctx, pkg)
+	if err != nil {
+		return again, r.settle(pkg, v1alpha1.Installed, v1alpha1.ReasonInvalid, err)
+	}
+	timeout := deploy.DefaultTimeout
+	if pkg.Spec.Timeout != nil && pkg.Spec.Timeout.Duration > 0 {
+		timeout = pkg.Spec.Timeout.Duration
+	}
+	installedFor, err := installedFor(verifiedFor, registry, pkg.Spec.Components, values, charts, timeout)
+	if err != nil {
+		return again, r.settle(pkg, v1alpha1.Installed, v1alpha1.ReasonInvalid, err)
+	}
+	if verified && !requested && r.unchanged(pkg, root, installedFor) {
+		return again, nil
+	}
+	if err := openRepo(); err != nil {
+		return again, err
 	}
 	if !verified {
 		if err := r.progress(ctx, pkg, written, "Verifying", "verifying "+pkg.Spec.Repository+"@"+root); err != nil {
@@ -245,14 +287,6 @@ func (r *Reconciler) reconcile(ctx context.Context, pkg *v1alpha1.Package, writt
 	}
 	pkg.Status.Digest, pkg.Status.ShortDigest, pkg.Status.Version = root, short(root), cfg.Version
 	pkg.Status.Tag = pkg.Spec.Tag
-	values, charts, err := r.values(ctx, pkg)
-	if err != nil {
-		return again, r.settle(pkg, v1alpha1.Installed, v1alpha1.ReasonInvalid, err)
-	}
-	timeout := deploy.DefaultTimeout
-	if pkg.Spec.Timeout != nil && pkg.Spec.Timeout.Duration > 0 {
-		timeout = pkg.Spec.Timeout.Duration
-	}
 	if changed {
 		if err := r.progress(ctx, pkg, written, v1alpha1.ReasonProgressing, fmt.Sprintf("installing %s %s", cfg.Name, cfg.Version)); err != nil {
 			return again, err
@@ -271,7 +305,52 @@ func (r *Reconciler) reconcile(ctx context.Context, pkg *v1alpha1.Package, writt
 		return again, err
 	}
 	r.installed(pkg, rec, changed)
+	pkg.Status.InstalledFor = installedFor
+	pkg.Status.InstalledAt = &metav1.Time{Time: r.now()}
 	return again, nil
+}
+
+// unchanged tells whether a Package needs nothing: its root and
+// everything it was installed with are those last installed, it is
+// installed and ready, and its resources were checked for drift (a full
+// install, which changes nothing that matches) less than the drift
+// interval ago.
+func (r *Reconciler) unchanged(pkg *v1alpha1.Package, root, installedFor string) bool {
+	st := &pkg.Status
+	return st.Digest == root && st.InstalledFor == installedFor && st.InstalledAt != nil &&
+		r.now().Sub(st.InstalledAt.Time) < r.driftCheck() &&
+		meta.IsStatusConditionTrue(st.Conditions, v1alpha1.Installed) &&
+		meta.IsStatusConditionTrue(st.Conditions, v1alpha1.Ready)
+}
+
+// installedFor identifies what an install is given: the verified root and
+// keys, where the registry is, the components, the values and the timeout.
+func installedFor(verifiedFor, registry string, components []string, values map[string]any, charts map[string]map[string]any, timeout time.Duration) (string, error) {
+	data, err := json.Marshal(struct {
+		VerifiedFor, Registry string
+		Components            []string
+		Values                map[string]any
+		Charts                map[string]map[string]any
+		Timeout               time.Duration
+	}{verifiedFor, registry, components, values, charts, timeout})
+	if err != nil {
+		return "", fmt.Errorf("values: %w", err)
+	}
+	return digest.FromBytes(data).String(), nil
+}
+
+func (r *Reconciler) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}
+
+func (r *Reconciler) driftCheck() time.Duration {
+	if r.DriftCheck > 0 {
+		return r.DriftCheck
+	}
+	return DefaultDriftCheck
 }
 
 // installed reports a successful install in the status (and an event,

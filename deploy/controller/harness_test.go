@@ -18,6 +18,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/opencontainers/go-digest"
 	"golang.org/x/crypto/bcrypt"
@@ -215,6 +216,8 @@ type harness struct {
 	rec  *events.FakeRecorder
 	// written are the statuses the Reconciler wrote, in order.
 	written []v1alpha1.PackageStatus
+	// clock is the Reconciler's time.
+	clock time.Time
 }
 
 func (w *world) harness(t *testing.T, objs ...client.Object) *harness {
@@ -246,7 +249,9 @@ func (w *world) harness(t *testing.T, objs ...client.Object) *harness {
 			Data: cluster.State{Registry: cluster.RegistryHost(cluster.DefaultNodePort)}.Data()},
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: cluster.AuthSecretName}, Data: w.account.Data()},
 	)
-	h.r = &controller.Reconciler{Client: h.c, Clientset: cs, Namespace: ns, Registry: w.host, Recorder: h.rec, Installer: h.inst}
+	h.clock = time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+	h.r = &controller.Reconciler{Client: h.c, Clientset: cs, Namespace: ns, Registry: w.host, Recorder: h.rec, Installer: h.inst,
+		Now: func() time.Time { return h.clock }}
 	return h
 }
 

@@ -28,6 +28,7 @@ import (
 
 	"github.com/ferrypkg/ferry/deploy"
 	"github.com/ferrypkg/ferry/deploy/api/v1alpha1"
+	"github.com/ferrypkg/ferry/deploy/controller"
 	"github.com/ferrypkg/ferry/internal/cluster"
 	"github.com/ferrypkg/ferry/internal/fixture"
 	"github.com/ferrypkg/ferry/internal/reach"
@@ -110,17 +111,38 @@ func TestReconcile(t *testing.T) {
 			t.Fatalf("install %+v", in)
 		}
 
-		// Resync, unchanged: not verified again, nothing written, no event,
-		// but Install runs again (it puts back what was deleted by hand).
-		// Issue 32 changes this re-install on an unchanged resync.
+		if st.InstalledFor == "" || st.InstalledAt == nil || !st.InstalledAt.Time.Equal(h.clock) {
+			t.Fatalf("installed for %q at %v", st.InstalledFor, st.InstalledAt)
+		}
+
+		// Resync, unchanged: not verified again, not installed again,
+		// nothing read from the registry, nothing written, no event.
 		written := len(h.written)
+		hits := w.front.hits.Load()
+		h.clock = h.clock.Add(controller.DefaultDriftCheck - time.Second)
 		h.settle("hello")
 		h.wantConditions("hello", ready)
-		h.wantInstalls(2)
+		h.wantInstalls(1)
 		h.wantEvents()
 		if len(h.written) != written {
 			t.Fatalf("resync wrote %d statuses", len(h.written)-written)
 		}
+		if n := w.front.hits.Load() - hits; n != 0 {
+			t.Fatalf("an unchanged resync made %d registry requests", n)
+		}
+
+		// The drift interval passed: installed again (Install puts back
+		// what was changed or deleted behind its back), still not verified
+		// again, and no event (nothing was asked).
+		h.clock = h.clock.Add(2 * time.Second)
+		h.settle("hello")
+		h.wantConditions("hello", ready)
+		h.wantInstalls(2)
+		h.wantEvents()
+		if got := h.get("hello").Status.InstalledAt; got == nil || !got.Time.Equal(h.clock) {
+			t.Fatalf("installed at %v, want %v", got, h.clock)
+		}
+		written = len(h.written)
 
 		// Asked again (ferry deploy's RequestAnnotation): installed again
 		// and said so, still not verified again (root and keys unchanged).
@@ -149,6 +171,37 @@ func TestReconcile(t *testing.T) {
 		}
 		h.wantInstalls(3)
 		h.wantEvents("Warning " + v1alpha1.ReasonVerifyFailed)
+	})
+
+	t.Run("what an unchanged resync notices: values and keys changed behind the spec", func(t *testing.T) {
+		p := w.pkg("hello")
+		p.Spec.Charts = []v1alpha1.ChartValues{{Name: "hello", ValuesFrom: []v1alpha1.KeyReference{{Kind: "ConfigMap", Name: "hello-values"}}}}
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "hello-values"}, Data: map[string]string{"values.yaml": "replicas: 1\n"}}
+		h := w.harness(t, p, cm)
+		h.settle("hello")
+		h.wantConditions("hello", ready)
+		h.wantInstalls(1)
+
+		// The values file changes (the spec does not): installed again
+		// with it, not verified again.
+		h.update(cm, func() { cm.Data["values.yaml"] = "replicas: 3\n" })
+		h.settle("hello")
+		h.wantConditions("hello", ready)
+		h.wantInstalls(2)
+		if got := h.inst.installs[1].opts.ChartValues["hello"]["replicas"]; got != float64(3) {
+			t.Fatalf("installed with replicas %v", got)
+		}
+		h.wantEvents("Normal "+v1alpha1.ReasonVerified, "Normal "+v1alpha1.ReasonInstalled)
+
+		// The key Secret now holds another key: verified again, refused.
+		h.setKey("hello-key", w.other)
+		h.settle("hello")
+		h.wantConditions("hello", map[string]string{
+			v1alpha1.Verified:  "False/" + v1alpha1.ReasonVerifyFailed,
+			v1alpha1.Installed: "True/" + v1alpha1.ReasonInstalled,
+			v1alpha1.Ready:     "False/" + v1alpha1.ReasonVerifyFailed,
+		})
+		h.wantInstalls(2)
 	})
 
 	t.Run("refused: not checked again until asked", func(t *testing.T) {
@@ -314,11 +367,12 @@ func TestReconcile(t *testing.T) {
 		if err := repo.Tag(ctx, img, "moving"); err != nil {
 			t.Fatal(err)
 		}
+		// (The resync installs nothing; the request installs the same root.)
 		h.settle("hello")
 		h.request("hello", "1")
 		h.settle("hello")
 		h.wantConditions("hello", ready)
-		h.wantInstalls(3)
+		h.wantInstalls(2)
 		for _, in := range h.inst.installs {
 			if in.root != w.root {
 				t.Fatalf("installed %s, want %s", in.root, w.root)

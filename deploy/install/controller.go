@@ -103,6 +103,9 @@ func (in *installer) controllerArgs() []string {
 	if in.opts.ControllerResync > 0 {
 		args = append(args, "--resync="+in.opts.ControllerResync.String())
 	}
+	if in.opts.ControllerDriftCheck > 0 {
+		args = append(args, "--drift-check="+in.opts.ControllerDriftCheck.String())
+	}
 	return args
 }
 

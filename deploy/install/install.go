@@ -105,6 +105,10 @@ type InstallOptions struct {
 	// unchanged Package again (`ferry controller --resync`); its default
 	// if 0.
 	ControllerResync time.Duration
+	// ControllerDriftCheck is how often the Package controller installs an
+	// unchanged Package again, putting back what was changed or deleted
+	// behind its back (`ferry controller --drift-check`); its default if 0.
+	ControllerDriftCheck time.Duration
 }
 
 // InstallResult tells what Install did.

@@ -195,6 +195,17 @@ type PackageStatus struct {
 	// unchanged Package is not verified again on resync.
 	// +optional
 	VerifiedFor string `json:"verifiedFor,omitempty"`
+	// InstalledFor identifies what was last installed: the verified root
+	// and keys, the components, the values and the timeout. A resync that
+	// finds the same, installed and ready since InstalledAt less than the
+	// drift interval ago, reads nothing from the registry and leaves Helm
+	// and the cluster alone.
+	// +optional
+	InstalledFor string `json:"installedFor,omitempty"`
+	// InstalledAt is when the package was last installed, or its
+	// resources last checked for drift.
+	// +optional
+	InstalledAt *metav1.Time `json:"installedAt,omitempty"`
 }
 
 // RemovalStatus tells what deleting a Package removed.
