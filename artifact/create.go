@@ -349,7 +349,7 @@ func (b *builder) build(ctx context.Context) (*plan, error) {
 		}
 		for mi, md := range cd.Manifests {
 			field := fmt.Sprintf("components[%d].manifests[%d]", ci, mi)
-			data, files, err := b.manifestBundle(md)
+			data, files, err := b.folder.manifestBundle(md)
 			if err != nil {
 				return nil, &DefinitionError{File: def.File, Line: md.Line, Field: field, Msg: err.Error(), Err: err}
 			}
@@ -466,18 +466,18 @@ func (b *builder) progress(p Progress) {
 // lexical order, links followed inside the definition's folder) into one
 // multi-document stream, checking each parses; together they are at most
 // MaxManifestBundleSize bytes.
-func (b *builder) manifestBundle(md ManifestDef) ([]byte, []string, error) {
+func (f *Folder) manifestBundle(md ManifestDef) ([]byte, []string, error) {
 	var buf bytes.Buffer
 	var names []string
 	for _, rel := range md.Files {
-		fi, err := b.folder.Stat(rel)
+		fi, err := f.Stat(rel)
 		if err != nil {
 			return nil, nil, err
 		}
 		var paths []string
 		if fi.IsDir() {
-			top, _ := b.folder.name(rel)
-			err := fs.WalkDir(b.folder.FS(), top, func(p string, d fs.DirEntry, err error) error {
+			top, _ := f.name(rel)
+			err := fs.WalkDir(f.FS(), top, func(p string, d fs.DirEntry, err error) error {
 				if err != nil {
 					return err
 				}
@@ -494,11 +494,11 @@ func (b *builder) manifestBundle(md ManifestDef) ([]byte, []string, error) {
 				return nil, nil, fmt.Errorf("folder %s holds no .yaml, .yml or .json file", rel)
 			}
 		} else {
-			n, _ := b.folder.name(rel)
+			n, _ := f.name(rel)
 			paths = []string{n}
 		}
 		for _, p := range paths {
-			data, err := b.folder.ReadFile(p, MaxManifestBundleSize)
+			data, err := f.ReadFile(p, MaxManifestBundleSize)
 			if err != nil {
 				return nil, nil, err
 			}
