@@ -167,12 +167,12 @@ func (f *imageFinder) component(ctx context.Context, ci int, cd ComponentDef) (C
 
 // chart renders one chart and adds the images of what it renders to found.
 func (f *imageFinder) chart(ctx context.Context, cd ChartDef, found imageSet) error {
-	if f.opts.Render == nil {
-		return errors.New("finding a chart's images needs a chart renderer (this build of ferry has none)")
-	}
 	what := "chart " + cd.URL
 	if cd.Path != "" {
 		what = "chart " + cd.Path
+	}
+	if f.opts.Render == nil {
+		return fmt.Errorf("%s: finding its images needs a chart renderer (this build of ferry has none)", what)
 	}
 	archive, name, err := f.chartArchive(ctx, cd)
 	if err != nil {
@@ -271,4 +271,22 @@ func (f *imageFinder) remoteChart(ctx context.Context, cd ChartDef) (archive, co
 		return nil, nil, &BlobError{Op: "fetch", Digest: layer.Digest, Err: err}
 	}
 	return archive, config, nil
+}
+
+// findImages finds the images a component with `findImages: true` uses
+// and returns those it does not list, to be added (at the component's
+// line), reporting each.
+func (b *builder) findImages(ctx context.Context, ci int, cd ComponentDef) ([]ImageDef, error) {
+	f := &imageFinder{def: b.def, folder: b.folder, opts: FindImagesOptions{Charts: b.opts.Charts, Render: b.opts.Render, Remote: b.opts.Remote}}
+	found, err := f.component(ctx, ci, cd)
+	if err != nil {
+		return nil, err
+	}
+	b.found = append(b.found, found)
+	var added []ImageDef
+	for _, ref := range found.Missing {
+		added = append(added, ImageDef{Ref: ref, Line: cd.Line})
+		b.progress(Progress{Phase: PhaseResolve, Item: "found image " + ref})
+	}
+	return added, nil
 }

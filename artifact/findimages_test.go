@@ -1,0 +1,284 @@
+package artifact_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/artifact/chart"
+	"github.com/ferrypkg/ferry/internal/fixture"
+)
+
+var findOpts = artifact.FindImagesOptions{Charts: chart.Packager{}, Render: chart.Renderer{}}
+
+func findImages(t *testing.T, dir string, opts artifact.FindImagesOptions) (*artifact.FoundImages, error) {
+	t.Helper()
+	def, err := artifact.LoadDefinition(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return artifact.FindImages(context.Background(), def, opts)
+}
+
+func checkList(t *testing.T, what string, got []string, want ...string) {
+	t.Helper()
+	if want == nil {
+		want = []string{}
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("%s: %q, want %q", what, got, want)
+	}
+}
+
+// TestFindImagesWorld: a folder chart and an oci:// chart are rendered
+// (the latter fetched from its registry), with --set values when given.
+func TestFindImagesWorld(t *testing.T) {
+	w := newWorld(t)
+	found, err := findImages(t, w.Dir, findOpts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(found.Components) != 2 {
+		t.Fatalf("%d components", len(found.Components))
+	}
+	web, worker := found.Components[0], found.Components[1]
+	checkList(t, "web missing", web.Missing, "docker.io/library/db:1", "docker.io/library/web:1.0")
+	checkList(t, "web unused", web.Unused, w.Host+"/library/web:1.0", "docker.io/library/tool:3.1")
+	checkList(t, "web present", web.Present)
+	checkList(t, "worker unused", worker.Unused, w.Host+"/team/worker:2.0")
+	if len(web.Images) != 2 || !slices.Equal(web.Images[0].Where, []string{"chart db: Deployment db"}) || !slices.Equal(web.Images[1].Where, []string{"chart app: Deployment app"}) {
+		t.Errorf("images %+v", web.Images)
+	}
+
+	opts := findOpts
+	opts.Values = map[string]any{"image": "nginx:1.27"}
+	found, err = findImages(t, w.Dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkList(t, "with --set, missing", found.Components[0].Missing, "docker.io/library/nginx:1.27")
+}
+
+const findManifests = `apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web}
+spec:
+  template:
+    spec:
+      initContainers: [{name: init, image: "busybox:1.36"}]
+      containers: [{name: web, image: nginx:1.27}, {name: side, image: "ghcr.io/a/b@sha256:` + hex64 + `"}]
+---
+apiVersion: batch/v1
+kind: CronJob
+metadata: {name: nightly}
+spec: {jobTemplate: {spec: {template: {spec: {containers: [{name: c, image: "registry.example:5000/tools/backup:2"}]}}}}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: debug, annotations: {image: "not/reported:1"}}
+spec: {containers: [{name: c, image: "nginx:1.27"}], ephemeralContainers: [{name: e, image: "docker.io/library/alpine"}]}
+---
+apiVersion: monitoring.coreos.com/v1
+kind: Prometheus
+metadata: {name: main}
+spec:
+  image: quay.io/prometheus/prometheus:v3.0.0
+  mode: enabled
+  sidecars: [{image: enabled}, {nested: {image: "quay.io/thanos/thanos:v0.36"}}]
+---
+apiVersion: v1
+kind: List
+items:
+  - {apiVersion: v1, kind: Pod, metadata: {name: listed}, spec: {containers: [{name: c, image: "quay.io/listed/pod:1"}]}}
+---
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: things.example.com}
+spec:
+  versions:
+    - name: v1
+      schema: {openAPIV3Schema: {properties: {image: {type: string, default: "schema/default:1"}, example: {image: "schema/example:1"}}}}
+`
+
+const hex64 = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+
+// TestFindImagesManifests: the images of every kind of workload, of custom
+// resources, of List items; none from metadata, CRD schemas or bare words;
+// listed images matched in any spelling, by tag or digest.
+func TestFindImagesManifests(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "m", "all.yaml"), findManifests)
+	writeFile(t, filepath.Join(dir, "ferry.yaml"), `apiVersion: ferry.dev/v1alpha1
+kind: Package
+metadata: {name: m, version: "1"}
+components:
+  - name: c
+    images:
+      - nginx:1.27
+      - ghcr.io/a/b:1.0@sha256:`+hex64+`
+      - quay.io/prometheus/prometheus:v2.0.0
+    manifests:
+      - name: all
+        files: [m]
+`)
+	found, err := findImages(t, dir, artifact.FindImagesOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := found.Components[0]
+	var refs []string
+	for _, i := range c.Images {
+		refs = append(refs, i.Ref)
+		if i.Test || len(i.Where) == 0 {
+			t.Errorf("%+v", i)
+		}
+	}
+	checkList(t, "found", refs,
+		"docker.io/library/alpine:latest", "docker.io/library/busybox:1.36", "docker.io/library/nginx:1.27",
+		"ghcr.io/a/b@sha256:"+hex64, "quay.io/listed/pod:1", "quay.io/prometheus/prometheus:v3.0.0",
+		"quay.io/thanos/thanos:v0.36", "registry.example:5000/tools/backup:2")
+	checkList(t, "missing", c.Missing,
+		"docker.io/library/alpine:latest", "docker.io/library/busybox:1.36",
+		"quay.io/listed/pod:1", "quay.io/prometheus/prometheus:v3.0.0",
+		"quay.io/thanos/thanos:v0.36", "registry.example:5000/tools/backup:2")
+	checkList(t, "present", c.Present, "docker.io/library/nginx:1.27", "ghcr.io/a/b:1.0@sha256:"+hex64)
+	checkList(t, "unused", c.Unused, "quay.io/prometheus/prometheus:v2.0.0")
+	nginx := c.Images[slices.IndexFunc(c.Images, func(i artifact.FoundImage) bool { return i.Ref == "docker.io/library/nginx:1.27" })]
+	checkList(t, "nginx used by", nginx.Where, "manifests all: Deployment web", "manifests all: Pod debug")
+}
+
+// TestFindImagesHostile: what cannot be read or rendered is one line that
+// names the chart or the file, and the definition's line.
+func TestFindImagesHostile(t *testing.T) {
+	tests := []struct {
+		name, files, def string
+		opts             artifact.FindImagesOptions
+		want             []string
+	}{
+		{
+			name:  "bad image in a workload",
+			files: "m/bad.yaml=apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec: {containers: [{name: c, image: 'Not A/Ref'}]}\n",
+			def:   "    manifests: [{name: bad, files: [m/bad.yaml]}]\n",
+			want:  []string{"ferry.yaml:7: components[0].manifests[0]: ", "m/bad.yaml: Pod p: containers[0]: invalid image reference"},
+		},
+		{
+			name:  "garbage YAML",
+			files: "m/g.yaml=apiVersion: v1\nkind: [unclosed\n",
+			def:   "    manifests: [{name: g, files: [m/g.yaml]}]\n",
+			want:  []string{"components[0].manifests[0]: m/g.yaml: invalid YAML"},
+		},
+		{
+			name:  "template fails",
+			files: "charts/broken/Chart.yaml=apiVersion: v2\nname: broken\nversion: 1.0.0\n;charts/broken/templates/x.yaml={{ fail \"the chart says no\" }}\n",
+			def:   "    charts: [{path: charts/broken}]\n",
+			opts:  findOpts,
+			want:  []string{"components[0].charts[0]: chart charts/broken: render: ", "the chart says no"},
+		},
+		{
+			name:  "template renders garbage",
+			files: "charts/junk/Chart.yaml=apiVersion: v2\nname: junk\nversion: 1.0.0\n;charts/junk/templates/x.yaml=kind: Pod\n  spec: [\n",
+			def:   "    charts: [{path: charts/junk}]\n",
+			opts:  findOpts,
+			want:  []string{"chart charts/junk: render: ", "junk/templates/x.yaml"},
+		},
+		{
+			name:  "not a chart",
+			files: "charts/none/values.yaml=a: 1\n",
+			def:   "    charts: [{path: charts/none}]\n",
+			opts:  findOpts,
+			want:  []string{"chart charts/none: load: "},
+		},
+		{
+			name:  "no renderer",
+			files: "charts/app/Chart.yaml=apiVersion: v2\nname: app\nversion: 1.0.0\n",
+			def:   "    charts: [{path: charts/app}]\n",
+			want:  []string{"chart renderer"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			for _, f := range strings.Split(tt.files, ";") {
+				name, body, _ := strings.Cut(f, "=")
+				writeFile(t, filepath.Join(dir, name), body)
+			}
+			writeFile(t, filepath.Join(dir, "ferry.yaml"), "apiVersion: ferry.dev/v1alpha1\nkind: Package\nmetadata: {name: h, version: '1'}\ncomponents:\n  - name: c\n    images: [nginx:1.27]\n"+tt.def)
+			_, err := findImages(t, dir, tt.opts)
+			var de *artifact.DefinitionError
+			if !errors.As(err, &de) {
+				t.Fatalf("error %v (%T), want a *DefinitionError", err, err)
+			}
+			msg := err.Error()
+			t.Log(msg)
+			if strings.Contains(msg, "\n") {
+				t.Errorf("multi-line error %q", msg)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(msg, w) {
+					t.Errorf("error %q does not say %q", msg, w)
+				}
+			}
+		})
+	}
+}
+
+// TestCreateFindImages: `findImages: true` makes create carry the images
+// the component's chart runs, resolved from their registry like listed ones.
+func TestCreateFindImages(t *testing.T) {
+	w := newWorld(t)
+	dir := t.TempDir()
+	if _, err := fixture.Chart(filepath.Join(dir, "charts"), "app", "0.1.0", w.Host+"/library/web:1.0"); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(dir, "ferry.yaml"), fmt.Sprintf(`apiVersion: ferry.dev/v1alpha1
+kind: Package
+metadata: {name: found, version: "1"}
+platforms: [linux/amd64]
+components:
+  - name: app
+    findImages: true
+    images: [%s/team/worker:2.0]
+    charts: [{path: charts/app}]
+`, w.Host))
+	def, err := artifact.LoadDefinition(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var events []string
+	opts := artifact.CreateOptions{Charts: chart.Packager{}, Output: filepath.Join(t.TempDir(), "p.tar"), Progress: func(p artifact.Progress) {
+		if strings.HasPrefix(p.Item, "found image ") {
+			events = append(events, p.Item)
+		}
+	}}
+	if _, err := artifact.Create(context.Background(), def, opts); err == nil || !strings.Contains(err.Error(), "chart renderer") {
+		t.Fatalf("create without a renderer: %v", err)
+	}
+	opts.Render = chart.Renderer{}
+	res, err := artifact.Create(context.Background(), def, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var refs []string
+	for _, i := range res.Config.Components[0].Images {
+		refs = append(refs, i.Ref)
+		if i.Digest == "" {
+			t.Errorf("%s: no digest", i.Ref)
+		}
+	}
+	web := w.Host + "/library/web:1.0"
+	checkList(t, "images", refs, w.Host+"/team/worker:2.0", web)
+	if len(res.Found) != 1 {
+		t.Fatalf("found %+v", res.Found)
+	}
+	checkList(t, "found missing", res.Found[0].Missing, web)
+	checkList(t, "found unused", res.Found[0].Unused, w.Host+"/team/worker:2.0")
+	checkList(t, "progress", events, "found image "+web)
+	if len(def.Components[0].Images) != 1 {
+		t.Errorf("create changed the definition: %+v", def.Components[0].Images)
+	}
+}
