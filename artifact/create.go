@@ -51,7 +51,7 @@ type CreateOptions struct {
 	// has one running the ferry-sbom helper (Syft). Nil makes none.
 	SBOM SBOMGenerator
 	// Render renders charts for the components with `findImages: true`
-	// (package artifact/chart has Helm's: chart.Renderer); without one
+	// (package artifact/chartrender has Helm's: chartrender.Renderer); without one
 	// such a component with charts fails.
 	Render ChartRenderer
 	// Git fetches the definition's git repositories; without one such a

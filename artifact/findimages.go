@@ -19,7 +19,7 @@ import (
 const DefaultKubeVersion = "v1.35.4"
 
 // A ChartRenderer renders a Helm chart as deploy installs it, without a
-// cluster, as `helm template` does. Package artifact/chart's Renderer is
+// cluster, as `helm template` does. Package artifact/chartrender's Renderer is
 // Helm's SDK doing it; FindImages needs one for a definition with charts,
 // and Create for a component with `findImages: true`.
 type ChartRenderer interface {
@@ -54,7 +54,8 @@ type RenderedManifest struct {
 // folders or .tgz files needs Charts, and one with any chart needs Render.
 type FindImagesOptions struct {
 	// Charts packages charts as Create does (package artifact/chart's
-	// Packager); Render renders them (its Renderer).
+	// Packager); Render renders them (package artifact/chartrender's
+	// Renderer).
 	Charts ChartPackager
 	Render ChartRenderer
 	// Remote says how to reach registries for oci:// charts.

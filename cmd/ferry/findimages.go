@@ -11,6 +11,7 @@ import (
 
 	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/artifact/chart"
+	"github.com/ferrypkg/ferry/artifact/chartrender"
 	"github.com/ferrypkg/ferry/cmd/ferry/internal/cli"
 	"github.com/ferrypkg/ferry/deploy"
 )
@@ -67,7 +68,7 @@ keeping its comments and order. --check exits 1 when an image is missing.`,
 				return err
 			}
 			found, err := artifact.FindImages(cmd.Context(), def, artifact.FindImagesOptions{
-				Charts: chart.Packager{}, Render: chart.Renderer{}, Remote: ro, Values: values, KubeVersion: kubeVersion,
+				Charts: chart.Packager{}, Render: chartrender.Renderer{}, Remote: ro, Values: values, KubeVersion: kubeVersion,
 			})
 			if err != nil {
 				return err

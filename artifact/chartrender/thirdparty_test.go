@@ -1,4 +1,4 @@
-package chart_test
+package chartrender_test
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 
 	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/artifact/chart"
+	"github.com/ferrypkg/ferry/artifact/chartrender"
 	"github.com/ferrypkg/ferry/internal/peertool"
 	"github.com/ferrypkg/ferry/internal/thirdparty"
 )
@@ -68,7 +69,7 @@ func TestFindImagesThirdParty(t *testing.T) {
 			c.Copy(t, dir)
 			def := writeDef(t, dir, "    images:\n      - busybox:1.35\n      - nginx:1.27\n    charts:\n      - path: "+c.Name+"\n        namespace: "+c.Name+"\n")
 			found, err := artifact.FindImages(context.Background(), def, artifact.FindImagesOptions{
-				Charts: chart.Packager{}, Render: chart.Renderer{}, Values: c.Values,
+				Charts: chart.Packager{}, Render: chartrender.Renderer{}, Values: c.Values,
 			})
 			if err != nil {
 				t.Fatal(err)

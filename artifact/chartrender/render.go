@@ -1,4 +1,10 @@
-package chart
+// Package chartrender renders Helm charts with Helm's SDK as deploy would
+// install them, without a cluster: Renderer is the artifact.ChartRenderer
+// that `ferry package find-images` and create's `findImages: true` use. It
+// lives apart from package artifact/chart because Helm's install action
+// links client-go and the Kubernetes API types, whose initialisation every
+// importer pays for.
+package chartrender
 
 import (
 	"bytes"
