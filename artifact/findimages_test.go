@@ -3,6 +3,9 @@ package artifact_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"log"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -192,4 +195,61 @@ func TestCreateFindImagesNeedsRenderer(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "ferry.yaml:7: components[0].charts[0]: chart charts/app: finding its images needs a chart renderer") {
 		t.Fatalf("create without a renderer: %v", err)
 	}
+}
+
+// ExampleFindImages compares the images a component's manifests run with
+// those it lists. (Charts need a renderer: package artifact/chartrender.)
+func ExampleFindImages() {
+	dir, err := os.MkdirTemp("", "ferry-example-")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	files := map[string]string{
+		"ferry.yaml": "apiVersion: ferry.dev/v1alpha1\nkind: Package\nmetadata: {name: web, version: 1.0.0}\ncomponents:\n  - name: web\n    images: [nginx:1.27, redis:7]\n    manifests: [{name: web, files: [web.yaml]}]\n",
+		"web.yaml":   "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec: {template: {spec: {containers: [{name: web, image: nginx:1.27}, {name: log, image: fluent/fluent-bit:3.2}]}}}\n",
+	}
+	for name, body := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			log.Fatal(err)
+		}
+	}
+	def, err := artifact.LoadDefinition(dir)
+	if err != nil {
+		log.Fatal(err)
+	}
+	found, err := artifact.FindImages(context.Background(), def, artifact.FindImagesOptions{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	c := found.Components[0]
+	fmt.Println("missing:", c.Missing)
+	fmt.Println("unused:", c.Unused)
+	fmt.Println("present:", c.Present)
+	// Output:
+	// missing: [docker.io/fluent/fluent-bit:3.2]
+	// unused: [docker.io/library/redis:7]
+	// present: [docker.io/library/nginx:1.27]
+}
+
+// ExampleAddImagesToDefinition adds an image to a component's list,
+// keeping the definition's comments.
+func ExampleAddImagesToDefinition() {
+	def := "apiVersion: ferry.dev/v1alpha1\nkind: Package\nmetadata:\n  name: web # the shop\n  version: 1.0.0\ncomponents:\n  - name: web\n    images:\n      - nginx:1.27 # front\n"
+	out, err := artifact.AddImagesToDefinition("ferry.yaml", []byte(def), map[string][]string{"web": {"docker.io/fluent/fluent-bit:3.2"}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Print(string(out))
+	// Output:
+	// apiVersion: ferry.dev/v1alpha1
+	// kind: Package
+	// metadata:
+	//   name: web # the shop
+	//   version: 1.0.0
+	// components:
+	//   - name: web
+	//     images:
+	//       - nginx:1.27 # front
+	//       - docker.io/fluent/fluent-bit:3.2
 }
