@@ -1,24 +1,20 @@
 package artifact
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/opencontainers/go-digest"
 	specs "github.com/opencontainers/image-spec/specs-go"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
-	"gopkg.in/yaml.v3"
 	"oras.land/oras-go/v2/content"
 
 	"github.com/ferrypkg/ferry/internal/scratch"
@@ -54,6 +50,10 @@ type CreateOptions struct {
 	// definition's format, SPDX JSON by default. Package artifact/sbomexec
 	// has one running the ferry-sbom helper (Syft). Nil makes none.
 	SBOM SBOMGenerator
+	// Render renders charts for the components with `findImages: true`
+	// (package artifact/chartrender has Helm's: chartrender.Renderer); without one
+	// such a component with charts fails.
+	Render ChartRenderer
 	// Git fetches the definition's git repositories; without one such a
 	// definition fails. Package artifact/gitrepo has go-git's
 	// (gitrepo.Fetcher).
@@ -78,6 +78,10 @@ type CreateResult struct {
 	// Size is the archive's size in bytes; Blobs the number of distinct blobs.
 	Size  int64
 	Blobs int
+	// Found compares, for each component with `findImages: true`, the
+	// images its charts and manifests use with those it lists: create
+	// added the Missing ones.
+	Found []ComponentImages
 }
 
 // SourceDateEpoch returns the time SOURCE_DATE_EPOCH names, or nil when it is unset.
@@ -127,7 +131,7 @@ func Create(ctx context.Context, def *Definition, opts CreateOptions) (*CreateRe
 	if err != nil {
 		return nil, err
 	}
-	return &CreateResult{Path: out, Root: pkg.root, Config: pkg.config, Size: size, Blobs: len(pkg.blobs)}, nil
+	return &CreateResult{Path: out, Root: pkg.root, Config: pkg.config, Size: size, Blobs: len(pkg.blobs), Found: b.found}, nil
 }
 
 // blob is one blob of a package being built: small ones are held in memory,
@@ -162,6 +166,8 @@ type builder struct {
 	// spool holds large blobs fetchers pushed, until the archive is
 	// written; made when first needed.
 	spool *scratch.Dir
+	// found is what findImages found, per component that asks.
+	found []ComponentImages
 }
 
 // cleanup removes the spool folder and closes the definition's folder.
@@ -305,6 +311,13 @@ func (b *builder) build(ctx context.Context) (*plan, error) {
 	var layers []ocispec.Descriptor
 	for ci, cd := range def.Components {
 		comp := Component{Name: cd.Name, Description: cd.Description, Required: cd.Required}
+		if cd.FindImages {
+			added, err := b.findImages(ctx, ci, cd)
+			if err != nil {
+				return nil, err
+			}
+			cd.Images = append(slices.Clip(cd.Images), added...)
+		}
 		for ii, img := range cd.Images {
 			field := fmt.Sprintf("components[%d].images[%d]", ci, ii)
 			stored, rec, kept, err := b.image(ctx, img)
@@ -349,7 +362,7 @@ func (b *builder) build(ctx context.Context) (*plan, error) {
 		}
 		for mi, md := range cd.Manifests {
 			field := fmt.Sprintf("components[%d].manifests[%d]", ci, mi)
-			data, files, err := b.manifestBundle(md)
+			data, files, err := b.folder.manifestBundle(md)
 			if err != nil {
 				return nil, &DefinitionError{File: def.File, Line: md.Line, Field: field, Msg: err.Error(), Err: err}
 			}
@@ -459,91 +472,6 @@ func indexJSON(entries []ocispec.Descriptor) ([]byte, error) {
 func (b *builder) progress(p Progress) {
 	if b.opts.Progress != nil {
 		b.opts.Progress(p)
-	}
-}
-
-// manifestBundle joins a manifest entry's YAML files (folders walked in
-// lexical order, links followed inside the definition's folder) into one
-// multi-document stream, checking each parses; together they are at most
-// MaxManifestBundleSize bytes.
-func (b *builder) manifestBundle(md ManifestDef) ([]byte, []string, error) {
-	var buf bytes.Buffer
-	var names []string
-	for _, rel := range md.Files {
-		fi, err := b.folder.Stat(rel)
-		if err != nil {
-			return nil, nil, err
-		}
-		var paths []string
-		if fi.IsDir() {
-			top, _ := b.folder.name(rel)
-			err := fs.WalkDir(b.folder.FS(), top, func(p string, d fs.DirEntry, err error) error {
-				if err != nil {
-					return err
-				}
-				if !d.IsDir() && (strings.HasSuffix(p, ".yaml") || strings.HasSuffix(p, ".yml") || strings.HasSuffix(p, ".json")) {
-					paths = append(paths, p)
-				}
-				return nil
-			})
-			if err != nil {
-				return nil, nil, err
-			}
-			sort.Strings(paths)
-			if len(paths) == 0 {
-				return nil, nil, fmt.Errorf("folder %s holds no .yaml, .yml or .json file", rel)
-			}
-		} else {
-			n, _ := b.folder.name(rel)
-			paths = []string{n}
-		}
-		for _, p := range paths {
-			data, err := b.folder.ReadFile(p, MaxManifestBundleSize)
-			if err != nil {
-				return nil, nil, err
-			}
-			if err := checkYAMLStream(data); err != nil {
-				return nil, nil, fmt.Errorf("%s: %w", p, err)
-			}
-			names = append(names, p)
-			fmt.Fprintf(&buf, "---\n# Source: %s\n", p)
-			buf.Write(bytes.TrimSuffix(data, []byte("\n")))
-			buf.WriteByte('\n')
-			if buf.Len() > MaxManifestBundleSize {
-				return nil, nil, fmt.Errorf("the manifests add up to more than %d bytes", MaxManifestBundleSize)
-			}
-		}
-	}
-	return buf.Bytes(), names, nil
-}
-
-// checkYAMLStream parses every document of a YAML stream and requires each
-// non-empty one to be a Kubernetes object (a mapping with apiVersion and kind).
-func checkYAMLStream(data []byte) error {
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	for i := 0; ; i++ {
-		var doc yaml.Node
-		err := dec.Decode(&doc)
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("invalid YAML: %s", strings.TrimPrefix(err.Error(), "yaml: "))
-		}
-		if len(doc.Content) == 0 || doc.Content[0].Tag == "!!null" {
-			continue
-		}
-		obj := doc.Content[0]
-		var apiVersion, kind bool
-		if obj.Kind == yaml.MappingNode {
-			for j := 0; j+1 < len(obj.Content); j += 2 {
-				apiVersion = apiVersion || obj.Content[j].Value == "apiVersion"
-				kind = kind || obj.Content[j].Value == "kind"
-			}
-		}
-		if !apiVersion || !kind {
-			return fmt.Errorf("line %d: document %d is not a Kubernetes object (no apiVersion/kind)", obj.Line, i+1)
-		}
 	}
 }
 

@@ -51,11 +51,16 @@ type Metadata struct {
 type ComponentDef struct {
 	Name, Description string
 	Required          bool
-	Images            []ImageDef
-	Charts            []ChartDef
-	Manifests         []ManifestDef
-	Files             []FileDef
-	Repositories      []RepositoryDef
+	// FindImages (`findImages: true`) makes create add the images the
+	// component's charts and manifests use that Images does not list (as
+	// FindImages finds them, charts rendered with their default values).
+	FindImages   bool
+	Images       []ImageDef
+	Charts       []ChartDef
+	Manifests    []ManifestDef
+	Files        []FileDef
+	Repositories []RepositoryDef
+	Line         int
 }
 
 // RepositoryDef is a git repository to carry at one commit. URL is its

@@ -65,11 +65,12 @@ func (p *defParser) platforms(n *yaml.Node, field string, dst *[]Platform) error
 }
 
 func (p *defParser) component(n *yaml.Node, field string) (ComponentDef, error) {
-	c := ComponentDef{Required: true}
+	c := ComponentDef{Required: true, Line: n.Line}
 	err := p.mapping(n, field, map[string]func(*yaml.Node, string) error{
 		"name":        func(v *yaml.Node, f string) error { return p.str(v, f, &c.Name) },
 		"description": func(v *yaml.Node, f string) error { return p.str(v, f, &c.Description) },
 		"required":    func(v *yaml.Node, f string) error { return p.boolean(v, f, &c.Required) },
+		"findImages":  func(v *yaml.Node, f string) error { return p.boolean(v, f, &c.FindImages) },
 		"images": func(v *yaml.Node, f string) error {
 			return p.seq(v, f, func(item *yaml.Node, f string) error {
 				img, err := p.image(item, f)

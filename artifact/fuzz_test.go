@@ -25,6 +25,7 @@ func FuzzParseDefinition(f *testing.F) {
 	f.Add([]byte("apiVersion: ferry.dev/v1alpha1\nkind: Package\nmetadata: {name: a, version: '1'}\nplatforms: [linux/arm64/v8]\n"))
 	f.Add([]byte("components: [{name: a, images: [{ref: x, layout: ../y}]}]"))
 	f.Add([]byte("a: &x [*x]\n"))
+	f.Add([]byte("apiVersion: ferry.dev/v1alpha1\nkind: Package\nmetadata: {name: a, version: '1'}\ncomponents: [{name: c, findImages: true, charts: [{path: c}]}]\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		def, err := artifact.ParseDefinition("ferry.yaml", data)
 		if err != nil {

@@ -11,20 +11,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/ferrypkg/ferry/deploy/agent"
+	"github.com/ferrypkg/ferry/internal/podspec"
 )
-
-// podSpecPaths are where workloads keep their pod spec, by kind.
-var podSpecPaths = map[string][]string{
-	"Pod":                   {"spec"},
-	"Deployment":            {"spec", "template", "spec"},
-	"ReplicaSet":            {"spec", "template", "spec"},
-	"StatefulSet":           {"spec", "template", "spec"},
-	"DaemonSet":             {"spec", "template", "spec"},
-	"Job":                   {"spec", "template", "spec"},
-	"ReplicationController": {"spec", "template", "spec"},
-	"PodTemplate":           {"template", "spec"},
-	"CronJob":               {"spec", "jobTemplate", "spec", "template", "spec"},
-}
 
 // imageRenderer rewrites the images of the workloads in a YAML stream to
 // the in-cluster registry by digest, and gives their pods the registry's
@@ -65,38 +53,27 @@ func (p *imageRenderer) document(doc []byte) ([]byte, error) {
 	if err := yaml.Unmarshal(doc, &obj); err != nil {
 		return nil, fmt.Errorf("parse manifest: %w", err)
 	}
-	kind, _ := obj["kind"].(string)
-	path, ok := podSpecPaths[kind]
-	if !ok {
-		return doc, nil
-	}
-	spec := obj
-	for _, k := range path {
-		spec, _ = spec[k].(map[string]any)
-	}
+	spec := podspec.Of(obj)
 	if spec == nil {
 		return doc, nil
 	}
+	kind, _ := obj["kind"].(string)
 	name := kind
 	if md, ok := obj["metadata"].(map[string]any); ok {
 		name = fmt.Sprintf("%s %v", kind, md["name"])
 	}
 	changed := false
-	for _, field := range []string{"initContainers", "containers", "ephemeralContainers"} {
-		list, _ := spec[field].([]any)
-		for i, c := range list {
-			c, _ := c.(map[string]any)
-			image, _ := c["image"].(string)
-			if c == nil || image == "" {
-				continue
-			}
-			n, err := p.rw.Rewrite(image)
-			if err != nil {
-				return nil, fmt.Errorf("%s: %s[%d]: %w", name, field, i, err)
-			}
-			if n != image {
-				c["image"], changed = n, true
-			}
+	for _, c := range podspec.Containers(spec) {
+		image := c.Image()
+		if image == "" {
+			continue
+		}
+		n, err := p.rw.Rewrite(image)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %s[%d]: %w", name, c.Field, c.Index, err)
+		}
+		if n != image {
+			c.Map["image"], changed = n, true
 		}
 	}
 	if !changed {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/artifact/chart"
+	"github.com/ferrypkg/ferry/artifact/chartrender"
 	"github.com/ferrypkg/ferry/artifact/gitrepo"
 	"github.com/ferrypkg/ferry/artifact/sbomexec"
 	"github.com/ferrypkg/ferry/cmd/ferry/internal/cli"
@@ -86,7 +87,7 @@ helpers (git credential fill, never a prompt); SSH uses the SSH agent and
 			if err != nil {
 				return err
 			}
-			opts := artifact.CreateOptions{Charts: chart.Packager{}, SBOM: gen, Git: gitrepo.Fetcher{}, Output: file.Path, Format: artifact.Format(format), Remote: ro, Epoch: epoch}
+			opts := artifact.CreateOptions{Charts: chart.Packager{}, Render: chartrender.Renderer{}, SBOM: gen, Git: gitrepo.Fetcher{}, Output: file.Path, Format: artifact.Format(format), Remote: ro, Epoch: epoch}
 			if opts.Output == "" && opts.Format != "" {
 				opts.Output = def.Metadata.Name + "-" + def.Metadata.Version + opts.Format.Ext()
 			}
@@ -106,11 +107,17 @@ helpers (git credential fill, never a prompt); SSH uses the SSH agent and
 				return cli.WriteJSON(cmd.OutOrStdout(), map[string]any{
 					"path": res.Path, "root": res.Root.Digest, "name": res.Config.Name, "version": res.Config.Version,
 					"size": res.Size, "blobs": res.Blobs, "signed": signKey != "", "repositories": repositoriesOf(res.Config),
+					"foundImages": foundOf(res),
 				})
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "created %s (%s %s, %s, %d blobs)\nroot %s\n", res.Path, res.Config.Name, res.Config.Version, cli.HumanBytes(res.Size), res.Blobs, res.Root.Digest)
 			for _, g := range repositoriesOf(res.Config) {
 				fmt.Fprintf(cmd.OutOrStdout(), "git %s at %s\n", g.URL, g.Revision)
+			}
+			for _, c := range res.Found {
+				for _, ref := range c.Missing {
+					fmt.Fprintf(cmd.OutOrStdout(), "found image %s (component %s, findImages)\n", ref, c.Name)
+				}
 			}
 			return nil
 		},
@@ -123,6 +130,16 @@ helpers (git credential fill, never a prompt); SSH uses the SSH agent and
 	cmd.Flags().StringVar(&sbomFormat, "sbom-format", "", "SBOM format: spdx-json or cyclonedx-json (default: ferry.yaml's sbom.format, else spdx-json)")
 	output.Register(cmd)
 	return cmd
+}
+
+// foundOf lists, by component, the images create added for components
+// with `findImages: true`.
+func foundOf(res *artifact.CreateResult) map[string][]string {
+	out := map[string][]string{}
+	for _, c := range res.Found {
+		out[c.Name] = c.Missing
+	}
+	return out
 }
 
 // repositoriesOf lists the git repositories of every component of cfg.
@@ -138,7 +155,7 @@ func repositoriesOf(cfg *artifact.Config) []artifact.Repository {
 // them off or has no image, else one running the ferry-sbom helper, which
 // must then be found.
 func sbomGenerator(def *artifact.Definition) (artifact.SBOMGenerator, error) {
-	if def.SBOM.Disabled || !slices.ContainsFunc(def.Components, func(c artifact.ComponentDef) bool { return len(c.Images) > 0 }) {
+	if def.SBOM.Disabled || !slices.ContainsFunc(def.Components, func(c artifact.ComponentDef) bool { return len(c.Images) > 0 || c.FindImages }) {
 		return nil, nil
 	}
 	helper, err := sbomexec.FindHelper()

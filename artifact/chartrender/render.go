@@ -1,0 +1,78 @@
+// Package chartrender renders Helm charts with Helm's SDK as deploy would
+// install them, without a cluster: Renderer is the artifact.ChartRenderer
+// that `ferry package find-images` and create's `findImages: true` use. It
+// lives apart from package artifact/chart because Helm's install action
+// links client-go and the Kubernetes API types, whose initialisation every
+// importer pays for.
+package chartrender
+
+import (
+	"bytes"
+	"fmt"
+	"slices"
+	"strings"
+
+	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/release"
+
+	"github.com/ferrypkg/ferry/artifact"
+)
+
+// Renderer renders charts with Helm's SDK as `helm template` does: a
+// client-only install, dry run, that reaches no cluster (`lookup` finds
+// nothing). The zero value is ready.
+type Renderer struct{}
+
+var _ artifact.ChartRenderer = Renderer{}
+
+// RenderChart renders the chart archive for rel, hooks and the CRDs of
+// crds/ folders included, and returns the release's manifest (every
+// template's documents, each after a "# Source: <template>" line) then
+// each hook, test hooks marked. Errors are Helm's, unprefixed: the caller
+// names the chart.
+func (Renderer) RenderChart(archive []byte, rel artifact.ChartRelease) ([]artifact.RenderedManifest, error) {
+	if int64(len(archive)) > artifact.MaxChartSize {
+		return nil, fmt.Errorf("larger than %d bytes", artifact.MaxChartSize)
+	}
+	ch, err := loader.LoadArchive(bytes.NewReader(archive))
+	if err != nil {
+		return nil, err
+	}
+	kv := rel.KubeVersion
+	if kv == "" {
+		kv = artifact.DefaultKubeVersion
+	}
+	kubeVersion, err := chartutil.ParseKubeVersion(kv)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes version %q: %w", kv, err)
+	}
+	in := action.NewInstall(&action.Configuration{Log: func(string, ...any) {}})
+	in.DryRun, in.DryRunOption, in.ClientOnly, in.Replace = true, "client", true, true
+	in.IncludeCRDs = true
+	in.KubeVersion = kubeVersion
+	in.ReleaseName, in.Namespace = rel.Name, rel.Namespace
+	values := rel.Values
+	if values == nil {
+		values = map[string]any{}
+	}
+	out, err := in.Run(ch, values)
+	if err != nil {
+		return nil, oneLine(err)
+	}
+	manifests := []artifact.RenderedManifest{{Data: []byte(out.Manifest)}}
+	for _, h := range out.Hooks {
+		test := len(h.Events) > 0 && !slices.ContainsFunc(h.Events, func(e release.HookEvent) bool { return e != release.HookTest })
+		manifests = append(manifests, artifact.RenderedManifest{
+			Source: h.Path, Data: []byte("# Source: " + h.Path + "\n" + h.Manifest + "\n"), Test: test,
+		})
+	}
+	return manifests, nil
+}
+
+// oneLine folds Helm's multi-line errors (a template's stack of calls)
+// onto one line.
+func oneLine(err error) error {
+	return fmt.Errorf("%s", strings.Join(strings.Fields(err.Error()), " "))
+}

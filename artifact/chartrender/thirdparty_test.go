@@ -1,0 +1,212 @@
+package chartrender_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/distribution/reference"
+	"sigs.k8s.io/yaml"
+
+	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/artifact/chart"
+	"github.com/ferrypkg/ferry/artifact/chartrender"
+	"github.com/ferrypkg/ferry/internal/peertool"
+	"github.com/ferrypkg/ferry/internal/thirdparty"
+)
+
+// pinned are the images each third-party chart's default rendering uses
+// (test hooks apart), as its release publishes them.
+var pinned = map[string]struct{ images, test []string }{
+	"kyverno@v1.13.4": {
+		images: []string{
+			"docker.io/bitnami/kubectl:1.30.2",
+			"ghcr.io/kyverno/background-controller:v1.13.4",
+			"ghcr.io/kyverno/cleanup-controller:v1.13.4",
+			"ghcr.io/kyverno/kyverno-cli:v1.13.4",
+			"ghcr.io/kyverno/kyverno:v1.13.4",
+			"ghcr.io/kyverno/kyvernopre:v1.13.4",
+			"ghcr.io/kyverno/reports-controller:v1.13.4",
+		},
+		test: []string{"docker.io/library/busybox:1.35"},
+	},
+	"gatekeeper@v3.23.1": {
+		images: []string{
+			"docker.io/curlimages/curl:8.20.0",
+			"docker.io/openpolicyagent/gatekeeper-crds:v3.23.1",
+			"docker.io/openpolicyagent/gatekeeper:v3.23.1",
+		},
+	},
+	"metallb@v0.16.2": {
+		images: []string{
+			"quay.io/frrouting/frr:10.6.2",
+			"quay.io/metallb/controller:v0.16.2",
+			"quay.io/metallb/frr-k8s:v0.0.27",
+			"quay.io/metallb/speaker:v0.16.2",
+		},
+	},
+}
+
+func TestDefaultKubeVersion(t *testing.T) {
+	if artifact.DefaultKubeVersion != thirdparty.KubeVersion {
+		t.Errorf("artifact.DefaultKubeVersion %s, the e2e cluster's %s", artifact.DefaultKubeVersion, thirdparty.KubeVersion)
+	}
+}
+
+// TestFindImagesThirdParty: for real charts, FindImages finds exactly the
+// images `helm template` output runs (found by a walk of its own), and the
+// ones pinned for the chart's version.
+func TestFindImagesThirdParty(t *testing.T) {
+	helm := peertool.Require(t, "helm")
+	for _, c := range thirdparty.Charts {
+		t.Run(c.Name, func(t *testing.T) {
+			dir := t.TempDir()
+			c.Copy(t, dir)
+			def := writeDef(t, dir, "    images:\n      - busybox:1.35\n      - nginx:1.27\n    charts:\n      - path: "+c.Name+"\n        namespace: "+c.Name+"\n")
+			found, err := artifact.FindImages(context.Background(), def, artifact.FindImagesOptions{
+				Charts: chart.Packager{}, Render: chartrender.Renderer{}, Values: c.Values,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := found.Components[0]
+			var images, test []string
+			for _, i := range got.Images {
+				if len(i.Where) == 0 || !strings.HasPrefix(i.Where[0], "chart "+c.Name+": ") {
+					t.Errorf("%s: where %q", i.Ref, i.Where)
+				}
+				if i.Test {
+					test = append(test, i.Ref)
+				} else {
+					images = append(images, i.Ref)
+				}
+			}
+			wantImages, wantTest := helmTemplateImages(t, helm, dir, c)
+			if !slices.Equal(images, wantImages) || !slices.Equal(test, wantTest) {
+				t.Errorf("found %q, test hooks %q; helm template runs %q, test hooks %q", images, test, wantImages, wantTest)
+			}
+			pin := pinned[c.Name+"@"+c.Version]
+			if !slices.Equal(images, pin.images) || !slices.Equal(test, pin.test) {
+				t.Errorf("found %q, test hooks %q; pinned %q, %q", images, test, pin.images, pin.test)
+			}
+			// The diff against the two images listed.
+			if !slices.Equal(got.Missing, pin.images) {
+				t.Errorf("missing %q, want %q", got.Missing, pin.images)
+			}
+			wantUnused, wantPresent, wantTestOnly := []string{"docker.io/library/busybox:1.35", "docker.io/library/nginx:1.27"}, []string{}, pin.test
+			if len(pin.test) > 0 { // kyverno's test hooks run busybox:1.35
+				wantUnused, wantPresent, wantTestOnly = []string{"docker.io/library/nginx:1.27"}, []string{"docker.io/library/busybox:1.35"}, []string{}
+			}
+			if !slices.Equal(got.Unused, wantUnused) || !slices.Equal(got.Present, wantPresent) || !slices.Equal(got.Test, emptyIfNil(wantTestOnly)) {
+				t.Errorf("unused %q present %q test %q; want %q %q %q", got.Unused, got.Present, got.Test, wantUnused, wantPresent, wantTestOnly)
+			}
+		})
+	}
+}
+
+func emptyIfNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+// writeDef writes a definition of one component c whose body follows, and
+// parses it.
+func writeDef(t *testing.T, dir, body string) *artifact.Definition {
+	t.Helper()
+	data := "apiVersion: ferry.dev/v1alpha1\nkind: Package\nmetadata:\n  name: fi\n  version: 1.0.0\ncomponents:\n  - name: c\n" + body
+	p := filepath.Join(dir, "ferry.yaml")
+	if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	def, err := artifact.LoadDefinition(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return def
+}
+
+// helmTemplateImages runs the real `helm template` on the chart copied in
+// dir and returns the images its containers run, sorted and normalized,
+// those of test hooks (used nowhere else) apart: a walk of its own, every
+// `containers`, `initContainers` and `ephemeralContainers` list of every
+// object but CRDs.
+func helmTemplateImages(t *testing.T, helm, dir string, c thirdparty.Chart) (images, test []string) {
+	t.Helper()
+	args := []string{"template", c.Name, filepath.Join(dir, c.Name), "--kube-version", thirdparty.KubeVersion, "--include-crds", "-n", c.Name}
+	if c.Values != nil {
+		data, err := yaml.Marshal(c.Values)
+		if err != nil {
+			t.Fatal(err)
+		}
+		vf := filepath.Join(t.TempDir(), "values.yaml")
+		if err := os.WriteFile(vf, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		args = append(args, "-f", vf)
+	}
+	cmd := exec.Command(helm, args...)
+	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+t.TempDir(), "HELM_CONFIG_HOME="+t.TempDir(), "HELM_DATA_HOME="+t.TempDir())
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("helm template: %v", err)
+	}
+	normal, tests := map[string]bool{}, map[string]bool{}
+	for _, doc := range strings.Split(string(out), "\n---") {
+		var obj map[string]any
+		if err := yaml.Unmarshal([]byte(doc), &obj); err != nil {
+			t.Fatalf("helm template output: %v", err)
+		}
+		if obj == nil || obj["kind"] == "CustomResourceDefinition" {
+			continue
+		}
+		md, _ := obj["metadata"].(map[string]any)
+		ann, _ := md["annotations"].(map[string]any)
+		into := normal
+		if ann["helm.sh/hook"] == "test" {
+			into = tests
+		}
+		var walk func(v any)
+		walk = func(v any) {
+			switch v := v.(type) {
+			case map[string]any:
+				for k, e := range v {
+					if k == "containers" || k == "initContainers" || k == "ephemeralContainers" {
+						list, _ := e.([]any)
+						for _, ctr := range list {
+							if s, _ := ctr.(map[string]any)["image"].(string); s != "" {
+								named, err := reference.ParseNormalizedNamed(s)
+								if err != nil {
+									t.Fatalf("helm template output: image %q: %v", s, err)
+								}
+								into[reference.TagNameOnly(named).String()] = true
+							}
+						}
+					}
+					walk(e)
+				}
+			case []any:
+				for _, e := range v {
+					walk(e)
+				}
+			}
+		}
+		walk(obj)
+	}
+	for i := range normal {
+		images = append(images, i)
+		delete(tests, i)
+	}
+	for i := range tests {
+		test = append(test, i)
+	}
+	sort.Strings(images)
+	sort.Strings(test)
+	return images, test
+}

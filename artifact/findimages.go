@@ -1,0 +1,293 @@
+package artifact
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+	"oras.land/oras-go/v2/content"
+)
+
+// DefaultKubeVersion is the Kubernetes version charts are rendered for when
+// none is given: a recent one, since `helm template`'s own default (v1.20)
+// is refused by charts with a kubeVersion constraint.
+const DefaultKubeVersion = "v1.35.4"
+
+// A ChartRenderer renders a Helm chart as deploy installs it, without a
+// cluster, as `helm template` does. Package artifact/chartrender's Renderer is
+// Helm's SDK doing it; FindImages needs one for a definition with charts,
+// and Create for a component with `findImages: true`.
+type ChartRenderer interface {
+	// RenderChart renders the chart archive (.tgz) for rel, its hooks and
+	// the CRDs of its crds/ folders included. Its errors need not name the
+	// chart: the caller does.
+	RenderChart(archive []byte, rel ChartRelease) ([]RenderedManifest, error)
+}
+
+// ChartRelease is what a chart is rendered for: the release deploy would
+// install (ChartDef's release name and namespace, defaults as
+// Chart.Release), with Values (nil: the chart's defaults), for a cluster of
+// KubeVersion (DefaultKubeVersion if empty).
+type ChartRelease struct {
+	Name, Namespace string
+	Values          map[string]any
+	KubeVersion     string
+}
+
+// RenderedManifest is rendered YAML, one or more documents. A document
+// after a "# Source: <template>" line (as Helm writes them) comes from that
+// template; Source names the template of the ones before any such line.
+// Test says they are test hooks (`helm.sh/hook: test`), run only by
+// `helm test`.
+type RenderedManifest struct {
+	Source string
+	Data   []byte
+	Test   bool
+}
+
+// FindImagesOptions configures FindImages. A definition with charts in
+// folders or .tgz files needs Charts, and one with any chart needs Render.
+type FindImagesOptions struct {
+	// Charts packages charts as Create does (package artifact/chart's
+	// Packager); Render renders them (package artifact/chartrender's
+	// Renderer).
+	Charts ChartPackager
+	Render ChartRenderer
+	// Remote says how to reach registries for oci:// charts.
+	Remote RemoteOptions
+	// Values are given to every chart, as deploy's --set gives them; nil
+	// renders the charts' defaults.
+	Values map[string]any
+	// KubeVersion is the cluster version charts are rendered for;
+	// DefaultKubeVersion if empty.
+	KubeVersion string
+}
+
+// FoundImages is what FindImages found, per component of the definition,
+// in the definition's order.
+type FoundImages struct {
+	Components []ComponentImages `json:"components"`
+}
+
+// ComponentImages compares the images a component's charts and manifests
+// use with the images it lists. Missing are found but not listed, Unused
+// listed but not found, Present both (as listed); Test are found only in
+// test hooks and not listed (deploy never runs them). A listed image
+// matches a found one of the same repository and the same digest when
+// both have one, else the same tag.
+// Each list is sorted.
+type ComponentImages struct {
+	Name    string       `json:"name"`
+	Images  []FoundImage `json:"images"`
+	Missing []string     `json:"missing"`
+	Unused  []string     `json:"unused"`
+	Present []string     `json:"present"`
+	Test    []string     `json:"test"`
+}
+
+// FoundImage is an image a component's charts or manifests use: its
+// reference, normalized as the definition's (docker.io/library/nginx:1.27),
+// whether only test hooks use it, and where it is used, e.g. "chart
+// kyverno: Deployment kyverno-admission-controller", sorted.
+type FoundImage struct {
+	Ref   string   `json:"ref"`
+	Test  bool     `json:"test,omitempty"`
+	Where []string `json:"where"`
+}
+
+// FindImages renders every chart of every component of def with Helm, as
+// deploy would install it (hooks and CRDs included), reads the manifests
+// of its `manifests:` entries, and returns the images they use, compared
+// with the images each component lists. Images are those of the
+// containers, init containers and ephemeral containers of workloads (Pod,
+// Deployment, ReplicaSet, StatefulSet, DaemonSet, Job, CronJob,
+// ReplicationController, PodTemplate), and, in any other object but a
+// CustomResourceDefinition, a string field named `image` that reads as an
+// image reference with a registry, a path, a tag or a digest (a custom
+// resource's image). Every file is read through the definition's Folder,
+// as Create reads it, within Create's limits.
+func FindImages(ctx context.Context, def *Definition, opts FindImagesOptions) (*FoundImages, error) {
+	folder, err := def.OpenFolder()
+	if err != nil {
+		return nil, err
+	}
+	defer folder.Close()
+	f := &imageFinder{def: def, folder: folder, opts: opts}
+	out := &FoundImages{Components: []ComponentImages{}}
+	for ci, cd := range def.Components {
+		c, err := f.component(ctx, ci, cd)
+		if err != nil {
+			return nil, err
+		}
+		out.Components = append(out.Components, c)
+	}
+	return out, nil
+}
+
+// imageFinder finds the images of a definition's components.
+type imageFinder struct {
+	def    *Definition
+	folder *Folder
+	opts   FindImagesOptions
+}
+
+// component finds the images of one component and compares them with the
+// ones it lists.
+func (f *imageFinder) component(ctx context.Context, ci int, cd ComponentDef) (ComponentImages, error) {
+	found := imageSet{}
+	for hi, ch := range cd.Charts {
+		if err := f.chart(ctx, ch, found); err != nil {
+			field := fmt.Sprintf("components[%d].charts[%d]", ci, hi)
+			return ComponentImages{}, &DefinitionError{File: f.def.File, Line: ch.Line, Field: field, Msg: err.Error(), Err: err}
+		}
+	}
+	for mi, md := range cd.Manifests {
+		err := func() error {
+			data, _, err := f.folder.manifestBundle(md)
+			if err != nil {
+				return err
+			}
+			return scanManifests(RenderedManifest{Data: data}, "manifests "+md.Name, found)
+		}()
+		if err != nil {
+			field := fmt.Sprintf("components[%d].manifests[%d]", ci, mi)
+			return ComponentImages{}, &DefinitionError{File: f.def.File, Line: md.Line, Field: field, Msg: err.Error(), Err: err}
+		}
+	}
+	listed := make([]string, len(cd.Images))
+	for i, img := range cd.Images {
+		listed[i] = img.Ref
+	}
+	return compareImages(cd.Name, listed, found), nil
+}
+
+// chart renders one chart and adds the images of what it renders to found.
+func (f *imageFinder) chart(ctx context.Context, cd ChartDef, found imageSet) error {
+	what := "chart " + cd.URL
+	if cd.Path != "" {
+		what = "chart " + cd.Path
+	}
+	if f.opts.Render == nil {
+		return fmt.Errorf("%s: finding its images needs a chart renderer (this build of ferry has none)", what)
+	}
+	archive, name, err := f.chartArchive(ctx, cd)
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	ns, rel := Chart{Name: name, Namespace: cd.Namespace, ReleaseName: cd.ReleaseName}.Release()
+	manifests, err := f.opts.Render.RenderChart(archive, ChartRelease{Name: rel, Namespace: ns, Values: f.opts.Values, KubeVersion: f.opts.KubeVersion})
+	if err != nil {
+		return fmt.Errorf("%s: render: %w", what, err)
+	}
+	var size int
+	for _, m := range manifests {
+		if size += len(m.Data); size > MaxManifestBundleSize {
+			return fmt.Errorf("%s renders more than %d bytes", what, MaxManifestBundleSize)
+		}
+	}
+	for _, m := range manifests {
+		if err := scanManifests(m, "chart "+name, found); err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+	}
+	return nil
+}
+
+// chartArchive returns a chart's archive, packaged as Create packages it
+// or fetched from its registry, and the chart's name.
+func (f *imageFinder) chartArchive(ctx context.Context, cd ChartDef) ([]byte, string, error) {
+	var archive, config []byte
+	if cd.URL != "" {
+		var err error
+		if archive, config, err = f.remoteChart(ctx, cd); err != nil {
+			return nil, "", err
+		}
+	} else {
+		if f.opts.Charts == nil {
+			return nil, "", errors.New("no chart packager given (package artifact/chart has Helm's)")
+		}
+		name, err := f.folder.name(cd.Path)
+		if err != nil {
+			return nil, "", err
+		}
+		fi, err := f.folder.Stat(cd.Path)
+		if err != nil {
+			return nil, "", err
+		}
+		if !fi.IsDir() && fi.Size() > MaxChartSize {
+			return nil, "", fmt.Errorf("larger than %d bytes", MaxChartSize)
+		}
+		if archive, config, err = f.opts.Charts.PackageChart(f.folder.FS(), name, time.Unix(0, 0).UTC()); err != nil {
+			return nil, "", fmt.Errorf("load: %w", err)
+		}
+	}
+	var meta chartMeta
+	if err := json.Unmarshal(config, &meta); err != nil || meta.Name == "" {
+		return nil, "", fmt.Errorf("its metadata names no chart (%v)", err)
+	}
+	return archive, meta.Name, nil
+}
+
+// remoteChart fetches a chart's archive and metadata from its OCI
+// registry, each checked against its digest, the archive at most
+// MaxChartSize bytes.
+func (f *imageFinder) remoteChart(ctx context.Context, cd ChartDef) (archive, config []byte, err error) {
+	ref := strings.TrimPrefix(cd.URL, "oci://") + ":" + strings.ReplaceAll(cd.Version, "+", "_")
+	repo, err := f.opts.Remote.Repository(ref)
+	if err != nil {
+		return nil, nil, err
+	}
+	desc, err := repo.Resolve(ctx, repo.Reference.Reference)
+	if err != nil {
+		return nil, nil, withRef("resolve chart", ref, err)
+	}
+	data, err := fetchSmall(ctx, repo, desc)
+	if err != nil {
+		return nil, nil, err
+	}
+	var m ocispec.Manifest
+	if err := json.Unmarshal(data, &m); err != nil || m.Config.MediaType != MediaTypeHelmConfig {
+		return nil, nil, fmt.Errorf("%s is not a Helm chart", ref)
+	}
+	if config, err = fetchSmall(ctx, repo, m.Config); err != nil {
+		return nil, nil, err
+	}
+	i := slices.IndexFunc(m.Layers, func(l ocispec.Descriptor) bool { return l.MediaType == MediaTypeHelmChart })
+	if i < 0 {
+		return nil, nil, fmt.Errorf("%s has no %s layer", ref, MediaTypeHelmChart)
+	}
+	layer := m.Layers[i]
+	if err := checkDescriptor(layer); err != nil {
+		return nil, nil, err
+	}
+	if layer.Size > MaxChartSize {
+		return nil, nil, fmt.Errorf("%s: the chart is larger than %d bytes", ref, MaxChartSize)
+	}
+	if archive, err = content.FetchAll(ctx, repo, layer); err != nil {
+		return nil, nil, &BlobError{Op: "fetch", Digest: layer.Digest, Err: err}
+	}
+	return archive, config, nil
+}
+
+// findImages finds the images a component with `findImages: true` uses
+// and returns those it does not list, to be added (at the component's
+// line), reporting each.
+func (b *builder) findImages(ctx context.Context, ci int, cd ComponentDef) ([]ImageDef, error) {
+	f := &imageFinder{def: b.def, folder: b.folder, opts: FindImagesOptions{Charts: b.opts.Charts, Render: b.opts.Render, Remote: b.opts.Remote}}
+	found, err := f.component(ctx, ci, cd)
+	if err != nil {
+		return nil, err
+	}
+	b.found = append(b.found, found)
+	var added []ImageDef
+	for _, ref := range found.Missing {
+		added = append(added, ImageDef{Ref: ref, Line: cd.Line})
+		b.progress(Progress{Phase: PhaseResolve, Item: "found image " + ref})
+	}
+	return added, nil
+}

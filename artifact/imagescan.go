@@ -1,0 +1,210 @@
+package artifact
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/distribution/reference"
+	"gopkg.in/yaml.v3"
+
+	"github.com/ferrypkg/ferry/internal/podspec"
+)
+
+// imageSet gathers the images found, by normalized reference.
+type imageSet map[string]*foundUse
+
+// foundUse is where an image is used, and whether anything but a test
+// hook uses it.
+type foundUse struct {
+	where   map[string]bool
+	notTest bool
+}
+
+func (s imageSet) add(ref, where string, test bool) {
+	u := s[ref]
+	if u == nil {
+		u = &foundUse{where: map[string]bool{}}
+		s[ref] = u
+	}
+	u.where[where] = true
+	u.notTest = u.notTest || !test
+}
+
+// scanManifests adds the images of every object of m to found; what names
+// where m comes from ("chart kyverno", "manifests web") in found's records
+// and in errors, which name the template or file too.
+func scanManifests(m RenderedManifest, what string, found imageSet) error {
+	source := m.Source
+	var doc bytes.Buffer
+	flush := func() error {
+		defer doc.Reset()
+		var obj any
+		if err := yaml.Unmarshal(doc.Bytes(), &obj); err != nil {
+			return fmt.Errorf("%s: invalid YAML: %s", source, strings.TrimPrefix(err.Error(), "yaml: "))
+		}
+		if obj == nil {
+			return nil
+		}
+		o, ok := obj.(map[string]any)
+		if !ok {
+			return fmt.Errorf("%s: a document is not a Kubernetes object", source)
+		}
+		return scanObject(o, what, source, m.Test, found)
+	}
+	sc := bufio.NewScanner(bytes.NewReader(m.Data))
+	sc.Buffer(nil, MaxManifestBundleSize+1)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "---" || strings.HasPrefix(line, "--- ") {
+			if err := flush(); err != nil {
+				return err
+			}
+			continue
+		}
+		if s, ok := strings.CutPrefix(line, "# Source: "); ok && doc.Len() == 0 {
+			source = s
+		}
+		doc.WriteString(line)
+		doc.WriteByte('\n')
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("%s: %w", source, err)
+	}
+	return flush()
+}
+
+// scanObject adds the images one object uses to found.
+func scanObject(obj map[string]any, what, source string, test bool, found imageSet) error {
+	kind, _ := obj["kind"].(string)
+	name := kind
+	if md, ok := obj["metadata"].(map[string]any); ok && md["name"] != nil {
+		name = fmt.Sprintf("%s %v", kind, md["name"])
+	}
+	where := what + ": " + name
+	switch {
+	case kind == "CustomResourceDefinition":
+		// Its schema names fields `image`; it runs nothing.
+		return nil
+	case strings.HasSuffix(kind, "List") && obj["items"] != nil:
+		items, _ := obj["items"].([]any)
+		for _, it := range items {
+			if o, ok := it.(map[string]any); ok {
+				if err := scanObject(o, what, source, test, found); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	case podspec.IsWorkload(kind):
+		for _, c := range podspec.Containers(podspec.Of(obj)) {
+			image := c.Image()
+			if image == "" {
+				continue
+			}
+			ref, err := NormalizeImageRef(image)
+			if err != nil {
+				return fmt.Errorf("%s: %s: %s[%d]: %w", source, name, c.Field, c.Index, err)
+			}
+			found.add(ref, where, test)
+		}
+		return nil
+	}
+	for k, v := range obj {
+		if k != "metadata" {
+			scanImageFields(v, where, test, found)
+		}
+	}
+	return nil
+}
+
+// scanImageFields adds the values of the string fields named `image`
+// inside v that read as image references: with a registry or path, a tag
+// or a digest (a bare word is too often something else).
+func scanImageFields(v any, where string, test bool, found imageSet) {
+	switch v := v.(type) {
+	case map[string]any:
+		for k, e := range v {
+			if s, ok := e.(string); ok && k == "image" {
+				if strings.ContainsAny(s, "/:@") {
+					if ref, err := NormalizeImageRef(s); err == nil {
+						found.add(ref, where, test)
+					}
+				}
+				continue
+			}
+			scanImageFields(e, where, test, found)
+		}
+	case []any:
+		for _, e := range v {
+			scanImageFields(e, where, test, found)
+		}
+	}
+}
+
+// compareImages compares the images found with those a component lists.
+func compareImages(component string, listed []string, found imageSet) ComponentImages {
+	c := ComponentImages{Name: component, Images: []FoundImage{}, Missing: []string{}, Unused: []string{}, Present: []string{}, Test: []string{}}
+	used := make([]bool, len(listed))
+	for ref, u := range found {
+		where := make([]string, 0, len(u.where))
+		for w := range u.where {
+			where = append(where, w)
+		}
+		sort.Strings(where)
+		c.Images = append(c.Images, FoundImage{Ref: ref, Test: !u.notTest, Where: where})
+		matched := false
+		for i, l := range listed {
+			if sameImage(l, ref) {
+				used[i], matched = true, true
+			}
+		}
+		switch {
+		case matched:
+		case u.notTest:
+			c.Missing = append(c.Missing, ref)
+		default:
+			c.Test = append(c.Test, ref)
+		}
+	}
+	seen := map[string]bool{}
+	for i, l := range listed {
+		switch {
+		case seen[l]:
+		case used[i]:
+			c.Present = append(c.Present, l)
+		default:
+			c.Unused = append(c.Unused, l)
+		}
+		seen[l] = true
+	}
+	sort.Slice(c.Images, func(i, j int) bool { return c.Images[i].Ref < c.Images[j].Ref })
+	for _, s := range [][]string{c.Missing, c.Unused, c.Present, c.Test} {
+		sort.Strings(s)
+	}
+	return c
+}
+
+// sameImage reports whether two normalized references name the same image:
+// the same repository, and the same digest when both have one, else the
+// same tag.
+func sameImage(a, b string) bool {
+	if a == b {
+		return true
+	}
+	na, err1 := reference.ParseNormalizedNamed(a)
+	nb, err2 := reference.ParseNormalizedNamed(b)
+	if err1 != nil || err2 != nil || na.Name() != nb.Name() {
+		return false
+	}
+	da, okA := na.(reference.Digested)
+	db, okB := nb.(reference.Digested)
+	if okA && okB {
+		return da.Digest() == db.Digest()
+	}
+	ta, okA := na.(reference.Tagged)
+	tb, okB := nb.(reference.Tagged)
+	return okA && okB && ta.Tag() == tb.Tag()
+}
