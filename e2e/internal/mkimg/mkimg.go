@@ -48,6 +48,9 @@ type Options struct {
 	// Labels are set in the image config. They change the config and
 	// manifest digests, never the layer.
 	Labels map[string]string
+	// User is the image's user ("65534:65534" for a Pod that must run as
+	// non-root); root if empty. Like Labels, it changes the config only.
+	User string
 	// OS and Architecture are the image's platform; linux and runtime.GOARCH
 	// if empty.
 	OS, Architecture string
@@ -104,6 +107,7 @@ func New(binary []byte, opts Options) (*Image, error) {
 			Entrypoint: []string{"/" + opts.Path},
 			Cmd:        opts.Cmd,
 			Labels:     opts.Labels,
+			User:       opts.User,
 		},
 		RootFS: ocispec.RootFS{Type: "layers", DiffIDs: []digest.Digest{img.Layer.Digest}},
 	}

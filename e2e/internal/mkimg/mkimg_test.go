@@ -60,6 +60,18 @@ func TestReproducible(t *testing.T) {
 	if c.Layer.Digest != a.Layer.Digest {
 		t.Errorf("another label changed the layer: %s, %s", a.Layer.Digest, c.Layer.Digest)
 	}
+
+	u, err := mkimg.New(binary, mkimg.Options{Cmd: []string{"serve"}, Labels: map[string]string{"a": "1", "b": "2"}, User: "65534:65534"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg ocispec.Image
+	if err := json.Unmarshal(fetch(t, u, u.Config), &cfg); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Config.User != "65534:65534" || u.Config.Digest == a.Config.Digest || u.Layer.Digest != a.Layer.Digest {
+		t.Errorf("with a user: config user %q, config %s (without %s), layer %s (without %s)", cfg.Config.User, u.Config.Digest, a.Config.Digest, u.Layer.Digest, a.Layer.Digest)
+	}
 }
 
 func TestImage(t *testing.T) {
