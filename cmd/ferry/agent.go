@@ -118,19 +118,26 @@ func agentClient(kube *kubeFlags) (kubernetes.Interface, *rest.Config, error) {
 }
 
 // sourceRewriter reads what the agent's rewrite of GitOps sources needs,
-// at each request (sources change seldom): the carried repositories, and
-// where Pods reach the git server and the registry.
+// at each request (sources change seldom): the carried repositories and
+// images, and where Pods reach the git server and the registry.
 func sourceRewriter(ctx context.Context, cs kubernetes.Interface, state *deploy.State, namespace, pullSecret string) (*agent.SourceRewriter, error) {
 	repos, err := state.Repositories(ctx)
 	if err != nil {
 		return nil, err
 	}
-	s := &agent.SourceRewriter{Repositories: repos, GitSecret: install.GitSecretName, ArgoSecret: install.GitCredsSecretName, PullSecret: pullSecret}
-	if len(repos) == 0 {
+	images, err := state.Images(ctx)
+	if err != nil {
+		return nil, err
+	}
+	s := &agent.SourceRewriter{Repositories: repos, Images: images, GitSecret: install.GitSecretName, ArgoSecret: install.GitCredsSecretName, PullSecret: pullSecret}
+	if len(repos) == 0 && len(images) == 0 {
 		return s, nil
 	}
 	if s.Registry, err = kube.ServiceHost(ctx, cs, namespace, cluster.RegistryName); err != nil {
 		return nil, err
+	}
+	if len(repos) == 0 {
+		return s, nil
 	}
 	git, err := kube.ServiceHost(ctx, cs, namespace, install.GitName)
 	if err != nil {

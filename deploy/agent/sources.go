@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/distribution/reference"
+
 	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/artifact/gitrepo"
 )
@@ -34,8 +36,12 @@ func (m Repositories) Add(cfg *artifact.Config) {
 // in-cluster registry (by digest), Argo CD Applications' git sources at
 // the git server, each pinned to the carried commit. A source that names
 // another revision of a carried repository is refused: nothing is
-// resolved by branch name in the cluster. Sources of repositories no
-// package carries pass unchanged.
+// resolved by branch name in the cluster. Flux HelmRepository objects of
+// type oci whose URL holds carried OCI artifacts (charts carried as
+// images, e.g. ghcr.io/org/charts/web:1.0.0 under oci://ghcr.io/org/charts)
+// are pointed at the same path in the in-cluster registry, where the
+// packages' push tagged them as they were tagged. Sources of repositories
+// no package carries pass unchanged.
 type SourceRewriter struct {
 	// GitBase is the in-cluster git server's base URL, e.g.
 	// http://10.96.0.40; repositories are at GitBase/<key>.git.
@@ -49,6 +55,9 @@ type SourceRewriter struct {
 	GitSecret, ArgoSecret, PullSecret string
 	// Repositories are the carried repositories.
 	Repositories Repositories
+	// Images are the carried images (and OCI artifacts such as charts),
+	// for HelmRepository objects.
+	Images Images
 }
 
 // Rewrite changes obj (a decoded GitRepository, OCIRepository or
@@ -66,6 +75,8 @@ func (s *SourceRewriter) Rewrite(kind string, obj map[string]any) (changed bool,
 		return s.ociRepository(spec)
 	case "Application":
 		return s.application(spec)
+	case "HelmRepository":
+		return s.helmRepository(spec)
 	}
 	return false, nil, nil
 }
@@ -174,6 +185,50 @@ func (s *SourceRewriter) ociRepository(spec map[string]any) (bool, []string, err
 	spec["provider"] = "generic"
 	spec["secretRef"] = map[string]any{"name": s.PullSecret}
 	return true, []string{s.PullSecret}, nil
+}
+
+// helmRepository points an OCI HelmRepository at the in-cluster registry
+// when a carried image lies below its URL: Flux pulls <url>/<chart>:<version>,
+// which the packages' push put at the same path there.
+func (s *SourceRewriter) helmRepository(spec map[string]any) (bool, []string, error) {
+	if t, _ := spec["type"].(string); t != "oci" {
+		return false, nil, nil
+	}
+	u, _ := spec["url"].(string)
+	rest, isOCI := strings.CutPrefix(u, "oci://")
+	if !isOCI || s.Registry == "" {
+		return false, nil, nil
+	}
+	rest = strings.TrimSuffix(rest, "/")
+	path, rewritten := strings.CutPrefix(rest, s.Registry+"/")
+	if !rewritten || !s.carriesBelow(path, reference.Path) {
+		host, p, _ := strings.Cut(rest, "/")
+		if host == "index.docker.io" {
+			host = "docker.io"
+		}
+		if p == "" || !s.carriesBelow(host+"/"+p, reference.Named.Name) {
+			return false, nil, nil
+		}
+		path = p
+	}
+	spec["url"] = "oci://" + s.Registry + "/" + path
+	spec["insecure"] = true
+	spec["provider"] = "generic"
+	spec["secretRef"] = map[string]any{"name": s.PullSecret}
+	delete(spec, "certSecretRef")
+	return true, []string{s.PullSecret}, nil
+}
+
+// carriesBelow reports whether a carried image's repository, as name
+// gives it (its normalized name, or its path in the registry), lies below
+// prefix.
+func (s *SourceRewriter) carriesBelow(prefix string, name func(reference.Named) string) bool {
+	for key := range s.Images {
+		if named, err := reference.ParseNormalizedNamed(key); err == nil && strings.HasPrefix(name(named), prefix+"/") {
+			return true
+		}
+	}
+	return false
 }
 
 func (s *SourceRewriter) application(spec map[string]any) (bool, []string, error) {

@@ -33,7 +33,14 @@ func testSources() *SourceRewriter {
 		URL: "https://github.com/org/fleet.git", Key: "github.com/org/fleet", Path: "org/fleet",
 		Ref: "refs/heads/main", Commit: fleetCommit, Revision: "main@sha1:" + fleetCommit, Digest: fleetDigest,
 	}}}}})
-	return &SourceRewriter{GitBase: fleetBase, Registry: "10.96.0.20:5000", GitSecret: "git-auth", ArgoSecret: "git-creds", PullSecret: "pull", Repositories: repos}
+	images := Images{}
+	if err := images.Add(&artifact.Config{Components: []artifact.Component{{Images: []artifact.Image{
+		{Ref: "ghcr.io/org/charts/web:1.0.0", Digest: digest.FromString("chart")},
+		{Ref: "nginx:1.27", Digest: digest.FromString("nginx")},
+	}}}}); err != nil {
+		panic(err)
+	}
+	return &SourceRewriter{GitBase: fleetBase, Registry: "10.96.0.20:5000", GitSecret: "git-auth", ArgoSecret: "git-creds", PullSecret: "pull", Repositories: repos, Images: images}
 }
 
 // spec decodes a JSON object literal.
@@ -74,6 +81,18 @@ func TestSourceRewriter(t *testing.T) {
 		{"Application", `{"spec":{"sources":[{"repoURL":"https://charts.example","chart":"x","targetRevision":"1.0"},{"repoURL":"git@github.com:org/fleet","targetRevision":"HEAD"}]}}`,
 			`{"spec":{"sources":[{"chart":"x","repoURL":"https://charts.example","targetRevision":"1.0"},{"repoURL":"` + fleetURL + `","targetRevision":"` + fleetCommit + `"}]}}`, "git-creds", ""},
 		{"Application", `{"spec":{"source":{"repoURL":"https://github.com/org/fleet","targetRevision":"v2"}}}`, "", "", `targetRevision "v2" names a revision`},
+		{"HelmRepository", `{"spec":{"type":"oci","url":"oci://ghcr.io/org/charts","interval":"10m","certSecretRef":{"name":"ca"}}}`,
+			`{"spec":{"insecure":true,"interval":"10m","provider":"generic","secretRef":{"name":"pull"},"type":"oci","url":"oci://10.96.0.20:5000/org/charts"}}`, "pull", ""},
+		{"HelmRepository", `{"spec":{"type":"oci","url":"oci://ghcr.io/org/charts/","secretRef":{"name":"ghcr"}}}`,
+			`{"spec":{"insecure":true,"provider":"generic","secretRef":{"name":"pull"},"type":"oci","url":"oci://10.96.0.20:5000/org/charts"}}`, "pull", ""},
+		{"HelmRepository", `{"spec":{"type":"oci","url":"oci://10.96.0.20:5000/org/charts","insecure":true,"provider":"generic","secretRef":{"name":"pull"}}}`,
+			`{"spec":{"insecure":true,"provider":"generic","secretRef":{"name":"pull"},"type":"oci","url":"oci://10.96.0.20:5000/org/charts"}}`, "pull", ""},
+		{"HelmRepository", `{"spec":{"type":"oci","url":"oci://docker.io/library"}}`,
+			`{"spec":{"insecure":true,"provider":"generic","secretRef":{"name":"pull"},"type":"oci","url":"oci://10.96.0.20:5000/library"}}`, "pull", ""},
+		{"HelmRepository", `{"spec":{"type":"oci","url":"oci://ghcr.io/org/char"}}`, "", "", ""},
+		{"HelmRepository", `{"spec":{"type":"oci","url":"oci://ghcr.io/other/charts"}}`, "", "", ""},
+		{"HelmRepository", `{"spec":{"url":"https://ghcr.io/org/charts"}}`, "", "", ""},
+		{"HelmChart", `{"spec":{"chart":"web","version":"1.0.0","sourceRef":{"kind":"HelmRepository","name":"charts"}}}`, "", "", ""},
 	} {
 		obj := spec(t, tt.obj)
 		changed, secrets, err := s.Rewrite(tt.kind, obj)
