@@ -4,6 +4,10 @@
 #   kubelet, kube-proxy) from e2e/kube, Kubernetes v1.35.4 from the Go module
 #   proxy. A cold build takes 10–15 minutes on 2 cores; it is skipped while
 #   bin/kube is newer than e2e/kube/{go.mod,go.sum,main.go} (FORCE=1 rebuilds).
+#   bin/source-controller and bin/kustomize-controller from e2e/flux, Flux
+#   v1.9.0 from the Go module proxy, static, with their config/ folders
+#   (CRDs, RBAC, Deployments) from the module cache in flux/<controller>/
+#   (TestFlux); skipped while both are newer than e2e/flux/go.{mod,sum}.
 #   img/tiny and img/tiny.tar: the tiny program and its one-layer image, the
 #   node's only image (also its sandbox image); seconds, rebuilt every time.
 set -euo pipefail
@@ -36,6 +40,34 @@ fi
 for n in kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy; do
   ln -sfn kube "$BIN/$n"
 done
+
+# Flux's controllers (TestFlux), built as they are released but static, and
+# each one's config/ beside: the tests read their CRDs, RBAC and Deployment.
+FLUX=$CACHE/flux
+FLUX_CONTROLLERS="source-controller kustomize-controller"
+flux_fresh() {
+  local c f
+  for c in $FLUX_CONTROLLERS; do
+    [ -x "$BIN/$c" ] && [ -d "$FLUX/$c/config" ] || return 1
+    for f in go.mod go.sum; do
+      [ "$BIN/$c" -nt "$E2E_DIR/flux/$f" ] || return 1
+    done
+  done
+}
+if [ "${FORCE:-0}" != 1 ] && flux_fresh; then
+  log "flux: cached $BIN/{${FLUX_CONTROLLERS// /,}}"
+else
+  log "flux: building $FLUX_CONTROLLERS (cold: ~N min on 2 cores)"
+  t=$SECONDS
+  for c in $FLUX_CONTROLLERS; do
+    (cd "$E2E_DIR/flux" && CGO_ENABLED=0 "$GO" build -trimpath -ldflags '-s -w' -o "$BIN/$c.tmp" "github.com/fluxcd/$c")
+    dir=$(cd "$E2E_DIR/flux" && "$GO" list -m -f '{{.Dir}}' "github.com/fluxcd/$c")
+    rm -rf "$FLUX/$c" && mkdir -p "$FLUX/$c"
+    cp -R "$dir/config" "$FLUX/$c/config" && chmod -R u+w "$FLUX/$c"
+    mv -f "$BIN/$c.tmp" "$BIN/$c"
+  done
+  log "flux: built in $((SECONDS - t))s: $(cd "$BIN" && du -m $FLUX_CONTROLLERS | awk '{printf "%s %s MB; ", $2, $1}')"
+fi
 
 # The tiny program, static and reproducible, and its image for `ctr import`.
 ref=$(cd "$REPO_DIR" &&
