@@ -35,6 +35,7 @@ import (
 	"github.com/ferrypkg/ferry/artifact/gitrepo"
 	"github.com/ferrypkg/ferry/artifact/key"
 	"github.com/ferrypkg/ferry/deploy"
+	"github.com/ferrypkg/ferry/deploy/install"
 	"github.com/ferrypkg/ferry/e2e/internal/harness"
 	"github.com/ferrypkg/ferry/e2e/internal/mkimg"
 	"github.com/ferrypkg/ferry/inject"
@@ -160,11 +161,21 @@ func TestFlux(t *testing.T) {
 		{obj: gitRepo, path: []string{"spec", "ref", "commit"}, want: carried.Commit},
 		{obj: ociRepo, path: []string{"spec", "url"}, want: "oci://" + registry + "/" + carried.Path},
 		{obj: ociRepo, path: []string{"spec", "ref", "digest"}, want: carried.Digest.String()},
+		{obj: ociRepo, path: []string{"spec", "secretRef", "name"}, want: install.SourceRegistrySecretName},
 		{obj: helmRepo, path: []string{"spec", "url"}, want: "oci://" + registry + "/acme/charts"},
+		{obj: helmRepo, path: []string{"spec", "secretRef", "name"}, want: install.SourceRegistrySecretName},
 	} {
 		if got, _, _ := unstructured.NestedString(f.obj.Object, f.path...); got != f.want {
 			t.Errorf("%s %s: %q, want %q", f.obj.GetKind(), strings.Join(f.path, "."), got, f.want)
 		}
+	}
+	// The registry's Secret, copied into the namespace, names the address
+	// source-controller pulls from.
+	sec, err := c.Client.CoreV1().Secrets(ns).Get(ctx, install.SourceRegistrySecretName, metav1.GetOptions{})
+	if err != nil {
+		t.Errorf("Secret %s in %s: %v", install.SourceRegistrySecretName, ns, err)
+	} else if cfg := string(sec.Data[corev1.DockerConfigJsonKey]); !strings.Contains(cfg, `"`+registry+`"`) {
+		t.Errorf("Secret %s in %s names no %s: %s", install.SourceRegistrySecretName, ns, registry, cfg)
 	}
 	t.Logf("rewritten: GitRepository %s, OCIRepository %s, HelmRepository %s", installed.Git+"/"+carried.Key+".git", "oci://"+registry+"/"+carried.Path, "oci://"+registry+"/acme/charts")
 

@@ -67,7 +67,7 @@ Outside a Pod, --kubeconfig (or $KUBECONFIG) names the cluster.`,
 				Ignore: func(ns string) bool { return ns == namespace || ns == install.SystemNamespace },
 				Logger: log,
 				Sources: func(ctx context.Context) (*agent.SourceRewriter, error) {
-					return sourceRewriter(ctx, cs, state, namespace, pullSecret)
+					return sourceRewriter(ctx, cs, state, namespace)
 				},
 				EnsureSecret: func(ctx context.Context, ns, name string) error {
 					return (&agent.PullSecrets{Client: cs, Namespace: namespace, Name: name}).Ensure(ctx, ns)
@@ -120,7 +120,7 @@ func agentClient(kube *kubeFlags) (kubernetes.Interface, *rest.Config, error) {
 // sourceRewriter reads what the agent's rewrite of GitOps sources needs,
 // at each request (sources change seldom): the carried repositories and
 // images, and where Pods reach the git server and the registry.
-func sourceRewriter(ctx context.Context, cs kubernetes.Interface, state *deploy.State, namespace, pullSecret string) (*agent.SourceRewriter, error) {
+func sourceRewriter(ctx context.Context, cs kubernetes.Interface, state *deploy.State, namespace string) (*agent.SourceRewriter, error) {
 	repos, err := state.Repositories(ctx)
 	if err != nil {
 		return nil, err
@@ -129,7 +129,7 @@ func sourceRewriter(ctx context.Context, cs kubernetes.Interface, state *deploy.
 	if err != nil {
 		return nil, err
 	}
-	s := &agent.SourceRewriter{Repositories: repos, Images: images, GitSecret: install.GitSecretName, ArgoSecret: install.GitCredsSecretName, PullSecret: pullSecret}
+	s := &agent.SourceRewriter{Repositories: repos, Images: images, GitSecret: install.GitSecretName, ArgoSecret: install.GitCredsSecretName, PullSecret: install.SourceRegistrySecretName}
 	if len(repos) == 0 && len(images) == 0 {
 		return s, nil
 	}

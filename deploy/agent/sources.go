@@ -51,7 +51,9 @@ type SourceRewriter struct {
 	Registry string
 	// GitSecret is the Secret (username, password) Flux uses for the git
 	// server, ArgoSecret the Argo CD repo-creds Secret for it; PullSecret
-	// the dockerconfigjson Secret for the registry.
+	// the dockerconfigjson Secret for the registry at Registry (Flux looks
+	// credentials up by the host it pulls from: not the Pods' pull secret,
+	// which names the nodes' address of the registry).
 	GitSecret, ArgoSecret, PullSecret string
 	// Repositories are the carried repositories.
 	Repositories Repositories

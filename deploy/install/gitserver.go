@@ -2,6 +2,8 @@ package install
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"strconv"
@@ -32,6 +34,13 @@ const (
 	// namespaces of the sources it rewrites.
 	GitSecretName      = "ferry-git-auth"
 	GitCredsSecretName = "ferry-git-creds"
+	// SourceRegistrySecretName is a dockerconfigjson Secret for the
+	// registry at its Service address (cluster IP:port), which rewritten
+	// Flux OCIRepository and HelmRepository objects name: source-controller
+	// pulls from there, and looks its credentials up by that host, which
+	// the Pods' pull secret (cluster.PullSecretName, for the nodes'
+	// 127.0.0.1 NodePort) does not name.
+	SourceRegistrySecretName = "ferry-registry-sources"
 	// ArgoSecretTypeLabel marks Argo CD's repository credentials.
 	ArgoSecretTypeLabel = "argocd.argoproj.io/secret-type"
 	// GitCacheDir is where the git server indexes repositories (an emptyDir).
@@ -43,7 +52,7 @@ func gitLabels() map[string]string {
 }
 
 // gitServer runs the git server and its Service, and writes the Secrets
-// that rewritten GitOps sources name; it returns the server's base URL as
+// that rewritten GitOps sources name (the git server's and the registry's); it returns the server's base URL as
 // Pods reach it (http://<cluster IP>) and how long it took to be Ready.
 func (in *installer) gitServer(ctx context.Context, account cluster.Account) (string, time.Duration, error) {
 	l := gitLabels()
@@ -64,8 +73,21 @@ func (in *installer) gitServer(ctx context.Context, account cluster.Account) (st
 		return "", 0, err
 	}
 	base := cluster.GitBaseURL(host)
+	registry, err := kube.ServiceHost(ctx, in.cs, in.ns, cluster.RegistryName)
+	if err != nil {
+		return "", 0, err
+	}
+	registryAuth, err := dockerConfig(registry, account)
+	if err != nil {
+		return "", 0, err
+	}
 	secrets := in.cs.CoreV1().Secrets(in.ns)
 	for _, s := range []*corev1.Secret{
+		{
+			ObjectMeta: metav1.ObjectMeta{Name: SourceRegistrySecretName, Namespace: in.ns, Labels: l},
+			Type:       corev1.SecretTypeDockerConfigJson,
+			Data:       map[string][]byte{corev1.DockerConfigJsonKey: registryAuth},
+		},
 		{
 			ObjectMeta: metav1.ObjectMeta{Name: GitSecretName, Namespace: in.ns, Labels: l},
 			Type:       corev1.SecretTypeOpaque,
@@ -147,4 +169,13 @@ func withLabel(l map[string]string, k, v string) map[string]string {
 	out := maps.Clone(l)
 	out[k] = v
 	return out
+}
+
+// dockerConfig is a .dockerconfigjson naming account for the registry at
+// host.
+func dockerConfig(host string, account cluster.Account) ([]byte, error) {
+	return json.Marshal(map[string]any{"auths": map[string]any{host: map[string]string{
+		"username": account.Username, "password": account.Password,
+		"auth": base64.StdEncoding.EncodeToString([]byte(account.Username + ":" + account.Password)),
+	}}})
 }

@@ -325,7 +325,7 @@ func (in *installer) rbac(ctx context.Context) error {
 	}
 	if err := kube.Upsert(ctx, rbac.ClusterRoles(), &rbacv1.ClusterRole{ObjectMeta: wide, Rules: []rbacv1.PolicyRule{
 		{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"create"}},
-		{APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: []string{cluster.PullSecretName, GitSecretName, GitCredsSecretName}, Verbs: []string{"get", "update"}},
+		{APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: []string{cluster.PullSecretName, GitSecretName, GitCredsSecretName, SourceRegistrySecretName}, Verbs: []string{"get", "update"}},
 		{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"tokenreviews"}, Verbs: []string{"create"}},
 		{APIGroups: []string{"authorization.k8s.io"}, Resources: []string{"subjectaccessreviews"}, Verbs: []string{"create"}},
 	}}, func(cur, want *rbacv1.ClusterRole) {

@@ -2,7 +2,9 @@ package install
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -137,11 +139,34 @@ func TestAgentWebhookConfiguration(t *testing.T) {
 	if got := strings.Join(h.Rules[0].Resources, ","); got != "pods,pods/ephemeralcontainers" {
 		t.Fatalf("resources %s", got)
 	}
+	if got := strings.Join(w.Webhooks[1].Rules[0].Resources, ","); got != "gitrepositories,ocirepositories,helmrepositories" {
+		t.Fatalf("Flux resources %s", got)
+	}
 	sel := h.NamespaceSelector.MatchExpressions
 	if len(sel) != 2 || strings.Join(sel[0].Values, ",") != "ferry,kube-system" || sel[1].Key != IgnoreLabel || sel[1].Values[0] != IgnoreValue {
 		t.Fatalf("namespace selector %+v", sel)
 	}
 	if w.Name != "ferry-agent" || webhookConfiguration("other", nil, nil).Name != "ferry-agent-other" {
 		t.Fatal("cluster-wide names")
+	}
+}
+
+// The registry Secret of rewritten Flux sources names the registry's
+// Service address, where source-controller pulls from and looks up its
+// credentials (the Pods' pull secret names the nodes' 127.0.0.1 NodePort).
+func TestDockerConfig(t *testing.T) {
+	b, err := dockerConfig("10.96.0.20:5000", cluster.Account{Username: "ferry", Password: "pw"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg struct {
+		Auths map[string]struct{ Username, Password, Auth string } `json:"auths"`
+	}
+	if err := json.Unmarshal(b, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	a, ok := cfg.Auths["10.96.0.20:5000"]
+	if len(cfg.Auths) != 1 || !ok || a.Username != "ferry" || a.Password != "pw" || a.Auth != base64.StdEncoding.EncodeToString([]byte("ferry:pw")) {
+		t.Fatalf("%s", b)
 	}
 }
