@@ -14,9 +14,11 @@ import (
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -59,6 +61,13 @@ type RemoveResult struct {
 	// Repositories are the git repositories' artifacts deleted, as
 	// repository@digest (untagged, so only their deletion frees them).
 	Repositories []string `json:"repositories,omitempty"`
+	// CRDs are the CustomResourceDefinitions deleted: those the package's
+	// releases created from their charts' crds/ folders, which Helm's
+	// uninstall leaves. KeptCRDs, as "name: reason", those kept because
+	// custom resources of theirs are left (another package's chart
+	// carrying one keeps it silently).
+	CRDs     []string `json:"crds,omitempty"`
+	KeptCRDs []string `json:"keptCRDs,omitempty"`
 	// Storage is the registry's storage before and after garbage collection.
 	Storage Storage `json:"storage"`
 }
@@ -76,7 +85,9 @@ type Storage struct {
 var ErrNotDeployed = errors.New("not deployed")
 
 // Remove undoes Deploy of package name: it uninstalls its Helm releases,
-// deletes the objects of its manifests, deletes its images from the
+// deletes the objects of its manifests, the CRDs its releases created from
+// their charts' crds/ folders (unless another package's chart carries them
+// or custom resources of theirs are left), deletes its images from the
 // in-cluster registry unless another deployed package uses them, and the
 // package itself, forgets the record, then garbage-collects the registry's
 // storage (in a registry pod) in read-only maintenance mode, during which
@@ -125,6 +136,28 @@ func Remove(ctx context.Context, cs kubernetes.Interface, name string, opts Remo
 				return nil, err
 			}
 			progress("deleted " + o.String())
+		}
+	}
+
+	if names := removableCRDs(rec, others); len(names) > 0 {
+		cfg, err := opts.Kube.ToRESTConfig()
+		if err != nil {
+			return nil, err
+		}
+		ext, err := apiextensionsclient.NewForConfig(cfg)
+		if err != nil {
+			return nil, err
+		}
+		dyn, err := dynamic.NewForConfig(cfg)
+		if err != nil {
+			return nil, err
+		}
+		res.CRDs, res.KeptCRDs, err = crdRemover{ext: ext, dyn: dyn, timeout: opts.Timeout}.remove(ctx, names)
+		for _, n := range res.CRDs {
+			progress("deleted CRD " + n)
+		}
+		if err != nil {
+			return nil, err
 		}
 	}
 

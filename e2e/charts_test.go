@@ -224,7 +224,11 @@ func (ct *chartTest) makePackage(ctx context.Context, t *testing.T, tiny []byte,
 		if err != nil {
 			t.Fatal(err)
 		}
-		img, err := mkimg.New(tiny, mkimg.Options{Links: plan.Paths, Files: map[string][]byte{standin.ConfigPath: cfg}})
+		opts := mkimg.Options{Links: plan.Paths, Files: map[string][]byte{standin.ConfigPath: cfg}}
+		if plan.NonRoot {
+			opts.User = "65532" // distroless's nonroot, as most of these projects' images
+		}
+		img, err := mkimg.New(tiny, opts)
 		if err != nil {
 			t.Fatalf("%s: %v", ref, err)
 		}

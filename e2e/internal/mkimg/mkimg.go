@@ -57,6 +57,9 @@ type Options struct {
 	// Files are more regular files (mode 0644) by path, e.g.
 	// "/standin.json". None if empty.
 	Files map[string][]byte
+	// User is the user the image runs as (e.g. "65532", for containers
+	// that must run as non-root); root if empty.
+	User string
 	// OS and Architecture are the image's platform; linux and runtime.GOARCH
 	// if empty.
 	OS, Architecture string
@@ -102,6 +105,7 @@ func New(binary []byte, opts Options) (*Image, error) {
 			Entrypoint: []string{"/" + opts.Path},
 			Cmd:        opts.Cmd,
 			Labels:     opts.Labels,
+			User:       opts.User,
 		},
 		RootFS: ocispec.RootFS{Type: "layers", DiffIDs: []digest.Digest{img.Layer.Digest}},
 	}

@@ -66,7 +66,7 @@ func TestReproducible(t *testing.T) {
 
 func TestImage(t *testing.T) {
 	ctx := context.Background()
-	img, err := mkimg.New(binary, mkimg.Options{Cmd: []string{"pause"}, Architecture: "arm64"})
+	img, err := mkimg.New(binary, mkimg.Options{Cmd: []string{"pause"}, Architecture: "arm64", User: "65532"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +74,7 @@ func TestImage(t *testing.T) {
 	if err := json.Unmarshal(fetch(t, img, img.Config), &cfg); err != nil {
 		t.Fatal(err)
 	}
-	if cfg.OS != "linux" || cfg.Architecture != "arm64" || len(cfg.Config.Entrypoint) != 1 || cfg.Config.Entrypoint[0] != "/tiny" ||
+	if cfg.OS != "linux" || cfg.Architecture != "arm64" || cfg.Config.User != "65532" || len(cfg.Config.Entrypoint) != 1 || cfg.Config.Entrypoint[0] != "/tiny" ||
 		len(cfg.Config.Cmd) != 1 || cfg.Config.Cmd[0] != "pause" || len(cfg.RootFS.DiffIDs) != 1 || cfg.RootFS.DiffIDs[0] != img.Layer.Digest {
 		t.Errorf("config %+v", cfg)
 	}

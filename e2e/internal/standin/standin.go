@@ -48,6 +48,10 @@ type Image struct {
 	Ref string
 	// Paths are where the program goes besides the image's entrypoint.
 	Paths []string
+	// NonRoot tells that a container runs the image with runAsNonRoot and
+	// no runAsUser: the image must name a non-root user, as the real one
+	// does.
+	NonRoot bool
 	// Config is what tiny reads from ConfigPath.
 	Config Config
 }
@@ -426,6 +430,9 @@ func (pd *pod) plan(entrypoint string, images map[string]*Image) error {
 		if images[c.Image] == nil {
 			images[c.Image] = &Image{Ref: c.Image}
 		}
+		if nonRoot, user := pd.runAs(c); nonRoot && user == nil {
+			images[c.Image].NonRoot = true
+		}
 		argv := slices.Clone(c.Command)
 		if len(argv) == 0 {
 			argv = []string{entrypoint}
@@ -489,6 +496,25 @@ func (pd *pod) plan(entrypoint string, images map[string]*Image) error {
 		}
 	}
 	return nil
+}
+
+// runAs is the container's runAsNonRoot and runAsUser, its own or else
+// the pod's.
+func (pd *pod) runAs(c corev1.Container) (bool, *int64) {
+	var nonRoot *bool
+	var user *int64
+	if sc := pd.spec.SecurityContext; sc != nil {
+		nonRoot, user = sc.RunAsNonRoot, sc.RunAsUser
+	}
+	if sc := c.SecurityContext; sc != nil {
+		if sc.RunAsNonRoot != nil {
+			nonRoot = sc.RunAsNonRoot
+		}
+		if sc.RunAsUser != nil {
+			user = sc.RunAsUser
+		}
+	}
+	return nonRoot != nil && *nonRoot, user
 }
 
 // place puts the program at p for container c: in the image, or, under a

@@ -16,10 +16,12 @@ spec:
   template:
     metadata: {labels: {app: web}}
     spec:
+      securityContext: {runAsNonRoot: true}
       volumes: [{name: tools, emptyDir: {}}]
       initContainers:
         - name: copy
           image: example.com/tools:1
+          securityContext: {runAsUser: 100}
           command: [/bin/sh, -c, "cp /t /opt/tools/"]
           volumeMounts: [{name: tools, mountPath: /opt/tools}]
       containers:
@@ -76,7 +78,8 @@ spec:
 // an init container, an exec probe and a lifecycle hook exit; a program run
 // from a shared volume is installed there by the init container mounting
 // it; the webhook's and the conversion's Service leads to the container
-// whose certificate names it.
+// whose certificate names it; an image run with runAsNonRoot and no
+// runAsUser must name a non-root user.
 func TestPlan(t *testing.T) {
 	plans, err := Plan([]byte(stream), "ns", "/tiny")
 	if err != nil {
@@ -93,7 +96,7 @@ func TestPlan(t *testing.T) {
 		return string(b)
 	}
 	for ref, want := range map[string]string{
-		"example.com/app:1": `{"Ref":"example.com/app:1","Paths":["/bin/check","/usr/bin/sleep"],"Config":{"roles":[` +
+		"example.com/app:1": `{"Ref":"example.com/app:1","Paths":["/bin/check","/usr/bin/sleep"],"NonRoot":true,"Config":{"roles":[` +
 			`{"argv":["/bin/check","--quick"],"exit":true},` +
 			`{"argv":["/opt/tools/helper"]},` +
 			`{"argv":["/tiny","--port=8443","--node=$(NODE_NAME)"],"listen":[7000,8443,9090],` +
@@ -102,7 +105,7 @@ func TestPlan(t *testing.T) {
 			`{"resource":"validatingwebhookconfigurations","name":"web-validating","service":"ns/web-hook"}]},` +
 			`{"argv":["/tiny","migrate"],"exit":true},` +
 			`{"argv":["sleep","5"],"exit":true}]}}`,
-		"example.com/tools:1": `{"Ref":"example.com/tools:1","Paths":["/bin/sh"],"Config":{"roles":[` +
+		"example.com/tools:1": `{"Ref":"example.com/tools:1","Paths":["/bin/sh"],"NonRoot":false,"Config":{"roles":[` +
 			`{"argv":["/bin/sh","-c","cp /t /opt/tools/"],"exit":true,"install":["/opt/tools/helper"]}]}}`,
 	} {
 		if g := got(ref); g != want {
