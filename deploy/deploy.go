@@ -163,6 +163,15 @@ func Install(ctx context.Context, cs kubernetes.Interface, cfg *artifact.Config,
 	if rec.Earlier, err = earlierImages(prev, cfg); err != nil {
 		return nil, err
 	}
+	if prev == nil {
+		// Helm does not post-render hooks: their Pods get the package's
+		// images from the agent, which knows the recorded packages' only.
+		// A first install is recorded before it starts, without releases,
+		// as a failed one is.
+		if err := st.Save(ctx, d.failed(rec)); err != nil {
+			return nil, err
+		}
+	}
 	if err := d.install(ctx, comps, rec); err != nil {
 		if serr := st.Save(ctx, d.failed(rec)); serr != nil {
 			err = errors.Join(err, serr)
