@@ -141,10 +141,10 @@ func TestPlanRefuses(t *testing.T) {
 	}
 }
 
-// TestThirdPartyCharts plans every chart of thirdparty.Charts as rendered
+// TestPlanThirdPartyCharts plans every chart of thirdparty.Charts as rendered
 // for the e2e cluster: kyverno's 8 images (hooks' and tests' included),
 // gatekeeper's webhook, metallb's programs copied into volumes.
-func TestThirdPartyCharts(t *testing.T) {
+func TestPlanThirdPartyCharts(t *testing.T) {
 	want := map[string]struct {
 		images int
 		has    string
