@@ -135,27 +135,49 @@ func (ct *chartTest) run(ctx context.Context, t *testing.T, tiny []byte, priv *k
 			want[to] = img.Digest.String()
 		}
 	}
-	live, err := c.Client.CoreV1().Pods(ct.ns).List(ctx, metav1.ListOptions{})
+	// Helm's wait passes a DaemonSet whose maxUnavailable covers all its
+	// nodes (metallb's, on one node) before its Pods are Ready: wait here.
+	var ready, late []string
+	err = pollUntil(ctx, 2*time.Minute, func() (bool, error) {
+		live, err := c.Client.CoreV1().Pods(ct.ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		ready = nil
+		all := true
+		for _, p := range live.Items {
+			if p.Status.Phase == corev1.PodSucceeded || p.DeletionTimestamp != nil {
+				continue
+			}
+			ok := len(p.Status.ContainerStatuses) == len(p.Spec.Containers)
+			for _, s := range p.Status.ContainerStatuses {
+				ok = ok && s.Ready
+			}
+			if !ok {
+				all = false
+				if !slices.Contains(late, p.Name) {
+					late = append(late, p.Name)
+				}
+				continue
+			}
+			ready = append(ready, p.Name)
+			spec := map[string]string{}
+			for _, cs := range p.Spec.Containers {
+				spec[cs.Name] = cs.Image
+			}
+			for _, s := range p.Status.ContainerStatuses {
+				if d := want[spec[s.Name]]; d == "" || !strings.HasSuffix(s.ImageID, d) {
+					return false, fmt.Errorf("pod %s: container %s runs %s (%s), not an image of the package by digest", p.Name, s.Name, spec[s.Name], s.ImageID)
+				}
+			}
+		}
+		return all && len(ready) > 0, nil
+	})
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("pods after the deploy: %v\n%s", err, podReport(ctx, c, ct.ns))
 	}
-	var ready []string
-	for _, p := range live.Items {
-		if p.Status.Phase == corev1.PodSucceeded {
-			continue
-		}
-		for _, s := range p.Status.ContainerStatuses {
-			if !s.Ready {
-				t.Errorf("pod %s: container %s not ready after the deploy", p.Name, s.Name)
-			}
-			if d := want[s.Image]; d == "" || !strings.HasSuffix(s.ImageID, d) {
-				t.Errorf("pod %s: container %s runs %s (%s), not an image of the package by digest", p.Name, s.Name, s.Image, s.ImageID)
-			}
-		}
-		ready = append(ready, p.Name)
-	}
-	if len(ready) == 0 {
-		t.Fatal("no pod runs after the deploy")
+	if len(late) > 0 {
+		t.Logf("not Ready yet when Helm's wait ended: %s", strings.Join(late, ", "))
 	}
 	t.Logf("%d pods ready: %s", len(ready), strings.Join(ready, ", "))
 
@@ -356,7 +378,15 @@ func (ct *chartTest) checkNothingLeft(ctx context.Context, t *testing.T, stream 
 	t.Helper()
 	objs := ct.objects(t, stream)
 	kinds := map[string]int{}
+	keep := keptObjects(t, stream)
 	for _, o := range objs {
+		if keep[o.Kind+"/"+o.Name] {
+			// The chart asks Helm to keep it (helm.sh/resource-policy:
+			// keep); its own post-delete hook deletes it, which a
+			// stand-in does not. It goes with the namespace.
+			t.Logf("after remove, %s is kept by the chart's resource policy", o)
+			continue
+		}
 		var err error
 		if o.Namespace == "" {
 			_, err = ct.dyn.Resource(o.res).Get(ctx, o.Name, metav1.GetOptions{})
@@ -406,7 +436,14 @@ func (ct *chartTest) checkNothingLeft(ctx context.Context, t *testing.T, stream 
 			for _, it := range items.Items {
 				switch {
 				case res.Name == "configmaps" && it.GetName() == "kube-root-ca.crt",
-					res.Name == "serviceaccounts" && it.GetName() == "default":
+					res.Name == "serviceaccounts" && it.GetName() == "default",
+					res.Name == "configmaps" && keep["ConfigMap/"+it.GetName()]:
+					continue
+				case res.Name == "secrets" && it.GetName() == cluster.PullSecretName:
+					// ferry's pull secret, which deploy and the agent copy
+					// into every namespace whose Pods run from its registry;
+					// remove leaves it (see the report of issue 31).
+					t.Logf("after remove, ferry's %s Secret is left in %s", it.GetName(), ct.ns)
 					continue
 				}
 				t.Errorf("after remove, %s %s/%s is still there", res.Kind, ct.ns, it.GetName())
@@ -427,6 +464,27 @@ func (ct *chartTest) checkNothingLeft(ctx context.Context, t *testing.T, stream 
 		t.Fatalf("namespace %s not deleted: %v (%+v)", ct.ns, err, ns.Status)
 	}
 	t.Logf("namespace %s deleted in %.1fs", ct.ns, time.Since(start).Seconds())
+}
+
+// keptObjects are the rendered objects (kind/name) annotated
+// helm.sh/resource-policy: keep.
+func keptObjects(t *testing.T, stream []byte) map[string]bool {
+	t.Helper()
+	keep := map[string]bool{}
+	docs := strings.Split(string(stream), "\n---")
+	for _, d := range docs {
+		if !strings.Contains(d, "helm.sh/resource-policy") {
+			continue
+		}
+		objs, err := standin.Objects([]byte(d), "", func(string, string) bool { return false })
+		if err != nil || len(objs) != 1 {
+			continue
+		}
+		if strings.Contains(d, "helm.sh/resource-policy: keep") || strings.Contains(d, `helm.sh/resource-policy: "keep"`) {
+			keep[objs[0].Kind+"/"+objs[0].Name] = true
+		}
+	}
+	return keep
 }
 
 // cleanUp removes what a failed test may have left: the package, the
@@ -457,27 +515,34 @@ type podWatch struct {
 	mu     sync.Mutex
 	pods   map[string]*corev1.Pod
 	cancel context.CancelFunc
+	once   sync.Once
 	done   chan struct{}
 }
 
 func watchPods(ctx context.Context, t *testing.T, c *harness.Cluster, ns string) *podWatch {
 	t.Helper()
 	ctx, cancel := context.WithCancel(ctx)
-	w, err := c.Client.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{})
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
 	pw := &podWatch{pods: map[string]*corev1.Pod{}, cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(pw.done)
-		defer w.Stop()
-		for ev := range w.ResultChan() {
-			if p, ok := ev.Object.(*corev1.Pod); ok && ev.Type != watch.Error {
-				pw.mu.Lock()
-				pw.pods[p.Name] = p
-				pw.mu.Unlock()
+		for ctx.Err() == nil {
+			// A watch ends now and then; the next one lists again.
+			w, err := c.Client.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{})
+			if err != nil {
+				select {
+				case <-ctx.Done():
+				case <-time.After(time.Second):
+				}
+				continue
 			}
+			for ev := range w.ResultChan() {
+				if p, ok := ev.Object.(*corev1.Pod); ok && ev.Type != watch.Error {
+					pw.mu.Lock()
+					pw.pods[p.Name] = p
+					pw.mu.Unlock()
+				}
+			}
+			w.Stop()
 		}
 	}()
 	t.Cleanup(func() { pw.stop() })
@@ -486,7 +551,7 @@ func watchPods(ctx context.Context, t *testing.T, c *harness.Cluster, ns string)
 
 // stop ends the watch and returns every Pod seen.
 func (pw *podWatch) stop() []*corev1.Pod {
-	pw.cancel()
+	pw.once.Do(pw.cancel)
 	<-pw.done
 	pw.mu.Lock()
 	defer pw.mu.Unlock()
