@@ -358,7 +358,7 @@ func (d *deployer) prune(ctx context.Context, rec *Record) error {
 	}
 	for _, p := range d.prev.Releases {
 		if !slices.ContainsFunc(rec.Releases, func(r Release) bool { return r.String() == p.String() }) {
-			if err := uninstallRelease(d.opts.Kube, p, d.opts.Timeout); err != nil {
+			if err := uninstallRelease(ctx, d.opts.Kube, p, d.opts.Timeout); err != nil {
 				return err
 			}
 			d.progress("uninstalled release " + p.String())

@@ -199,20 +199,6 @@ func complete(cfg *action.Configuration, cur *release.Release) bool {
 	return true
 }
 
-// uninstallRelease removes a release and waits for its resources to go.
-func uninstallRelease(getter genericclioptions.RESTClientGetter, r Release, timeout time.Duration) error {
-	cfg, err := helmConfig(getter, r.Namespace)
-	if err != nil {
-		return err
-	}
-	un := action.NewUninstall(cfg)
-	un.Wait, un.Timeout, un.IgnoreNotFound = true, timeout, true
-	if _, err := un.Run(r.Name); err != nil && !errors.Is(err, driver.ErrReleaseNotFound) {
-		return fmt.Errorf("uninstall release %s: %w", r, err)
-	}
-	return nil
-}
-
 // jsonDigest identifies values or images (JSON, map keys sorted).
 func jsonDigest(v any) (digest.Digest, error) {
 	b, err := json.Marshal(v)
