@@ -581,6 +581,17 @@ func podReport(ctx context.Context, c *harness.Cluster, ns string) string {
 			fmt.Fprintf(&b, "pod %s: %s %+v\n", p.Name, p.Status.Phase, p.Status.Conditions)
 		}
 	}
+	// What the kubelet and controllers said, but for the routine.
+	events, err := c.Client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return b.String() + err.Error()
+	}
+	for _, e := range events.Items {
+		if e.Type == corev1.EventTypeNormal && slices.Contains([]string{"Scheduled", "Pulled", "Created", "Started", "SuccessfulCreate", "ScalingReplicaSet", "Completed"}, e.Reason) {
+			continue
+		}
+		fmt.Fprintf(&b, "event %s %s/%s: %s: %s (%d×, last %s)\n", e.Type, e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Reason, e.Message, e.Count, e.LastTimestamp.Format(time.TimeOnly))
+	}
 	return b.String()
 }
 
