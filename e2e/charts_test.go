@@ -110,10 +110,14 @@ func (ct *chartTest) run(ctx context.Context, t *testing.T, tiny []byte, priv *k
 	t.Cleanup(func() { ct.cleanUp(stream) })
 
 	pods := watchPods(ctx, t, c, ct.ns)
+	made := ct.startRuntimeSecret(ctx)
 	start = time.Now()
 	rec, err := deployPkg(ctx, c, r, deploy.Deploy{Keys: []*artifact.PublicKey{pub}, Values: ct.ch.Values, Timeout: 4 * time.Minute})
 	if err != nil {
 		t.Fatalf("deploy: %v\n%s", err, podReport(ctx, c, ct.ns))
+	}
+	if err := <-made; err != nil {
+		t.Fatal(err)
 	}
 	t.Logf("TIMING %s: deploy (verify, push %d bytes, helm install --wait --atomic) %.1fs", ct.ch.Name, rec.BytesPushed, time.Since(start).Seconds())
 	if len(rec.Releases) != 1 || rec.Releases[0].Namespace != ct.ns || rec.Releases[0].Name != ct.ch.Name {
@@ -220,6 +224,49 @@ func (ct *chartTest) run(ctx context.Context, t *testing.T, tiny []byte, priv *k
 	t.Logf("%d pods seen in all, by digest; besides the running ones (hooks, Jobs, replaced pods): %s", len(seen), strings.Join(hookPods, ", "))
 
 	ct.checkNothingLeft(ctx, t, stream)
+}
+
+// runtimeSecrets are the Secrets a chart's software creates when it runs,
+// which its Pods mount, and which a stand-in does not create: metallb's
+// controller creates the speakers' memberlist key, owned by its
+// Deployment (so that it goes with it).
+var runtimeSecrets = map[string]struct{ name, owner, key string }{
+	"metallb": {name: "metallb-memberlist", owner: "metallb-controller", key: "secretkey"},
+}
+
+// startRuntimeSecret creates the chart's runtime Secret, if it has one, as
+// its software would: as soon as its owner Deployment exists. The channel
+// gives the outcome.
+func (ct *chartTest) startRuntimeSecret(ctx context.Context) <-chan error {
+	out := make(chan error, 1)
+	rs, ok := runtimeSecrets[ct.ch.Name]
+	if !ok {
+		out <- nil
+		return out
+	}
+	go func() {
+		out <- pollUntil(ctx, 3*time.Minute, func() (bool, error) {
+			d, err := ct.c.Client.AppsV1().Deployments(ct.ns).Get(ctx, rs.owner, metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				return false, nil
+			}
+			if err != nil {
+				return false, err
+			}
+			sec := &corev1.Secret{
+				ObjectMeta: metav1.ObjectMeta{Name: rs.name, Namespace: ct.ns, OwnerReferences: []metav1.OwnerReference{
+					{APIVersion: "apps/v1", Kind: "Deployment", Name: d.Name, UID: d.UID},
+				}},
+				Data: map[string][]byte{rs.key: []byte("c3RhbmQtaW4ta2V5LTEyMzQ1Ng")},
+			}
+			_, err = ct.c.Client.CoreV1().Secrets(ct.ns).Create(ctx, sec, metav1.CreateOptions{})
+			if err != nil && !apierrors.IsAlreadyExists(err) {
+				return false, fmt.Errorf("%s's runtime secret %s: %w", ct.ch.Name, rs.name, err)
+			}
+			return true, nil
+		})
+	}()
+	return out
 }
 
 // makePackage renders the chart, builds its stand-in images into an OCI
