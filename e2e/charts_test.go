@@ -201,6 +201,7 @@ func (ct *chartTest) run(ctx context.Context, t *testing.T, tiny []byte, priv *k
 	}
 
 	start = time.Now()
+	removed := start
 	res, err := removePkg(ctx, c, ct.pkg)
 	if err != nil {
 		t.Fatalf("remove: %v", err)
@@ -217,7 +218,7 @@ func (ct *chartTest) run(ctx context.Context, t *testing.T, tiny []byte, priv *k
 			}
 		}
 		if !slices.Contains(ready, p.Name) {
-			hookPods = append(hookPods, p.Name)
+			hookPods = append(hookPods, p.Name+podTimes(p, removed))
 		}
 	}
 	sort.Strings(hookPods)
@@ -602,6 +603,22 @@ func (pw *podWatch) stop() []*corev1.Pod {
 		out = append(out, p)
 	}
 	return out
+}
+
+// podTimes tells when a Pod was created and when its last container
+// ended, in seconds from t0 (negative: before), as " (+1.0s…+3.0s)".
+func podTimes(p *corev1.Pod, t0 time.Time) string {
+	var end time.Time
+	for _, s := range slices.Concat(p.Status.InitContainerStatuses, p.Status.ContainerStatuses) {
+		if s.State.Terminated != nil && s.State.Terminated.FinishedAt.After(end) {
+			end = s.State.Terminated.FinishedAt.Time
+		}
+	}
+	out := fmt.Sprintf(" (%+.0fs…", p.CreationTimestamp.Sub(t0).Seconds())
+	if !end.IsZero() {
+		out += fmt.Sprintf("%+.0fs", end.Sub(t0).Seconds())
+	}
+	return out + ")"
 }
 
 // podReport describes the Pods of ns that are not ready, with their
