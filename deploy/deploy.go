@@ -163,6 +163,15 @@ func Install(ctx context.Context, cs kubernetes.Interface, cfg *artifact.Config,
 	if rec.Earlier, err = earlierImages(prev, cfg); err != nil {
 		return nil, err
 	}
+	if prev == nil {
+		// Helm does not post-render hooks: their Pods get the package's
+		// images from the agent, which knows the recorded packages' only.
+		// A first install is recorded before it starts, without releases,
+		// as a failed one is.
+		if err := st.Save(ctx, d.failed(rec)); err != nil {
+			return nil, err
+		}
+	}
 	if err := d.install(ctx, comps, rec); err != nil {
 		if serr := st.Save(ctx, d.failed(rec)); serr != nil {
 			err = errors.Join(err, serr)
@@ -349,7 +358,7 @@ func (d *deployer) prune(ctx context.Context, rec *Record) error {
 	}
 	for _, p := range d.prev.Releases {
 		if !slices.ContainsFunc(rec.Releases, func(r Release) bool { return r.String() == p.String() }) {
-			if err := uninstallRelease(d.opts.Kube, p, d.opts.Timeout); err != nil {
+			if err := uninstallRelease(ctx, d.opts.Kube, p, d.opts.Timeout); err != nil {
 				return err
 			}
 			d.progress("uninstalled release " + p.String())

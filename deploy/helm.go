@@ -39,6 +39,12 @@ type Release struct {
 	Values   digest.Digest `json:"values"`
 	Images   digest.Digest `json:"images"`
 	Revision int           `json:"revision"`
+	// CRDs are the CustomResourceDefinitions of the chart's crds/ folders
+	// (Helm creates the missing ones before the first install and never
+	// updates nor deletes them); CreatedCRDs those of them this release's
+	// install created, which Remove deletes (see crds.go).
+	CRDs        []string `json:"crds,omitempty"`
+	CreatedCRDs []string `json:"createdCRDs,omitempty"`
 }
 
 func (r Release) String() string { return r.Namespace + "/" + r.Name }
@@ -120,8 +126,19 @@ func installRelease(ctx context.Context, cfg *action.Configuration, spec release
 		}
 	}
 	var rel *release.Release
+	fresh := cur == nil || cur.Info.Status == release.StatusUninstalled
+	crds, absent, err := chartCRDs(cfg, spec.chart, fresh)
+	if err != nil {
+		return rec, fmt.Errorf("release %s: %w", rec, err)
+	}
+	rec.CRDs = crds
+	if prev != nil {
+		rec.CreatedCRDs = prev.CreatedCRDs
+	}
 	switch {
-	case cur == nil || cur.Info.Status == release.StatusUninstalled:
+	case fresh:
+		// Helm creates the absent CRDs first; it fails if it cannot.
+		rec.CreatedCRDs = absent
 		in := action.NewInstall(cfg)
 		in.ReleaseName, in.Namespace = rec.Name, rec.Namespace
 		in.Wait, in.Timeout, in.Atomic = true, timeout, true
@@ -180,20 +197,6 @@ func complete(cfg *action.Configuration, cur *release.Release) bool {
 		}
 	}
 	return true
-}
-
-// uninstallRelease removes a release and waits for its resources to go.
-func uninstallRelease(getter genericclioptions.RESTClientGetter, r Release, timeout time.Duration) error {
-	cfg, err := helmConfig(getter, r.Namespace)
-	if err != nil {
-		return err
-	}
-	un := action.NewUninstall(cfg)
-	un.Wait, un.Timeout, un.IgnoreNotFound = true, timeout, true
-	if _, err := un.Run(r.Name); err != nil && !errors.Is(err, driver.ErrReleaseNotFound) {
-		return fmt.Errorf("uninstall release %s: %w", r, err)
-	}
-	return nil
 }
 
 // jsonDigest identifies values or images (JSON, map keys sorted).

@@ -365,6 +365,7 @@ func removedPackage(name string, st *v1alpha1.RemovalStatus) *RemoveResult {
 	res.Version = st.Version
 	res.Images = append(res.Images, st.Images...)
 	res.Kept = append(res.Kept, st.Kept...)
+	res.CRDs, res.KeptCRDs = st.CRDs, st.KeptCRDs
 	res.Storage = Storage{Before: st.StorageBefore, After: st.StorageAfter}
 	return res
 }

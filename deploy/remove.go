@@ -14,9 +14,12 @@ import (
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -59,6 +62,17 @@ type RemoveResult struct {
 	// Repositories are the git repositories' artifacts deleted, as
 	// repository@digest (untagged, so only their deletion frees them).
 	Repositories []string `json:"repositories,omitempty"`
+	// CRDs are the CustomResourceDefinitions deleted: those the package's
+	// releases created from their charts' crds/ folders, which Helm's
+	// uninstall leaves. KeptCRDs, as "name: reason", those kept because
+	// custom resources of theirs are left (another package's chart
+	// carrying one keeps it silently).
+	CRDs     []string `json:"crds,omitempty"`
+	KeptCRDs []string `json:"keptCRDs,omitempty"`
+	// PullSecrets are the namespaces whose copy of the registry pull secret
+	// was deleted: those the package installed into and no other deployed
+	// package does.
+	PullSecrets []string `json:"pullSecrets,omitempty"`
 	// Storage is the registry's storage before and after garbage collection.
 	Storage Storage `json:"storage"`
 }
@@ -76,7 +90,9 @@ type Storage struct {
 var ErrNotDeployed = errors.New("not deployed")
 
 // Remove undoes Deploy of package name: it uninstalls its Helm releases,
-// deletes the objects of its manifests, deletes its images from the
+// deletes the objects of its manifests, the CRDs its releases created from
+// their charts' crds/ folders (unless another package's chart carries them
+// or custom resources of theirs are left), deletes its images from the
 // in-cluster registry unless another deployed package uses them, and the
 // package itself, forgets the record, then garbage-collects the registry's
 // storage (in a registry pod) in read-only maintenance mode, during which
@@ -110,7 +126,7 @@ func Remove(ctx context.Context, cs kubernetes.Interface, name string, opts Remo
 	}
 
 	for _, r := range slices.Backward(rec.Releases) {
-		if err := uninstallRelease(opts.Kube, r, opts.Timeout); err != nil {
+		if err := uninstallRelease(ctx, opts.Kube, r, opts.Timeout); err != nil {
 			return nil, err
 		}
 		progress("uninstalled release " + r.String())
@@ -126,6 +142,35 @@ func Remove(ctx context.Context, cs kubernetes.Interface, name string, opts Remo
 			}
 			progress("deleted " + o.String())
 		}
+	}
+
+	if names := removableCRDs(rec, others); len(names) > 0 {
+		cfg, err := opts.Kube.ToRESTConfig()
+		if err != nil {
+			return nil, err
+		}
+		ext, err := apiextensionsclient.NewForConfig(cfg)
+		if err != nil {
+			return nil, err
+		}
+		dyn, err := dynamic.NewForConfig(cfg)
+		if err != nil {
+			return nil, err
+		}
+		res.CRDs, res.KeptCRDs, err = crdRemover{ext: ext, dyn: dyn, timeout: opts.Timeout}.remove(ctx, names)
+		for _, n := range res.CRDs {
+			progress("deleted CRD " + n)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+
+	if res.PullSecrets, err = removePullSecrets(ctx, cs, opts.Namespace, rec, others); err != nil {
+		return nil, err
+	}
+	for _, ns := range res.PullSecrets {
+		progress("deleted pull secret " + ns + "/" + cluster.PullSecretName)
 	}
 
 	host, cred, err := RegistryAccess(ctx, cs, opts.Namespace)
@@ -176,6 +221,59 @@ func Remove(ctx context.Context, cs kubernetes.Interface, name string, opts Remo
 	}
 	progress(fmt.Sprintf("registry storage %d → %d bytes", res.Storage.Before, res.Storage.After))
 	return res, nil
+}
+
+// removePullSecrets deletes ferry's copies of the registry pull secret
+// (cluster.PullSecretName, labelled as ferry's: deploy and the agent make
+// them) from the namespaces rec's releases and objects are in that no
+// release or object of another package is in, never from ferry's own
+// namespace ferryNS. It returns those namespaces. A Pod the agent admits
+// there later gets a copy again.
+func removePullSecrets(ctx context.Context, cs kubernetes.Interface, ferryNS string, rec *Record, others []*Record) ([]string, error) {
+	used := map[string]bool{ferryNS: true, "": true}
+	for _, r := range others {
+		for ns := range namespaces(r) {
+			used[ns] = true
+		}
+	}
+	var out []string
+	for ns := range namespaces(rec) {
+		if used[ns] {
+			continue
+		}
+		secrets := cs.CoreV1().Secrets(ns)
+		s, err := secrets.Get(ctx, cluster.PullSecretName, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return out, fmt.Errorf("pull secret of namespace %s: %w", ns, err)
+		}
+		if s.Labels[cluster.LabelManagedBy] != cluster.ManagedBy {
+			continue // someone's own Secret of that name
+		}
+		err = secrets.Delete(ctx, s.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &s.UID}})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return out, fmt.Errorf("delete pull secret of namespace %s: %w", ns, err)
+		}
+		out = append(out, ns)
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// namespaces are those the releases and objects of rec are in.
+func namespaces(rec *Record) map[string]bool {
+	out := map[string]bool{}
+	for _, r := range rec.Releases {
+		out[r.Namespace] = true
+	}
+	for _, o := range rec.Objects {
+		if o.Namespace != "" {
+			out[o.Namespace] = true
+		}
+	}
+	return out
 }
 
 // registryCleaner deletes manifests from the in-cluster registry.

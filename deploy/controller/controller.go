@@ -374,6 +374,7 @@ func (r *Reconciler) remove(ctx context.Context, pkg *v1alpha1.Package) error {
 		pkg.Status.Removal = &v1alpha1.RemovalStatus{
 			Version:  res.Version,
 			Releases: releaseStatus(res.Releases), Objects: objectStatus(res.Objects), Images: res.Images, Kept: res.Kept,
+			CRDs: res.CRDs, KeptCRDs: res.KeptCRDs,
 			StorageBefore: res.Storage.Before, StorageAfter: res.Storage.After,
 		}
 		r.event(pkg, corev1.EventTypeNormal, "Removed", "Remove", "%d releases, %d objects, %d images (%d kept for other packages); registry storage %d → %d bytes",

@@ -222,6 +222,12 @@ type RemovalStatus struct {
 	Images []string `json:"images,omitempty"`
 	// +optional
 	Kept []string `json:"kept,omitempty"`
+	// CRDs deleted: those its releases created from their charts' crds/
+	// folders; KeptCRDs ("name: reason"), those kept.
+	// +optional
+	CRDs []string `json:"crds,omitempty"`
+	// +optional
+	KeptCRDs []string `json:"keptCRDs,omitempty"`
 	// StorageBefore and StorageAfter are the registry's bytes around its
 	// garbage collection.
 	StorageBefore int64 `json:"storageBefore"`

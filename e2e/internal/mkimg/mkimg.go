@@ -1,5 +1,6 @@
 // Package mkimg builds one-layer container images around a single static
-// binary, with no base image, for the e2e cluster: the same binary and
+// binary (at more paths as hard links, with small files beside it if asked),
+// with no base image, for the e2e cluster: the same binary and
 // Options always give the same bytes and digests (fixed tar headers, no
 // timestamps, an uncompressed layer, canonical JSON).
 //
@@ -17,6 +18,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"path"
 	"runtime"
 	"slices"
 	"strings"
@@ -48,8 +50,15 @@ type Options struct {
 	// Labels are set in the image config. They change the config and
 	// manifest digests, never the layer.
 	Labels map[string]string
-	// User is the image's user ("65534:65534" for a Pod that must run as
-	// non-root); root if empty. Like Labels, it changes the config only.
+	// Links are more paths of the binary in the image, as hard links to it
+	// (e.g. "/bin/sh"); the folders they need are made (mode 0755). None if
+	// empty.
+	Links []string
+	// Files are more regular files (mode 0644) by path, e.g.
+	// "/standin.json". None if empty.
+	Files map[string][]byte
+	// User is the user the image runs as (e.g. "65532", for containers
+	// that must run as non-root); root if empty.
 	User string
 	// OS and Architecture are the image's platform; linux and runtime.GOARCH
 	// if empty.
@@ -83,24 +92,13 @@ func New(binary []byte, opts Options) (*Image, error) {
 		return nil, fmt.Errorf("mkimg: path %q: want a plain file name", opts.Path)
 	}
 
-	var layer bytes.Buffer
-	tw := tar.NewWriter(&layer)
-	hdr := &tar.Header{
-		Typeflag: tar.TypeReg, Name: opts.Path, Mode: 0o755, Size: int64(len(binary)),
-		ModTime: time.Unix(0, 0), Format: tar.FormatUSTAR,
-	}
-	if err := tw.WriteHeader(hdr); err != nil {
-		return nil, fmt.Errorf("mkimg: layer: %w", err)
-	}
-	if _, err := tw.Write(binary); err != nil {
-		return nil, fmt.Errorf("mkimg: layer: %w", err)
-	}
-	if err := tw.Close(); err != nil {
-		return nil, fmt.Errorf("mkimg: layer: %w", err)
+	layer, err := buildLayer(binary, opts)
+	if err != nil {
+		return nil, err
 	}
 
 	img := &Image{blobs: map[digest.Digest][]byte{}}
-	img.Layer = img.add(ocispec.MediaTypeImageLayer, layer.Bytes())
+	img.Layer = img.add(ocispec.MediaTypeImageLayer, layer)
 	cfg := ocispec.Image{
 		Platform: ocispec.Platform{OS: opts.OS, Architecture: opts.Architecture},
 		Config: ocispec.ImageConfig{
@@ -129,6 +127,68 @@ func New(binary []byte, opts Options) (*Image, error) {
 	img.Manifest = img.add(ocispec.MediaTypeImageManifest, manifestJSON)
 	img.Manifest.Platform = &cfg.Platform
 	return img, nil
+}
+
+// buildLayer writes the layer's tar: the binary first (hard links name
+// it), then folders, links and files in the order of their paths.
+func buildLayer(binary []byte, opts Options) ([]byte, error) {
+	type entry struct {
+		hdr  *tar.Header
+		data []byte
+	}
+	entries := map[string]entry{}
+	add := func(name string, hdr *tar.Header, data []byte) error {
+		p := strings.TrimPrefix(path.Clean("/"+name), "/")
+		if p == "" || p == opts.Path {
+			return fmt.Errorf("mkimg: path %q: taken by the binary", name)
+		}
+		if _, ok := entries[p]; ok {
+			return fmt.Errorf("mkimg: path %q: given twice", name)
+		}
+		for dir := path.Dir(p); dir != "."; dir = path.Dir(dir) {
+			if e, ok := entries[dir]; ok && e.hdr.Typeflag != tar.TypeDir || dir == opts.Path {
+				return fmt.Errorf("mkimg: path %q: %s is a file", name, dir)
+			}
+			entries[dir] = entry{hdr: &tar.Header{Typeflag: tar.TypeDir, Name: dir + "/", Mode: 0o755}}
+		}
+		hdr.Name = p
+		entries[p] = entry{hdr, data}
+		return nil
+	}
+	for _, l := range opts.Links {
+		if err := add(l, &tar.Header{Typeflag: tar.TypeLink, Linkname: opts.Path, Mode: 0o755}, nil); err != nil {
+			return nil, err
+		}
+	}
+	for name, data := range opts.Files {
+		if err := add(name, &tar.Header{Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(data))}, data); err != nil {
+			return nil, err
+		}
+	}
+	var layer bytes.Buffer
+	tw := tar.NewWriter(&layer)
+	write := func(hdr *tar.Header, data []byte) error {
+		hdr.ModTime, hdr.Format = time.Unix(0, 0), tar.FormatUSTAR
+		if err := tw.WriteHeader(hdr); err != nil {
+			return fmt.Errorf("mkimg: layer: %w", err)
+		}
+		if _, err := tw.Write(data); err != nil {
+			return fmt.Errorf("mkimg: layer: %w", err)
+		}
+		return nil
+	}
+	if err := write(&tar.Header{Typeflag: tar.TypeReg, Name: opts.Path, Mode: 0o755, Size: int64(len(binary))}, binary); err != nil {
+		return nil, err
+	}
+	for _, p := range slices.Sorted(maps.Keys(entries)) {
+		if err := write(entries[p].hdr, entries[p].data); err != nil {
+			return nil, err
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return nil, fmt.Errorf("mkimg: layer: %w", err)
+	}
+	return layer.Bytes(), nil
 }
 
 func (img *Image) add(mediaType string, b []byte) ocispec.Descriptor {

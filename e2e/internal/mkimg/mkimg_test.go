@@ -6,9 +6,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/opencontainers/go-digest"
@@ -76,7 +78,7 @@ func TestReproducible(t *testing.T) {
 
 func TestImage(t *testing.T) {
 	ctx := context.Background()
-	img, err := mkimg.New(binary, mkimg.Options{Cmd: []string{"pause"}, Architecture: "arm64"})
+	img, err := mkimg.New(binary, mkimg.Options{Cmd: []string{"pause"}, Architecture: "arm64", User: "65532"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +86,7 @@ func TestImage(t *testing.T) {
 	if err := json.Unmarshal(fetch(t, img, img.Config), &cfg); err != nil {
 		t.Fatal(err)
 	}
-	if cfg.OS != "linux" || cfg.Architecture != "arm64" || len(cfg.Config.Entrypoint) != 1 || cfg.Config.Entrypoint[0] != "/tiny" ||
+	if cfg.OS != "linux" || cfg.Architecture != "arm64" || cfg.Config.User != "65532" || len(cfg.Config.Entrypoint) != 1 || cfg.Config.Entrypoint[0] != "/tiny" ||
 		len(cfg.Config.Cmd) != 1 || cfg.Config.Cmd[0] != "pause" || len(cfg.RootFS.DiffIDs) != 1 || cfg.RootFS.DiffIDs[0] != img.Layer.Digest {
 		t.Errorf("config %+v", cfg)
 	}
@@ -182,4 +184,65 @@ func fetch(t *testing.T, s content.Fetcher, desc ocispec.Descriptor) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// TestLinksAndFiles: the binary also appears at each link (a hard link, its
+// folders made first), the files hold their bytes, and paths that collide
+// are refused.
+func TestLinksAndFiles(t *testing.T) {
+	opts := mkimg.Options{Links: []string{"/bin/sh", "/usr/lib/app/run", "bin/bash"}, Files: map[string][]byte{"/standin.json": []byte("{}"), "etc/app/conf": []byte("x")}}
+	img, err := mkimg.New(binary, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := tar.NewReader(bytes.NewReader(fetch(t, img, img.Layer)))
+	var got []string
+	for {
+		hdr, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, _ := io.ReadAll(tr)
+		desc := fmt.Sprintf("%s %c %o %s %q", hdr.Name, hdr.Typeflag, hdr.Mode, hdr.Linkname, data)
+		if hdr.Name == "tiny" {
+			desc = fmt.Sprintf("tiny %c %o binary=%v", hdr.Typeflag, hdr.Mode, bytes.Equal(data, binary))
+		}
+		got = append(got, desc)
+	}
+	want := []string{
+		"tiny 0 755 binary=true",
+		`bin/ 5 755  ""`,
+		`bin/bash 1 755 tiny ""`,
+		`bin/sh 1 755 tiny ""`,
+		`etc/ 5 755  ""`,
+		`etc/app/ 5 755  ""`,
+		`etc/app/conf 0 644  "x"`,
+		`standin.json 0 644  "{}"`,
+		`usr/ 5 755  ""`,
+		`usr/lib/ 5 755  ""`,
+		`usr/lib/app/ 5 755  ""`,
+		`usr/lib/app/run 1 755 tiny ""`,
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("layer:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	again, err := mkimg.New(binary, opts)
+	if err != nil || again.Layer.Digest != img.Layer.Digest {
+		t.Errorf("same options, layers %s and %s (%v)", img.Layer.Digest, again.Layer.Digest, err)
+	}
+
+	for _, bad := range []mkimg.Options{
+		{Links: []string{"/tiny"}},
+		{Links: []string{"/bin/sh", "bin/sh"}},
+		{Links: []string{"/tiny/x"}},
+		{Links: []string{"/a/b"}, Files: map[string][]byte{"a": nil}},
+		{Links: []string{"/"}},
+	} {
+		if _, err := mkimg.New(binary, bad); err == nil {
+			t.Errorf("%+v: no error", bad)
+		}
+	}
 }

@@ -8,6 +8,10 @@
 //	tiny get URL          print URL's body; exit 1 unless the status is 2xx
 //	tiny echo ARG...      print the arguments, space-separated
 //
+// In an image that holds /standin.json, tiny stands in for another program
+// whatever its arguments (standin.go): it does what that file says for its
+// command line — serve ports, or exit 0.
+//
 // It runs as PID 1 in its container, so it handles SIGTERM itself (PID 1 has
 // no default signal actions): every mode exits 0 on SIGTERM or SIGINT.
 package main
@@ -29,6 +33,13 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
+	if config, err := os.ReadFile(standinConfigPath); err == nil {
+		if err := runStandin(ctx, config, os.Args, os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, "tiny:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := run(ctx, os.Args[1:], os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "tiny:", err)
 		os.Exit(1)
