@@ -456,8 +456,8 @@ func createPackage(ctx context.Context, t *testing.T, dir, def string, priv *key
 }
 
 // layoutTagged stores a one-layer image of binary in the OCI layout
-// dir/images under tag.
-func layoutTagged(ctx context.Context, t *testing.T, dir, tag string, binary []byte, opts mkimg.Options) {
+// dir/images under tag and returns its manifest's digest.
+func layoutTagged(ctx context.Context, t *testing.T, dir, tag string, binary []byte, opts mkimg.Options) string {
 	t.Helper()
 	img, err := mkimg.New(binary, opts)
 	if err != nil {
@@ -473,6 +473,7 @@ func layoutTagged(ctx context.Context, t *testing.T, dir, tag string, binary []b
 	if err := store.Tag(ctx, img.Manifest, tag); err != nil {
 		t.Fatal(err)
 	}
+	return img.Manifest.Digest.String()
 }
 
 // chartArtifact stores the chart web 1.0.0 (one ConfigMap) as Helm pushes

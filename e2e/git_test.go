@@ -14,8 +14,6 @@ import (
 	"time"
 
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
-	"oras.land/oras-go/v2"
-	"oras.land/oras-go/v2/content/oci"
 
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -360,21 +358,7 @@ func stubSourceCRDs(ctx context.Context, t *testing.T, c *harness.Cluster) dynam
 // manifest's digest.
 func layoutImage(ctx context.Context, t *testing.T, dir string, binary []byte, opts mkimg.Options) string {
 	t.Helper()
-	img, err := mkimg.New(binary, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	store, err := oci.New(filepath.Join(dir, "images"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := oras.CopyGraph(ctx, img, store, img.Manifest, oras.DefaultCopyGraphOptions); err != nil {
-		t.Fatal(err)
-	}
-	if err := store.Tag(ctx, img.Manifest, "1.0"); err != nil {
-		t.Fatal(err)
-	}
-	return img.Manifest.Digest.String()
+	return layoutTagged(ctx, t, dir, "1.0", binary, opts)
 }
 
 // registryReferrers lists the referrers of repo@digest in the in-cluster
