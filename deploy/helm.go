@@ -121,7 +121,7 @@ func installRelease(ctx context.Context, cfg *action.Configuration, spec release
 		// An install, upgrade or rollback that never finished: its process
 		// died (a controller restarted). Helm refuses any other operation
 		// until the release leaves that state.
-		if cur, err = settlePending(cfg, cur, timeout); err != nil {
+		if cur, err = settlePending(ctx, cfg, cur, timeout); err != nil {
 			return rec, fmt.Errorf("release %s: %w", rec, err)
 		}
 	}
@@ -167,11 +167,11 @@ func installRelease(ctx context.Context, cfg *action.Configuration, spec release
 // first install is uninstalled (then installed again), an upgrade or
 // rollback is marked failed (then upgraded again, from the last deployed
 // revision). It returns the release's state after.
-func settlePending(cfg *action.Configuration, cur *release.Release, timeout time.Duration) (*release.Release, error) {
+func settlePending(ctx context.Context, cfg *action.Configuration, cur *release.Release, timeout time.Duration) (*release.Release, error) {
 	if cur.Info.Status == release.StatusPendingInstall {
-		un := action.NewUninstall(cfg)
-		un.Wait, un.Timeout, un.IgnoreNotFound = true, timeout, true
-		if _, err := un.Run(cur.Name); err != nil && !errors.Is(err, driver.ErrReleaseNotFound) {
+		// As remove uninstalls: waiting itself, objects created again
+		// deleted again (uninstallRelease).
+		if err := uninstall(ctx, cfg, Release{Namespace: cur.Namespace, Name: cur.Name}, timeout); err != nil {
 			return nil, fmt.Errorf("undo the interrupted install: %w", err)
 		}
 		return nil, nil

@@ -36,7 +36,13 @@ func uninstallRelease(ctx context.Context, getter genericclioptions.RESTClientGe
 	if err != nil {
 		return err
 	}
-	rest, err := getter.ToRESTConfig()
+	return uninstall(ctx, cfg, r, timeout)
+}
+
+// uninstall is uninstallRelease through a Helm configuration of the
+// release's namespace.
+func uninstall(ctx context.Context, cfg *action.Configuration, r Release, timeout time.Duration) error {
+	rest, err := cfg.RESTClientGetter.ToRESTConfig()
 	if err != nil {
 		return err
 	}
