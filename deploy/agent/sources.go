@@ -181,8 +181,14 @@ func (s *SourceRewriter) ociRepository(spec map[string]any) (bool, []string, err
 	if err := checkFluxRef(g, ref); err != nil {
 		return false, nil, fmt.Errorf("OCIRepository %s: %w", u, err)
 	}
-	spec["url"] = "oci://" + s.Registry + "/" + g.Path
 	spec["ref"] = map[string]any{"digest": g.Digest.String()}
+	return s.toRegistry(spec, g.Path)
+}
+
+// toRegistry points a Flux OCI source's spec at path in the in-cluster
+// registry: plain HTTP, no cloud provider's login, the registry's Secret.
+func (s *SourceRewriter) toRegistry(spec map[string]any, path string) (bool, []string, error) {
+	spec["url"] = "oci://" + s.Registry + "/" + path
 	spec["insecure"] = true
 	spec["provider"] = "generic"
 	spec["secretRef"] = map[string]any{"name": s.PullSecret}
@@ -213,12 +219,8 @@ func (s *SourceRewriter) helmRepository(spec map[string]any) (bool, []string, er
 		}
 		path = p
 	}
-	spec["url"] = "oci://" + s.Registry + "/" + path
-	spec["insecure"] = true
-	spec["provider"] = "generic"
-	spec["secretRef"] = map[string]any{"name": s.PullSecret}
 	delete(spec, "certSecretRef")
-	return true, []string{s.PullSecret}, nil
+	return s.toRegistry(spec, path)
 }
 
 // carriesBelow reports whether a carried image's repository, as name
