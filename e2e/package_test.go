@@ -495,8 +495,10 @@ func TestPackageResource(t *testing.T) {
 	})
 }
 
-// TestPackageResyncBudget: 20 Packages, then an unchanged resync of all of
-// them: how long it takes, and that it changes nothing.
+// TestPackageResyncBudget: 20 Packages, then a reinstall of all of them
+// requested (RequestAnnotation) though nothing changed: how long it takes,
+// and that it changes nothing; then all removed by one ferry remove. (The
+// unchanged resync, which installs nothing, is TestPackageScale's.)
 func TestPackageResyncBudget(t *testing.T) {
 	c := harness.Get(t)
 	ctx := timeout(t, 15*time.Minute)
@@ -543,7 +545,7 @@ func TestPackageResyncBudget(t *testing.T) {
 	for _, name := range names {
 		waitPackage(ctx, t, pc, name, 5*time.Minute, isReady)
 	}
-	t.Logf("TIMING unchanged resync of %d Packages: %.1fs", n, time.Since(start).Seconds())
+	t.Logf("TIMING requested reinstall of %d unchanged Packages: %.1fs", n, time.Since(start).Seconds())
 	if after := objectVersions(ctx, t, c, "e2e-many"); after != before {
 		t.Fatalf("the resync changed objects:\n%s\n→\n%s", before, after)
 	}
