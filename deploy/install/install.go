@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
@@ -236,6 +237,22 @@ func (in *installer) install(ctx context.Context, cred auth.Credential) (*Instal
 	if err := kube.ApplyDeployment(ctx, in.cs, in.deployment(hex.EncodeToString(sum[:8]))); err != nil {
 		return nil, err
 	}
+	// The git server and the Package controller do not need the agent (the
+	// webhook leaves ferry's namespace alone): they start and are waited
+	// for while the agent rolls out.
+	var (
+		wg                 sync.WaitGroup
+		git                string
+		gitReady, ctlReady time.Duration
+		gitErr, ctlErr     error
+	)
+	sideCtx, cancel := context.WithCancel(ctx)
+	defer func() { cancel(); wg.Wait() }()
+	wg.Go(func() {
+		git, gitReady, gitErr = in.gitServer(sideCtx, cluster.Account{Username: cred.Username, Password: cred.Password})
+	})
+	wg.Go(func() { ctlReady, ctlErr = in.controller(sideCtx) })
+
 	start := time.Now()
 	// An agent Pod on a node that is down is never replaced otherwise.
 	if _, err := kube.DeletePodsOnDeadNodes(ctx, in.cs, in.ns, labels()); err != nil {
@@ -248,10 +265,6 @@ func (in *installer) install(ctx context.Context, cred auth.Credential) (*Instal
 		return nil, err
 	}
 	ready := time.Since(start)
-	git, gitReady, err := in.gitServer(ctx, cluster.Account{Username: cred.Username, Password: cred.Password})
-	if err != nil {
-		return nil, err
-	}
 	if err := in.webhook(ctx, tlsData[caKey]); err != nil {
 		return nil, err
 	}
@@ -259,8 +272,8 @@ func (in *installer) install(ctx context.Context, cred auth.Credential) (*Instal
 	if err != nil {
 		return nil, err
 	}
-	ctlReady, err := in.controller(ctx)
-	if err != nil {
+	wg.Wait()
+	if err := errors.Join(gitErr, ctlErr); err != nil {
 		return nil, err
 	}
 	return &InstallResult{Controller: ctlReady, Image: in.image, Binary: path, Ready: ready, Renewed: renewed, Webhook: clusterName(in.ns), Check: check, Git: git, GitReady: gitReady}, nil
