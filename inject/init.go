@@ -95,6 +95,11 @@ type InitOptions struct {
 	// yet is deleted, and its replacement pulls again at once instead of
 	// after the kubelet's back-off.
 	Via reach.Via
+	// DeferInjectorWait: the clean-up deletes the injector's objects and
+	// does not wait for its Pod to be gone (its kubelet may take seconds);
+	// the caller waits with WaitInjectorGone once it has done its own work
+	// (install.Init does, after the agent).
+	DeferInjectorWait bool
 	// Progress, if set, is told of each step as it finishes.
 	Progress func(Step)
 }

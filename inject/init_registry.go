@@ -249,6 +249,12 @@ func (in *initRun) handOver(ctx context.Context) (string, error) {
 }
 
 func (in *initRun) cleanUp(ctx context.Context) (string, error) {
+	if in.opts.DeferInjectorWait {
+		if err := deleteInjector(ctx, in.cs, in.ns); err != nil {
+			return "", err
+		}
+		return "injector objects deleted", nil
+	}
 	if err := DeleteInjector(ctx, in.cs, in.ns); err != nil {
 		return "", err
 	}

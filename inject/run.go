@@ -38,6 +38,15 @@ func RunInjector(ctx context.Context, cs kubernetes.Interface, plan *Plan, timeo
 
 // DeleteInjector deletes every injector object in ns and waits until they are gone.
 func DeleteInjector(ctx context.Context, cs kubernetes.Interface, ns string) error {
+	if err := deleteInjector(ctx, cs, ns); err != nil {
+		return err
+	}
+	return WaitInjectorGone(ctx, cs, ns)
+}
+
+// deleteInjector deletes every injector object in ns (its Services waited
+// for), its Pod at once (no grace period).
+func deleteInjector(ctx context.Context, cs kubernetes.Interface, ns string) error {
 	sel := injectorSelector()
 	bg := metav1.DeletePropagationBackground
 	if err := deleteInjectorServices(ctx, cs, ns); err != nil {
@@ -50,6 +59,13 @@ func DeleteInjector(ctx context.Context, cs kubernetes.Interface, ns string) err
 	if err := cs.CoreV1().ConfigMaps(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: sel}); err != nil && !apierrors.IsNotFound(err) {
 		return err
 	}
+	return nil
+}
+
+// WaitInjectorGone waits until no injector object is left in ns (after
+// Init with InitOptions.DeferInjectorWait).
+func WaitInjectorGone(ctx context.Context, cs kubernetes.Interface, ns string) error {
+	sel := injectorSelector()
 	return kube.Poll(ctx, 2*time.Minute, func() (bool, error) {
 		pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
 		if err != nil {

@@ -84,6 +84,8 @@ func (in *Init) Run(ctx context.Context) (*Result, error) {
 		opts.WaitTimeout = inject.DefaultWaitTimeout
 	}
 	opts.Progress = in.Progress
+	// The injector's Pod goes while the agent is installed.
+	opts.DeferInjectorWait = true
 	start := time.Now()
 	res, err := inject.Init(ctx, in.Client, opts)
 	if err != nil {
@@ -123,6 +125,14 @@ func (in *Init) Run(ctx context.Context) (*Result, error) {
 	}
 	out.Agent, out.Installed = installed.Image, installed
 	in.progress("agent", installed.String(), agentStart)
+
+	goneStart := time.Now()
+	if err := inject.WaitInjectorGone(ctx, in.Client, opts.Namespace); err != nil {
+		return nil, &StepError{Step: "clean-up", Err: err}
+	}
+	if res.Injected {
+		in.progress("clean-up", "no injector objects left", goneStart)
+	}
 
 	migrateStart := time.Now()
 	if out.Migrated, err = in.migrate(ctx, opts.Namespace); err != nil {
