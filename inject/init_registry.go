@@ -250,10 +250,16 @@ func (in *initRun) handOver(ctx context.Context) (string, error) {
 
 func (in *initRun) cleanUp(ctx context.Context) (string, error) {
 	if in.opts.DeferInjectorWait {
-		if err := deleteInjector(ctx, in.cs, in.ns); err != nil {
-			return "", err
-		}
-		return "injector objects deleted", nil
+		done := make(chan error, 1)
+		in.res.cleanup = done
+		go func() {
+			// Its own context: Init returns meanwhile; the caller's wait
+			// (WaitCleanup) has the caller's.
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+			defer cancel()
+			done <- DeleteInjector(ctx, in.cs, in.ns)
+		}()
+		return "deleting the injector's objects", nil
 	}
 	if err := DeleteInjector(ctx, in.cs, in.ns); err != nil {
 		return "", err

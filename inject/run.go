@@ -41,7 +41,7 @@ func DeleteInjector(ctx context.Context, cs kubernetes.Interface, ns string) err
 	if err := deleteInjector(ctx, cs, ns); err != nil {
 		return err
 	}
-	return WaitInjectorGone(ctx, cs, ns)
+	return waitInjectorGone(ctx, cs, ns)
 }
 
 // deleteInjector deletes every injector object in ns (its Services waited
@@ -62,9 +62,8 @@ func deleteInjector(ctx context.Context, cs kubernetes.Interface, ns string) err
 	return nil
 }
 
-// WaitInjectorGone waits until no injector object is left in ns (after
-// Init with InitOptions.DeferInjectorWait).
-func WaitInjectorGone(ctx context.Context, cs kubernetes.Interface, ns string) error {
+// waitInjectorGone waits until no injector object is left in ns.
+func waitInjectorGone(ctx context.Context, cs kubernetes.Interface, ns string) error {
 	sel := injectorSelector()
 	return kube.Poll(ctx, 2*time.Minute, func() (bool, error) {
 		pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: sel})

@@ -144,7 +144,7 @@ func (in *Init) Run(ctx context.Context) (*Result, error) {
 	in.progress("agent", installed.String(), agentStart)
 
 	goneStart := time.Now()
-	if err := inject.WaitInjectorGone(ctx, in.Client, opts.Namespace); err != nil {
+	if err := res.WaitCleanup(ctx); err != nil {
 		return nil, &StepError{Step: "clean-up", Err: err}
 	}
 	if res.Injected {
