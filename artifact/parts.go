@@ -264,10 +264,16 @@ func (s *partSet) hashParts(ctx context.Context) *PartError {
 			return &PartError{Part: s.path(i), Index: s.index, Problem: "cannot be read: " + err.Error()}
 		}
 		if got := digest.NewDigest(digest.SHA256, h); got != pt.Digest {
-			return &PartError{Part: s.path(i), Index: s.index, Problem: fmt.Sprintf("is damaged: its sha256 is %s, %s records %s (part %d of %d)", got.Encoded()[:12], filepath.Base(s.index), pt.Digest.Encoded()[:12], i+1, len(s.ps.Parts))}
+			return s.damagedPart(i, got)
 		}
 	}
 	return nil
+}
+
+// damagedPart is the error for part i, whose sha256 is got.
+func (s *partSet) damagedPart(i int, got digest.Digest) *PartError {
+	return &PartError{Part: s.path(i), Index: s.index, Problem: fmt.Sprintf("is damaged: its sha256 is %s…, %s records %s… (part %d of %d)",
+		got.Encoded()[:12], filepath.Base(s.index), s.ps.Parts[i].Digest.Encoded()[:12], i+1, len(s.ps.Parts))}
 }
 
 // ctxReader stops reading once ctx is done.
@@ -491,6 +497,9 @@ func (r *Reader) writeArchiveFile(write func(io.Writer) error) error {
 // names and renamed at the end, the index last; the parts of an earlier
 // split of base that the new one does not have are then removed.
 func writeParts(base string, partSize int64, root digest.Digest, write func(io.Writer) error) (ps *Parts, err error) {
+	if err := os.MkdirAll(filepath.Dir(base), 0o755); err != nil {
+		return nil, err
+	}
 	pw := &partWriter{base: base, size: partSize}
 	defer func() {
 		if err != nil {
@@ -600,9 +609,10 @@ func (w *partWriter) Write(p []byte) (int, error) {
 			if len(w.parts) >= MaxParts {
 				return n, fmt.Errorf("more than %d parts", MaxParts)
 			}
-			f, err := os.CreateTemp(filepath.Dir(w.base), "."+filepath.Base(partName(w.base, len(w.parts)))+".tmp-*")
+			name := partName(w.base, len(w.parts))
+			f, err := os.CreateTemp(filepath.Dir(w.base), "."+filepath.Base(name)+".tmp-*")
 			if err != nil {
-				return n, err
+				return n, fmt.Errorf("write %s: %w", name, pathCause(err))
 			}
 			w.f, w.h, w.left = f, sha256.New(), w.size
 			w.temps = append(w.temps, f.Name())
@@ -613,7 +623,8 @@ func (w *partWriter) Write(p []byte) (int, error) {
 		w.h.Write(chunk[:k])
 		n, p, w.left, w.total = n+k, p[k:], w.left-int64(k), w.total+int64(k)
 		if err != nil {
-			return n, err
+			// A full medium names the part, not its temporary file.
+			return n, fmt.Errorf("write %s: %w", partName(w.base, len(w.parts)-1), pathCause(err))
 		}
 		if w.left == 0 {
 			if err := w.close(); err != nil {
@@ -622,6 +633,15 @@ func (w *partWriter) Write(p []byte) (int, error) {
 		}
 	}
 	return n, nil
+}
+
+// pathCause is a PathError's cause (its path is a temporary file's), or err.
+func pathCause(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
 }
 
 // close ends the current part.
@@ -651,3 +671,79 @@ func (w *partWriter) abort() {
 		os.Remove(t)
 	}
 }
+
+// ReadParts reads and checks the parts index at p (PartsIndexPath), without
+// opening the parts.
+func ReadParts(p string) (*Parts, error) {
+	ps, err := readParts(p)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", p, err)
+	}
+	return ps, nil
+}
+
+// Parts returns the parts the package was opened from, or nil when it is
+// not split.
+func (r *Reader) Parts() *Parts {
+	if r.parts == nil {
+		return nil
+	}
+	ps := *r.parts.ps
+	ps.Parts = append([]Part(nil), ps.Parts...)
+	return &ps
+}
+
+// OpenArchive returns the archive's bytes as one stream, and their number,
+// for a caller that sends the archive whole (an upload): one file, or a
+// split package's parts one after the other, each checked against the
+// sha256 its index records as its last byte is read — a damaged part ends
+// the stream with a PartError naming it. A layout folder has no archive.
+func (r *Reader) OpenArchive() (io.ReadCloser, int64, error) {
+	if r.isDir {
+		return nil, 0, fmt.Errorf("%s: a layout folder, not an archive", r.name)
+	}
+	f, size, err := r.openArchiveFile()
+	if err != nil {
+		return nil, 0, fmt.Errorf("%s: %w", r.name, err)
+	}
+	if r.parts == nil {
+		return f, size, nil
+	}
+	return &partsStream{f: f.(*partsFile), h: sha256.New()}, size, nil
+}
+
+// partsStream reads a split archive's parts in order, hashing each.
+type partsStream struct {
+	f    *partsFile
+	h    hashWriter
+	i    int   // the part being read
+	read int64 // its bytes read
+}
+
+func (s *partsStream) Read(p []byte) (int, error) {
+	ps := s.f.s.ps
+	if s.i >= len(ps.Parts) {
+		return 0, io.EOF
+	}
+	pt := ps.Parts[s.i]
+	p = p[:min(int64(len(p)), pt.Size-s.read)]
+	n, err := s.f.ReadAt(p, s.f.s.offs[s.i]+s.read)
+	s.h.Write(p[:n])
+	s.read += int64(n)
+	if err == io.EOF {
+		err = nil
+	}
+	if err != nil {
+		return n, err
+	}
+	if s.read == pt.Size {
+		if got := digest.NewDigestFromBytes(digest.SHA256, s.h.Sum(nil)); got != pt.Digest {
+			return n, s.f.s.damagedPart(s.i, got)
+		}
+		s.i, s.read = s.i+1, 0
+		s.h = sha256.New()
+	}
+	return n, nil
+}
+
+func (s *partsStream) Close() error { return s.f.Close() }
