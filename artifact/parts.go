@@ -500,6 +500,13 @@ func writeParts(base string, partSize int64, root digest.Digest, write func(io.W
 	if err := os.MkdirAll(filepath.Dir(base), 0o755); err != nil {
 		return nil, err
 	}
+	// Temporary files of a split of base that was killed.
+	for _, pattern := range []string{".part*.tmp-*", PartsIndexSuffix + ".tmp-*"} {
+		stale, _ := filepath.Glob(filepath.Join(filepath.Dir(base), "."+globEscape(filepath.Base(base))+pattern))
+		for _, f := range stale {
+			os.Remove(f)
+		}
+	}
 	pw := &partWriter{base: base, size: partSize}
 	defer func() {
 		if err != nil {
