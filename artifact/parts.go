@@ -120,6 +120,9 @@ func PartsIndexPath(p string) string {
 // readParts reads and checks the parts index at p.
 func readParts(p string) (*Parts, error) {
 	data, err := readRegular(p, p, MaxManifestSize)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("the parts index %s is missing: copy it from any medium of the package (%w)", p, fs.ErrNotExist)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -139,6 +142,8 @@ func readParts(p string) (*Parts, error) {
 		return nil, bad("root %q is not a digest", ps.Root)
 	case len(ps.Parts) == 0 || len(ps.Parts) > MaxParts:
 		return nil, bad("%d parts (1 to %d)", len(ps.Parts), MaxParts)
+	case ps.PartSize <= 0 || ps.PartSize > sizeCeiling/MaxParts:
+		return nil, bad("part size %d out of range", ps.PartSize)
 	}
 	var total int64
 	for i, pt := range ps.Parts {

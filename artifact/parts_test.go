@@ -3,6 +3,7 @@ package artifact_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -274,4 +275,49 @@ func ExampleSplit() {
 	// Output:
 	// hello.tar.zst.part001
 	// hello 5 blobs
+}
+
+// TestSplitIndexRefused: an index that is missing, or names parts outside
+// its folder or of sizes that do not add up, is refused before any part
+// is opened.
+func TestSplitIndexRefused(t *testing.T) {
+	ctx := context.Background()
+	res, ps := splitPackage(t, ".tar", 4)
+	index := res.Path + artifact.PartsIndexSuffix
+	good, err := os.ReadFile(index)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(index); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := artifact.Open(ctx, res.Path+".part001"); err == nil || !strings.Contains(err.Error(), "the parts index "+index+" is missing") {
+		t.Errorf("no index: %v", err)
+	}
+	for name, edit := range map[string]func(*artifact.Parts){
+		"escaping name": func(p *artifact.Parts) { p.Parts[0].Name = "../" + p.Parts[0].Name },
+		"package path":  func(p *artifact.Parts) { p.Package = "../x.tar" },
+		"sizes":         func(p *artifact.Parts) { p.Size++ },
+		"part size":     func(p *artifact.Parts) { p.PartSize = 0 },
+		"media type":    func(p *artifact.Parts) { p.MediaType = "application/json" },
+	} {
+		t.Run(name, func(t *testing.T) {
+			bad := *ps
+			bad.Parts = append([]artifact.Part(nil), ps.Parts...)
+			edit(&bad)
+			data, _ := json.Marshal(bad)
+			if err := os.WriteFile(index, data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := artifact.Open(ctx, index); !errors.Is(err, artifact.ErrCorrupt) || !strings.Contains(err.Error(), "parts index") {
+				t.Errorf("got %v, want the parts index refused", err)
+			}
+		})
+	}
+	if err := os.WriteFile(index, good, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := artifact.Open(ctx, index); err != nil {
+		t.Fatal(err)
+	}
 }
