@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -319,5 +320,49 @@ func TestSplitIndexRefused(t *testing.T) {
 	}
 	if _, err := artifact.Open(ctx, index); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestSplitOpenArchive: the parts sent whole (an upload) are the archive's
+// bytes; a damaged part ends the stream with an error naming it.
+func TestSplitOpenArchive(t *testing.T) {
+	ctx := context.Background()
+	res, ps := splitPackage(t, ".tar.zst", 2)
+	want, err := os.ReadFile(res.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(res.Path)
+	send := func() ([]byte, error) {
+		r, err := artifact.Open(ctx, res.Path)
+		if err != nil {
+			return nil, err
+		}
+		rc, size, err := r.OpenArchive()
+		if err != nil {
+			return nil, err
+		}
+		defer rc.Close()
+		if size != int64(len(want)) {
+			t.Errorf("size %d, want %d", size, len(want))
+		}
+		return io.ReadAll(rc)
+	}
+	got, err := send()
+	if err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("the parts sent: %d bytes, %v; want the archive's %d", len(got), err, len(want))
+	}
+	last := filepath.Join(filepath.Dir(res.Path), ps.Parts[len(ps.Parts)-1].Name)
+	data, err := os.ReadFile(last)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data[len(data)-1] ^= 1 // the end of the archive, where no walk looks
+	if err := os.WriteFile(last, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var pe *artifact.PartError
+	if _, err := send(); !errors.As(err, &pe) || pe.Part != last {
+		t.Fatalf("a damaged last part sent: %v, want it named", err)
 	}
 }
