@@ -11,6 +11,7 @@ package zarf
 import (
 	"bytes"
 	"fmt"
+	"os"
 	"path/filepath"
 	"regexp"
 	"runtime"
@@ -98,6 +99,10 @@ type converter struct {
 	tokenGaps  []Gap
 	scanned    map[string]bool
 	files      map[string][]byte
+	// built: the zarf.yaml of a built package extracted in zdir (Import):
+	// sources are read from the package's layout, nothing is filtered.
+	built bool
+	comp  string
 }
 
 func (c *converter) gap(line int, field, what, nearest string) {
@@ -126,6 +131,35 @@ func Convert(file string, data []byte, opts ConvertOptions) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	return c.run(data)
+}
+
+// Import converts the zarf.yaml of a built Zarf package extracted by
+// Extract into a ferry definition whose sources are the package's own
+// content, read from p.Dir (where the definition belongs): its images
+// (the OCI layout images/, by reference, so by the same digests), chart
+// archives, manifests (kustomizations as Zarf rendered them), files (with
+// the modes Zarf gave them) and git repositories. Flavors, architecture
+// and package templates were resolved when Zarf built it. What ferry does
+// not carry as Zarf deploys it is reported as Convert reports it.
+func Import(p *Package) (*Result, error) {
+	file := filepath.Join(p.Dir, ZarfYAML)
+	c := &converter{file: file, zdir: p.Dir, odir: p.Dir, built: true, scanned: map[string]bool{}, files: map[string][]byte{}}
+	var probe struct {
+		Build struct {
+			Architecture string `yaml:"architecture"`
+		} `yaml:"build"`
+	}
+	_ = yaml.Unmarshal(p.Definition, &probe)
+	c.arch = probe.Build.Architecture
+	if _, err := os.Stat(filepath.Join(p.Dir, SBOMTar)); err == nil {
+		c.gap(0, "", "Zarf's SBOMs (sboms.tar) are not carried over", "ferry makes its own SBOM of every image (import --sbom, as create does)")
+	}
+	return c.run(p.Definition)
+}
+
+func (c *converter) run(data []byte) (*Result, error) {
+	file := c.file
 	var doc yaml.Node
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&doc); err != nil {
@@ -241,7 +275,7 @@ func (c *converter) pkg(root *yaml.Node) (*ferryDef, error) {
 	if err := c.metadata(o.vals["metadata"], def); err != nil {
 		return nil, err
 	}
-	if o.has("build") {
+	if o.has("build") && !c.built {
 		c.gap(o.line("build"), "build", "the build record of a built package (zarf package create wrote it)", "not converted: convert the source zarf.yaml, or bring the built package with `ferry package import`")
 	}
 	if err := c.list(o, "constants", func(item *yaml.Node, f string) error {
@@ -337,7 +371,7 @@ func (c *converter) metadata(n *yaml.Node, def *ferryDef) error {
 	if !o.isZero("yolo") {
 		c.gap(o.line("yolo"), "metadata.yolo", "YOLO: deploy to a cluster without Zarf's registry, workloads pulling from their original registries", "none: ferry always pushes images into the cluster's registry and runs them from there by digest")
 	}
-	if o.has("aggregateChecksum") {
+	if o.has("aggregateChecksum") && !c.built {
 		c.gap(o.line("aggregateChecksum"), "metadata.aggregateChecksum", "the checksum of a built package's content", "not converted: ferry records every digest itself when it creates the package")
 	}
 	if b, _ := c.boolean(o, "allowNamespaceOverride"); b != nil && *b {
@@ -366,6 +400,7 @@ func (c *converter) component(n *yaml.Node, field string) (*ferryComp, error) {
 	if keep, err := c.only(o, name); err != nil || !keep {
 		return nil, err
 	}
+	c.comp = name
 	comp := &ferryComp{Name: name}
 	if comp.Description, err = c.str(o, "description"); err != nil {
 		return nil, err
@@ -410,7 +445,11 @@ func (c *converter) component(n *yaml.Node, field string) (*ferryComp, error) {
 		if _, err := artifact.NormalizeImageRef(item.Value); err != nil {
 			return c.errf(item.Line, f, "%v", err)
 		}
-		comp.Images = append(comp.Images, item.Value)
+		if c.built {
+			comp.Images = append(comp.Images, ferryImage{Ref: item.Value, Layout: "images"})
+		} else {
+			comp.Images = append(comp.Images, item.Value)
+		}
 		return nil
 	}); err != nil {
 		return nil, err
@@ -433,8 +472,10 @@ func (c *converter) component(n *yaml.Node, field string) (*ferryComp, error) {
 	}); err != nil {
 		return nil, err
 	}
+	idx := 0
 	if err := c.list(o, "files", func(item *yaml.Node, f string) error {
-		fs, err := c.fileEntry(item, f)
+		fs, err := c.fileEntry(item, f, idx)
+		idx++
 		comp.Files = append(comp.Files, fs...)
 		return err
 	}); err != nil {
@@ -498,7 +539,7 @@ func (c *converter) only(o *object, name string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	if flavor != "" && flavor != c.opts.Flavor {
+	if flavor != "" && flavor != c.opts.Flavor && !c.built {
 		c.gap(oo.line("flavor"), oo.f("flavor"), fmt.Sprintf("component %s is for flavor %q, not %q", name, flavor, c.opts.Flavor), "left out, as zarf package create leaves it out (convert with --flavor "+flavor+" for that flavor)")
 		return false, nil
 	}
@@ -510,7 +551,7 @@ func (c *converter) only(o *object, name string) (bool, error) {
 		if err != nil {
 			return false, err
 		}
-		if arch, _ := c.str(co, "architecture"); arch != "" && arch != c.arch {
+		if arch, _ := c.str(co, "architecture"); arch != "" && arch != c.arch && !c.built {
 			c.gap(co.line("architecture"), co.f("architecture"), fmt.Sprintf("component %s is for %s, the package for %s", name, arch, c.arch), "left out, as zarf package create leaves it out (convert with --architecture "+arch+" for that architecture)")
 			return false, nil
 		}

@@ -31,11 +31,17 @@ type ferryComp struct {
 	Name         string          `yaml:"name"`
 	Description  string          `yaml:"description,omitempty"`
 	Required     *bool           `yaml:"required,omitempty"`
-	Images       []string        `yaml:"images,omitempty"`
+	Images       []any           `yaml:"images,omitempty"`
 	Charts       []ferryChart    `yaml:"charts,omitempty"`
 	Manifests    []ferryManifest `yaml:"manifests,omitempty"`
 	Files        []ferryFile     `yaml:"files,omitempty"`
 	Repositories []ferryRepo     `yaml:"repositories,omitempty"`
+}
+
+// ferryImage is an image of a local OCI layout.
+type ferryImage struct {
+	Ref    string `yaml:"ref"`
+	Layout string `yaml:"layout"`
 }
 
 type ferryChart struct {
@@ -59,15 +65,16 @@ type ferryFile struct {
 }
 
 type ferryRepo struct {
-	URL string `yaml:"url"`
-	Ref string `yaml:"ref,omitempty"`
+	URL  string `yaml:"url"`
+	Path string `yaml:"path,omitempty"`
+	Ref  string `yaml:"ref,omitempty"`
 }
 
 // fileMode is written in octal, as ferry.yaml reads it (0644).
-type fileMode uint32
+type fileMode int32
 
 func (m fileMode) MarshalYAML() (any, error) {
-	return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!int", Value: fmt.Sprintf("0%03o", uint32(m))}, nil
+	return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!int", Value: fmt.Sprintf("0%03o", int32(m))}, nil
 }
 
 // encode writes the definition with a header saying where it came from.

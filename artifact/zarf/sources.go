@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"io/fs"
 	"os"
@@ -69,6 +70,11 @@ func (c *converter) chart(n *yaml.Node, field string) (*ferryChart, error) {
 		return nil, c.errf(o.line("namespace"), o.f("namespace"), "namespace %q is not valid for ferry (a DNS label of at most 53 characters)", ch.Namespace)
 	}
 	switch {
+	case c.built:
+		ch.Path = fmt.Sprintf("components/%s/charts/%s-%s.tgz", c.comp, name, version)
+		if _, err := os.Stat(filepath.Join(c.zdir, filepath.FromSlash(ch.Path))); err != nil {
+			return nil, c.errf(n.Line, field, "the package lacks the chart: %v", err)
+		}
 	case local != "" && u != "":
 		return nil, c.errf(n.Line, field, "url and localPath are exclusive")
 	case local != "":
@@ -119,7 +125,9 @@ func (c *converter) chart(n *yaml.Node, field string) (*ferryChart, error) {
 	}
 	for i, vf := range vfs {
 		c.gap(lines[i], fmt.Sprintf("%s[%d]", o.f("valuesFiles"), i), fmt.Sprintf("values file %s", vf), "none in ferry.yaml: merge it into the chart's values.yaml (a local chart), or give the values at deploy with `ferry deploy --set`")
-		if !isURL(vf) {
+		if c.built {
+			c.scanTokens(filepath.Join(c.zdir, "components", c.comp, "values", fmt.Sprintf("%s-%s-%d", name, version, i)))
+		} else if !isURL(vf) {
 			if p, err := c.rel(lines[i], o.f("valuesFiles"), vf); err == nil {
 				c.scanTokens(filepath.Join(c.odir, filepath.FromSlash(p)))
 			}
@@ -197,6 +205,12 @@ func (c *converter) manifest(n *yaml.Node, field string) (*ferryManifest, error)
 	}
 	for i, f := range files {
 		ff := fmt.Sprintf("%s[%d]", o.f("files"), i)
+		if c.built {
+			p := fmt.Sprintf("components/%s/manifests/%s-%d.yaml", c.comp, name, i)
+			m.Files = append(m.Files, p)
+			c.scanTokens(filepath.Join(c.zdir, filepath.FromSlash(p)))
+			continue
+		}
 		if isURL(f) {
 			u, sum := splitShasum(f)
 			p := localPlaceholder(ManifestsDir, u)
@@ -221,6 +235,12 @@ func (c *converter) manifest(n *yaml.Node, field string) (*ferryManifest, error)
 	}
 	for i, k := range ks {
 		kf := fmt.Sprintf("%s[%d]", o.f("kustomizations"), i)
+		if c.built {
+			p := fmt.Sprintf("components/%s/manifests/kustomization-%s-%d.yaml", c.comp, name, i)
+			m.Files = append(m.Files, p)
+			c.scanTokens(filepath.Join(c.zdir, filepath.FromSlash(p)))
+			continue
+		}
 		out := fmt.Sprintf("%s/%s-%d.yaml", KustomizeDir, name, i)
 		src := k
 		if !isURL(k) && !filepath.IsAbs(k) {
@@ -274,7 +294,7 @@ func shaCheck(sum, p string) string {
 
 // fileEntry converts one Zarf file: a local file, a local folder (one
 // ferry file per regular file below it), or a URL (a placeholder path).
-func (c *converter) fileEntry(n *yaml.Node, field string) ([]ferryFile, error) {
+func (c *converter) fileEntry(n *yaml.Node, field string, idx int) ([]ferryFile, error) {
 	o, err := c.object(n, field, "ZarfFile")
 	if err != nil {
 		return nil, err
@@ -299,6 +319,11 @@ func (c *converter) fileEntry(n *yaml.Node, field string) ([]ferryFile, error) {
 	if syms, _, _ := c.strs(o, "symlinks"); len(syms) > 0 {
 		c.gap(o.line("symlinks"), o.f("symlinks"), "symbolic links to the file: "+strings.Join(syms, ", "), "none: make them where the file is taken out")
 	}
+	if c.built {
+		// Zarf stored it (downloaded, extracted) as files/IDX/BASE(target),
+		// its mode set.
+		return c.localFiles(o, fmt.Sprintf("components/%s/files/%d/%s", c.comp, idx, path.Base(filepath.ToSlash(target))), target, -1)
+	}
 	if ep, _ := c.str(o, "extractPath"); ep != "" {
 		c.gap(o.line("extractPath"), o.f("extractPath"), fmt.Sprintf("%s taken out of the archive %s", ep, src), "extract it first into the definition's folder and name it as source")
 		return nil, nil
@@ -316,16 +341,28 @@ func (c *converter) fileEntry(n *yaml.Node, field string) ([]ferryFile, error) {
 	if err != nil {
 		return nil, err
 	}
+	if sum != "" {
+		abs := filepath.Join(c.odir, filepath.FromSlash(p))
+		if fi, err := os.Stat(abs); err == nil && !fi.IsDir() {
+			if err := checkSHA256(abs, sum); err != nil {
+				return nil, c.errf(o.line("shasum"), o.f("shasum"), "%v (zarf package create aborts too)", err)
+			}
+		}
+	}
+	return c.localFiles(o, p, target, mode)
+}
+
+// localFiles is the ferry files of the file or folder p (relative to
+// odir): mode for a file (-1: its own), each its own below a folder.
+func (c *converter) localFiles(o *object, p, target string, mode fileMode) ([]ferryFile, error) {
 	abs := filepath.Join(c.odir, filepath.FromSlash(p))
 	fi, err := os.Stat(abs)
 	if err != nil {
 		return nil, c.errf(o.line("source"), o.f("source"), "%v", err)
 	}
 	if !fi.IsDir() {
-		if sum != "" {
-			if err := checkSHA256(abs, sum); err != nil {
-				return nil, c.errf(o.line("shasum"), o.f("shasum"), "%v (zarf package create aborts too)", err)
-			}
+		if mode < 0 {
+			mode = fileMode(fi.Mode().Perm())
 		}
 		c.scanTokens(abs)
 		return []ferryFile{{Source: p, Target: target, Mode: mode}}, nil
@@ -389,7 +426,15 @@ func (c *converter) repo(n *yaml.Node, field string) (*ferryRepo, error) {
 		return nil, c.errf(n.Line, field, "%q is not a git URL Zarf accepts (scheme://host/path[@ref])", n.Value)
 	}
 	r := &ferryRepo{URL: base}
-	if strings.HasPrefix(base, "file://") {
+	if c.built {
+		// Zarf's folder (transform.GitURLtoFolderName): the repository's
+		// name and the CRC-32 of the URL with its @ref.
+		m := gitURLRE.FindStringSubmatch(n.Value)
+		get := func(name string) string { return m[gitURLRE.SubexpIndex(name)] }
+		folder := fmt.Sprintf("%s-%d", get("repo"), crc32.ChecksumIEEE([]byte(get("proto")+get("hostPath")+"/"+get("repo")+get("git")+get("atRef"))))
+		r.Path = "components/" + c.comp + "/repos/" + folder
+	}
+	if strings.HasPrefix(base, "file://") && !c.built {
 		c.gap(n.Line, field, "a local repository "+base, "set url to the repository's identity (what GitRepository objects name) and path to the clone inside the definition's folder")
 		return nil, nil
 	}

@@ -80,6 +80,9 @@ An existing ferry.yaml is kept unless --force.`,
 			failed, gaps := 0, 0
 			for _, arg := range args {
 				rep, err := convertOne(arg, file, force, zarf.ConvertOptions{Flavor: flavor, Architecture: arch, Set: set})
+				if err != nil && len(args) == 1 && !output.JSON() {
+					return err
+				}
 				if err != nil {
 					failed++
 					rep.Error = err.Error()
