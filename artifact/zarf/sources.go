@@ -99,7 +99,7 @@ func (c *converter) chart(n *yaml.Node, field string) (*ferryChart, error) {
 			tgz := fmt.Sprintf("%s/%s-%s.tgz", ChartsDir, name, sanitize(ref))
 			ch.Path = tgz
 			c.gap(o.line("url"), o.f("url"), fmt.Sprintf("%s: %s at %s, folder %q", gitChartMsg, base, ref, sub),
-				fmt.Sprintf("path %s: make it with `git clone --depth 1 --branch %s %s /tmp/%s && helm package /tmp/%s/%s -d %s` (or carry the repository itself under repositories)", tgz, ref, base, name, name, sub, ChartsDir))
+				fmt.Sprintf("path %s: make it with `git clone --depth 1 --branch %s %s /tmp/%s && helm package /tmp/%s/%s -d /tmp/%s-chart && mv /tmp/%s-chart/*.tgz %s` (or carry the repository itself under repositories)", tgz, ref, base, name, name, sub, name, name, tgz))
 			break
 		}
 		repoName := get("repoName")
