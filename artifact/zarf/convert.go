@@ -415,6 +415,9 @@ func (c *converter) component(n *yaml.Node, field string) (*ferryComp, error) {
 	}
 	required := req != nil && *req
 	comp.Required = &required
+	if !required && dflt != nil && *dflt {
+		c.gap(o.line("default"), o.f("default"), fmt.Sprintf("component %s is selected by default: zarf package deploy --components a,b deploys it too unless the list excludes it (-%s)", name, name), "ferry deploy --components a,b deploys the required components and those named: name it too")
+	}
 	if !required && (dflt == nil || !*dflt) {
 		c.gap(o.line("name"), field, fmt.Sprintf("component %s is optional and not selected by default (Zarf: required and default both false): `zarf package deploy --confirm` leaves it out", name), "ferry deploys optional components unless --components is given: deploy with --components naming the components to deploy")
 	}

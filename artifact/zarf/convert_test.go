@@ -141,6 +141,7 @@ func TestConvertFull(t *testing.T) {
 		"components[0].manifests[0].kustomizations[0]": 44,
 		"components[0].actions.onDeploy.after[0]":      48,
 		"components[0].actions.onDeploy.after[1]":      49,
+		"components[1].default":                        56,
 		"components[1].files[0].target":                59,
 		"components[1].files[1].source":                61,
 		"components[1].repos[1]":                       65,
