@@ -170,7 +170,7 @@ components:
 	}
 	out := filepath.Join(dir, "out")
 	os.MkdirAll(out, 0o755)
-	cmd := exec.Command(zarfPath, "package", "create", src, "--confirm", "--plain-http", "--skip-sbom", "-a", arch,
+	cmd := exec.Command(zarfPath, "package", "create", src, "--confirm", "--plain-http", "-a", arch,
 		"-o", out, "--zarf-cache", filepath.Join(dir, "cache"), "--tmpdir", t.TempDir(), "--signing-key", zkey, "--signing-key-pass", "zarfpw", "--log-format", "console", "--no-color")
 	cmd.Env = append(os.Environ(), "HOME="+dir)
 	if b, err := cmd.CombinedOutput(); err != nil {
@@ -265,6 +265,13 @@ components:
 	}
 	if cf, imf := converted.Config.Components[0].Files[0], imported.Config.Components[0].Files[0]; cf.Digest != imf.Digest || imf.Mode != 0o600 {
 		t.Errorf("files differ: converted %+v, imported %+v (want Zarf's mode 0600)", cf, imf)
+	}
+	var sbomGap bool
+	for _, g := range ires.Gaps {
+		sbomGap = sbomGap || strings.Contains(g.What, "sboms.tar")
+	}
+	if !sbomGap {
+		t.Errorf("Zarf's SBOMs not reported: %v", ires.Gaps)
 	}
 	t.Logf("Zarf image %s; converted root %s, imported root %s; %d and %d gaps", zarfDigest, converted.Root.Digest, imported.Root.Digest, len(res.Gaps), len(ires.Gaps))
 }
