@@ -41,8 +41,8 @@ func TestCLIConvert(t *testing.T) {
 		t.Fatalf("convert: %d\n%s%s", code, out, stderr)
 	}
 	for _, want := range []string{
-		"a/zarf.yaml:15: components[0].files[0].target: zarf package deploy writes it to /etc/f.txt",
-		"a/zarf.yaml:19: components[0].actions.onDeploy.after[0]: onDeploy after: command \"echo done\" — none: ferry deploy runs no commands",
+		"a/zarf.yaml:13: components[0].files[0].target: zarf package deploy writes it to /etc/f.txt",
+		"a/zarf.yaml:17: components[0].actions.onDeploy.after[0]: onDeploy after: command \"echo done\" — none: ferry deploy runs no commands",
 		"b/zarf.yaml: wrote b/ferry.yaml (2 gaps)",
 	} {
 		if !strings.Contains(out, want) {
@@ -65,7 +65,7 @@ func TestCLIConvert(t *testing.T) {
 		t.Fatalf("convert -o json: %s", stderr)
 	}
 	var reps []convertJSON
-	if err := json.Unmarshal([]byte(out), &reps); err != nil || len(reps) != 1 || len(reps[0].Gaps) != 2 || reps[0].Gaps[1].Line != 19 {
+	if err := json.Unmarshal([]byte(out), &reps); err != nil || len(reps) != 1 || len(reps[0].Gaps) != 2 || reps[0].Gaps[1].Line != 17 {
 		t.Errorf("-o json = %s (%v)", out, err)
 	}
 
