@@ -107,14 +107,23 @@ reported one gap a line, as package convert reports it.`,
 			case pkg.Signed:
 				signature = "signed, signature not checked (no --key)"
 			}
+			// Gaps name the files inside the archive (ARCHIVE:zarf.yaml), not the
+			// folder they were extracted to and that is gone.
+			for i, g := range res.Gaps {
+				if rel, err := filepath.Rel(pkg.Dir, g.File); err == nil && filepath.IsLocal(rel) {
+					res.Gaps[i].File = args[0] + ":" + filepath.ToSlash(rel)
+				}
+			}
+			if !output.JSON() {
+				for _, g := range res.Gaps {
+					fmt.Fprintln(cmd.OutOrStdout(), g.String())
+				}
+			}
 			if output.JSON() {
 				return cli.WriteJSON(cmd.OutOrStdout(), map[string]any{
 					"source": args[0], "zarfSignature": signature, "path": created.Path, "root": created.Root.Digest,
 					"name": created.Config.Name, "version": created.Config.Version, "signed": signKey != "", "gaps": res.Gaps,
 				})
-			}
-			for _, g := range res.Gaps {
-				fmt.Fprintln(cmd.OutOrStdout(), g.String())
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "%s: Zarf package %s\nimported %s (%s %s, %s, %d blobs, %s)\nroot %s\n", args[0], signature, created.Path, created.Config.Name, created.Config.Version, cli.HumanBytes(created.Size), created.Blobs, plural(len(res.Gaps), "gap"), created.Root.Digest)
 			if strict && len(res.Gaps) > 0 {
