@@ -13,7 +13,7 @@ import (
 // cosign's signing, Helm, client-go or the distribution server. The front
 // binary (cmd/ferry/front) hands them to this one.
 func addFull(root, pkg, reg *cobra.Command) {
-	pkg.AddCommand(newCreateCmd(), newFindImagesCmd(), newSignCmd(), newMirrorCmd())
+	pkg.AddCommand(newCreateCmd(), newFindImagesCmd(), newSignCmd(), newMirrorCmd(), newConvertCmd(), newImportCmd())
 	reg.AddCommand(newRegistryServeCmd(), newRegistryCheckCmd(), newRegistryLoadCmd(), newRegistryConnectCmd(), newRegistryGCCmd(), newRegistryMigrateCmd())
 	root.AddCommand(newKeyCmd(), newInitCmd(), newDeployCmd(), newListCmd(), newRemoveCmd(), newAgentCmd(), newGitServerCmd(), newControllerCmd(), newDashboardCmd())
 }

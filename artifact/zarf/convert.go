@@ -1,0 +1,678 @@
+// Package zarf brings Zarf's work to ferry: Convert turns a zarf.yaml
+// (Zarf v0.60.0's zarf.dev/v1alpha1 ZarfPackageConfig) into a ferry.yaml,
+// reporting, line by line, everything that has no ferry equivalent with
+// the nearest ferry form, and dropping nothing silently.
+//
+// zarf.yaml is read with ferry's own YAML code (no Zarf module): every
+// field Zarf v0.60.0 knows is handled or reported, and a field it does not
+// know is reported too.
+package zarf
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/ferrypkg/ferry/artifact"
+)
+
+// Zarf's header values.
+const (
+	APIVersion        = "zarf.dev/v1alpha1"
+	KindPackageConfig = "ZarfPackageConfig"
+	KindInitConfig    = "ZarfInitConfig"
+)
+
+// ConvertOptions says how Convert resolves what zarf package create would
+// resolve. The zero value converts for no flavor and the architecture of
+// metadata.architecture (else the host's, as Zarf does).
+type ConvertOptions struct {
+	// Dir is the folder the ferry.yaml is written to; paths are made
+	// relative to it and must stay inside it. Default: zarf.yaml's folder.
+	Dir string
+	// Flavor keeps the components whose only.flavor is Flavor or empty, as
+	// `zarf package create --flavor` does.
+	Flavor string
+	// Architecture is the package's architecture (zarf package create
+	// --architecture): it wins over metadata.architecture, which wins over
+	// the host's. Components whose only.cluster.architecture differs are
+	// left out, as Zarf leaves them out.
+	Architecture string
+	// Set holds package template values (###ZARF_PKG_TMPL_KEY###), as
+	// `zarf package create --set KEY=VALUE`; keys are upper-cased as Zarf
+	// does. A template without a value is an error.
+	Set map[string]string
+}
+
+// Gap is something of a zarf.yaml (or of a file it names) that the ferry
+// definition does not carry as Zarf would: What it is, and the Nearest
+// ferry form. File is the zarf.yaml, or the manifest, values file or file
+// holding a deploy-time Zarf template.
+type Gap struct {
+	File    string `json:"file"`
+	Line    int    `json:"line"`
+	Field   string `json:"field,omitempty"`
+	What    string `json:"what"`
+	Nearest string `json:"nearest"`
+}
+
+// String is the gap as `convert` prints it: file:line: field: what — nearest.
+func (g Gap) String() string {
+	s := g.File
+	if g.Line > 0 {
+		s += ":" + strconv.Itoa(g.Line)
+	}
+	s += ": "
+	if g.Field != "" {
+		s += g.Field + ": "
+	}
+	return s + g.What + " — " + g.Nearest
+}
+
+// Result is a converted definition.
+type Result struct {
+	// Definition is the ferry.yaml content; it parses as a valid definition.
+	Definition []byte
+	// Files are files the definition names that Convert made (kustomizations
+	// rendered as zarf package create renders them), by path relative to
+	// Dir (slash-separated), to write beside it.
+	Files map[string][]byte
+	// Gaps, in the order of the zarf.yaml (then of the files it names).
+	Gaps []Gap
+}
+
+// converter holds one conversion's state.
+type converter struct {
+	file       string // zarf.yaml as named
+	zdir, odir string // zarf.yaml's folder, ferry.yaml's folder
+	opts       ConvertOptions
+	arch       string
+	gaps       []Gap
+	tokenGaps  []Gap
+	scanned    map[string]bool
+	files      map[string][]byte
+	// built: the zarf.yaml of a built package extracted in zdir (Import):
+	// sources are read from the package's layout, nothing is filtered.
+	built bool
+	comp  string
+}
+
+func (c *converter) gap(line int, field, what, nearest string) {
+	c.gaps = append(c.gaps, Gap{File: c.file, Line: line, Field: field, What: what, Nearest: nearest})
+}
+
+var (
+	pkgTemplate = regexp.MustCompile(`###ZARF_PKG_(TMPL|VAR)_([A-Z0-9_]+)###`)
+	nameRE      = regexp.MustCompile(`^[a-z0-9]([a-z0-9.-]{0,61}[a-z0-9])?$`)
+	labelRE     = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,51}[a-z0-9])?$`)
+)
+
+// Convert turns the zarf.yaml content data (file names it; relative paths
+// resolve against its folder, whose files Convert reads) into a ferry
+// definition. An error is what makes a definition impossible (invalid YAML,
+// an init package, a package template without a value, a path that leaves
+// the definition's folder); everything else is converted or reported as a
+// Gap.
+func Convert(file string, data []byte, opts ConvertOptions) (*Result, error) {
+	c := &converter{file: file, zdir: filepath.Dir(file), opts: opts, scanned: map[string]bool{}, files: map[string][]byte{}}
+	c.odir = opts.Dir
+	if c.odir == "" {
+		c.odir = c.zdir
+	}
+	data, err := c.fillPackageTemplates(data)
+	if err != nil {
+		return nil, err
+	}
+	return c.run(data)
+}
+
+// Import converts the zarf.yaml of a built Zarf package extracted by
+// Extract into a ferry definition whose sources are the package's own
+// content, read from p.Dir (where the definition belongs): its images
+// (the OCI layout images/, by reference, so by the same digests), chart
+// archives, manifests (kustomizations as Zarf rendered them), files (with
+// the modes Zarf gave them) and git repositories. Flavors, architecture
+// and package templates were resolved when Zarf built it. What ferry does
+// not carry as Zarf deploys it is reported as Convert reports it.
+func Import(p *Package) (*Result, error) {
+	file := filepath.Join(p.Dir, ZarfYAML)
+	c := &converter{file: file, zdir: p.Dir, odir: p.Dir, built: true, scanned: map[string]bool{}, files: map[string][]byte{}}
+	var probe struct {
+		Build struct {
+			Architecture string `yaml:"architecture"`
+		} `yaml:"build"`
+	}
+	_ = yaml.Unmarshal(p.Definition, &probe)
+	c.arch = probe.Build.Architecture
+	if _, err := os.Stat(filepath.Join(p.Dir, SBOMTar)); err == nil {
+		c.gap(0, "", "Zarf's SBOMs (sboms.tar) are not carried over", "ferry makes its own SBOM of every image (import --sbom, as create does)")
+	}
+	return c.run(p.Definition)
+}
+
+func (c *converter) run(data []byte) (*Result, error) {
+	file := c.file
+	var doc yaml.Node
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&doc); err != nil {
+		return nil, &artifact.DefinitionError{File: file, Msg: "invalid YAML: " + strings.TrimPrefix(err.Error(), "yaml: ")}
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); err == nil {
+		return nil, c.errf(extra.Line, "", "more than one YAML document")
+	}
+	if doc.Kind != yaml.DocumentNode || len(doc.Content) != 1 {
+		return nil, c.errf(0, "", "empty zarf.yaml")
+	}
+	def, err := c.pkg(doc.Content[0])
+	if err != nil {
+		return nil, err
+	}
+	out, err := def.encode()
+	if err != nil {
+		return nil, err
+	}
+	if _, err := artifact.ParseDefinition(filepath.Join(c.odir, artifact.DefinitionFileName), out); err != nil {
+		return nil, fmt.Errorf("%s: the converted definition is not valid: %w", file, err)
+	}
+	// The zarf.yaml's gaps in the order of its lines, then those of the
+	// files it names.
+	sort.SliceStable(c.gaps, func(i, j int) bool { return c.gaps[i].Line < c.gaps[j].Line })
+	return &Result{Definition: out, Files: c.files, Gaps: append(c.gaps, c.tokenGaps...)}, nil
+}
+
+// fillPackageTemplates replaces ###ZARF_PKG_TMPL_KEY### (and the deprecated
+// ###ZARF_PKG_VAR_KEY###) with opts.Set, and ###ZARF_PKG_ARCH### with the
+// architecture, in the text of zarf.yaml (as Zarf does in its YAML, so
+// lines stay). A template without a value is an error, as with
+// `zarf package create --confirm`.
+func (c *converter) fillPackageTemplates(data []byte) ([]byte, error) {
+	set := map[string]string{}
+	for k, v := range c.opts.Set {
+		set[strings.ToUpper(k)] = v
+	}
+	var missing []string
+	lines := strings.Split(string(data), "\n")
+	for i, l := range lines {
+		if strings.HasPrefix(strings.TrimSpace(l), "#") {
+			continue
+		}
+		lines[i] = pkgTemplate.ReplaceAllStringFunc(l, func(m string) string {
+			sub := pkgTemplate.FindStringSubmatch(m)
+			v, ok := set[sub[2]]
+			if !ok {
+				missing = append(missing, fmt.Sprintf("%s (line %d)", m, i+1))
+				return m
+			}
+			if sub[1] == "VAR" {
+				c.gap(i+1, "", m+" is Zarf's deprecated package variable syntax", "filled from --set "+sub[2]+" as ###ZARF_PKG_TMPL_"+sub[2]+"### would be")
+			}
+			return v
+		})
+	}
+	if len(missing) > 0 {
+		return nil, c.errf(0, "", "package templates without a value: %s: give each with --set KEY=VALUE (as zarf package create --set)", strings.Join(missing, ", "))
+	}
+	// The architecture is known only after metadata is read; Zarf fills it
+	// the same way, in the text.
+	arch := c.opts.Architecture
+	if arch == "" {
+		var probe struct {
+			Metadata struct {
+				Architecture string `yaml:"architecture"`
+			} `yaml:"metadata"`
+		}
+		_ = yaml.Unmarshal([]byte(strings.Join(lines, "\n")), &probe)
+		arch = probe.Metadata.Architecture
+	}
+	if arch == "" {
+		arch = runtime.GOARCH
+	}
+	c.arch = arch
+	return []byte(strings.ReplaceAll(strings.Join(lines, "\n"), "###ZARF_PKG_ARCH###", arch)), nil
+}
+
+// pkg converts the top level.
+func (c *converter) pkg(root *yaml.Node) (*ferryDef, error) {
+	o, err := c.object(root, "", "ZarfPackage")
+	if err != nil {
+		return nil, err
+	}
+	apiVersion, err := c.str(o, "apiVersion")
+	if err != nil {
+		return nil, err
+	}
+	if apiVersion != "" && apiVersion != APIVersion {
+		return nil, c.errf(o.line("apiVersion"), "apiVersion", "%q: Zarf v0.60.0 definitions are %s", apiVersion, APIVersion)
+	}
+	kind, err := c.str(o, "kind")
+	if err != nil {
+		return nil, err
+	}
+	switch kind {
+	case KindPackageConfig:
+	case KindInitConfig:
+		return nil, c.errf(o.line("kind"), "kind", "a Zarf init package sets up Zarf's own registry, agent and git server: `ferry init` sets up ferry's; convert the packages deployed after it")
+	default:
+		return nil, c.errf(o.line("kind"), "kind", "must be %s, got %q", KindPackageConfig, kind)
+	}
+	source := filepath.Base(c.file)
+	if r, err := filepath.Rel(c.odir, c.file); err == nil {
+		source = filepath.ToSlash(r)
+	}
+	def := &ferryDef{APIVersion: artifact.APIVersion, Kind: artifact.DefinitionKind, source: source}
+	if !o.has("metadata") {
+		return nil, c.errf(root.Line, "metadata", "missing")
+	}
+	if err := c.metadata(o.vals["metadata"], def); err != nil {
+		return nil, err
+	}
+	if o.has("build") && !c.built {
+		c.gap(o.line("build"), "build", "the build record of a built package (zarf package create wrote it)", "not converted: convert the source zarf.yaml, or bring the built package with `ferry package import`")
+	}
+	if err := c.list(o, "constants", func(item *yaml.Node, f string) error {
+		co, err := c.object(item, f, "Constant")
+		if err != nil {
+			return err
+		}
+		name, _ := c.str(co, "name")
+		c.gap(item.Line, f, fmt.Sprintf("constant %s: zarf package deploy replaces ###ZARF_CONST_%s### in manifests, values files and files", name, name), "ferry replaces nothing: write the value into those files (each use is reported below)")
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	if err := c.list(o, "variables", func(item *yaml.Node, f string) error {
+		vo, err := c.object(item, f, "InteractiveVariable")
+		if err != nil {
+			return err
+		}
+		name, _ := c.str(vo, "name")
+		dflt, _ := c.str(vo, "default")
+		c.gap(item.Line, f, fmt.Sprintf("variable %s (default %q): zarf package deploy asks for it or takes --set and replaces ###ZARF_VAR_%s###", name, dflt, name), "ferry templates nothing: a chart value given with `ferry deploy --set`, or the value written into the manifest (each use is reported below)")
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	if !o.has("components") {
+		c.gap(root.Line, "components", "no components (Zarf requires at least one)", "an empty ferry package")
+	}
+	names := map[string]string{}
+	if err := c.list(o, "components", func(item *yaml.Node, f string) error {
+		comp, err := c.component(item, f)
+		if err != nil || comp == nil {
+			return err
+		}
+		if prev, dup := names[comp.Name]; dup {
+			return c.errf(item.Line, f+".name", "duplicate component name %q (also %s) after flavor and architecture filtering: choose a flavor with --flavor", comp.Name, prev)
+		}
+		names[comp.Name] = f
+		def.Components = append(def.Components, *comp)
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	return def, nil
+}
+
+func (c *converter) metadata(n *yaml.Node, def *ferryDef) error {
+	o, err := c.object(n, "metadata", "ZarfMetadata")
+	if err != nil {
+		return err
+	}
+	md := &def.Metadata
+	if md.Name, err = c.str(o, "name"); err != nil {
+		return err
+	}
+	if md.Name == "" {
+		return c.errf(n.Line, "metadata.name", "missing")
+	}
+	if !nameRE.MatchString(md.Name) {
+		return c.errf(o.line("name"), "metadata.name", "%q is not a valid ferry package name (1–63 lowercase letters, digits, '-' and '.', starting and ending with a letter or digit)", md.Name)
+	}
+	if md.Description, err = c.str(o, "description"); err != nil {
+		return err
+	}
+	if md.Version, err = c.str(o, "version"); err != nil {
+		return err
+	}
+	if md.Version == "" {
+		md.Version = "0.0.0"
+		c.gap(n.Line, "metadata.version", "no version (optional in Zarf)", "ferry needs one: wrote 0.0.0; set the package's real version")
+	}
+	if arch, _ := c.str(o, "architecture"); arch != "" || c.opts.Architecture != "" {
+		if c.arch == "skeleton" {
+			return c.errf(o.line("architecture"), "metadata.architecture", "a skeleton package (zarf package publish of a definition) carries no content: convert the definition it was published from")
+		}
+		def.Platforms = []string{"linux/" + c.arch}
+	}
+	for _, k := range []string{"url", "image", "authors", "documentation", "source", "vendor"} {
+		if v, _ := c.str(o, k); v != "" {
+			def.comments = append(def.comments, fmt.Sprintf("zarf metadata.%s: %s", k, v))
+			c.gap(o.line(k), "metadata."+k, "no ferry field", "kept as a comment at the top of ferry.yaml (put it in metadata.description to show it in `ferry package inspect`)")
+		}
+	}
+	if v, ok := o.vals["annotations"]; ok && v.Kind == yaml.MappingNode {
+		for i := 0; i+1 < len(v.Content); i += 2 {
+			def.comments = append(def.comments, fmt.Sprintf("zarf metadata.annotations.%s: %s", v.Content[i].Value, v.Content[i+1].Value))
+		}
+		c.gap(o.line("annotations"), "metadata.annotations", "package annotations: ferry's package has none of its own", "kept as comments at the top of ferry.yaml")
+	}
+	if !o.isZero("uncompressed") {
+		c.gap(o.line("uncompressed"), "metadata.uncompressed", "an uncompressed package", "`ferry package create --format tar`")
+	}
+	if !o.isZero("yolo") {
+		c.gap(o.line("yolo"), "metadata.yolo", "YOLO: deploy to a cluster without Zarf's registry, workloads pulling from their original registries", "none: ferry always pushes images into the cluster's registry and runs them from there by digest")
+	}
+	if o.has("aggregateChecksum") && !c.built {
+		c.gap(o.line("aggregateChecksum"), "metadata.aggregateChecksum", "the checksum of a built package's content", "not converted: ferry records every digest itself when it creates the package")
+	}
+	if b, _ := c.boolean(o, "allowNamespaceOverride"); b != nil && *b {
+		c.gap(o.line("allowNamespaceOverride"), "metadata.allowNamespaceOverride", "allows `zarf package deploy --namespace` to move every chart and manifest", "none: ferry deploys into the namespaces the definition names; change them in ferry.yaml")
+	}
+	return nil
+}
+
+// component converts one component; nil when Zarf would leave it out
+// (flavor, architecture).
+func (c *converter) component(n *yaml.Node, field string) (*ferryComp, error) {
+	o, err := c.object(n, field, "ZarfComponent")
+	if err != nil {
+		return nil, err
+	}
+	name, err := c.str(o, "name")
+	if err != nil {
+		return nil, err
+	}
+	if name == "" {
+		return nil, c.errf(n.Line, o.f("name"), "missing")
+	}
+	if !nameRE.MatchString(name) {
+		return nil, c.errf(o.line("name"), o.f("name"), "%q is not a valid ferry component name (1–63 lowercase letters, digits, '-' and '.', ending with a letter or digit)", name)
+	}
+	if keep, err := c.only(o, name); err != nil || !keep {
+		return nil, err
+	}
+	c.comp = name
+	comp := &ferryComp{Name: name}
+	if comp.Description, err = c.str(o, "description"); err != nil {
+		return nil, err
+	}
+	req, err := c.boolean(o, "required")
+	if err != nil {
+		return nil, err
+	}
+	dflt, err := c.boolean(o, "default")
+	if err != nil {
+		return nil, err
+	}
+	required := req != nil && *req
+	comp.Required = &required
+	if !required && dflt != nil && *dflt {
+		c.gap(o.line("default"), o.f("default"), fmt.Sprintf("component %s is selected by default: zarf package deploy --components a,b deploys it too unless the list excludes it (-%s)", name, name), "ferry deploy --components a,b deploys the required components and those named: name it too")
+	}
+	if !required && (dflt == nil || !*dflt) {
+		c.gap(o.line("name"), field, fmt.Sprintf("component %s is optional and not selected by default (Zarf: required and default both false): `zarf package deploy --confirm` leaves it out", name), "ferry deploys optional components unless --components is given: deploy with --components naming the components to deploy")
+	}
+	if !o.isZero("group") {
+		g, _ := c.str(o, "group")
+		c.gap(o.line("group"), o.f("group"), fmt.Sprintf("component group %q (deploy one component of the group)", g), "none: ferry has no groups; name the one to deploy with --components")
+	}
+	if !o.isZero("cosignKeyPath") {
+		c.gap(o.line("cosignKeyPath"), o.f("cosignKeyPath"), "a key to verify downloaded sources with", "none: verify what you download before converting; ferry signs the package and checks every digest")
+	}
+	if o.has("import") {
+		io, err := c.object(o.vals["import"], o.f("import"), "ZarfComponentImport")
+		if err != nil {
+			return nil, err
+		}
+		what := "a component imported from another package"
+		if p, _ := c.str(io, "path"); p != "" {
+			what += " (" + p + ")"
+		} else if u, _ := c.str(io, "url"); u != "" {
+			what += " (" + u + ")"
+		}
+		c.gap(o.line("import"), o.f("import"), what+": not resolved, only this component's own fields are converted", "flatten first: `zarf dev inspect definition . > flat/zarf.yaml` (Zarf composes imports, flavors and templates) and convert that")
+	}
+	if err := c.list(o, "images", func(item *yaml.Node, f string) error {
+		if item.Kind != yaml.ScalarNode {
+			return c.errf(item.Line, f, "must be a string")
+		}
+		if _, err := artifact.NormalizeImageRef(item.Value); err != nil {
+			return c.errf(item.Line, f, "%v", err)
+		}
+		if c.built {
+			comp.Images = append(comp.Images, ferryImage{Ref: item.Value, Layout: "images"})
+		} else {
+			comp.Images = append(comp.Images, item.Value)
+		}
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	if err := c.list(o, "charts", func(item *yaml.Node, f string) error {
+		ch, err := c.chart(item, f)
+		if ch != nil {
+			comp.Charts = append(comp.Charts, *ch)
+		}
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	if err := c.list(o, "manifests", func(item *yaml.Node, f string) error {
+		m, err := c.manifest(item, f)
+		if m != nil {
+			comp.Manifests = append(comp.Manifests, *m)
+		}
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	idx := 0
+	if err := c.list(o, "files", func(item *yaml.Node, f string) error {
+		fs, err := c.fileEntry(item, f, idx)
+		idx++
+		comp.Files = append(comp.Files, fs...)
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	if err := c.list(o, "repos", func(item *yaml.Node, f string) error {
+		r, err := c.repo(item, f)
+		if r != nil {
+			comp.Repositories = append(comp.Repositories, *r)
+		}
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	if err := c.list(o, "dataInjections", func(item *yaml.Node, f string) error {
+		do, err := c.object(item, f, "ZarfDataInjection")
+		if err != nil {
+			return err
+		}
+		src, _ := c.str(do, "source")
+		c.gap(item.Line, f, fmt.Sprintf("data injection of %s into a running container", src), "none: carry the data as a file (files:) or in an image, and copy it in with an init container or a Job of the component's manifests")
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	if o.has("scripts") {
+		c.gap(o.line("scripts"), o.f("scripts"), "scripts (Zarf's deprecated actions)", "none: ferry runs no commands; see actions below")
+	}
+	if o.has("actions") {
+		if err := c.actions(o.vals["actions"], o.f("actions")); err != nil {
+			return nil, err
+		}
+	}
+	if err := c.list(o, "healthChecks", func(item *yaml.Node, f string) error {
+		ho, err := c.object(item, f, "NamespacedObjectKindReference")
+		if err != nil {
+			return err
+		}
+		kind, _ := c.str(ho, "kind")
+		ns, _ := c.str(ho, "namespace")
+		nm, _ := c.str(ho, "name")
+		c.gap(item.Line, f, fmt.Sprintf("health check of %s %s/%s", kind, ns, nm), "ferry deploy waits until every object of the package's charts and manifests is ready (--timeout); an object the package does not apply is not waited for")
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	return comp, nil
+}
+
+// only applies only.flavor and only.cluster.architecture as zarf package
+// create does, and reports what has no equivalent.
+func (c *converter) only(o *object, name string) (bool, error) {
+	if !o.has("only") {
+		return true, nil
+	}
+	oo, err := c.object(o.vals["only"], o.f("only"), "ZarfComponentOnlyTarget")
+	if err != nil {
+		return false, err
+	}
+	flavor, err := c.str(oo, "flavor")
+	if err != nil {
+		return false, err
+	}
+	if flavor != "" && flavor != c.opts.Flavor && !c.built {
+		c.gap(oo.line("flavor"), oo.f("flavor"), fmt.Sprintf("component %s is for flavor %q, not %q", name, flavor, c.opts.Flavor), "left out, as zarf package create leaves it out (convert with --flavor "+flavor+" for that flavor)")
+		return false, nil
+	}
+	if os, _ := c.str(oo, "localOS"); os != "" {
+		c.gap(oo.line("localOS"), oo.f("localOS"), fmt.Sprintf("deployed only from a %s machine", os), "none: ferry deploys the same from every machine; leave the component out with --components")
+	}
+	if oo.has("cluster") {
+		co, err := c.object(oo.vals["cluster"], oo.f("cluster"), "ZarfComponentOnlyCluster")
+		if err != nil {
+			return false, err
+		}
+		if arch, _ := c.str(co, "architecture"); arch != "" && arch != c.arch && !c.built {
+			c.gap(co.line("architecture"), co.f("architecture"), fmt.Sprintf("component %s is for %s, the package for %s", name, arch, c.arch), "left out, as zarf package create leaves it out (convert with --architecture "+arch+" for that architecture)")
+			return false, nil
+		}
+		if !co.isZero("distros") {
+			c.gap(co.line("distros"), co.f("distros"), "Kubernetes distributions (reserved by Zarf, unused)", "none")
+		}
+	}
+	return true, nil
+}
+
+// actions reports every action: ferry runs no commands.
+func (c *converter) actions(n *yaml.Node, field string) error {
+	o, err := c.object(n, field, "ZarfComponentActions")
+	if err != nil {
+		return err
+	}
+	nearest := map[string]string{
+		"onCreate": "none in ferry.yaml: run it before `ferry package create` (a Makefile or CI step)",
+		"onDeploy": "none: ferry deploy runs no commands; in the cluster, a Helm hook Job or a Job in the component's manifests",
+		"onRemove": "none: ferry remove runs no commands; a Helm pre-delete hook Job in a chart",
+	}
+	for _, op := range o.order {
+		so, err := c.object(o.vals[op], o.f(op), "ZarfComponentActionSet")
+		if err != nil {
+			return err
+		}
+		if so.has("defaults") {
+			if _, err := c.object(so.vals["defaults"], so.f("defaults"), "ZarfComponentActionDefaults"); err != nil {
+				return err
+			}
+		}
+		for _, when := range so.order {
+			if when == "defaults" {
+				continue
+			}
+			if err := c.list(so, when, func(item *yaml.Node, f string) error {
+				ao, err := c.object(item, f, "ZarfComponentAction")
+				if err != nil {
+					return err
+				}
+				what := "action"
+				if cmd, _ := c.str(ao, "cmd"); cmd != "" {
+					first, _, _ := strings.Cut(strings.TrimSpace(cmd), "\n")
+					what = fmt.Sprintf("command %q", first)
+				}
+				near := nearest[op]
+				if ao.has("wait") {
+					wo, err := c.object(ao.vals["wait"], ao.f("wait"), "ZarfComponentActionWait")
+					if err != nil {
+						return err
+					}
+					if wo.has("cluster") {
+						wc, err := c.object(wo.vals["cluster"], wo.f("cluster"), "ZarfComponentActionWaitCluster")
+						if err != nil {
+							return err
+						}
+						kind, _ := c.str(wc, "kind")
+						nm, _ := c.str(wc, "name")
+						cond, _ := c.str(wc, "condition")
+						what = fmt.Sprintf("wait for %s %s %s", kind, nm, cond)
+						if op == "onDeploy" {
+							near = "ferry deploy waits until every object of the package's charts and manifests is ready; for another object, a Helm hook Job"
+						}
+					}
+					if wo.has("network") {
+						wn, err := c.object(wo.vals["network"], wo.f("network"), "ZarfComponentActionWaitNetwork")
+						if err != nil {
+							return err
+						}
+						addr, _ := c.str(wn, "address")
+						what = "wait for the network address " + addr
+					}
+				}
+				if ao.has("setVariables") || ao.has("setVariable") {
+					what += " that sets variables"
+				}
+				c.gap(item.Line, f, fmt.Sprintf("%s %s: %s", op, when, what), near)
+				return nil
+			}); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// rel turns a path of zarf.yaml into one relative to ferry.yaml's folder,
+// which it must not leave.
+func (c *converter) rel(line int, field, p string) (string, error) {
+	abs := p
+	if !filepath.IsAbs(p) {
+		abs = filepath.Join(c.zdir, p)
+	}
+	r, err := filepath.Rel(c.odir, abs)
+	if err != nil || !filepath.IsLocal(r) {
+		return "", c.errf(line, field, "%q is outside the ferry definition's folder %s: ferry definitions name only paths inside their folder; copy it in (or convert with -f into a folder that holds it)", p, c.odir)
+	}
+	return filepath.ToSlash(r), nil
+}
+
+var remoteRE = regexp.MustCompile(`^[a-z][a-z0-9+.-]*://`)
+
+func isURL(s string) bool { return remoteRE.MatchString(s) }
+
+// splitShasum splits Zarf's URL@sha256 form of remote files.
+func splitShasum(u string) (string, string) {
+	if i := strings.LastIndex(u, "@"); i > 0 && len(u)-i-1 == 64 {
+		return u[:i], u[i+1:]
+	}
+	return u, ""
+}
+
+// localPlaceholder is where a remote source is to be put: a path in the
+// definition, so that create fails loudly until it is there.
+func localPlaceholder(folder, u string) string {
+	base := filepath.Base(strings.TrimSuffix(strings.SplitN(u, "?", 2)[0], "/"))
+	if base == "." || base == "/" || base == "" {
+		base = "download"
+	}
+	return folder + "/" + base
+}

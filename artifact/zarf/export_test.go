@@ -1,0 +1,4 @@
+package zarf
+
+// KnownFields exposes knownFields to the schema test.
+var KnownFields = knownFields

@@ -1,0 +1,79 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const zarfDef = `kind: ZarfPackageConfig
+metadata:
+  name: cv
+  version: 0.1.0
+components:
+  - name: web
+    required: true
+    manifests:
+      - name: m
+        files: [m.yaml]
+    files:
+      - source: f.txt
+        target: /etc/f.txt
+    actions:
+      onDeploy:
+        after:
+          - cmd: echo done
+`
+
+// Two zarf.yaml converted at once, each ferry.yaml next to its zarf.yaml;
+// the gaps one a line; the result created as a package.
+func TestCLIConvert(t *testing.T) {
+	dir := t.TempDir()
+	for _, d := range []string{"a", "b"} {
+		writeFile(t, filepath.Join(dir, d, "zarf.yaml"), zarfDef)
+		writeFile(t, filepath.Join(dir, d, "m.yaml"), "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: m\n")
+		writeFile(t, filepath.Join(dir, d, "f.txt"), "x\n")
+	}
+	out, stderr, code := runFerry(t, dir, "package", "convert", "a/zarf.yaml", "b")
+	if code != 0 {
+		t.Fatalf("convert: %d\n%s%s", code, out, stderr)
+	}
+	for _, want := range []string{
+		"a/zarf.yaml:13: components[0].files[0].target: zarf package deploy writes it to /etc/f.txt",
+		"a/zarf.yaml:17: components[0].actions.onDeploy.after[0]: onDeploy after: command \"echo done\" — none: ferry deploy runs no commands",
+		"b/zarf.yaml: wrote b/ferry.yaml (2 gaps)",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if _, stderr, code := runFerry(t, dir, "package", "create", "a", "-f", "a.tar.zst", "--sbom=false"); code != 0 {
+		t.Fatalf("create of the converted definition: %s", stderr)
+	}
+
+	// An existing ferry.yaml is kept; --force and --strict; -o json.
+	_, stderr, code = runFerry(t, dir, "package", "convert", "a")
+	wantFail(t, "", stderr, code, "a/ferry.yaml exists: --force overwrites it")
+	out, stderr, code = runFerry(t, dir, "package", "convert", "a", "--force", "--strict")
+	if code != 1 || stderr != "ferry: --strict: 2 gaps (see above)\n" || !strings.Contains(out, "wrote a/ferry.yaml (2 gaps)") {
+		t.Errorf("--strict: exit %d\n%s%s", code, out, stderr)
+	}
+	out, stderr, code = runFerry(t, dir, "package", "convert", "a", "--force", "-o", "json")
+	if code != 0 {
+		t.Fatalf("convert -o json: %s", stderr)
+	}
+	var reps []convertJSON
+	if err := json.Unmarshal([]byte(out), &reps); err != nil || len(reps) != 1 || len(reps[0].Gaps) != 2 || reps[0].Gaps[1].Line != 17 {
+		t.Errorf("-o json = %s (%v)", out, err)
+	}
+
+	// One bad definition among good ones: the others are converted, exit 1.
+	writeFile(t, filepath.Join(dir, "c", "zarf.yaml"), "kind: ZarfInitConfig\nmetadata: {name: init}\n")
+	os.Remove(filepath.Join(dir, "b", "ferry.yaml"))
+	out, stderr, code = runFerry(t, dir, "package", "convert", "c", "b")
+	if code != 1 || !strings.Contains(out, "wrote b/ferry.yaml") || !strings.Contains(stderr, "ferry: c/zarf.yaml: not converted: c/zarf.yaml:1: kind: a Zarf init package") || !strings.Contains(stderr, "1 of 2 definitions not converted") {
+		t.Errorf("batch with an error:\n%s%s", out, stderr)
+	}
+}
