@@ -49,6 +49,16 @@ func TestCLIDelta(t *testing.T) {
 	if !strings.Contains(out, "receipt of "+host) || !strings.Contains(out, "receipt.json.sig") {
 		t.Fatalf("registry have: %q", out)
 	}
+	// Only the package's repository: here, the same blobs.
+	for _, args := range [][]string{{host, "--prefix", "cli"}, {host + "/cli"}} {
+		var r struct{ Blobs int }
+		out := ok(nil, append([]string{"registry", "have", "-f", "scoped.json", "-o", "json"}, args...)...)
+		var all struct{ Blobs int }
+		if json.Unmarshal([]byte(out), &r) != nil || json.Unmarshal([]byte(ok(nil, "registry", "have", host, "-f", "all.json", "-o", "json")), &all) != nil || r.Blobs == 0 || r.Blobs != all.Blobs {
+			t.Fatalf("registry have %v: %q", args, out)
+		}
+	}
+	fails("names a prefix already", "registry", "have", host+"/cli", "--prefix", "cli", "-f", "x.json")
 	var res struct {
 		Carried, Omitted int
 	}

@@ -27,12 +27,16 @@ func newRegistryHaveCmd() *cobra.Command {
 		keyPath   string
 		inCluster bool
 		namespace string
+		prefix    string
 	)
 	cmd := &cobra.Command{
 		Use:   "have [REGISTRY[/PREFIX] | PKG | REF | --cluster] -f RECEIPT",
 		Short: "Write a receipt of the blobs a registry, a cluster or a package holds",
 		Example: `  # What the in-cluster registry holds, signed with the far side's key
   ferry registry have --cluster -f receipt.json --key far-side.key
+
+  # Only what package app's repository holds (where deploy puts app's next version)
+  ferry registry have --cluster --prefix app -f receipt.json
 
   # A registry (every repository of its catalog), or the repositories under a prefix
   ferry registry have registry.local:5000 -f receipt.json
@@ -45,8 +49,8 @@ blob the far side holds, what it was made from and when. Carried back across
 the air gap, it tells ` + "`ferry package delta`" + ` what a delta need not carry.
 
 From a registry (host[:port], optionally /PREFIX to list only the
-repositories under it), every tag of every repository its catalog lists and
-everything their manifests reach; with --cluster, the registry ` + "`ferry init`" + `
+repositories under it, as --prefix does), every tag of every repository its
+catalog lists and everything their manifests reach; with --cluster, the registry ` + "`ferry init`" + `
 set up, reached as deploy reaches it (--registry-via); from a package
 archive, layout folder or registry reference (host/repository:tag), the
 blobs of that package.
@@ -55,7 +59,13 @@ With --key (a cosign private key; password from COSIGN_PASSWORD or the
 terminal), RECEIPT.sig gets a detached signature over the receipt's bytes
 (base64, as cosign sign-blob writes it), for package delta --have-key.
 Nothing in a receipt is trusted: a blob it lists wrongly is found missing or
-damaged when the delta is pushed, before anything is written.`,
+damaged when the delta is pushed, before anything is written.
+
+A registry keeps blobs per repository, and a delta is completed in one: deploy
+and registry load put a package into the repository of its name. A receipt of
+the whole registry may list blobs only other repositories hold (an image
+another package brought), and a delta relying on them is refused there;
+--prefix NAME lists only what the package's own repository holds.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := output.Validate(); err != nil {
@@ -75,7 +85,7 @@ damaged when the delta is pushed, before anything is written.`,
 				}
 				signer = k
 			}
-			rc, err := receiptOf(cmd, args, inCluster, &kube, &via, namespace, remote)
+			rc, err := receiptOf(cmd, args, inCluster, &kube, &via, namespace, prefix, remote)
 			if err != nil {
 				return err
 			}
@@ -113,6 +123,7 @@ damaged when the delta is pushed, before anything is written.`,
 	cmd.Flags().StringVar(&keyPath, "key", "", "cosign private key to sign the receipt with (writes RECEIPT.sig)")
 	cmd.Flags().BoolVar(&inCluster, "cluster", false, "list the in-cluster registry that ferry init set up")
 	cmd.Flags().StringVarP(&namespace, "namespace", "n", cluster.DefaultNamespace, "ferry's namespace (with --cluster)")
+	cmd.Flags().StringVar(&prefix, "prefix", "", "list only the repository of this name and those under it (a registry or --cluster)")
 	kube.register(cmd)
 	via.register(cmd, reach.Auto)
 	remote.Register(cmd)
@@ -121,7 +132,7 @@ damaged when the delta is pushed, before anything is written.`,
 }
 
 // receiptOf makes the receipt of what args (or --cluster) name.
-func receiptOf(cmd *cobra.Command, args []string, inCluster bool, kube *kubeFlags, via *viaFlag, ns string, remote cli.RemoteFlags) (*artifact.Receipt, error) {
+func receiptOf(cmd *cobra.Command, args []string, inCluster bool, kube *kubeFlags, via *viaFlag, ns, prefix string, remote cli.RemoteFlags) (*artifact.Receipt, error) {
 	ctx := cmd.Context()
 	if inCluster {
 		cs, cfg, err := kube.clientConfig()
@@ -141,14 +152,20 @@ func receiptOf(cmd *cobra.Command, args []string, inCluster bool, kube *kubeFlag
 		if err != nil {
 			return nil, err
 		}
-		rc, err := artifact.HaveRegistry(ctx, reg, state.Registry, "")
+		rc, err := artifact.HaveRegistry(ctx, reg, withPrefix(state.Registry, prefix), prefix)
 		if err != nil {
 			return nil, tunnelCause(err, ep)
 		}
 		return rc, nil
 	}
 	arg := args[0]
-	if host, prefix, ok := registryArg(arg); ok {
+	if host, argPrefix, ok := registryArg(arg); ok {
+		if argPrefix != "" && prefix != "" {
+			return nil, fmt.Errorf("%s names a prefix already; drop --prefix", arg)
+		}
+		if argPrefix != "" {
+			prefix = argPrefix
+		}
 		ro, err := remote.Options(cmd, host)
 		if err != nil {
 			return nil, err
@@ -157,7 +174,10 @@ func receiptOf(cmd *cobra.Command, args []string, inCluster bool, kube *kubeFlag
 		if err != nil {
 			return nil, err
 		}
-		return artifact.HaveRegistry(ctx, reg, strings.TrimSuffix(arg, "/"), prefix)
+		return artifact.HaveRegistry(ctx, reg, withPrefix(host, prefix), prefix)
+	}
+	if prefix != "" {
+		return nil, fmt.Errorf("--prefix lists part of a registry; %s is a package", arg)
 	}
 	src, ref, err := cli.OpenSource(cmd, arg, remote)
 	if err != nil {
@@ -192,4 +212,12 @@ func registryArg(arg string) (host, prefix string, ok bool) {
 func writeReceiptFile(path string, data []byte) error {
 	_, err := atomicfile.Write(path, 0o644, func(w io.Writer) error { _, err := w.Write(data); return err })
 	return err
+}
+
+// withPrefix names a registry, or the repositories under prefix in it.
+func withPrefix(host, prefix string) string {
+	if prefix == "" {
+		return host
+	}
+	return host + "/" + strings.Trim(prefix, "/")
 }
