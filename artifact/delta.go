@@ -15,6 +15,7 @@ import (
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"golang.org/x/sync/errgroup"
 	"oras.land/oras-go/v2/content"
+	"oras.land/oras-go/v2/registry/remote"
 )
 
 // A delta is a package archive that leaves out the blobs a far side already
@@ -26,9 +27,10 @@ import (
 // the graph down to what it leaves out. Pushed (Copy, Push, Mirror: `package
 // push`, `deploy`, `registry load`) into a registry that holds the rest, it
 // completes the package there: the registry is asked for every blob left
-// out before anything is written (a MissingBlobsError names those it
-// lacks), each is read back and hashed, and the whole graph checked, before
-// any manifest or tag is written.
+// out before anything is written — in the destination repository, else in
+// its other repositories, to be mounted from there — (a MissingBlobsError
+// names those it lacks), each is read back and hashed, and the whole graph
+// checked, before any manifest or tag is written.
 //
 // An older ferry refuses a delta ("unexpected entry ferry-delta.json")
 // rather than taking it for a whole package.
@@ -239,6 +241,16 @@ func (p *pusher) complete(ctx context.Context, d *deltaHead) (map[digest.Digest]
 			lacks = append(lacks, omitted[i])
 		}
 	}
+	// What the repository lacks another repository of the registry may
+	// hold (an image another package brought): taken from there.
+	var from map[digest.Digest]*repoStore
+	if rs, ok := p.dst.(*repoStore); ok && len(lacks) > 0 {
+		var err error
+		if from, err = rs.locate(ctx, lacks); err != nil {
+			return nil, err
+		}
+		lacks = slices.DeleteFunc(lacks, func(d ocispec.Descriptor) bool { return from[d.Digest] != nil })
+	}
 	if len(lacks) > 0 {
 		return nil, &MissingBlobsError{Missing: lacks, Omitted: len(omitted)}
 	}
@@ -252,8 +264,12 @@ func (p *pusher) complete(ctx context.Context, d *deltaHead) (map[digest.Digest]
 				return nil, fmt.Errorf("%w: %s: the manifests it leaves out total more than %d bytes", ErrCorrupt, deltaFileName, MaxGraphSize)
 			}
 		}
+		src := p.dst
+		if rs := from[o.Digest]; rs != nil {
+			src = rs
+		}
 		g.Go(func() error {
-			data, err := readBack(gctx, p.dst, o)
+			data, err := readBack(gctx, src, o)
 			if err != nil {
 				return err
 			}
@@ -271,7 +287,93 @@ func (p *pusher) complete(ctx context.Context, d *deltaHead) (map[digest.Digest]
 			completed[o.Digest] = nodes[i]
 		}
 	}
+	if len(from) > 0 {
+		if err := p.dst.(*repoStore).bring(ctx, omitted, from, completed); err != nil {
+			return nil, err
+		}
+	}
 	return completed, nil
+}
+
+// locate finds the repositories of the registry that hold blobs s lacks
+// (HEAD in each repository of its catalog, until every one is found); a
+// registry that does not list its repositories finds none.
+func (s *repoStore) locate(ctx context.Context, lacks []ocispec.Descriptor) (map[digest.Digest]*repoStore, error) {
+	reg, err := remote.NewRegistry(s.repo.Reference.Registry)
+	if err != nil {
+		return nil, err
+	}
+	reg.PlainHTTP, reg.Client = s.repo.PlainHTTP, s.repo.Client
+	var names []string
+	if err := reg.Repositories(ctx, "", func(page []string) error { names = append(names, page...); return nil }); err != nil {
+		return nil, nil
+	}
+	found := map[digest.Digest]*repoStore{}
+	for _, name := range names {
+		if name == s.repo.Reference.Repository || len(found) == len(lacks) {
+			continue
+		}
+		r, err := reg.Repository(ctx, name)
+		if err != nil {
+			return nil, err
+		}
+		other := &repoStore{repo: r.(*remote.Repository)}
+		for _, d := range lacks {
+			if found[d.Digest] != nil {
+				continue
+			}
+			if ok, err := other.exists(ctx, d); err == nil && ok {
+				found[d.Digest] = other
+			}
+		}
+	}
+	return found, nil
+}
+
+// bring puts into s the blobs a delta leaves out that other repositories
+// of its registry hold (from), each read back and verified already: blobs
+// mounted (uploaded when the registry does not mount), then manifests,
+// children first.
+func (s *repoStore) bring(ctx context.Context, omitted []ocispec.Descriptor, from map[digest.Digest]*repoStore, nodes map[digest.Digest][]byte) error {
+	var manifests []ocispec.Descriptor
+	for _, o := range omitted {
+		src := from[o.Digest]
+		switch {
+		case src == nil:
+		case isContainer(o.MediaType):
+			manifests = append(manifests, o)
+		default:
+			getContent := func() (io.ReadCloser, error) { return src.repo.Fetch(ctx, o) }
+			if err := s.repo.Mount(ctx, o, src.repo.Reference.Repository, getContent); err != nil {
+				return &BlobError{Op: "mount blob", Digest: o.Digest, Err: err}
+			}
+		}
+	}
+	height := map[digest.Digest]int{}
+	var h func(d digest.Digest, mediaType string) int
+	h = func(d digest.Digest, mediaType string) int {
+		if v, ok := height[d]; ok {
+			return v
+		}
+		height[d] = 0
+		kids, _ := children(mediaType, nodes[d])
+		for _, k := range kids {
+			if from[k.Digest] != nil && isContainer(k.MediaType) {
+				height[d] = max(height[d], h(k.Digest, k.MediaType)+1)
+			}
+		}
+		return height[d]
+	}
+	for _, m := range manifests {
+		h(m.Digest, m.MediaType)
+	}
+	slices.SortStableFunc(manifests, func(a, b ocispec.Descriptor) int { return height[a.Digest] - height[b.Digest] })
+	for _, m := range manifests {
+		if err := s.pushManifest(ctx, m, nodes[m.Digest]); err != nil {
+			return &BlobError{Op: "push manifest", Digest: m.Digest, Err: err}
+		}
+	}
+	return nil
 }
 
 // errNotAsListed is the cause of a BlobError for a blob read back from a

@@ -432,3 +432,42 @@ func TestDeltaReadAlone(t *testing.T) {
 		})
 	}
 }
+
+// TestDeltaFromAnotherRepository: blobs a delta leaves out that the
+// destination repository lacks but another repository of the registry
+// holds (an image another package brought) are taken from there, verified.
+func TestDeltaFromAnotherRepository(t *testing.T) {
+	ctx := context.Background()
+	pair := makeDeltaPair(t, 16<<10, nil)
+	host := registrytest.Host(registrytest.NewServer(t, registry.Config{RootDir: t.TempDir()}))
+	if _, err := artifact.Push(ctx, openPkg(t, pair.V1), host+"/app:1.0.0", artifact.PushOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := artifact.Push(ctx, openPkg(t, pair.V2), host+"/other:2.0.0", artifact.PushOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	rc, err := artifact.HaveRegistry(ctx, registryOf(t, host), host, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "update.tar.zst")
+	res, err := artifact.Delta(ctx, openPkg(t, pair.V2), rc, out, artifact.DeltaOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.CarriedSize > 4<<10 {
+		t.Fatalf("the delta carries %d bytes: the registry holds all of v2", res.CarriedSize)
+	}
+	if _, err := artifact.Push(ctx, openPkg(t, out), host+"/app:2.0.0", artifact.PushOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pulled := filepath.Join(t.TempDir(), "app-2.tar.zst")
+	if _, err := pullRemote(ctx, host+"/app:2.0.0", pulled, artifact.PullOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	a, _ := os.ReadFile(pair.V2)
+	b, _ := os.ReadFile(pulled)
+	if !bytes.Equal(a, b) {
+		t.Fatal("v2 completed from another repository differs from v2")
+	}
+}

@@ -61,11 +61,10 @@ terminal), RECEIPT.sig gets a detached signature over the receipt's bytes
 Nothing in a receipt is trusted: a blob it lists wrongly is found missing or
 damaged when the delta is pushed, before anything is written.
 
-A registry keeps blobs per repository, and a delta is completed in one: deploy
-and registry load put a package into the repository of its name. A receipt of
-the whole registry may list blobs only other repositories hold (an image
-another package brought), and a delta relying on them is refused there;
---prefix NAME lists only what the package's own repository holds.`,
+A registry keeps blobs per repository, and a delta is completed in one (deploy
+and registry load put a package into the repository of its name), taking what
+it lacks from the registry's other repositories when the catalog lists them.
+Where it does not, --prefix NAME lists only what the package's own repository holds.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := output.Validate(); err != nil {

@@ -43,9 +43,11 @@ with --have-key must carry a valid detached signature by that key
 (RECEIPT.sig, or --have-signature).
 
 Push, deploy or registry load the delta into the registry that holds the
-rest: it asks for every blob left out before it writes anything and refuses
-naming those missing, reads each back and re-hashes it, checks the whole
-signed graph, and only then writes the manifests and tags. Read alone,
+rest: it asks for every blob left out before it writes anything (in the
+destination repository, else in the registry's other repositories, mounted
+from there) and refuses naming those missing, reads each back and re-hashes
+it, checks the whole signed graph, and only then writes the manifests and
+tags. Read alone,
 inspect and verify check what it carries.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
