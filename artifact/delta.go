@@ -254,16 +254,18 @@ func (p *pusher) complete(ctx context.Context, d *deltaHead) (map[digest.Digest]
 	if len(lacks) > 0 {
 		return nil, &MissingBlobsError{Missing: lacks, Omitted: len(omitted)}
 	}
-	nodes := make([][]byte, len(omitted))
-	g, gctx = errgroup.WithContext(ctx)
-	g.SetLimit(limit)
 	var held int64
-	for i, o := range omitted {
+	for _, o := range omitted {
 		if isContainer(o.MediaType) {
 			if held += o.Size; o.Size > MaxManifestSize || held > MaxGraphSize {
 				return nil, fmt.Errorf("%w: %s: the manifests it leaves out total more than %d bytes", ErrCorrupt, deltaFileName, MaxGraphSize)
 			}
 		}
+	}
+	nodes := make([][]byte, len(omitted))
+	g, gctx = errgroup.WithContext(ctx)
+	g.SetLimit(limit)
+	for i, o := range omitted {
 		src := p.dst
 		if rs := from[o.Digest]; rs != nil {
 			src = rs
@@ -445,6 +447,9 @@ type DeltaResult struct {
 func Delta(ctx context.Context, r *Reader, have *Receipt, out string, opts DeltaOptions) (*DeltaResult, error) {
 	if r.delta != nil {
 		return nil, fmt.Errorf("%s is a delta already: make the delta from the whole package", r.name)
+	}
+	if have == nil {
+		return nil, errors.New("delta: no receipt of what the far side holds")
 	}
 	// The graph, each manifest verified; the large blobs are listed, not read.
 	sum, err := r.walk(ctx, walkOptions{graph: true, skip: func(ocispec.Descriptor) bool { return true }})
