@@ -19,11 +19,11 @@ import (
 // every blob it carries against its digest, the signature over the root,
 // the graph down to what it leaves out. Pushed (Copy, Push, Mirror: `package
 // push`, `deploy`, `registry load`) into a registry that holds the rest, it
-// completes the package there: the registry is asked for every blob left
-// out before anything is written — in the destination repository, else in
-// its other repositories, to be mounted from there — (a MissingBlobsError
-// names those it lacks), each is read back and hashed, and the whole graph
-// checked, before any manifest or tag is written.
+// completes the package there. Before anything is written, the registry
+// is asked for every blob left out — in the destination repository, else
+// in its other repositories, to be mounted from there — and a
+// MissingBlobsError names those it lacks; each is read back and hashed;
+// the whole graph is checked before any manifest or tag is written.
 //
 // An older ferry refuses a delta ("unexpected entry ferry-delta.json")
 // rather than taking it for a whole package.
