@@ -43,7 +43,7 @@ func (e *MissingBlobsError) Error() string {
 	if n := len(e.Missing) - missingShown; n > 0 {
 		more = fmt.Sprintf(" and %d more", n)
 	}
-	return fmt.Sprintf("%v: %d of its %d: %s%s", ErrMissingBlobs, len(e.Missing), e.Omitted, strings.Join(names, ", "), more)
+	return fmt.Sprintf("the destination lacks %d of the %d blobs the delta leaves out: %s%s", len(e.Missing), e.Omitted, strings.Join(names, ", "), more)
 }
 
 func (e *MissingBlobsError) Unwrap() error { return ErrMissingBlobs }

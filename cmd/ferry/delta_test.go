@@ -96,7 +96,7 @@ func TestCLIDelta(t *testing.T) {
 	emptyRoot := t.TempDir()
 	url2, _ := serveForTest(t, registryServeOptions{storageOptions: storageOptions{root: emptyRoot}})
 	host2 := strings.TrimPrefix(url2, "http://")
-	stderr := fails("lacks blobs the delta leaves out", "package", "push", "update.tar.zst", host2+"/cli")
+	stderr := fails("blobs the delta leaves out", "package", "push", "update.tar.zst", host2+"/cli")
 	if !strings.Contains(stderr, "sha256:") || !strings.Contains(stderr, "ferry registry have") {
 		t.Fatalf("refusal: %q", stderr)
 	}
@@ -117,7 +117,7 @@ func TestCLIDelta(t *testing.T) {
 		t.Fatalf("registry load of a delta: %q", out)
 	}
 	emptyLoad := t.TempDir()
-	fails("lacks blobs the delta leaves out", "registry", "load", "update.tar.zst", "--root", emptyLoad)
+	fails("blobs the delta leaves out", "registry", "load", "update.tar.zst", "--root", emptyLoad)
 }
 
 func mustRead(t *testing.T, p string) []byte {
