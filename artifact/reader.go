@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -55,6 +56,9 @@ type Reader struct {
 	// pending holds the blobs pushed into an archive until Tag writes it
 	// again (write.go), shared by the Reader's copies.
 	pending *pendingBlobs
+	// parts is set for an archive split into parts (parts.go): path is
+	// then its index.
+	parts *partSet
 	// delta is set for a delta: ferry-delta.json, as Open read it (delta.go).
 	delta *deltaHead
 }
@@ -68,6 +72,9 @@ type blobList struct {
 
 // Open opens a package archive or layout folder and reads its head:
 // ferry.json and index.json. Nothing is verified against digests until Walk.
+// A package split into parts (Split) is opened by its index, any of its
+// parts, or its archive's name when no archive of that name exists
+// (PartsIndexPath), and read from its parts in place.
 func Open(ctx context.Context, p string) (*Reader, error) {
 	return OpenAs(ctx, p, p)
 }
@@ -76,6 +83,9 @@ func Open(ctx context.Context, p string) (*Reader, error) {
 // a server that spooled an upload to a temporary file names the user's
 // archive, not its own file.
 func OpenAs(ctx context.Context, p, name string) (*Reader, error) {
+	if idx := PartsIndexPath(p); idx != "" {
+		return openSplit(ctx, idx, name)
+	}
 	fi, err := os.Stat(p)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, errors.Unwrap(err))
@@ -88,6 +98,25 @@ func OpenAs(ctx context.Context, p, name string) (*Reader, error) {
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	return r, nil
+}
+
+// openSplit opens the split package whose index is at idx: every part
+// must be there at its size, and the head read from them must name the
+// root the index records.
+func openSplit(ctx context.Context, idx, name string) (*Reader, error) {
+	s, err := openParts(idx)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	r := &Reader{path: idx, name: name, list: &blobList{}, pending: &pendingBlobs{}, parts: s}
+	err = r.openArchive()
+	if err == nil && r.root.Digest != s.ps.Root {
+		err = fmt.Errorf("%w: the parts hold the package %s, %s records %s", ErrCorrupt, r.root.Digest, filepath.Base(idx), s.ps.Root)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, s.damaged(ctx, err))
 	}
 	return r, nil
 }
@@ -146,7 +175,7 @@ func (r *Reader) openArchive() error {
 // data of entries fn leaves unread without reading it (a .tar.zst's raw
 // frames; see zstReader).
 func (r *Reader) withTar(fn func(*tar.Reader, *zstReader) error) error {
-	f, fi, err := openRegular(r.path, r.name)
+	f, size, err := r.openArchiveFile()
 	if err != nil {
 		return err
 	}
@@ -156,13 +185,27 @@ func (r *Reader) withTar(fn func(*tar.Reader, *zstReader) error) error {
 	var src io.Reader = f
 	var z *zstReader
 	if isZstd(magic[:]) {
-		if z, err = newZstReader(f, fi.Size()); err != nil {
+		if z, err = newZstReader(f, size); err != nil {
 			return err
 		}
 		defer z.Close()
 		src = z
 	}
 	return fn(tar.NewReader(src), z)
+}
+
+// openArchiveFile opens the archive, one regular file or a split
+// archive's parts, and returns its size.
+func (r *Reader) openArchiveFile() (archiveFile, int64, error) {
+	if r.parts != nil {
+		f := r.parts.open()
+		return f, f.size, nil
+	}
+	f, fi, err := openRegular(r.path, r.name)
+	if err != nil {
+		return nil, 0, err
+	}
+	return f, fi.Size(), nil
 }
 
 // next returns the next tar entry, mapping stream damage to ErrCorrupt.

@@ -87,14 +87,14 @@ func (r *Reader) walk(ctx context.Context, opts walkOptions) (*Summary, error) {
 		err = r.withTar(func(tr *tar.Reader, _ *zstReader) error { return w.walkTar(ctx, tr) })
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", r.name, err)
+		return nil, fmt.Errorf("%s: %w", r.name, r.damaged(ctx, err))
 	}
 	if !opts.graph {
 		return &Summary{Blobs: w.blobs, Size: w.total}, nil
 	}
 	sum, err := w.finish()
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", r.name, err)
+		return nil, fmt.Errorf("%s: %w", r.name, r.damaged(ctx, err))
 	}
 	return sum, nil
 }

@@ -249,8 +249,7 @@ func (r *Reader) rewriteArchive(ctx context.Context, entries, descs []ocispec.De
 			}
 			p.blobs[d.Digest] = &blob{desc: d, open: cur.open(d.Digest)}
 		}
-		_, err := writeFileAtomic(r.path, func(w io.Writer) error { return p.writeArchive(ctx, w, r.format, progress) })
-		return err
+		return r.writeArchiveFile(func(w io.Writer) error { return p.writeArchive(ctx, w, r.format, progress) })
 	})
 }
 

@@ -47,6 +47,10 @@ type RemoveOptions struct {
 	Registry string
 	// Progress, if set, receives progress reports.
 	Progress artifact.ProgressFunc
+	// DeferGC leaves the registry's garbage collection to the caller, who
+	// runs CollectGarbage once for a batch of removals (the Package
+	// controller does); RemoveResult.Storage is then zero.
+	DeferGC bool
 }
 
 // RemoveResult tells what Remove did.
@@ -216,11 +220,39 @@ func Remove(ctx context.Context, cs kubernetes.Interface, name string, opts Remo
 	if err := st.Delete(ctx, rec.Name); err != nil {
 		return nil, err
 	}
+	if opts.DeferGC {
+		return res, nil
+	}
 	if res.Storage, err = collectGarbage(ctx, cs, host, opts); err != nil {
 		return nil, err
 	}
 	progress(fmt.Sprintf("registry storage %d → %d bytes", res.Storage.Before, res.Storage.After))
 	return res, nil
+}
+
+// CollectGarbage garbage-collects the in-cluster registry's storage as
+// Remove does after a removal (opts.Namespace, Kube, Timeout and Registry
+// count): once for any number of removals made with DeferGC, in read-only
+// maintenance mode as Remove's own (pulls go on, pushes wait).
+func CollectGarbage(ctx context.Context, cs kubernetes.Interface, opts RemoveOptions) (Storage, error) {
+	if opts.Namespace == "" {
+		opts.Namespace = cluster.DefaultNamespace
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = DefaultTimeout
+	}
+	if opts.Kube == nil {
+		return Storage{}, errors.New("garbage collection: no kubeconfig (RemoveOptions.Kube)")
+	}
+	host := opts.Registry
+	if host == "" {
+		h, _, err := RegistryAccess(ctx, cs, opts.Namespace)
+		if err != nil {
+			return Storage{}, err
+		}
+		host = h
+	}
+	return collectGarbage(ctx, cs, host, opts)
 }
 
 // removePullSecrets deletes ferry's copies of the registry pull secret

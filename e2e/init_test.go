@@ -65,20 +65,16 @@ func TestInit(t *testing.T) {
 	resetFerry(ctx, t, c) // from an empty cluster, whichever test ran first
 
 	start := time.Now()
-	// The budget is the bootstrap's and the agent's: the registry's own
-	// image pushed into it (and the way there) is not counted.
-	var pushing time.Duration
+	// All of it, as the user waits: the registry's own image is pushed
+	// into it while the agent is installed.
 	res, _, err := initFerry(ctx, c, inject.InitOptions{BinDir: bin, Progress: func(s inject.Step) {
 		t.Logf("init %-15s %s (%.1fs)", s.Name, s.Detail, s.Took.Seconds())
-		if s.Name == "registry via" || (s.Name == "registry image" && strings.HasPrefix(s.Detail, "in the registry")) {
-			pushing += s.Took
-		}
 	}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	took := time.Since(start) - pushing
-	t.Logf("TIMING ferry init from empty: %.1fs, %d ConfigMaps, %d payload chunks, payload %d bytes (budget: ≤ 60 s, ≤ 30 chunks)",
+	took := time.Since(start)
+	t.Logf("TIMING ferry init from empty: %.1fs [budget 10 s], %d ConfigMaps, %d payload chunks, payload %d bytes (≤ 30 chunks)",
 		took.Seconds(), res.ConfigMaps, res.PayloadChunks, res.PayloadSize)
 	if !res.Injected || res.PayloadChunks > 30 || took > 60*time.Second {
 		t.Errorf("init: injected %v, %d payload chunks (budget 30), %.1fs (budget 60 s)", res.Injected, res.PayloadChunks, took.Seconds())

@@ -3,7 +3,6 @@ package inject
 import (
 	"archive/tar"
 	"bytes"
-	"compress/gzip"
 	"context"
 	"encoding/json"
 	"errors"
@@ -84,15 +83,9 @@ func PushImage(ctx context.Context, target oras.Target, opts ImageOptions) (ocis
 	layerDesc := ocispec.Descriptor{MediaType: ocispec.MediaTypeImageLayer, Digest: diffID, Size: size}
 	var gz []byte
 	if !opts.Uncompressed {
-		var buf bytes.Buffer
-		zw, _ := gzip.NewWriterLevel(&buf, gzip.BestCompression)
-		if err := layer.writeTo(zw); err != nil {
+		if gz, err = gzipLayer(layer, diffID); err != nil {
 			return ocispec.Descriptor{}, fmt.Errorf("build image: %w", err)
 		}
-		if err := zw.Close(); err != nil {
-			return ocispec.Descriptor{}, err
-		}
-		gz = buf.Bytes()
 		layerDesc = content.NewDescriptorFromBytes(ocispec.MediaTypeImageLayerGzip, gz)
 	}
 	config, err := json.Marshal(ocispec.Image{

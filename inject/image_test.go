@@ -3,6 +3,7 @@ package inject
 import (
 	"archive/tar"
 	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"io"
@@ -140,4 +141,50 @@ func fetchJSON[T any](t *testing.T, s *countingStore, d ocispec.Descriptor) T {
 		t.Fatal(err)
 	}
 	return v
+}
+
+// TestBuildImageCache: the compressed layer is kept in the cache and used
+// again (same digest); a damaged or planted file is not trusted but
+// replaced.
+func TestBuildImageCache(t *testing.T) {
+	ctx := context.Background()
+	cache := t.TempDir()
+	t.Setenv("FERRY_CACHE_DIR", cache)
+	bin := bytes.Repeat([]byte("\x7fELF cached "), 4096)
+	first, err := BuildImage(ctx, t.TempDir(), ImageOptions{Arch: "amd64", Binary: bin})
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, _ := filepath.Glob(filepath.Join(cache, "layers", "*.tar.gz"))
+	if len(files) != 1 {
+		t.Fatalf("cache holds %q, want one layer", files)
+	}
+	kept, err := os.ReadFile(files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := BuildImage(ctx, t.TempDir(), ImageOptions{Arch: "amd64", Binary: bin})
+	if err != nil || again.Digest != first.Digest {
+		t.Fatalf("from the cache: %s, %v; want %s", again.Digest, err, first.Digest)
+	}
+	// A planted layer: a valid gzip of other bytes under the same name.
+	var other bytes.Buffer
+	zw := gzip.NewWriter(&other)
+	zw.Write([]byte("something else entirely"))
+	zw.Close()
+	for what, data := range map[string][]byte{"damaged": kept[:len(kept)/2], "planted": other.Bytes()} {
+		if err := os.WriteFile(files[0], data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		d, err := BuildImage(ctx, t.TempDir(), ImageOptions{Arch: "amd64", Binary: bin})
+		if err != nil || d.Digest != first.Digest {
+			t.Fatalf("%s cache file: %s, %v; want %s", what, d.Digest, err, first.Digest)
+		}
+		if got, _ := os.ReadFile(files[0]); !bytes.Equal(got, kept) {
+			t.Fatalf("%s cache file not replaced", what)
+		}
+	}
+	if left, _ := filepath.Glob(filepath.Join(cache, "layers", "*")); len(left) != 1 {
+		t.Fatalf("cache holds %q: temporaries left", left)
+	}
 }

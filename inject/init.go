@@ -95,6 +95,12 @@ type InitOptions struct {
 	// yet is deleted, and its replacement pulls again at once instead of
 	// after the kubelet's back-off.
 	Via reach.Via
+	// DeferInjectorWait: the clean-up deletes the injector's objects in
+	// the background (deleting 1 MiB ConfigMaps and a Pod takes the API
+	// server and the kubelet seconds); the caller waits for it with
+	// InitResult.WaitCleanup once it has done its own work (install.Init
+	// does, after the agent).
+	DeferInjectorWait bool
 	// Progress, if set, is told of each step as it finishes.
 	Progress func(Step)
 }
@@ -125,6 +131,25 @@ type InitResult struct {
 	Storage string `json:"storage,omitempty"`
 	// Replicas is how many registry Pods run.
 	Replicas int32 `json:"replicas"`
+
+	// cleanup, with InitOptions.DeferInjectorWait, reports the injector's
+	// deletion.
+	cleanup chan error
+}
+
+// WaitCleanup waits until the injector's objects are gone, after Init with
+// InitOptions.DeferInjectorWait (otherwise they are already).
+func (r *InitResult) WaitCleanup(ctx context.Context) error {
+	if r.cleanup == nil {
+		return nil
+	}
+	select {
+	case err := <-r.cleanup:
+		r.cleanup <- err // for a second call
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // StepError says which step of Init failed: "init: <step>: <cause>".

@@ -234,7 +234,9 @@ func (in *initRun) handOver(ctx context.Context) (string, error) {
 	if err == nil && len(cur.Spec.Ports) == 1 && cur.Spec.Ports[0].NodePort == in.opts.NodePort && cur.Spec.Type == corev1.ServiceTypeNodePort {
 		return "", nil
 	}
-	if err := DeleteInjector(ctx, in.cs, in.ns); err != nil {
+	// The injector's Pod and ConfigMaps go in the clean-up that follows;
+	// its Service must free the NodePort first.
+	if err := deleteInjectorServices(ctx, in.cs, in.ns); err != nil {
 		return "", err
 	}
 	if err := kube.DeleteAndWait(ctx, in.cs.CoreV1().Services(in.ns), cluster.RegistryName); err != nil {
@@ -247,6 +249,18 @@ func (in *initRun) handOver(ctx context.Context) (string, error) {
 }
 
 func (in *initRun) cleanUp(ctx context.Context) (string, error) {
+	if in.opts.DeferInjectorWait {
+		done := make(chan error, 1)
+		in.res.cleanup = done
+		go func() {
+			// Its own context: Init returns meanwhile; the caller's wait
+			// (WaitCleanup) has the caller's.
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+			defer cancel()
+			done <- DeleteInjector(ctx, in.cs, in.ns)
+		}()
+		return "deleting the injector's objects", nil
+	}
 	if err := DeleteInjector(ctx, in.cs, in.ns); err != nil {
 		return "", err
 	}

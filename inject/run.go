@@ -38,16 +38,19 @@ func RunInjector(ctx context.Context, cs kubernetes.Interface, plan *Plan, timeo
 
 // DeleteInjector deletes every injector object in ns and waits until they are gone.
 func DeleteInjector(ctx context.Context, cs kubernetes.Interface, ns string) error {
-	sel := labels.SelectorFromSet(map[string]string{cluster.LabelManagedBy: cluster.ManagedBy, cluster.LabelComponent: "injector"}).String()
-	bg := metav1.DeletePropagationBackground
-	svcs, err := cs.CoreV1().Services(ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
-	if err != nil {
+	if err := deleteInjector(ctx, cs, ns); err != nil {
 		return err
 	}
-	for _, s := range svcs.Items { // Services have no DeleteCollection
-		if err := cs.CoreV1().Services(ns).Delete(ctx, s.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-			return err
-		}
+	return waitInjectorGone(ctx, cs, ns)
+}
+
+// deleteInjector deletes every injector object in ns (its Services waited
+// for), its Pod at once (no grace period).
+func deleteInjector(ctx context.Context, cs kubernetes.Interface, ns string) error {
+	sel := injectorSelector()
+	bg := metav1.DeletePropagationBackground
+	if err := deleteInjectorServices(ctx, cs, ns); err != nil {
+		return err
 	}
 	grace := int64(0)
 	if err := cs.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &grace, PropagationPolicy: &bg}, metav1.ListOptions{LabelSelector: sel}); err != nil && !apierrors.IsNotFound(err) {
@@ -56,6 +59,12 @@ func DeleteInjector(ctx context.Context, cs kubernetes.Interface, ns string) err
 	if err := cs.CoreV1().ConfigMaps(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: sel}); err != nil && !apierrors.IsNotFound(err) {
 		return err
 	}
+	return nil
+}
+
+// waitInjectorGone waits until no injector object is left in ns.
+func waitInjectorGone(ctx context.Context, cs kubernetes.Interface, ns string) error {
+	sel := injectorSelector()
 	return kube.Poll(ctx, 2*time.Minute, func() (bool, error) {
 		pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
 		if err != nil {
@@ -71,4 +80,27 @@ func DeleteInjector(ctx context.Context, cs kubernetes.Interface, ns string) err
 		}
 		return len(pods.Items)+len(svcs.Items)+len(cms.Items) == 0, nil
 	}, "injector objects still there")
+}
+
+func injectorSelector() string {
+	return labels.SelectorFromSet(map[string]string{cluster.LabelManagedBy: cluster.ManagedBy, cluster.LabelComponent: "injector"}).String()
+}
+
+// deleteInjectorServices deletes the injector's Services and waits until
+// they are gone: their NodePort is free then (the hand-over needs no more).
+func deleteInjectorServices(ctx context.Context, cs kubernetes.Interface, ns string) error {
+	sel := injectorSelector()
+	svcs, err := cs.CoreV1().Services(ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
+	if err != nil {
+		return err
+	}
+	for _, s := range svcs.Items { // Services have no DeleteCollection
+		if err := cs.CoreV1().Services(ns).Delete(ctx, s.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+	}
+	return kube.Poll(ctx, 2*time.Minute, func() (bool, error) {
+		svcs, err := cs.CoreV1().Services(ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
+		return err == nil && len(svcs.Items) == 0, err
+	}, "injector Services still there")
 }

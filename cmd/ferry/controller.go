@@ -46,11 +46,11 @@ func jsonLogger(cmd *cobra.Command, verbose bool) *slog.Logger {
 
 func newControllerCmd() *cobra.Command {
 	var (
-		kube                 kubeFlags
-		namespace, health    string
-		registry             string
-		resync, driftCheck   time.Duration
-		leaderElect, verbose bool
+		kube                        kubeFlags
+		namespace, health           string
+		registry                    string
+		resync, driftCheck, gcQuiet time.Duration
+		leaderElect, verbose        bool
 	)
 	cmd := &cobra.Command{
 		Use:   "controller",
@@ -75,7 +75,8 @@ Every --resync, an unchanged Package (same root, keys, components and
 values) is looked at without reading the registry or touching Helm; every
 --drift-check it is installed again, which changes nothing that matches and
 puts back what was changed or deleted by hand. Deleting a Package
-removes what it installed, then garbage-collects the registry.
+removes what it installed, then garbage-collects the registry: once for a
+batch of removals, when none has run for --gc-quiet.
 
 Outside a Pod, --kubeconfig (or $KUBECONFIG) names the cluster.`,
 		Args: cobra.NoArgs,
@@ -115,6 +116,7 @@ Outside a Pod, --kubeconfig (or $KUBECONFIG) names the cluster.`,
 			r := &controller.Reconciler{
 				Client: mgr.GetClient(), Clientset: cs, Kube: kube.getter(),
 				Namespace: namespace, Registry: registry, Resync: resync, DriftCheck: driftCheck,
+				GCQuiet:  gcQuiet,
 				Recorder: mgr.GetEventRecorder(controller.Name),
 			}
 			if err := r.SetupWithManager(mgr); err != nil {
@@ -131,6 +133,7 @@ Outside a Pod, --kubeconfig (or $KUBECONFIG) names the cluster.`,
 	f.StringVar(&registry, "registry", "", "where the controller reaches the in-cluster registry, host:port (default: the registry Service's cluster IP)")
 	f.DurationVar(&resync, "resync", controller.DefaultResync, "how often an unchanged Package is checked again (drift)")
 	f.DurationVar(&driftCheck, "drift-check", controller.DefaultDriftCheck, "how often an unchanged Package is installed again, what was changed by hand put back")
+	f.DurationVar(&gcQuiet, "gc-quiet", controller.DefaultGCQuiet, "how long the registry's garbage collection waits after the last removal (one collection for a batch)")
 	f.BoolVar(&leaderElect, "leader-elect", true, "run only while holding the Lease "+cluster.ControllerName+" (one controller at a time)")
 	f.BoolVarP(&verbose, "verbose", "v", false, "debug logs")
 	return cmd

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 
 	"github.com/spf13/cobra"
@@ -20,6 +21,7 @@ func newCreateCmd() *cobra.Command {
 		format, signKey string
 		sbomOn          bool
 		sbomFormat      string
+		partSize        string
 		remote          cli.RemoteFlags
 		file            cli.FileFlag
 		output          = cli.OutputFlag{WritesFile: true}
@@ -35,7 +37,9 @@ func newCreateCmd() *cobra.Command {
 		Long: `Create a package from a ferry.yaml definition (default: the current folder).
 
 The package is one OCI image layout archived as .tar.zst (default) or .tar,
-written atomically: an interrupted create leaves no file behind. The same
+written atomically: an interrupted create leaves no file behind. With
+--part-size it is then split into parts that fit a medium and removed
+(see package split). The same
 inputs give the same bytes; SOURCE_DATE_EPOCH sets the created time.
 Every image platform gets an SBOM (SPDX JSON, made with Syft, offline, by
 the ferry-sbom helper beside ferry or on PATH), attached as an OCI referrer
@@ -83,6 +87,15 @@ helpers (git credential fill, never a prompt); SSH uses the SSH agent and
 			if err != nil {
 				return err
 			}
+			var parts int64
+			if partSize != "" {
+				if parts, err = cli.ParseSize(partSize); err != nil {
+					return fmt.Errorf("--part-size: %w", err)
+				}
+				if parts < artifact.MinPartSize {
+					return fmt.Errorf("--part-size %s: parts are at least 1MiB (%d bytes)", partSize, artifact.MinPartSize)
+				}
+			}
 			gen, err := sbomGenerator(def)
 			if err != nil {
 				return err
@@ -103,14 +116,29 @@ helpers (git credential fill, never a prompt); SSH uses the SSH agent and
 			if err != nil {
 				return err
 			}
+			var split *artifact.Parts
+			if parts > 0 {
+				// The archive, signed, is split, then removed: only the
+				// parts and their index stay.
+				if split, err = artifact.Split(cmd.Context(), res.Path, artifact.SplitOptions{PartSize: parts}); err != nil {
+					return err
+				}
+				if err := os.Remove(res.Path); err != nil {
+					return err
+				}
+				res.Path += artifact.PartsIndexSuffix
+			}
 			if output.JSON() {
 				return cli.WriteJSON(cmd.OutOrStdout(), map[string]any{
 					"path": res.Path, "root": res.Root.Digest, "name": res.Config.Name, "version": res.Config.Version,
 					"size": res.Size, "blobs": res.Blobs, "signed": signKey != "", "repositories": repositoriesOf(res.Config),
-					"foundImages": foundOf(res),
+					"foundImages": foundOf(res), "parts": partsOf(split),
 				})
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "created %s (%s %s, %s, %d blobs)\nroot %s\n", res.Path, res.Config.Name, res.Config.Version, cli.HumanBytes(res.Size), res.Blobs, res.Root.Digest)
+			if split != nil {
+				fmt.Fprintf(cmd.OutOrStdout(), "in %d parts of %s: %s.part001 … %s\n", len(split.Parts), cli.HumanBytes(split.PartSize), split.Package, split.Parts[len(split.Parts)-1].Name)
+			}
 			for _, g := range repositoriesOf(res.Config) {
 				fmt.Fprintf(cmd.OutOrStdout(), "git %s at %s\n", g.URL, g.Revision)
 			}
@@ -128,8 +156,17 @@ helpers (git credential fill, never a prompt); SSH uses the SSH agent and
 	cmd.Flags().StringVar(&signKey, "sign-key", "", "cosign private key to sign the package with")
 	cmd.Flags().BoolVar(&sbomOn, "sbom", true, "make an SBOM of every image platform (Syft; --sbom=false is faster; default: ferry.yaml's sbom.enabled, else true)")
 	cmd.Flags().StringVar(&sbomFormat, "sbom-format", "", "SBOM format: spdx-json or cyclonedx-json (default: ferry.yaml's sbom.format, else spdx-json)")
+	cmd.Flags().StringVar(&partSize, "part-size", "", "write the package as parts of this size (see package split): 4.7G, 700M (decimal) or 4GiB (binary)")
 	output.Register(cmd)
 	return cmd
+}
+
+// partsOf lists a split's parts for -o json, or nil.
+func partsOf(ps *artifact.Parts) []artifact.Part {
+	if ps == nil {
+		return nil
+	}
+	return ps.Parts
 }
 
 // foundOf lists, by component, the images create added for components

@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"text/tabwriter"
 	"time"
 
@@ -312,18 +314,20 @@ func newRemoveCmd() *cobra.Command {
 		via    viaFlag
 	)
 	cmd := &cobra.Command{
-		Use:   "remove NAME",
-		Short: "Remove a deployed package: its releases, manifests and unshared images",
+		Use:   "remove NAME...",
+		Short: "Remove deployed packages: their releases, manifests and unshared images",
 		Example: `  ferry remove app
-  ferry remove app --context prod --timeout 10m`,
+  ferry remove app db cache --context prod --timeout 10m`,
 		Long: `Delete the Package NAME and wait until it is gone: the Package controller
 uninstalls its Helm releases, deletes the objects of its manifests, deletes
 its images from the in-cluster registry unless another deployed package
-uses them, forgets it, and garbage-collects the registry's storage. A
-package recorded by an earlier ferry that no Package holds yet is removed
+uses them, forgets it, and garbage-collects the registry's storage. Several
+names are removed together, with one garbage collection for all of them.
+A package recorded by an earlier ferry that no Package holds yet is removed
 by this command itself, the same way. The registry must answer first: it
-is reached as deploy reaches it (--registry-via).`,
-		Args: cobra.ExactArgs(1),
+is reached as deploy reaches it (--registry-via). With -o json, one name
+prints an object, several an array.`,
+		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := output.Validate(); err != nil {
 				return err
@@ -343,29 +347,28 @@ is reached as deploy reaches it (--registry-via).`,
 			if err != nil {
 				return err
 			}
-			// A Package: the controller removes what it installed.
-			res, found, err := deploy.RemovePackage(cmd.Context(), pc, opts.Namespace, args[0])
+			results, err := removeAll(cmd, cs, pc, kube, opts, ep, args)
 			if err != nil {
 				return err
 			}
-			if !found {
-				// A record no Package holds.
-				progress, done := cli.NewProgress(cmd)
-				opts.Progress, opts.Kube, opts.Registry = progress, kube.getter(), ep.Host
-				res, err = deploy.Remove(cmd.Context(), cs, args[0], opts)
-				done()
-				if err != nil {
-					return tunnelCause(err, ep)
-				}
-			}
 			if output.JSON() {
-				return cli.WriteJSON(cmd.OutOrStdout(), struct {
+				type removed struct {
 					*deploy.RemoveResult
 					RegistryVia *reach.Endpoint `json:"registryVia"`
-				}{res, ep})
+				}
+				out := make([]removed, len(results))
+				for i, res := range results {
+					out[i] = removed{res, ep}
+				}
+				if len(out) == 1 {
+					return cli.WriteJSON(cmd.OutOrStdout(), out[0])
+				}
+				return cli.WriteJSON(cmd.OutOrStdout(), out)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "removed %s %s: %d releases, %d objects, %d images (%d kept for other packages); registry storage %s → %s\n",
-				res.Name, res.Version, len(res.Releases), len(res.Objects), len(res.Images), len(res.Kept), cli.HumanBytes(res.Storage.Before), cli.HumanBytes(res.Storage.After))
+			for _, res := range results {
+				fmt.Fprintf(cmd.OutOrStdout(), "removed %s %s: %d releases, %d objects, %d images (%d kept for other packages); registry storage %s → %s\n",
+					res.Name, res.Version, len(res.Releases), len(res.Objects), len(res.Images), len(res.Kept), cli.HumanBytes(res.Storage.Before), cli.HumanBytes(res.Storage.After))
+			}
 			fmt.Fprintf(cmd.OutOrStdout(), "registry via %s\n", ep)
 			return nil
 		},
@@ -386,4 +389,50 @@ func tunnelCause(err error, ep *reach.Endpoint) error {
 		return fmt.Errorf("%w (the tunnel to the registry: %v)", err, terr)
 	}
 	return err
+}
+
+// removeAll removes the packages names: the Packages among them deleted
+// at once (the controller removes them with one garbage collection), then
+// the records no Package holds, by this process, garbage-collected once.
+// The results are in the order of names.
+func removeAll(cmd *cobra.Command, cs kubernetes.Interface, pc client.WithWatch, kube kubeFlags, opts deploy.RemoveOptions, ep *reach.Endpoint, names []string) ([]*deploy.RemoveResult, error) {
+	ctx := cmd.Context()
+	results := make([]*deploy.RemoveResult, len(names))
+	found := make([]bool, len(names))
+	errs := make([]error, len(names))
+	var wg sync.WaitGroup
+	for i, name := range names {
+		wg.Go(func() { results[i], found[i], errs[i] = deploy.RemovePackage(ctx, pc, opts.Namespace, name) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	if !slices.Contains(found, false) {
+		return results, nil
+	}
+	// Records no Package holds.
+	progress, done := cli.NewProgress(cmd)
+	defer done()
+	opts.Progress, opts.Kube, opts.Registry, opts.DeferGC = progress, kube.getter(), ep.Host, true
+	var bare []*deploy.RemoveResult
+	for i, name := range names {
+		if found[i] {
+			continue
+		}
+		res, err := deploy.Remove(ctx, cs, name, opts)
+		if err != nil {
+			return nil, tunnelCause(err, ep)
+		}
+		results[i] = res
+		bare = append(bare, res)
+	}
+	storage, err := deploy.CollectGarbage(ctx, cs, opts)
+	if err != nil {
+		return nil, tunnelCause(err, ep)
+	}
+	for _, res := range bare {
+		res.Storage = storage
+	}
+	return results, nil
 }

@@ -27,11 +27,7 @@ func deployViaAgent(cmd *cobra.Command, kube *kubeFlags, output cli.OutputFlag, 
 	if path == "" {
 		return fmt.Errorf("--via-agent uploads a package archive, and %s is a registry reference: `ferry package pull` it first", ref)
 	}
-	fi, err := os.Stat(path)
-	if err != nil {
-		return err
-	}
-	if fi.IsDir() {
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
 		return fmt.Errorf("--via-agent uploads a package archive (.tar or .tar.zst), and %s is a folder", path)
 	}
 	if flags.insecure {
@@ -59,7 +55,13 @@ func deployViaAgent(cmd *cobra.Command, kube *kubeFlags, output cli.OutputFlag, 
 		return err
 	}
 	defer c.Close()
-	f, err := os.Open(path)
+	// The archive, or a split package's parts one after the other, each
+	// checked against its index as sent.
+	pkg, err := artifact.Open(cmd.Context(), path)
+	if err != nil {
+		return err
+	}
+	f, size, err := pkg.OpenArchive()
 	if err != nil {
 		return err
 	}
@@ -70,7 +72,7 @@ func deployViaAgent(cmd *cobra.Command, kube *kubeFlags, output cli.OutputFlag, 
 	body := io.Reader(f)
 	if progress != nil {
 		body = &countingReader{r: f, report: func(n int64) {
-			progress(artifact.Progress{Phase: "upload", Item: fmt.Sprintf("%s/%s", cli.HumanBytes(n), cli.HumanBytes(fi.Size()))})
+			progress(artifact.Progress{Phase: "upload", Item: fmt.Sprintf("%s/%s", cli.HumanBytes(n), cli.HumanBytes(size))})
 		}}
 	}
 	ctx := cmd.Context()
@@ -81,7 +83,7 @@ func deployViaAgent(cmd *cobra.Command, kube *kubeFlags, output cli.OutputFlag, 
 	}
 	out := cmd.OutOrStdout()
 	start := time.Now()
-	res, err := c.Upload(ctx, body, upload.Options{Components: flags.components, Set: flags.set, Timeout: flags.timeout, NoWait: !wait, Source: f.Name()}, func(e upload.Event) {
+	res, err := c.Upload(ctx, body, upload.Options{Components: flags.components, Set: flags.set, Timeout: flags.timeout, NoWait: !wait, Source: path}, func(e upload.Event) {
 		if output.JSON() {
 			return
 		}

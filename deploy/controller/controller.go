@@ -84,6 +84,11 @@ type Reconciler struct {
 	DriftCheck time.Duration
 	// Now is the clock; time.Now if nil.
 	Now func() time.Time
+	// GCQuiet is how long the registry's garbage collection waits after the
+	// last removal, so that one serves a batch; DefaultGCQuiet if 0.
+	GCQuiet time.Duration
+
+	gc collector
 }
 
 // SetupWithManager registers the Reconciler with a manager.
@@ -113,7 +118,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !pkg.DeletionTimestamp.IsZero() {
-		return ctrl.Result{}, r.remove(ctx, &pkg)
+		return r.remove(ctx, &pkg)
 	}
 	if !controllerutil.ContainsFinalizer(&pkg, v1alpha1.Finalizer) {
 		patch := client.MergeFrom(pkg.DeepCopy())
@@ -337,35 +342,73 @@ func objectStatus(objs []deploy.Object) []v1alpha1.ObjectStatus {
 }
 
 // remove uninstalls what the Package installed (deploy.Remove: releases,
-// objects, its images unless another package uses them, then the
-// registry's garbage collection) and lets it go.
-func (r *Reconciler) remove(ctx context.Context, pkg *v1alpha1.Package) error {
+// objects, its images unless another package uses them), waits for the
+// registry's garbage collection that one batch of removals shares (see
+// collector), and lets the Package go.
+func (r *Reconciler) remove(ctx context.Context, pkg *v1alpha1.Package) (ctrl.Result, error) {
 	if !controllerutil.ContainsFinalizer(pkg, v1alpha1.Finalizer) {
-		return nil
+		return ctrl.Result{}, nil
 	}
 	var ns corev1.Namespace
 	if err := r.Client.Get(ctx, client.ObjectKey{Name: pkg.Namespace}, &ns); err == nil && !ns.DeletionTimestamp.IsZero() {
 		// ferry's namespace is going, its registry with it: nothing can be
 		// removed through it, and the namespace must not wait for us.
 		r.event(pkg, corev1.EventTypeWarning, "NamespaceDeleted", "Remove", "namespace %s is being deleted: what the package installed is left in place", pkg.Namespace)
-		patch := client.MergeFrom(pkg.DeepCopy())
-		controllerutil.RemoveFinalizer(pkg, v1alpha1.Finalizer)
-		return client.IgnoreNotFound(r.Client.Patch(ctx, pkg, patch))
+		return ctrl.Result{}, r.release(ctx, pkg)
 	}
+	registry, err := r.registry(ctx)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	opts := deploy.RemoveOptions{Namespace: r.Namespace, Kube: r.Kube, Registry: registry, DeferGC: true}
+	if !r.gc.waiting(pkg.UID) {
+		if err := r.uninstall(ctx, pkg, opts); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	storage, ok, err := r.gc.settle(ctx, pkg.UID, r.now(), r.gcQuiet(), func(ctx context.Context) (deploy.Storage, error) {
+		return r.installer().CollectGarbage(ctx, opts)
+	})
+	if !ok {
+		return ctrl.Result{RequeueAfter: r.gcQuiet()}, nil
+	}
+	before := pkg.Status.DeepCopy()
+	if err != nil {
+		pkg.Status.LastError = oneLine("registry garbage collection: " + err.Error())
+		r.event(pkg, corev1.EventTypeWarning, "RemoveFailed", "Remove", "%s", pkg.Status.LastError)
+		return ctrl.Result{}, errors.Join(err, r.writeStatus(ctx, pkg, before))
+	}
+	if pkg.Status.Removal == nil {
+		pkg.Status.Removal = &v1alpha1.RemovalStatus{}
+	}
+	pkg.Status.Removal.StorageBefore, pkg.Status.Removal.StorageAfter = storage.Before, storage.After
+	pkg.Status.LastError = ""
+	r.event(pkg, corev1.EventTypeNormal, "GarbageCollected", "Remove", "registry storage %d → %d bytes", storage.Before, storage.After)
+	if err := r.writeStatus(ctx, pkg, before); err != nil {
+		return ctrl.Result{}, err
+	}
+	return ctrl.Result{}, r.release(ctx, pkg)
+}
+
+// uninstall runs deploy.Remove for pkg (its garbage collection deferred),
+// reports what it removed in the status, and asks for a collection.
+func (r *Reconciler) uninstall(ctx context.Context, pkg *v1alpha1.Package, opts deploy.RemoveOptions) error {
 	before := pkg.Status.DeepCopy()
 	setCondition(pkg, v1alpha1.Ready, metav1.ConditionFalse, v1alpha1.ReasonDeleting, "removing what the package installed")
 	if err := r.writeStatus(ctx, pkg, before); err != nil {
 		return err
 	}
-	registry, err := r.registry(ctx)
-	if err != nil {
-		return err
-	}
-	res, err := r.installer().Remove(ctx, pkg.Name, deploy.RemoveOptions{Namespace: r.Namespace, Kube: r.Kube, Registry: registry})
+	r.gc.begin()
+	res, err := r.installer().Remove(ctx, pkg.Name, opts)
+	r.gc.end(r.now())
 	before = pkg.Status.DeepCopy()
 	switch {
 	case errors.Is(err, deploy.ErrNotDeployed):
-		pkg.Status.Removal = &v1alpha1.RemovalStatus{}
+		// Removed already (before a restart, or a failed collection): what
+		// the status says stays.
+		if pkg.Status.Removal == nil {
+			pkg.Status.Removal = &v1alpha1.RemovalStatus{}
+		}
 	case err != nil:
 		pkg.Status.LastError = oneLine(err.Error())
 		r.event(pkg, corev1.EventTypeWarning, "RemoveFailed", "Remove", "%s", pkg.Status.LastError)
@@ -375,18 +418,30 @@ func (r *Reconciler) remove(ctx context.Context, pkg *v1alpha1.Package) error {
 			Version:  res.Version,
 			Releases: releaseStatus(res.Releases), Objects: objectStatus(res.Objects), Images: res.Images, Kept: res.Kept,
 			CRDs: res.CRDs, KeptCRDs: res.KeptCRDs,
-			StorageBefore: res.Storage.Before, StorageAfter: res.Storage.After,
 		}
-		r.event(pkg, corev1.EventTypeNormal, "Removed", "Remove", "%d releases, %d objects, %d images (%d kept for other packages); registry storage %d → %d bytes",
-			len(res.Releases), len(res.Objects), len(res.Images), len(res.Kept), res.Storage.Before, res.Storage.After)
+		r.event(pkg, corev1.EventTypeNormal, "Removed", "Remove", "%d releases, %d objects, %d images (%d kept for other packages); registry garbage collection follows",
+			len(res.Releases), len(res.Objects), len(res.Images), len(res.Kept))
 	}
 	pkg.Status.LastError = ""
 	if err := r.writeStatus(ctx, pkg, before); err != nil {
 		return err
 	}
+	r.gc.ask(pkg.UID, r.now())
+	return nil
+}
+
+// release removes the Package's finalizer: it goes.
+func (r *Reconciler) release(ctx context.Context, pkg *v1alpha1.Package) error {
 	patch := client.MergeFrom(pkg.DeepCopy())
 	controllerutil.RemoveFinalizer(pkg, v1alpha1.Finalizer)
 	return client.IgnoreNotFound(r.Client.Patch(ctx, pkg, patch))
+}
+
+func (r *Reconciler) gcQuiet() time.Duration {
+	if r.GCQuiet > 0 {
+		return r.GCQuiet
+	}
+	return DefaultGCQuiet
 }
 
 // registry is where the controller reaches the in-cluster registry.

@@ -169,6 +169,13 @@ type installer struct {
 	installErr error
 	removeErr  error
 	removed    *deploy.RemoveResult
+	// onRemove, if set, runs inside each Remove.
+	onRemove func(name string)
+	// collects are the garbage collections asked for; they answer storage
+	// or collectErr.
+	collects   []deploy.RemoveOptions
+	storage    deploy.Storage
+	collectErr error
 }
 
 type installCall struct {
@@ -198,10 +205,18 @@ func (i *installer) Install(_ context.Context, cfg *artifact.Config, root digest
 
 func (i *installer) Remove(_ context.Context, name string, opts deploy.RemoveOptions) (*deploy.RemoveResult, error) {
 	i.removes = append(i.removes, removeCall{name, opts})
+	if i.onRemove != nil {
+		i.onRemove(name)
+	}
 	if i.removeErr != nil {
 		return nil, i.removeErr
 	}
 	return i.removed, nil
+}
+
+func (i *installer) CollectGarbage(_ context.Context, opts deploy.RemoveOptions) (deploy.Storage, error) {
+	i.collects = append(i.collects, opts)
+	return i.storage, i.collectErr
 }
 
 // harness is one case: a fake API server holding objs (Packages with their
@@ -259,7 +274,7 @@ func (w *world) harness(t *testing.T, objs ...client.Object) *harness {
 // as the API server would hold it (generation 1).
 func (w *world) pkg(name string) *v1alpha1.Package {
 	return &v1alpha1.Package{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Generation: 1},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Generation: 1, UID: types.UID("uid-" + name)},
 		Spec: v1alpha1.PackageSpec{
 			Repository: "packages/hello", Digest: w.root.String(),
 			Keys: []v1alpha1.KeyReference{{Name: "hello-key"}},

@@ -21,6 +21,9 @@ type Installer interface {
 	// Remove removes package name, as deploy.Remove does: a package with
 	// no record is an error that wraps deploy.ErrNotDeployed.
 	Remove(ctx context.Context, name string, opts deploy.RemoveOptions) (*deploy.RemoveResult, error)
+	// CollectGarbage garbage-collects the registry after removals made with
+	// opts.DeferGC, as deploy.CollectGarbage does.
+	CollectGarbage(ctx context.Context, opts deploy.RemoveOptions) (deploy.Storage, error)
 }
 
 // clusterInstaller is the default Installer: deploy.Install and
@@ -33,6 +36,10 @@ func (c clusterInstaller) Install(ctx context.Context, cfg *artifact.Config, roo
 
 func (c clusterInstaller) Remove(ctx context.Context, name string, opts deploy.RemoveOptions) (*deploy.RemoveResult, error) {
 	return deploy.Remove(ctx, c.cs, name, opts)
+}
+
+func (c clusterInstaller) CollectGarbage(ctx context.Context, opts deploy.RemoveOptions) (deploy.Storage, error) {
+	return deploy.CollectGarbage(ctx, c.cs, opts)
 }
 
 var _ Installer = clusterInstaller{}

@@ -534,6 +534,23 @@ func deletion(t *testing.T, w *world) {
 		return last.Removal
 	}
 
+	// collected advances the clock past the quiet time and reconciles
+	// again: the collection runs, the Package goes.
+	collected := func(h *harness, name string) {
+		h.t.Helper()
+		h.clock = h.clock.Add(controller.DefaultGCQuiet)
+		if res, err := h.reconcile(name); err != nil || res != (ctrl.Result{}) {
+			h.t.Fatalf("%+v, %v", res, err)
+		}
+	}
+	// waits reconciles and expects to wait for the collection.
+	waits := func(h *harness, name string) {
+		h.t.Helper()
+		if res, err := h.reconcile(name); err != nil || res != (ctrl.Result{RequeueAfter: controller.DefaultGCQuiet}) {
+			h.t.Fatalf("%+v, %v; want to wait for the garbage collection", res, err)
+		}
+	}
+
 	t.Run("removes, reports, lets go", func(t *testing.T) {
 		h := w.harness(t, w.pkg("hello"))
 		h.settle("hello")
@@ -544,18 +561,23 @@ func deletion(t *testing.T, w *world) {
 			Objects:  []deploy.Object{{APIVersion: "v1", Kind: "ConfigMap", Namespace: "apps", Name: "hello"}},
 			Images:   []string{"library/web@" + digest.FromString("web").String()},
 			Kept:     []string{"library/base@" + digest.FromString("base").String()},
-			Storage:  deploy.Storage{Before: 4096, After: 1024},
 		}
+		h.inst.storage = deploy.Storage{Before: 4096, After: 1024}
 		deleted(h)
-		res, err := h.reconcile("hello")
-		if err != nil || res != (ctrl.Result{}) {
-			t.Fatalf("%+v, %v", res, err)
-		}
+		waits(h, "hello")
 		if len(h.inst.removes) != 1 {
 			t.Fatalf("%d removes", len(h.inst.removes))
 		}
-		if rm := h.inst.removes[0]; rm.name != "hello" || rm.opts.Namespace != ns || rm.opts.Registry != w.host {
+		if rm := h.inst.removes[0]; rm.name != "hello" || rm.opts.Namespace != ns || rm.opts.Registry != w.host || !rm.opts.DeferGC {
 			t.Fatalf("remove %+v", rm)
+		}
+		if len(h.inst.collects) != 0 {
+			t.Fatal("collected before the quiet time")
+		}
+		waits(h, "hello") // still quiet: nothing removed again
+		collected(h, "hello")
+		if len(h.inst.removes) != 1 || len(h.inst.collects) != 1 || h.inst.collects[0].Registry != w.host {
+			t.Fatalf("%d removes, collects %+v", len(h.inst.removes), h.inst.collects)
 		}
 		want := v1alpha1.RemovalStatus{
 			Version:       "1.0.0",
@@ -569,21 +591,102 @@ func deletion(t *testing.T, w *world) {
 			t.Fatalf("removal %+v, want %+v", *got, want)
 		}
 		gone(h)
-		h.wantEvents("Normal Removed")
+		h.wantEvents("Normal Removed", "Normal GarbageCollected")
+	})
+
+	t.Run("a batch of removals: one garbage collection", func(t *testing.T) {
+		const n = 20
+		var objs []client.Object
+		for i := range n {
+			p := w.pkg(fmt.Sprintf("p%02d", i))
+			p.Finalizers = []string{v1alpha1.Finalizer}
+			objs = append(objs, p)
+		}
+		h := w.harness(t, objs...)
+		h.inst.removed = &deploy.RemoveResult{Name: "hello", Version: "1.0.0"}
+		h.inst.storage = deploy.Storage{Before: 9000, After: 100}
+		for i := range n {
+			name := fmt.Sprintf("p%02d", i)
+			if err := h.c.Delete(context.Background(), h.get(name)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// While a removal runs, the one before it waits: no collection
+		// starts under a removal, however long it takes.
+		h.inst.onRemove = func(name string) {
+			if name == "p01" {
+				h.clock = h.clock.Add(time.Minute / 4)
+				waits(h, "p00")
+			}
+		}
+		for i := range n {
+			waits(h, fmt.Sprintf("p%02d", i))
+		}
+		h.inst.onRemove = nil
+		if len(h.inst.removes) != n || len(h.inst.collects) != 0 {
+			t.Fatalf("%d removes, %d collects", len(h.inst.removes), len(h.inst.collects))
+		}
+		h.clock = h.clock.Add(controller.DefaultGCQuiet)
+		for i := range n {
+			name := fmt.Sprintf("p%02d", i)
+			if res, err := h.reconcile(name); err != nil || res != (ctrl.Result{}) {
+				t.Fatalf("%s: %+v, %v", name, res, err)
+			}
+			var p v1alpha1.Package
+			if err := h.c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &p); !apierrors.IsNotFound(err) {
+				t.Fatalf("%s still there: %v", name, err)
+			}
+		}
+		if len(h.inst.collects) != 1 {
+			t.Fatalf("%d garbage collections for %d removals, want 1", len(h.inst.collects), n)
+		}
+		for _, st := range h.written[len(h.written)-n:] {
+			if st.Removal == nil || st.Removal.StorageBefore != 9000 || st.Removal.StorageAfter != 100 {
+				t.Fatalf("removal status %+v", st.Removal)
+			}
+		}
+	})
+
+	t.Run("collection failed: retried, kept until it works", func(t *testing.T) {
+		h := w.harness(t, finalized())
+		h.inst.removed = &deploy.RemoveResult{Name: "hello", Version: "1.0.0", Images: []string{"library/web@" + digest.FromString("web").String()}}
+		h.inst.collectErr = errRemove
+		deleted(h)
+		waits(h, "hello")
+		h.clock = h.clock.Add(controller.DefaultGCQuiet)
+		if err := h.retried("hello"); !errors.Is(err, errRemove) {
+			t.Fatalf("error %v", err)
+		}
+		got := h.get("hello")
+		if !slices.Contains(got.Finalizers, v1alpha1.Finalizer) || !strings.Contains(got.Status.LastError, "registry garbage collection") {
+			t.Fatalf("finalizers %v, status %+v", got.Finalizers, got.Status)
+		}
+		h.wantEvents("Normal Removed", "Warning RemoveFailed")
+		// Asked again: removed already (no record), what the status said
+		// stays, and the collection runs again.
+		h.inst.collectErr, h.inst.removeErr = nil, fmt.Errorf("package hello: %w", deploy.ErrNotDeployed)
+		waits(h, "hello")
+		collected(h, "hello")
+		if got := removal(h); len(got.Images) != 1 {
+			t.Fatalf("removal %+v", *got)
+		}
+		gone(h)
+		if len(h.inst.collects) != 2 {
+			t.Fatalf("%d collects", len(h.inst.collects))
+		}
 	})
 
 	t.Run("not deployed: an empty removal, lets go", func(t *testing.T) {
 		h := w.harness(t, finalized())
 		h.inst.removeErr = fmt.Errorf("package hello: %w", deploy.ErrNotDeployed)
 		deleted(h)
-		if _, err := h.reconcile("hello"); err != nil {
-			t.Fatal(err)
-		}
+		waits(h, "hello")
+		collected(h, "hello")
 		if got := removal(h); !equalRemoval(*got, v1alpha1.RemovalStatus{}) {
 			t.Fatalf("removal %+v", *got)
 		}
 		gone(h)
-		h.wantEvents()
+		h.wantEvents("Normal GarbageCollected")
 	})
 
 	t.Run("remove failed: retried, kept until it works", func(t *testing.T) {
@@ -600,9 +703,8 @@ func deletion(t *testing.T, w *world) {
 		h.wantEvents("Warning RemoveFailed")
 
 		h.inst.removeErr, h.inst.removed = nil, &deploy.RemoveResult{Name: "hello", Version: "1.0.0"}
-		if _, err := h.reconcile("hello"); err != nil {
-			t.Fatal(err)
-		}
+		waits(h, "hello")
+		collected(h, "hello")
 		if got := removal(h); got.Version != "1.0.0" {
 			t.Fatalf("removal %+v", *got)
 		}

@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
@@ -21,6 +22,7 @@ import (
 	"github.com/ferrypkg/ferry/inject"
 	"github.com/ferrypkg/ferry/internal/cluster"
 	"github.com/ferrypkg/ferry/internal/reach"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 )
 
 // Init is `ferry init` (set the fields, then Run). Running it again checks
@@ -84,6 +86,8 @@ func (in *Init) Run(ctx context.Context) (*Result, error) {
 		opts.WaitTimeout = inject.DefaultWaitTimeout
 	}
 	opts.Progress = in.Progress
+	// The injector's Pod goes while the agent is installed.
+	opts.DeferInjectorWait = true
 	start := time.Now()
 	res, err := inject.Init(ctx, in.Client, opts)
 	if err != nil {
@@ -100,15 +104,20 @@ func (in *Init) Run(ctx context.Context) (*Result, error) {
 	out.RegistryVia = ep
 	in.progress("registry via", ep.String(), agentStart)
 
+	// The registry's own image goes into the registry while the agent is
+	// installed (neither needs the other).
 	imgStart := time.Now()
-	desc, err := inject.PushRegistryImage(ctx, in.Client, opts.Namespace, ep.Host, opts.BinDir, res.Arch)
-	if err != nil {
-		return nil, &StepError{Step: "registry image", Err: err}
-	}
-	if !strings.HasSuffix(res.Image, "@"+desc.Digest.String()) {
-		return nil, &StepError{Step: "registry image", Err: fmt.Errorf("pushed %s, the registry runs %s", desc.Digest, res.Image)}
-	}
-	in.progress("registry image", "in the registry as "+inject.RegistryRepository, imgStart)
+	var (
+		imgWG   sync.WaitGroup
+		imgDesc ocispec.Descriptor
+		imgErr  error
+		imgTook time.Duration
+	)
+	imgWG.Go(func() {
+		imgDesc, imgErr = inject.PushRegistryImage(ctx, in.Client, opts.Namespace, ep.Host, opts.BinDir, res.Arch)
+		imgTook = time.Since(imgStart)
+	})
+	defer imgWG.Wait()
 
 	ao := in.Agent
 	ao.Namespace, ao.BinDir, ao.WaitTimeout, ao.Registry = opts.Namespace, opts.BinDir, opts.WaitTimeout, ep.Host
@@ -118,11 +127,29 @@ func (in *Init) Run(ctx context.Context) (*Result, error) {
 		}
 	}
 	installed, err := Install(ctx, in.Client, ao)
+	imgWG.Wait()
+	if imgErr != nil {
+		return nil, &StepError{Step: "registry image", Err: imgErr}
+	}
+	if !strings.HasSuffix(res.Image, "@"+imgDesc.Digest.String()) {
+		return nil, &StepError{Step: "registry image", Err: fmt.Errorf("pushed %s, the registry runs %s", imgDesc.Digest, res.Image)}
+	}
+	if in.Progress != nil {
+		in.Progress(inject.Step{Name: "registry image", Detail: "in the registry as " + inject.RegistryRepository, Took: imgTook})
+	}
 	if err != nil {
 		return nil, &StepError{Step: "agent", Err: err}
 	}
 	out.Agent, out.Installed = installed.Image, installed
 	in.progress("agent", installed.String(), agentStart)
+
+	goneStart := time.Now()
+	if err := res.WaitCleanup(ctx); err != nil {
+		return nil, &StepError{Step: "clean-up", Err: err}
+	}
+	if res.Injected {
+		in.progress("clean-up", "no injector objects left", goneStart)
+	}
 
 	migrateStart := time.Now()
 	if out.Migrated, err = in.migrate(ctx, opts.Namespace); err != nil {

@@ -228,8 +228,9 @@ type RemovalStatus struct {
 	CRDs []string `json:"crds,omitempty"`
 	// +optional
 	KeptCRDs []string `json:"keptCRDs,omitempty"`
-	// StorageBefore and StorageAfter are the registry's bytes around its
-	// garbage collection.
+	// StorageBefore and StorageAfter are the registry's bytes around the
+	// garbage collection that followed the removal (one for a batch of
+	// removals).
 	StorageBefore int64 `json:"storageBefore"`
 	StorageAfter  int64 `json:"storageAfter"`
 }

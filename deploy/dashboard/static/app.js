@@ -48,10 +48,44 @@
     return li;
   }
 
-  // send posts the picked file to path, showing the bytes sent and the rate.
-  function send(path, onText) {
-    const f = file.files[0];
-    if (!f) { phases.replaceChildren(); progress.hidden = false; phase("pick an archive first", "error"); return null; }
+  // pick returns what to send, {body, name}: the one archive picked, or a
+  // split package (ferry package split): its index PKG.parts.json and every
+  // part it lists, PKG.part001, …, sent one after the other in the index's
+  // order as one stream — the browser reads each file in turn, nothing is
+  // joined on disk. A part missing from the pick or of another size than
+  // the index records is named before anything is sent; what is sent is
+  // verified by the dashboard and the agent as an archive is.
+  async function pick() {
+    const files = Array.from(file.files);
+    if (!files.length) return fail("pick an archive first");
+    const index = files.find((f) => f.name.endsWith(".parts.json"));
+    if (!index) {
+      if (files.length > 1) return fail("pick one archive, or a split package's parts with its .parts.json index");
+      return { body: files[0], name: files[0].name };
+    }
+    let ps;
+    try { ps = JSON.parse(await index.text()); } catch (e) { return fail(index.name + ": not a parts index"); }
+    if (!ps || !Array.isArray(ps.parts) || !ps.parts.length) return fail(index.name + ": not a parts index");
+    const byName = new Map(files.map((f) => [f.name, f]));
+    const body = [];
+    for (const [i, pt] of ps.parts.entries()) {
+      const f = byName.get(pt.name);
+      if (!f) return fail("part " + pt.name + " is missing (part " + (i + 1) + " of " + ps.parts.length + "): pick it too, or fetch it again");
+      if (f.size !== pt.size) return fail("part " + pt.name + " is " + f.size + " bytes, " + index.name + " records " + pt.size + ": fetch it again");
+      body.push(f);
+    }
+    return { body: new Blob(body), name: ps.package || index.name };
+  }
+
+  function fail(text) {
+    phases.replaceChildren();
+    progress.hidden = false;
+    phase(text, "error");
+    return null;
+  }
+
+  // send posts body to path, showing the bytes sent and the rate.
+  function send(path, body, onText) {
     const xhr = new XMLHttpRequest();
     xhr.open("POST", path);
     xhr.setRequestHeader("X-CSRF-Token", csrf);
@@ -68,13 +102,14 @@
       if (s > 0) rate.textContent = human(e.loaded / s) + "/s";
     };
     if (onText) xhr.onprogress = () => onText(xhr.responseText, false);
-    xhr.send(f);
+    xhr.send(body);
     return xhr;
   }
 
-  document.getElementById("inspect-btn").addEventListener("click", () => {
-    const xhr = send("/c/" + encodeURIComponent(cluster) + "/inspect?name=" + encodeURIComponent(file.files[0] ? file.files[0].name : ""));
-    if (!xhr) return;
+  document.getElementById("inspect-btn").addEventListener("click", async () => {
+    const p = await pick();
+    if (!p) return;
+    const xhr = send("/c/" + encodeURIComponent(cluster) + "/inspect?name=" + encodeURIComponent(p.name), p.body);
     const li = phase("reading and verifying …");
     xhr.onload = () => {
       li.textContent = xhr.status === 200 ? "inspected" : xhr.status + ": " + xhr.responseText.trim();
@@ -83,7 +118,9 @@
     xhr.onerror = () => { li.textContent = "the dashboard did not answer"; li.className = "error"; };
   });
 
-  document.getElementById("upload-btn").addEventListener("click", () => {
+  document.getElementById("upload-btn").addEventListener("click", async () => {
+    const p = await pick();
+    if (!p) return;
     const q = new URLSearchParams();
     for (const c of document.getElementById("components").value.split(",")) {
       if (c.trim()) q.append("component", c.trim());
@@ -100,8 +137,7 @@
         show(ev);
       }
     };
-    const xhr = send("/c/" + encodeURIComponent(cluster) + "/upload?" + q.toString(), onText);
-    if (!xhr) return;
+    const xhr = send("/c/" + encodeURIComponent(cluster) + "/upload?" + q.toString(), p.body, onText);
     const waiting = phase("sending …");
     xhr.upload.onload = () => { waiting.textContent = "sent; the agent verifies it"; };
     xhr.onload = () => {

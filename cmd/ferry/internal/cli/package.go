@@ -20,7 +20,7 @@ func newPackageCmd() *cobra.Command {
   ferry package inspect app.tar.zst
   ferry package push app.tar.zst registry.example.com/apps/app`,
 	})
-	cmd.AddCommand(newInspectCmd(), newPushCmd(), newPullCmd(), newVerifyCmd(), newSBOMCmd(), newDeltaCmd())
+	cmd.AddCommand(newInspectCmd(), newPushCmd(), newPullCmd(), newVerifyCmd(), newSBOMCmd(), newSplitCmd(), newDeltaCmd())
 	return cmd
 }
 
@@ -54,7 +54,11 @@ and print nothing unless both hold.`,
 				return err
 			}
 			var archiveSize int64 = -1
-			if fi, err := os.Stat(path); path != "" && err == nil && fi.Mode().IsRegular() {
+			if idx := artifact.PartsIndexPath(path); path != "" && idx != "" {
+				if ps, err := artifact.ReadParts(idx); err == nil {
+					archiveSize = ps.Size
+				}
+			} else if fi, err := os.Stat(path); path != "" && err == nil && fi.Mode().IsRegular() {
 				archiveSize = fi.Size()
 			}
 			if len(keys) > 0 {

@@ -148,8 +148,9 @@ const OCIScheme = "oci://"
 
 // ParseSource decides whether a PKG|REF argument is a package on disk
 // (path) or a registry reference (ref). oci:// means a reference; ./, ../
-// or / a path; an existing file or folder is a path, and so is a name
-// ending in .tar or .tar.zst. Otherwise a first element that is a
+// or / a path; an existing file or folder is a path, and so are a split
+// package's names (artifact.PartsIndexPath) and a name ending in .tar or
+// .tar.zst. Otherwise a first element that is a
 // registry host (with a dot or port, or localhost) means a reference. A
 // path that does not exist is "no such file"; a reference must name a tag
 // or a digest.
@@ -159,7 +160,7 @@ func ParseSource(arg string) (path, ref string, err error) {
 	}
 	_, err = os.Stat(arg)
 	switch {
-	case err == nil:
+	case err == nil || artifact.PartsIndexPath(arg) != "":
 		return arg, "", nil
 	case looksLikeRef(arg):
 		return "", arg, checkTagged(arg)
