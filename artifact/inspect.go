@@ -28,6 +28,10 @@ type Report struct {
 	// Signatures lists the signature manifests stored for the root digest.
 	Signatures []digest.Digest `json:"signatures"`
 	Signed     bool            `json:"signed"`
+	// Delta is set for a delta: the blobs it leaves out, which must come
+	// from the registry it is pushed to. Blobs and StoredSize count what
+	// it carries.
+	Delta *DeltaInfo `json:"delta,omitempty"`
 }
 
 // Inspect reports on the package that ref names in src. A package

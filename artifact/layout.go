@@ -33,6 +33,9 @@ func (w *walker) walkDir(ctx context.Context) error {
 		if err := checkDescriptor(d); err != nil {
 			return fmt.Errorf("%w: %w", ErrCorrupt, err)
 		}
+		if _, omitted := w.r.delta.omittedBlob(d.Digest); omitted {
+			return nil // a delta leaves it out
+		}
 		if isContainer(d.MediaType) {
 			data, err := w.r.readBlobFile(d)
 			if err != nil {
@@ -171,6 +174,15 @@ func (r *Reader) openDir() error {
 	cfg, err := head(ConfigFileName, nil)
 	if err != nil {
 		return err
+	}
+	delta, err := head(deltaFileName, nil)
+	if err != nil {
+		return err
+	}
+	if delta != nil {
+		if err := r.setDelta(delta); err != nil {
+			return err
+		}
 	}
 	for _, dir := range []string{blobsDir, blobsSHA256Dir} {
 		fi, err := os.Lstat(filepath.Join(r.path, filepath.FromSlash(dir)))

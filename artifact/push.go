@@ -99,9 +99,23 @@ func streamCopy(ctx context.Context, r *Reader, dst store, tag string, opts Copy
 		}
 		return p.res, nil
 	}
+	if r.delta != nil {
+		// Before anything is written: dst must hold what the delta leaves
+		// out, as it is.
+		if p.completed, err = p.complete(ctx, r.delta); err != nil {
+			return nil, err
+		}
+	}
 	sum, err := p.walk(ctx, r)
 	if err != nil {
 		return nil, err
+	}
+	if r.delta != nil {
+		// The whole graph is at hand now: ferry.json against it, as Inspect
+		// checks a whole package.
+		if err := checkConfig(r, sum); err != nil {
+			return nil, fmt.Errorf("%s: %w", r.name, err)
+		}
 	}
 	if err := p.finish(ctx, sum, r, tag); err != nil {
 		return nil, err
@@ -168,7 +182,7 @@ func (p *pusher) walk(ctx context.Context, r *Reader) (*Summary, error) {
 				return p.small(gctx, desc, rd, buf)
 			}
 			// Walk 0 alone holds the graph's JSON and checks the graph.
-			sum, err := rc.walk(gctx, walkOptions{fn: fn, skip: skip, graph: i == 0})
+			sum, err := rc.walk(gctx, walkOptions{fn: fn, skip: skip, graph: i == 0, completed: p.completed})
 			sums[i] = sum
 			return err
 		})
@@ -185,6 +199,8 @@ type pusher struct {
 	dst  store
 	opts CopyOptions
 	*tally
+	// completed holds the manifests a delta leaves out, read back from dst.
+	completed map[digest.Digest][]byte
 }
 
 // small handles one small blob as the archive yields it: one the graph

@@ -59,6 +59,8 @@ type Reader struct {
 	// parts is set for an archive split into parts (parts.go): path is
 	// then its index.
 	parts *partSet
+	// delta is set for a delta: ferry-delta.json, as Open read it (delta.go).
+	delta *deltaHead
 }
 
 // blobList is an archive's blobs and their sizes, listed once.
@@ -156,12 +158,12 @@ func (r *Reader) openArchive() error {
 			// the archive is one zstd frame (zstd or tar --zstd made it).
 			r.oneFrame = z.decoding && z.next == z.size
 		}
-		return nil
+		return r.readDelta(tr)
 	})
 	if err != nil {
 		return err
 	}
-	if claimed := claimedSize(r.config); r.format == FormatTarZstd && claimed > expansionFloor+MaxExpansion*size {
+	if claimed := claimedSize(r.config) - r.delta.omittedSize(); r.format == FormatTarZstd && claimed > expansionFloor+MaxExpansion*size {
 		return fmt.Errorf("%w: %s accounts for %d bytes of blobs, more than %d times the archive's %d bytes (a zstd bomb?)", ErrCorrupt, ConfigFileName, claimed, MaxExpansion, size)
 	}
 	return nil

@@ -46,6 +46,9 @@ type SignResult struct {
 // where `cosign verify` then finds the signature, a layout store, memory —
 // whose manifests are fetched and verified first.
 func Sign(ctx context.Context, dst oras.Target, ref string, key Signer, opts SignOptions) (*SignResult, error) {
+	if r, ok := dst.(*Reader); ok && r.delta != nil {
+		return nil, fmt.Errorf("%s is a delta: sign the whole package, then make the delta (its signature travels in it)", r.name)
+	}
 	g, err := readGraph(ctx, dst, ref, opts.Progress)
 	if err != nil {
 		return nil, err

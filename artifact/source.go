@@ -42,8 +42,12 @@ func readGraph(ctx context.Context, src oras.ReadOnlyTarget, ref string, progres
 		if err != nil {
 			return nil, err
 		}
-		if err := checkConfig(r, sum); err != nil {
-			return nil, fmt.Errorf("%s: %w", r.Path(), err)
+		// A delta read alone stops at what it leaves out; ferry.json is
+		// checked against the whole graph when the delta is completed.
+		if !sum.partial {
+			if err := checkConfig(r, sum); err != nil {
+				return nil, fmt.Errorf("%s: %w", r.Path(), err)
+			}
 		}
 		return &pkgGraph{src: src, ref: ref, name: r.Path(), root: r.root, config: r.config, index: r.Index().Manifests, r: r, sum: sum}, nil
 	}
@@ -67,7 +71,9 @@ func (r *Reader) isRoot(ref string) bool {
 // manifests verified and its other blobs counted from their descriptors.
 func (g *pkgGraph) report() *Report {
 	if g.sum != nil {
-		return newReport(g.config, g.root, g.index, g.sum.Blobs, g.sum.Size)
+		rep := newReport(g.config, g.root, g.index, g.sum.Blobs, g.sum.Size)
+		rep.Delta = g.r.Delta()
+		return rep
 	}
 	return g.plan.report()
 }

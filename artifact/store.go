@@ -26,6 +26,10 @@ type store interface {
 	fetchManifest(ctx context.Context, desc ocispec.Descriptor) ([]byte, error)
 	// tag names the manifest desc (whose bytes are data) tag.
 	tag(ctx context.Context, desc ocispec.Descriptor, data []byte, tag string) error
+	// exists and fetch ask for and read a blob or manifest, told apart
+	// by desc's media type (a delta's blobs left out: delta.go).
+	exists(ctx context.Context, desc ocispec.Descriptor) (bool, error)
+	fetch(ctx context.Context, desc ocispec.Descriptor) (io.ReadCloser, error)
 }
 
 // storeFor is the store of dst: a registry repository's (mounting from
@@ -73,6 +77,14 @@ func (s *repoStore) tag(ctx context.Context, desc ocispec.Descriptor, data []byt
 	return s.repo.PushReference(ctx, desc, bytes.NewReader(data), tag)
 }
 
+func (s *repoStore) exists(ctx context.Context, desc ocispec.Descriptor) (bool, error) {
+	return s.repo.Exists(ctx, desc)
+}
+
+func (s *repoStore) fetch(ctx context.Context, desc ocispec.Descriptor) (io.ReadCloser, error) {
+	return s.repo.Fetch(ctx, desc)
+}
+
 // targetStore is any other oras target: an OCI layout store, memory, a
 // package. A blob it has already is not an error.
 type targetStore struct{ t oras.Target }
@@ -105,4 +117,12 @@ func (s targetStore) fetchManifest(ctx context.Context, desc ocispec.Descriptor)
 
 func (s targetStore) tag(ctx context.Context, desc ocispec.Descriptor, _ []byte, tag string) error {
 	return s.t.Tag(ctx, desc, tag)
+}
+
+func (s targetStore) exists(ctx context.Context, desc ocispec.Descriptor) (bool, error) {
+	return s.t.Exists(ctx, desc)
+}
+
+func (s targetStore) fetch(ctx context.Context, desc ocispec.Descriptor) (io.ReadCloser, error) {
+	return s.t.Fetch(ctx, desc)
 }

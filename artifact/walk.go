@@ -35,6 +35,9 @@ type Summary struct {
 	// as stored.
 	json  map[digest.Digest][]byte
 	order []digest.Digest
+	// partial is set when a delta's graph could not be checked below a
+	// manifest or index it leaves out.
+	partial bool
 }
 
 // Node is a manifest or index of the package graph.
@@ -68,6 +71,10 @@ type walkOptions struct {
 	// graph keeps the graph's JSON and checks the graph at the end; of
 	// several parallel walks, one does.
 	graph bool
+	// completed holds, for a delta, the manifests and indexes it leaves
+	// out, read back (and verified) from where it is being completed: the
+	// graph check then goes below them. Without them, it stops there.
+	completed map[digest.Digest][]byte
 }
 
 func (r *Reader) walk(ctx context.Context, opts walkOptions) (*Summary, error) {
@@ -104,6 +111,8 @@ type walker struct {
 	budget   int64  // the most bytes of blobs ferry.json accounts for
 	buf      []byte // the prefetch chunks
 	copyBuf  []byte
+	// deltaSeen is set once a delta's ferry-delta.json entry is read.
+	deltaSeen bool
 }
 
 // sizeBudget is the most bytes of blobs a package whose ferry.json is cfg
@@ -173,6 +182,13 @@ func (w *walker) walkTar(ctx context.Context, tr *tar.Reader) error {
 		}
 		if err := checkEntry(h); err != nil {
 			return err
+		}
+		if h.Name == deltaFileName && len(dirs) == 0 && w.blobs == 0 && !w.deltaSeen {
+			w.deltaSeen = true
+			if err := w.r.checkDelta(tr, h); err != nil {
+				return err
+			}
+			continue
 		}
 		if h.Typeflag == tar.TypeDir {
 			if (h.Name != blobsDir && h.Name != blobsSHA256Dir) || dirs[h.Name] {
@@ -306,9 +322,13 @@ func (w *walker) finish() (*Summary, error) {
 	reached := map[digest.Digest]bool{}
 	var visit func(d ocispec.Descriptor) error
 	visit = func(d ocispec.Descriptor) error {
-		size, ok := w.sizes[d.Digest]
-		if !ok {
-			return fmt.Errorf("%w: blob %s missing", ErrCorrupt, d.Digest)
+		size, carried := w.sizes[d.Digest]
+		if !carried {
+			// A delta leaves it out: it comes from where the delta is pushed.
+			var ok bool
+			if size, ok = w.r.delta.omittedBlob(d.Digest); !ok {
+				return fmt.Errorf("%w: blob %s missing", ErrCorrupt, d.Digest)
+			}
 		}
 		if size != d.Size {
 			return fmt.Errorf("%w: blob %s is %d bytes, its descriptor says %d", ErrCorrupt, d.Digest, size, d.Size)
@@ -321,6 +341,12 @@ func (w *walker) finish() (*Summary, error) {
 			return nil
 		}
 		data, ok := w.kept[d.Digest]
+		if !carried {
+			if data, ok = w.completed[d.Digest]; !ok {
+				sum.partial = true // the graph below it is checked when the delta is completed
+				return nil
+			}
+		}
 		if !ok {
 			return fmt.Errorf("%w: manifest %s is not a JSON manifest or index", ErrCorrupt, d.Digest)
 		}
@@ -348,6 +374,9 @@ func (w *walker) finish() (*Summary, error) {
 		if !reached[d] {
 			return nil, fmt.Errorf("%w: blob %s is not referenced by the package", ErrCorrupt, d)
 		}
+	}
+	if err := w.r.delta.check(w.sizes, reached, sum.partial); err != nil {
+		return nil, err
 	}
 	for _, d := range signatureEntries(w.r.root.Digest, w.r.index.Manifests) {
 		err := checkSignatureManifest(w.r.root.Digest, sum.Nodes[d.Digest].Data, func(l ocispec.Descriptor) ([]byte, error) {

@@ -20,7 +20,7 @@ func newPackageCmd() *cobra.Command {
   ferry package inspect app.tar.zst
   ferry package push app.tar.zst registry.example.com/apps/app`,
 	})
-	cmd.AddCommand(newInspectCmd(), newPushCmd(), newPullCmd(), newVerifyCmd(), newSBOMCmd(), newSplitCmd())
+	cmd.AddCommand(newInspectCmd(), newPushCmd(), newPullCmd(), newVerifyCmd(), newSBOMCmd(), newSplitCmd(), newDeltaCmd())
 	return cmd
 }
 
@@ -116,6 +116,16 @@ func printReport(cmd *cobra.Command, rep *artifact.Report, archiveSize int64) {
 	if archiveSize >= 0 {
 		fmt.Fprintf(tw, "Archive\t%s on disk\n", HumanBytes(archiveSize))
 	}
+	if d := rep.Delta; d != nil {
+		fmt.Fprintf(tw, "Delta\tleaves out %s (%s) that %s held; push, deploy or registry load it where they are\n", plural(len(d.Omitted), "blob"), HumanBytes(d.OmittedSize()), orUnknown(d.Base))
+		for i, o := range d.Omitted {
+			if i == deltaShown {
+				fmt.Fprintf(tw, "\t  and %d more (-o json lists them)\n", len(d.Omitted)-deltaShown)
+				break
+			}
+			fmt.Fprintf(tw, "\t  %s\t%s\n", o.Digest, HumanBytes(o.Size))
+		}
+	}
 	for _, c := range rep.Components {
 		req := "optional"
 		if c.Required {
@@ -162,4 +172,14 @@ func plural(n int, noun string) string {
 		return "1 " + noun
 	}
 	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// deltaShown is how many blobs a delta leaves out inspect lists as text.
+const deltaShown = 5
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "the far side"
+	}
+	return s
 }

@@ -25,6 +25,7 @@ func Run(h Hooks) {
 	}
 	stop()
 	if err != nil {
+		err = deltaAdvice(err)
 		// Whoever wrote the message (go-git and net/http put the URLs
 		// they were given into theirs), no credential reaches the
 		// terminal.

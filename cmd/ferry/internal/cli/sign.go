@@ -40,6 +40,10 @@ Exit status 0 only when both hold.`,
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "verified %s %s\nroot %s: %d blobs, %s, every digest checked\n",
 				res.Report.Name, res.Report.Version, res.Report.Root, res.Report.Blobs, HumanBytes(res.Report.StoredSize))
+			if d := res.Report.Delta; d != nil {
+				fmt.Fprintf(cmd.OutOrStdout(), "a delta: %s (%s) left out must come from the registry it is pushed to, where push, deploy and registry load check them\n",
+					plural(len(d.Omitted), "blob"), HumanBytes(d.OmittedSize()))
+			}
 			for _, s := range res.Signatures {
 				fmt.Fprintf(cmd.OutOrStdout(), "signature by %s (payload %s)\n", s.Key, s.Payload)
 			}

@@ -1,0 +1,179 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ferrypkg/ferry/artifact"
+)
+
+func newDeltaCmd() *cobra.Command {
+	var (
+		remote RemoteFlags
+		output = OutputFlag{WritesFile: true}
+		file   FileFlag
+		have   string
+		keys   []string
+		sig    string
+	)
+	cmd := &cobra.Command{
+		Use:   "delta NEW --have RECEIPT|OLD|REF -f FILE",
+		Short: "Write only what the far side lacks: the signed root and the missing blobs",
+		Example: `  # The far side made a receipt of its registry and carried it back
+  ferry package delta app-2.0.0.tar.zst --have receipt.json -f app-2.0.0-update.tar.zst
+
+  # A signed receipt, checked with the far side's public key
+  ferry package delta app-2.0.0.tar.zst --have receipt.json --have-key far-side.pub -f update.tar.zst
+
+  # Against the version the far side is known to hold
+  ferry package delta app-2.0.0.tar.zst --have app-1.0.0.tar.zst -f update.tar.zst`,
+		Long: `Write a delta of the package NEW (archive or layout folder) into FILE
+(.tar.zst or .tar), atomically: a package archive with NEW's head and
+signatures, its root, package manifest and ferry.json, and exactly the blobs
+of NEW that --have does not hold; ferry-delta.json in it lists what it leaves
+out. A manifest is left out only with everything under it.
+
+--have is a receipt (` + "`ferry registry have`" + `), an older package (archive or
+layout folder) or a package in a registry (host/repository:tag). A receipt
+with --have-key must carry a valid detached signature by that key
+(RECEIPT.sig, or --have-signature).
+
+Push, deploy or registry load the delta into the registry that holds the
+rest: it asks for every blob left out before it writes anything (in the
+destination repository, else in the registry's other repositories, mounted
+from there) and refuses naming those missing, reads each back and re-hashes
+it, checks the whole signed graph, and only then writes the manifests and
+tags. Read alone,
+inspect and verify check what it carries.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := output.Validate(); err != nil {
+				return err
+			}
+			if file.Path == "" {
+				return fmt.Errorf("-f FILE is required: the delta archive to write (.tar.zst or .tar)")
+			}
+			if err := file.Validate(""); err != nil {
+				return err
+			}
+			if have == "" {
+				return fmt.Errorf("--have is required: a receipt (ferry registry have), an older package, or a registry reference")
+			}
+			if len(keys) > 0 && !isReceipt(have) {
+				return fmt.Errorf("--have-key checks a receipt's signature; %s is not a receipt", have)
+			}
+			receipt, err := loadHave(cmd, have, keys, sig, remote)
+			if err != nil {
+				return err
+			}
+			r, err := artifact.Open(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			progress, done := NewProgress(cmd)
+			res, err := artifact.Delta(cmd.Context(), r, receipt, file.Path, artifact.DeltaOptions{Progress: progress})
+			done()
+			if err != nil {
+				return err
+			}
+			if output.JSON() {
+				return WriteJSON(cmd.OutOrStdout(), res)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "delta of %s %s → %s (%s)\ncarries %s (%s), leaves out %s (%s) that %s holds\n%s\n",
+				r.Config().Name, r.Config().Version, res.Path, HumanBytes(res.Size), plural(res.Carried, "blob"), HumanBytes(res.CarriedSize),
+				plural(res.Omitted, "blob"), HumanBytes(res.OmittedSize), receipt.Source, res.Root.Digest)
+			return nil
+		},
+	}
+	file.Register(cmd, "delta archive to write (.tar.zst or .tar; required)")
+	cmd.Flags().StringVar(&have, "have", "", "what the far side holds: a receipt (ferry registry have), an older package, or a registry reference (required)")
+	cmd.Flags().StringArrayVar(&keys, "have-key", nil, "cosign public key the receipt must be signed with (repeatable: any one)")
+	cmd.Flags().StringVar(&sig, "have-signature", "", "the receipt's detached signature (default: RECEIPT.sig)")
+	remote.Register(cmd)
+	output.Register(cmd)
+	return cmd
+}
+
+// isReceipt reports whether path is a file whose content starts as JSON:
+// a receipt, not a package (archives start with a tar or zstd header).
+func isReceipt(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	var b [64]byte
+	n, _ := f.Read(b[:])
+	for _, c := range b[:n] {
+		switch c {
+		case ' ', '\t', '\r', '\n':
+			continue
+		case '{':
+			return true
+		}
+		return false
+	}
+	return false
+}
+
+// loadHave reads what --have names: a receipt (its signature checked with
+// keys when given), or the blobs of a package on disk or in a registry.
+func loadHave(cmd *cobra.Command, have string, keys []string, sigPath string, remote RemoteFlags) (*artifact.Receipt, error) {
+	if isReceipt(have) {
+		f, err := os.Open(have)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		data, err := io.ReadAll(io.LimitReader(f, artifact.MaxReceiptSize+1))
+		if err != nil {
+			return nil, err
+		}
+		if len(keys) > 0 {
+			if sigPath == "" {
+				sigPath = have + ".sig"
+			}
+			sig, err := os.ReadFile(sigPath)
+			if errors.Is(err, os.ErrNotExist) {
+				return nil, fmt.Errorf("--have-key: the receipt's signature %s is missing (ferry registry have --key signs it; --have-signature names another file)", sigPath)
+			}
+			if err != nil {
+				return nil, err
+			}
+			pubs, err := LoadVerifyKeys(keys)
+			if err != nil {
+				return nil, err
+			}
+			if _, err := artifact.VerifyReceipt(data, sig, pubs); err != nil {
+				return nil, fmt.Errorf("%s: %w", have, err)
+			}
+		}
+		rc, err := artifact.ParseReceipt(data)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", have, err)
+		}
+		return rc, nil
+	}
+	src, ref, err := OpenSource(cmd, have, remote)
+	if err != nil {
+		return nil, err
+	}
+	return artifact.Have(cmd.Context(), src, ref)
+}
+
+// deltaAdvice says what to do when a delta could not be completed: the
+// library names the blobs, the command line what to type.
+func deltaAdvice(err error) error {
+	var be *artifact.BlobError
+	switch {
+	case errors.Is(err, artifact.ErrMissingBlobs):
+		return fmt.Errorf("%w (push the whole package, or make the delta against a receipt of this registry: ferry registry have)", err)
+	case errors.As(err, &be) && be.Op == artifact.OpReadBack:
+		return fmt.Errorf("%w (the registry's copy is damaged: push the whole package, or a package carrying that blob, to repair it)", err)
+	}
+	return err
+}
