@@ -73,10 +73,10 @@ func Extract(archive, dir string, key *artifact.PublicKey) (*Package, error) {
 		return nil, fmt.Errorf("%s: %w", archive, err)
 	}
 	p := &Package{Dir: dir}
-	if p.Definition, err = root.ReadFile(ZarfYAML); err != nil {
+	if p.Definition, err = readBounded(root, ZarfYAML, artifact.MaxManifestSize); err != nil {
 		return nil, fmt.Errorf("%s: not a Zarf package: %w", archive, err)
 	}
-	sig, err := root.ReadFile(SignatureFile)
+	sig, err := readBounded(root, SignatureFile, artifact.MaxSignaturePayload)
 	p.Signed = err == nil
 	switch {
 	case key != nil && !p.Signed:
@@ -122,7 +122,11 @@ type splitHeader struct {
 
 // openArchive opens the package's tar stream: zstd or plain, one file or
 // the parts that .part000 describes (their sha256 and size checked as they
-// are read).
+// are read). As the package archive reader's, it is bounded: a zstd frame
+// may declare a window of at most artifact.MaxZstdWindow, and the stream
+// may give at most artifact.MaxExpansion times the bytes read from disk
+// (past artifact.MaxManifestSize), so a bomb is refused before it fills
+// the disk.
 func openArchive(name string) (io.Reader, func(), error) {
 	var files []*os.File
 	closeAll := func() {
@@ -132,7 +136,7 @@ func openArchive(name string) (io.Reader, func(), error) {
 	}
 	var r io.Reader
 	if strings.HasSuffix(name, ".part000") {
-		data, err := os.ReadFile(name)
+		data, err := readFileBounded(name, artifact.MaxManifestSize)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -161,17 +165,81 @@ func openArchive(name string) (io.Reader, func(), error) {
 		files = append(files, f)
 		r = f
 	}
-	br := bufio.NewReader(r)
+	counted := &countingReader{r: r}
+	br := bufio.NewReader(counted)
 	magic, _ := br.Peek(4)
 	if bytes.Equal(magic, []byte{0x28, 0xb5, 0x2f, 0xfd}) {
-		zr, err := zstd.NewReader(br, zstd.WithDecoderConcurrency(1))
+		zr, err := zstd.NewReader(br, zstd.WithDecoderConcurrency(1),
+			zstd.WithDecoderMaxWindow(artifact.MaxZstdWindow), zstd.WithDecoderMaxMemory(artifact.MaxZstdWindow*4))
 		if err != nil {
 			closeAll()
 			return nil, nil, err
 		}
-		return zr, func() { zr.Close(); closeAll() }, nil
+		return &expansionLimit{r: zr, in: counted, name: name}, func() { zr.Close(); closeAll() }, nil
 	}
 	return br, closeAll, nil
+}
+
+// countingReader counts the bytes read through it.
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// expansionLimit refuses a decompressed stream that gives more than
+// artifact.MaxExpansion times the compressed bytes read (past
+// artifact.MaxManifestSize).
+type expansionLimit struct {
+	r    io.Reader
+	in   *countingReader
+	out  int64
+	name string
+}
+
+func (e *expansionLimit) Read(p []byte) (int, error) {
+	n, err := e.r.Read(p)
+	e.out += int64(n)
+	if e.out > artifact.MaxManifestSize && e.out > artifact.MaxExpansion*e.in.n {
+		return n, fmt.Errorf("%w: %s expands to more than %d times its size (a zstd bomb?)", artifact.ErrCorrupt, e.name, artifact.MaxExpansion)
+	}
+	return n, err
+}
+
+// readBounded reads file name of root, refusing one over max bytes.
+func readBounded(root *os.Root, name string, max int64) ([]byte, error) {
+	f, err := root.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return readAllBounded(f, name, max)
+}
+
+// readFileBounded is readBounded for a path outside any root.
+func readFileBounded(name string, max int64) ([]byte, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return readAllBounded(f, name, max)
+}
+
+func readAllBounded(r io.Reader, name string, max int64) ([]byte, error) {
+	data, err := io.ReadAll(io.LimitReader(r, max+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) > max {
+		return nil, fmt.Errorf("%w: %s is larger than %d bytes", artifact.ErrCorrupt, name, max)
+	}
+	return data, nil
 }
 
 // checkedReader checks the sha256 and size of a multi-part package at EOF.
@@ -265,7 +333,7 @@ func checkIntegrity(root *os.Root, def []byte) error {
 	if err := yaml.Unmarshal(def, &meta); err != nil {
 		return fmt.Errorf("zarf.yaml: %w", err)
 	}
-	sums, err := root.ReadFile(ChecksumsFile)
+	sums, err := readBounded(root, ChecksumsFile, artifact.MaxGraphSize)
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrIntegrity, err)
 	}

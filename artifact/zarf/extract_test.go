@@ -244,3 +244,61 @@ func TestExtractMultiPart(t *testing.T) {
 		t.Error("a changed part was accepted")
 	}
 }
+
+// TestExtractBounded: a built package is bounded as the package archive
+// reader is — a zstd bomb is refused by its expansion, before it fills the
+// disk, and an oversized zarf.yaml by its size — and nothing is left
+// extracted beyond what was read.
+func TestExtractBounded(t *testing.T) {
+	dir := t.TempDir()
+	// 1 GiB of zeros in one tar entry: a few hundred KiB compressed.
+	var tarBuf bytes.Buffer
+	tw := tar.NewWriter(&tarBuf)
+	const size = 1 << 30
+	if err := tw.WriteHeader(&tar.Header{Name: "zarf.yaml", Mode: 0o644, Size: size, Typeflag: tar.TypeReg}); err != nil {
+		t.Fatal(err)
+	}
+	zeros := make([]byte, 1<<20)
+	var bomb bytes.Buffer
+	zw, err := zstd.NewWriter(&bomb, zstd.WithEncoderLevel(zstd.SpeedBestCompression))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := zw.Write(tarBuf.Bytes()); err != nil {
+		t.Fatal(err)
+	}
+	for range size / len(zeros) {
+		if _, err := zw.Write(zeros); err != nil {
+			t.Fatal(err)
+		}
+	}
+	zw.Close()
+	archive := filepath.Join(dir, "zarf-package-bomb-amd64.tar.zst")
+	if err := os.WriteFile(archive, bomb.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err = zarf.Extract(archive, filepath.Join(dir, "x"), nil)
+	if !errors.Is(err, artifact.ErrCorrupt) || !strings.Contains(err.Error(), "zstd bomb") {
+		t.Fatalf("a zstd bomb of %d bytes: %v", bomb.Len(), err)
+	}
+	var written int64
+	filepath.Walk(filepath.Join(dir, "x"), func(_ string, fi os.FileInfo, err error) error {
+		if err == nil && fi.Mode().IsRegular() {
+			written += fi.Size()
+		}
+		return nil
+	})
+	if limit := int64(artifact.MaxExpansion)*int64(bomb.Len()) + 1<<20; written > limit {
+		t.Fatalf("%d bytes written before the refusal, more than %d", written, limit)
+	}
+
+	// A plain tar whose zarf.yaml is larger than a definition may be.
+	big := tarOf(t, map[string][]byte{"zarf.yaml": bytes.Repeat([]byte("# x\n"), artifact.MaxManifestSize/4+1)}, nil)
+	plain := filepath.Join(dir, "zarf-package-big-amd64.tar")
+	if err := os.WriteFile(plain, big, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := zarf.Extract(plain, filepath.Join(dir, "y"), nil); !errors.Is(err, artifact.ErrCorrupt) || !strings.Contains(err.Error(), "larger than") {
+		t.Fatalf("an oversized zarf.yaml: %v", err)
+	}
+}

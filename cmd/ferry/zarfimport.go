@@ -12,6 +12,7 @@ import (
 	"github.com/ferrypkg/ferry/artifact/gitrepo"
 	"github.com/ferrypkg/ferry/artifact/zarf"
 	"github.com/ferrypkg/ferry/cmd/ferry/internal/cli"
+	"github.com/ferrypkg/ferry/internal/scratch"
 )
 
 func newImportCmd() *cobra.Command {
@@ -57,12 +58,13 @@ reported one gap a line, as package convert reports it.`,
 				}
 				key = k
 			}
-			tmp, err := os.MkdirTemp("", "ferry-zarf-import-")
+			// Swept by the next run if this one is killed.
+			tmp, err := scratch.MkdirTemp("", "ferry-zarf-import-")
 			if err != nil {
 				return err
 			}
-			defer os.RemoveAll(tmp)
-			pkg, err := zarf.Extract(args[0], filepath.Join(tmp, "pkg"), key)
+			defer tmp.Remove()
+			pkg, err := zarf.Extract(args[0], filepath.Join(tmp.Path, "pkg"), key)
 			if err != nil {
 				return err
 			}
