@@ -199,11 +199,14 @@ func (l *tarLayer) writeTo(w io.Writer) error {
 	return err
 }
 
+// len is the size of the tar stream.
+func (l *tarLayer) len() int64 { return int64(len(l.header)+len(l.tail)) + l.size }
+
 // digest returns the digest and size of the stream.
 func (l *tarLayer) digest() (digest.Digest, int64, error) {
 	d := digest.Canonical.Digester()
 	if err := l.writeTo(d.Hash()); err != nil {
 		return "", 0, err
 	}
-	return d.Digest(), int64(len(l.header)+len(l.tail)) + l.size, nil
+	return d.Digest(), l.len(), nil
 }

@@ -172,7 +172,8 @@ func TestBuildImageCache(t *testing.T) {
 	zw := gzip.NewWriter(&other)
 	zw.Write([]byte("something else entirely"))
 	zw.Close()
-	for what, data := range map[string][]byte{"damaged": kept[:len(kept)/2], "planted": other.Bytes()} {
+	oversized := append(bytes.Clone(kept), make([]byte, 1<<20)...)
+	for what, data := range map[string][]byte{"damaged": kept[:len(kept)/2], "planted": other.Bytes(), "oversized": oversized} {
 		if err := os.WriteFile(files[0], data, 0o644); err != nil {
 			t.Fatal(err)
 		}

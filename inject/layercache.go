@@ -3,6 +3,7 @@ package inject
 import (
 	"bytes"
 	"compress/gzip"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -44,7 +45,10 @@ func gzipLayer(layer *tarLayer, diffID digest.Digest) ([]byte, error) {
 	name := ""
 	if dir != "" {
 		name = filepath.Join(dir, diffID.Encoded()+"-"+strings.ReplaceAll(runtime.Version(), " ", "_")+".tar.gz")
-		if gz, err := os.ReadFile(name); err == nil && gunzipsTo(gz, diffID) {
+		// gzip at its best level never grows a stream by more than a few
+		// bytes per 16 KiB block: a larger file is not the layer's, and is
+		// not read whole.
+		if gz, err := readAtMost(name, layer.len()+layer.len()/100+64<<10); err == nil && gunzipsTo(gz, diffID) {
 			return gz, nil
 		}
 	}
@@ -90,4 +94,21 @@ func keepLayer(dir, name string, gz []byte) {
 	if cerr := f.Close(); err == nil && cerr == nil {
 		_ = os.Rename(f.Name(), name)
 	}
+}
+
+// readAtMost reads file name if it holds at most max bytes.
+func readAtMost(name string, max int64) ([]byte, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) > max {
+		return nil, fmt.Errorf("%s: larger than %d bytes", name, max)
+	}
+	return data, nil
 }

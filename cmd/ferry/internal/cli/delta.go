@@ -137,7 +137,7 @@ func loadHave(cmd *cobra.Command, have string, keys []string, sigPath string, re
 			if sigPath == "" {
 				sigPath = have + ".sig"
 			}
-			sig, err := os.ReadFile(sigPath)
+			sig, err := readSignature(sigPath)
 			if errors.Is(err, os.ErrNotExist) {
 				return nil, fmt.Errorf("--have-key: the receipt's signature %s is missing (ferry registry have --key signs it; --have-signature names another file)", sigPath)
 			}
@@ -176,4 +176,22 @@ func deltaAdvice(err error) error {
 		return fmt.Errorf("%w (the registry's copy is damaged: push the whole package, or a package carrying that blob, to repair it)", err)
 	}
 	return err
+}
+
+// readSignature reads a receipt's detached signature, refusing one larger
+// than a signature payload may be.
+func readSignature(name string) ([]byte, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, artifact.MaxSignaturePayload+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > artifact.MaxSignaturePayload {
+		return nil, fmt.Errorf("%s: %w: a signature larger than %d bytes", name, artifact.ErrCorrupt, artifact.MaxSignaturePayload)
+	}
+	return data, nil
 }
