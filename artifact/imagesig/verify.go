@@ -180,15 +180,11 @@ func (p *Policy) verify(ctx context.Context, fetch content.Fetcher, subject dige
 	if err != nil {
 		return nil, err
 	}
-	g, err := gather(ctx, fetch, subject, evidence)
-	if err != nil {
-		return nil, err
-	}
 	res := &Result{Subject: subject}
 	var sigReasons []string
 	attReasons := map[string][]string{}
 	sawSignature := false
-	for _, c := range g.candidates {
+	g, err := gather(ctx, fetch, subject, evidence, func(c *candidate) {
 		signer, reason := pc.check(c, subject)
 		switch {
 		case c.isSignature():
@@ -203,6 +199,9 @@ func (p *Policy) verify(ctx context.Context, fetch content.Fetcher, subject dige
 		case !slices.Contains(res.Attestations, c.predicateType):
 			res.Attestations = append(res.Attestations, c.predicateType)
 		}
+	})
+	if err != nil {
+		return nil, err
 	}
 	if len(res.Signers) == 0 {
 		switch {
@@ -241,7 +240,7 @@ func (pc *compiled) check(c *candidate, subject digest.Digest) (signer, reason s
 			reason = r
 		}
 	}
-	return "", describe(c) + reason
+	return "", oneLine(describe(c) + reason)
 }
 
 func describe(c *candidate) string {
