@@ -94,6 +94,14 @@ func TestCosignKeyless(t *testing.T) {
 	_, err = exact.Verify(ctx, repo, img2.Digest, imagesigtest.Evidence(t, repo, img2))
 	wantErr(t, "no timestamp", err, imagesig.ErrUnverified, "no proof of signing time")
 
+	// A certificate that expired before the timestamp.
+	expired := ca.Issue(t, dir, "expired", email, issuer, -30*time.Second)
+	img3 := imagesigtest.PushImage(t, host, "app", "v3", []byte("three"))
+	cosign.Must("sign", "--key", expired.KeyPath, "--certificate", expired.CertPath, "--certificate-chain", expired.ChainPath,
+		"--tlog-upload=false", "--allow-http-registry", "--timestamp-server-url", tsa.URL, imagesigtest.Ref(host, "app", img3.Digest))
+	_, err = exact.Verify(ctx, repo, img3.Digest, imagesigtest.Evidence(t, repo, img3))
+	wantErr(t, "expired certificate", err, imagesig.ErrUnverified, "signed outside the certificate's validity")
+
 	// A key authority does not accept a certificate it does not hold.
 	_, _, stranger := imagesigtest.KeyPair(t, dir, "stranger")
 	_, err = keyPolicy(true, stranger).Verify(ctx, repo, img.Digest, evidence)
@@ -152,6 +160,27 @@ func TestCosignKeylessTlog(t *testing.T) {
 	otherLog := imagesigtest.TrustedRoot(t, []*imagesigtest.CA{ca}, nil, []*imagesigtest.Log{imagesigtest.NewLog(t)})
 	_, err = keylessPolicy(otherLog, id).Verify(ctx, repo, img.Digest, evidence)
 	wantErr(t, "another log", err, imagesig.ErrUnverified, "transparency log entry not verified")
+	// A log entry integrated after the certificate expired.
+	img2 := imagesigtest.PushImage(t, host, "app", "v2", []byte("two"))
+	ref2 := imagesigtest.Ref(host, "app", img2.Digest)
+	payload2 := cosign.Must("generate", "--allow-http-registry", ref2)
+	payload2Path := writeFile(t, dir, "payload2.json", payload2)
+	sig2Path := filepath.Join(dir, "payload2.sig")
+	cosign.Must("sign-blob", "--key", leaf.KeyPath, "--tlog-upload=false", "--output-signature", sig2Path, payload2Path)
+	sig2B64, err := os.ReadFile(sig2Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sig2, err := base64.StdEncoding.DecodeString(strings.TrimSpace(string(sig2B64)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	late, _ := json.Marshal(map[string]json.RawMessage{"rekorBundle": json.RawMessage(log.HashedRekordBundle(t, []byte(payload2), sig2, certPEM, time.Now().Add(time.Hour)))})
+	cosign.Must("attach", "signature", "--allow-http-registry", "--payload", payload2Path, "--signature", sig2Path,
+		"--certificate", leaf.CertPath, "--certificate-chain", leaf.ChainPath, "--rekor-response", writeFile(t, dir, "late.json", string(late)), ref2)
+	_, err = keylessPolicy(withLog, id).Verify(ctx, repo, img2.Digest, imagesigtest.Evidence(t, repo, img2))
+	wantErr(t, "entry after expiry", err, imagesig.ErrUnverified, "signed outside the certificate's validity")
+
 	noLog := imagesigtest.TrustedRoot(t, []*imagesigtest.CA{ca}, nil, nil)
 	_, err = keylessPolicy(noLog, id).Verify(ctx, repo, img.Digest, evidence)
 	wantErr(t, "no log", err, imagesig.ErrUnverified, "no proof of signing time")

@@ -328,29 +328,43 @@ func (a *authority) check(c *candidate, subject digest.Digest) (signer, reason s
 	if _, err := verify.VerifyLeafCertificate(cert.NotBefore, stripSAN(cert), a.root); err != nil {
 		return "", "certificate does not chain to the trusted root"
 	}
-	var attempts []verify.SignedEntity
-	if c.bundle != nil {
-		attempts = append(attempts, c.bundle)
+	// Each proof of time is tried on its own: a log entry the root can
+	// check, else a signed timestamp it can.
+	type attempt struct {
+		entity verify.SignedEntity
+		tlog   bool
+	}
+	var attempts []attempt
+	hasLogs, hasTSAs := len(a.root.RekorLogs()) > 0, len(a.root.TimestampingAuthorities()) > 0
+	if b := c.bundle; b != nil {
+		entries, _ := b.TlogEntries()
+		stamps, _ := b.Timestamps()
+		if len(entries) > 0 && hasLogs {
+			attempts = append(attempts, attempt{b, true})
+		}
+		if len(stamps) > 0 && hasTSAs {
+			attempts = append(attempts, attempt{b, false})
+		}
 	} else {
-		if len(c.tlog) > 0 && len(a.root.RekorLogs()) > 0 {
-			attempts = append(attempts, legacyEntity{c: c, proof: proofTlog})
+		if len(c.tlog) > 0 && hasLogs {
+			attempts = append(attempts, attempt{legacyEntity{c: c, proof: proofTlog}, true})
 		}
-		if len(c.timestamps) > 0 && len(a.root.TimestampingAuthorities()) > 0 {
-			attempts = append(attempts, legacyEntity{c: c, proof: proofTSA})
-		}
-		if len(attempts) == 0 {
-			return "", "no proof of signing time (no transparency log entry or signed timestamp the trusted root verifies)"
+		if len(c.timestamps) > 0 && hasTSAs {
+			attempts = append(attempts, attempt{legacyEntity{c: c, proof: proofTSA}, false})
 		}
 	}
+	if len(attempts) == 0 {
+		return "", "no proof of signing time (no transparency log entry or signed timestamp the trusted root verifies)"
+	}
 	var first error
-	for _, e := range attempts {
+	for _, at := range attempts {
 		opts := []verify.VerifierOption{verify.WithObserverTimestamps(1)}
-		if e.HasInclusionPromise() || e.HasInclusionProof() {
+		if at.tlog {
 			opts = append(opts, verify.WithTransparencyLog(1))
 		}
 		v, err := verify.NewVerifier(a.root, opts...)
 		if err == nil {
-			_, err = v.Verify(e, verify.NewPolicy(artifact(), ids...))
+			_, err = v.Verify(at.entity, verify.NewPolicy(artifact(), ids...))
 		}
 		if err == nil {
 			return name, ""
@@ -366,12 +380,16 @@ func (a *authority) check(c *candidate, subject digest.Digest) (signer, reason s
 func explain(err error) string {
 	s := err.Error()
 	switch {
+	case strings.Contains(s, "expired or is not yet valid"), strings.Contains(s, "outside certificate validity"):
+		return "signed outside the certificate's validity"
 	case strings.Contains(s, "log inclusion"), strings.Contains(s, "transparency log"):
 		return "transparency log entry not verified by the trusted root"
 	case strings.Contains(s, "timestamp"):
 		return "no proof of signing time within the certificate's validity"
 	case strings.Contains(s, "leaf certificate"):
-		return "certificate does not chain to the trusted root at the signing time"
+		// check verified the chain at the certificate's start: what
+		// fails at the signing time is the validity of it or its CA.
+		return "signed outside the certificate's validity"
 	case strings.Contains(s, "certificate identity"):
 		return "certificate identity not allowed"
 	case strings.Contains(s, "signature"), strings.Contains(s, "artifact"):
