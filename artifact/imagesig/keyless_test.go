@@ -185,3 +185,45 @@ func TestCosignKeylessTlog(t *testing.T) {
 	_, err = keylessPolicy(noLog, id).Verify(ctx, repo, img.Digest, evidence)
 	wantErr(t, "no log", err, imagesig.ErrUnverified, "no proof of signing time")
 }
+
+// TestSigstoreBundleKeyless verifies Sigstore bundles (the format of
+// `cosign sign --new-bundle-format`, made here by sigstore-go's signer
+// with the local CA in Fulcio's place and the local TSA), pushed as OCI
+// 1.1 referrers: a signature and an attestation.
+func TestSigstoreBundleKeyless(t *testing.T) {
+	ctx := context.Background()
+	host := imagesigtest.Registry(t)
+	repo := imagesigtest.Repository(t, host, "app")
+	ca := imagesigtest.NewCA(t, "imagesigtest fulcio")
+	tsa := imagesigtest.NewTSA(t)
+	root := imagesigtest.TrustedRoot(t, []*imagesigtest.CA{ca}, []*imagesigtest.TSA{tsa}, nil)
+
+	img := imagesigtest.PushImage(t, host, "app", "v1", []byte("one"))
+	ca.BundleReferrer(t, repo, img, imagesig.PredicateTypeCosignSign, email, issuer, tsa)
+	ca.BundleReferrer(t, repo, img, slsa1, email, issuer, tsa)
+	evidence := imagesigtest.Evidence(t, repo, img)
+	p := keylessPolicy(root, imagesig.Identity{Issuer: issuer, Subject: email})
+	p.Attestations = []imagesig.Attestation{{PredicateType: slsa1}}
+	res, err := p.Verify(ctx, repo, img.Digest, evidence)
+	if err != nil {
+		t.Fatalf("%d bundles: %v", len(evidence), err)
+	}
+	if !slices.Equal(res.Signers, []string{email + " (" + issuer + ")"}) || !slices.Equal(res.Attestations, []string{slsa1}) {
+		t.Fatalf("result: %+v", res)
+	}
+
+	_, err = keylessPolicy(root, imagesig.Identity{Issuer: issuer, Subject: "ops@example.com"}).Verify(ctx, repo, img.Digest, evidence)
+	wantErr(t, "wrong subject", err, imagesig.ErrUnverified, "signature bundle: certificate identity dev@example.com (issuer https://issuer.example) not allowed")
+	noTSA := imagesigtest.TrustedRoot(t, []*imagesigtest.CA{ca}, nil, nil)
+	_, err = keylessPolicy(noTSA, imagesig.Identity{Issuer: issuer, Subject: email}).Verify(ctx, repo, img.Digest, evidence)
+	wantErr(t, "TSA not trusted", err, imagesig.ErrUnverified, "no proof of signing time")
+	_, _, pub := imagesigtest.KeyPair(t, t.TempDir(), "k")
+	_, err = keyPolicy(true, pub).Verify(ctx, repo, img.Digest, evidence)
+	wantErr(t, "key policy", err, imagesig.ErrUnverified, "signed by a certificate, not by a key")
+
+	// No timestamp at all.
+	img2 := imagesigtest.PushImage(t, host, "app", "v2", []byte("two"))
+	ca.BundleReferrer(t, repo, img2, imagesig.PredicateTypeCosignSign, email, issuer, nil)
+	_, err = keylessPolicy(root, imagesig.Identity{Issuer: issuer, Subject: email}).Verify(ctx, repo, img2.Digest, imagesigtest.Evidence(t, repo, img2))
+	wantErr(t, "no timestamp", err, imagesig.ErrUnverified, "no proof of signing time")
+}

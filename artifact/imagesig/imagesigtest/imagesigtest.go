@@ -44,7 +44,9 @@ import (
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"github.com/sigstore/cosign/v2/pkg/cosign"
 	"github.com/sigstore/sigstore-go/pkg/root"
+	"github.com/sigstore/sigstore-go/pkg/sign"
 	"github.com/sigstore/sigstore/pkg/cryptoutils"
+	"google.golang.org/protobuf/encoding/protojson"
 	"oras.land/oras-go/v2/content"
 	"oras.land/oras-go/v2/errdef"
 	"oras.land/oras-go/v2/registry/remote"
@@ -272,30 +274,7 @@ func (ca *CA) Issue(t testing.TB, dir, prefix, subject, issuer string, validity 
 	if err != nil {
 		t.Fatal(err)
 	}
-	tmpl := &x509.Certificate{
-		SerialNumber: serial(t),
-		NotBefore:    time.Now().Add(-time.Minute),
-		NotAfter:     time.Now().Add(validity),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageCodeSigning},
-	}
-	if strings.Contains(subject, "@") && !strings.Contains(subject, "://") {
-		tmpl.EmailAddresses = []string{subject}
-	} else {
-		u, err := url.Parse(subject)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tmpl.URIs = []*url.URL{u}
-	}
-	if issuer != "" {
-		v2, err := asn1.MarshalWithParams(issuer, "utf8")
-		if err != nil {
-			t.Fatal(err)
-		}
-		tmpl.ExtraExtensions = []pkix.Extension{{Id: oidIssuerV1, Value: []byte(issuer)}, {Id: oidIssuerV2, Value: v2}}
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, pub, ca.key)
+	der, err := ca.certify(pub, subject, issuer, validity)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -311,6 +290,102 @@ func (ca *CA) Issue(t testing.TB, dir, prefix, subject, issuer string, validity 
 		t.Fatal(err)
 	}
 	return l
+}
+
+// certify issues a Fulcio-shaped certificate for pub (see Issue).
+func (ca *CA) certify(pub crypto.PublicKey, subject, issuer string, validity time.Duration) ([]byte, error) {
+	n, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62))
+	if err != nil {
+		return nil, err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: n,
+		NotBefore:    time.Now().Add(-time.Minute),
+		NotAfter:     time.Now().Add(validity),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageCodeSigning},
+	}
+	if strings.Contains(subject, "@") && !strings.Contains(subject, "://") {
+		tmpl.EmailAddresses = []string{subject}
+	} else {
+		u, err := url.Parse(subject)
+		if err != nil {
+			return nil, err
+		}
+		tmpl.URIs = []*url.URL{u}
+	}
+	if issuer != "" {
+		v2, err := asn1.MarshalWithParams(issuer, "utf8")
+		if err != nil {
+			return nil, err
+		}
+		tmpl.ExtraExtensions = []pkix.Extension{{Id: oidIssuerV1, Value: []byte(issuer)}, {Id: oidIssuerV2, Value: v2}}
+	}
+	return x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, pub, ca.key)
+}
+
+// certProvider is the CA in sigstore-go's signing flow (as Fulcio is).
+type certProvider struct {
+	ca              *CA
+	subject, issuer string
+}
+
+func (p certProvider) GetCertificate(_ context.Context, kp sign.Keypair, _ *sign.CertificateProviderOptions) ([]byte, error) {
+	return p.ca.certify(kp.GetPublicKey(), p.subject, p.issuer, 10*time.Minute)
+}
+
+// BundleReferrer signs, with sigstore-go as `cosign sign
+// --new-bundle-format` does, an in-toto statement naming subject with
+// predicateType (an empty predicate), by an ephemeral key certified by ca
+// for (san, issuer), timestamped by tsa when not nil; and pushes the
+// Sigstore bundle to r as a referrer of subject. It returns the referrer.
+func (ca *CA) BundleReferrer(t testing.TB, r *remote.Repository, subject ocispec.Descriptor, predicateType, san, issuer string, tsa *TSA) ocispec.Descriptor {
+	t.Helper()
+	ctx := context.Background()
+	statement, err := json.Marshal(map[string]any{
+		"_type":         "https://in-toto.io/Statement/v1",
+		"subject":       []map[string]any{{"name": "image", "digest": map[string]string{subject.Digest.Algorithm().String(): subject.Digest.Encoded()}}},
+		"predicateType": predicateType,
+		"predicate":     map[string]any{},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kp, err := sign.NewEphemeralKeypair(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := sign.BundleOptions{CertificateProvider: certProvider{ca, san, issuer}, Context: ctx}
+	if tsa != nil {
+		opts.TimestampAuthorities = []*sign.TimestampAuthority{sign.NewTimestampAuthority(&sign.TimestampAuthorityOptions{URL: tsa.URL})}
+	}
+	pb, err := sign.Bundle(&sign.DSSEData{Data: statement, PayloadType: "application/vnd.in-toto+json"}, kp, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := protojson.Marshal(pb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	push := func(mt string, data []byte) ocispec.Descriptor {
+		d := content.NewDescriptorFromBytes(mt, data)
+		if err := r.Push(ctx, d, bytes.NewReader(data)); err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	const bundleType = "application/vnd.dev.sigstore.bundle.v0.3+json"
+	m, err := json.Marshal(ocispec.Manifest{
+		Versioned: specs.Versioned{SchemaVersion: 2}, MediaType: ocispec.MediaTypeImageManifest, ArtifactType: bundleType,
+		Config:      push("application/vnd.oci.empty.v1+json", []byte("{}")),
+		Layers:      []ocispec.Descriptor{push(bundleType, b)},
+		Subject:     &subject,
+		Annotations: map[string]string{"dev.sigstore.bundle.predicateType": predicateType},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return push(ocispec.MediaTypeImageManifest, m)
 }
 
 // TSA is an RFC 3161 timestamp authority served on loopback.
