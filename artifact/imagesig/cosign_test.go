@@ -3,7 +3,13 @@ package imagesig_test
 import (
 	"bytes"
 	"context"
+	"crypto"
+	"crypto/ed25519"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"io"
 	"os"
@@ -155,6 +161,45 @@ func TestCosignKeys(t *testing.T) {
 			}
 			_, err = keyPolicy(true, stranger).Verify(ctx, repo, img.Digest, ev)
 			wantErr(t, "a stranger's key", err, imagesig.ErrUnverified, "unknown key")
+		})
+	}
+
+	// RSA and Ed25519 keys, imported into cosign.
+	for _, kt := range []string{"rsa", "ed25519"} {
+		t.Run(kt, func(t *testing.T) {
+			var priv crypto.Signer
+			var err error
+			if kt == "rsa" {
+				priv, err = rsa.GenerateKey(rand.Reader, 2048)
+			} else {
+				_, priv, err = ed25519.GenerateKey(rand.Reader)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			der, err := x509.MarshalPKCS8PrivateKey(priv)
+			if err != nil {
+				t.Fatal(err)
+			}
+			kdir := t.TempDir()
+			raw := writeFile(t, kdir, kt+".pem", string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})))
+			cosign.Must("import-key-pair", "--key", raw, "--output-key-prefix", filepath.Join(kdir, kt))
+			kpub, err := os.ReadFile(filepath.Join(kdir, kt+".pub"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			img := imagesigtest.PushImage(t, host, "app", kt, []byte(kt))
+			ref := imagesigtest.Ref(host, "app", img.Digest)
+			cosign.Must("sign", "--key", filepath.Join(kdir, kt+".key"), "--tlog-upload=false", "--allow-http-registry", ref)
+			cosign.Must("attest", "--key", filepath.Join(kdir, kt+".key"), "--predicate", predicate, "--type", "slsaprovenance", "--tlog-upload=false", "--allow-http-registry", ref)
+			ev := imagesigtest.Evidence(t, repo, img)
+			p := keyPolicy(true, kpub)
+			p.Attestations = []imagesig.Attestation{{PredicateType: slsa02}}
+			if _, err := p.Verify(ctx, repo, img.Digest, ev); err != nil {
+				t.Fatalf("%s key: %v", kt, err)
+			}
+			_, err = keyPolicy(true, pub).Verify(ctx, repo, img.Digest, ev)
+			wantErr(t, "another key", err, imagesig.ErrUnverified, "unknown key")
 		})
 	}
 

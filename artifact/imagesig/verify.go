@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"context"
 	"crypto"
+	"crypto/ecdsa"
+	"crypto/ed25519"
+	"crypto/elliptic"
 	"crypto/sha256"
 	"crypto/x509"
 	"encoding/hex"
@@ -21,6 +24,7 @@ import (
 	"github.com/sigstore/sigstore-go/pkg/verify"
 	"github.com/sigstore/sigstore/pkg/cryptoutils"
 	"github.com/sigstore/sigstore/pkg/signature"
+	"github.com/sigstore/sigstore/pkg/signature/options"
 	"oras.land/oras-go/v2/content"
 )
 
@@ -41,9 +45,9 @@ type compiled struct {
 
 type authority struct {
 	name string
-	// key authorities
-	key      signature.Verifier
-	keyLabel string
+	// key authorities: the verifiers cosign may have signed with (its
+	// default for the key, and SHA-256 / pure Ed25519 as older cosign)
+	key []signature.Verifier
 	// keyless authorities
 	root       *root.TrustedRoot
 	identities []matcher
@@ -73,7 +77,7 @@ func (p *Policy) compile() (*compiled, error) {
 			if err != nil {
 				return nil, fmt.Errorf("policy %q: authority %s: public key: %v", p.Name, label, err)
 			}
-			v, err := signature.LoadVerifier(pub, crypto.SHA256)
+			vs, err := keyVerifiers(pub)
 			if err != nil {
 				return nil, fmt.Errorf("policy %q: authority %s: public key: %v", p.Name, label, err)
 			}
@@ -87,7 +91,7 @@ func (p *Policy) compile() (*compiled, error) {
 			if name == "" {
 				name = keyLabel
 			}
-			c.authorities = append(c.authorities, authority{name: name, key: v, keyLabel: keyLabel})
+			c.authorities = append(c.authorities, authority{name: name, key: vs})
 		case a.Keyless != nil:
 			if len(a.Keyless.TrustedRoot) == 0 {
 				return nil, fmt.Errorf("policy %q: authority %s: keyless without a trusted root", p.Name, label)
@@ -118,6 +122,31 @@ func (p *Policy) compile() (*compiled, error) {
 		}
 	}
 	return c, nil
+}
+
+// keyVerifiers are the ways cosign signs with a key of pub's type: its
+// default (ECDSA with the curve's hash, RSA PKCS #1 v1.5, Ed25519ph) and,
+// where that differs, the SHA-256 / pure Ed25519 of older versions.
+func keyVerifiers(pub crypto.PublicKey) ([]signature.Verifier, error) {
+	def, err := signature.LoadDefaultVerifier(pub, options.WithED25519ph())
+	if err != nil {
+		return nil, err
+	}
+	vs := []signature.Verifier{def}
+	switch k := pub.(type) {
+	case ed25519.PublicKey:
+	case *ecdsa.PublicKey:
+		if k.Curve == elliptic.P256() {
+			return vs, nil
+		}
+	default:
+		return vs, nil
+	}
+	old, err := signature.LoadVerifier(pub, crypto.SHA256)
+	if err != nil {
+		return nil, err
+	}
+	return append(vs, old), nil
 }
 
 func anchored(re string) (*regexp.Regexp, error) {
@@ -281,13 +310,6 @@ func (a *authority) check(c *candidate, subject digest.Digest) (signer, reason s
 		return verify.WithArtifactDigest(subject.Algorithm().String(), raw)
 	}
 	if a.key != nil {
-		tm := root.NewTrustedPublicKeyMaterial(func(string) (root.TimeConstrainedVerifier, error) {
-			return root.NewExpiringKey(a.key, timeZero, timeZero), nil
-		})
-		v, err := verify.NewVerifier(tm, verify.WithNoObserverTimestamps())
-		if err != nil {
-			return "", err.Error()
-		}
 		var entity verify.SignedEntity = legacyEntity{c: c, key: true}
 		if c.bundle != nil {
 			if c.certificate() != nil {
@@ -295,10 +317,19 @@ func (a *authority) check(c *candidate, subject digest.Digest) (signer, reason s
 			}
 			entity = c.bundle
 		}
-		if _, err := v.Verify(entity, verify.NewPolicy(artifact(), verify.WithKey())); err != nil {
-			return "", "signature by an unknown key"
+		for _, kv := range a.key {
+			tm := root.NewTrustedPublicKeyMaterial(func(string) (root.TimeConstrainedVerifier, error) {
+				return root.NewExpiringKey(kv, timeZero, timeZero), nil
+			})
+			v, err := verify.NewVerifier(tm, verify.WithNoObserverTimestamps())
+			if err != nil {
+				return "", err.Error()
+			}
+			if _, err := v.Verify(entity, verify.NewPolicy(artifact(), verify.WithKey())); err == nil {
+				return a.name, ""
+			}
 		}
-		return a.name, ""
+		return "", "signature by an unknown key"
 	}
 
 	cert := c.certificate()
