@@ -191,12 +191,13 @@ func gather(ctx context.Context, fetch content.Fetcher, subject digest.Digest, e
 				continue
 			}
 			c, names, err := parseLayer(l, data, subject)
-			if !names && !declared {
-				continue
-			}
 			if err != nil {
+				// Offered as evidence and unreadable: fail closed.
 				g.problem(desc.Digest, "%v", err)
 				continue
+			}
+			if !names && !declared {
+				continue // a tag-scheme manifest's layer about another image
 			}
 			if !names {
 				g.problem(desc.Digest, "its payload names another image")

@@ -120,10 +120,31 @@ func TestMalformedEvidence(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := memory.New()
-			ev := evidenceManifest(t, s, tc.mt, tc.data, tc.ann, true)
-			p := &imagesig.Policy{Name: "p", Required: true, Authorities: []imagesig.Authority{{Key: &imagesig.KeyAuthority{PEM: testPub}}}}
-			_, err := p.Verify(ctx, s, testSubject, []ocispec.Descriptor{ev})
-			wantErr(t, tc.name, err, tc.want, tc.reason)
+			// As a referrer (naming the subject) and as a tag-scheme
+			// manifest (naming nothing), required or not.
+			for _, withSubject := range []bool{true, false} {
+				ev := evidenceManifest(t, s, tc.mt, tc.data, tc.ann, withSubject)
+				for _, required := range []bool{true, false} {
+					p := &imagesig.Policy{Name: "p", Required: required, Authorities: []imagesig.Authority{{Key: &imagesig.KeyAuthority{PEM: testPub}}}}
+					res, err := p.Verify(ctx, s, testSubject, []ocispec.Descriptor{ev})
+					if tc.want == imagesig.ErrNoSignature && !required {
+						if err != nil || len(res.Signers) != 0 {
+							t.Fatalf("optional: %+v %v", res, err)
+						}
+						continue
+					}
+					if tc.name == "names another image" && !withSubject {
+						// A .sig manifest of another image: not evidence here.
+						if required {
+							wantErr(t, tc.name, err, imagesig.ErrNoSignature, "")
+						} else if err != nil {
+							t.Fatal(err)
+						}
+						continue
+					}
+					wantErr(t, tc.name, err, tc.want, tc.reason)
+				}
+			}
 		})
 	}
 
