@@ -6,11 +6,14 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
 	"errors"
+	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/opencontainers/go-digest"
@@ -213,4 +216,29 @@ func FuzzEvidence(f *testing.F) {
 			t.Fatalf("fuzzed evidence verified: %+v", res)
 		}
 	})
+}
+
+// TestEvidenceBound: only the first MaxEvidence manifests are read.
+func TestEvidenceBound(t *testing.T) {
+	ctx := context.Background()
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	der, _ := x509.MarshalPKIXPublicKey(&key.PublicKey)
+	p := keyPolicy(true, pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}))
+	s := memory.New()
+	signed := func(d digest.Digest) ocispec.Descriptor {
+		payload := simpleSigning(d)
+		sum := sha256.Sum256(payload)
+		sig, _ := ecdsa.SignASN1(rand.Reader, key, sum[:])
+		return evidenceManifest(t, s, imagesig.MediaTypeSimpleSigning, payload, map[string]string{imagesig.AnnotationSignature: base64.StdEncoding.EncodeToString(sig)}, false)
+	}
+	var others []ocispec.Descriptor
+	for i := range imagesig.MaxEvidence - 1 {
+		others = append(others, signed(digest.FromString(fmt.Sprint("other ", i))))
+	}
+	mine := signed(testSubject)
+	if _, err := p.Verify(ctx, s, testSubject, append(slices.Clone(others), mine)); err != nil {
+		t.Fatalf("the last evidence within the bound: %v", err)
+	}
+	_, err := p.Verify(ctx, s, testSubject, append(append(slices.Clone(others), signed(digest.FromString("one more"))), mine))
+	wantErr(t, "evidence past the bound", err, imagesig.ErrNoSignature, "")
 }
