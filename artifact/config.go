@@ -1,6 +1,7 @@
 package artifact
 
 import (
+	"github.com/ferrypkg/ferry/artifact/imagesig"
 	digest "github.com/opencontainers/go-digest"
 )
 
@@ -18,6 +19,9 @@ type Config struct {
 	Created       string      `json:"created,omitempty"`
 	Platforms     []string    `json:"platforms"`
 	Components    []Component `json:"components"`
+	// ImagePolicies are the image verification policies the definition
+	// named (keys and trusted roots inline); images name them.
+	ImagePolicies []imagesig.Policy `json:"imagePolicies,omitempty"`
 }
 
 // Component is one component of a package with its resolved content.
@@ -47,6 +51,32 @@ type Image struct {
 	// SBOMs describe the image's platform manifests, one each (none when
 	// the package was created without).
 	SBOMs []SBOM `json:"sboms,omitempty"`
+	// Signatures are the publisher's signatures and attestations of the
+	// image, carried as create found them.
+	Signatures []ImageSignature `json:"signatures,omitempty"`
+	// Policy names the Config.ImagePolicies entry create checked the image
+	// against; empty when none applies.
+	Policy string `json:"policy,omitempty"`
+}
+
+// ImageSignature is a signature, attestation or Sigstore bundle of an
+// image, carried as a manifest (Digest) of the package's graph, listed in
+// the root with kind image-signature.
+type ImageSignature struct {
+	// Kind is imagesig.KindSignature, KindAttestation or KindBundle.
+	Kind string `json:"kind"`
+	// Subject is the digest it names: the image's original digest, its
+	// stored digest or one of its platform manifests.
+	Subject digest.Digest `json:"subject"`
+	Digest  digest.Digest `json:"digest"`
+	// ArtifactType is the referrer's artifactType; empty for cosign's
+	// tag-scheme manifests.
+	ArtifactType string `json:"artifactType,omitempty"`
+	// Tag is the cosign tag it was found under (sha256-<hex>.sig or
+	// .att), which deploy and mirror give it again; empty for a referrer.
+	Tag string `json:"tag,omitempty"`
+	// Size is the manifest's size plus its config's and layers'.
+	Size int64 `json:"size"`
 }
 
 // Chart is a Helm chart stored as a Helm OCI artifact; Digest is its manifest's.

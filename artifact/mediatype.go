@@ -56,4 +56,7 @@ const (
 	// OCIRepository reads (see Repository).
 	KindGit  = "git"
 	KindSBOM = "sbom"
+	// KindImageSignature is a publisher's signature, attestation or
+	// Sigstore bundle of an image (see ImageSignature).
+	KindImageSignature = "image-signature"
 )
