@@ -19,6 +19,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/artifact/imagesig"
 )
 
 // ErrUnknownImage means an image is in no deployed package.
@@ -43,6 +44,35 @@ func (m Images) Add(cfg *artifact.Config) error {
 	return nil
 }
 
+// Policies maps the keys of Images to the signature policy the image's
+// package declared for it (artifact.Image.Policy); nil when the package
+// names a policy it does not declare, which the webhook refuses.
+type Policies map[string]*imagesig.Policy
+
+// Add records the policy of every image of a package's config that names
+// one.
+func (m Policies) Add(cfg *artifact.Config) error {
+	for _, c := range cfg.Components {
+		for _, img := range c.Images {
+			if img.Policy == "" {
+				continue
+			}
+			key, err := normalize(img.Ref)
+			if err != nil {
+				return fmt.Errorf("package %s %s: %w", cfg.Name, cfg.Version, err)
+			}
+			m[key] = nil
+			for i := range cfg.ImagePolicies {
+				if cfg.ImagePolicies[i].Name == img.Policy {
+					m[key] = &cfg.ImagePolicies[i]
+					break
+				}
+			}
+		}
+	}
+	return nil
+}
+
 // normalize gives the canonical form of an image reference: registry host,
 // full path, and the tag ("latest" when none) or digest.
 func normalize(ref string) (string, error) {
@@ -59,6 +89,8 @@ type Rewriter struct {
 	Registry string
 	// Images are the digests deployed packages recorded.
 	Images Images
+	// Policies are the signature policies of Images (see Check).
+	Policies Policies
 	// RequireKnown refuses images that are in no deployed package instead
 	// of leaving them as they are.
 	RequireKnown bool
@@ -69,7 +101,7 @@ type Rewriter struct {
 // registry by digest is returned as it is (idempotent). An unknown image is
 // returned unchanged, or an ErrUnknownImage with RequireKnown.
 func (rw *Rewriter) Rewrite(image string) (string, error) {
-	ref, known, err := rw.lookup(image)
+	ref, _, known, err := rw.lookup(image)
 	switch {
 	case err != nil:
 		return "", err
@@ -82,14 +114,15 @@ func (rw *Rewriter) Rewrite(image string) (string, error) {
 }
 
 // lookup finds the in-cluster reference of image; known is false when no
-// deployed package recorded it.
-func (rw *Rewriter) lookup(image string) (ref string, known bool, err error) {
+// deployed package recorded it. key is the key of Images it resolved to,
+// empty for an image already in the registry that no package recorded.
+func (rw *Rewriter) lookup(image string) (ref, key string, known bool, err error) {
 	if strings.HasPrefix(image, rw.Registry+"/") && strings.Contains(image, "@sha256:") {
-		return image, true, nil
+		return image, rw.inRegistry(image), true, nil
 	}
-	key, err := normalize(image)
+	key, err = normalize(image)
 	if err != nil {
-		return "", false, err
+		return "", "", false, err
 	}
 	img, ok := rw.Images[key]
 	d := img.Digest
@@ -98,23 +131,48 @@ func (rw *Rewriter) lookup(image string) (ref string, known bool, err error) {
 		// recorded that digest (stored or original) for the repository.
 		if named, err := reference.ParseNormalizedNamed(image); err == nil {
 			if dg, isDigested := named.(reference.Digested); isDigested {
-				d, ok = rw.byDigest(named.Name(), dg.Digest())
-				key = named.Name() + "@" + d.String()
+				key, ok = rw.byDigest(named.Name(), dg.Digest())
+				d = rw.Images[key].Digest
 			}
 		}
 	}
 	if !ok {
-		return "", false, nil
+		return "", "", false, nil
 	}
 	named, _ := reference.ParseNormalizedNamed(key)
-	return rw.Registry + "/" + reference.Path(named) + "@" + d.String(), true, nil
+	return rw.Registry + "/" + reference.Path(named) + "@" + d.String(), key, true, nil
+}
+
+// inRegistry finds the key of the image a reference into the registry by
+// digest names: the image whose stored digest, original digest or one of
+// whose signed subjects (platform manifests) it is, in its repository.
+func (rw *Rewriter) inRegistry(image string) string {
+	path, d, _ := strings.Cut(strings.TrimPrefix(image, rw.Registry+"/"), "@")
+	if i := strings.LastIndex(path, ":"); i >= 0 {
+		path = path[:i] // a tag besides the digest
+	}
+	for k, img := range rw.Images {
+		named, err := reference.ParseNormalizedNamed(k)
+		if err != nil || reference.Path(named) != path {
+			continue
+		}
+		if img.Digest.String() == d || img.OriginalDigest.String() == d {
+			return k
+		}
+		for _, s := range img.Signatures {
+			if s.Subject.String() == d {
+				return k
+			}
+		}
+	}
+	return ""
 }
 
 // unknown reports whether pod names an image (valid or not) that no
 // deployed package recorded and that is not in the registry by digest.
 func (rw *Rewriter) unknown(pod *corev1.Pod) bool {
 	for _, image := range podImages(pod) {
-		if _, known, _ := rw.lookup(image); !known {
+		if _, _, known, _ := rw.lookup(image); !known {
 			return true
 		}
 	}
@@ -136,12 +194,12 @@ func podImages(pod *corev1.Pod) []string {
 	return out
 }
 
-// byDigest finds the stored digest of an image of repository name whose
-// stored or original digest is d.
-func (rw *Rewriter) byDigest(name string, d digest.Digest) (digest.Digest, bool) {
+// byDigest finds the key of an image of repository name whose stored or
+// original digest is d.
+func (rw *Rewriter) byDigest(name string, d digest.Digest) (string, bool) {
 	for k, img := range rw.Images {
 		if strings.HasPrefix(k, name+":") && (img.Digest == d || img.OriginalDigest == d) {
-			return img.Digest, true
+			return k, true
 		}
 	}
 	return "", false
@@ -184,4 +242,76 @@ func (rw *Rewriter) Pod(pod *corev1.Pod) ([]Change, error) {
 		}
 	}
 	return changes, nil
+}
+
+// coveredPath returns the repository of image, a reference into the
+// registry, when a policy covers an image of that repository; else "".
+func (rw *Rewriter) coveredPath(image string) string {
+	path, _, _ := strings.Cut(strings.TrimPrefix(image, rw.Registry+"/"), "@")
+	if i := strings.LastIndex(path, ":"); i >= 0 {
+		path = path[:i]
+	}
+	for k, img := range rw.Images {
+		if img.Policy == "" {
+			continue
+		}
+		if named, err := reference.ParseNormalizedNamed(k); err == nil && reference.Path(named) == path {
+			return path
+		}
+	}
+	return ""
+}
+
+// Check is an image of a Pod that a policy covers: its package's entry
+// and the policy it names.
+type Check struct {
+	// Image is the reference as the Pod names it.
+	Image string
+	// Path is the image's repository in the registry (library/nginx).
+	Path string
+	// Entry is what its package recorded for it.
+	Entry artifact.Image
+	// Policy is the policy Entry.Policy names.
+	Policy *imagesig.Policy
+}
+
+// Name is the image as refusals name it: its normalized repository and
+// the digest the Pod runs (docker.io/library/nginx@sha256:…).
+func (c Check) Name() string {
+	named, err := reference.ParseNormalizedNamed(c.Entry.Ref)
+	if err != nil {
+		return c.Entry.Ref + "@" + c.Entry.Digest.String()
+	}
+	return named.Name() + "@" + c.Entry.Digest.String()
+}
+
+// Checks lists the images of pod that a signature policy covers, each
+// image once. An image whose package names a policy it does not declare
+// is an error (refused: fail closed).
+func (rw *Rewriter) Checks(pod *corev1.Pod) ([]Check, error) {
+	var out []Check
+	seen := map[string]bool{}
+	for _, image := range podImages(pod) {
+		_, key, known, err := rw.lookup(image)
+		if known && key == "" {
+			if p := rw.coveredPath(image); p != "" {
+				return nil, fmt.Errorf("image %s: a policy covers repository %s, and no package recorded this digest in it", image, p)
+			}
+		}
+		if err != nil || !known || key == "" || seen[key] {
+			continue // Pod refuses or leaves it; checked once
+		}
+		seen[key] = true
+		img := rw.Images[key]
+		if img.Policy == "" {
+			continue
+		}
+		p := rw.Policies[key]
+		if p == nil || p.Name != img.Policy {
+			return nil, fmt.Errorf("image %s: policy %q is not in its package", image, img.Policy)
+		}
+		named, _ := reference.ParseNormalizedNamed(key)
+		out = append(out, Check{Image: image, Path: reference.Path(named), Entry: img, Policy: p})
+	}
+	return out, nil
 }
