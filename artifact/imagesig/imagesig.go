@@ -75,7 +75,8 @@ type KeylessAuthority struct {
 }
 
 // Identity matches a certificate's OIDC issuer and subject (its SAN): each
-// exactly, or by a regular expression (RE2, anchored by the caller).
+// exactly, or by a regular expression (RE2, anchored: it must match the
+// whole value). An identity names both an issuer and a subject.
 type Identity struct {
 	Issuer        string `json:"issuer,omitempty"`
 	IssuerRegExp  string `json:"issuerRegExp,omitempty"`
@@ -115,5 +116,5 @@ type Result struct {
 // when p.Required, else a Result with no signers; a signature that fails
 // is ErrUnverified with a one-line reason.
 func (p *Policy) Verify(ctx context.Context, fetch content.Fetcher, subject digest.Digest, evidence []ocispec.Descriptor) (*Result, error) {
-	panic("contract: implemented by the imagesig helper")
+	return p.verify(ctx, fetch, subject, evidence)
 }

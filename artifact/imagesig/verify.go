@@ -1,0 +1,412 @@
+package imagesig
+
+import (
+	"bytes"
+	"context"
+	"crypto"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/opencontainers/go-digest"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+	"github.com/sigstore/sigstore-go/pkg/fulcio/certificate"
+	"github.com/sigstore/sigstore-go/pkg/root"
+	"github.com/sigstore/sigstore-go/pkg/verify"
+	"github.com/sigstore/sigstore/pkg/cryptoutils"
+	"github.com/sigstore/sigstore/pkg/signature"
+	"oras.land/oras-go/v2/content"
+)
+
+// Validate reports a policy that cannot be checked: no authority, an
+// authority with both or neither of key and keyless, a key that does not
+// parse, an identity without an issuer or a subject, a regular expression
+// that does not compile, a trusted root that does not parse, an
+// attestation without a predicate type.
+func (p *Policy) Validate() error {
+	_, err := p.compile()
+	return err
+}
+
+// compiled is a policy ready to verify with.
+type compiled struct {
+	authorities []authority
+}
+
+type authority struct {
+	name string
+	// key authorities
+	key      signature.Verifier
+	keyLabel string
+	// keyless authorities
+	root       *root.TrustedRoot
+	identities []matcher
+}
+
+type matcher struct {
+	Identity
+	issuer, subject *regexp.Regexp
+	id              verify.CertificateIdentity
+}
+
+func (p *Policy) compile() (*compiled, error) {
+	if len(p.Authorities) == 0 {
+		return nil, fmt.Errorf("policy %q: no authorities", p.Name)
+	}
+	c := &compiled{}
+	for i, a := range p.Authorities {
+		label := a.Name
+		if label == "" {
+			label = fmt.Sprintf("#%d", i+1)
+		}
+		switch {
+		case a.Key != nil && a.Keyless != nil:
+			return nil, fmt.Errorf("policy %q: authority %s: both key and keyless", p.Name, label)
+		case a.Key != nil:
+			pub, err := cryptoutils.UnmarshalPEMToPublicKey([]byte(a.Key.PEM))
+			if err != nil {
+				return nil, fmt.Errorf("policy %q: authority %s: public key: %v", p.Name, label, err)
+			}
+			v, err := signature.LoadVerifier(pub, crypto.SHA256)
+			if err != nil {
+				return nil, fmt.Errorf("policy %q: authority %s: public key: %v", p.Name, label, err)
+			}
+			der, err := x509.MarshalPKIXPublicKey(pub)
+			if err != nil {
+				return nil, fmt.Errorf("policy %q: authority %s: public key: %v", p.Name, label, err)
+			}
+			sum := sha256.Sum256(der)
+			keyLabel := "key sha256:" + hex.EncodeToString(sum[:])[:16]
+			name := a.Name
+			if name == "" {
+				name = keyLabel
+			}
+			c.authorities = append(c.authorities, authority{name: name, key: v, keyLabel: keyLabel})
+		case a.Keyless != nil:
+			if len(a.Keyless.TrustedRoot) == 0 {
+				return nil, fmt.Errorf("policy %q: authority %s: keyless without a trusted root", p.Name, label)
+			}
+			tr, err := root.NewTrustedRootFromJSON(a.Keyless.TrustedRoot)
+			if err != nil {
+				return nil, fmt.Errorf("policy %q: authority %s: trusted root: %v", p.Name, label, err)
+			}
+			if len(a.Keyless.Identities) == 0 {
+				return nil, fmt.Errorf("policy %q: authority %s: keyless without identities", p.Name, label)
+			}
+			au := authority{name: a.Name, root: tr}
+			for _, id := range a.Keyless.Identities {
+				m, err := newMatcher(id)
+				if err != nil {
+					return nil, fmt.Errorf("policy %q: authority %s: %v", p.Name, label, err)
+				}
+				au.identities = append(au.identities, m)
+			}
+			c.authorities = append(c.authorities, au)
+		default:
+			return nil, fmt.Errorf("policy %q: authority %s: neither key nor keyless", p.Name, label)
+		}
+	}
+	for _, at := range p.Attestations {
+		if at.PredicateType == "" {
+			return nil, fmt.Errorf("policy %q: attestation %q without a predicate type", p.Name, at.Name)
+		}
+	}
+	return c, nil
+}
+
+func anchored(re string) (*regexp.Regexp, error) {
+	if re == "" {
+		return nil, nil
+	}
+	return regexp.Compile("^(?:" + re + ")$")
+}
+
+func newMatcher(id Identity) (matcher, error) {
+	if id.Issuer == "" && id.IssuerRegExp == "" {
+		return matcher{}, errors.New("identity without an issuer")
+	}
+	if id.Subject == "" && id.SubjectRegExp == "" {
+		return matcher{}, errors.New("identity without a subject")
+	}
+	m := matcher{Identity: id}
+	var err error
+	if m.issuer, err = anchored(id.IssuerRegExp); err != nil {
+		return matcher{}, fmt.Errorf("issuer regexp: %v", err)
+	}
+	if m.subject, err = anchored(id.SubjectRegExp); err != nil {
+		return matcher{}, fmt.Errorf("subject regexp: %v", err)
+	}
+	issuerRE, subjectRE := "", ""
+	if m.issuer != nil {
+		issuerRE = m.issuer.String()
+	}
+	if m.subject != nil {
+		subjectRE = m.subject.String()
+	}
+	if m.id, err = verify.NewShortCertificateIdentity(id.Issuer, issuerRE, id.Subject, subjectRE); err != nil {
+		return matcher{}, err
+	}
+	return m, nil
+}
+
+func (m matcher) matches(san, issuer string) bool {
+	if m.Issuer != "" && issuer != m.Issuer {
+		return false
+	}
+	if m.issuer != nil && !m.issuer.MatchString(issuer) {
+		return false
+	}
+	if m.Subject != "" && san != m.Subject {
+		return false
+	}
+	if m.subject != nil && !m.subject.MatchString(san) {
+		return false
+	}
+	return true
+}
+
+// verify is Verify.
+func (p *Policy) verify(ctx context.Context, fetch content.Fetcher, subject digest.Digest, evidence []ocispec.Descriptor) (*Result, error) {
+	if err := subject.Validate(); err != nil {
+		return nil, fmt.Errorf("subject: %w", err)
+	}
+	pc, err := p.compile()
+	if err != nil {
+		return nil, err
+	}
+	g, err := gather(ctx, fetch, subject, evidence)
+	if err != nil {
+		return nil, err
+	}
+	res := &Result{Subject: subject}
+	var sigReasons []string
+	attReasons := map[string][]string{}
+	sawSignature := false
+	for _, c := range g.candidates {
+		signer, reason := pc.check(c, subject)
+		switch {
+		case c.isSignature():
+			sawSignature = true
+			if reason != "" {
+				sigReasons = append(sigReasons, reason)
+			} else if !slices.Contains(res.Signers, signer) {
+				res.Signers = append(res.Signers, signer)
+			}
+		case reason != "":
+			attReasons[c.predicateType] = append(attReasons[c.predicateType], reason)
+		case !slices.Contains(res.Attestations, c.predicateType):
+			res.Attestations = append(res.Attestations, c.predicateType)
+		}
+	}
+	if len(res.Signers) == 0 {
+		switch {
+		case sawSignature:
+			return nil, fmt.Errorf("%w: %s", ErrUnverified, sigReasons[0])
+		case len(g.problems) > 0:
+			return nil, fmt.Errorf("%w: %s", ErrUnverified, g.problems[0])
+		case p.Required:
+			return nil, fmt.Errorf("%w for %s", ErrNoSignature, subject)
+		case !g.named:
+			return res, nil // nothing signs the subject, and nothing has to
+		}
+		// Only attestations name the subject: they are checked below.
+	}
+	for _, at := range p.Attestations {
+		if slices.Contains(res.Attestations, at.PredicateType) {
+			continue
+		}
+		if r := attReasons[at.PredicateType]; len(r) > 0 {
+			return nil, fmt.Errorf("%w: attestation %s: %s", ErrUnverified, at.PredicateType, r[0])
+		}
+		return nil, fmt.Errorf("%w: attestation %s missing", ErrUnverified, at.PredicateType)
+	}
+	return res, nil
+}
+
+// check verifies one candidate against each authority; it returns the
+// first that verifies, or the reason the most telling authority refused.
+func (pc *compiled) check(c *candidate, subject digest.Digest) (signer, reason string) {
+	for _, a := range pc.authorities {
+		s, r := a.check(c, subject)
+		if r == "" {
+			return s, ""
+		}
+		if reason == "" || (a.key == nil && c.certificate() != nil) {
+			reason = r
+		}
+	}
+	return "", describe(c) + reason
+}
+
+func describe(c *candidate) string {
+	switch {
+	case c.kind == KindBundle && c.isSignature():
+		return "signature bundle: "
+	case c.kind == KindBundle:
+		return "attestation bundle " + c.predicateType + ": "
+	case c.kind == KindAttestation:
+		return "attestation " + c.predicateType + ": "
+	}
+	return ""
+}
+
+// certificate is the signing certificate of c, nil when a key signed it.
+func (c *candidate) certificate() *x509.Certificate {
+	if c.bundle == nil {
+		return c.cert
+	}
+	vc, err := c.bundle.VerificationContent()
+	if err != nil {
+		return nil
+	}
+	return vc.Certificate()
+}
+
+func (a *authority) check(c *candidate, subject digest.Digest) (signer, reason string) {
+	defer func() {
+		if r := recover(); r != nil {
+			signer, reason = "", "malformed evidence"
+		}
+	}()
+	artifact := func() verify.ArtifactPolicyOption {
+		if c.payload != nil {
+			return verify.WithArtifact(bytes.NewReader(c.payload))
+		}
+		raw, _ := hex.DecodeString(subject.Encoded())
+		return verify.WithArtifactDigest(subject.Algorithm().String(), raw)
+	}
+	if a.key != nil {
+		tm := root.NewTrustedPublicKeyMaterial(func(string) (root.TimeConstrainedVerifier, error) {
+			return root.NewExpiringKey(a.key, timeZero, timeZero), nil
+		})
+		v, err := verify.NewVerifier(tm, verify.WithNoObserverTimestamps())
+		if err != nil {
+			return "", err.Error()
+		}
+		var entity verify.SignedEntity = legacyEntity{c: c, key: true}
+		if c.bundle != nil {
+			if c.certificate() != nil {
+				return "", "signed by a certificate, not by a key"
+			}
+			entity = c.bundle
+		}
+		if _, err := v.Verify(entity, verify.NewPolicy(artifact(), verify.WithKey())); err != nil {
+			return "", "signature by an unknown key"
+		}
+		return a.name, ""
+	}
+
+	cert := c.certificate()
+	if cert == nil {
+		return "", "signed by a key, not by a certificate"
+	}
+	sum, err := certificate.SummarizeCertificate(cert)
+	if err != nil {
+		return "", fmt.Sprintf("certificate: %v", err)
+	}
+	var ids []verify.PolicyOption
+	matched := false
+	for _, m := range a.identities {
+		ids = append(ids, verify.WithCertificateIdentity(m.id))
+		matched = matched || m.matches(sum.SubjectAlternativeName, sum.Extensions.Issuer)
+	}
+	if !matched {
+		return "", fmt.Sprintf("certificate identity %s (issuer %s) not allowed", sum.SubjectAlternativeName, orNone(sum.Extensions.Issuer))
+	}
+	name := a.name
+	if name == "" {
+		name = sum.SubjectAlternativeName + " (" + sum.Extensions.Issuer + ")"
+	}
+	// Chain first, at the certificate's own start of validity: a chain
+	// that cannot hold at any time is said so, rather than as a time
+	// problem.
+	if _, err := verify.VerifyLeafCertificate(cert.NotBefore, stripSAN(cert), a.root); err != nil {
+		return "", "certificate does not chain to the trusted root"
+	}
+	var attempts []verify.SignedEntity
+	if c.bundle != nil {
+		attempts = append(attempts, c.bundle)
+	} else {
+		if len(c.tlog) > 0 && len(a.root.RekorLogs()) > 0 {
+			attempts = append(attempts, legacyEntity{c: c, proof: proofTlog})
+		}
+		if len(c.timestamps) > 0 && len(a.root.TimestampingAuthorities()) > 0 {
+			attempts = append(attempts, legacyEntity{c: c, proof: proofTSA})
+		}
+		if len(attempts) == 0 {
+			return "", "no proof of signing time (no transparency log entry or signed timestamp the trusted root verifies)"
+		}
+	}
+	var first error
+	for _, e := range attempts {
+		opts := []verify.VerifierOption{verify.WithObserverTimestamps(1)}
+		if e.HasInclusionPromise() || e.HasInclusionProof() {
+			opts = append(opts, verify.WithTransparencyLog(1))
+		}
+		v, err := verify.NewVerifier(a.root, opts...)
+		if err == nil {
+			_, err = v.Verify(e, verify.NewPolicy(artifact(), ids...))
+		}
+		if err == nil {
+			return name, ""
+		}
+		if first == nil {
+			first = err
+		}
+	}
+	return "", explain(first)
+}
+
+// explain turns a sigstore-go verification error into a short reason.
+func explain(err error) string {
+	s := err.Error()
+	switch {
+	case strings.Contains(s, "log inclusion"), strings.Contains(s, "transparency log"):
+		return "transparency log entry not verified by the trusted root"
+	case strings.Contains(s, "timestamp"):
+		return "no proof of signing time within the certificate's validity"
+	case strings.Contains(s, "leaf certificate"):
+		return "certificate does not chain to the trusted root at the signing time"
+	case strings.Contains(s, "certificate identity"):
+		return "certificate identity not allowed"
+	case strings.Contains(s, "signature"), strings.Contains(s, "artifact"):
+		return "signature does not match the signed payload"
+	}
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i]
+	}
+	return s
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
+}
+
+// stripSAN drops the critical SAN extension Go cannot handle (Fulcio's
+// OtherName SAN) from a copy of cert, as sigstore-go does before it
+// verifies a chain.
+func stripSAN(cert *x509.Certificate) *x509.Certificate {
+	if len(cert.UnhandledCriticalExtensions) == 0 {
+		return cert
+	}
+	cp := *cert
+	cp.UnhandledCriticalExtensions = nil
+	for _, oid := range cert.UnhandledCriticalExtensions {
+		if !oid.Equal(cryptoutils.SANOID) {
+			cp.UnhandledCriticalExtensions = append(cp.UnhandledCriticalExtensions, oid)
+		}
+	}
+	return &cp
+}
+
+// timeZero leaves a key authority's validity open at both ends.
+var timeZero time.Time
