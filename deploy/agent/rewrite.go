@@ -12,6 +12,7 @@ package agent
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/distribution/reference"
@@ -115,10 +116,10 @@ func (rw *Rewriter) Rewrite(image string) (string, error) {
 
 // lookup finds the in-cluster reference of image; known is false when no
 // deployed package recorded it. key is the key of Images it resolved to,
-// empty for an image already in the registry that no package recorded.
+// empty for an image already in the registry (see inRegistry).
 func (rw *Rewriter) lookup(image string) (ref, key string, known bool, err error) {
-	if strings.HasPrefix(image, rw.Registry+"/") && strings.Contains(image, "@sha256:") {
-		return image, rw.inRegistry(image), true, nil
+	if rw.isRegistry(image) {
+		return image, "", true, nil
 	}
 	key, err = normalize(image)
 	if err != nil {
@@ -143,29 +144,33 @@ func (rw *Rewriter) lookup(image string) (ref, key string, known bool, err error
 	return rw.Registry + "/" + reference.Path(named) + "@" + d.String(), key, true, nil
 }
 
-// inRegistry finds the key of the image a reference into the registry by
-// digest names: the image whose stored digest, original digest or one of
-// whose signed subjects (platform manifests) it is, in its repository.
-func (rw *Rewriter) inRegistry(image string) string {
+// isRegistry says image is a reference into the registry by digest.
+func (rw *Rewriter) isRegistry(image string) bool {
+	return strings.HasPrefix(image, rw.Registry+"/") && strings.Contains(image, "@sha256:")
+}
+
+// inRegistry finds the keys of the images a reference into the registry
+// by digest names, sorted: those of its repository whose stored digest,
+// original digest or one of whose signed subjects (platform manifests)
+// it is. Packages may record the same content under several references.
+func (rw *Rewriter) inRegistry(image string) []string {
 	path, d, _ := strings.Cut(strings.TrimPrefix(image, rw.Registry+"/"), "@")
 	if i := strings.LastIndex(path, ":"); i >= 0 {
 		path = path[:i] // a tag besides the digest
 	}
+	var keys []string
 	for k, img := range rw.Images {
 		named, err := reference.ParseNormalizedNamed(k)
 		if err != nil || reference.Path(named) != path {
 			continue
 		}
-		if img.Digest.String() == d || img.OriginalDigest.String() == d {
-			return k
-		}
-		for _, s := range img.Signatures {
-			if s.Subject.String() == d {
-				return k
-			}
+		if img.Digest.String() == d || img.OriginalDigest.String() == d ||
+			slices.ContainsFunc(img.Signatures, func(s artifact.ImageSignature) bool { return s.Subject.String() == d }) {
+			keys = append(keys, k)
 		}
 	}
-	return ""
+	slices.Sort(keys)
+	return keys
 }
 
 // unknown reports whether pod names an image (valid or not) that no
@@ -286,32 +291,45 @@ func (c Check) Name() string {
 }
 
 // Checks lists the images of pod that a signature policy covers, each
-// image once. An image whose package names a policy it does not declare
-// is an error (refused: fail closed).
+// image and policy once. An image already in the registry by digest is
+// checked against the policy of every image entry with that content (fail
+// closed), and refused when a policy covers its repository but no entry
+// has that digest. An image whose package names a policy it does not
+// declare is an error too.
 func (rw *Rewriter) Checks(pod *corev1.Pod) ([]Check, error) {
 	var out []Check
 	seen := map[string]bool{}
 	for _, image := range podImages(pod) {
-		_, key, known, err := rw.lookup(image)
-		if known && key == "" {
-			if p := rw.coveredPath(image); p != "" {
-				return nil, fmt.Errorf("image %s: a policy covers repository %s, and no package recorded this digest in it", image, p)
+		var keys []string
+		if rw.isRegistry(image) {
+			if keys = rw.inRegistry(image); len(keys) == 0 {
+				if p := rw.coveredPath(image); p != "" {
+					return nil, fmt.Errorf("image %s: a policy covers repository %s, and no package recorded this digest in it", image, p)
+				}
+			}
+		} else if _, key, known, err := rw.lookup(image); err == nil && known {
+			keys = []string{key}
+		} // else Pod refuses or leaves it
+		for _, key := range keys {
+			img := rw.Images[key]
+			if img.Policy == "" {
+				continue
+			}
+			p := rw.Policies[key]
+			if p == nil || p.Name != img.Policy {
+				return nil, fmt.Errorf("image %s: policy %q is not in its package", image, img.Policy)
+			}
+			named, _ := reference.ParseNormalizedNamed(key)
+			c := Check{Image: image, Path: reference.Path(named), Entry: img, Policy: p}
+			id, err := verdictKey(c)
+			if err != nil {
+				return nil, err
+			}
+			if !seen[id] {
+				seen[id] = true
+				out = append(out, c)
 			}
 		}
-		if err != nil || !known || key == "" || seen[key] {
-			continue // Pod refuses or leaves it; checked once
-		}
-		seen[key] = true
-		img := rw.Images[key]
-		if img.Policy == "" {
-			continue
-		}
-		p := rw.Policies[key]
-		if p == nil || p.Name != img.Policy {
-			return nil, fmt.Errorf("image %s: policy %q is not in its package", image, img.Policy)
-		}
-		named, _ := reference.ParseNormalizedNamed(key)
-		out = append(out, Check{Image: image, Path: reference.Path(named), Entry: img, Policy: p})
 	}
 	return out, nil
 }
