@@ -30,6 +30,10 @@ const (
 	MaxEvidence = 64
 	// MaxLayers is how many layers of one manifest are considered.
 	MaxLayers = 64
+	// MaxEvidenceBytes bounds the bytes Verify reads in all (manifests
+	// and layers); evidence past it is not considered. Memory holds one
+	// manifest and one layer at a time.
+	MaxEvidenceBytes = 256 << 20
 )
 
 // Media types and annotations of cosign and Sigstore evidence.
@@ -81,14 +85,24 @@ func (c *candidate) isSignature() bool {
 
 // gathered is what the evidence holds for one subject.
 type gathered struct {
-	candidates []*candidate
-	named      bool     // some evidence names the subject
-	problems   []string // evidence naming the subject that could not be read
+	named    bool     // some evidence names the subject
+	problems []string // evidence naming the subject that could not be read
+	budget   int64    // bytes left to read
 }
 
 func (g *gathered) problem(where digest.Digest, format string, args ...any) {
 	g.named = true
-	g.problems = append(g.problems, fmt.Sprintf("evidence %s: %s", short(where), fmt.Sprintf(format, args...)))
+	g.problems = append(g.problems, oneLine(fmt.Sprintf("evidence %s: %s", short(where), fmt.Sprintf(format, args...))))
+}
+
+// oneLine folds a reason onto one line of at most 300 bytes: reasons may
+// quote hostile input.
+func oneLine(s string) string {
+	s = strings.Join(strings.FieldsFunc(s, func(r rune) bool { return r == '\n' || r == '\r' }), "; ")
+	if len(s) > 300 {
+		s = strings.ToValidUTF8(s[:300], "") + "…"
+	}
+	return s
 }
 
 func short(d digest.Digest) string {
@@ -99,12 +113,18 @@ func short(d digest.Digest) string {
 	return s
 }
 
+var errBudget = errors.New("evidence past the read budget")
+
 // fetchBounded reads desc whole when it is no larger than limit, checking
-// its size and digest.
-func fetchBounded(ctx context.Context, fetch content.Fetcher, desc ocispec.Descriptor, limit int64) ([]byte, error) {
+// its size and digest, and takes its size from the budget.
+func (g *gathered) fetchBounded(ctx context.Context, fetch content.Fetcher, desc ocispec.Descriptor, limit int64) ([]byte, error) {
 	if desc.Size < 0 || desc.Size > limit {
 		return nil, fmt.Errorf("size %d outside 0..%d", desc.Size, limit)
 	}
+	if desc.Size > g.budget {
+		return nil, errBudget
+	}
+	g.budget -= desc.Size
 	if err := desc.Digest.Validate(); err != nil {
 		return nil, fmt.Errorf("digest: %w", err)
 	}
@@ -114,9 +134,10 @@ func fetchBounded(ctx context.Context, fetch content.Fetcher, desc ocispec.Descr
 	return content.FetchAll(ctx, fetch, desc)
 }
 
-// gather reads the evidence and keeps what names subject.
-func gather(ctx context.Context, fetch content.Fetcher, subject digest.Digest, evidence []ocispec.Descriptor) (*gathered, error) {
-	g := &gathered{}
+// gather reads the evidence and calls found with each candidate that names
+// subject, one at a time (nothing of it is kept after found returns).
+func gather(ctx context.Context, fetch content.Fetcher, subject digest.Digest, evidence []ocispec.Descriptor, found func(*candidate)) (*gathered, error) {
+	g := &gathered{budget: MaxEvidenceBytes}
 	if len(evidence) > MaxEvidence {
 		evidence = evidence[:MaxEvidence]
 	}
@@ -124,7 +145,7 @@ func gather(ctx context.Context, fetch content.Fetcher, subject digest.Digest, e
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		raw, err := fetchBounded(ctx, fetch, desc, MaxManifestSize)
+		raw, err := g.fetchBounded(ctx, fetch, desc, MaxManifestSize)
 		if err != nil {
 			if ctxErr := ctx.Err(); ctxErr != nil {
 				return nil, ctxErr
@@ -157,7 +178,7 @@ func gather(ctx context.Context, fetch content.Fetcher, subject digest.Digest, e
 					continue
 				}
 			}
-			data, err := fetchBounded(ctx, fetch, l, MaxLayerSize)
+			data, err := g.fetchBounded(ctx, fetch, l, MaxLayerSize)
 			if err != nil {
 				if ctxErr := ctx.Err(); ctxErr != nil {
 					return nil, ctxErr
@@ -170,12 +191,13 @@ func gather(ctx context.Context, fetch content.Fetcher, subject digest.Digest, e
 				continue
 			}
 			c, names, err := parseLayer(l, data, subject)
-			if !names && !declared {
-				continue
-			}
 			if err != nil {
+				// Offered as evidence and unreadable: fail closed.
 				g.problem(desc.Digest, "%v", err)
 				continue
+			}
+			if !names && !declared {
+				continue // a tag-scheme manifest's layer about another image
 			}
 			if !names {
 				g.problem(desc.Digest, "its payload names another image")
@@ -183,7 +205,7 @@ func gather(ctx context.Context, fetch content.Fetcher, subject digest.Digest, e
 			}
 			c.where = desc.Digest
 			g.named = true
-			g.candidates = append(g.candidates, c)
+			found(c)
 		}
 	}
 	return g, nil

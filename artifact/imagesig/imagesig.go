@@ -115,6 +115,22 @@ type Result struct {
 // read bounded. A subject that evidence does not sign is ErrNoSignature
 // when p.Required, else a Result with no signers; a signature that fails
 // is ErrUnverified with a one-line reason.
+//
+// Evidence is understood in three forms: cosign signature manifests
+// (simple-signing layers, the sha256-<hex>.sig tag or an OCI 1.1
+// referrer), cosign attestation manifests (DSSE in-toto layers, .att or a
+// referrer) and Sigstore bundles (cosign --new-bundle-format). A manifest
+// with a subject names it; one without (the tag scheme) names the images
+// its payloads name. Any one verified signature satisfies p; when none
+// verifies, the first failure is the reason (signatures by other signers
+// next to a valid one do not fail it). Evidence offered that cannot be
+// read (missing, larger than its bound, not as its descriptor says) fails
+// closed. Keys verify without a proof of time; certificates need one the
+// trusted root verifies: a Rekor signed entry timestamp or an RFC 3161
+// timestamp, within the certificate's validity. Nothing is fetched but
+// through fetch: no network, no TUF. At most MaxEvidence manifests of
+// MaxManifestSize, MaxLayers layers each of MaxLayerSize and
+// MaxEvidenceBytes in all are read, one layer held at a time.
 func (p *Policy) Verify(ctx context.Context, fetch content.Fetcher, subject digest.Digest, evidence []ocispec.Descriptor) (*Result, error) {
 	return p.verify(ctx, fetch, subject, evidence)
 }

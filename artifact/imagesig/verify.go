@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"context"
 	"crypto"
+	"crypto/ecdsa"
+	"crypto/ed25519"
+	"crypto/elliptic"
 	"crypto/sha256"
 	"crypto/x509"
 	"encoding/hex"
@@ -21,6 +24,7 @@ import (
 	"github.com/sigstore/sigstore-go/pkg/verify"
 	"github.com/sigstore/sigstore/pkg/cryptoutils"
 	"github.com/sigstore/sigstore/pkg/signature"
+	"github.com/sigstore/sigstore/pkg/signature/options"
 	"oras.land/oras-go/v2/content"
 )
 
@@ -41,9 +45,9 @@ type compiled struct {
 
 type authority struct {
 	name string
-	// key authorities
-	key      signature.Verifier
-	keyLabel string
+	// key authorities: the verifiers cosign may have signed with (its
+	// default for the key, and SHA-256 / pure Ed25519 as older cosign)
+	key []signature.Verifier
 	// keyless authorities
 	root       *root.TrustedRoot
 	identities []matcher
@@ -73,7 +77,7 @@ func (p *Policy) compile() (*compiled, error) {
 			if err != nil {
 				return nil, fmt.Errorf("policy %q: authority %s: public key: %v", p.Name, label, err)
 			}
-			v, err := signature.LoadVerifier(pub, crypto.SHA256)
+			vs, err := keyVerifiers(pub)
 			if err != nil {
 				return nil, fmt.Errorf("policy %q: authority %s: public key: %v", p.Name, label, err)
 			}
@@ -87,7 +91,7 @@ func (p *Policy) compile() (*compiled, error) {
 			if name == "" {
 				name = keyLabel
 			}
-			c.authorities = append(c.authorities, authority{name: name, key: v, keyLabel: keyLabel})
+			c.authorities = append(c.authorities, authority{name: name, key: vs})
 		case a.Keyless != nil:
 			if len(a.Keyless.TrustedRoot) == 0 {
 				return nil, fmt.Errorf("policy %q: authority %s: keyless without a trusted root", p.Name, label)
@@ -118,6 +122,31 @@ func (p *Policy) compile() (*compiled, error) {
 		}
 	}
 	return c, nil
+}
+
+// keyVerifiers are the ways cosign signs with a key of pub's type: its
+// default (ECDSA with the curve's hash, RSA PKCS #1 v1.5, Ed25519ph) and,
+// where that differs, the SHA-256 / pure Ed25519 of older versions.
+func keyVerifiers(pub crypto.PublicKey) ([]signature.Verifier, error) {
+	def, err := signature.LoadDefaultVerifier(pub, options.WithED25519ph())
+	if err != nil {
+		return nil, err
+	}
+	vs := []signature.Verifier{def}
+	switch k := pub.(type) {
+	case ed25519.PublicKey:
+	case *ecdsa.PublicKey:
+		if k.Curve == elliptic.P256() {
+			return vs, nil
+		}
+	default:
+		return vs, nil
+	}
+	old, err := signature.LoadVerifier(pub, crypto.SHA256)
+	if err != nil {
+		return nil, err
+	}
+	return append(vs, old), nil
 }
 
 func anchored(re string) (*regexp.Regexp, error) {
@@ -180,15 +209,11 @@ func (p *Policy) verify(ctx context.Context, fetch content.Fetcher, subject dige
 	if err != nil {
 		return nil, err
 	}
-	g, err := gather(ctx, fetch, subject, evidence)
-	if err != nil {
-		return nil, err
-	}
 	res := &Result{Subject: subject}
 	var sigReasons []string
 	attReasons := map[string][]string{}
 	sawSignature := false
-	for _, c := range g.candidates {
+	g, err := gather(ctx, fetch, subject, evidence, func(c *candidate) {
 		signer, reason := pc.check(c, subject)
 		switch {
 		case c.isSignature():
@@ -203,6 +228,9 @@ func (p *Policy) verify(ctx context.Context, fetch content.Fetcher, subject dige
 		case !slices.Contains(res.Attestations, c.predicateType):
 			res.Attestations = append(res.Attestations, c.predicateType)
 		}
+	})
+	if err != nil {
+		return nil, err
 	}
 	if len(res.Signers) == 0 {
 		switch {
@@ -241,7 +269,7 @@ func (pc *compiled) check(c *candidate, subject digest.Digest) (signer, reason s
 			reason = r
 		}
 	}
-	return "", describe(c) + reason
+	return "", oneLine(describe(c) + reason)
 }
 
 func describe(c *candidate) string {
@@ -282,13 +310,6 @@ func (a *authority) check(c *candidate, subject digest.Digest) (signer, reason s
 		return verify.WithArtifactDigest(subject.Algorithm().String(), raw)
 	}
 	if a.key != nil {
-		tm := root.NewTrustedPublicKeyMaterial(func(string) (root.TimeConstrainedVerifier, error) {
-			return root.NewExpiringKey(a.key, timeZero, timeZero), nil
-		})
-		v, err := verify.NewVerifier(tm, verify.WithNoObserverTimestamps())
-		if err != nil {
-			return "", err.Error()
-		}
 		var entity verify.SignedEntity = legacyEntity{c: c, key: true}
 		if c.bundle != nil {
 			if c.certificate() != nil {
@@ -296,10 +317,19 @@ func (a *authority) check(c *candidate, subject digest.Digest) (signer, reason s
 			}
 			entity = c.bundle
 		}
-		if _, err := v.Verify(entity, verify.NewPolicy(artifact(), verify.WithKey())); err != nil {
-			return "", "signature by an unknown key"
+		for _, kv := range a.key {
+			tm := root.NewTrustedPublicKeyMaterial(func(string) (root.TimeConstrainedVerifier, error) {
+				return root.NewExpiringKey(kv, timeZero, timeZero), nil
+			})
+			v, err := verify.NewVerifier(tm, verify.WithNoObserverTimestamps())
+			if err != nil {
+				return "", err.Error()
+			}
+			if _, err := v.Verify(entity, verify.NewPolicy(artifact(), verify.WithKey())); err == nil {
+				return a.name, ""
+			}
 		}
-		return a.name, ""
+		return "", "signature by an unknown key"
 	}
 
 	cert := c.certificate()
@@ -329,29 +359,43 @@ func (a *authority) check(c *candidate, subject digest.Digest) (signer, reason s
 	if _, err := verify.VerifyLeafCertificate(cert.NotBefore, stripSAN(cert), a.root); err != nil {
 		return "", "certificate does not chain to the trusted root"
 	}
-	var attempts []verify.SignedEntity
-	if c.bundle != nil {
-		attempts = append(attempts, c.bundle)
+	// Each proof of time is tried on its own: a log entry the root can
+	// check, else a signed timestamp it can.
+	type attempt struct {
+		entity verify.SignedEntity
+		tlog   bool
+	}
+	var attempts []attempt
+	hasLogs, hasTSAs := len(a.root.RekorLogs()) > 0, len(a.root.TimestampingAuthorities()) > 0
+	if b := c.bundle; b != nil {
+		entries, _ := b.TlogEntries()
+		stamps, _ := b.Timestamps()
+		if len(entries) > 0 && hasLogs {
+			attempts = append(attempts, attempt{b, true})
+		}
+		if len(stamps) > 0 && hasTSAs {
+			attempts = append(attempts, attempt{b, false})
+		}
 	} else {
-		if len(c.tlog) > 0 && len(a.root.RekorLogs()) > 0 {
-			attempts = append(attempts, legacyEntity{c: c, proof: proofTlog})
+		if len(c.tlog) > 0 && hasLogs {
+			attempts = append(attempts, attempt{legacyEntity{c: c, proof: proofTlog}, true})
 		}
-		if len(c.timestamps) > 0 && len(a.root.TimestampingAuthorities()) > 0 {
-			attempts = append(attempts, legacyEntity{c: c, proof: proofTSA})
-		}
-		if len(attempts) == 0 {
-			return "", "no proof of signing time (no transparency log entry or signed timestamp the trusted root verifies)"
+		if len(c.timestamps) > 0 && hasTSAs {
+			attempts = append(attempts, attempt{legacyEntity{c: c, proof: proofTSA}, false})
 		}
 	}
+	if len(attempts) == 0 {
+		return "", "no proof of signing time (no transparency log entry or signed timestamp the trusted root verifies)"
+	}
 	var first error
-	for _, e := range attempts {
+	for _, at := range attempts {
 		opts := []verify.VerifierOption{verify.WithObserverTimestamps(1)}
-		if e.HasInclusionPromise() || e.HasInclusionProof() {
+		if at.tlog {
 			opts = append(opts, verify.WithTransparencyLog(1))
 		}
 		v, err := verify.NewVerifier(a.root, opts...)
 		if err == nil {
-			_, err = v.Verify(e, verify.NewPolicy(artifact(), ids...))
+			_, err = v.Verify(at.entity, verify.NewPolicy(artifact(), ids...))
 		}
 		if err == nil {
 			return name, ""
@@ -367,12 +411,16 @@ func (a *authority) check(c *candidate, subject digest.Digest) (signer, reason s
 func explain(err error) string {
 	s := err.Error()
 	switch {
+	case strings.Contains(s, "expired or is not yet valid"), strings.Contains(s, "outside certificate validity"):
+		return "signed outside the certificate's validity"
 	case strings.Contains(s, "log inclusion"), strings.Contains(s, "transparency log"):
 		return "transparency log entry not verified by the trusted root"
 	case strings.Contains(s, "timestamp"):
 		return "no proof of signing time within the certificate's validity"
 	case strings.Contains(s, "leaf certificate"):
-		return "certificate does not chain to the trusted root at the signing time"
+		// check verified the chain at the certificate's start: what
+		// fails at the signing time is the validity of it or its CA.
+		return "signed outside the certificate's validity"
 	case strings.Contains(s, "certificate identity"):
 		return "certificate identity not allowed"
 	case strings.Contains(s, "signature"), strings.Contains(s, "artifact"):
