@@ -26,6 +26,9 @@ const (
 	DefaultVerifyTimeout = 5 * time.Second
 	// DefaultVerifyCacheSize is how many decisions Verifier keeps.
 	DefaultVerifyCacheSize = 1024
+	// DefaultRefusalMaxAge is how long Verifier keeps a refusal: an
+	// evidence layer the registry failed to serve is a refusal too.
+	DefaultRefusalMaxAge = 10 * time.Second
 )
 
 // Repository is what Verifier reads an image's evidence from: a
@@ -49,10 +52,15 @@ type Verifier struct {
 	// evidence), least recently used out first; DefaultVerifyCacheSize if
 	// 0, none if negative. Only verdicts are kept, never a registry error.
 	CacheSize int
+	// RefusalMaxAge: a refusal is decided again once older;
+	// DefaultRefusalMaxAge if 0, never kept if negative. An admission is
+	// kept until evicted.
+	RefusalMaxAge time.Duration
 
-	mu    sync.Mutex
-	lru   *list.List // of *verdict, most recent first
-	byKey map[string]*list.Element
+	mu       sync.Mutex
+	lru      *list.List // of *verdict, most recent first
+	byKey    map[string]*list.Element
+	inflight map[string]*call
 }
 
 // verdict is a cached decision.
@@ -60,6 +68,7 @@ type verdict struct {
 	key string
 	res *imagesig.Result
 	err error
+	at  time.Time
 }
 
 // PolicyError is a refusal: Image does not satisfy Policy. Err wraps
@@ -100,36 +109,86 @@ func oneLine(err error) string {
 // required policy is satisfied by any one, an optional one by none
 // failing. Without recorded evidence, the stored digest is the subject
 // (ErrNoSignature when required).
+//
+// Concurrent checks of the same image and policy (the Pods of one
+// ReplicaSet) share one reading of the registry.
 func (v *Verifier) Verify(ctx context.Context, c Check) (res *imagesig.Result, cached bool, err error) {
 	key, err := verdictKey(c)
 	if err != nil {
 		return nil, false, err
 	}
-	if vd := v.cached(key); vd != nil {
+	v.mu.Lock()
+	if vd := v.cachedLocked(key); vd != nil {
+		v.mu.Unlock()
 		return vd.res, true, vd.err
 	}
-	timeout := v.Timeout
-	if timeout <= 0 {
-		timeout = DefaultVerifyTimeout
+	if cl, ok := v.inflight[key]; ok {
+		v.mu.Unlock()
+		select {
+		case <-cl.done:
+			return cl.res, true, cl.err
+		case <-ctx.Done():
+			return nil, false, &PolicyError{Image: c.Name(), Policy: c.Policy.Name, Op: OpVerify, Err: ctx.Err()}
+		}
 	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+	cl := &call{done: make(chan struct{})}
+	if v.inflight == nil {
+		v.inflight = map[string]*call{}
+	}
+	v.inflight[key] = cl
+	v.mu.Unlock()
+
+	vd, err := v.decide(ctx, c)
+	if vd != nil {
+		vd.key = key
+		v.keep(vd)
+		cl.res, cl.err = vd.res, vd.err
+	} else {
+		cl.err = err
+	}
+	v.mu.Lock()
+	delete(v.inflight, key)
+	v.mu.Unlock()
+	close(cl.done)
+	return cl.res, false, cl.err
+}
+
+// call is a check in flight.
+type call struct {
+	done chan struct{}
+	res  *imagesig.Result
+	err  error
+}
+
+// timeout is Timeout or its default.
+func (v *Verifier) timeout() time.Duration {
+	if v.Timeout <= 0 {
+		return DefaultVerifyTimeout
+	}
+	return v.Timeout
+}
+
+// decide reads the evidence and asks Policy.Verify: a verdict, or the
+// error that kept it from one.
+func (v *Verifier) decide(ctx context.Context, c Check) (*verdict, error) {
+	ctx, cancel := context.WithTimeout(ctx, v.timeout())
 	defer cancel()
 	notChecked := func(op string, err error) error {
 		return &PolicyError{Image: c.Name(), Policy: c.Policy.Name, Op: op, Err: err}
 	}
 	repo, err := v.Repository(ctx, c.Path)
 	if err != nil {
-		return nil, false, notChecked(OpRegistry, err)
+		return nil, notChecked(OpRegistry, err)
 	}
 	evidence := make([]ocispec.Descriptor, 0, len(c.Entry.Signatures))
 	var subjects []digest.Digest
 	for _, s := range c.Entry.Signatures {
 		desc, err := repo.Resolve(ctx, s.Digest.String())
 		if err != nil {
-			return nil, false, notChecked(OpRegistry, fmt.Errorf("%s %s: %w", s.Kind, s.Digest, err))
+			return nil, notChecked(OpRegistry, fmt.Errorf("%s %s: %w", s.Kind, s.Digest, err))
 		}
 		if desc.Digest != s.Digest {
-			return nil, false, notChecked(OpRegistry, fmt.Errorf("%s %s: the registry answered %s", s.Kind, s.Digest, desc.Digest))
+			return nil, notChecked(OpRegistry, fmt.Errorf("%s %s: the registry answered %s", s.Kind, s.Digest, desc.Digest))
 		}
 		if s.ArtifactType != "" {
 			desc.ArtifactType = s.ArtifactType
@@ -155,12 +214,12 @@ func (v *Verifier) Verify(ctx context.Context, c Check) (res *imagesig.Result, c
 			}
 		case !errors.Is(err, imagesig.ErrNoSignature) && !errors.Is(err, imagesig.ErrUnverified):
 			// No verdict: the evidence could not be read, or time ran out.
-			return nil, false, notChecked(OpVerify, err)
+			return nil, notChecked(OpVerify, err)
 		case first == nil || errors.Is(first, imagesig.ErrNoSignature):
 			first = err // an ErrUnverified says more than an ErrNoSignature
 		}
 	}
-	vd := &verdict{key: key}
+	vd := &verdict{at: time.Now()}
 	switch {
 	case c.Policy.Required && ok != nil, !c.Policy.Required && first == nil:
 		if ok == nil {
@@ -170,8 +229,7 @@ func (v *Verifier) Verify(ctx context.Context, c Check) (res *imagesig.Result, c
 	default:
 		vd.err = &PolicyError{Image: c.Name(), Policy: c.Policy.Name, Err: first}
 	}
-	v.keep(vd)
-	return vd.res, false, vd.err
+	return vd, nil
 }
 
 // verdictKey identifies what a decision depends on: the image's digest,
@@ -198,9 +256,24 @@ func (v *Verifier) size() int {
 func (v *Verifier) cached(key string) *verdict {
 	v.mu.Lock()
 	defer v.mu.Unlock()
+	return v.cachedLocked(key)
+}
+
+func (v *Verifier) cachedLocked(key string) *verdict {
 	e, ok := v.byKey[key]
 	if !ok {
 		return nil
+	}
+	if vd := e.Value.(*verdict); vd.err != nil {
+		age := v.RefusalMaxAge
+		if age == 0 {
+			age = DefaultRefusalMaxAge
+		}
+		if age < 0 || time.Since(vd.at) >= age {
+			v.lru.Remove(e)
+			delete(v.byKey, key)
+			return nil
+		}
 	}
 	v.lru.MoveToFront(e)
 	return e.Value.(*verdict)

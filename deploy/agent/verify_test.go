@@ -11,8 +11,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
@@ -173,22 +175,47 @@ func TestWebhookImagePolicy(t *testing.T) {
 	}
 
 	before := reg.requests.Load()
+	start := time.Now()
 	r, p := admit(t, srv.URL, pod("app:1.0"))
+	took := time.Since(start)
 	if want := reg.host + "/library/app@" + signed.Digest.String(); !r.Allowed || p.Spec.Containers[0].Image != want {
 		t.Fatalf("signed by the policy's key: allowed %v (%+v), image %s", r.Allowed, r.Result, p.Spec.Containers[0].Image)
 	}
-	t.Logf("first decision: %d registry requests", reg.requests.Load()-before)
+	first := reg.requests.Load() - before
+	t.Logf("first decision: %d registry requests, %s", first, took)
 	if !strings.Contains(logs.String(), `"msg":"verified"`) || !strings.Contains(logs.String(), `"policy":"publisher"`) {
 		t.Fatalf("no record of the verification:\n%s", logs.String())
 	}
 	before = reg.requests.Load()
 	// Again, and by the rewritten reference: the verdict is kept.
+	start = time.Now()
 	if r, _ := admit(t, srv.URL, p); !r.Allowed {
 		t.Fatalf("the rewritten Pod: %+v", r.Result)
 	}
 	if n := reg.requests.Load() - before; n != 0 || v.Len() != 1 {
 		t.Fatalf("a kept verdict cost %d registry requests; %d verdicts kept", n, v.Len())
 	}
+	t.Logf("kept verdict: %s", time.Since(start))
+	// The Pods of a ReplicaSet at once, on an agent that has not decided
+	// yet: one reading of the registry between them.
+	wh.Verifier = verifierFor(reg.remote(), reg.host)
+	before = reg.requests.Load()
+	var wg sync.WaitGroup
+	var refused atomic.Int32
+	for range 20 {
+		wg.Go(func() {
+			if r, _ := admit(t, srv.URL, pod("app:1.0")); !r.Allowed {
+				refused.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if n := reg.requests.Load() - before; refused.Load() != 0 || n > first {
+		t.Fatalf("20 Pods at once: %d refused, %d registry requests (one decision: %d)", refused.Load(), n, first)
+	} else {
+		t.Logf("20 Pods at once: %d registry requests", n)
+	}
+	wh.Verifier = v
 	if r, _ := admit(t, srv.URL, pod("plain:optional")); !r.Allowed {
 		t.Fatalf("unsigned under an optional policy: %+v", r.Result)
 	}
@@ -245,6 +272,12 @@ func TestVerifierCacheBound(t *testing.T) {
 	}
 	if v.Len() != 2 || v.cached("b") != nil || v.cached("a") == nil || v.cached("c") == nil {
 		t.Fatalf("kept %d; b %v", v.Len(), v.cached("b"))
+	}
+	// A refusal is kept RefusalMaxAge, an admission until evicted.
+	v.keep(&verdict{key: "old refusal", err: imagesig.ErrUnverified, at: time.Now().Add(-time.Hour)})
+	v.keep(&verdict{key: "new refusal", err: imagesig.ErrUnverified, at: time.Now()})
+	if v.cached("old refusal") != nil || v.cached("new refusal") == nil {
+		t.Fatal("refusals kept wrongly")
 	}
 	none := &Verifier{CacheSize: -1}
 	none.keep(&verdict{key: "a"})

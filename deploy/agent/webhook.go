@@ -168,6 +168,12 @@ func (h *Webhook) verify(ctx context.Context, rw *Rewriter, pod *corev1.Pod, log
 	if err != nil {
 		return refuse(http.StatusForbidden, err)
 	}
+	if len(checks) > 0 && h.Verifier != nil {
+		// One deadline for the Pod's images: the API server waits 10 s.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, h.Verifier.timeout())
+		defer cancel()
+	}
 	for _, c := range checks {
 		if h.Verifier == nil {
 			return refuse(http.StatusInternalServerError, fmt.Errorf("image %s: policy %q not checked: the agent has no verifier", c.Name(), c.Policy.Name))
