@@ -120,6 +120,27 @@ func (r *signedRegistry) sign(t *testing.T, path string, d digest.Digest, keyFil
 	return artifact.ImageSignature{Kind: imagesig.KindSignature, Subject: d, Digest: desc.Digest, Tag: tag, Size: desc.Size}
 }
 
+// attest attests path@d (SLSA provenance) with the key and returns the
+// evidence as a package records it.
+func (r *signedRegistry) attest(t *testing.T, path string, d digest.Digest, keyFile, password string) artifact.ImageSignature {
+	t.Helper()
+	predicate := filepath.Join(r.home, "provenance.json")
+	if err := os.WriteFile(predicate, []byte(`{"builder":{"id":"https://ci.example/builder"},"buildType":"https://example/build"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r.cosignRun(t, password, "attest", "--key", keyFile, "--predicate", predicate, "--type", "slsaprovenance", "--tlog-upload=false", "--allow-http-registry", "-y", r.host+"/"+path+"@"+d.String())
+	tag := strings.Replace(d.String(), ":", "-", 1) + ".att"
+	repo, err := r.remote().Repository(r.host + "/" + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	desc, err := repo.Resolve(context.Background(), tag)
+	if err != nil {
+		t.Fatalf("cosign's attestation %s: %v", tag, err)
+	}
+	return artifact.ImageSignature{Kind: imagesig.KindAttestation, Subject: d, Digest: desc.Digest, Tag: tag, Size: desc.Size}
+}
+
 // verifier reads host's registry.
 func verifierFor(opts artifact.RemoteOptions, host string) *Verifier {
 	return &Verifier{Repository: func(_ context.Context, path string) (Repository, error) {
@@ -130,8 +151,10 @@ func verifierFor(opts artifact.RemoteOptions, host string) *Verifier {
 // TestWebhookImagePolicy: with the real cosign CLI signing images in a
 // real registry, a Pod whose image is signed by the policy's key is
 // admitted (and the verdict kept: a second Pod costs no registry
-// request); signed by another key, unsigned, or with its package naming a
-// policy it lacks → refused in one line naming image, policy and cause;
+// request), and so is one signed and attested (`cosign attest`) under a
+// policy requiring that attestation; signed by another key, unsigned,
+// lacking the attestation, or with its package naming a policy it lacks →
+// refused in one line naming image, policy and cause;
 // an optional policy admits an unsigned image; the registry unreachable →
 // refused, fail closed.
 func TestWebhookImagePolicy(t *testing.T) {
@@ -146,19 +169,31 @@ func TestWebhookImagePolicy(t *testing.T) {
 	sig := reg.sign(t, "library/app", signed.Digest, publisherKey, "pw-publisher")
 	otherSig := reg.sign(t, "library/app", other.Digest, publisherKey, "pw-publisher")
 	foreignSig := reg.sign(t, "org/foreign", foreign.Digest, otherKey, "pw-other")
+	attested := reg.push(t, "library/attested", 5)
+	attestedEvidence := []artifact.ImageSignature{
+		reg.sign(t, "library/attested", attested.Digest, publisherKey, "pw-publisher"),
+		reg.attest(t, "library/attested", attested.Digest, publisherKey, "pw-publisher"),
+	}
+	const slsa02 = "https://slsa.dev/provenance/v0.2"
+	unattested := reg.push(t, "library/unattested", 6)
+	unattestedSig := reg.sign(t, "library/unattested", unattested.Digest, publisherKey, "pw-publisher")
 
 	key := func(name, pem string, required bool) imagesig.Policy {
 		return imagesig.Policy{Name: name, Required: required, Authorities: []imagesig.Authority{{Key: &imagesig.KeyAuthority{PEM: pem}}}}
 	}
+	provenance := key("provenance", publisherPub, true)
+	provenance.Attestations = []imagesig.Attestation{{PredicateType: slsa02}}
 	src := &countingSource{}
 	src.add(&artifact.Config{Name: "demo", Version: "1",
-		ImagePolicies: []imagesig.Policy{key("publisher", publisherPub, true), key("optional", publisherPub, false), key("wrong", otherPub, true)},
+		ImagePolicies: []imagesig.Policy{key("publisher", publisherPub, true), key("optional", publisherPub, false), key("wrong", otherPub, true), provenance},
 		Components: []artifact.Component{{Name: "web", Images: []artifact.Image{
 			{Ref: "docker.io/library/app:1.0", Digest: signed.Digest, Signatures: []artifact.ImageSignature{sig}, Policy: "publisher"},
 			{Ref: "docker.io/library/plain:1.0", Digest: unsigned.Digest, Policy: "publisher"},
 			{Ref: "docker.io/library/plain:optional", Digest: unsigned.Digest, Policy: "optional"},
 			{Ref: "ghcr.io/org/foreign:1", Digest: foreign.Digest, Signatures: []artifact.ImageSignature{foreignSig}, Policy: "publisher"},
 			{Ref: "docker.io/library/app:wrong", Digest: other.Digest, Signatures: []artifact.ImageSignature{otherSig}, Policy: "wrong"},
+			{Ref: "docker.io/library/attested:1", Digest: attested.Digest, Signatures: attestedEvidence, Policy: "provenance"},
+			{Ref: "docker.io/library/unattested:1", Digest: unattested.Digest, Signatures: []artifact.ImageSignature{unattestedSig}, Policy: "provenance"},
 			{Ref: "docker.io/library/app:lost", Digest: other.Digest, Signatures: []artifact.ImageSignature{otherSig}, Policy: "nowhere"},
 		}}},
 	})
@@ -216,6 +251,9 @@ func TestWebhookImagePolicy(t *testing.T) {
 		t.Logf("20 Pods at once: %d registry requests", n)
 	}
 	wh.Verifier = v
+	if r, _ := admit(t, srv.URL, pod("attested:1")); !r.Allowed {
+		t.Fatalf("signed and attested (cosign attest), under a policy requiring the attestation: %+v", r.Result)
+	}
 	if r, _ := admit(t, srv.URL, pod("plain:optional")); !r.Allowed {
 		t.Fatalf("unsigned under an optional policy: %+v", r.Result)
 	}
@@ -225,6 +263,7 @@ func TestWebhookImagePolicy(t *testing.T) {
 	for _, c := range []struct{ image, want string }{
 		{"plain:1.0", `image docker.io/library/plain@` + unsigned.Digest.String() + ` does not satisfy policy "publisher": ` + imagesig.ErrNoSignature.Error()},
 		{"ghcr.io/org/foreign:1", `image ghcr.io/org/foreign@` + foreign.Digest.String() + ` does not satisfy policy "publisher": ` + imagesig.ErrUnverified.Error()},
+		{"unattested:1", `image docker.io/library/unattested@` + unattested.Digest.String() + ` does not satisfy policy "provenance": ` + imagesig.ErrUnverified.Error()},
 		{"app:wrong", `image ` + appOther + ` does not satisfy policy "wrong": ` + imagesig.ErrUnverified.Error()},
 		// In the registry by digest, content two entries record: both policies apply.
 		{reg.host + "/library/app@" + other.Digest.String(), `policy "`},
