@@ -103,12 +103,12 @@ func oneLine(err error) string {
 
 // Verify checks c: the Result of the subject that satisfied the policy
 // when the image may run, else a *PolicyError; cached says the decision
-// was kept from an earlier check. Every subject the
-// package recorded evidence for (the stored digest, the original one, a
-// platform manifest) is given to Policy.Verify with all the evidence; a
-// required policy is satisfied by any one, an optional one by none
-// failing. Without recorded evidence, the stored digest is the subject
-// (ErrNoSignature when required).
+// was kept from an earlier check. Every subject the package recorded
+// evidence for (the stored digest, the original one, a platform manifest)
+// is given to Policy.Verify with all the evidence; a required policy is
+// satisfied by any one, an optional one by none failing. Without recorded
+// evidence, the stored digest is the subject (ErrNoSignature when
+// required).
 //
 // Concurrent checks of the same image and policy (the Pods of one
 // ReplicaSet) share one reading of the registry.
@@ -120,13 +120,13 @@ func (v *Verifier) Verify(ctx context.Context, c Check) (res *imagesig.Result, c
 	v.mu.Lock()
 	if vd := v.cachedLocked(key); vd != nil {
 		v.mu.Unlock()
-		return vd.res, true, vd.err
+		return vd.res, true, named(vd.err, c)
 	}
 	if cl, ok := v.inflight[key]; ok {
 		v.mu.Unlock()
 		select {
 		case <-cl.done:
-			return cl.res, true, cl.err
+			return cl.res, true, named(cl.err, c)
 		case <-ctx.Done():
 			return nil, false, &PolicyError{Image: c.Name(), Policy: c.Policy.Name, Op: OpVerify, Err: ctx.Err()}
 		}
@@ -151,6 +151,18 @@ func (v *Verifier) Verify(ctx context.Context, c Check) (res *imagesig.Result, c
 	v.mu.Unlock()
 	close(cl.done)
 	return cl.res, false, cl.err
+}
+
+// named gives a shared decision's refusal the name of the image c checks
+// (the same content may be recorded under several references).
+func named(err error, c Check) error {
+	var pe *PolicyError
+	if !errors.As(err, &pe) || pe.Image == c.Name() {
+		return err
+	}
+	cp := *pe
+	cp.Image = c.Name()
+	return &cp
 }
 
 // call is a check in flight.
