@@ -1,8 +1,10 @@
 // Package agent is ferry's mutating admission webhook, run in the cluster
 // by `ferry agent`: it rewrites every image of a Pod to the in-cluster
 // registry, by the digest a deployed package recorded, so that a tag is
-// never trusted in the cluster (Rewriter, Webhook, Cache, Serve), and
-// copies the registry's pull secret into the Pod's namespace
+// never trusted in the cluster (Rewriter, Webhook, Cache, Serve); refuses
+// an image whose signatures, as its package carried them into the
+// registry, do not satisfy the signature policy the package declared for
+// it (Verifier, fail closed); and copies the registry's pull secret into the Pod's namespace
 // (PullSecrets). Install, run by `ferry init` once the registry is up,
 // builds the agent's image from the ferry binary, pushes it to the
 // registry and deploys it with its certificates, RBAC and webhook
