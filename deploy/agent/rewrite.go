@@ -4,11 +4,11 @@
 // never trusted in the cluster (Rewriter, Webhook, Cache, Serve); refuses
 // an image whose signatures, as its package carried them into the
 // registry, do not satisfy the signature policy the package declared for
-// it (Verifier, fail closed); and copies the registry's pull secret into the Pod's namespace
-// (PullSecrets). Install, run by `ferry init` once the registry is up,
-// builds the agent's image from the ferry binary, pushes it to the
-// registry and deploys it with its certificates, RBAC and webhook
-// registration.
+// it (Verifier, fail closed); and copies the registry's pull secret into
+// the Pod's namespace (PullSecrets). Install, run by `ferry init` once the
+// registry is up, builds the agent's image from the ferry binary, pushes
+// it to the registry and deploys it with its certificates, RBAC and
+// webhook registration.
 package agent
 
 import (
