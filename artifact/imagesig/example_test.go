@@ -22,6 +22,7 @@ import (
 	"oras.land/oras-go/v2/content/memory"
 
 	"github.com/ferrypkg/ferry/artifact/imagesig"
+	_ "github.com/ferrypkg/ferry/artifact/imagesig/sigstore" // links the verification engine
 )
 
 // A cosign signature, as `cosign sign --key` pushes it to the

@@ -5,7 +5,9 @@
 // transparency log's signed entry timestamps, and the Sigstore trusted
 // root naming them.
 //
-// It is for tests only: keys are weak in their handling (files in
+// Importing it links the verification engine
+// (github.com/ferrypkg/ferry/artifact/imagesig/sigstore), so tests that use
+// these helpers can call imagesig.Policy.Verify. It is for tests only: keys are weak in their handling (files in
 // t.TempDir, fixed passwords) and nothing is hardened.
 package imagesigtest
 
@@ -51,6 +53,7 @@ import (
 	"oras.land/oras-go/v2/errdef"
 	"oras.land/oras-go/v2/registry/remote"
 
+	_ "github.com/ferrypkg/ferry/artifact/imagesig/sigstore" // the engine of imagesig.Policy.Verify
 	"github.com/ferrypkg/ferry/internal/peertool"
 	"github.com/ferrypkg/ferry/registry"
 )

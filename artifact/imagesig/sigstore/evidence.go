@@ -1,4 +1,4 @@
-package imagesig
+package sigstore
 
 import (
 	"context"
@@ -17,50 +17,17 @@ import (
 	"github.com/sigstore/sigstore-go/pkg/tlog"
 	"github.com/sigstore/sigstore/pkg/cryptoutils"
 	"oras.land/oras-go/v2/content"
+
+	"github.com/ferrypkg/ferry/artifact/imagesig"
 )
 
-// Bounds of what Verify reads: evidence beyond them is not considered.
-const (
-	// MaxManifestSize bounds an evidence manifest.
-	MaxManifestSize = 4 << 20
-	// MaxLayerSize bounds one layer of an evidence manifest (a signed
-	// payload, a DSSE envelope or a Sigstore bundle).
-	MaxLayerSize = 16 << 20
-	// MaxEvidence is how many evidence manifests are considered.
-	MaxEvidence = 64
-	// MaxLayers is how many layers of one manifest are considered.
-	MaxLayers = 64
-	// MaxEvidenceBytes bounds the bytes Verify reads in all (manifests
-	// and layers); evidence past it is not considered. Memory holds one
-	// manifest and one layer at a time.
-	MaxEvidenceBytes = 256 << 20
-)
-
-// Media types and annotations of cosign and Sigstore evidence.
-const (
-	MediaTypeSimpleSigning = "application/vnd.dev.cosign.simplesigning.v1+json"
-	MediaTypeDSSE          = "application/vnd.dsse.envelope.v1+json"
-	MediaTypeBundle        = "application/vnd.dev.sigstore.bundle.v0.3+json"
-	ArtifactTypeSignature  = "application/vnd.dev.cosign.artifact.sig.v1+json"
-
-	AnnotationSignature   = "dev.cosignproject.cosign/signature"
-	AnnotationCertificate = "dev.sigstore.cosign/certificate"
-	AnnotationChain       = "dev.sigstore.cosign/chain"
-	AnnotationBundle      = "dev.sigstore.cosign/bundle"
-	AnnotationTimestamp   = "dev.sigstore.cosign/rfc3161timestamp"
-
-	// PredicateTypeCosignSign is the predicate of the statement cosign signs
-	// for `cosign sign --new-bundle-format`: a signature, not an attestation.
-	PredicateTypeCosignSign = "https://sigstore.dev/cosign/sign/v1"
-
-	intotoPayloadType = "application/vnd.in-toto+json"
-)
+const intotoPayloadType = "application/vnd.in-toto+json"
 
 // candidate is one signed thing found in the evidence that names the
 // subject: a cosign signature layer, a DSSE attestation layer, or a
 // Sigstore bundle.
 type candidate struct {
-	kind          string        // KindSignature, KindAttestation or KindBundle
+	kind          string        // imagesig.KindSignature, imagesig.KindAttestation or imagesig.KindBundle
 	where         digest.Digest // the evidence manifest
 	predicateType string        // "" for a signature
 
@@ -80,7 +47,7 @@ type candidate struct {
 // isSignature says the candidate counts as a signature over the subject
 // (rather than an attestation).
 func (c *candidate) isSignature() bool {
-	return c.predicateType == "" || c.predicateType == PredicateTypeCosignSign
+	return c.predicateType == "" || c.predicateType == imagesig.PredicateTypeCosignSign
 }
 
 // gathered is what the evidence holds for one subject.
@@ -137,15 +104,15 @@ func (g *gathered) fetchBounded(ctx context.Context, fetch content.Fetcher, desc
 // gather reads the evidence and calls found with each candidate that names
 // subject, one at a time (nothing of it is kept after found returns).
 func gather(ctx context.Context, fetch content.Fetcher, subject digest.Digest, evidence []ocispec.Descriptor, found func(*candidate)) (*gathered, error) {
-	g := &gathered{budget: MaxEvidenceBytes}
-	if len(evidence) > MaxEvidence {
-		evidence = evidence[:MaxEvidence]
+	g := &gathered{budget: imagesig.MaxEvidenceBytes}
+	if len(evidence) > imagesig.MaxEvidence {
+		evidence = evidence[:imagesig.MaxEvidence]
 	}
 	for _, desc := range evidence {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		raw, err := g.fetchBounded(ctx, fetch, desc, MaxManifestSize)
+		raw, err := g.fetchBounded(ctx, fetch, desc, imagesig.MaxManifestSize)
 		if err != nil {
 			if ctxErr := ctx.Err(); ctxErr != nil {
 				return nil, ctxErr
@@ -167,18 +134,18 @@ func gather(ctx context.Context, fetch content.Fetcher, subject digest.Digest, e
 			g.named = true
 		}
 		layers := m.Layers
-		if len(layers) > MaxLayers {
-			layers = layers[:MaxLayers]
+		if len(layers) > imagesig.MaxLayers {
+			layers = layers[:imagesig.MaxLayers]
 		}
 		for _, l := range layers {
 			switch l.MediaType {
-			case MediaTypeSimpleSigning, MediaTypeDSSE:
+			case imagesig.MediaTypeSimpleSigning, imagesig.MediaTypeDSSE:
 			default:
 				if !isBundleMediaType(l.MediaType) {
 					continue
 				}
 			}
-			data, err := g.fetchBounded(ctx, fetch, l, MaxLayerSize)
+			data, err := g.fetchBounded(ctx, fetch, l, imagesig.MaxLayerSize)
 			if err != nil {
 				if ctxErr := ctx.Err(); ctxErr != nil {
 					return nil, ctxErr
@@ -212,7 +179,7 @@ func gather(ctx context.Context, fetch content.Fetcher, subject digest.Digest, e
 }
 
 func isBundleMediaType(mt string) bool {
-	return mt == MediaTypeBundle || strings.HasPrefix(mt, "application/vnd.dev.sigstore.bundle+json") ||
+	return mt == imagesig.MediaTypeBundle || strings.HasPrefix(mt, "application/vnd.dev.sigstore.bundle+json") ||
 		strings.HasPrefix(mt, "application/vnd.dev.sigstore.bundle.v0.")
 }
 
@@ -221,9 +188,9 @@ func isBundleMediaType(mt string) bool {
 // caller decides from the manifest whether that matters).
 func parseLayer(l ocispec.Descriptor, data []byte, subject digest.Digest) (*candidate, bool, error) {
 	switch {
-	case l.MediaType == MediaTypeSimpleSigning:
+	case l.MediaType == imagesig.MediaTypeSimpleSigning:
 		return parseSimpleSigning(l, data, subject)
-	case l.MediaType == MediaTypeDSSE:
+	case l.MediaType == imagesig.MediaTypeDSSE:
 		return parseDSSE(l, data, subject)
 	default:
 		return parseBundle(data, subject)
@@ -248,8 +215,8 @@ func parseSimpleSigning(l ocispec.Descriptor, data []byte, subject digest.Digest
 	if p.Critical.Image.DockerManifestDigest != subject.String() {
 		return nil, false, nil
 	}
-	c := &candidate{kind: KindSignature, payload: data}
-	sig, err := base64.StdEncoding.DecodeString(l.Annotations[AnnotationSignature])
+	c := &candidate{kind: imagesig.KindSignature, payload: data}
+	sig, err := base64.StdEncoding.DecodeString(l.Annotations[imagesig.AnnotationSignature])
 	if err != nil || len(sig) == 0 {
 		return nil, true, errors.New("signature annotation missing or not base64")
 	}
@@ -314,7 +281,7 @@ func parseDSSE(l ocispec.Descriptor, data []byte, subject digest.Digest) (*candi
 	if err != nil {
 		return nil, true, fmt.Errorf("DSSE signature: %v", err)
 	}
-	c := &candidate{kind: KindAttestation, predicateType: st.PredicateType, envelope: &env, envBytes: data, sig: sig}
+	c := &candidate{kind: imagesig.KindAttestation, predicateType: st.PredicateType, envelope: &env, envBytes: data, sig: sig}
 	if err := c.readAnnotations(l.Annotations); err != nil {
 		return nil, true, err
 	}
@@ -336,14 +303,14 @@ type rekorBundle struct {
 // readAnnotations reads the certificate, Rekor bundle and RFC 3161
 // timestamp cosign puts on a signature or attestation layer.
 func (c *candidate) readAnnotations(a map[string]string) error {
-	if s := a[AnnotationCertificate]; s != "" {
+	if s := a[imagesig.AnnotationCertificate]; s != "" {
 		certs, err := cryptoutils.UnmarshalCertificatesFromPEM([]byte(s))
 		if err != nil || len(certs) == 0 {
 			return errors.New("certificate annotation is not a PEM certificate")
 		}
 		c.cert = certs[0]
 	}
-	if s := a[AnnotationBundle]; s != "" {
+	if s := a[imagesig.AnnotationBundle]; s != "" {
 		var rb rekorBundle
 		if err := json.Unmarshal([]byte(s), &rb); err != nil {
 			return fmt.Errorf("transparency log bundle: %v", err)
@@ -362,7 +329,7 @@ func (c *candidate) readAnnotations(a map[string]string) error {
 		}
 		c.tlog = append(c.tlog, entry)
 	}
-	if s := a[AnnotationTimestamp]; s != "" {
+	if s := a[imagesig.AnnotationTimestamp]; s != "" {
 		var ts struct {
 			SignedRFC3161Timestamp []byte `json:"SignedRFC3161Timestamp"`
 		}
@@ -395,7 +362,7 @@ func parseBundle(data []byte, subject digest.Digest) (c *candidate, names bool, 
 	if err := b.UnmarshalJSON(data); err != nil {
 		return nil, false, fmt.Errorf("Sigstore bundle: %v", err)
 	}
-	c = &candidate{kind: KindBundle, bundle: &b}
+	c = &candidate{kind: imagesig.KindBundle, bundle: &b}
 	sc, err := b.SignatureContent()
 	if err != nil {
 		return nil, false, fmt.Errorf("Sigstore bundle: %v", err)

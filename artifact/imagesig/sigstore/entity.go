@@ -1,4 +1,4 @@
-package imagesig
+package sigstore
 
 import (
 	"crypto"

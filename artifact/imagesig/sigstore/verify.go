@@ -1,4 +1,4 @@
-package imagesig
+package sigstore
 
 import (
 	"bytes"
@@ -26,16 +26,26 @@ import (
 	"github.com/sigstore/sigstore/pkg/signature"
 	"github.com/sigstore/sigstore/pkg/signature/options"
 	"oras.land/oras-go/v2/content"
+
+	"github.com/ferrypkg/ferry/artifact/imagesig"
 )
 
-// Validate reports a policy that cannot be checked: no authority, an
-// authority with both or neither of key and keyless, a key that does not
-// parse, an identity without an issuer or a subject, a regular expression
-// that does not compile, a trusted root that does not parse, an
-// attestation without a predicate type.
-func (p *Policy) Validate() error {
-	_, err := p.compile()
+func init() { imagesig.Register(engine{}) }
+
+// engine is imagesig's Engine: cosign and Sigstore evidence verified with
+// sigstore-go.
+type engine struct{}
+
+// Validate compiles p: keys parsed, trusted roots parsed, regular
+// expressions compiled.
+func (engine) Validate(p *imagesig.Policy) error {
+	_, err := compile(p)
 	return err
+}
+
+// Verify is imagesig.Policy.Verify.
+func (engine) Verify(ctx context.Context, p *imagesig.Policy, fetch content.Fetcher, subject digest.Digest, evidence []ocispec.Descriptor) (*imagesig.Result, error) {
+	return verifyPolicy(ctx, p, fetch, subject, evidence)
 }
 
 // compiled is a policy ready to verify with.
@@ -54,12 +64,12 @@ type authority struct {
 }
 
 type matcher struct {
-	Identity
+	imagesig.Identity
 	issuer, subject *regexp.Regexp
 	id              verify.CertificateIdentity
 }
 
-func (p *Policy) compile() (*compiled, error) {
+func compile(p *imagesig.Policy) (*compiled, error) {
 	if len(p.Authorities) == 0 {
 		return nil, fmt.Errorf("policy %q: no authorities", p.Name)
 	}
@@ -156,7 +166,7 @@ func anchored(re string) (*regexp.Regexp, error) {
 	return regexp.Compile("^(?:" + re + ")$")
 }
 
-func newMatcher(id Identity) (matcher, error) {
+func newMatcher(id imagesig.Identity) (matcher, error) {
 	if id.Issuer == "" && id.IssuerRegExp == "" {
 		return matcher{}, errors.New("identity without an issuer")
 	}
@@ -200,16 +210,16 @@ func (m matcher) matches(san, issuer string) bool {
 	return true
 }
 
-// verify is Verify.
-func (p *Policy) verify(ctx context.Context, fetch content.Fetcher, subject digest.Digest, evidence []ocispec.Descriptor) (*Result, error) {
+// verifyPolicy is imagesig.Policy.Verify.
+func verifyPolicy(ctx context.Context, p *imagesig.Policy, fetch content.Fetcher, subject digest.Digest, evidence []ocispec.Descriptor) (*imagesig.Result, error) {
 	if err := subject.Validate(); err != nil {
 		return nil, fmt.Errorf("subject: %w", err)
 	}
-	pc, err := p.compile()
+	pc, err := compile(p)
 	if err != nil {
 		return nil, err
 	}
-	res := &Result{Subject: subject}
+	res := &imagesig.Result{Subject: subject}
 	var sigReasons []string
 	attReasons := map[string][]string{}
 	sawSignature := false
@@ -235,11 +245,11 @@ func (p *Policy) verify(ctx context.Context, fetch content.Fetcher, subject dige
 	if len(res.Signers) == 0 {
 		switch {
 		case sawSignature:
-			return nil, fmt.Errorf("%w: %s", ErrUnverified, sigReasons[0])
+			return nil, fmt.Errorf("%w: %s", imagesig.ErrUnverified, sigReasons[0])
 		case len(g.problems) > 0:
-			return nil, fmt.Errorf("%w: %s", ErrUnverified, g.problems[0])
+			return nil, fmt.Errorf("%w: %s", imagesig.ErrUnverified, g.problems[0])
 		case p.Required:
-			return nil, fmt.Errorf("%w for %s", ErrNoSignature, subject)
+			return nil, fmt.Errorf("%w for %s", imagesig.ErrNoSignature, subject)
 		case !g.named:
 			return res, nil // nothing signs the subject, and nothing has to
 		}
@@ -250,9 +260,9 @@ func (p *Policy) verify(ctx context.Context, fetch content.Fetcher, subject dige
 			continue
 		}
 		if r := attReasons[at.PredicateType]; len(r) > 0 {
-			return nil, fmt.Errorf("%w: attestation %s: %s", ErrUnverified, at.PredicateType, r[0])
+			return nil, fmt.Errorf("%w: attestation %s: %s", imagesig.ErrUnverified, at.PredicateType, r[0])
 		}
-		return nil, fmt.Errorf("%w: attestation %s missing", ErrUnverified, at.PredicateType)
+		return nil, fmt.Errorf("%w: attestation %s missing", imagesig.ErrUnverified, at.PredicateType)
 	}
 	return res, nil
 }
@@ -274,11 +284,11 @@ func (pc *compiled) check(c *candidate, subject digest.Digest) (signer, reason s
 
 func describe(c *candidate) string {
 	switch {
-	case c.kind == KindBundle && c.isSignature():
+	case c.kind == imagesig.KindBundle && c.isSignature():
 		return "signature bundle: "
-	case c.kind == KindBundle:
+	case c.kind == imagesig.KindBundle:
 		return "attestation bundle " + c.predicateType + ": "
-	case c.kind == KindAttestation:
+	case c.kind == imagesig.KindAttestation:
 		return "attestation " + c.predicateType + ": "
 	}
 	return ""
