@@ -10,6 +10,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	// The engine of imagesig.Policy.Verify, for the agent's Verifier.
+	_ "github.com/ferrypkg/ferry/artifact/imagesig/sigstore"
 	"github.com/ferrypkg/ferry/deploy"
 	"github.com/ferrypkg/ferry/deploy/agent"
 	"github.com/ferrypkg/ferry/deploy/install"
