@@ -104,6 +104,34 @@ func (r *signedRegistry) push(t *testing.T, path string, seed uint64) ocispec.De
 	return desc
 }
 
+// pushFiltered pushes a two-platform index to path, and the index
+// create would store when keeping one platform.
+func (r *signedRegistry) pushFiltered(t *testing.T, path string) (original, filtered ocispec.Descriptor) {
+	t.Helper()
+	ctx := context.Background()
+	repo, err := r.remote().Repository(r.host + "/" + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ms []ocispec.Descriptor
+	for i, arch := range []string{"amd64", "arm64"} {
+		pl := fixture.Platform("linux", arch, "")
+		m, err := fixture.PushImage(ctx, repo, pl, []fixture.Layer{fixture.NewLayer(fixture.Rand(uint64(10+i)), 256)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.Platform = &pl
+		ms = append(ms, m)
+	}
+	if original, err = fixture.PushIndex(ctx, repo, ms); err != nil {
+		t.Fatal(err)
+	}
+	if filtered, err = fixture.PushIndex(ctx, repo, ms[:1]); err != nil {
+		t.Fatal(err)
+	}
+	return original, filtered
+}
+
 // sign signs path@d with the key and returns the evidence as a package
 // records it (artifact.ImageSignature).
 func (r *signedRegistry) sign(t *testing.T, path string, d digest.Digest, keyFile, password string) artifact.ImageSignature {
@@ -152,7 +180,8 @@ func verifierFor(opts artifact.RemoteOptions, host string) *Verifier {
 // TestWebhookImagePolicy: with the real cosign CLI signing images in a
 // real registry, a Pod whose image is signed by the policy's key is
 // admitted (and the verdict kept: a second Pod costs no registry
-// request), and so is one signed and attested (`cosign attest`) under a
+// request), and so are an index stored filtered to one platform whose
+// original index cosign signed, and one signed and attested (`cosign attest`) under a
 // policy requiring that attestation; signed by another key, unsigned,
 // lacking the attestation, or with its package naming a policy it lacks →
 // refused in one line naming image, policy and cause;
@@ -176,6 +205,10 @@ func TestWebhookImagePolicy(t *testing.T) {
 		reg.attest(t, "library/attested", attested.Digest, publisherKey, "pw-publisher"),
 	}
 	const slsa02 = "https://slsa.dev/provenance/v0.2"
+	// A multi-platform index signed upstream, stored filtered to one
+	// platform: the signature names the original index.
+	original, filtered := reg.pushFiltered(t, "library/multi")
+	multiSig := reg.sign(t, "library/multi", original.Digest, publisherKey, "pw-publisher")
 	unattested := reg.push(t, "library/unattested", 6)
 	unattestedSig := reg.sign(t, "library/unattested", unattested.Digest, publisherKey, "pw-publisher")
 
@@ -193,6 +226,7 @@ func TestWebhookImagePolicy(t *testing.T) {
 			{Ref: "docker.io/library/plain:optional", Digest: unsigned.Digest, Policy: "optional"},
 			{Ref: "ghcr.io/org/foreign:1", Digest: foreign.Digest, Signatures: []artifact.ImageSignature{foreignSig}, Policy: "publisher"},
 			{Ref: "docker.io/library/app:wrong", Digest: other.Digest, Signatures: []artifact.ImageSignature{otherSig}, Policy: "wrong"},
+			{Ref: "docker.io/library/multi:1", OriginalDigest: original.Digest, Digest: filtered.Digest, Signatures: []artifact.ImageSignature{multiSig}, Policy: "publisher"},
 			{Ref: "docker.io/library/attested:1", Digest: attested.Digest, Signatures: attestedEvidence, Policy: "provenance"},
 			{Ref: "docker.io/library/unattested:1", Digest: unattested.Digest, Signatures: []artifact.ImageSignature{unattestedSig}, Policy: "provenance"},
 			{Ref: "docker.io/library/app:lost", Digest: other.Digest, Signatures: []artifact.ImageSignature{otherSig}, Policy: "nowhere"},
@@ -252,6 +286,9 @@ func TestWebhookImagePolicy(t *testing.T) {
 		t.Logf("20 Pods at once: %d registry requests", n)
 	}
 	wh.Verifier = v
+	if r, p := admit(t, srv.URL, pod("multi:1")); !r.Allowed || p.Spec.Containers[0].Image != reg.host+"/library/multi@"+filtered.Digest.String() {
+		t.Fatalf("stored filtered, the original index signed: %+v", r.Result)
+	}
 	if r, _ := admit(t, srv.URL, pod("attested:1")); !r.Allowed {
 		t.Fatalf("signed and attested (cosign attest), under a policy requiring the attestation: %+v", r.Result)
 	}
