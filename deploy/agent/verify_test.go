@@ -179,14 +179,14 @@ func verifierFor(opts artifact.RemoteOptions, host string) *Verifier {
 
 // TestWebhookImagePolicy: with the real cosign CLI signing images in a
 // real registry, a Pod whose image is signed by the policy's key is
-// admitted (and the verdict kept: a second Pod costs no registry
-// request), and so are an index stored filtered to one platform whose
-// original index cosign signed, and one signed and attested (`cosign attest`) under a
-// policy requiring that attestation; signed by another key, unsigned,
-// lacking the attestation, or with its package naming a policy it lacks →
-// refused in one line naming image, policy and cause;
-// an optional policy admits an unsigned image; the registry unreachable →
-// refused, fail closed.
+// admitted (and the verdict kept: a second Pod costs no registry request;
+// 20 Pods at once share one reading), and so are an index stored filtered
+// to one platform whose original index cosign signed, and an image signed
+// and attested (`cosign attest`) under a policy requiring that
+// attestation; signed by another key, unsigned, lacking the attestation,
+// or with its package naming a policy it lacks → refused in one line
+// naming image, policy and cause; an optional policy admits an unsigned
+// image; the registry unreachable → refused, fail closed.
 func TestWebhookImagePolicy(t *testing.T) {
 	reg := newSignedRegistry(t)
 	publisherKey, publisherPub := reg.keyPair(t, "publisher")
