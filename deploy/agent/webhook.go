@@ -186,7 +186,7 @@ func (h *Webhook) verify(ctx context.Context, rw *Rewriter, pod *corev1.Pod, log
 		case err != nil:
 			return refuse(http.StatusForbidden, err)
 		}
-		log.Info("verified", "image", c.Name(), "policy", c.Policy.Name, "subject", res.Subject, "signers", res.Signers, "attestations", res.Attestations, "cached", cached)
+		log.Info("verified", "image", c.Name(), "ref", c.Image, "policy", c.Policy.Name, "subject", res.Subject, "signers", res.Signers, "attestations", res.Attestations, "cached", cached)
 	}
 	return nil
 }
