@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/distribution/reference"
 	"github.com/opencontainers/go-digest"
@@ -97,6 +98,28 @@ type Rewriter struct {
 	// RequireKnown refuses images that are in no deployed package instead
 	// of leaving them as they are.
 	RequireKnown bool
+
+	pathsOnce sync.Once
+	paths     map[string][]string // registry path → keys of Images, sorted
+}
+
+// keysAt gives the keys of Images whose repository in the registry is
+// path, sorted; the index is made on first use (Images do not change
+// once a Rewriter is in use).
+func (rw *Rewriter) keysAt(path string) []string {
+	rw.pathsOnce.Do(func() {
+		rw.paths = map[string][]string{}
+		for k := range rw.Images {
+			if named, err := reference.ParseNormalizedNamed(k); err == nil {
+				p := reference.Path(named)
+				rw.paths[p] = append(rw.paths[p], k)
+			}
+		}
+		for _, keys := range rw.paths {
+			slices.Sort(keys)
+		}
+	})
+	return rw.paths[path]
 }
 
 // Rewrite returns the in-cluster reference for image:
@@ -156,23 +179,26 @@ func (rw *Rewriter) isRegistry(image string) bool {
 // original digest or one of whose signed subjects (platform manifests)
 // it is. Packages may record the same content under several references.
 func (rw *Rewriter) inRegistry(image string) []string {
-	path, d, _ := strings.Cut(strings.TrimPrefix(image, rw.Registry+"/"), "@")
-	if i := strings.LastIndex(path, ":"); i >= 0 {
-		path = path[:i] // a tag besides the digest
-	}
+	path, d := registryPath(rw.Registry, image)
 	var keys []string
-	for k, img := range rw.Images {
-		named, err := reference.ParseNormalizedNamed(k)
-		if err != nil || reference.Path(named) != path {
-			continue
-		}
+	for _, k := range rw.keysAt(path) {
+		img := rw.Images[k]
 		if img.Digest.String() == d || img.OriginalDigest.String() == d ||
 			slices.ContainsFunc(img.Signatures, func(s artifact.ImageSignature) bool { return s.Subject.String() == d }) {
 			keys = append(keys, k)
 		}
 	}
-	slices.Sort(keys)
 	return keys
+}
+
+// registryPath splits a reference into the registry by digest into its
+// repository path and digest.
+func registryPath(registry, image string) (path, d string) {
+	path, d, _ = strings.Cut(strings.TrimPrefix(image, registry+"/"), "@")
+	if i := strings.LastIndex(path, ":"); i >= 0 {
+		path = path[:i] // a tag besides the digest
+	}
+	return path, d
 }
 
 // unknown reports whether pod names an image (valid or not) that no
@@ -254,15 +280,9 @@ func (rw *Rewriter) Pod(pod *corev1.Pod) ([]Change, error) {
 // coveredPath returns the repository of image, a reference into the
 // registry, when a policy covers an image of that repository; else "".
 func (rw *Rewriter) coveredPath(image string) string {
-	path, _, _ := strings.Cut(strings.TrimPrefix(image, rw.Registry+"/"), "@")
-	if i := strings.LastIndex(path, ":"); i >= 0 {
-		path = path[:i]
-	}
-	for k, img := range rw.Images {
-		if img.Policy == "" {
-			continue
-		}
-		if named, err := reference.ParseNormalizedNamed(k); err == nil && reference.Path(named) == path {
+	path, _ := registryPath(rw.Registry, image)
+	for _, k := range rw.keysAt(path) {
+		if rw.Images[k].Policy != "" {
 			return path
 		}
 	}

@@ -3,6 +3,7 @@ package agent
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -360,5 +361,31 @@ func TestVerifierCacheBound(t *testing.T) {
 	none.keep(&verdict{key: "a"})
 	if none.Len() != 0 {
 		t.Fatal("CacheSize < 0 kept a verdict")
+	}
+}
+
+// BenchmarkChecks: the policy lookup of a Pod whose image is already in
+// the registry by digest (as deploy renders workloads), among 2000
+// recorded images.
+func BenchmarkChecks(b *testing.B) {
+	cfg := &artifact.Config{Name: "many", ImagePolicies: []imagesig.Policy{{Name: "p", Required: true}}}
+	var imgs []artifact.Image
+	for i := range 2000 {
+		imgs = append(imgs, artifact.Image{Ref: fmt.Sprintf("docker.io/org/app%d:1", i), Digest: digest.FromString(fmt.Sprint(i)), Policy: "p"})
+	}
+	cfg.Components = []artifact.Component{{Name: "c", Images: imgs}}
+	rw := &Rewriter{Registry: host, Images: Images{}, Policies: Policies{}}
+	if err := rw.Images.Add(cfg); err != nil {
+		b.Fatal(err)
+	}
+	if err := rw.Policies.Add(cfg); err != nil {
+		b.Fatal(err)
+	}
+	pod := testPod()
+	pod.Spec = corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: host + "/org/app1999@" + digest.FromString("1999").String()}}}
+	for b.Loop() {
+		if cs, err := rw.Checks(pod); err != nil || len(cs) != 1 {
+			b.Fatalf("%d checks, %v", len(cs), err)
+		}
 	}
 }
