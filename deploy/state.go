@@ -146,7 +146,6 @@ func (s *State) Delete(ctx context.Context, name string) error {
 	return nil
 }
 
-// Images gathers the images every recorded package holds, for the agent.
 // Repositories gives the git repositories deployed packages carry, for
 // the agent's rewrite of GitOps sources.
 func (s *State) Repositories(ctx context.Context) (agent.Repositories, error) {
@@ -161,6 +160,21 @@ func (s *State) Repositories(ctx context.Context) (agent.Repositories, error) {
 	return repos, nil
 }
 
+// Packages gives the configs of every recorded package, for the agent
+// (agent.Source).
+func (s *State) Packages(ctx context.Context) ([]*artifact.Config, error) {
+	recs, err := s.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*artifact.Config, len(recs))
+	for i, r := range recs {
+		out[i] = r.Config
+	}
+	return out, nil
+}
+
+// Images gathers the images every recorded package holds.
 func (s *State) Images(ctx context.Context) (agent.Images, error) {
 	recs, err := s.List(ctx)
 	if err != nil {

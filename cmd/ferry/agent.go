@@ -10,12 +10,15 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	// The engine of imagesig.Policy.Verify, for the agent's Verifier.
+	_ "github.com/ferrypkg/ferry/artifact/imagesig/sigstore"
 	"github.com/ferrypkg/ferry/deploy"
 	"github.com/ferrypkg/ferry/deploy/agent"
 	"github.com/ferrypkg/ferry/deploy/install"
 	"github.com/ferrypkg/ferry/deploy/upload"
 	"github.com/ferrypkg/ferry/internal/cluster"
 	"github.com/ferrypkg/ferry/internal/kube"
+	"github.com/ferrypkg/ferry/internal/reach"
 )
 
 func newAgentCmd() *cobra.Command {
@@ -43,6 +46,9 @@ rewritten to <registry>/<path>@sha256:<digest>, by the digests deployed
 packages recorded (a tag is never trusted in the cluster), and the registry
 pull secret is added (and copied into the Pod's namespace). Images in no
 deployed package are left as they are, or refused with --require-known.
+An image whose package names a signature policy for it is admitted only
+when the signatures the package carried, read from the registry, satisfy
+that policy; otherwise, or when they cannot be read, the Pod is refused.
 Pods of ferry's namespace, and of namespaces labelled ` + install.IgnoreLabel + "=" + install.IgnoreValue + `,
 are left alone. Whatever the agent cannot decide it refuses.
 
@@ -72,6 +78,9 @@ Outside a Pod, --kubeconfig (or $KUBECONFIG) names the cluster.`,
 				EnsureSecret: func(ctx context.Context, ns, name string) error {
 					return (&agent.PullSecrets{Client: cs, Namespace: namespace, Name: name}).Ensure(ctx, ns)
 				},
+				Verifier: &agent.Verifier{Repository: func(ctx context.Context, path string) (agent.Repository, error) {
+					return registryRepository(ctx, cs, namespace, path)
+				}},
 			}
 			up := &upload.Server{Client: cs, Packages: pc, Namespace: namespace, Dir: uploadDir, MaxBytes: uploadMax, Logger: log}
 			log.Info("serving", "addr", addr, "namespace", namespace, "registry", registry, "requireKnown", requireKnown, "uploads", uploadDir)
@@ -115,6 +124,20 @@ func agentClient(kube *kubeFlags) (kubernetes.Interface, *rest.Config, error) {
 		return cs, cfg, err
 	}
 	return kube.clientConfig()
+}
+
+// registryRepository is how the agent reads the in-cluster registry (the
+// evidence of signed images): through its Service, with its account.
+func registryRepository(ctx context.Context, cs kubernetes.Interface, namespace, path string) (agent.Repository, error) {
+	host, err := kube.ServiceHost(ctx, cs, namespace, cluster.RegistryName)
+	if err != nil {
+		return nil, fmt.Errorf("the registry: %w", err)
+	}
+	_, cred, err := deploy.RegistryAccess(ctx, cs, namespace)
+	if err != nil {
+		return nil, fmt.Errorf("the registry's account: %w", err)
+	}
+	return reach.RegistryRemote(host, cred).Repository(host + "/" + path)
 }
 
 // sourceRewriter reads what the agent's rewrite of GitOps sources needs,

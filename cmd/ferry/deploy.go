@@ -41,6 +41,9 @@ type listed struct {
 	Ready   string `json:"ready,omitempty"`
 	Reason  string `json:"reason,omitempty"`
 	Message string `json:"message,omitempty"`
+	// ImagePolicies are the Package status's: the image signature
+	// policies the agent enforces.
+	ImagePolicies []v1alpha1.ImagePolicyStatus `json:"imagePolicies,omitempty"`
 }
 
 func newListCmd() *cobra.Command {
@@ -75,13 +78,13 @@ func newListCmd() *cobra.Command {
 				return cli.WriteJSON(cmd.OutOrStdout(), items)
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "NAME\tVERSION\tREADY\tROOT\tCOMPONENTS")
+			fmt.Fprintln(tw, "NAME\tVERSION\tREADY\tROOT\tCOMPONENTS\tIMAGE POLICIES")
 			for _, p := range items {
 				ready := p.Ready
 				if p.Ready != string(metav1.ConditionTrue) && p.Reason != "" {
 					ready += " " + p.Reason
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", p.Name, p.Version, ready, p.Root, strings.Join(p.Components, ","))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", p.Name, p.Version, ready, p.Root, strings.Join(p.Components, ","), policySummary(p.ImagePolicies))
 			}
 			return tw.Flush()
 		},
@@ -105,7 +108,8 @@ func listPackages(ctx context.Context, cs kubernetes.Interface, pc client.Client
 	}
 	out := []listed{}
 	for _, p := range pkgs.Items {
-		l := listed{Name: p.Name, Version: p.Status.Version, Root: digest.Digest(p.Status.Digest), Components: p.Spec.Components, Package: true}
+		l := listed{Name: p.Name, Version: p.Status.Version, Root: digest.Digest(p.Status.Digest), Components: p.Spec.Components, Package: true,
+			ImagePolicies: p.Status.ImagePolicies}
 		if c := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.Ready); c != nil {
 			l.Ready, l.Reason, l.Message = string(c.Status), c.Reason, c.Message
 		}
@@ -116,6 +120,31 @@ func listPackages(ctx context.Context, cs kubernetes.Interface, pc client.Client
 	}
 	slices.SortFunc(out, func(a, b listed) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil
+}
+
+// policySummary shows image policies in one cell: each as name (required
+// or optional, its authorities — keys by their fingerprint's first 12
+// digits — and how many images it covers); "-" when none.
+func policySummary(ps []v1alpha1.ImagePolicyStatus) string {
+	if len(ps) == 0 {
+		return "-"
+	}
+	out := make([]string, len(ps))
+	for i, p := range ps {
+		req := "optional"
+		if p.Required {
+			req = "required"
+		}
+		auth := make([]string, len(p.Authorities))
+		for j, a := range p.Authorities {
+			if k, ok := strings.CutPrefix(a, "key sha256:"); ok && len(k) > 12 {
+				a = "key " + k[:12]
+			}
+			auth[j] = a
+		}
+		out[i] = fmt.Sprintf("%s (%s, %s, %d images)", p.Name, req, strings.Join(auth, " | "), len(p.Images))
+	}
+	return strings.Join(out, "; ")
 }
 
 // deployFlags are what deploy (and deploy --via-agent) ask of the cluster.

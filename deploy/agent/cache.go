@@ -4,11 +4,14 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/ferrypkg/ferry/artifact"
 )
 
-// Source gives the images deployed packages recorded; *deploy.State is one.
+// Source gives the configs (ferry.json) of deployed packages, whose images
+// and image policies the agent uses; *deploy.State is one.
 type Source interface {
-	Images(ctx context.Context) (Images, error)
+	Packages(ctx context.Context) ([]*artifact.Config, error)
 }
 
 // Defaults of Cache.
@@ -62,11 +65,30 @@ func (c *Cache) get(ctx context.Context, age, def time.Duration) (*Rewriter, err
 	if c.rw != nil && time.Since(c.read) < age {
 		return c.rw, nil
 	}
-	images, err := c.Source.Images(ctx)
+	rw, err := c.load(ctx)
 	if err != nil {
 		c.rw = nil
 		return nil, err
 	}
-	c.rw, c.read = &Rewriter{Registry: c.Registry, Images: images, RequireKnown: c.RequireKnown}, time.Now()
+	c.rw, c.read = rw, time.Now()
 	return c.rw, nil
+}
+
+// load reads the packages once and makes a rewriter over their images
+// and image policies.
+func (c *Cache) load(ctx context.Context) (*Rewriter, error) {
+	cfgs, err := c.Source.Packages(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rw := &Rewriter{Registry: c.Registry, Images: Images{}, Policies: Policies{}, RequireKnown: c.RequireKnown}
+	for _, cfg := range cfgs {
+		if err := rw.Images.Add(cfg); err != nil {
+			return nil, err
+		}
+		if err := rw.Policies.Add(cfg); err != nil {
+			return nil, err
+		}
+	}
+	return rw, nil
 }

@@ -3,6 +3,8 @@ package agent
 import (
 	"context"
 	"errors"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -10,23 +12,29 @@ import (
 	"github.com/ferrypkg/ferry/artifact"
 )
 
-// countingSource gives images, counting reads; fail makes reads fail.
+// countingSource gives packages, counting reads; fail makes reads fail.
 type countingSource struct {
-	reads  atomic.Int32
-	images Images
-	fail   error
+	reads atomic.Int32
+	mu    sync.Mutex
+	cfgs  []*artifact.Config
+	fail  error
 }
 
-func (s *countingSource) Images(context.Context) (Images, error) {
+func (s *countingSource) Packages(context.Context) ([]*artifact.Config, error) {
 	s.reads.Add(1)
 	if s.fail != nil {
 		return nil, s.fail
 	}
-	out := Images{}
-	for k, v := range s.images {
-		out[k] = v
-	}
-	return out, nil
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.cfgs), nil
+}
+
+// add deploys a package.
+func (s *countingSource) add(cfg *artifact.Config) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.cfgs = append(s.cfgs, cfg)
 }
 
 var _ Source = (*countingSource)(nil)
@@ -36,7 +44,7 @@ var _ Source = (*countingSource)(nil)
 // never the images of before.
 func TestCache(t *testing.T) {
 	ctx := context.Background()
-	src := &countingSource{images: Images{}}
+	src := &countingSource{}
 	c := &Cache{Source: src, Registry: host, RequireKnown: true, MaxAge: time.Hour, MinInterval: 50 * time.Millisecond}
 	rw, err := c.Rewriter(ctx)
 	if err != nil || rw.Registry != host || !rw.RequireKnown {
@@ -47,9 +55,7 @@ func TestCache(t *testing.T) {
 	}
 	// A package is deployed: Rewriter still answers from its cache,
 	// Refresh just after the read does not read again, later it does.
-	if err := src.images.Add(&artifact.Config{Name: "demo", Components: []artifact.Component{{Images: []artifact.Image{{Ref: "docker.io/library/app:1.0", Digest: appDigest}}}}}); err != nil {
-		t.Fatal(err)
-	}
+	src.add(&artifact.Config{Name: "demo", Components: []artifact.Component{{Images: []artifact.Image{{Ref: "docker.io/library/app:1.0", Digest: appDigest}}}}})
 	c.Rewriter(ctx)
 	c.Refresh(ctx)
 	if n := src.reads.Load(); n != 1 {
@@ -79,7 +85,7 @@ func TestCache(t *testing.T) {
 
 // TestCacheMaxAge: images older than MaxAge are read again.
 func TestCacheMaxAge(t *testing.T) {
-	src := &countingSource{images: Images{}}
+	src := &countingSource{}
 	c := &Cache{Source: src, MaxAge: 20 * time.Millisecond}
 	c.Rewriter(context.Background())
 	c.Rewriter(context.Background())

@@ -10,12 +10,11 @@ import (
 	"github.com/ferrypkg/ferry/deploy/agent"
 )
 
-// packages stands for deploy.State: the images deployed packages recorded.
+// packages stands for deploy.State: the configs of deployed packages.
 type packages struct{ cfg *artifact.Config }
 
-func (p packages) Images(context.Context) (agent.Images, error) {
-	images := agent.Images{}
-	return images, images.Add(p.cfg)
+func (p packages) Packages(context.Context) ([]*artifact.Config, error) {
+	return []*artifact.Config{p.cfg}, nil
 }
 
 func ExampleCache() {

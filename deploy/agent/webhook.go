@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -47,6 +48,10 @@ type Webhook struct {
 	// sure a Secret a rewritten source now names exists in its namespace.
 	Sources      func(context.Context) (*SourceRewriter, error)
 	EnsureSecret func(ctx context.Context, namespace, name string) error
+	// Verifier checks the images a signature policy covers (see
+	// Rewriter.Checks) before the Pod is admitted; a Pod with such an
+	// image is refused when it is nil.
+	Verifier *Verifier
 	// Logger receives one record per decision; nil discards them.
 	Logger *slog.Logger
 }
@@ -114,6 +119,9 @@ func (h *Webhook) review(ctx context.Context, req *admissionv1.AdmissionRequest)
 	if err != nil {
 		return refuse(http.StatusInternalServerError, err)
 	}
+	if resp := h.verify(ctx, rw, &pod, log, refuse); resp != nil {
+		return resp
+	}
 	changes, err := rw.Pod(&pod)
 	if err != nil {
 		return refuse(http.StatusForbidden, err)
@@ -151,6 +159,36 @@ func (h *Webhook) review(ctx context.Context, req *admissionv1.AdmissionRequest)
 	pt := admissionv1.PatchTypeJSONPatch
 	allow.Patch, allow.PatchType = patch, &pt
 	return allow
+}
+
+// verify checks the images of pod that a signature policy covers, before
+// they are rewritten; it returns the refusal, or nil.
+func (h *Webhook) verify(ctx context.Context, rw *Rewriter, pod *corev1.Pod, log *slog.Logger, refuse func(int32, error) *admissionv1.AdmissionResponse) *admissionv1.AdmissionResponse {
+	checks, err := rw.Checks(pod)
+	if err != nil {
+		return refuse(http.StatusForbidden, err)
+	}
+	if len(checks) > 0 && h.Verifier != nil {
+		// One deadline for the Pod's images: the API server waits 10 s.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, h.Verifier.timeout())
+		defer cancel()
+	}
+	for _, c := range checks {
+		if h.Verifier == nil {
+			return refuse(http.StatusInternalServerError, fmt.Errorf("image %s: policy %q not checked: the agent has no verifier", c.Name(), c.Policy.Name))
+		}
+		res, cached, err := h.Verifier.Verify(ctx, c)
+		var pe *PolicyError
+		switch {
+		case errors.As(err, &pe) && pe.Op != "":
+			return refuse(http.StatusServiceUnavailable, err)
+		case err != nil:
+			return refuse(http.StatusForbidden, err)
+		}
+		log.Info("verified", "image", c.Name(), "ref", c.Image, "policy", c.Policy.Name, "subject", res.Subject, "signers", res.Signers, "attestations", res.Attestations, "cached", cached)
+	}
+	return nil
 }
 
 // reviewSource rewrites a GitOps source that names a carried repository.

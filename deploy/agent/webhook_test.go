@@ -15,7 +15,7 @@ import (
 // is decided on images read again (a package deployed a moment ago); a Pod
 // whose images are all known does not cause a read.
 func TestWebhookRefresh(t *testing.T) {
-	src := &countingSource{images: Images{}}
+	src := &countingSource{}
 	cache := &Cache{Source: src, Registry: host, MinInterval: -1}
 	wh := &Webhook{Rewriter: cache.Rewriter, Refresh: cache.Refresh, PullSecret: "pull"}
 	srv := httptest.NewServer(wh)
@@ -26,9 +26,7 @@ func TestWebhookRefresh(t *testing.T) {
 		t.Fatalf("unknown image: %+v, %s", r.Result, p.Spec.Containers[0].Image)
 	}
 	reads := src.reads.Load()
-	if err := src.images.Add(&artifact.Config{Name: "demo", Components: []artifact.Component{{Images: []artifact.Image{{Ref: "docker.io/library/app:1.0", Digest: appDigest}}}}}); err != nil {
-		t.Fatal(err)
-	}
+	src.add(&artifact.Config{Name: "demo", Components: []artifact.Component{{Images: []artifact.Image{{Ref: "docker.io/library/app:1.0", Digest: appDigest}}}}})
 	_, p := admit(t, srv.URL, pod)
 	if want := host + "/library/app@" + appDigest.String(); p.Spec.Containers[0].Image != want {
 		t.Fatalf("after the deploy: %s, want %s", p.Spec.Containers[0].Image, want)

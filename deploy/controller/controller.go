@@ -317,6 +317,7 @@ func (r *Reconciler) installed(pkg *v1alpha1.Package, rec *deploy.Record, change
 	st := &pkg.Status
 	st.Releases, st.Objects = releaseStatus(rec.Releases), objectStatus(rec.Objects)
 	st.Images, _ = deploy.ImageRefs(rec.Config)
+	st.ImagePolicies = ImagePolicyStatus(rec.Config)
 	msg := fmt.Sprintf("%s %s: %d releases, %d objects, %d images", rec.Name, rec.Version, len(rec.Releases), len(rec.Objects), len(st.Images))
 	setCondition(pkg, v1alpha1.Installed, metav1.ConditionTrue, v1alpha1.ReasonInstalled, msg)
 	setCondition(pkg, v1alpha1.Ready, metav1.ConditionTrue, v1alpha1.ReasonInstalled, msg+", all ready")

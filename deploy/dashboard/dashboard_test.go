@@ -242,3 +242,34 @@ func BenchmarkPackagesPage(b *testing.B) {
 		}
 	}
 }
+
+// TestPackagePageImagePolicies: the package page shows the image
+// signature policies of the Package status.
+func TestPackagePageImagePolicies(t *testing.T) {
+	srv, err := New(Options{Clusters: []Cluster{unreachable()}, Namespace: "ferry", Hosts: []string{"x"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fp := "key sha256:" + strings.Repeat("ab", 32)
+	p := &v1alpha1.Package{}
+	p.Namespace, p.Name = "ferry", "demo"
+	p.Status = v1alpha1.PackageStatus{Version: "1.0.0", ImagePolicies: []v1alpha1.ImagePolicyStatus{
+		{Name: "publisher", Required: true, Authorities: []string{fp}, Attestations: []string{"https://slsa.dev/provenance/v1"}, Images: []string{"docker.io/library/app:1.0"}},
+	}}
+	var buf strings.Builder
+	v := &packageView{view: view{Title: "demo", Clusters: []string{"lab"}, Cluster: "lab"}, Pkg: newRow("lab", p)}
+	if err := srv.pages["package"].ExecuteTemplate(&buf, "layout", v); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`id="image-policies"`, "<td>publisher</td>", "required; attestations https://slsa.dev/provenance/v1", "<code>" + fp + "</code>", "docker.io/library/app:1.0"} {
+		if !strings.Contains(buf.String(), want) {
+			t.Errorf("the page lacks %q", want)
+		}
+	}
+	// None: no section.
+	buf.Reset()
+	v.Pkg = newRow("lab", &v1alpha1.Package{})
+	if err := srv.pages["package"].ExecuteTemplate(&buf, "layout", v); err != nil || strings.Contains(buf.String(), "image-policies") {
+		t.Fatalf("a package without policies: %v", err)
+	}
+}

@@ -99,6 +99,7 @@ type packageRow struct {
 	Components               []string
 	Releases                 []v1alpha1.ReleaseStatus
 	Images                   []imageRef
+	ImagePolicies            []v1alpha1.ImagePolicyStatus
 	LastError                string
 	Age                      string
 	Deleting                 bool
@@ -112,7 +113,7 @@ func newRow(cluster string, p *v1alpha1.Package) packageRow {
 	row := packageRow{
 		Cluster: cluster, Namespace: p.Namespace, Name: p.Name, Version: p.Status.Version,
 		Digest: p.Status.Digest, SignedBy: p.Status.SignedBy, Components: p.Spec.Components,
-		Releases: p.Status.Releases, LastError: p.Status.LastError, Age: age(p.CreationTimestamp.Time),
+		Releases: p.Status.Releases, ImagePolicies: p.Status.ImagePolicies, LastError: p.Status.LastError, Age: age(p.CreationTimestamp.Time),
 		Deleting: p.DeletionTimestamp != nil, Ready: "Unknown",
 	}
 	if row.Digest == "" {

@@ -179,6 +179,10 @@ type PackageStatus struct {
 	// Images are its images in the in-cluster registry, path@digest.
 	// +optional
 	Images []string `json:"images,omitempty"`
+	// ImagePolicies are the signature policies the package declares for
+	// its images, which the agent enforces when a Pod is admitted.
+	// +optional
+	ImagePolicies []ImagePolicyStatus `json:"imagePolicies,omitempty"`
 	// LastError is the last failure, empty once a reconcile succeeds.
 	// +optional
 	LastError string `json:"lastError,omitempty"`
@@ -206,6 +210,24 @@ type PackageStatus struct {
 	// resources last checked for drift.
 	// +optional
 	InstalledAt *metav1.Time `json:"installedAt,omitempty"`
+}
+
+// ImagePolicyStatus is one image signature policy of a package, briefly.
+type ImagePolicyStatus struct {
+	Name string `json:"name"`
+	// Required: an image without a valid signature is refused; when
+	// false, only a bad signature is.
+	Required bool `json:"required"`
+	// Authorities are who it trusts: "key sha256:<hex>" (the SHA-256 of
+	// the DER public key) or "keyless <issuer> <subject>" per identity
+	// (regular expressions as /re/).
+	Authorities []string `json:"authorities"`
+	// Attestations are the predicate types it requires.
+	// +optional
+	Attestations []string `json:"attestations,omitempty"`
+	// Images are the images it covers, as the package names them.
+	// +optional
+	Images []string `json:"images,omitempty"`
 }
 
 // RemovalStatus tells what deleting a Package removed.
