@@ -209,6 +209,10 @@ func listReferrers(ctx context.Context, src content.ReadOnlyStorage, subject oci
 		}
 		return nil
 	}
+	defer func() {
+		// The registry's order is not the same each time; ferry.json's is.
+		sort.Slice(out, func(i, j int) bool { return out[i].Digest < out[j].Digest })
+	}()
 	switch s := src.(type) {
 	case registry.ReferrerLister:
 		err := s.Referrers(ctx, subject, "", add)
@@ -246,7 +250,6 @@ func listReferrers(ctx context.Context, src content.ReadOnlyStorage, subject oci
 			}
 			cands = append(cands, p)
 		}
-		sort.Slice(cands, func(i, j int) bool { return cands[i].Digest < cands[j].Digest })
 		if err := add(cands); err != nil {
 			return nil, fmt.Errorf("more than %d signature and attestation referrers", MaxImageEvidence)
 		}
