@@ -19,6 +19,7 @@ import (
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"oras.land/oras-go/v2"
 	"oras.land/oras-go/v2/content/memory"
+	"oras.land/oras-go/v2/content/oci"
 
 	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/artifact/imagesig"
@@ -210,6 +211,17 @@ func TestImageSignaturesCarried(t *testing.T) {
 	if _, err := artifact.Mirror(ctx, openPkg(t, out), mirror, artifact.MirrorOptions{}); err != nil {
 		t.Fatalf("mirror: %v", err)
 	}
+	// The package in the registry reads clean, and pulls.
+	if rep, err := inspectRemote(ctx, mirror+"/signed:1.0.0"); err != nil || len(rep.Components[0].Images[0].Signatures) != 2 {
+		t.Fatalf("inspect in the registry: %v", err)
+	}
+	pulled := filepath.Join(t.TempDir(), "pulled.tar.zst")
+	if _, err := pullRemote(ctx, mirror+"/signed:1.0.0", pulled, artifact.PullOptions{}); err != nil {
+		t.Fatalf("pull: %v", err)
+	}
+	if _, err := artifact.Inspect(ctx, openPkg(t, pulled), "", nil); err != nil {
+		t.Fatalf("inspect of the pulled package: %v", err)
+	}
 	pub := filepath.Join(w.keys, "pub.pub")
 	mref := func(name string, d digest.Digest) string {
 		repo, _, err := artifact.ImagePath(w.host + "/sig/" + name + ":1.0")
@@ -277,12 +289,22 @@ func TestImageSignaturesTamper(t *testing.T) {
 			img.Signatures = append(img.Signatures, extra)
 		}, "ferry.json lists what the package does not hold: signature"},
 	}
-	for _, c := range cases {
+	for i, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			bad := rewriteRoot(t, loadArchive(t, out), c.edit)
 			_, err := artifact.Inspect(ctx, openPkg(t, bad), "", nil)
 			if !errors.Is(err, artifact.ErrCorrupt) || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "\n") {
 				t.Fatalf("inspect: %v, want ErrCorrupt with %q", err, c.want)
+			}
+			// Pushed as it is (Push does not check the root against ferry.json), the registry
+			// path refuses it too.
+			ref := fmt.Sprintf("%s/tampered/%d:1.0.0", w.host, i)
+			if _, err := pushFile(t, bad, ref, artifact.PushOptions{}); err != nil {
+				t.Fatalf("push: %v", err)
+			}
+			_, err = inspectRemote(ctx, ref)
+			if !errors.Is(err, artifact.ErrCorrupt) || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "\n") {
+				t.Fatalf("inspect in the registry: %v, want ErrCorrupt with %q", err, c.want)
 			}
 		})
 	}
@@ -460,5 +482,63 @@ components:
 				t.Fatalf("create left %s", out)
 			}
 		})
+	}
+}
+
+// TestImageSignaturesFromLayout: from an OCI layout holding the images
+// with their evidence (copied from the registry: tags, and referrers by
+// oras' extended copy), create carries the same evidence.
+func TestImageSignaturesFromLayout(t *testing.T) {
+	ctx := context.Background()
+	w := newEvidenceWorld(t)
+	dir := t.TempDir()
+	store, err := oci.New(filepath.Join(dir, "images"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"signed", "referred", "bundled", "plain"} {
+		repo := remoteRepo(t, w.host+"/sig/"+name+":1.0")
+		if _, err := oras.ExtendedCopy(ctx, repo, "1.0", store, name, oras.DefaultExtendedCopyOptions); err != nil {
+			t.Fatal(err)
+		}
+	}
+	repo := remoteRepo(t, w.host+"/sig/signed:1.0")
+	for _, s := range []string{".sig", ".att"} {
+		tag := artifact.CosignTag(w.signed, s)
+		if _, err := oras.Copy(ctx, repo, tag, store, tag, oras.DefaultCopyOptions); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeFile(t, filepath.Join(dir, artifact.DefinitionFileName), `apiVersion: ferry.dev/v1alpha1
+kind: Package
+metadata: {name: signed, version: 1.0.0}
+platforms: [linux/amd64]
+components:
+  - name: app
+    images:
+      - {ref: example.com/sig/signed:1.0, layout: images, tag: signed}
+      - {ref: example.com/sig/referred:1.0, layout: images, tag: referred}
+      - {ref: example.com/sig/bundled:1.0, layout: images, tag: bundled}
+      - {ref: example.com/sig/plain:1.0, layout: images, tag: plain}
+`)
+	def, err := artifact.LoadDefinition(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "layout.tar")
+	fromLayout, err := artifact.Create(ctx, def, artifact.CreateOptions{Output: out})
+	if err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	fromRegistry := w.create(t, filepath.Join(t.TempDir(), "registry.tar"))
+	for i, img := range fromLayout.Config.Components[0].Images {
+		got, _ := json.Marshal(img.Signatures)
+		want, _ := json.Marshal(fromRegistry.Config.Components[0].Images[i].Signatures)
+		if string(got) != string(want) {
+			t.Errorf("%s from the layout: %s, from the registry %s", img.Ref, got, want)
+		}
+	}
+	if _, err := artifact.Inspect(ctx, openPkg(t, out), "", nil); err != nil {
+		t.Fatalf("inspect: %v", err)
 	}
 }
