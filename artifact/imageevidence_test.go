@@ -1,6 +1,7 @@
 package artifact_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -410,8 +411,8 @@ func (h *hostileRegistry) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	_, _ = rw.Write(body)
 }
 
-// TestImageSignaturesHostile: a .sig manifest naming a 1 GiB layer, or
-// whose bytes are not its digest, fails create with one line naming the
+// TestImageSignaturesHostile: a .sig manifest naming a 1 GiB layer, whose
+// bytes are not its digest, or larger than a manifest may be, fails create with one line naming the
 // image, and the layer is never fetched.
 func TestImageSignaturesHostile(t *testing.T) {
 	mem := memory.New()
@@ -441,6 +442,7 @@ func TestImageSignaturesHostile(t *testing.T) {
 		Layers: []ocispec.Descriptor{{MediaType: "application/vnd.dev.cosign.simplesigning.v1+json", Digest: digest.FromString("gigabyte"), Size: 1 << 30}},
 	}
 	hugeData, _ := json.Marshal(huge)
+	bigManifest := append(bytes.Clone(hugeData), bytes.Repeat([]byte(" "), 5<<20)...)
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	host := strings.TrimPrefix(srv.URL, "http://")
@@ -462,6 +464,7 @@ components:
 	}{
 		{"1 GiB layer", hugeData, digest.FromBytes(hugeData), "1073741824 bytes, more than the 16777216"},
 		{"wrong digest", hugeData, digest.FromString("another manifest"), "digest"},
+		{"5 MiB manifest", bigManifest, digest.FromBytes(bigManifest), "too large for a manifest"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -475,6 +478,7 @@ components:
 			if err == nil || !strings.Contains(err.Error(), "signatures of image "+ref) || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "\n") {
 				t.Fatalf("create: %v, want one line naming %s with %q", err, ref, c.want)
 			}
+			t.Logf("create: %v", err)
 			if n := h.served.Load(); n > 0 {
 				t.Fatalf("the registry served %d bytes of the hostile layer", n)
 			}
