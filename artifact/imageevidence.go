@@ -118,6 +118,7 @@ func tagKind(tag string) string {
 // evidenceManifest is one piece of evidence found at create.
 type evidenceManifest struct {
 	desc         ocispec.Descriptor
+	data         []byte
 	manifest     ocispec.Manifest
 	subject      digest.Digest
 	tag          string
@@ -273,6 +274,7 @@ func fetchEvidence(ctx context.Context, src content.Fetcher, desc ocispec.Descri
 	if err := json.Unmarshal(data, &e.manifest); err != nil {
 		return e, fmt.Errorf("%s: parse manifest: %w", desc.Digest, err)
 	}
+	e.data = data
 	if err := checkEvidenceShape(&e.manifest); err != nil {
 		return e, fmt.Errorf("%s: %w", desc.Digest, err)
 	}
@@ -343,11 +345,7 @@ func (b *builder) imageEvidence(ctx context.Context, src content.ReadOnlyStorage
 			size += d.Size
 			b.add(&blob{desc: d, open: func(ctx context.Context) (io.ReadCloser, error) { return src.Fetch(ctx, d) }})
 		}
-		data, err := fetchSmall(ctx, src, e.desc)
-		if err != nil {
-			return nil, nil, fmt.Errorf("signatures of image %s: %w", ref, err)
-		}
-		b.add(&blob{desc: e.desc, data: data})
+		b.add(&blob{desc: e.desc, data: e.data})
 		entry := e.desc
 		entry.ArtifactType = e.artifactType
 		entry.Annotations = map[string]string{
@@ -492,10 +490,7 @@ func checkImageSignatures(cfg *Config, root *ocispec.Index, node func(digest.Dig
 		case tag != "" && (kind == "" || tag != CosignTag(subject, tag[strings.LastIndexByte(tag, '.'):])):
 			return fmt.Errorf("%w: signature %s of %s: tag %q is not cosign's for %s", ErrCorrupt, m.Digest, ref, tag, subject)
 		case tag == "":
-			kind = evidenceKind(sm.ArtifactType)
-			if kind == "" {
-				kind = evidenceKind(sm.Config.MediaType)
-			}
+			kind = evidenceKind(manifestArtifactType(&sm))
 			if kind == "" || sm.Subject == nil || sm.Subject.Digest != subject || m.ArtifactType != manifestArtifactType(&sm) {
 				return fmt.Errorf("%w: signature %s of %s is not a signature or attestation referrer of %s", ErrCorrupt, m.Digest, ref, subject)
 			}
