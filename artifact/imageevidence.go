@@ -210,10 +210,6 @@ func listReferrers(ctx context.Context, src content.ReadOnlyStorage, subject oci
 		}
 		return nil
 	}
-	defer func() {
-		// The registry's order is not the same each time; ferry.json's is.
-		sort.Slice(out, func(i, j int) bool { return out[i].Digest < out[j].Digest })
-	}()
 	switch s := src.(type) {
 	case registry.ReferrerLister:
 		err := s.Referrers(ctx, subject, "", add)
@@ -245,16 +241,15 @@ func listReferrers(ctx context.Context, src content.ReadOnlyStorage, subject oci
 			if json.Unmarshal(data, &m) != nil || m.Subject == nil || m.Subject.Digest != subject.Digest {
 				continue
 			}
-			p.ArtifactType = m.ArtifactType
-			if p.ArtifactType == "" {
-				p.ArtifactType = m.Config.MediaType
-			}
+			p.ArtifactType = manifestArtifactType(&m)
 			cands = append(cands, p)
 		}
 		if err := add(cands); err != nil {
 			return nil, fmt.Errorf("more than %d signature and attestation referrers", MaxImageEvidence)
 		}
 	}
+	// A registry's order is not the same each time; ferry.json's is.
+	sort.Slice(out, func(i, j int) bool { return out[i].Digest < out[j].Digest })
 	return out, nil
 }
 
