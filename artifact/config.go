@@ -75,7 +75,9 @@ type ImageSignature struct {
 	// Tag is the cosign tag it was found under (sha256-<hex>.sig or
 	// .att), which deploy and mirror give it again; empty for a referrer.
 	Tag string `json:"tag,omitempty"`
-	// Size is the manifest's size plus its config's and layers'.
+	// Size is the manifest's size plus its config's and layers'; for
+	// evidence of the original index when create kept some platforms only,
+	// plus the manifest carrying that index (see AnnotationSignedIndex).
 	Size int64 `json:"size"`
 }
 

@@ -20,6 +20,8 @@ type cosignCLI struct {
 	t    *testing.T
 	bin  string
 	home string
+	// env is added to the environment last (it wins), e.g. COSIGN_EXPERIMENTAL=1.
+	env []string
 }
 
 func newCosign(t *testing.T) *cosignCLI {
@@ -32,6 +34,7 @@ func (c *cosignCLI) run(password string, args ...string) (string, error) {
 	cmd.Dir = c.home
 	cmd.Env = append(os.Environ(), "HOME="+c.home, "COSIGN_PASSWORD="+password, "DOCKER_CONFIG="+filepath.Join(c.home, ".docker"),
 		"TUF_ROOT="+filepath.Join(c.home, ".sigstore"), "COSIGN_EXPERIMENTAL=0")
+	cmd.Env = append(cmd.Env, c.env...)
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }

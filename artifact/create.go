@@ -320,7 +320,7 @@ func (b *builder) build(ctx context.Context) (*plan, error) {
 		}
 		for ii, img := range cd.Images {
 			field := fmt.Sprintf("components[%d].images[%d]", ci, ii)
-			stored, rec, kept, err := b.image(ctx, img)
+			stored, rec, kept, sigs, err := b.image(ctx, cd.Name, img)
 			if err != nil {
 				return nil, &DefinitionError{File: def.File, Line: img.Line, Field: field, Msg: err.Error(), Err: err}
 			}
@@ -333,6 +333,7 @@ func (b *builder) build(ctx context.Context) (*plan, error) {
 			stored.Annotations = map[string]string{AnnotationKind: KindImage, AnnotationComponent: cd.Name, AnnotationImageRef: img.Ref}
 			rootEntries = append(rootEntries, stored)
 			rootEntries = append(rootEntries, sboms...)
+			rootEntries = append(rootEntries, sigs...)
 			b.progress(Progress{Phase: PhaseResolve, Item: img.Ref})
 		}
 		for hi, ch := range cd.Charts {

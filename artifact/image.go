@@ -47,29 +47,31 @@ func (b *builder) imageSource(ctx context.Context, img ImageDef) (content.ReadOn
 	return repo, desc, img.Ref, nil
 }
 
-// image adds an image, filtered to the definition's platforms, and returns
-// its stored descriptor with the record for ferry.json, and the platform
-// manifests it keeps.
-func (b *builder) image(ctx context.Context, img ImageDef) (ocispec.Descriptor, Image, []keptManifest, error) {
+// image adds an image, filtered to the definition's platforms, with the
+// signatures and attestations its source holds for it, and returns its
+// stored descriptor with the record for ferry.json, the platform manifests
+// it keeps, and the root entries of its signatures.
+func (b *builder) image(ctx context.Context, component string, img ImageDef) (ocispec.Descriptor, Image, []keptManifest, []ocispec.Descriptor, error) {
 	src, desc, source, err := b.imageSource(ctx, img)
 	if err != nil {
-		return desc, Image{}, nil, err
+		return desc, Image{}, nil, nil, err
 	}
 	rec := Image{Ref: img.Ref, Source: source, OriginalDigest: desc.Digest}
 	if err := checkDescriptor(desc); err != nil {
-		return desc, rec, nil, err
+		return desc, rec, nil, nil, err
 	}
 	data, err := fetchSmall(ctx, src, desc)
 	if err != nil {
-		return desc, rec, nil, err
+		return desc, rec, nil, nil, err
 	}
+	orig, origData := desc, data
 	seen := map[digest.Digest]bool{}
 	var kept []keptManifest
 	switch {
 	case isIndex(desc.MediaType):
 		stored, k, err := b.selectPlatforms(ctx, src, desc, data, seen)
 		if err != nil {
-			return desc, rec, nil, err
+			return desc, rec, nil, nil, err
 		}
 		desc, kept = stored, k
 		for _, m := range kept {
@@ -78,24 +80,30 @@ func (b *builder) image(ctx context.Context, img ImageDef) (ocispec.Descriptor, 
 	case isManifest(desc.MediaType):
 		platform, err := b.manifestPlatform(ctx, src, data, img)
 		if err != nil {
-			return desc, rec, nil, err
+			return desc, rec, nil, nil, err
 		}
 		if !b.wantPlatform(platform) {
-			return desc, rec, nil, fmt.Errorf("image is %s only; the package's platforms are %s", platform, b.platformList())
+			return desc, rec, nil, nil, fmt.Errorf("image is %s only; the package's platforms are %s", platform, b.platformList())
 		}
 		if err := b.node(ctx, src, desc, data, seen); err != nil {
-			return desc, rec, nil, err
+			return desc, rec, nil, nil, err
 		}
 		rec.Platforms = []string{platform.String()}
 		kept = []keptManifest{{desc: desc, platform: platform.String()}}
 	default:
-		return desc, rec, nil, fmt.Errorf("unsupported image media type %q", desc.MediaType)
+		return desc, rec, nil, nil, fmt.Errorf("unsupported image media type %q", desc.MediaType)
 	}
 	rec.Digest, rec.MediaType = desc.Digest, desc.MediaType
 	for d := range seen {
 		rec.Size += b.plan.blobs[d].desc.Size
 	}
-	return ocispec.Descriptor{MediaType: desc.MediaType, Digest: desc.Digest, Size: desc.Size}, rec, kept, nil
+	stored := ocispec.Descriptor{MediaType: desc.MediaType, Digest: desc.Digest, Size: desc.Size}
+	sigs, recs, err := b.imageEvidence(ctx, src, component, img.Ref, orig, origData, stored, kept)
+	if err != nil {
+		return stored, rec, nil, nil, err
+	}
+	rec.Signatures = recs
+	return stored, rec, kept, sigs, nil
 }
 
 // selectPlatforms keeps the index's manifests for the wanted platforms: the

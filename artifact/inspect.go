@@ -104,6 +104,9 @@ func checkConfig(r *Reader, sum *Summary) error {
 	if err := checkSBOMs(&root, node); err != nil {
 		return err
 	}
+	if err := checkImageSignatures(r.config, &root, node); err != nil {
+		return err
+	}
 	missing := checkConfigSBOMs(r.config, &root, node)
 	for _, c := range r.config.Components {
 		for _, i := range c.Images {

@@ -2,10 +2,14 @@ package artifact
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sort"
 
 	"github.com/distribution/reference"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+	"oras.land/oras-go/v2"
+	"oras.land/oras-go/v2/content"
 )
 
 // Mirroring is how a package's images become pullable under their original
@@ -78,7 +82,9 @@ type MirrorOptions struct {
 // whole package under its own name (<name>:<version>), streaming, as Push
 // does; then each image under its original repository path and tag, by
 // the digest the package recorded, with its SBOMs (referrers of its
-// platform manifests), and each git repository under its path
+// platform manifests) and its publisher's signatures and attestations
+// (referrers, or tagged sha256-<hex>.sig/.att again as cosign found
+// them), and each git repository under its path
 // (github.com/org/fleet → org/fleet) by digest: copies between two
 // repositories of the registry, mounting blobs from the package's.
 func Mirror(ctx context.Context, r *Reader, host string, opts MirrorOptions) (*MirrorResult, error) {
@@ -99,6 +105,10 @@ func Mirror(ctx context.Context, r *Reader, host string, opts MirrorOptions) (*M
 	// only a few manifests uploaded.
 	copyOpts := CopyOptions{MountFrom: src.Reference.Repository, Progress: progress}
 	t := newTally(r.root, progress)
+	signedIndexes, err := signedIndexEntries(ctx, src, r.root)
+	if err != nil {
+		return nil, fmt.Errorf("mirror %s: %w", pkgRef, err)
+	}
 	seen := map[string]string{} // repo:tag → digest
 	for _, c := range r.config.Components {
 		for _, g := range c.Repositories {
@@ -155,9 +165,60 @@ func Mirror(ctx context.Context, r *Reader, host string, opts MirrorOptions) (*M
 					return nil, fmt.Errorf("mirror %s: SBOM %s: %w", img.Ref, s.Digest, err)
 				}
 			}
+			if err := mirrorSignatures(ctx, src, dst, c.Name, img, signedIndexes, copyOpts, t); err != nil {
+				return nil, fmt.Errorf("mirror %s: %w", img.Ref, err)
+			}
 			res.Images = append(res.Images, MirroredImage{Ref: img.Ref, Repository: repoPath, Tag: tag, Digest: img.Digest.String()})
 		}
 	}
 	sort.Slice(res.Images, func(i, j int) bool { return res.Images[i].Ref < res.Images[j].Ref })
 	return res, nil
+}
+
+// signedIndexEntries lists the root entries carrying an image's original
+// index, by component|ref.
+func signedIndexEntries(ctx context.Context, src content.Fetcher, root ocispec.Descriptor) (map[string][]ocispec.Descriptor, error) {
+	data, err := fetchSmall(ctx, src, root)
+	if err != nil {
+		return nil, err
+	}
+	var idx ocispec.Index
+	if err := json.Unmarshal(data, &idx); err != nil {
+		return nil, fmt.Errorf("%w: root: %w", ErrCorrupt, err)
+	}
+	out := map[string][]ocispec.Descriptor{}
+	for _, m := range idx.Manifests {
+		a := m.Annotations
+		if a[AnnotationKind] == KindImageSignature && a[AnnotationSignedIndex] != "" {
+			key := a[AnnotationComponent] + "|" + a[AnnotationImageRef]
+			out[key] = append(out[key], m)
+		}
+	}
+	return out, nil
+}
+
+// mirrorSignatures copies an image's signatures and attestations from the
+// package's repository src into the image's dst: referrers as manifests
+// (dst indexes them by subject), tag-scheme evidence tagged again as
+// cosign found it, and the carrier of the original index they may sign.
+func mirrorSignatures(ctx context.Context, src oras.ReadOnlyTarget, dst oras.Target, component string, img Image, signedIndexes map[string][]ocispec.Descriptor, opts CopyOptions, t *tally) error {
+	for _, s := range img.Signatures {
+		sd, err := src.Resolve(ctx, s.Digest.String())
+		if err == nil {
+			err = copyGraph(ctx, src, dst, sd, opts, t)
+		}
+		if err == nil && s.Tag != "" {
+			err = dst.Tag(ctx, sd, s.Tag)
+		}
+		if err != nil {
+			return fmt.Errorf("%s %s: %w", s.Kind, s.Digest, err)
+		}
+	}
+	for _, d := range signedIndexes[component+"|"+img.Ref] {
+		d = ocispec.Descriptor{MediaType: d.MediaType, Digest: d.Digest, Size: d.Size, ArtifactType: d.ArtifactType}
+		if err := copyGraph(ctx, src, dst, d, opts, t); err != nil {
+			return fmt.Errorf("signed index %s: %w", d.Digest, err)
+		}
+	}
+	return nil
 }

@@ -177,6 +177,9 @@ func planFrom(ctx context.Context, src oras.ReadOnlyTarget, ref string) (*plan, 
 	if err := checkSBOMs(&idx, node); err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
+	if err := checkImageSignatures(p.config, &idx, node); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
 	if missing := checkConfigSBOMs(p.config, &idx, node); len(missing) > 0 {
 		return nil, fmt.Errorf("%s: %w: %s lists what the package does not hold: %s", name, ErrCorrupt, ConfigFileName, strings.Join(missing, ", "))
 	}

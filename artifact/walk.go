@@ -133,7 +133,8 @@ func sizeBudget(cfg *Config, n int) int64 {
 const sizeCeiling = math.MaxInt64 / 4
 
 // claimedSize adds up the sizes ferry.json records for its images, charts,
-// manifest bundles, files and git repositories.
+// manifest bundles, files and git repositories, and the images' SBOMs and
+// signatures.
 func claimedSize(cfg *Config) int64 {
 	var b int64
 	add := func(size int64) {
@@ -145,6 +146,9 @@ func claimedSize(cfg *Config) int64 {
 		for _, i := range c.Images {
 			add(i.Size)
 			for _, s := range i.SBOMs {
+				add(s.Size)
+			}
+			for _, s := range i.Signatures {
 				add(s.Size)
 			}
 		}

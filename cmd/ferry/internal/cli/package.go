@@ -146,6 +146,13 @@ func printReport(cmd *cobra.Command, rep *artifact.Report, archiveSize int64) {
 				}
 				fmt.Fprintf(tw, "  \t  %s (%s; package sbom lists them)\t\t\t%s\n", plural(len(i.SBOMs), "SBOM"), sbomFormatName(i.SBOMs[0].ArtifactType), HumanBytes(size))
 			}
+			for _, sg := range i.Signatures {
+				how := "referrer " + sg.ArtifactType
+				if sg.Tag != "" {
+					how = "tag " + sg.Tag
+				}
+				fmt.Fprintf(tw, "  \t  %s of %s\t%s\t%s\t%s\n", sg.Kind, sg.Subject, sg.Digest, how, HumanBytes(sg.Size))
+			}
 		}
 		for _, h := range c.Charts {
 			fmt.Fprintf(tw, "  chart\t%s %s\t%s\t%s\t%s\n", h.Name, h.Version, h.Digest, h.Source, HumanBytes(h.Size))
