@@ -14,6 +14,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"regexp"
+	"sync/atomic"
+
+	"github.com/sigstore/sigstore/pkg/cryptoutils"
 
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
@@ -75,7 +80,8 @@ type KeylessAuthority struct {
 }
 
 // Identity matches a certificate's OIDC issuer and subject (its SAN): each
-// exactly, or by a regular expression (RE2, anchored by the caller).
+// exactly, or by a regular expression (RE2, anchored: it must match the
+// whole value). An identity names both an issuer and a subject.
 type Identity struct {
 	Issuer        string `json:"issuer,omitempty"`
 	IssuerRegExp  string `json:"issuerRegExp,omitempty"`
@@ -89,6 +95,41 @@ type Attestation struct {
 	Name          string `json:"name,omitempty"`
 	PredicateType string `json:"predicateType"`
 }
+
+// Bounds of what Verify reads: evidence beyond them is not considered.
+const (
+	// MaxManifestSize bounds an evidence manifest.
+	MaxManifestSize = 4 << 20
+	// MaxLayerSize bounds one layer of an evidence manifest (a signed
+	// payload, a DSSE envelope or a Sigstore bundle).
+	MaxLayerSize = 16 << 20
+	// MaxEvidence is how many evidence manifests are considered.
+	MaxEvidence = 64
+	// MaxLayers is how many layers of one manifest are considered.
+	MaxLayers = 64
+	// MaxEvidenceBytes bounds the bytes Verify reads in all (manifests
+	// and layers); evidence past it is not considered. Memory holds one
+	// manifest and one layer at a time.
+	MaxEvidenceBytes = 256 << 20
+)
+
+// Media types and annotations of cosign and Sigstore evidence.
+const (
+	MediaTypeSimpleSigning = "application/vnd.dev.cosign.simplesigning.v1+json"
+	MediaTypeDSSE          = "application/vnd.dsse.envelope.v1+json"
+	MediaTypeBundle        = "application/vnd.dev.sigstore.bundle.v0.3+json"
+	ArtifactTypeSignature  = "application/vnd.dev.cosign.artifact.sig.v1+json"
+
+	AnnotationSignature   = "dev.cosignproject.cosign/signature"
+	AnnotationCertificate = "dev.sigstore.cosign/certificate"
+	AnnotationChain       = "dev.sigstore.cosign/chain"
+	AnnotationBundle      = "dev.sigstore.cosign/bundle"
+	AnnotationTimestamp   = "dev.sigstore.cosign/rfc3161timestamp"
+
+	// PredicateTypeCosignSign is the predicate of the statement cosign signs
+	// for `cosign sign --new-bundle-format`: a signature, not an attestation.
+	PredicateTypeCosignSign = "https://sigstore.dev/cosign/sign/v1"
+)
 
 // Kinds of evidence.
 const (
@@ -114,6 +155,112 @@ type Result struct {
 // read bounded. A subject that evidence does not sign is ErrNoSignature
 // when p.Required, else a Result with no signers; a signature that fails
 // is ErrUnverified with a one-line reason.
+//
+// Evidence is understood in three forms: cosign signature manifests
+// (simple-signing layers, the sha256-<hex>.sig tag or an OCI 1.1
+// referrer), cosign attestation manifests (DSSE in-toto layers, .att or a
+// referrer) and Sigstore bundles (cosign --new-bundle-format). A manifest
+// with a subject names it; one without (the tag scheme) names the images
+// its payloads name. Any one verified signature satisfies p; when none
+// verifies, the first failure is the reason (signatures by other signers
+// next to a valid one do not fail it). Evidence offered that cannot be
+// read (missing, larger than its bound, not as its descriptor says) fails
+// closed. Keys verify without a proof of time; certificates need one the
+// trusted root verifies: a Rekor signed entry timestamp or an RFC 3161
+// timestamp, within the certificate's validity. Nothing is fetched but
+// through fetch: no network, no TUF. At most MaxEvidence manifests of
+// MaxManifestSize, MaxLayers layers each of MaxLayerSize and
+// MaxEvidenceBytes in all are read, one layer held at a time.
 func (p *Policy) Verify(ctx context.Context, fetch content.Fetcher, subject digest.Digest, evidence []ocispec.Descriptor) (*Result, error) {
-	panic("contract: implemented by the imagesig helper")
+	e := engine.Load()
+	if e == nil {
+		return nil, fmt.Errorf("%w: %s", ErrUnverified, errNoEngine)
+	}
+	return (*e).Verify(ctx, p, fetch, subject, evidence)
+}
+
+// Engine verifies evidence against policies. This package holds the
+// policy language only, light enough for every binary that reads a
+// package's configuration; the engine, which links sigstore-go and
+// Rekor's types, is package
+// github.com/ferrypkg/ferry/artifact/imagesig/sigstore, registered by
+// importing it (a blank import in the main package of each program that
+// verifies, and in tests). Without it, Verify fails closed.
+type Engine interface {
+	// Validate reports a policy the engine cannot check.
+	Validate(p *Policy) error
+	// Verify is Policy.Verify.
+	Verify(ctx context.Context, p *Policy, fetch content.Fetcher, subject digest.Digest, evidence []ocispec.Descriptor) (*Result, error)
+}
+
+var engine atomic.Pointer[Engine]
+
+const errNoEngine = "no signature verifier linked into this program (import github.com/ferrypkg/ferry/artifact/imagesig/sigstore)"
+
+// Register makes e the engine of Verify and Validate; the last
+// registration wins.
+func Register(e Engine) { engine.Store(&e) }
+
+// Validate reports a policy that cannot be checked: no authority, an
+// authority with both or neither of key and keyless, a key that does not
+// parse, keyless without identities or a trusted root, an identity without
+// an issuer or a subject, a regular expression that does not compile, an
+// attestation without a predicate type. With the engine linked, it also
+// parses the trusted roots.
+func (p *Policy) Validate() error {
+	if len(p.Authorities) == 0 {
+		return fmt.Errorf("policy %q: no authorities", p.Name)
+	}
+	for i, a := range p.Authorities {
+		label := a.Name
+		if label == "" {
+			label = fmt.Sprintf("#%d", i+1)
+		}
+		switch {
+		case a.Key != nil && a.Keyless != nil:
+			return fmt.Errorf("policy %q: authority %s: both key and keyless", p.Name, label)
+		case a.Key != nil:
+			if _, err := cryptoutils.UnmarshalPEMToPublicKey([]byte(a.Key.PEM)); err != nil {
+				return fmt.Errorf("policy %q: authority %s: public key: %v", p.Name, label, err)
+			}
+		case a.Keyless != nil:
+			if len(a.Keyless.TrustedRoot) == 0 || !json.Valid(a.Keyless.TrustedRoot) {
+				return fmt.Errorf("policy %q: authority %s: keyless without a trusted root", p.Name, label)
+			}
+			if len(a.Keyless.Identities) == 0 {
+				return fmt.Errorf("policy %q: authority %s: keyless without identities", p.Name, label)
+			}
+			for _, id := range a.Keyless.Identities {
+				if err := id.validate(); err != nil {
+					return fmt.Errorf("policy %q: authority %s: %v", p.Name, label, err)
+				}
+			}
+		default:
+			return fmt.Errorf("policy %q: authority %s: neither key nor keyless", p.Name, label)
+		}
+	}
+	for _, at := range p.Attestations {
+		if at.PredicateType == "" {
+			return fmt.Errorf("policy %q: attestation %q without a predicate type", p.Name, at.Name)
+		}
+	}
+	if e := engine.Load(); e != nil {
+		return (*e).Validate(p)
+	}
+	return nil
+}
+
+func (id Identity) validate() error {
+	if id.Issuer == "" && id.IssuerRegExp == "" {
+		return errors.New("identity without an issuer")
+	}
+	if id.Subject == "" && id.SubjectRegExp == "" {
+		return errors.New("identity without a subject")
+	}
+	for _, re := range []string{id.IssuerRegExp, id.SubjectRegExp} {
+		if _, err := regexp.Compile(re); err != nil {
+			return fmt.Errorf("identity regexp: %v", err)
+		}
+	}
+	return nil
 }
