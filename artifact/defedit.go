@@ -13,6 +13,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/ferrypkg/ferry/internal/atomicfile"
+	"github.com/ferrypkg/ferry/internal/confine"
 )
 
 // AddImagesToDefinition returns the ferry.yaml content data (file names it
@@ -157,7 +158,7 @@ func AddImagesToDefinitionFile(path string, images map[string][]string) error {
 	if !fi.Mode().IsRegular() {
 		return errors.New(path + " is not a regular file")
 	}
-	data, err := os.ReadFile(real)
+	data, err := confine.ReadPath(real, MaxDefinitionSize)
 	if err != nil {
 		return fmt.Errorf("read definition: %w", err)
 	}

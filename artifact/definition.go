@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/ferrypkg/ferry/internal/confine"
 	"gopkg.in/yaml.v3"
 )
 
@@ -187,13 +188,16 @@ func (e *DefinitionError) Error() string {
 
 func (e *DefinitionError) Unwrap() error { return e.Err }
 
+// MaxDefinitionSize bounds a definition file (ferry.yaml, zarf.yaml).
+const MaxDefinitionSize = 4 << 20
+
 // LoadDefinition reads and validates a definition from a ferry.yaml file or
 // a folder holding one.
 func LoadDefinition(path string) (*Definition, error) {
 	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
 		path = filepath.Join(path, DefinitionFileName)
 	}
-	data, err := os.ReadFile(path)
+	data, err := confine.ReadPath(path, MaxDefinitionSize)
 	if err != nil {
 		return nil, fmt.Errorf("read definition: %w", err)
 	}

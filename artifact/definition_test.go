@@ -185,3 +185,12 @@ func assertNoOutput(t testing.TB, dir string) {
 		t.Errorf("left behind: %s", e.Name())
 	}
 }
+
+// A definition path that never ends (a device, a planted huge file) is
+// refused after MaxDefinitionSize bytes, not read whole.
+func TestLoadDefinitionBounded(t *testing.T) {
+	_, err := artifact.LoadDefinition("/dev/zero")
+	if !errors.Is(err, confine.ErrTooLarge) || strings.Contains(err.Error(), "\n") {
+		t.Fatalf("/dev/zero as a definition: %v", err)
+	}
+}

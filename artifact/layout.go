@@ -13,6 +13,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/ferrypkg/ferry/internal/confine"
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 )
@@ -102,14 +103,11 @@ func readRegular(p, name string, limit int64) ([]byte, error) {
 	if fi.Size() > limit {
 		return nil, fmt.Errorf("%w: %s is %d bytes, more than the %d a package allows", ErrCorrupt, name, fi.Size(), limit)
 	}
-	data, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
-		return nil, err
+	data, err := confine.ReadAll(f, name, limit)
+	if errors.Is(err, confine.ErrTooLarge) {
+		return nil, fmt.Errorf("%w: %w (it grew while read)", ErrCorrupt, err)
 	}
-	if int64(len(data)) > limit {
-		return nil, fmt.Errorf("%w: %s grew past %d bytes while read", ErrCorrupt, name, limit)
-	}
-	return data, nil
+	return data, err
 }
 
 // openBlobFile opens the layout folder's file of blob d, which must be a

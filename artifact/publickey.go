@@ -5,9 +5,9 @@ import (
 	"crypto"
 	"encoding/pem"
 	"fmt"
-	"os"
 	"strings"
 
+	"github.com/ferrypkg/ferry/internal/confine"
 	"github.com/sigstore/sigstore/pkg/cryptoutils"
 	sigstore "github.com/sigstore/sigstore/pkg/signature"
 )
@@ -83,11 +83,14 @@ func parsePublicKey(name string, data []byte, block *pem.Block) (*PublicKey, err
 	return &PublicKey{Name: name, v: v, pub: pub, pem: data}, nil
 }
 
+// MaxKeyFileSize bounds a key file (a PEM key is under 4 KiB).
+const MaxKeyFileSize = 64 << 10
+
 // ReadKeyFile reads a PEM key file and its first block; an unreadable file
 // or one with no PEM block is an ErrKey naming the file. LoadPublicKey and
 // package artifact/key's LoadPrivate read key files with it.
 func ReadKeyFile(path string) ([]byte, *pem.Block, error) {
-	data, err := os.ReadFile(path)
+	data, err := confine.ReadPath(path, MaxKeyFileSize)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: %w", ErrKey, err)
 	}

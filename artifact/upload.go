@@ -178,7 +178,7 @@ func do(ctx context.Context, client remote.Client, method, u string, body io.Rea
 // resolved against the request.
 func location(resp *http.Response, want int) (*url.URL, error) {
 	if resp.StatusCode != want {
-		detail, _ := io.ReadAll(resp.Body)
+		detail, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 		return nil, fmt.Errorf("%s %s: %s%s", resp.Request.Method, redact.URL(resp.Request.URL.String()), resp.Status, detail)
 	}
 	if want == http.StatusCreated {

@@ -3,7 +3,6 @@ package inject
 import (
 	"bytes"
 	"compress/gzip"
-	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/opencontainers/go-digest"
 
+	"github.com/ferrypkg/ferry/internal/confine"
 	"github.com/ferrypkg/ferry/internal/scratch"
 )
 
@@ -48,7 +48,7 @@ func gzipLayer(layer *tarLayer, diffID digest.Digest) ([]byte, error) {
 		// gzip at its best level never grows a stream by more than a few
 		// bytes per 16 KiB block: a larger file is not the layer's, and is
 		// not read whole.
-		if gz, err := readAtMost(name, layer.len()+layer.len()/100+64<<10); err == nil && gunzipsTo(gz, diffID) {
+		if gz, err := confine.ReadPath(name, layer.len()+layer.len()/100+64<<10); err == nil && gunzipsTo(gz, diffID) {
 			return gz, nil
 		}
 	}
@@ -94,21 +94,4 @@ func keepLayer(dir, name string, gz []byte) {
 	if cerr := f.Close(); err == nil && cerr == nil {
 		_ = os.Rename(f.Name(), name)
 	}
-}
-
-// readAtMost reads file name if it holds at most max bytes.
-func readAtMost(name string, max int64) ([]byte, error) {
-	f, err := os.Open(name)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, max+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(data)) > max {
-		return nil, fmt.Errorf("%s: larger than %d bytes", name, max)
-	}
-	return data, nil
 }

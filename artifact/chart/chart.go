@@ -25,6 +25,7 @@ import (
 	"helm.sh/helm/v3/pkg/ignore"
 
 	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/internal/confine"
 	"github.com/ferrypkg/ferry/internal/scratch"
 )
 
@@ -193,14 +194,7 @@ func readFile(fsys fs.FS, name string, max int64) ([]byte, error) {
 		return nil, err
 	}
 	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, max+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(data)) > max {
-		return nil, fmt.Errorf("%s is larger than %d bytes", name, max)
-	}
-	return data, nil
+	return confine.ReadAll(f, name, max)
 }
 
 // packageChart packages a loaded chart with the Helm SDK and rewrites the

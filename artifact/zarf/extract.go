@@ -22,6 +22,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/internal/confine"
 )
 
 // The files of a built Zarf package (Zarf v0.60.0's
@@ -211,35 +212,22 @@ func (e *expansionLimit) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// readBounded reads file name of root, refusing one over max bytes.
+// readBounded reads file name of root, refusing one over max bytes
+// (ErrCorrupt: a Zarf package's files are small).
 func readBounded(root *os.Root, name string, max int64) ([]byte, error) {
-	f, err := root.Open(name)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	return readAllBounded(f, name, max)
+	return corruptIfLarge(confine.ReadFile(root, name, max))
 }
 
 // readFileBounded is readBounded for a path outside any root.
 func readFileBounded(name string, max int64) ([]byte, error) {
-	f, err := os.Open(name)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	return readAllBounded(f, name, max)
+	return corruptIfLarge(confine.ReadPath(name, max))
 }
 
-func readAllBounded(r io.Reader, name string, max int64) ([]byte, error) {
-	data, err := io.ReadAll(io.LimitReader(r, max+1))
-	if err != nil {
-		return nil, err
+func corruptIfLarge(data []byte, err error) ([]byte, error) {
+	if errors.Is(err, confine.ErrTooLarge) {
+		return nil, fmt.Errorf("%w: %w", artifact.ErrCorrupt, err)
 	}
-	if int64(len(data)) > max {
-		return nil, fmt.Errorf("%w: %s is larger than %d bytes", artifact.ErrCorrupt, name, max)
-	}
-	return data, nil
+	return data, err
 }
 
 // checkedReader checks the sha256 and size of a multi-part package at EOF.

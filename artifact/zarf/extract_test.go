@@ -298,7 +298,7 @@ func TestExtractBounded(t *testing.T) {
 	if err := os.WriteFile(plain, big, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := zarf.Extract(plain, filepath.Join(dir, "y"), nil); !errors.Is(err, artifact.ErrCorrupt) || !strings.Contains(err.Error(), "larger than") {
+	if _, err := zarf.Extract(plain, filepath.Join(dir, "y"), nil); !errors.Is(err, artifact.ErrCorrupt) || !strings.Contains(err.Error(), "too large") {
 		t.Fatalf("an oversized zarf.yaml: %v", err)
 	}
 }

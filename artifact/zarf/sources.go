@@ -15,6 +15,8 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/internal/confine"
 	"gopkg.in/yaml.v3"
 	"sigs.k8s.io/kustomize/api/krusty"
 	krustytypes "sigs.k8s.io/kustomize/api/types"
@@ -154,7 +156,7 @@ func (c *converter) chart(n *yaml.Node, field string) (*ferryChart, error) {
 // checkLocalChart reports a version that differs from the chart's own
 // (ferry takes the chart's), and dependencies that Zarf would build.
 func (c *converter) checkLocalChart(o *object, dir, version string) {
-	data, err := os.ReadFile(filepath.Join(dir, "Chart.yaml"))
+	data, err := confine.ReadPath(filepath.Join(dir, "Chart.yaml"), artifact.MaxDefinitionSize)
 	if err != nil {
 		return // a .tgz, or missing: create says so
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/ferrypkg/ferry/deploy"
 	"github.com/ferrypkg/ferry/deploy/gitserver"
 	"github.com/ferrypkg/ferry/internal/cluster"
+	"github.com/ferrypkg/ferry/internal/confine"
 	"github.com/ferrypkg/ferry/internal/kube"
 	"github.com/ferrypkg/ferry/internal/reach"
 )
@@ -185,7 +186,7 @@ func runGitServer(cmd *cobra.Command, o gitServerOptions) error {
 // readGitEntries reads --repos: a JSON list of gitserver.Entry, each with
 // a URL, a commit, a registry repository and a manifest digest.
 func readGitEntries(path string) ([]gitserver.Entry, error) {
-	b, err := os.ReadFile(path)
+	b, err := confine.ReadPath(path, artifact.MaxManifestSize)
 	if err != nil {
 		return nil, fmt.Errorf("--repos: %w", err)
 	}

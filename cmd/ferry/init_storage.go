@@ -13,8 +13,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/ferrypkg/ferry/cmd/ferry/internal/cli"
 	"github.com/ferrypkg/ferry/inject"
 	"github.com/ferrypkg/ferry/internal/cluster"
+	"github.com/ferrypkg/ferry/internal/confine"
 	"github.com/ferrypkg/ferry/registry"
 )
 
@@ -61,7 +63,7 @@ func (f *initStorageFlags) check(ctx context.Context, cs kubernetes.Interface, n
 	}
 	st := &inject.S3Storage{URL: s3.String(), CredentialsSecret: f.credentials}
 	if f.caFile != "" {
-		if st.CABundle, err = os.ReadFile(f.caFile); err != nil {
+		if st.CABundle, err = confine.ReadPath(f.caFile, cli.MaxCABundleSize); err != nil {
 			return nil, 0, "", fmt.Errorf("--storage-ca: %w", err)
 		}
 		// The AWS SDK reads a custom CA from this variable only.

@@ -61,7 +61,11 @@ func OpenFile(root *os.Root, name string) (*os.File, fs.FileInfo, error) {
 	return f, fi, nil
 }
 
-// ReadFile reads the regular file name, refusing one larger than max bytes.
+// ErrTooLarge means a file holds more bytes than its reader allows.
+var ErrTooLarge = errors.New("too large")
+
+// ReadFile reads the regular file name, refusing one larger than max bytes
+// (ErrTooLarge).
 func ReadFile(root *os.Root, name string, max int64) ([]byte, error) {
 	f, fi, err := OpenFile(root, name)
 	if err != nil {
@@ -69,14 +73,36 @@ func ReadFile(root *os.Root, name string, max int64) ([]byte, error) {
 	}
 	defer f.Close()
 	if fi.Size() > max {
-		return nil, fmt.Errorf("%s: %d bytes is more than %d", name, fi.Size(), max)
+		return nil, fmt.Errorf("%s is %w: %d bytes, more than %d", name, ErrTooLarge, fi.Size(), max)
 	}
-	data, err := io.ReadAll(io.LimitReader(f, max+1))
+	data, err := ReadAll(f, name, max)
+	return data, Wrap(name, err)
+}
+
+// ReadPath reads the file at path, outside any root (a key or signature
+// the user names), refusing more than max bytes (ErrTooLarge): /dev/zero
+// or a planted huge file is not read whole.
+func ReadPath(path string, max int64) ([]byte, error) {
+	f, err := os.Open(path)
 	if err != nil {
-		return nil, Wrap(name, err)
+		return nil, err
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err == nil && fi.IsDir() {
+		return nil, fmt.Errorf("%s is a folder, not a file", path)
+	}
+	return ReadAll(f, path, max)
+}
+
+// ReadAll reads r, which name names in messages, to its end, refusing more
+// than max bytes (ErrTooLarge) after reading at most max+1.
+func ReadAll(r io.Reader, name string, max int64) ([]byte, error) {
+	data, err := io.ReadAll(io.LimitReader(r, max+1))
+	if err != nil {
+		return nil, err
 	}
 	if int64(len(data)) > max {
-		return nil, fmt.Errorf("%s: more than %d bytes", name, max)
+		return nil, fmt.Errorf("%s is %w: more than %d bytes", name, ErrTooLarge, max)
 	}
 	return data, nil
 }

@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -62,5 +63,34 @@ func TestConfined(t *testing.T) {
 	}
 	if _, err := fs.ReadDir(fsys, "sub"); err != nil {
 		t.Errorf("ReadDir: %v", err)
+	}
+}
+
+func TestReadBounded(t *testing.T) {
+	dir := t.TempDir()
+	big := filepath.Join(dir, "big")
+	if err := os.WriteFile(big, make([]byte, 1025), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadPath(big, 1024); !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), big) {
+		t.Errorf("1025 bytes at most 1024: %v", err)
+	}
+	if data, err := ReadPath(big, 1025); err != nil || len(data) != 1025 {
+		t.Errorf("1025 bytes at most 1025: %d, %v", len(data), err)
+	}
+	// A device that never ends is read only up to the bound.
+	if _, err := ReadPath("/dev/zero", 1<<20); !errors.Is(err, ErrTooLarge) {
+		t.Errorf("/dev/zero: %v", err)
+	}
+	if _, err := ReadPath(dir, 10); err == nil {
+		t.Error("a folder read as a file")
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	if _, err := ReadFile(root, "big", 1000); !errors.Is(err, ErrTooLarge) {
+		t.Errorf("confined, 1025 bytes at most 1000: %v", err)
 	}
 }

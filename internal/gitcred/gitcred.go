@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/ferrypkg/ferry/internal/childproc"
+	"github.com/ferrypkg/ferry/internal/confine"
 	"github.com/ferrypkg/ferry/internal/redact"
 )
 
@@ -39,7 +40,7 @@ func Netrc(host string) (Credential, bool, error) {
 		}
 		file = filepath.Join(home, ".netrc")
 	}
-	data, err := os.ReadFile(file)
+	data, err := confine.ReadPath(file, maxNetrcSize)
 	if errors.Is(err, os.ErrNotExist) {
 		return Credential{}, false, nil
 	}
@@ -229,3 +230,6 @@ func (l *limitedBuffer) Write(p []byte) (int, error) {
 	}
 	return len(p), nil
 }
+
+// maxNetrcSize bounds a .netrc file.
+const maxNetrcSize = 1 << 20

@@ -353,7 +353,7 @@ func (t *Tunnel) forward(local net.Conn) {
 
 	errc := make(chan []byte, 1)
 	go func() {
-		msg, _ := io.ReadAll(errorStream)
+		msg, _ := io.ReadAll(io.LimitReader(errorStream, 64<<10))
 		errc <- msg
 	}()
 	remoteDone := make(chan struct{})

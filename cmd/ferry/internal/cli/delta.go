@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/internal/confine"
 )
 
 func newDeltaCmd() *cobra.Command {
@@ -181,17 +182,9 @@ func deltaAdvice(err error) error {
 // readSignature reads a receipt's detached signature, refusing one larger
 // than a signature payload may be.
 func readSignature(name string) ([]byte, error) {
-	f, err := os.Open(name)
-	if err != nil {
-		return nil, err
+	data, err := confine.ReadPath(name, artifact.MaxSignaturePayload)
+	if errors.Is(err, confine.ErrTooLarge) {
+		return nil, fmt.Errorf("%w: %w", artifact.ErrCorrupt, err)
 	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, artifact.MaxSignaturePayload+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(data) > artifact.MaxSignaturePayload {
-		return nil, fmt.Errorf("%s: %w: a signature larger than %d bytes", name, artifact.ErrCorrupt, artifact.MaxSignaturePayload)
-	}
-	return data, nil
+	return data, err
 }

@@ -19,6 +19,7 @@ import (
 	"oras.land/oras-go/v2/registry/remote/credentials"
 
 	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/internal/confine"
 )
 
 // RemoteFlags are the flags every registry-talking command shares, named
@@ -51,13 +52,17 @@ const PasswordEnvRegistry = "FERRY_REGISTRY_PASSWORD"
 
 // tlsConfig is the TLS configuration --ca-file and --insecure ask for, or
 // nil for the default; --insecure is announced on stderr.
+// MaxCABundleSize bounds a CA bundle file (the system's whole bundle is
+// about 220 KiB).
+const MaxCABundleSize = 4 << 20
+
 func (f *RemoteFlags) TLSConfig(stderr io.Writer) (*tls.Config, error) {
 	if f.CAFile == "" && !f.Insecure {
 		return nil, nil
 	}
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
 	if f.CAFile != "" {
-		pem, err := os.ReadFile(f.CAFile)
+		pem, err := confine.ReadPath(f.CAFile, MaxCABundleSize)
 		if err != nil {
 			return nil, fmt.Errorf("--ca-file: %w", err)
 		}
