@@ -10,7 +10,6 @@ import (
 
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
-	"github.com/sigstore/sigstore-go/pkg/root"
 	"oras.land/oras-go/v2/content"
 
 	"github.com/ferrypkg/ferry/artifact/imagesig"
@@ -18,9 +17,6 @@ import (
 
 // Bounds of the files an image policy names.
 const (
-	// MaxPolicyKeySize bounds a public key file (a PEM key is < 1 KiB; an
-	// RSA 8192 one about 1.5 KiB).
-	MaxPolicyKeySize = 64 << 10
 	// MaxTrustedRootSize bounds a Sigstore trusted_root.json (the public
 	// good instance's is about 10 KiB).
 	MaxTrustedRootSize = 1 << 20
@@ -69,7 +65,7 @@ func (b *builder) imagePolicy(d ImagePolicyDef) (imagesig.Policy, error) {
 		auth := imagesig.Authority{Name: a.Name}
 		switch {
 		case a.Key != "":
-			data, err := b.folder.ReadFile(a.Key, MaxPolicyKeySize)
+			data, err := b.folder.ReadFile(a.Key, MaxKeyFileSize)
 			if err != nil {
 				return pol, fmt.Errorf("key %s: %w", a.Key, err)
 			}
@@ -82,9 +78,6 @@ func (b *builder) imagePolicy(d ImagePolicyDef) (imagesig.Policy, error) {
 			if err != nil {
 				return pol, fmt.Errorf("trusted root %s: %w", a.TrustedRoot, err)
 			}
-			if _, err := root.NewTrustedRootFromJSON(data); err != nil {
-				return pol, fmt.Errorf("trusted root %s is not a Sigstore trusted root: %w", a.TrustedRoot, err)
-			}
 			var compact bytes.Buffer
 			if err := json.Compact(&compact, data); err != nil {
 				return pol, fmt.Errorf("trusted root %s: %w", a.TrustedRoot, err)
@@ -92,6 +85,9 @@ func (b *builder) imagePolicy(d ImagePolicyDef) (imagesig.Policy, error) {
 			auth.Keyless = &imagesig.KeylessAuthority{Identities: a.Identities, TrustedRoot: compact.Bytes()}
 		}
 		pol.Authorities = append(pol.Authorities, auth)
+	}
+	if err := pol.Validate(); err != nil {
+		return pol, err
 	}
 	return pol, nil
 }
