@@ -17,6 +17,7 @@ import (
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"oras.land/oras-go/v2/content"
 
+	"github.com/ferrypkg/ferry/artifact/imagesig"
 	"github.com/ferrypkg/ferry/internal/scratch"
 )
 
@@ -168,6 +169,8 @@ type builder struct {
 	spool *scratch.Dir
 	// found is what findImages found, per component that asks.
 	found []ComponentImages
+	// policies are the image policies ferry.json carries.
+	policies []imagesig.Policy
 }
 
 // cleanup removes the spool folder and closes the definition's folder.
@@ -307,6 +310,11 @@ func (b *builder) build(ctx context.Context) (*plan, error) {
 	for _, p := range def.Platforms {
 		cfg.Platforms = append(cfg.Platforms, p.String())
 	}
+	policies, err := b.imagePolicies()
+	if err != nil {
+		return nil, err
+	}
+	cfg.ImagePolicies, b.policies = policies, policies
 	var rootEntries []ocispec.Descriptor
 	var layers []ocispec.Descriptor
 	for ci, cd := range def.Components {
@@ -329,6 +337,9 @@ func (b *builder) build(ctx context.Context) (*plan, error) {
 				return nil, &DefinitionError{File: def.File, Line: img.Line, Field: field, Msg: err.Error(), Err: err}
 			}
 			rec.SBOMs = sbomRecs
+			if err := b.checkImagePolicy(ctx, cd, img, &rec, stored, nil); err != nil {
+				return nil, &DefinitionError{File: def.File, Line: img.Line, Field: field, Msg: err.Error(), Err: err}
+			}
 			comp.Images = append(comp.Images, rec)
 			stored.Annotations = map[string]string{AnnotationKind: KindImage, AnnotationComponent: cd.Name, AnnotationImageRef: img.Ref}
 			rootEntries = append(rootEntries, stored)

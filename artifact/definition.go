@@ -31,6 +31,12 @@ type Definition struct {
 	Components []ComponentDef
 	// SBOM says whether and how create makes SBOMs (top-level `sbom:`).
 	SBOM SBOMDef
+	// ImagePolicies are the image verification policies (`imagePolicies:`);
+	// Verify names the one every image is checked against unless its
+	// component or itself names another (`verify:`; VerifyNone for none).
+	ImagePolicies []ImagePolicyDef
+	Verify        string
+	verifyLine    int
 }
 
 // SBOMDef is the definition's `sbom:` section. The zero value makes SPDX
@@ -55,7 +61,10 @@ type ComponentDef struct {
 	// FindImages (`findImages: true`) makes create add the images the
 	// component's charts and manifests use that Images does not list (as
 	// FindImages finds them, charts rendered with their default values).
-	FindImages   bool
+	FindImages bool
+	// Verify names the image policy of the component's images (see
+	// Definition.Verify).
+	Verify       string
 	Images       []ImageDef
 	Charts       []ChartDef
 	Manifests    []ManifestDef
@@ -93,7 +102,9 @@ type ImageDef struct {
 	// for when its config does not (an image config with no os or
 	// architecture); a config that names another platform is an error.
 	Platform *Platform
-	Line     int
+	// Verify names the image policy of this image (see Definition.Verify).
+	Verify string
+	Line   int
 }
 
 // ChartDef is a Helm chart source: a chart folder or .tgz (Path), or an OCI
@@ -222,6 +233,13 @@ func ParseDefinition(file string, data []byte) (*Definition, error) {
 		},
 		"platforms": func(n *yaml.Node, f string) error { return p.platforms(n, f, &def.Platforms) },
 		"sbom":      func(n *yaml.Node, f string) error { return p.sbom(n, f, &def.SBOM) },
+		"imagePolicies": func(n *yaml.Node, f string) error {
+			return p.imagePolicies(n, f, &def.ImagePolicies)
+		},
+		"verify": func(n *yaml.Node, f string) error {
+			def.verifyLine = n.Line
+			return p.str(n, f, &def.Verify)
+		},
 		"components": func(n *yaml.Node, f string) error {
 			return p.seq(n, f, func(item *yaml.Node, f string) error {
 				c, err := p.component(item, f)
@@ -257,6 +275,9 @@ func ParseDefinition(file string, data []byte) (*Definition, error) {
 			return nil, p.errf(line, fmt.Sprintf("components[%d].name", i), "duplicate component name %q (also components[%d])", c.Name, prev)
 		}
 		names[c.Name] = i
+	}
+	if err := p.checkVerifyNames(def); err != nil {
+		return nil, err
 	}
 	return def, nil
 }

@@ -71,6 +71,7 @@ func (p *defParser) component(n *yaml.Node, field string) (ComponentDef, error) 
 		"description": func(v *yaml.Node, f string) error { return p.str(v, f, &c.Description) },
 		"required":    func(v *yaml.Node, f string) error { return p.boolean(v, f, &c.Required) },
 		"findImages":  func(v *yaml.Node, f string) error { return p.boolean(v, f, &c.FindImages) },
+		"verify":      func(v *yaml.Node, f string) error { return p.str(v, f, &c.Verify) },
 		"images": func(v *yaml.Node, f string) error {
 			return p.seq(v, f, func(item *yaml.Node, f string) error {
 				img, err := p.image(item, f)
@@ -145,6 +146,7 @@ func (p *defParser) image(n *yaml.Node, field string) (ImageDef, error) {
 			"ref":    func(v *yaml.Node, f string) error { return p.str(v, f, &ref) },
 			"layout": func(v *yaml.Node, f string) error { return p.path(v, f, &img.Layout) },
 			"tag":    func(v *yaml.Node, f string) error { return p.str(v, f, &img.Tag) },
+			"verify": func(v *yaml.Node, f string) error { return p.str(v, f, &img.Verify) },
 			"platform": func(v *yaml.Node, f string) error {
 				var s string
 				if err := p.str(v, f, &s); err != nil {

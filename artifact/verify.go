@@ -2,9 +2,12 @@ package artifact
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 
+	"github.com/ferrypkg/ferry/artifact/imagesig"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"oras.land/oras-go/v2"
 )
 
@@ -13,6 +16,10 @@ type VerifyOptions struct {
 	// Keys are the public keys a signature may be made with; at least one
 	// is required.
 	Keys []Verifier
+	// Images also checks every image that names a verification policy
+	// against it, offline, from the evidence the package carries (as
+	// create did).
+	Images bool
 	// Progress, if set, receives progress reports.
 	Progress ProgressFunc
 }
@@ -23,6 +30,20 @@ type VerifyResult struct {
 	Report *Report `json:"package"`
 	// Signatures are the valid signatures over the root, by key.
 	Signatures []VerifiedSignature `json:"signatures"`
+	// Images are the images checked against their policies (with
+	// VerifyOptions.Images).
+	Images []VerifiedImage `json:"images,omitempty"`
+}
+
+// VerifiedImage is an image that satisfied its verification policy.
+type VerifiedImage struct {
+	Component string `json:"component"`
+	Ref       string `json:"ref"`
+	Digest    string `json:"digest"`
+	Policy    string `json:"policy"`
+	// Result says whose signatures and which attestations verified (no
+	// signers: the policy does not require one and the image has none).
+	Result *imagesig.Result `json:"result"`
 }
 
 // Verify checks the package that ref names in src fail-closed: at least
@@ -58,7 +79,51 @@ func Verify(ctx context.Context, src oras.ReadOnlyTarget, ref string, opts Verif
 			return nil, fmt.Errorf("verify %s: %w", g.name, err)
 		}
 	}
-	return &VerifyResult{Report: g.report(), Signatures: valid}, nil
+	res := &VerifyResult{Report: g.report(), Signatures: valid}
+	if opts.Images {
+		if res.Images, err = g.verifyImages(ctx); err != nil {
+			return nil, fmt.Errorf("verify %s: %w", g.name, err)
+		}
+	}
+	return res, nil
+}
+
+// verifyImages checks each image of the package that names a policy.
+func (g *pkgGraph) verifyImages(ctx context.Context) ([]VerifiedImage, error) {
+	data, err := fetchSmall(ctx, g.src, g.root)
+	if err != nil {
+		return nil, err
+	}
+	var root ocispec.Index
+	if err := json.Unmarshal(data, &root); err != nil {
+		return nil, fmt.Errorf("%w: root index: %w", ErrCorrupt, err)
+	}
+	var out []VerifiedImage
+	for _, c := range g.config.Components {
+		for _, img := range c.Images {
+			pol, err := ImagePolicy(g.config, img)
+			if err != nil || pol == nil {
+				if err != nil {
+					return nil, err
+				}
+				continue
+			}
+			var entries []ocispec.Descriptor
+			for _, e := range root.Manifests {
+				a := e.Annotations
+				if a[AnnotationComponent] == c.Name && a[AnnotationImageRef] == img.Ref &&
+					(a[AnnotationKind] == KindImageSignature || a[AnnotationKind] == KindImage && e.Digest == img.Digest) {
+					entries = append(entries, e)
+				}
+			}
+			r, err := VerifyImage(ctx, g.src, pol, img, entries)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, VerifiedImage{Component: c.Name, Ref: img.Ref, Digest: img.Digest.String(), Policy: pol.Name, Result: r})
+		}
+	}
+	return out, nil
 }
 
 // report describes a planned package: its manifests verified, its other

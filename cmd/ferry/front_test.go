@@ -18,7 +18,7 @@ func TestFrontLinksNoHeavyLibrary(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, dep := range strings.Fields(string(out)) {
-		for _, heavy := range []string{"github.com/sigstore/cosign/", "helm.sh/", "k8s.io/", "github.com/distribution/distribution/", "github.com/aws/aws-sdk-go", "github.com/sigstore/rekor/", "github.com/google/go-containerregistry/pkg/v1"} {
+		for _, heavy := range []string{"github.com/sigstore/cosign/", "helm.sh/", "k8s.io/", "github.com/distribution/distribution/", "github.com/aws/aws-sdk-go", "github.com/sigstore/rekor/", "github.com/sigstore/sigstore-go/", "github.com/google/go-containerregistry/pkg/v1"} {
 			if strings.HasPrefix(dep, heavy) {
 				t.Errorf("the front binary links %s", dep)
 			}
@@ -63,6 +63,11 @@ func TestFrontHandsOff(t *testing.T) {
 	stdout, stderr, code = run("package", "create", ".")
 	if code != 1 || stdout != "" || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, "ferry-full") {
 		t.Fatalf("create without ferry-full: exit %d, stdout %q, stderr %q; want one line naming ferry-full", code, stdout, stderr)
+	}
+	// verify is the front's own, but not with --images (sigstore-go).
+	stdout, stderr, code = run("package", "verify", "x.tar.zst", "--key", "k.pub", "--images")
+	if code != 1 || stdout != "" || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, "ferry-full") {
+		t.Fatalf("verify --images without ferry-full: exit %d, stdout %q, stderr %q; want one line naming ferry-full", code, stdout, stderr)
 	}
 }
 

@@ -6,6 +6,9 @@ package main
 import (
 	"github.com/spf13/cobra"
 
+	// The engine of image signature checks (create, package verify
+	// --images, the agent's admission): sigstore-go, kept out of the front.
+	_ "github.com/ferrypkg/ferry/artifact/imagesig/sigstore"
 	"github.com/ferrypkg/ferry/cmd/ferry/internal/cli"
 )
 

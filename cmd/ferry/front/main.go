@@ -38,7 +38,7 @@ func main() { cli.Run(cli.Hooks{HandOff: handOff, FullVersion: fullVersion}) }
 // commands (a runnable leaf of its tree). It returns only when the full
 // binary cannot be run.
 func handOff(root *cobra.Command, args []string) error {
-	if cmd, _, err := root.Find(args); err == nil && cmd != root && cmd.Runnable() && !cmd.HasSubCommands() {
+	if cmd, _, err := root.Find(args); err == nil && cmd != root && cmd.Runnable() && !cmd.HasSubCommands() && !needsFull(args) {
 		return nil
 	}
 	full, err := findFull()
@@ -47,6 +47,20 @@ func handOff(root *cobra.Command, args []string) error {
 	}
 	env := append(os.Environ(), cli.EnvFrontBuild+"="+cli.CurrentVersion().Identity())
 	return syscall.Exec(full, append([]string{full}, args...), env)
+}
+
+// needsFull reports flags only the full binary serves: verify --images
+// checks images' signatures with sigstore-go, which this binary leaves out.
+func needsFull(args []string) bool {
+	for _, a := range args {
+		if a == "--" {
+			break
+		}
+		if a == "--images" || strings.HasPrefix(a, "--images=") && a != "--images=false" {
+			return true
+		}
+	}
+	return false
 }
 
 // fullVersion asks the full binary beside this one for its version.

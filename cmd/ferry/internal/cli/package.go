@@ -62,7 +62,7 @@ and print nothing unless both hold.`,
 				archiveSize = fi.Size()
 			}
 			if len(keys) > 0 {
-				res, err := verifyPackage(cmd, args[0], keys, remote)
+				res, err := verifyPackage(cmd, args[0], keys, remote, false)
 				if err != nil {
 					return err
 				}

@@ -57,7 +57,7 @@ first. With --key, the package's signature is verified too.`,
 				return fmt.Errorf("--platform and --output-dir need an IMAGE")
 			}
 			if len(keys) > 0 {
-				if _, err := verifyPackage(cmd, args[0], keys, remote); err != nil {
+				if _, err := verifyPackage(cmd, args[0], keys, remote, false); err != nil {
 					return err
 				}
 			}

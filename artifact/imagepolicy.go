@@ -1,0 +1,292 @@
+package artifact
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/opencontainers/go-digest"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+	"oras.land/oras-go/v2/content"
+
+	"github.com/ferrypkg/ferry/artifact/imagesig"
+)
+
+// Bounds of the files an image policy names.
+const (
+	// MaxTrustedRootSize bounds a Sigstore trusted_root.json (the public
+	// good instance's is about 10 KiB).
+	MaxTrustedRootSize = 1 << 20
+)
+
+// ErrImagePolicy means an image does not satisfy the verification policy
+// its package names for it; match it with errors.Is (the cause,
+// imagesig.ErrNoSignature or imagesig.ErrUnverified, too).
+var ErrImagePolicy = errors.New("image policy not satisfied")
+
+// imagePolicies reads the definition's policies that some image uses,
+// their key and trusted root files through the definition's folder, into
+// what ferry.json carries.
+func (b *builder) imagePolicies() ([]imagesig.Policy, error) {
+	used := map[string]bool{}
+	for _, c := range b.def.Components {
+		for _, img := range c.Images {
+			if name := b.def.imagePolicyName(c, img); name != "" {
+				used[name] = true
+			}
+		}
+		// Images findImages adds get the component's policy.
+		if c.FindImages {
+			if name := b.def.imagePolicyName(c, ImageDef{}); name != "" {
+				used[name] = true
+			}
+		}
+	}
+	var out []imagesig.Policy
+	for _, d := range b.def.ImagePolicies {
+		if !used[d.Name] {
+			continue
+		}
+		pol, err := b.imagePolicy(d)
+		if err != nil {
+			return nil, &DefinitionError{File: b.def.File, Line: d.Line, Field: "imagePolicies." + d.Name, Msg: err.Error(), Err: err}
+		}
+		out = append(out, pol)
+	}
+	return out, nil
+}
+
+func (b *builder) imagePolicy(d ImagePolicyDef) (imagesig.Policy, error) {
+	pol := imagesig.Policy{Name: d.Name, Required: d.Required, Attestations: d.Attestations}
+	for _, a := range d.Authorities {
+		auth := imagesig.Authority{Name: a.Name}
+		switch {
+		case a.Key != "":
+			data, err := b.folder.ReadFile(a.Key, MaxKeyFileSize)
+			if err != nil {
+				return pol, fmt.Errorf("key %s: %w", a.Key, err)
+			}
+			if _, err := ParsePublicKey(a.Key, data); err != nil {
+				return pol, err
+			}
+			auth.Key = &imagesig.KeyAuthority{PEM: string(data)}
+		default:
+			data, err := b.folder.ReadFile(a.TrustedRoot, MaxTrustedRootSize)
+			if err != nil {
+				return pol, fmt.Errorf("trusted root %s: %w", a.TrustedRoot, err)
+			}
+			var compact bytes.Buffer
+			if err := json.Compact(&compact, data); err != nil {
+				return pol, fmt.Errorf("trusted root %s: %w", a.TrustedRoot, err)
+			}
+			auth.Keyless = &imagesig.KeylessAuthority{Identities: a.Identities, TrustedRoot: compact.Bytes()}
+		}
+		pol.Authorities = append(pol.Authorities, auth)
+	}
+	if err := pol.Validate(); err != nil {
+		return pol, err
+	}
+	return pol, nil
+}
+
+// checkImagePolicy checks the image create added (rec, stored as stored,
+// with its image-signature entries evidence) against the policy the
+// definition names for it, if any, and records the policy's name.
+func (b *builder) checkImagePolicy(ctx context.Context, c ComponentDef, img ImageDef, rec *Image, stored ocispec.Descriptor, evidence []ocispec.Descriptor) error {
+	name := b.def.imagePolicyName(c, img)
+	if name == "" {
+		return nil
+	}
+	pol := findPolicy(b.policies, name)
+	if pol == nil {
+		return fmt.Errorf("policy %q is not defined", name)
+	}
+	rec.Policy = name
+	entries := append([]ocispec.Descriptor{stored}, evidence...)
+	_, err := VerifyImage(ctx, builderFetcher{b}, pol, *rec, entries)
+	return err
+}
+
+// findPolicy returns the policy named name of policies.
+func findPolicy(policies []imagesig.Policy, name string) *imagesig.Policy {
+	for i := range policies {
+		if policies[i].Name == name {
+			return &policies[i]
+		}
+	}
+	return nil
+}
+
+// ImagePolicy returns the policy cfg names for img, or nil when none
+// applies. A name cfg does not define is ErrCorrupt.
+func ImagePolicy(cfg *Config, img Image) (*imagesig.Policy, error) {
+	if img.Policy == "" {
+		return nil, nil
+	}
+	pol := findPolicy(cfg.ImagePolicies, img.Policy)
+	if pol == nil {
+		return nil, fmt.Errorf("%w: image %s names policy %q, which ferry.json does not carry", ErrCorrupt, img.Ref, img.Policy)
+	}
+	return pol, nil
+}
+
+// VerifyImage checks that img satisfies pol, offline: a signature (and
+// the attestations pol names) over the image as stored, over the digest
+// the publisher's index had when the package keeps only some of its
+// platforms (the original index, carried, must list every platform
+// manifest kept), or over every platform manifest kept. evidence are the
+// image's signature, attestation and bundle manifests; fetch holds them
+// and the image's manifests. The error wraps ErrImagePolicy and names the
+// image, the policy and the cause in one line.
+func VerifyImage(ctx context.Context, fetch content.Fetcher, pol *imagesig.Policy, img Image, entries []ocispec.Descriptor) (*imagesig.Result, error) {
+	var evidence []ocispec.Descriptor
+	for _, e := range entries {
+		if e.Annotations[AnnotationKind] == KindImageSignature {
+			evidence = append(evidence, e)
+		}
+	}
+	fail := func(err error) (*imagesig.Result, error) {
+		return nil, fmt.Errorf("%w: image %s does not satisfy policy %q: %w", ErrImagePolicy, img.Ref, pol.Name, err)
+	}
+	signed := map[digest.Digest]bool{}
+	for _, s := range img.Signatures {
+		signed[s.Subject] = true
+	}
+	if len(signed) == 0 {
+		if pol.Required {
+			return fail(fmt.Errorf("%w: the package carries none (required)", imagesig.ErrNoSignature))
+		}
+		return &imagesig.Result{Subject: img.Digest}, nil
+	}
+	var firstErr error
+	try := func(subject digest.Digest) *imagesig.Result {
+		if !signed[subject] {
+			return nil
+		}
+		r, err := pol.Verify(ctx, fetch, subject, evidence)
+		if err != nil {
+			if firstErr == nil {
+				firstErr = err
+			}
+			return nil
+		}
+		if len(r.Signers) == 0 {
+			return nil
+		}
+		return r
+	}
+	// The image as stored, signed.
+	if r := try(img.Digest); r != nil {
+		return r, nil
+	}
+	platforms, err := platformManifests(ctx, fetch, img, entries)
+	if err != nil {
+		return fail(err)
+	}
+	// The publisher's index, signed, of which the package keeps some
+	// platforms.
+	if img.OriginalDigest != "" && img.OriginalDigest != img.Digest && signed[img.OriginalDigest] {
+		if err := keptFrom(ctx, fetch, img, platforms, entries); err != nil {
+			if firstErr == nil {
+				firstErr = err
+			}
+		} else if r := try(img.OriginalDigest); r != nil {
+			return r, nil
+		}
+	}
+	// Every platform manifest kept, each signed.
+	if len(platforms) > 0 && !slices.Contains(platforms, img.Digest) {
+		var all *imagesig.Result
+		for _, d := range platforms {
+			r := try(d)
+			if r == nil {
+				all = nil
+				break
+			}
+			if all == nil {
+				all = &imagesig.Result{Subject: img.Digest}
+			}
+			all.Signers = appendNew(all.Signers, r.Signers...)
+			all.Attestations = appendNew(all.Attestations, r.Attestations...)
+		}
+		if all != nil {
+			return all, nil
+		}
+	}
+	switch {
+	case firstErr != nil:
+		return fail(firstErr)
+	case pol.Required:
+		return fail(fmt.Errorf("%w over %s, its original digest or each of its platform manifests", imagesig.ErrNoSignature, img.Digest))
+	}
+	return &imagesig.Result{Subject: img.Digest}, nil
+}
+
+// platformManifests returns the platform manifests of img as stored: its
+// index's, or its one manifest.
+func platformManifests(ctx context.Context, fetch content.Fetcher, img Image, entries []ocispec.Descriptor) ([]digest.Digest, error) {
+	if !isIndex(img.MediaType) {
+		return []digest.Digest{img.Digest}, nil
+	}
+	data, err := fetchEntry(ctx, fetch, img.Digest, entries)
+	if err != nil {
+		return nil, fmt.Errorf("index %s: %w", img.Digest, err)
+	}
+	kids, err := children(img.MediaType, data)
+	if err != nil {
+		return nil, fmt.Errorf("index %s: %w", img.Digest, err)
+	}
+	var out []digest.Digest
+	for _, k := range kids {
+		out = append(out, k.Digest)
+	}
+	return out, nil
+}
+
+// keptFrom checks that the original index of img, carried as evidence,
+// lists every platform manifest the package keeps.
+func keptFrom(ctx context.Context, fetch content.Fetcher, img Image, platforms []digest.Digest, entries []ocispec.Descriptor) error {
+	data, err := fetchEntry(ctx, fetch, img.OriginalDigest, entries)
+	if err != nil {
+		return fmt.Errorf("the signed index %s is not carried: %w", img.OriginalDigest, err)
+	}
+	var idx ocispec.Index
+	if err := json.Unmarshal(data, &idx); err != nil {
+		return fmt.Errorf("the signed index %s: %w", img.OriginalDigest, err)
+	}
+	listed := map[digest.Digest]bool{}
+	for _, m := range idx.Manifests {
+		listed[m.Digest] = true
+	}
+	for _, d := range platforms {
+		if !listed[d] {
+			return fmt.Errorf("the signed index %s does not list the platform manifest %s the package keeps", img.OriginalDigest, d)
+		}
+	}
+	return nil
+}
+
+// fetchEntry fetches the manifest-sized blob d that one of entries
+// describes.
+func fetchEntry(ctx context.Context, fetch content.Fetcher, d digest.Digest, entries []ocispec.Descriptor) ([]byte, error) {
+	for _, e := range entries {
+		if e.Digest == d {
+			return fetchSmall(ctx, fetch, ocispec.Descriptor{MediaType: e.MediaType, Digest: e.Digest, Size: e.Size})
+		}
+	}
+	return nil, fmt.Errorf("%s: %w", d, errNotListed)
+}
+
+var errNotListed = errors.New("not listed in the package root")
+
+func appendNew(dst []string, vals ...string) []string {
+	for _, v := range vals {
+		if !slices.Contains(dst, v) {
+			dst = append(dst, v)
+		}
+	}
+	return dst
+}
