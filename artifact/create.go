@@ -337,7 +337,7 @@ func (b *builder) build(ctx context.Context) (*plan, error) {
 				return nil, &DefinitionError{File: def.File, Line: img.Line, Field: field, Msg: err.Error(), Err: err}
 			}
 			rec.SBOMs = sbomRecs
-			if err := b.checkImagePolicy(ctx, cd, img, &rec, stored, nil); err != nil {
+			if err := b.checkImagePolicy(ctx, cd, img, &rec, stored, sigs); err != nil {
 				return nil, &DefinitionError{File: def.File, Line: img.Line, Field: field, Msg: err.Error(), Err: err}
 			}
 			comp.Images = append(comp.Images, rec)

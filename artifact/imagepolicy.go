@@ -144,7 +144,7 @@ func ImagePolicy(cfg *Config, img Image) (*imagesig.Policy, error) {
 func VerifyImage(ctx context.Context, fetch content.Fetcher, pol *imagesig.Policy, img Image, entries []ocispec.Descriptor) (*imagesig.Result, error) {
 	var evidence []ocispec.Descriptor
 	for _, e := range entries {
-		if e.Annotations[AnnotationKind] == KindImageSignature {
+		if e.Annotations[AnnotationKind] == KindImageSignature && e.Annotations[AnnotationSignedIndex] == "" {
 			evidence = append(evidence, e)
 		}
 	}
@@ -246,12 +246,12 @@ func platformManifests(ctx context.Context, fetch content.Fetcher, img Image, en
 	return out, nil
 }
 
-// keptFrom checks that the original index of img, carried as evidence,
-// lists every platform manifest the package keeps.
+// keptFrom checks that the original index of img, carried by a
+// signed-index entry, lists every platform manifest the package keeps.
 func keptFrom(ctx context.Context, fetch content.Fetcher, img Image, platforms []digest.Digest, entries []ocispec.Descriptor) error {
-	data, err := fetchEntry(ctx, fetch, img.OriginalDigest, entries)
+	data, err := signedIndexData(ctx, fetch, img.OriginalDigest, entries)
 	if err != nil {
-		return fmt.Errorf("the signed index %s is not carried: %w", img.OriginalDigest, err)
+		return fmt.Errorf("the signed index %s: %w", img.OriginalDigest, err)
 	}
 	var idx ocispec.Index
 	if err := json.Unmarshal(data, &idx); err != nil {
@@ -267,6 +267,29 @@ func keptFrom(ctx context.Context, fetch content.Fetcher, img Image, platforms [
 		}
 	}
 	return nil
+}
+
+// signedIndexData returns the original index orig, the one layer of the
+// signed-index carrier among entries.
+func signedIndexData(ctx context.Context, fetch content.Fetcher, orig digest.Digest, entries []ocispec.Descriptor) ([]byte, error) {
+	for _, e := range entries {
+		if e.Annotations[AnnotationSignedIndex] != orig.String() {
+			continue
+		}
+		data, err := fetchSmall(ctx, fetch, e)
+		if err != nil {
+			return nil, err
+		}
+		var m ocispec.Manifest
+		if err := json.Unmarshal(data, &m); err != nil {
+			return nil, fmt.Errorf("%w: its carrier %s: %w", ErrCorrupt, e.Digest, err)
+		}
+		if len(m.Layers) != 1 || m.Layers[0].Digest != orig {
+			return nil, fmt.Errorf("%w: its carrier %s does not hold it", ErrCorrupt, e.Digest)
+		}
+		return fetchSmall(ctx, fetch, m.Layers[0])
+	}
+	return nil, errors.New("not carried")
 }
 
 // fetchEntry fetches the manifest-sized blob d that one of entries
