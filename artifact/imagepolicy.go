@@ -142,15 +142,25 @@ func ImagePolicy(cfg *Config, img Image) (*imagesig.Policy, error) {
 // and the image's manifests. The error wraps ErrImagePolicy and names the
 // image, the policy and the cause in one line.
 func VerifyImage(ctx context.Context, fetch content.Fetcher, pol *imagesig.Policy, img Image, entries []ocispec.Descriptor) (*imagesig.Result, error) {
+	r, err := CheckImage(ctx, fetch, pol, img, entries)
+	if err != nil {
+		return nil, fmt.Errorf("%w: image %s does not satisfy policy %q: %w", ErrImagePolicy, img.Ref, pol.Name, err)
+	}
+	return r, nil
+}
+
+// CheckImage is VerifyImage's decision, its error the bare cause: one
+// wrapping imagesig.ErrNoSignature or ErrUnverified is a verdict, any
+// other kept the policy from being checked (evidence unreadable). The
+// agent's admission calls it with the in-cluster registry as fetch.
+func CheckImage(ctx context.Context, fetch content.Fetcher, pol *imagesig.Policy, img Image, entries []ocispec.Descriptor) (*imagesig.Result, error) {
 	var evidence []ocispec.Descriptor
 	for _, e := range entries {
 		if e.Annotations[AnnotationKind] == KindImageSignature && e.Annotations[AnnotationSignedIndex] == "" {
 			evidence = append(evidence, e)
 		}
 	}
-	fail := func(err error) (*imagesig.Result, error) {
-		return nil, fmt.Errorf("%w: image %s does not satisfy policy %q: %w", ErrImagePolicy, img.Ref, pol.Name, err)
-	}
+	fail := func(err error) (*imagesig.Result, error) { return nil, err }
 	signed := map[digest.Digest]bool{}
 	for _, s := range img.Signatures {
 		signed[s.Subject] = true
@@ -228,14 +238,20 @@ func VerifyImage(ctx context.Context, fetch content.Fetcher, pol *imagesig.Polic
 // platformManifests returns the platform manifests of img as stored: its
 // index's, or its one manifest.
 func platformManifests(ctx context.Context, fetch content.Fetcher, img Image, entries []ocispec.Descriptor) ([]digest.Digest, error) {
-	if !isIndex(img.MediaType) {
+	mediaType := img.MediaType
+	for _, e := range entries {
+		if e.Digest == img.Digest && e.MediaType != "" {
+			mediaType = e.MediaType // as the package or the registry holds it
+		}
+	}
+	if !isIndex(mediaType) {
 		return []digest.Digest{img.Digest}, nil
 	}
 	data, err := fetchEntry(ctx, fetch, img.Digest, entries)
 	if err != nil {
 		return nil, fmt.Errorf("index %s: %w", img.Digest, err)
 	}
-	kids, err := children(img.MediaType, data)
+	kids, err := children(mediaType, data)
 	if err != nil {
 		return nil, fmt.Errorf("index %s: %w", img.Digest, err)
 	}

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -15,7 +14,9 @@ import (
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"oras.land/oras-go/v2/content"
+	"oras.land/oras-go/v2/registry"
 
+	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/artifact/imagesig"
 )
 
@@ -32,10 +33,11 @@ const (
 )
 
 // Repository is what Verifier reads an image's evidence from: a
-// repository of the in-cluster registry (an oras-go remote.Repository).
+// repository of the in-cluster registry (an oras-go remote.Repository;
+// Predecessors lists referrers).
 type Repository interface {
 	content.Resolver
-	content.Fetcher
+	content.ReadOnlyGraphStorage
 }
 
 // Verifier checks Pods' images against the signature policies their
@@ -103,12 +105,11 @@ func oneLine(err error) string {
 
 // Verify checks c: the Result of the subject that satisfied the policy
 // when the image may run, else a *PolicyError; cached says the decision
-// was kept from an earlier check. Every subject the package recorded
-// evidence for (the stored digest, the original one, a platform manifest)
-// is given to Policy.Verify with all the evidence; a required policy is
-// satisfied by any one, an optional one by none failing. Without recorded
-// evidence, the stored digest is the subject (ErrNoSignature when
-// required).
+// was kept from an earlier check. The decision is artifact.CheckImage's,
+// as at create and in `package verify --images`: a signature over the
+// image as stored, over the publisher's index the package kept some
+// platforms of (its signed-index carrier, a referrer of the image, listing
+// each), or over every platform manifest kept.
 //
 // Concurrent checks of the same image and policy (the Pods of one
 // ReplicaSet) share one reading of the registry.
@@ -192,8 +193,15 @@ func (v *Verifier) decide(ctx context.Context, c Check) (*verdict, error) {
 	if err != nil {
 		return nil, notChecked(OpRegistry, err)
 	}
-	evidence := make([]ocispec.Descriptor, 0, len(c.Entry.Signatures))
-	var subjects []digest.Digest
+	// The package root's entries of the image, as the registry holds
+	// them: the image, its evidence, and the signed-index carrier of an
+	// index the package keeps only some platforms of.
+	stored, err := repo.Resolve(ctx, c.Entry.Digest.String())
+	if err != nil {
+		return nil, notChecked(OpRegistry, fmt.Errorf("image %s: %w", c.Entry.Digest, err))
+	}
+	stored.Annotations = map[string]string{artifact.AnnotationKind: artifact.KindImage}
+	entries := []ocispec.Descriptor{stored}
 	for _, s := range c.Entry.Signatures {
 		desc, err := repo.Resolve(ctx, s.Digest.String())
 		if err != nil {
@@ -205,43 +213,38 @@ func (v *Verifier) decide(ctx context.Context, c Check) (*verdict, error) {
 		if s.ArtifactType != "" {
 			desc.ArtifactType = s.ArtifactType
 		}
-		evidence = append(evidence, desc)
-		if !slices.Contains(subjects, s.Subject) {
-			subjects = append(subjects, s.Subject)
+		desc.Annotations = map[string]string{artifact.AnnotationKind: artifact.KindImageSignature}
+		entries = append(entries, desc)
+	}
+	if orig := c.Entry.OriginalDigest; orig != "" && orig != c.Entry.Digest && signs(c.Entry, orig) {
+		carriers, err := registry.Referrers(ctx, repo, stored, artifact.ArtifactTypeSignedIndex)
+		if err != nil {
+			return nil, notChecked(OpRegistry, fmt.Errorf("the signed index %s: %w", orig, err))
+		}
+		for _, d := range carriers {
+			d.Annotations = map[string]string{artifact.AnnotationKind: artifact.KindImageSignature, artifact.AnnotationSignedIndex: orig.String()}
+			entries = append(entries, d)
 		}
 	}
-	if len(subjects) == 0 {
-		subjects = []digest.Digest{c.Entry.Digest}
-	}
-	var (
-		ok    *imagesig.Result
-		first error
-	)
-	for _, subject := range subjects {
-		res, err := c.Policy.Verify(ctx, repo, subject, evidence)
-		switch {
-		case err == nil:
-			if ok == nil {
-				ok = res
-			}
-		case !errors.Is(err, imagesig.ErrNoSignature) && !errors.Is(err, imagesig.ErrUnverified):
-			// No verdict: the evidence could not be read, or time ran out.
-			return nil, notChecked(OpVerify, err)
-		case first == nil || errors.Is(first, imagesig.ErrNoSignature):
-			first = err // an ErrUnverified says more than an ErrNoSignature
-		}
-	}
-	vd := &verdict{at: time.Now()}
+	res, err := artifact.CheckImage(ctx, repo, c.Policy, c.Entry, entries)
 	switch {
-	case c.Policy.Required && ok != nil, !c.Policy.Required && first == nil:
-		if ok == nil {
-			ok = &imagesig.Result{Subject: subjects[0]}
-		}
-		vd.res = ok
-	default:
-		vd.err = &PolicyError{Image: c.Name(), Policy: c.Policy.Name, Err: first}
+	case err == nil:
+		return &verdict{at: time.Now(), res: res}, nil
+	case errors.Is(err, imagesig.ErrNoSignature), errors.Is(err, imagesig.ErrUnverified):
+		return &verdict{at: time.Now(), err: &PolicyError{Image: c.Name(), Policy: c.Policy.Name, Err: err}}, nil
 	}
-	return vd, nil
+	// No verdict: the evidence could not be read, or time ran out.
+	return nil, notChecked(OpVerify, err)
+}
+
+// signs reports whether img's package recorded evidence over subject.
+func signs(img artifact.Image, subject digest.Digest) bool {
+	for _, s := range img.Signatures {
+		if s.Subject == subject {
+			return true
+		}
+	}
+	return false
 }
 
 // verdictKey identifies what a decision depends on: the image's digest,

@@ -20,6 +20,8 @@ import (
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	corev1 "k8s.io/api/core/v1"
+	"oras.land/oras-go/v2"
+	"oras.land/oras-go/v2/content"
 	"oras.land/oras-go/v2/registry/remote/auth"
 
 	"github.com/ferrypkg/ferry/artifact"
@@ -128,6 +130,20 @@ func (r *signedRegistry) pushFiltered(t *testing.T, path string) (original, filt
 		t.Fatal(err)
 	}
 	if filtered, err = fixture.PushIndex(ctx, repo, ms[:1]); err != nil {
+		t.Fatal(err)
+	}
+	// The signed-index carrier deploy copies: a referrer of the stored
+	// index whose one layer is the original index.
+	origData, err := content.FetchAll(ctx, repo, original)
+	if err != nil {
+		t.Fatal(err)
+	}
+	layer := ocispec.Descriptor{MediaType: artifact.MediaTypeSignedIndex, Digest: original.Digest, Size: original.Size}
+	if err := repo.Push(ctx, layer, bytes.NewReader(origData)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := oras.PackManifest(ctx, repo, oras.PackManifestVersion1_1, artifact.ArtifactTypeSignedIndex,
+		oras.PackManifestOptions{Layers: []ocispec.Descriptor{layer}, Subject: &filtered}); err != nil {
 		t.Fatal(err)
 	}
 	return original, filtered
