@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/ferrypkg/ferry/artifact/imagesig"
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"oras.land/oras-go/v2"
@@ -20,6 +21,9 @@ type Report struct {
 	Root        digest.Digest `json:"root"`
 	Platforms   []string      `json:"platforms"`
 	Components  []Component   `json:"components"`
+	// ImagePolicies are the image verification policies ferry.json
+	// carries (images name them).
+	ImagePolicies []imagesig.Policy `json:"imagePolicies,omitempty"`
 	// TotalSize adds up every item as listed, shared blobs counted each time;
 	// StoredSize counts each distinct blob once, as the package stores it.
 	TotalSize  int64 `json:"totalSize"`
@@ -54,7 +58,7 @@ func Inspect(ctx context.Context, src oras.ReadOnlyTarget, ref string, progress 
 func newReport(cfg *Config, root ocispec.Descriptor, index []ocispec.Descriptor, blobs int, stored int64) *Report {
 	rep := &Report{
 		Name: cfg.Name, Version: cfg.Version, Description: cfg.Description, Created: cfg.Created,
-		Root: root.Digest, Platforms: cfg.Platforms, Components: cfg.Components,
+		Root: root.Digest, Platforms: cfg.Platforms, Components: cfg.Components, ImagePolicies: cfg.ImagePolicies,
 		StoredSize: stored, Blobs: blobs, Signatures: []digest.Digest{}, TotalSize: claimedSize(cfg),
 	}
 	for _, d := range signatureEntries(root.Digest, index) {

@@ -67,7 +67,7 @@ func TestImagePolicyStatus(t *testing.T) {
 	if pkg.Status.ImagePolicies != nil {
 		t.Fatalf("policies of a package without: %+v", pkg.Status.ImagePolicies)
 	}
-	if got := KeyFingerprint("not a key"); got != "(unreadable)" {
+	if got := imagesig.KeyFingerprint("not a key"); got != "(unreadable)" {
 		t.Fatalf("fingerprint of garbage: %s", got)
 	}
 }

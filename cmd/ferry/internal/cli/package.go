@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/artifact/imagesig"
 )
 
 // newPackageCmd groups the package verbs.
@@ -111,6 +112,9 @@ func printReport(cmd *cobra.Command, rep *artifact.Report, archiveSize int64) {
 		signed = "yes (cosign signature manifest " + rep.Signatures[0].String() + "; check it with package verify --key)"
 	}
 	fmt.Fprintf(tw, "Signed\t%s\n", signed)
+	for _, p := range rep.ImagePolicies {
+		fmt.Fprintf(tw, "Image policy\t%s\n", policyLine(p))
+	}
 	fmt.Fprintf(tw, "Content\t%s in images, charts, manifests, files and git repositories (a shared blob counted at each use)\n", HumanBytes(rep.TotalSize))
 	fmt.Fprintf(tw, "Blobs\t%s in %s, each stored once, metadata included, uncompressed\n", HumanBytes(rep.StoredSize), plural(rep.Blobs, "blob"))
 	if archiveSize >= 0 {
@@ -153,6 +157,9 @@ func printReport(cmd *cobra.Command, rep *artifact.Report, archiveSize int64) {
 				}
 				fmt.Fprintf(tw, "  \t  %s of %s\t%s\t%s\t%s\n", sg.Kind, sg.Subject, sg.Digest, how, HumanBytes(sg.Size))
 			}
+			if i.Policy != "" {
+				fmt.Fprintf(tw, "  \t  policy %s (checked at create; package verify --images checks it again)\n", i.Policy)
+			}
 		}
 		for _, h := range c.Charts {
 			fmt.Fprintf(tw, "  chart\t%s %s\t%s\t%s\t%s\n", h.Name, h.Version, h.Digest, h.Source, HumanBytes(h.Size))
@@ -189,4 +196,22 @@ func orUnknown(s string) string {
 		return "the far side"
 	}
 	return s
+}
+
+// policyLine describes an image policy in one line: its name, whether a
+// signature is required, whom it trusts and the attestations it wants.
+func policyLine(p imagesig.Policy) string {
+	req := "required"
+	if !p.Required {
+		req = "optional"
+	}
+	var trusts []string
+	for _, a := range p.Authorities {
+		trusts = append(trusts, a.Trusts()...)
+	}
+	line := fmt.Sprintf("%s (%s): %s", p.Name, req, strings.Join(trusts, ", "))
+	for _, a := range p.Attestations {
+		line += "; attestation " + a.PredicateType
+	}
+	return line
 }
