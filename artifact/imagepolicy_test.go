@@ -8,9 +8,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/artifact/imagesig"
+	"github.com/ferrypkg/ferry/artifact/imagesig/imagesigtest"
 	_ "github.com/ferrypkg/ferry/artifact/imagesig/sigstore" // the verification engine, as the full binary links it
 )
 
@@ -139,5 +141,68 @@ func TestImagePolicyAtCreate(t *testing.T) {
 	writeFile(t, filepath.Join(w.dir, "keys", "publisher.pub"), "not a key")
 	if _, err := w.tryCreate(t, filepath.Join(t.TempDir(), "x.tar.zst"), nil); err == nil || !strings.Contains(err.Error(), "keys/publisher.pub") {
 		t.Errorf("a damaged key file: %v", err)
+	}
+}
+
+// TestImagePolicyKeylessAtCreate: an image signed keyless-style (a leaf
+// certificate from a local CA in Fulcio's role, the signing time proven by
+// a local RFC 3161 timestamp authority) satisfies a keyless policy naming
+// that identity and a trusted_root.json, at create and again by verify
+// --images from the package alone (the archive is the only source); a
+// policy naming another subject is refused at create.
+func TestImagePolicyKeylessAtCreate(t *testing.T) {
+	ctx := context.Background()
+	cosign := imagesigtest.NewCosign(t)
+	host := imagesigtest.Registry(t)
+	dir := t.TempDir()
+	ca := imagesigtest.NewCA(t, "local fulcio")
+	tsa := imagesigtest.NewTSA(t)
+	const subject, issuer = "release@example.com", "https://issuer.example"
+	leaf := ca.Issue(t, t.TempDir(), "leaf", subject, issuer, 10*time.Minute)
+	img := imagesigtest.PushImage(t, host, "keyless/app", "1.0", []byte("keyless"))
+	cosign.Must("sign", "--key", leaf.KeyPath, "--certificate", leaf.CertPath, "--certificate-chain", leaf.ChainPath,
+		"--tlog-upload=false", "--allow-http-registry", "--timestamp-server-url", tsa.URL, imagesigtest.Ref(host, "keyless/app", img.Digest))
+	writeFile(t, filepath.Join(dir, "trusted_root.json"), string(imagesigtest.TrustedRoot(t, []*imagesigtest.CA{ca}, []*imagesigtest.TSA{tsa}, nil)))
+	def := func(wantSubject string) {
+		writeFile(t, filepath.Join(dir, artifact.DefinitionFileName), fmt.Sprintf(`apiVersion: ferry.dev/v1alpha1
+kind: Package
+metadata: {name: keyless, version: 1.0.0}
+imagePolicies:
+  - name: release
+    authorities:
+      - keyless:
+          trustedRoot: trusted_root.json
+          identities: [{issuer: %q, subject: %q}]
+verify: release
+components:
+  - name: app
+    images: [%s/keyless/app:1.0]
+`, issuer, wantSubject, host))
+	}
+	create := func(out string, sign artifact.Signer) error {
+		d, err := artifact.LoadDefinition(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = artifact.Create(ctx, d, artifact.CreateOptions{Output: out, SignKey: sign})
+		return err
+	}
+
+	def("someone@example.com")
+	if err := create(filepath.Join(t.TempDir(), "x.tar.zst"), nil); !errors.Is(err, imagesig.ErrUnverified) || !strings.Contains(err.Error(), `policy "release"`) {
+		t.Fatalf("another subject: %v", err)
+	}
+	def(subject)
+	pkgKey, pkgPub := keyPair(t, t.TempDir(), "package")
+	out := filepath.Join(t.TempDir(), "keyless.tar.zst")
+	if err := create(out, pkgKey); err != nil {
+		t.Fatalf("the signer's identity: %v", err)
+	}
+	vr, err := artifact.Verify(ctx, openPkg(t, out), "", artifact.VerifyOptions{Keys: artifact.Verifiers([]*artifact.PublicKey{pkgPub}), Images: true})
+	if err != nil {
+		t.Fatalf("verify --images offline: %v", err)
+	}
+	if len(vr.Images) != 1 || len(vr.Images[0].Result.Signers) != 1 || !strings.Contains(vr.Images[0].Result.Signers[0], subject) {
+		t.Fatalf("verify --images: %+v", vr.Images)
 	}
 }
