@@ -163,7 +163,7 @@ func Import(p *Package) (*Result, error) {
 	}
 	c.gaps = nil
 	if res.SBOMs, err = c.sboms(c.images); err != nil {
-		return nil, fmt.Errorf("%s: %w", SBOMTar, err)
+		return nil, err
 	}
 	res.Gaps = append(res.Gaps, c.gaps...)
 	return res, nil
