@@ -96,7 +96,7 @@ func (c *converter) sboms(images []string) ([]ImageSBOM, error) {
 		}
 		m, ok := manifests[ref]
 		if !ok {
-			c.gap(0, "", fmt.Sprintf("%s:%s: the SBOM of %s, whose manifest images/index.json does not name", SBOMTar, name, ref), "not carried: ferry adds an SBOM as a referrer of the manifest it describes")
+			c.sbomGap(name, "the SBOM of "+ref+", whose manifest images/index.json does not name", "not carried: ferry adds an SBOM as a referrer of the manifest it describes")
 			continue
 		}
 		out = append(out, ImageSBOM{Ref: ref, Manifest: m, Path: filepath.Join(dir, name)})
@@ -108,7 +108,7 @@ func (c *converter) sboms(images []string) ([]ImageSBOM, error) {
 			viewers = append(viewers, name)
 		case strings.HasPrefix(name, componentSBOMPrefix) && strings.HasSuffix(name, ".json"):
 			comp := strings.TrimSuffix(strings.TrimPrefix(name, componentSBOMPrefix), ".json")
-			c.gap(0, "", fmt.Sprintf("%s:%s: the SBOM Zarf made of component %s's files and data injections", SBOMTar, name, comp), "not carried: ferry's SBOMs describe images; ferry.json records each file's sha256")
+			c.sbomGap(name, "the SBOM Zarf made of component "+comp+"'s files and data injections", "not carried: ferry's SBOMs describe images; ferry.json records each file's sha256")
 		default:
 			rest = append(rest, name)
 		}
@@ -116,12 +116,18 @@ func (c *converter) sboms(images []string) ([]ImageSBOM, error) {
 	sort.Strings(viewers)
 	sort.Strings(rest)
 	if len(viewers) > 0 {
-		c.gap(0, "", fmt.Sprintf("%s: Zarf's HTML SBOM viewers (%s)", SBOMTar, strings.Join(viewers, ", ")), "not carried: the Syft documents they show are carried as referrers; `ferry package sbom` writes them out")
+		c.sbomGap("", "Zarf's HTML SBOM viewers ("+strings.Join(viewers, ", ")+")", "not carried: the Syft documents they show are carried as referrers; `ferry package sbom` writes them out")
 	}
 	for _, name := range rest {
-		c.gap(0, "", fmt.Sprintf("%s:%s: names no image of the package", SBOMTar, name), "not carried")
+		c.sbomGap(name, "a document that names no image of the package", "not carried")
 	}
 	return out, nil
+}
+
+// sbomGap reports what sboms.tar holds (entry name, if any) that is not
+// carried.
+func (c *converter) sbomGap(name, what, nearest string) {
+	c.gaps = append(c.gaps, Gap{File: filepath.Join(c.zdir, SBOMTar), Field: name, What: what, Nearest: nearest})
 }
 
 // layoutManifests maps the normalized references of the package's OCI
