@@ -38,10 +38,12 @@ const (
 	// ConfigFileName is the archive's leading entry, a copy of the config blob.
 	ConfigFileName = "ferry.json"
 
-	// ArtifactTypeSPDX and ArtifactTypeCycloneDX are the artifactTypes of
-	// SBOM referrer manifests and the media types of their one layer.
+	// ArtifactTypeSPDX, ArtifactTypeCycloneDX and ArtifactTypeSyft are the
+	// artifactTypes of SBOM referrer manifests and the media types of their
+	// one layer (Syft's own JSON is what Zarf packages carry).
 	ArtifactTypeSPDX      = "application/spdx+json"
 	ArtifactTypeCycloneDX = "application/vnd.cyclonedx+json"
+	ArtifactTypeSyft      = "application/vnd.syft+json"
 	// AnnotationPlatform is the platform (os/arch[/variant]) of the image
 	// manifest an SBOM entry of the root index describes.
 	AnnotationPlatform = "dev.ferry.platform"

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -26,13 +28,21 @@ import (
 // SBOMFormat is the document format of an SBOM.
 type SBOMFormat string
 
-// SBOM formats. SBOMFormatSPDX is the default.
+// SBOM formats. SBOMFormatSPDX is the default. SBOMFormatSyft (Syft's
+// own JSON, as Zarf packages carry it) is read and carried, never made:
+// ParseSBOMFormat, which names the formats create can make, refuses it,
+// and only an SBOMFormatGenerator gives documents of it.
 const (
 	SBOMFormatSPDX      SBOMFormat = "spdx-json"
 	SBOMFormatCycloneDX SBOMFormat = "cyclonedx-json"
+	SBOMFormatSyft      SBOMFormat = "syft-json"
 )
 
-// ParseSBOMFormat parses an SBOM format name; "" is SBOMFormatSPDX.
+// SBOMFormats are the formats a package may hold, in the order tools list them.
+var SBOMFormats = []SBOMFormat{SBOMFormatSPDX, SBOMFormatCycloneDX, SBOMFormatSyft}
+
+// ParseSBOMFormat parses the name of a format create makes
+// (SBOMFormatSPDX or SBOMFormatCycloneDX); "" is SBOMFormatSPDX.
 func ParseSBOMFormat(s string) (SBOMFormat, error) {
 	switch f := SBOMFormat(s); f {
 	case "":
@@ -46,16 +56,22 @@ func ParseSBOMFormat(s string) (SBOMFormat, error) {
 // ArtifactType is the media type of f's documents, which is also the
 // artifactType of the referrer manifest holding one.
 func (f SBOMFormat) ArtifactType() string {
-	if f == SBOMFormatCycloneDX {
+	switch f {
+	case SBOMFormatCycloneDX:
 		return ArtifactTypeCycloneDX
+	case SBOMFormatSyft:
+		return ArtifactTypeSyft
 	}
 	return ArtifactTypeSPDX
 }
 
 // FileName is the title given to the layer holding a document of format f.
 func (f SBOMFormat) FileName() string {
-	if f == SBOMFormatCycloneDX {
+	switch f {
+	case SBOMFormatCycloneDX:
 		return "sbom.cdx.json"
+	case SBOMFormatSyft:
+		return "sbom.syft.json"
 	}
 	return "sbom.spdx.json"
 }
@@ -67,6 +83,8 @@ func sbomFormatOf(t string) (SBOMFormat, bool) {
 		return SBOMFormatSPDX, true
 	case ArtifactTypeCycloneDX:
 		return SBOMFormatCycloneDX, true
+	case ArtifactTypeSyft:
+		return SBOMFormatSyft, true
 	}
 	return "", false
 }
@@ -95,6 +113,22 @@ type SBOMGenerator interface {
 	// descriptor). The same request must give the same bytes.
 	GenerateSBOM(ctx context.Context, src content.Fetcher, req SBOMRequest) ([]byte, error)
 }
+
+// SBOMFormatGenerator is an SBOMGenerator that may answer in a format
+// other than req.Format: one serving documents already made, such as the
+// Syft documents of a Zarf package. Create calls GenerateSBOMFormat
+// instead of GenerateSBOM and records the format it returns.
+type SBOMFormatGenerator interface {
+	SBOMGenerator
+	// GenerateSBOMFormat is GenerateSBOM, also returning the document's
+	// format.
+	GenerateSBOMFormat(ctx context.Context, src content.Fetcher, req SBOMRequest) ([]byte, SBOMFormat, error)
+}
+
+// ErrNoSBOM is returned by an SBOMGenerator that has no document for a
+// manifest (one serving documents already made): create records no SBOM
+// for that manifest and goes on.
+var ErrNoSBOM = errors.New("no SBOM for this manifest")
 
 // SBOM is an SBOM recorded in ferry.json: a referrer manifest (Digest) of
 // one platform manifest (Subject) of the image.
@@ -126,11 +160,25 @@ func (b *builder) sboms(ctx context.Context, component, ref string, kept []keptM
 	var entries []ocispec.Descriptor
 	var recs []SBOM
 	for _, k := range kept {
-		doc, err := b.opts.SBOM.GenerateSBOM(ctx, builderFetcher{b}, SBOMRequest{
-			Ref: ref, Manifest: k.desc, Platform: k.platform, Format: format, Created: b.plan.mtime,
-		})
-		if err != nil {
+		req := SBOMRequest{Ref: ref, Manifest: k.desc, Platform: k.platform, Format: format, Created: b.plan.mtime}
+		format := format
+		var doc []byte
+		var err error
+		if g, ok := b.opts.SBOM.(SBOMFormatGenerator); ok {
+			doc, format, err = g.GenerateSBOMFormat(ctx, builderFetcher{b}, req)
+			if err == nil && !slices.Contains(SBOMFormats, format) {
+				err = fmt.Errorf("unknown SBOM format %q", format)
+			}
+		} else {
+			doc, err = b.opts.SBOM.GenerateSBOM(ctx, builderFetcher{b}, req)
+		}
+		switch {
+		case errors.Is(err, ErrNoSBOM):
+			continue
+		case err != nil:
 			return nil, nil, fmt.Errorf("SBOM of %s (%s, %s): %w", ref, k.platform, k.desc.Digest, err)
+		case len(doc) > MaxSBOMSize:
+			return nil, nil, fmt.Errorf("SBOM of %s (%s, %s): %d bytes is more than %d", ref, k.platform, k.desc.Digest, len(doc), MaxSBOMSize)
 		}
 		layer := b.addData(format.ArtifactType(), doc)
 		layer.Annotations = map[string]string{ocispec.AnnotationTitle: format.FileName()}

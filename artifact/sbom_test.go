@@ -14,6 +14,7 @@ import (
 
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+	"oras.land/oras-go/v2/content"
 	"oras.land/oras-go/v2/content/oci"
 
 	"github.com/ferrypkg/ferry/artifact"
@@ -404,5 +405,61 @@ func TestSBOMOrasInterop(t *testing.T) {
 				t.Errorf("oras discover on the mirrored %s %s: %v, want %s", img.Ref, s.Platform, got, s.Digest)
 			}
 		}
+	}
+}
+
+// servedSBOMs is an SBOMFormatGenerator serving Syft documents already
+// made, by image reference; ErrNoSBOM for any other image.
+type servedSBOMs map[string][]byte
+
+func (s servedSBOMs) GenerateSBOM(ctx context.Context, src content.Fetcher, req artifact.SBOMRequest) ([]byte, error) {
+	doc, _, err := s.GenerateSBOMFormat(ctx, src, req)
+	return doc, err
+}
+
+func (s servedSBOMs) GenerateSBOMFormat(_ context.Context, _ content.Fetcher, req artifact.SBOMRequest) ([]byte, artifact.SBOMFormat, error) {
+	if doc, ok := s[req.Ref]; ok {
+		return doc, artifact.SBOMFormatSyft, nil
+	}
+	return nil, "", artifact.ErrNoSBOM
+}
+
+var _ artifact.SBOMFormatGenerator = servedSBOMs{}
+
+// TestCreateServedSBOMs: an SBOMFormatGenerator's documents are stored in
+// the format it names (Syft JSON: artifactType application/vnd.syft+json,
+// title sbom.syft.json), the package reads and inspects clean and
+// ReadSBOMs returns the same bytes; ErrNoSBOM leaves an image without
+// one; a document over MaxSBOMSize is refused.
+func TestCreateServedSBOMs(t *testing.T) {
+	ctx := context.Background()
+	doc := []byte(`{"artifacts":[{"name":"libferry1"}],"schema":{"version":"16.0.34"}}`)
+	out := filepath.Join(t.TempDir(), "p.tar")
+	res := createSBOMs(t, sbomWorld(t, ""), out, artifact.CreateOptions{SBOM: servedSBOMs{"example.com/org/one:1.0": doc}})
+	imgs := res.Config.Components[0].Images
+	if len(imgs[0].SBOMs) != 0 || len(imgs[1].SBOMs) != 1 || imgs[1].SBOMs[0].ArtifactType != artifact.ArtifactTypeSyft || imgs[1].SBOMs[0].Subject != imgs[1].Digest {
+		t.Fatalf("SBOMs %+v and %+v", imgs[0].SBOMs, imgs[1].SBOMs)
+	}
+	a := loadArchive(t, out)
+	m := a.manifest(t, imgs[1].SBOMs[0].Digest)
+	if m.ArtifactType != artifact.ArtifactTypeSyft || m.Layers[0].MediaType != artifact.ArtifactTypeSyft || m.Layers[0].Annotations[ocispec.AnnotationTitle] != "sbom.syft.json" {
+		t.Errorf("SBOM manifest %+v", m)
+	}
+	if _, err := artifact.Inspect(ctx, openPkg(t, out), "", nil); err != nil {
+		t.Fatal(err)
+	}
+	docs, err := artifact.ReadSBOMs(ctx, openPkg(t, out), "", "example.com/org/one:1.0", "")
+	if err != nil || len(docs) != 1 || !bytes.Equal(docs[0].Data, doc) || docs[0].Platform != "linux/amd64" {
+		t.Fatalf("ReadSBOMs: %v, %+v", err, docs)
+	}
+
+	def, err := artifact.LoadDefinition(sbomWorld(t, ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := make([]byte, artifact.MaxSBOMSize+1)
+	_, err = artifact.Create(ctx, def, artifact.CreateOptions{SBOM: servedSBOMs{"example.com/org/one:1.0": big}, Output: filepath.Join(t.TempDir(), "p.tar")})
+	if err == nil || !strings.Contains(err.Error(), "is more than 67108864") || strings.Contains(err.Error(), "\n") {
+		t.Errorf("an oversized document: %v", err)
 	}
 }

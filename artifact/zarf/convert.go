@@ -11,7 +11,6 @@ package zarf
 import (
 	"bytes"
 	"fmt"
-	"os"
 	"path/filepath"
 	"regexp"
 	"runtime"
@@ -87,6 +86,9 @@ type Result struct {
 	Files map[string][]byte
 	// Gaps, in the order of the zarf.yaml (then of the files it names).
 	Gaps []Gap
+	// SBOMs are the Syft documents Zarf made of a built package's images
+	// (Import only), for SBOMs to serve to artifact.Create.
+	SBOMs []ImageSBOM
 }
 
 // converter holds one conversion's state.
@@ -101,8 +103,9 @@ type converter struct {
 	files      map[string][]byte
 	// built: the zarf.yaml of a built package extracted in zdir (Import):
 	// sources are read from the package's layout, nothing is filtered.
-	built bool
-	comp  string
+	built  bool
+	comp   string
+	images []string // normalized, when built
 }
 
 func (c *converter) gap(line int, field, what, nearest string) {
@@ -140,8 +143,10 @@ func Convert(file string, data []byte, opts ConvertOptions) (*Result, error) {
 // (the OCI layout images/, by reference, so by the same digests), chart
 // archives, manifests (kustomizations as Zarf rendered them), files (with
 // the modes Zarf gave them) and git repositories. Flavors, architecture
-// and package templates were resolved when Zarf built it. What ferry does
-// not carry as Zarf deploys it is reported as Convert reports it.
+// and package templates were resolved when Zarf built it. Zarf's SBOMs of
+// its images (Syft JSON, in sboms.tar) are listed in Result.SBOMs, for
+// create to carry as referrers (see SBOMs). What ferry does not carry as
+// Zarf deploys it is reported as Convert reports it.
 func Import(p *Package) (*Result, error) {
 	file := filepath.Join(p.Dir, ZarfYAML)
 	c := &converter{file: file, zdir: p.Dir, odir: p.Dir, built: true, scanned: map[string]bool{}, files: map[string][]byte{}}
@@ -152,10 +157,16 @@ func Import(p *Package) (*Result, error) {
 	}
 	_ = yaml.Unmarshal(p.Definition, &probe)
 	c.arch = probe.Build.Architecture
-	if _, err := os.Stat(filepath.Join(p.Dir, SBOMTar)); err == nil {
-		c.gap(0, "", "Zarf's SBOMs (sboms.tar) are not carried over", "ferry makes its own SBOM of every image (import --sbom, as create does)")
+	res, err := c.run(p.Definition)
+	if err != nil {
+		return nil, err
 	}
-	return c.run(p.Definition)
+	c.gaps = nil
+	if res.SBOMs, err = c.sboms(c.images); err != nil {
+		return nil, err
+	}
+	res.Gaps = append(res.Gaps, c.gaps...)
+	return res, nil
 }
 
 func (c *converter) run(data []byte) (*Result, error) {
@@ -450,6 +461,8 @@ func (c *converter) component(n *yaml.Node, field string) (*ferryComp, error) {
 		}
 		if c.built {
 			comp.Images = append(comp.Images, ferryImage{Ref: item.Value, Layout: "images"})
+			ref, _ := artifact.NormalizeImageRef(item.Value)
+			c.images = append(c.images, ref)
 		} else {
 			comp.Images = append(comp.Images, item.Value)
 		}

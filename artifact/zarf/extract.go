@@ -41,7 +41,7 @@ var ErrIntegrity = errors.New("zarf package integrity")
 // Package is a built Zarf package extracted into Dir, its integrity
 // checked: checksums.txt against metadata.aggregateChecksum, every file
 // against checksums.txt, and nothing else present; its component tars are
-// extracted too (components/NAME/…).
+// extracted too (components/NAME/…), and sboms.tar into SBOMDir.
 type Package struct {
 	Dir string
 	// Definition is the package's zarf.yaml, as zarf package create wrote it.
@@ -108,6 +108,14 @@ func Extract(archive, dir string, key *artifact.PublicKey) (*Package, error) {
 		f.Close()
 		if err != nil {
 			return nil, fmt.Errorf("%s: components/%s: %w", archive, e.Name(), err)
+		}
+	}
+	// sboms.tar, into sboms/.
+	if f, err := root.Open(SBOMTar); err == nil {
+		err = untar(f, root, SBOMDir)
+		f.Close()
+		if err != nil {
+			return nil, fmt.Errorf("%s: %s: %w", archive, SBOMTar, err)
 		}
 	}
 	return p, nil

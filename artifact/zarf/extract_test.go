@@ -163,7 +163,7 @@ func TestExtractImport(t *testing.T) {
 		whats = append(whats, g.What)
 	}
 	joined := strings.Join(whats, "\n")
-	for _, want := range []string{"sboms.tar", "###ZARF_VAR_A###", "writes it to /usr/local/bin/tool"} {
+	for _, want := range []string{"a document that names no image", "###ZARF_VAR_A###", "writes it to /usr/local/bin/tool"} {
 		if !strings.Contains(joined, want) {
 			t.Errorf("gaps lack %q:\n%s", want, joined)
 		}

@@ -40,8 +40,13 @@ deploy checks them. Its zarf.yaml is converted as package convert converts
 a definition, with the package's own content as sources: the images of its
 OCI layout by reference (so by the same digests Zarf deploys), its chart
 archives, manifests (kustomizations as Zarf rendered them), files (with
-their modes) and git repositories. What ferry does not do as Zarf does is
-reported one gap a line, as package convert reports it.`,
+their modes) and git repositories. Zarf's SBOMs of its images (Syft JSON,
+from sboms.tar) are kept as referrers of the manifests they describe, as
+create adds its own; with --sbom, ferry makes the SBOM of every image Zarf
+made none of (Zarf's document wins where there is one). Zarf's HTML
+viewers and the SBOMs of components' files are not carried. What ferry
+does not do as Zarf does is reported one gap a line, as package convert
+reports it.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := output.Validate(); err != nil {
@@ -85,6 +90,11 @@ reported one gap a line, as package convert reports it.`,
 			if err != nil {
 				return err
 			}
+			// Zarf's documents are kept; --sbom fills the images it has none for.
+			if len(res.SBOMs) > 0 {
+				def.SBOM.Disabled = false
+				gen = zarf.SBOMs{Images: res.SBOMs, Next: gen}
+			}
 			epoch, err := artifact.SourceDateEpoch()
 			if err != nil {
 				return err
@@ -121,13 +131,31 @@ reported one gap a line, as package convert reports it.`,
 					fmt.Fprintln(cmd.OutOrStdout(), g.String())
 				}
 			}
+			// Zarf's SBOMs carried, and ferry's own made (--sbom).
+			zarfSBOMs, ferrySBOMs := 0, 0
+			for _, c := range created.Config.Components {
+				for _, i := range c.Images {
+					for _, s := range i.SBOMs {
+						if s.ArtifactType == artifact.ArtifactTypeSyft {
+							zarfSBOMs++
+						} else {
+							ferrySBOMs++
+						}
+					}
+				}
+			}
 			if output.JSON() {
 				return cli.WriteJSON(cmd.OutOrStdout(), map[string]any{
 					"source": args[0], "zarfSignature": signature, "path": created.Path, "root": created.Root.Digest,
 					"name": created.Config.Name, "version": created.Config.Version, "signed": signKey != "", "gaps": res.Gaps,
+					"zarfSBOMs": zarfSBOMs, "ferrySBOMs": ferrySBOMs,
 				})
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s: Zarf package %s\nimported %s (%s %s, %s, %d blobs, %s)\nroot %s\n", args[0], signature, created.Path, created.Config.Name, created.Config.Version, cli.HumanBytes(created.Size), created.Blobs, plural(len(res.Gaps), "gap"), created.Root.Digest)
+			fmt.Fprintf(cmd.OutOrStdout(), "%s: Zarf package %s\nimported %s (%s %s, %s, %d blobs, %s)\n", args[0], signature, created.Path, created.Config.Name, created.Config.Version, cli.HumanBytes(created.Size), created.Blobs, plural(len(res.Gaps), "gap"))
+			if zarfSBOMs+ferrySBOMs > 0 {
+				fmt.Fprintf(cmd.OutOrStdout(), "SBOMs: %d of Zarf's (Syft JSON), %d made by ferry; `ferry package sbom` lists them\n", zarfSBOMs, ferrySBOMs)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "root %s\n", created.Root.Digest)
 			if strict && len(res.Gaps) > 0 {
 				return fmt.Errorf("--strict: %s (see above)", plural(len(res.Gaps), "gap"))
 			}
@@ -137,7 +165,7 @@ reported one gap a line, as package convert reports it.`,
 	file.Register(cmd, "package archive to write (default <name>-<version>.tar.zst)")
 	cmd.Flags().StringVar(&keyPath, "key", "", "Zarf's cosign public key: the package's zarf.yaml.sig must verify with it")
 	cmd.Flags().StringVar(&signKey, "sign-key", "", "cosign private key to sign the ferry package with")
-	cmd.Flags().BoolVar(&sbomOn, "sbom", false, "make ferry's SBOM of every image (Syft; Zarf's own are not carried over)")
+	cmd.Flags().BoolVar(&sbomOn, "sbom", false, "make ferry's SBOM of every image Zarf made none of (Zarf's own are kept either way)")
 	cmd.Flags().BoolVar(&strict, "strict", false, "exit 1 when there is a gap (the package is still written)")
 	output.Register(cmd)
 	return cmd

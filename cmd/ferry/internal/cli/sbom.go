@@ -34,8 +34,10 @@ func newSBOMCmd() *cobra.Command {
 
   # Write every platform's SBOM of one image into ./sboms
   ferry package sbom app.tar.zst docker.io/library/nginx:1.27 --output-dir sboms`,
-		Long: `List the SBOMs a package holds (one per image platform, made at create):
-image, platform, format, digest and size, from ferry.json.
+		Long: `List the SBOMs a package holds (one per image platform, made at create,
+or carried from a Zarf package by import): image, platform, format
+(spdx-json, cyclonedx-json, or syft-json for Zarf's), digest and size,
+from ferry.json.
 
 Given IMAGE (its reference as the package records it, e.g. nginx:1.27 or
 docker.io/library/nginx:1.27), print its SBOM document (with --platform
@@ -125,7 +127,7 @@ func printSBOMs(cmd *cobra.Command, cfg *artifact.Config, asJSON bool) error {
 
 // sbomFormatName is the --sbom-format name of an SBOM artifactType.
 func sbomFormatName(artifactType string) string {
-	for _, f := range []artifact.SBOMFormat{artifact.SBOMFormatSPDX, artifact.SBOMFormatCycloneDX} {
+	for _, f := range artifact.SBOMFormats {
 		if f.ArtifactType() == artifactType {
 			return string(f)
 		}
@@ -146,10 +148,7 @@ func writeSBOMs(cmd *cobra.Command, docs []artifact.SBOMDocument, dir string, as
 	}
 	var out []written
 	for _, d := range docs {
-		ext := artifact.SBOMFormatSPDX.FileName()
-		if f := sbomFormatName(d.ArtifactType); f == string(artifact.SBOMFormatCycloneDX) {
-			ext = artifact.SBOMFormatCycloneDX.FileName()
-		}
+		ext := artifact.SBOMFormat(sbomFormatName(d.ArtifactType)).FileName()
 		name := safe.Replace(d.Image) + "_" + safe.Replace(d.Platform) + strings.TrimPrefix(ext, "sbom")
 		p := filepath.Join(dir, name)
 		if err := os.WriteFile(p, d.Data, 0o644); err != nil {
