@@ -181,12 +181,23 @@ func TestImagePolicyAdmission(t *testing.T) {
 	if err == nil {
 		t.Fatalf("a Pod of %s was admitted after its signature was deleted", signedRef)
 	}
+	// The agent names the image by repository and the digest it would run.
+	named := host + "/sig/app@" + signed
 	msg := err.Error()
-	if strings.Contains(msg, "\n") || !strings.Contains(msg, "image "+signedRef) || !strings.Contains(msg, `policy "publisher"`) ||
+	if strings.Contains(msg, "\n") || !strings.Contains(msg, "image "+named+": ") || !strings.Contains(msg, `policy "publisher"`) ||
 		!strings.Contains(msg, sigs[0]) {
-		t.Fatalf("refusal %q: want one line naming image %s, policy publisher and the missing signature %s", msg, signedRef, sigs[0])
+		t.Fatalf("refusal %q: want one line naming image %s, policy publisher and the missing signature %s", msg, named, sigs[0])
 	}
 	t.Logf("refused at admission: %s", msg)
+
+	// The Deployment's next Pod too: the ReplicaSet's event says why.
+	if err := c.Client.CoreV1().Pods(appNS).Delete(ctx, appPod.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	event := waitEvent(ctx, t, c, appNS, "FailedCreate", `policy "publisher"`)
+	if strings.Contains(event, "\n") || !strings.Contains(event, "image "+named+": ") || !strings.Contains(event, sigs[0]) {
+		t.Fatalf("the ReplicaSet's FailedCreate event %q: want one line naming image %s and the missing signature %s", event, named, sigs[0])
+	}
 	t.Logf("TIMING TestImagePolicyAdmission: %.1fs", time.Since(start).Seconds())
 }
 
@@ -286,6 +297,30 @@ components:
 		t.Fatal(err)
 	}
 	return dir
+}
+
+// waitEvent waits for an event of reason in ns whose message holds want
+// and returns that message.
+func waitEvent(ctx context.Context, t *testing.T, c *harness.Cluster, ns, reason, want string) string {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		evs, err := c.Client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var seen []string
+		for _, e := range evs.Items {
+			if e.Reason == reason && strings.Contains(e.Message, want) {
+				return e.Message
+			}
+			seen = append(seen, e.Reason+": "+e.Message)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s event holding %q in %s after a minute; events: %s", reason, want, ns, strings.Join(seen, "; "))
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
 }
 
 // waitAppPod waits for the Ready Pod of the Deployment in ns.
