@@ -4,7 +4,8 @@ import (
 	"crypto/sha256"
 	"crypto/x509"
 	"encoding/hex"
-	"encoding/pem"
+
+	"github.com/sigstore/sigstore/pkg/cryptoutils"
 )
 
 // Trusts names whom a has to trust, briefly, for people: its key by
@@ -31,13 +32,10 @@ func either(exact, re string) string {
 }
 
 // KeyFingerprint is sha256:<hex> of a PEM public key's DER (PKIX) form,
-// or "(unreadable)" when it does not parse.
+// the key read as Verify reads it (PKIX or PKCS #1), or "(unreadable)"
+// when it does not parse.
 func KeyFingerprint(pemKey string) string {
-	block, _ := pem.Decode([]byte(pemKey))
-	if block == nil {
-		return "(unreadable)"
-	}
-	pub, err := x509.ParsePKIXPublicKey(block.Bytes)
+	pub, err := cryptoutils.UnmarshalPEMToPublicKey([]byte(pemKey))
 	if err != nil {
 		return "(unreadable)"
 	}

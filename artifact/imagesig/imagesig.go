@@ -208,6 +208,18 @@ func Register(e Engine) { engine.Store(&e) }
 // attestation without a predicate type. With the engine linked, it also
 // parses the trusted roots.
 func (p *Policy) Validate() error {
+	if err := p.Check(); err != nil {
+		return err
+	}
+	if e := engine.Load(); e != nil {
+		return (*e).Validate(p)
+	}
+	return nil
+}
+
+// Check is Validate without the engine: the policy's shape, which the
+// engine checks first when it compiles a policy.
+func (p *Policy) Check() error {
 	if len(p.Authorities) == 0 {
 		return fmt.Errorf("policy %q: no authorities", p.Name)
 	}
@@ -243,9 +255,6 @@ func (p *Policy) Validate() error {
 		if at.PredicateType == "" {
 			return fmt.Errorf("policy %q: attestation %q without a predicate type", p.Name, at.Name)
 		}
-	}
-	if e := engine.Load(); e != nil {
-		return (*e).Validate(p)
 	}
 	return nil
 }

@@ -7,7 +7,6 @@ import (
 	"crypto/ecdsa"
 	"crypto/ed25519"
 	"crypto/elliptic"
-	"crypto/sha256"
 	"crypto/x509"
 	"encoding/hex"
 	"errors"
@@ -70,8 +69,8 @@ type matcher struct {
 }
 
 func compile(p *imagesig.Policy) (*compiled, error) {
-	if len(p.Authorities) == 0 {
-		return nil, fmt.Errorf("policy %q: no authorities", p.Name)
+	if err := p.Check(); err != nil {
+		return nil, err
 	}
 	c := &compiled{}
 	for i, a := range p.Authorities {
@@ -80,8 +79,6 @@ func compile(p *imagesig.Policy) (*compiled, error) {
 			label = fmt.Sprintf("#%d", i+1)
 		}
 		switch {
-		case a.Key != nil && a.Keyless != nil:
-			return nil, fmt.Errorf("policy %q: authority %s: both key and keyless", p.Name, label)
 		case a.Key != nil:
 			pub, err := cryptoutils.UnmarshalPEMToPublicKey([]byte(a.Key.PEM))
 			if err != nil {
@@ -91,27 +88,15 @@ func compile(p *imagesig.Policy) (*compiled, error) {
 			if err != nil {
 				return nil, fmt.Errorf("policy %q: authority %s: public key: %v", p.Name, label, err)
 			}
-			der, err := x509.MarshalPKIXPublicKey(pub)
-			if err != nil {
-				return nil, fmt.Errorf("policy %q: authority %s: public key: %v", p.Name, label, err)
-			}
-			sum := sha256.Sum256(der)
-			keyLabel := "key sha256:" + hex.EncodeToString(sum[:])[:16]
 			name := a.Name
 			if name == "" {
-				name = keyLabel
+				name = "key " + imagesig.KeyFingerprint(a.Key.PEM)[:len("sha256:")+16]
 			}
 			c.authorities = append(c.authorities, authority{name: name, key: vs})
-		case a.Keyless != nil:
-			if len(a.Keyless.TrustedRoot) == 0 {
-				return nil, fmt.Errorf("policy %q: authority %s: keyless without a trusted root", p.Name, label)
-			}
+		default: // keyless, as Check made sure
 			tr, err := root.NewTrustedRootFromJSON(a.Keyless.TrustedRoot)
 			if err != nil {
 				return nil, fmt.Errorf("policy %q: authority %s: trusted root: %v", p.Name, label, err)
-			}
-			if len(a.Keyless.Identities) == 0 {
-				return nil, fmt.Errorf("policy %q: authority %s: keyless without identities", p.Name, label)
 			}
 			au := authority{name: a.Name, root: tr}
 			for _, id := range a.Keyless.Identities {
@@ -122,13 +107,6 @@ func compile(p *imagesig.Policy) (*compiled, error) {
 				au.identities = append(au.identities, m)
 			}
 			c.authorities = append(c.authorities, au)
-		default:
-			return nil, fmt.Errorf("policy %q: authority %s: neither key nor keyless", p.Name, label)
-		}
-	}
-	for _, at := range p.Attestations {
-		if at.PredicateType == "" {
-			return nil, fmt.Errorf("policy %q: attestation %q without a predicate type", p.Name, at.Name)
 		}
 	}
 	return c, nil
