@@ -137,9 +137,10 @@ func ImagePolicy(cfg *Config, img Image) (*imagesig.Policy, error) {
 // the attestations pol names) over the image as stored, over the digest
 // the publisher's index had when the package keeps only some of its
 // platforms (the original index, carried, must list every platform
-// manifest kept), or over every platform manifest kept. evidence are the
-// image's signature, attestation and bundle manifests; fetch holds them
-// and the image's manifests. The error wraps ErrImagePolicy and names the
+// manifest kept), or over every platform manifest kept. entries are the
+// package root's entries of the image: its own and its image-signature
+// entries (the evidence, and the signed-index carrier); fetch holds them
+// and what they reference. The error wraps ErrImagePolicy and names the
 // image, the policy and the cause in one line.
 func VerifyImage(ctx context.Context, fetch content.Fetcher, pol *imagesig.Policy, img Image, entries []ocispec.Descriptor) (*imagesig.Result, error) {
 	r, err := CheckImage(ctx, fetch, pol, img, entries)
@@ -160,14 +161,13 @@ func CheckImage(ctx context.Context, fetch content.Fetcher, pol *imagesig.Policy
 			evidence = append(evidence, e)
 		}
 	}
-	fail := func(err error) (*imagesig.Result, error) { return nil, err }
 	signed := map[digest.Digest]bool{}
 	for _, s := range img.Signatures {
 		signed[s.Subject] = true
 	}
 	if len(signed) == 0 {
 		if pol.Required {
-			return fail(fmt.Errorf("%w: the package carries none (required)", imagesig.ErrNoSignature))
+			return nil, fmt.Errorf("%w: the package carries none (required)", imagesig.ErrNoSignature)
 		}
 		return &imagesig.Result{Subject: img.Digest}, nil
 	}
@@ -194,7 +194,7 @@ func CheckImage(ctx context.Context, fetch content.Fetcher, pol *imagesig.Policy
 	}
 	platforms, err := platformManifests(ctx, fetch, img, entries)
 	if err != nil {
-		return fail(err)
+		return nil, err
 	}
 	// The publisher's index, signed, of which the package keeps some
 	// platforms.
@@ -228,9 +228,9 @@ func CheckImage(ctx context.Context, fetch content.Fetcher, pol *imagesig.Policy
 	}
 	switch {
 	case firstErr != nil:
-		return fail(firstErr)
+		return nil, firstErr
 	case pol.Required:
-		return fail(fmt.Errorf("%w over %s, its original digest or each of its platform manifests", imagesig.ErrNoSignature, img.Digest))
+		return nil, fmt.Errorf("%w over %s, its original digest or each of its platform manifests", imagesig.ErrNoSignature, img.Digest)
 	}
 	return &imagesig.Result{Subject: img.Digest}, nil
 }
