@@ -101,18 +101,30 @@ func (z *zstReader) advance(n int64) {
 // rawBlock reads the header of a raw frame's next block, which must be the
 // block frameWriter writes there.
 func (z *zstReader) rawBlock() error {
-	if _, err := z.f.ReadAt(z.hdr[:3], z.off); err != nil {
-		return truncated(err)
-	}
-	h := uint32(z.hdr[0]) | uint32(z.hdr[1])<<8 | uint32(z.hdr[2])<<16
-	size := int64(min(rawBlockSize, z.rawLeft))
-	last := size == z.rawLeft
-	if h>>1&3 != 0 || int64(h>>3) != size || (h&1 == 1) != last {
-		return fmt.Errorf("%w: zstd raw block at offset %d is damaged", ErrCorrupt, z.off)
+	size, err := rawBlockAt(z.f, z.off, z.rawLeft, z.hdr[:3])
+	if err != nil {
+		return err
 	}
 	z.off += 3
 	z.blockLeft = int(size)
 	return nil
+}
+
+// rawBlockAt checks the header at off of a raw frame's next block, with
+// rawLeft content bytes left in the frame, which must be the block
+// frameWriter writes there, and returns its size. hdr is 3 bytes to read
+// it into.
+func rawBlockAt(f io.ReaderAt, off, rawLeft int64, hdr []byte) (int64, error) {
+	if _, err := f.ReadAt(hdr[:3], off); err != nil {
+		return 0, truncated(err)
+	}
+	h := uint32(hdr[0]) | uint32(hdr[1])<<8 | uint32(hdr[2])<<16
+	size := min(rawBlockSize, rawLeft)
+	last := size == rawLeft
+	if h>>1&3 != 0 || int64(h>>3) != size || (h&1 == 1) != last {
+		return 0, fmt.Errorf("%w: zstd raw block at offset %d is damaged", ErrCorrupt, off)
+	}
+	return size, nil
 }
 
 // frame starts the frame at z.off.

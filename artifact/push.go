@@ -182,7 +182,7 @@ func (p *pusher) walk(ctx context.Context, r *Reader) (*Summary, error) {
 				return p.small(gctx, desc, rd, buf)
 			}
 			// Walk 0 alone holds the graph's JSON and checks the graph.
-			sum, err := rc.walk(gctx, walkOptions{fn: fn, skip: skip, graph: i == 0, completed: p.completed})
+			sum, err := rc.walk(gctx, walkOptions{fn: fn, skip: skip, graph: i == 0, completed: p.completed, zeroCopy: true})
 			sums[i] = sum
 			return err
 		})

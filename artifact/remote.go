@@ -13,6 +13,8 @@ import (
 	"oras.land/oras-go/v2/registry/remote/auth"
 	"oras.land/oras-go/v2/registry/remote/credentials"
 	"oras.land/oras-go/v2/registry/remote/retry"
+
+	"github.com/ferrypkg/ferry/internal/zerocopy"
 )
 
 // RemoteOptions says how to reach registries. The zero value uses HTTPS and
@@ -95,6 +97,7 @@ func (o RemoteOptions) client() (*auth.Client, error) {
 	base := o.Client
 	if base == nil {
 		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.DialContext = zerocopy.WrapDial(t.DialContext) // blobs sent from the archive file
 		if o.TLS != nil {
 			t.TLSClientConfig = o.TLS.Clone()
 		}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"oras.land/oras-go/v2/registry/remote/auth"
 
 	"github.com/ferrypkg/ferry/internal/redact"
+	"github.com/ferrypkg/ferry/internal/zerocopy"
 )
 
 // uploadCancelTimeout bounds how long an upload under way may go on once its
@@ -98,7 +100,7 @@ func pushBlob(ctx context.Context, repo *remote.Repository, desc ocispec.Descrip
 	held := &wholeIfCorrupt{r: body}
 	if desc.Size > 0 {
 		var rb io.Reader = held
-		if buf != nil {
+		if _, sends := body.(zerocopy.Sender); buf != nil && !sends {
 			rb = &bigWrites{r: held, buf: buf}
 		}
 		if resp, err = do(reqCtx, client, http.MethodPatch, loc.String(), rb, desc.Size); err == nil {
@@ -145,6 +147,24 @@ func (c *wholeIfCorrupt) Read(p []byte) (int, error) {
 	if _, ok := isCorruptBlob(err); ok {
 		c.err = err
 		return n, io.EOF
+	}
+	return n, err
+}
+
+// Close does nothing: a ReadCloser is what net/http passes to the
+// connection as it is (see zerocopy.Sender).
+func (c *wholeIfCorrupt) Close() error { return nil }
+
+// SendTo lets a body that sends itself (a rawBlob) do so.
+func (c *wholeIfCorrupt) SendTo(tc *net.TCPConn, limit int64) (int64, error) {
+	s, ok := c.r.(zerocopy.Sender)
+	if !ok {
+		return copyTo(tc, c, limit)
+	}
+	n, err := s.SendTo(tc, limit)
+	if _, ok := isCorruptBlob(err); ok {
+		c.err = err
+		return n, nil
 	}
 	return n, err
 }

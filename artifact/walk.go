@@ -75,6 +75,10 @@ type walkOptions struct {
 	// out, read back (and verified) from where it is being completed: the
 	// graph check then goes below them. Without them, it stops there.
 	completed map[digest.Digest][]byte
+	// zeroCopy hands fn each large blob that lies whole in a raw frame of
+	// an archive file as a rawBlob, which an upload over plain TCP sends
+	// from the file and hashes where it lies (push).
+	zeroCopy bool
 }
 
 func (r *Reader) walk(ctx context.Context, opts walkOptions) (*Summary, error) {
@@ -84,7 +88,7 @@ func (r *Reader) walk(ctx context.Context, opts walkOptions) (*Summary, error) {
 	if r.isDir {
 		err = w.walkDir(ctx)
 	} else {
-		err = r.withTar(func(tr *tar.Reader, _ *zstReader) error { return w.walkTar(ctx, tr) })
+		err = r.withTar(func(tr *tar.Reader, z *zstReader) error { w.z = z; return w.walkTar(ctx, tr) })
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", r.name, r.damaged(ctx, err))
@@ -113,6 +117,7 @@ type walker struct {
 	copyBuf  []byte
 	// deltaSeen is set once a delta's ferry-delta.json entry is read.
 	deltaSeen bool
+	z         *zstReader // what archive/tar reads, if the archive is zstd
 }
 
 // sizeBudget is the most bytes of blobs a package whose ferry.json is cfg
@@ -251,17 +256,23 @@ func (w *walker) blob(desc ocispec.Descriptor, src io.Reader) error {
 	if !desc.Digest.Algorithm().Available() {
 		return fmt.Errorf("%w: blob %s: unsupported digest algorithm", ErrCorrupt, desc.Digest)
 	}
-	// Reading (I/O, decompression) and hashing run ahead on other cores
-	// while fn works on what was read.
-	pr := readahead.New(io.LimitReader(src, desc.Size), w.buf, desc.Digest.Algorithm().Hash())
-	defer pr.Close()
-	tee := io.TeeReader(&verifyingReader{pr: pr, want: desc.Digest}, writerOrDiscard(keep))
+	var rd io.Reader
+	if rb, ok := w.rawBlob(desc, src, keep); ok {
+		defer rb.Close()
+		rd = rb
+	} else {
+		// Reading (I/O, decompression) and hashing run ahead on other cores
+		// while fn works on what was read.
+		pr := readahead.New(io.LimitReader(src, desc.Size), w.buf, desc.Digest.Algorithm().Hash())
+		defer pr.Close()
+		rd = io.TeeReader(&verifyingReader{pr: pr, want: desc.Digest}, writerOrDiscard(keep))
+	}
 	if w.fn != nil {
-		if err := w.fn(desc, tee); err != nil {
+		if err := w.fn(desc, rd); err != nil {
 			return err
 		}
 	}
-	_, err := io.CopyBuffer(io.Discard, tee, w.copyBuf)
+	_, err := io.CopyBuffer(io.Discard, rd, w.copyBuf)
 	_, corrupt := isCorruptBlob(err)
 	switch {
 	case corrupt:
@@ -283,6 +294,15 @@ func (w *walker) blob(desc ocispec.Descriptor, src io.Reader) error {
 		w.progress(Progress{Phase: PhaseRead, Desc: desc, Bytes: desc.Size})
 	}
 	return nil
+}
+
+// rawBlob returns the large blob desc, about to be read from src, an
+// archive's tar entry, as a rawBlob (see zeroCopy).
+func (w *walker) rawBlob(desc ocispec.Descriptor, src io.Reader, keep *bytes.Buffer) (*rawBlob, bool) {
+	if !w.zeroCopy || w.z == nil || w.fn == nil || keep != nil || desc.Size <= MaxManifestSize {
+		return nil, false
+	}
+	return newRawBlob(src, w.z, desc, w.buf), true
 }
 
 // seen counts a blob; the walk that checks the graph records its size. (Of

@@ -13,6 +13,7 @@ import (
 	"oras.land/oras-go/v2/registry/remote/retry"
 
 	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/internal/zerocopy"
 )
 
 // RegistryRemote is how ferry talks to the in-cluster registry at host:
@@ -25,8 +26,16 @@ func RegistryRemote(host string, cred auth.Credential) artifact.RemoteOptions {
 	return artifact.RemoteOptions{
 		PlainHTTP:  true,
 		Credential: auth.StaticCredential(host, cred),
-		Client:     &http.Client{Transport: &retry.Transport{Base: http.DefaultTransport, Policy: func() retry.Policy { return registryRetry }}},
+		Client:     &http.Client{Transport: &retry.Transport{Base: registryTransport(), Policy: func() retry.Policy { return registryRetry }}},
 	}
+}
+
+// registryTransport is Go's default transport whose connections let a
+// blob read from a package archive be sent from the file (zerocopy).
+func registryTransport() *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.DialContext = zerocopy.WrapDial(t.DialContext)
+	return t
 }
 
 // registryRetry is RegistryRemote's retry policy: oras-go's default
