@@ -145,7 +145,8 @@ func deployZarf(ctx context.Context, t *testing.T, c *harness.Cluster, pkg *arti
 	if err := ferryJSON(ctx, t, c, &removed, "remove", name); err != nil {
 		t.Fatal(err)
 	}
-	if len(removed.Releases) != 1 || len(removed.Objects) == 0 || len(removed.Repositories) != 1 {
+	if len(removed.Releases) != 1 || removed.Releases[0].String() != zarfNS+"/web" || len(removed.Objects) != 1 || removed.Objects[0].Name != "worker" ||
+		len(removed.Images) != 1 || removed.Images[0] != "shop/app@"+zarfDigest {
 		t.Fatalf("ferry remove: %+v", removed)
 	}
 	if err := pollUntil(ctx, time.Minute, func() (bool, error) {
