@@ -37,7 +37,8 @@ const zarfNS = "zarf-shop"
 // by the digest in Zarf's images/index.json: its spec names
 // 127.0.0.1:31999/shop/app@<that digest> (the agent's rewrite) and its
 // container status's imageID has that digest; the repository's artifact is
-// in the registry. `zarf package deploy` pushes the image with that same
+// in the registry, and the imported package's image has Zarf's SBOM as its
+// referrer there. `zarf package deploy` pushes the image with that same
 // manifest digest (it changes only the name and tag it pushes under), so
 // equal digests is what "the same workloads by the same images" means;
 // the test needs no Zarf init in the cluster. After remove, no Deployment,
@@ -94,19 +95,23 @@ func TestZarfDeploy(t *testing.T) {
 		_ = c.Client.CoreV1().Namespaces().Delete(ctx, zarfNS, metav1.DeleteOptions{})
 	})
 	for _, p := range []struct {
-		name string
-		pkg  *artifact.CreateResult
-	}{{"converted", converted}, {"imported", im.Created}} {
-		t.Run(p.name, func(t *testing.T) { deployZarf(ctx, t, c, p.pkg, pub.Name, zp.Commit, zarfDigest) })
+		name  string
+		pkg   *artifact.CreateResult
+		sboms int // Zarf's SBOM of the image, imported only
+	}{{"converted", converted, 0}, {"imported", im.Created, 1}} {
+		t.Run(p.name, func(t *testing.T) { deployZarf(ctx, t, c, p.pkg, pub.Name, zp.Commit, zarfDigest, p.sboms) })
 	}
 }
 
 // deployZarf deploys pkg with `ferry deploy`, checks its Deployments' Pods
 // run the image by zarfDigest, then removes it with `ferry remove` and
 // checks nothing of it is left.
-func deployZarf(ctx context.Context, t *testing.T, c *harness.Cluster, pkg *artifact.CreateResult, pubPath, commit, zarfDigest string) {
+func deployZarf(ctx context.Context, t *testing.T, c *harness.Cluster, pkg *artifact.CreateResult, pubPath, commit, zarfDigest string, sboms int) {
 	name := pkg.Config.Name
 	comp := pkg.Config.Components[0]
+	if len(comp.Images) == 1 && len(comp.Images[0].SBOMs) != sboms {
+		t.Fatalf("%s carries %d SBOMs of its image, want %d", name, len(comp.Images[0].SBOMs), sboms)
+	}
 	if len(comp.Images) != 1 || comp.Images[0].Digest.String() != zarfDigest || len(comp.Repositories) != 1 || comp.Repositories[0].Commit != commit {
 		t.Fatalf("%s carries images %+v, repositories %+v; want the image by %s, commit %s", name, comp.Images, comp.Repositories, zarfDigest, commit)
 	}
@@ -135,6 +140,12 @@ func deployZarf(ctx context.Context, t *testing.T, c *harness.Cluster, pkg *arti
 	}
 	t.Logf("TIMING %s: ferry deploy (verify, push %d bytes, install, Ready) %.1fs; both Deployments' %d Pods Ready, running %s, %.1fs after the start",
 		name, rec.BytesPushed, deployed.Seconds(), pods, want, time.Since(start).Seconds())
+	// Zarf's SBOM of the image (imported only) went with it: a referrer of
+	// its manifest in the in-cluster registry.
+	refs := registryReferrers(ctx, t, c, "shop/app", zarfDigest)
+	if sboms := comp.Images[0].SBOMs; len(refs) != len(sboms) || len(sboms) == 1 && (refs[0].Digest != sboms[0].Digest || refs[0].ArtifactType != artifact.ArtifactTypeSyft) {
+		t.Fatalf("referrers of the image in the cluster: %+v, want the SBOMs %+v", refs, sboms)
+	}
 	repoArt := comp.Repositories[0]
 	if code := registryStatus(ctx, t, c, repoArt.Path, repoArt.Digest.String()); code != 200 {
 		t.Fatalf("repository %s@%s in the registry: HEAD %d", repoArt.Path, repoArt.Digest, code)
