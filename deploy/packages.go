@@ -366,6 +366,7 @@ func removedPackage(name string, st *v1alpha1.RemovalStatus) *RemoveResult {
 	res.Images = append(res.Images, st.Images...)
 	res.Kept = append(res.Kept, st.Kept...)
 	res.CRDs, res.KeptCRDs = st.CRDs, st.KeptCRDs
+	res.Repositories, res.PullSecrets = st.Repositories, st.PullSecrets
 	res.Storage = Storage{Before: st.StorageBefore, After: st.StorageAfter}
 	return res
 }

@@ -157,7 +157,8 @@ func deployZarf(ctx context.Context, t *testing.T, c *harness.Cluster, pkg *arti
 		t.Fatal(err)
 	}
 	if len(removed.Releases) != 1 || removed.Releases[0].String() != zarfNS+"/web" || len(removed.Objects) != 1 || removed.Objects[0].Name != "worker" ||
-		len(removed.Images) != 1 || removed.Images[0] != "shop/app@"+zarfDigest {
+		len(removed.Images) != 1 || removed.Images[0] != "shop/app@"+zarfDigest ||
+		len(removed.Repositories) != 1 || removed.Repositories[0] != repoArt.Path+"@"+repoArt.Digest.String() {
 		t.Fatalf("ferry remove: %+v", removed)
 	}
 	if err := pollUntil(ctx, time.Minute, func() (bool, error) {

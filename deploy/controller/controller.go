@@ -418,7 +418,7 @@ func (r *Reconciler) uninstall(ctx context.Context, pkg *v1alpha1.Package, opts 
 		pkg.Status.Removal = &v1alpha1.RemovalStatus{
 			Version:  res.Version,
 			Releases: releaseStatus(res.Releases), Objects: objectStatus(res.Objects), Images: res.Images, Kept: res.Kept,
-			CRDs: res.CRDs, KeptCRDs: res.KeptCRDs,
+			CRDs: res.CRDs, KeptCRDs: res.KeptCRDs, Repositories: res.Repositories, PullSecrets: res.PullSecrets,
 		}
 		r.event(pkg, corev1.EventTypeNormal, "Removed", "Remove", "%d releases, %d objects, %d images (%d kept for other packages); registry garbage collection follows",
 			len(res.Releases), len(res.Objects), len(res.Images), len(res.Kept))

@@ -561,6 +561,11 @@ func deletion(t *testing.T, w *world) {
 			Objects:  []deploy.Object{{APIVersion: "v1", Kind: "ConfigMap", Namespace: "apps", Name: "hello"}},
 			Images:   []string{"library/web@" + digest.FromString("web").String()},
 			Kept:     []string{"library/base@" + digest.FromString("base").String()},
+			// What TestZarfDeploy found missing from `ferry remove`'s report.
+			Repositories: []string{"git/fleet@" + digest.FromString("fleet").String()},
+			PullSecrets:  []string{"apps"},
+			CRDs:         []string{"widgets.example.com"},
+			KeptCRDs:     []string{"gadgets.example.com: 2 custom resources left"},
 		}
 		h.inst.storage = deploy.Storage{Before: 4096, After: 1024}
 		deleted(h)
@@ -580,11 +585,13 @@ func deletion(t *testing.T, w *world) {
 			t.Fatalf("%d removes, collects %+v", len(h.inst.removes), h.inst.collects)
 		}
 		want := v1alpha1.RemovalStatus{
-			Version:       "1.0.0",
-			Releases:      []v1alpha1.ReleaseStatus{{Namespace: "apps", Name: "hello", Chart: "hello-1.0.0", Revision: 1}},
-			Objects:       []v1alpha1.ObjectStatus{{APIVersion: "v1", Kind: "ConfigMap", Namespace: "apps", Name: "hello"}},
-			Images:        h.inst.removed.Images,
-			Kept:          h.inst.removed.Kept,
+			Version:  "1.0.0",
+			Releases: []v1alpha1.ReleaseStatus{{Namespace: "apps", Name: "hello", Chart: "hello-1.0.0", Revision: 1}},
+			Objects:  []v1alpha1.ObjectStatus{{APIVersion: "v1", Kind: "ConfigMap", Namespace: "apps", Name: "hello"}},
+			Images:   h.inst.removed.Images,
+			Kept:     h.inst.removed.Kept,
+			CRDs:     h.inst.removed.CRDs, KeptCRDs: h.inst.removed.KeptCRDs,
+			Repositories: h.inst.removed.Repositories, PullSecrets: h.inst.removed.PullSecrets,
 			StorageBefore: 4096, StorageAfter: 1024,
 		}
 		if got := removal(h); !equalRemoval(*got, want) {
@@ -732,6 +739,7 @@ func deletion(t *testing.T, w *world) {
 
 func equalRemoval(a, b v1alpha1.RemovalStatus) bool {
 	return a.Version == b.Version && slices.Equal(a.Releases, b.Releases) && slices.Equal(a.Objects, b.Objects) &&
-		slices.Equal(a.Images, b.Images) && slices.Equal(a.Kept, b.Kept) &&
+		slices.Equal(a.Images, b.Images) && slices.Equal(a.Kept, b.Kept) && slices.Equal(a.CRDs, b.CRDs) && slices.Equal(a.KeptCRDs, b.KeptCRDs) &&
+		slices.Equal(a.Repositories, b.Repositories) && slices.Equal(a.PullSecrets, b.PullSecrets) &&
 		a.StorageBefore == b.StorageBefore && a.StorageAfter == b.StorageAfter
 }

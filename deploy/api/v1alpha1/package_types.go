@@ -250,6 +250,14 @@ type RemovalStatus struct {
 	CRDs []string `json:"crds,omitempty"`
 	// +optional
 	KeptCRDs []string `json:"keptCRDs,omitempty"`
+	// Repositories are the git repositories' artifacts deleted from the
+	// registry, as repository@digest.
+	// +optional
+	Repositories []string `json:"repositories,omitempty"`
+	// PullSecrets are the namespaces whose copy of the registry pull secret
+	// was deleted.
+	// +optional
+	PullSecrets []string `json:"pullSecrets,omitempty"`
 	// StorageBefore and StorageAfter are the registry's bytes around the
 	// garbage collection that followed the removal (one for a batch of
 	// removals).
