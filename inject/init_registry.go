@@ -168,7 +168,7 @@ func (in *initRun) registryDeployment() *appsv1.Deployment {
 		Ports:           []corev1.ContainerPort{{Name: "registry", ContainerPort: cluster.RegistryPort, Protocol: corev1.ProtocolTCP}},
 		ReadinessProbe: &corev1.Probe{
 			ProbeHandler:  corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromString("registry")}},
-			PeriodSeconds: 2,
+			PeriodSeconds: 1, // init waits for it; a TCP connection costs nothing
 		},
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 		// Root owns the hostPath storage; no capability is kept.

@@ -236,7 +236,7 @@ func NewPlan(opts Options) (*Plan, error) {
 				Ports:                    []corev1.ContainerPort{{Name: "registry", ContainerPort: opts.Port, Protocol: corev1.ProtocolTCP}},
 				ReadinessProbe: &corev1.Probe{
 					ProbeHandler:     corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/v2/", Port: intstr.FromString("registry")}},
-					PeriodSeconds:    2,
+					PeriodSeconds:    1, // init waits for it
 					TimeoutSeconds:   2,
 					FailureThreshold: 3,
 				},

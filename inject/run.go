@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -14,6 +15,10 @@ import (
 	"github.com/ferrypkg/ferry/internal/kube"
 )
 
+// configMapsAtOnce is how many of a plan's ConfigMaps RunInjector creates
+// at once.
+const configMapsAtOnce = 4
+
 // RunInjector creates a plan's objects (replacing leftovers of an earlier
 // run) and waits until the injector Pod is Ready. A crash of the injector
 // (a damaged chunk, a digest mismatch) fails at once with its message.
@@ -22,10 +27,19 @@ func RunInjector(ctx context.Context, cs kubernetes.Interface, plan *Plan, timeo
 	if err := DeleteInjector(ctx, cs, ns); err != nil {
 		return err
 	}
+	// Several at once: each is a round trip to etcd of up to 1 MiB.
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(configMapsAtOnce)
 	for i := range plan.ConfigMaps {
-		if _, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, &plan.ConfigMaps[i], metav1.CreateOptions{}); err != nil {
-			return fmt.Errorf("create ConfigMap %s: %w", plan.ConfigMaps[i].Name, err)
-		}
+		g.Go(func() error {
+			if _, err := cs.CoreV1().ConfigMaps(ns).Create(gctx, &plan.ConfigMaps[i], metav1.CreateOptions{}); err != nil {
+				return fmt.Errorf("create ConfigMap %s: %w", plan.ConfigMaps[i].Name, err)
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return err
 	}
 	if _, err := cs.CoreV1().Pods(ns).Create(ctx, &plan.Pod, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("create Pod %s: %w", plan.Pod.Name, err)

@@ -129,7 +129,7 @@ func (in *installer) controllerDeployment() *appsv1.Deployment {
 					Ports: []corev1.ContainerPort{{Name: "health", ContainerPort: ControllerHealthPort, Protocol: corev1.ProtocolTCP}},
 					ReadinessProbe: &corev1.Probe{
 						ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/readyz", Port: intstr.FromString("health")}},
-						PeriodSeconds: 2,
+						PeriodSeconds: 1, // init waits for it
 					},
 					LivenessProbe: &corev1.Probe{
 						ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromString("health")}},

@@ -143,7 +143,7 @@ func (in *installer) gitDeployment() *appsv1.Deployment {
 					Ports: []corev1.ContainerPort{{Name: "git", ContainerPort: GitPort, Protocol: corev1.ProtocolTCP}},
 					ReadinessProbe: &corev1.Probe{
 						ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromString("git")}},
-						PeriodSeconds: 2,
+						PeriodSeconds: 1, // init waits for it
 					},
 					Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
 						corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("32Mi"),

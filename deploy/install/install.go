@@ -114,8 +114,11 @@ type InstallOptions struct {
 type InstallResult struct {
 	// Image is the agent's image, by digest, in the registry.
 	Image string
-	// Binary is the ferry binary the image was built from.
+	// Binary is the ferry binary the image was built from; Pushed how long
+	// building and pushing the image took (nothing when the registry has
+	// it).
 	Binary string
+	Pushed time.Duration
 	// Ready is how long the Deployment took to roll out.
 	Ready time.Duration
 	// Renewed says the certificates were generated, not kept.
@@ -140,8 +143,8 @@ func (r *InstallResult) String() string {
 	if r.Renewed {
 		certs = "certificates generated"
 	}
-	return fmt.Sprintf("%s (from %s); Deployment %s ready in %.1fs; %s; webhook %s, failurePolicy Fail: %s; CRD %s, Deployment %s ready in %.1fs; git server %s ready in %.1fs",
-		r.Image, r.Binary, Name, r.Ready.Seconds(), certs, r.Webhook, r.Check, v1alpha1.CRDName, cluster.ControllerName, r.Controller.Seconds(), r.Git, r.GitReady.Seconds())
+	return fmt.Sprintf("%s (from %s, pushed in %.1fs); Deployment %s ready in %.1fs; %s; webhook %s, failurePolicy Fail: %s; CRD %s, Deployment %s ready in %.1fs; git server %s ready in %.1fs",
+		r.Image, r.Binary, r.Pushed.Seconds(), Name, r.Ready.Seconds(), certs, r.Webhook, r.Check, v1alpha1.CRDName, cluster.ControllerName, r.Controller.Seconds(), r.Git, r.GitReady.Seconds())
 }
 
 // Install puts the agent in place next to the registry that ferry init set
@@ -205,6 +208,7 @@ func (in *installer) install(ctx context.Context, cred auth.Credential) (*Instal
 		return nil, err
 	}
 	var desc ocispec.Descriptor
+	pushStart := time.Now()
 	err = reach.Retry(ctx, 0, func() error {
 		var err error
 		desc, err = inject.PushImage(ctx, repo, inject.ImageOptions{Arch: in.arch, BinaryFile: path, Path: BinaryPath, Uncompressed: true})
@@ -214,6 +218,7 @@ func (in *installer) install(ctx context.Context, cred auth.Credential) (*Instal
 		return nil, fmt.Errorf("push the agent's image (from %s): %w", path, err)
 	}
 	in.image = in.registry + "/" + Repository + "@" + desc.Digest.String()
+	pushed := time.Since(pushStart)
 
 	tlsData, renewed, err := in.tls(ctx)
 	if err != nil {
@@ -274,7 +279,7 @@ func (in *installer) install(ctx context.Context, cred auth.Credential) (*Instal
 	if err := errors.Join(gitErr, ctlErr); err != nil {
 		return nil, err
 	}
-	return &InstallResult{Controller: ctlReady, Image: in.image, Binary: path, Ready: ready, Renewed: renewed, Webhook: clusterName(in.ns), Check: check, Git: git, GitReady: gitReady}, nil
+	return &InstallResult{Controller: ctlReady, Image: in.image, Binary: path, Pushed: pushed, Ready: ready, Renewed: renewed, Webhook: clusterName(in.ns), Check: check, Git: git, GitReady: gitReady}, nil
 }
 
 // tls returns the agent's certificates, kept in TLSSecretName: those there
@@ -393,7 +398,7 @@ func (in *installer) deployment(tlsSum string) *appsv1.Deployment {
 					Ports: []corev1.ContainerPort{{Name: "https", ContainerPort: Port, Protocol: corev1.ProtocolTCP}},
 					ReadinessProbe: &corev1.Probe{
 						ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: cluster.AgentPathHealth, Port: intstr.FromString("https"), Scheme: corev1.URISchemeHTTPS}},
-						PeriodSeconds: 2,
+						PeriodSeconds: 1, // init waits for it
 					},
 					Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
 						corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("32Mi"),

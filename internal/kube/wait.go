@@ -21,14 +21,23 @@ import (
 // ErrTimedOut is wrapped by the errors of the waits when the time is up.
 var ErrTimedOut = errors.New("timed out")
 
-// pollInterval is the time between two checks of Poll.
-const pollInterval = 500 * time.Millisecond
+// Poll's interval between two checks starts at firstPoll and grows by half
+// each time up to maxPoll: what is ready within a second (most of what
+// init waits for) is seen within a tenth of it, and a long wait costs a
+// few requests a second. (A fixed half second made init's dozen waits in a
+// row cost about 3 s of nothing.)
+const (
+	firstPoll = 50 * time.Millisecond
+	maxPoll   = 400 * time.Millisecond
+)
 
-// Poll calls cond every half second until it is true, fails, or timeout;
-// then the error wraps ErrTimedOut and says what was still not so.
+// Poll calls cond, at first every 50 ms and then less often (up to every
+// 400 ms), until it is true, fails, or timeout; then the error wraps
+// ErrTimedOut and says what was still not so.
 func Poll(ctx context.Context, timeout time.Duration, cond func() (bool, error), what string) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	interval := firstPoll
 	for {
 		ok, err := cond()
 		if err != nil || ok {
@@ -37,8 +46,9 @@ func Poll(ctx context.Context, timeout time.Duration, cond func() (bool, error),
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("%w after %s: %s", ErrTimedOut, timeout, what)
-		case <-time.After(pollInterval):
+		case <-time.After(interval):
 		}
+		interval = min(interval*3/2, maxPoll)
 	}
 }
 
