@@ -10,8 +10,6 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"oras.land/oras-go/v2"
-	"oras.land/oras-go/v2/registry/remote"
 
 	"github.com/ferrypkg/ferry/e2e/internal/harness"
 	"github.com/ferrypkg/ferry/e2e/internal/mkimg"
@@ -43,17 +41,7 @@ func TestQuickstart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	repo, err := remote.NewRepository(reg + "/quickstart/web")
-	if err != nil {
-		t.Fatal(err)
-	}
-	repo.PlainHTTP = true
-	if err := oras.CopyGraph(ctx, img, repo, img.Manifest, oras.DefaultCopyGraphOptions); err != nil {
-		t.Fatal(err)
-	}
-	if err := repo.Tag(ctx, img.Manifest, "1.0"); err != nil {
-		t.Fatal(err)
-	}
+	pushTagged(ctx, t, img, reg+"/quickstart/web", "1.0")
 	if script, err = quickstart.SetVariables(script, map[string]string{"REGISTRY": reg, "IMAGE": reg + "/quickstart/web:1.0"}); err != nil {
 		t.Fatal(err)
 	}

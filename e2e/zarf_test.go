@@ -56,17 +56,7 @@ func TestZarfDeploy(t *testing.T) {
 		t.Fatal(err)
 	}
 	host := registrytest.New(t)
-	repo, err := remote.NewRepository(host + "/shop/app")
-	if err != nil {
-		t.Fatal(err)
-	}
-	repo.PlainHTTP = true
-	if err := oras.CopyGraph(ctx, img, repo, img.Manifest, oras.DefaultCopyGraphOptions); err != nil {
-		t.Fatal(err)
-	}
-	if err := repo.Tag(ctx, img.Manifest, "1.0"); err != nil {
-		t.Fatal(err)
-	}
+	pushTagged(ctx, t, img, host+"/shop/app", "1.0")
 
 	start := time.Now()
 	zp := zarftest.Make(t, zarfPath, zarftest.Source{Image: host + "/shop/app:1.0", Name: "zarf-shop", Namespace: zarfNS, Replicas: 2, Port: 8080})
@@ -213,4 +203,21 @@ func checkZarfPods(ctx context.Context, t *testing.T, c *harness.Cluster, dep, w
 		t.Errorf("Deployment %s has %d Pods, want 2", dep, n)
 	}
 	return n
+}
+
+// pushTagged copies img to the registry repository at host/repo (plain
+// HTTP) and tags it tag.
+func pushTagged(ctx context.Context, t *testing.T, img *mkimg.Image, hostRepo, tag string) {
+	t.Helper()
+	repo, err := remote.NewRepository(hostRepo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	repo.PlainHTTP = true
+	if err := oras.CopyGraph(ctx, img, repo, img.Manifest, oras.DefaultCopyGraphOptions); err != nil {
+		t.Fatal(err)
+	}
+	if err := repo.Tag(ctx, img.Manifest, tag); err != nil {
+		t.Fatal(err)
+	}
 }
