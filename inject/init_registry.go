@@ -108,9 +108,15 @@ func (in *initRun) injector(ctx context.Context) (string, error) {
 	if err := kube.DeleteAndWait(ctx, in.cs.CoreV1().Services(in.ns), cluster.RegistryName); err != nil {
 		return "", err
 	}
-	if err := RunInjector(ctx, in.cs, plan, in.opts.WaitTimeout); err != nil {
+	t0 := time.Now()
+	if err := createInjector(ctx, in.cs, plan); err != nil {
 		return "", err
 	}
+	t1 := time.Now()
+	if err := kube.WaitPodReady(ctx, in.cs, in.ns, plan.Pod.Labels, in.opts.WaitTimeout, kube.Crashed); err != nil {
+		return "", err
+	}
+	t2 := time.Now()
 	// The registry's pod pulls through the NodePort: on a node, wait until
 	// it leads to the injector (anonymous reads allowed: 200). Elsewhere
 	// the registry step restarts a pull that came too early.
@@ -119,7 +125,8 @@ func (in *initRun) injector(ctx context.Context) (string, error) {
 			return "", err
 		}
 	}
-	return fmt.Sprintf("serving on NodePort %d from %d ConfigMaps (%d payload chunks, %d stage-1 chunks)", in.opts.NodePort, len(plan.ConfigMaps), plan.PayloadChunks, plan.Stage1Chunks), nil
+	return fmt.Sprintf("serving on NodePort %d from %d ConfigMaps (%d payload chunks, %d stage-1 chunks; objects %.1fs, Pod Ready %.1fs, NodePort %.1fs)",
+		in.opts.NodePort, len(plan.ConfigMaps), plan.PayloadChunks, plan.Stage1Chunks, t1.Sub(t0).Seconds(), t2.Sub(t1).Seconds(), time.Since(t2).Seconds()), nil
 }
 
 // registry applies the registry Deployment and waits for its pod, whose

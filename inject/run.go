@@ -23,6 +23,15 @@ const configMapsAtOnce = 4
 // run) and waits until the injector Pod is Ready. A crash of the injector
 // (a damaged chunk, a digest mismatch) fails at once with its message.
 func RunInjector(ctx context.Context, cs kubernetes.Interface, plan *Plan, timeout time.Duration) error {
+	if err := createInjector(ctx, cs, plan); err != nil {
+		return err
+	}
+	return kube.WaitPodReady(ctx, cs, plan.Pod.Namespace, plan.Pod.Labels, timeout, kube.Crashed)
+}
+
+// createInjector creates a plan's objects, replacing leftovers of an
+// earlier run.
+func createInjector(ctx context.Context, cs kubernetes.Interface, plan *Plan) error {
 	ns := plan.Pod.Namespace
 	if err := DeleteInjector(ctx, cs, ns); err != nil {
 		return err
@@ -47,7 +56,7 @@ func RunInjector(ctx context.Context, cs kubernetes.Interface, plan *Plan, timeo
 	if _, err := cs.CoreV1().Services(ns).Create(ctx, &plan.Service, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("create Service %s: %w", plan.Service.Name, err)
 	}
-	return kube.WaitPodReady(ctx, cs, ns, plan.Pod.Labels, timeout, kube.Crashed)
+	return nil
 }
 
 // DeleteInjector deletes every injector object in ns and waits until they are gone.
