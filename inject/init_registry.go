@@ -3,6 +3,7 @@ package inject
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -109,7 +110,8 @@ func (in *initRun) injector(ctx context.Context) (string, error) {
 		return "", err
 	}
 	t0 := time.Now()
-	if err := createInjector(ctx, in.cs, plan); err != nil {
+	deleted, err := createInjector(ctx, in.cs, plan)
+	if err != nil {
 		return "", err
 	}
 	t1 := time.Now()
@@ -125,8 +127,8 @@ func (in *initRun) injector(ctx context.Context) (string, error) {
 			return "", err
 		}
 	}
-	return fmt.Sprintf("serving on NodePort %d from %d ConfigMaps (%d payload chunks, %d stage-1 chunks; objects %.1fs, Pod Ready %.1fs, NodePort %.1fs)",
-		in.opts.NodePort, len(plan.ConfigMaps), plan.PayloadChunks, plan.Stage1Chunks, t1.Sub(t0).Seconds(), t2.Sub(t1).Seconds(), time.Since(t2).Seconds()), nil
+	return fmt.Sprintf("serving on NodePort %d from %d ConfigMaps (%d payload chunks, %d stage-1 chunks; leftovers deleted %.1fs, objects created %.1fs, Pod Ready %.1fs, NodePort %.1fs)",
+		in.opts.NodePort, len(plan.ConfigMaps), plan.PayloadChunks, plan.Stage1Chunks, deleted.Seconds(), (t1.Sub(t0) - deleted).Seconds(), t2.Sub(t1).Seconds(), time.Since(t2).Seconds()), nil
 }
 
 // registry applies the registry Deployment and waits for its pod, whose
@@ -241,6 +243,10 @@ func (in *initRun) handOver(ctx context.Context) (string, error) {
 	if err == nil && len(cur.Spec.Ports) == 1 && cur.Spec.Ports[0].NodePort == in.opts.NodePort && cur.Spec.Type == corev1.ServiceTypeNodePort {
 		return "", nil
 	}
+	// This process runs on a node when the injector's NodePort answers
+	// here (on a workstation nothing listens: refused at once).
+	host := cluster.RegistryHost(in.opts.NodePort)
+	onNode := in.opts.Via == reach.NodePort || in.opts.Via != reach.Tunnel && listening(host)
 	// The injector's Pod and ConfigMaps go in the clean-up that follows;
 	// its Service must free the NodePort first.
 	if err := deleteInjectorServices(ctx, in.cs, in.ns); err != nil {
@@ -252,7 +258,35 @@ func (in *initRun) handOver(ctx context.Context) (string, error) {
 	if _, err := in.cs.CoreV1().Services(in.ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
 		return "", fmt.Errorf("create Service %s: %w", cluster.RegistryName, err)
 	}
-	return fmt.Sprintf("Service %s holds NodePort %d", cluster.RegistryName, in.opts.NodePort), nil
+	detail := fmt.Sprintf("Service %s holds NodePort %d", cluster.RegistryName, in.opts.NodePort)
+	if onNode {
+		// kube-proxy takes a moment to lead the NodePort to the registry;
+		// meanwhile a push would take a tunnel through the API server.
+		// The registry asks anonymous callers for the account: 401.
+		err := kube.WaitHTTP(ctx, host, http.StatusUnauthorized, "the registry", handOverWait)
+		if err != nil && in.opts.Via == reach.NodePort {
+			return "", err
+		}
+		if err == nil {
+			detail += ", leading to the registry here"
+		}
+	}
+	return detail, nil
+}
+
+// handOverWait bounds the hand-over's wait for the NodePort to lead to the
+// registry (kube-proxy's sync, about a second) where this process sees it.
+const handOverWait = 15 * time.Second
+
+// listening says whether something accepts a TCP connection at host within
+// a moment.
+func listening(host string) bool {
+	c, err := net.DialTimeout("tcp", host, 300*time.Millisecond)
+	if err != nil {
+		return false
+	}
+	c.Close()
+	return true
 }
 
 func (in *initRun) cleanUp(ctx context.Context) (string, error) {

@@ -23,19 +23,21 @@ const configMapsAtOnce = 4
 // run) and waits until the injector Pod is Ready. A crash of the injector
 // (a damaged chunk, a digest mismatch) fails at once with its message.
 func RunInjector(ctx context.Context, cs kubernetes.Interface, plan *Plan, timeout time.Duration) error {
-	if err := createInjector(ctx, cs, plan); err != nil {
+	if _, err := createInjector(ctx, cs, plan); err != nil {
 		return err
 	}
 	return kube.WaitPodReady(ctx, cs, plan.Pod.Namespace, plan.Pod.Labels, timeout, kube.Crashed)
 }
 
 // createInjector creates a plan's objects, replacing leftovers of an
-// earlier run.
-func createInjector(ctx context.Context, cs kubernetes.Interface, plan *Plan) error {
+// earlier run, and returns how long the deletion took.
+func createInjector(ctx context.Context, cs kubernetes.Interface, plan *Plan) (time.Duration, error) {
 	ns := plan.Pod.Namespace
+	start := time.Now()
 	if err := DeleteInjector(ctx, cs, ns); err != nil {
-		return err
+		return 0, err
 	}
+	deleted := time.Since(start)
 	// Several at once: each is a round trip to etcd of up to 1 MiB.
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(configMapsAtOnce)
@@ -48,15 +50,15 @@ func createInjector(ctx context.Context, cs kubernetes.Interface, plan *Plan) er
 		})
 	}
 	if err := g.Wait(); err != nil {
-		return err
+		return deleted, err
 	}
 	if _, err := cs.CoreV1().Pods(ns).Create(ctx, &plan.Pod, metav1.CreateOptions{}); err != nil {
-		return fmt.Errorf("create Pod %s: %w", plan.Pod.Name, err)
+		return deleted, fmt.Errorf("create Pod %s: %w", plan.Pod.Name, err)
 	}
 	if _, err := cs.CoreV1().Services(ns).Create(ctx, &plan.Service, metav1.CreateOptions{}); err != nil {
-		return fmt.Errorf("create Service %s: %w", plan.Service.Name, err)
+		return deleted, fmt.Errorf("create Service %s: %w", plan.Service.Name, err)
 	}
-	return nil
+	return deleted, nil
 }
 
 // DeleteInjector deletes every injector object in ns and waits until they are gone.

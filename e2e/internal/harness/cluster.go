@@ -97,6 +97,10 @@ func Get(t testing.TB) *Cluster {
 		t.Fatalf("kubeconfig %s: %v", path, err)
 	}
 	cfg.Timeout = 30 * time.Second
+	// As ferry's commands (cmd/ferry clientConfig) and kubectl: client-go's
+	// default of 5 requests a second made init here wait on its own client
+	// (the injector's 24 ConfigMaps and a few lists took 6.5 s).
+	cfg.QPS, cfg.Burst = 50, 300
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		t.Fatalf("kubeconfig %s: %v", path, err)
