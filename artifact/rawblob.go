@@ -121,7 +121,7 @@ func (b *rawBlob) SendTo(c *net.TCPConn, limit int64) (int64, error) {
 		first, limit = int64(n), limit-int64(n)
 	}
 	if b.ra != nil || b.cur == nil || b.pos == b.desc.Size {
-		n, err := copyTo(c, b, limit)
+		n, err := zerocopy.Copy(c, b, limit)
 		return first + n, err
 	}
 	want := b.desc.Size - b.pos
@@ -267,18 +267,3 @@ func hashSpans(h hash.Hash, f *os.File, spans []span, buf []byte) error {
 	}
 	return nil
 }
-
-// copyTo copies r to c, at most limit bytes (all if limit < 0), as a
-// connection copies any body.
-func copyTo(c *net.TCPConn, r io.Reader, limit int64) (int64, error) {
-	if limit >= 0 {
-		r = io.LimitReader(r, limit)
-	}
-	return io.Copy(writerOnly{c}, readerOnly{r})
-}
-
-// writerOnly and readerOnly hide a connection's ReadFrom and a reader's
-// WriteTo, which would come back here.
-type writerOnly struct{ io.Writer }
-
-type readerOnly struct{ io.Reader }

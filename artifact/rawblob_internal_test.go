@@ -101,7 +101,7 @@ func TestRawBlob(t *testing.T) {
 				b := newRawBlob(io.LimitReader(z, desc.Size), z, desc, make([]byte, 1<<20))
 				defer b.Close()
 				var got bytes.Buffer
-				_, err := io.CopyBuffer(&got, readerOnly{b}, make([]byte, 1000))
+				_, err := io.CopyBuffer(&got, struct{ io.Reader }{b}, make([]byte, 1000))
 				if !bytes.Equal(got.Bytes(), body) || !sameEnd(err, wantEnd, true) {
 					t.Fatalf("raw %v: read %d bytes (equal %v), err %v; want %v", raw, got.Len(), bytes.Equal(got.Bytes(), body), err, wantEnd)
 				}

@@ -159,7 +159,7 @@ func (c *wholeIfCorrupt) Close() error { return nil }
 func (c *wholeIfCorrupt) SendTo(tc *net.TCPConn, limit int64) (int64, error) {
 	s, ok := c.r.(zerocopy.Sender)
 	if !ok {
-		return copyTo(tc, c, limit)
+		return zerocopy.Copy(tc, c, limit)
 	}
 	n, err := s.SendTo(tc, limit)
 	if _, ok := isCorruptBlob(err); ok {

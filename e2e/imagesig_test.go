@@ -19,9 +19,6 @@ import (
 	"testing"
 	"time"
 
-	"oras.land/oras-go/v2"
-	"oras.land/oras-go/v2/registry/remote"
-
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -226,17 +223,7 @@ func pushTiny(ctx context.Context, t *testing.T, c *harness.Cluster, host, repo,
 	if err != nil {
 		t.Fatal(err)
 	}
-	dst, err := remote.NewRepository(host + "/" + repo)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dst.PlainHTTP = true
-	if err := oras.CopyGraph(ctx, img, dst, img.Manifest, oras.DefaultCopyGraphOptions); err != nil {
-		t.Fatal(err)
-	}
-	if err := dst.Tag(ctx, img.Manifest, tag); err != nil {
-		t.Fatal(err)
-	}
+	pushTagged(ctx, t, img, host+"/"+repo, tag)
 	return img.Manifest.Digest.String()
 }
 

@@ -79,8 +79,21 @@ func SendFile(c *net.TCPConn, f *os.File, off, n int64) (int64, error) {
 
 // copyFile is SendFile's copy.
 func copyFile(c *net.TCPConn, f *os.File, off, n int64) (int64, error) {
-	return io.Copy(writerOnly{c}, io.NewSectionReader(f, off, n))
+	return Copy(c, io.NewSectionReader(f, off, n), -1)
 }
 
-// writerOnly hides c's ReadFrom, which would ask the kernel again.
+// Copy copies r to c, at most limit bytes (all if limit < 0), through the
+// process as a connection copies any body: for a Sender that cannot send
+// itself after all.
+func Copy(c *net.TCPConn, r io.Reader, limit int64) (int64, error) {
+	if limit >= 0 {
+		r = io.LimitReader(r, limit)
+	}
+	return io.Copy(writerOnly{c}, readerOnly{r})
+}
+
+// writerOnly and readerOnly hide c's ReadFrom, which would come back to
+// a Sender's SendTo, and a reader's WriteTo.
 type writerOnly struct{ io.Writer }
+
+type readerOnly struct{ io.Reader }
