@@ -120,12 +120,17 @@ func (in *initRun) injector(ctx context.Context) (string, error) {
 	}
 	t2 := time.Now()
 	// The registry's pod pulls through the NodePort: on a node, wait until
-	// it leads to the injector (anonymous reads allowed: 200). Elsewhere
-	// the registry step restarts a pull that came too early.
+	// it leads to the injector (anonymous reads allowed: 200) — a pull
+	// before kube-proxy routes it is refused, and its Pod replaced (a
+	// second lost). Elsewhere the registry step restarts a pull that came
+	// too early.
 	if in.opts.Via == reach.NodePort {
 		if err := kube.WaitHTTP(ctx, cluster.RegistryHost(in.opts.NodePort), http.StatusOK, "the injector", in.opts.WaitTimeout); err != nil {
 			return "", err
 		}
+	} else if in.opts.Via != reach.Tunnel && kubeletHere() {
+		// Best effort: the registry step copes with an early pull.
+		_ = kube.WaitHTTP(ctx, cluster.RegistryHost(in.opts.NodePort), http.StatusOK, "the injector", handOverWait)
 	}
 	return fmt.Sprintf("serving on NodePort %d from %d ConfigMaps (%d payload chunks, %d stage-1 chunks; leftovers deleted %.1fs, objects created %.1fs, Pod Ready %.1fs, NodePort %.1fs)",
 		in.opts.NodePort, len(plan.ConfigMaps), plan.PayloadChunks, plan.Stage1Chunks, deleted.Seconds(), (t1.Sub(t0) - deleted).Seconds(), t2.Sub(t1).Seconds(), time.Since(t2).Seconds()), nil
@@ -277,6 +282,14 @@ func (in *initRun) handOver(ctx context.Context) (string, error) {
 // handOverWait bounds the hand-over's wait for the NodePort to lead to the
 // registry (kube-proxy's sync, about a second) where this process sees it.
 const handOverWait = 15 * time.Second
+
+// kubeletHere says whether this process runs on a node: a kubelet listens
+// on its loopback (its health port, 127.0.0.1:10248 by default, or its
+// API's, 10250). Where it does, the node's kube-proxy serves NodePorts on
+// 127.0.0.1 too.
+func kubeletHere() bool {
+	return listening("127.0.0.1:10248") || listening("127.0.0.1:10250")
+}
 
 // listening says whether something accepts a TCP connection at host within
 // a moment.

@@ -104,22 +104,29 @@ func (in *Init) Run(ctx context.Context) (*Result, error) {
 	out.RegistryVia = ep
 	in.progress("registry via", ep.String(), agentStart)
 
-	// The registry's own image goes into the registry while the agent is
-	// installed (neither needs the other).
-	imgStart := time.Now()
+	// The registry's own image goes into the registry while the agent
+	// rolls out (neither needs the other), once the agent's image is in:
+	// the rollout waits for that one, so it goes alone.
 	var (
 		imgWG   sync.WaitGroup
 		imgDesc ocispec.Descriptor
 		imgErr  error
 		imgTook time.Duration
+		imgOnce sync.Once
 	)
-	imgWG.Go(func() {
-		imgDesc, imgErr = inject.PushRegistryImage(ctx, in.Client, opts.Namespace, ep.Host, opts.BinDir, res.Arch)
-		imgTook = time.Since(imgStart)
-	})
+	pushImage := func() {
+		imgOnce.Do(func() {
+			imgWG.Go(func() {
+				imgStart := time.Now()
+				imgDesc, imgErr = inject.PushRegistryImage(ctx, in.Client, opts.Namespace, ep.Host, opts.BinDir, res.Arch)
+				imgTook = time.Since(imgStart)
+			})
+		})
+	}
 	defer imgWG.Wait()
 
 	ao := in.Agent
+	ao.imagePushed = pushImage
 	ao.Namespace, ao.BinDir, ao.WaitTimeout, ao.Registry = opts.Namespace, opts.BinDir, opts.WaitTimeout, ep.Host
 	if ao.Extensions == nil {
 		if ao.Extensions, err = apiextensionsclient.NewForConfig(in.Config); err != nil {
@@ -127,6 +134,7 @@ func (in *Init) Run(ctx context.Context) (*Result, error) {
 		}
 	}
 	installed, err := Install(ctx, in.Client, ao)
+	pushImage() // when Install failed before its image was in
 	imgWG.Wait()
 	if imgErr != nil {
 		return nil, &StepError{Step: "registry image", Err: imgErr}

@@ -109,6 +109,11 @@ type InstallOptions struct {
 	// unchanged Package again, putting back what was changed or deleted
 	// behind its back (`ferry controller --drift-check`); its default if 0.
 	ControllerDriftCheck time.Duration
+
+	// imagePushed, if set, is called once the agent's image is in the
+	// registry (Init then pushes the registry's own image: not beside the
+	// agent's, which the rollout waits for).
+	imagePushed func()
 }
 
 // InstallResult tells what Install did.
@@ -245,6 +250,9 @@ func (in *installer) install(ctx context.Context, cred auth.Credential) (*Instal
 	}
 	in.image = in.registry + "/" + Repository + "@" + desc.Digest.String()
 	pushed := lap("image")
+	if in.opts.imagePushed != nil {
+		in.opts.imagePushed()
+	}
 
 	tlsData, renewed, err := in.tls(ctx)
 	if err != nil {
