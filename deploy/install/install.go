@@ -239,38 +239,37 @@ func (in *installer) install(ctx context.Context, cred auth.Credential) (*Instal
 		return nil, err
 	}
 	lap("registry reached")
-	var desc ocispec.Descriptor
-	err = reach.Retry(ctx, 0, func() error {
-		var err error
-		desc, err = inject.PushImage(ctx, repo, inject.ImageOptions{Arch: in.arch, BinaryFile: path, Path: BinaryPath, Uncompressed: true})
-		return err
+	// The image is pushed while the certificates and the objects that do
+	// not name it are made.
+	var (
+		desc    ocispec.Descriptor
+		pushErr error
+		pushed  time.Duration
+		pushing sync.WaitGroup
+	)
+	pushing.Go(func() {
+		start := time.Now()
+		pushErr = reach.Retry(ctx, 0, func() error {
+			var err error
+			desc, err = inject.PushImage(ctx, repo, inject.ImageOptions{Arch: in.arch, BinaryFile: path, Path: BinaryPath, Uncompressed: true})
+			return err
+		})
+		pushed = time.Since(start)
+		if pushErr == nil && in.opts.imagePushed != nil {
+			in.opts.imagePushed()
+		}
 	})
+	tlsData, renewed, err := in.objects(ctx)
+	lap("certificates and objects")
+	pushing.Wait()
+	if pushErr != nil {
+		return nil, fmt.Errorf("push the agent's image (from %s): %w", path, pushErr)
+	}
 	if err != nil {
-		return nil, fmt.Errorf("push the agent's image (from %s): %w", path, err)
+		return nil, err
 	}
 	in.image = in.registry + "/" + Repository + "@" + desc.Digest.String()
-	pushed := lap("image")
-	if in.opts.imagePushed != nil {
-		in.opts.imagePushed()
-	}
-
-	tlsData, renewed, err := in.tls(ctx)
-	if err != nil {
-		return nil, err
-	}
-	lap("certificates")
-	if err := kube.Upsert(ctx, in.cs.CoreV1().ConfigMaps(in.ns), &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Name: CAConfigMap, Namespace: in.ns, Labels: labels()},
-		Data:       map[string]string{cluster.AgentCAKey: string(tlsData[caKey])},
-	}, func(cur, want *corev1.ConfigMap) { cur.Labels, cur.Data = want.Labels, want.Data }); err != nil {
-		return nil, err
-	}
-	if err := in.rbac(ctx); err != nil {
-		return nil, err
-	}
-	if err := in.service(ctx); err != nil {
-		return nil, err
-	}
+	lap("image")
 	sum := sha256.Sum256(tlsData[corev1.TLSCertKey])
 	if err := kube.ApplyDeployment(ctx, in.cs, in.deployment(hex.EncodeToString(sum[:8]))); err != nil {
 		return nil, err
@@ -320,6 +319,25 @@ func (in *installer) install(ctx context.Context, cred auth.Credential) (*Instal
 	}
 	lap("controller and git server")
 	return &InstallResult{Controller: ctlReady, Image: in.image, Binary: path, Pushed: pushed, Ready: ready, Renewed: renewed, Webhook: clusterName(in.ns), Check: check, Git: git, GitReady: gitReady, Phases: phases}, nil
+}
+
+// objects makes the agent's certificates (returned), its CA's ConfigMap,
+// RBAC and Service: all but what names its image.
+func (in *installer) objects(ctx context.Context) (map[string][]byte, bool, error) {
+	tlsData, renewed, err := in.tls(ctx)
+	if err != nil {
+		return nil, false, err
+	}
+	if err := kube.Upsert(ctx, in.cs.CoreV1().ConfigMaps(in.ns), &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: CAConfigMap, Namespace: in.ns, Labels: labels()},
+		Data:       map[string]string{cluster.AgentCAKey: string(tlsData[caKey])},
+	}, func(cur, want *corev1.ConfigMap) { cur.Labels, cur.Data = want.Labels, want.Data }); err != nil {
+		return nil, false, err
+	}
+	if err := in.rbac(ctx); err != nil {
+		return nil, false, err
+	}
+	return tlsData, renewed, in.service(ctx)
 }
 
 // tls returns the agent's certificates, kept in TLSSecretName: those there
