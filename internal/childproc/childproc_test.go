@@ -24,7 +24,11 @@ func TestMain(m *testing.M) {
 			os.Exit(1)
 		}
 		fmt.Println(cmd.Process.Pid)
-		select {}
+		// Not select{}: with no other goroutine the runtime would end the
+		// helper at once (all goroutines are asleep), killing the child
+		// before the test looks at it. A sleeping timer is not a deadlock.
+		time.Sleep(10 * time.Minute)
+		os.Exit(1)
 	}
 	os.Exit(m.Run())
 }
