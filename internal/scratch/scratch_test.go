@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestMain: as a helper process, make a folder and a file in
@@ -26,7 +27,10 @@ func TestMain(m *testing.M) {
 			os.Exit(1)
 		}
 		fmt.Println(d.Path, f.Name())
-		select {}
+		// Not select{}: alone, it is a deadlock the runtime ends at once,
+		// freeing the locks before the test looks. A sleep is not.
+		time.Sleep(10 * time.Minute)
+		os.Exit(1)
 	}
 	os.Exit(m.Run())
 }
