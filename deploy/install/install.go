@@ -240,18 +240,20 @@ func (in *installer) install(ctx context.Context, cred auth.Credential) (*Instal
 	}
 	lap("registry reached")
 	// The image is pushed while the certificates and the objects that do
-	// not name it are made.
+	// not name it are made; if those fail, the push is not waited for.
 	var (
 		desc    ocispec.Descriptor
 		pushErr error
 		pushed  time.Duration
 		pushing sync.WaitGroup
 	)
+	pushCtx, cancelPush := context.WithCancel(ctx)
+	defer cancelPush()
 	pushing.Go(func() {
 		start := time.Now()
-		pushErr = reach.Retry(ctx, 0, func() error {
+		pushErr = reach.Retry(pushCtx, 0, func() error {
 			var err error
-			desc, err = inject.PushImage(ctx, repo, inject.ImageOptions{Arch: in.arch, BinaryFile: path, Path: BinaryPath, Uncompressed: true})
+			desc, err = inject.PushImage(pushCtx, repo, inject.ImageOptions{Arch: in.arch, BinaryFile: path, Path: BinaryPath, Uncompressed: true})
 			return err
 		})
 		pushed = time.Since(start)
@@ -261,12 +263,14 @@ func (in *installer) install(ctx context.Context, cred auth.Credential) (*Instal
 	})
 	tlsData, renewed, err := in.objects(ctx)
 	lap("certificates and objects")
+	if err != nil {
+		cancelPush()
+		pushing.Wait()
+		return nil, err
+	}
 	pushing.Wait()
 	if pushErr != nil {
 		return nil, fmt.Errorf("push the agent's image (from %s): %w", path, pushErr)
-	}
-	if err != nil {
-		return nil, err
 	}
 	in.image = in.registry + "/" + Repository + "@" + desc.Digest.String()
 	lap("image")
