@@ -124,13 +124,13 @@ func (in *initRun) injector(ctx context.Context) (string, error) {
 	// before kube-proxy routes it is refused, and its Pod replaced (a
 	// second lost). Elsewhere the registry step restarts a pull that came
 	// too early.
+	onNode := in.opts.Via == reach.NodePort || in.opts.Via != reach.Tunnel && kubeletHere()
+	wait := handOverWait
 	if in.opts.Via == reach.NodePort {
-		if err := kube.WaitHTTP(ctx, cluster.RegistryHost(in.opts.NodePort), http.StatusOK, "the injector", in.opts.WaitTimeout); err != nil {
-			return "", err
-		}
-	} else if in.opts.Via != reach.Tunnel && kubeletHere() {
-		// Best effort: the registry step copes with an early pull.
-		_ = kube.WaitHTTP(ctx, cluster.RegistryHost(in.opts.NodePort), http.StatusOK, "the injector", handOverWait)
+		wait = in.opts.WaitTimeout
+	}
+	if _, err := in.waitNodePort(ctx, onNode, http.StatusOK, "the injector", wait); err != nil {
+		return "", err
 	}
 	return fmt.Sprintf("serving on NodePort %d from %d ConfigMaps (%d payload chunks, %d stage-1 chunks; leftovers deleted %.1fs, objects created %.1fs, Pod Ready %.1fs, NodePort %.1fs)",
 		in.opts.NodePort, len(plan.ConfigMaps), plan.PayloadChunks, plan.Stage1Chunks, deleted.Seconds(), (t1.Sub(t0) - deleted).Seconds(), t2.Sub(t1).Seconds(), time.Since(t2).Seconds()), nil
@@ -264,19 +264,32 @@ func (in *initRun) handOver(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("create Service %s: %w", cluster.RegistryName, err)
 	}
 	detail := fmt.Sprintf("Service %s holds NodePort %d", cluster.RegistryName, in.opts.NodePort)
-	if onNode {
-		// kube-proxy takes a moment to lead the NodePort to the registry;
-		// meanwhile a push would take a tunnel through the API server.
-		// The registry asks anonymous callers for the account: 401.
-		err := kube.WaitHTTP(ctx, host, http.StatusUnauthorized, "the registry", handOverWait)
-		if err != nil && in.opts.Via == reach.NodePort {
-			return "", err
-		}
-		if err == nil {
-			detail += ", leading to the registry here"
-		}
+	// kube-proxy takes a moment to lead the NodePort to the registry;
+	// meanwhile a push would take a tunnel through the API server. The
+	// registry asks anonymous callers for the account: 401.
+	led, err := in.waitNodePort(ctx, onNode, http.StatusUnauthorized, "the registry", handOverWait)
+	if err != nil {
+		return "", err
+	}
+	if led {
+		detail += ", leading to the registry here"
 	}
 	return detail, nil
+}
+
+// waitNodePort waits, where this process runs on a node (onNode), at most
+// wait until the NodePort on 127.0.0.1 answers status, and says whether it
+// did. Only with --registry-via nodeport is a NodePort that does not an
+// error; otherwise the wait was best effort.
+func (in *initRun) waitNodePort(ctx context.Context, onNode bool, status int, what string, wait time.Duration) (bool, error) {
+	if !onNode {
+		return false, nil
+	}
+	err := kube.WaitHTTP(ctx, cluster.RegistryHost(in.opts.NodePort), status, what, wait)
+	if err != nil && in.opts.Via == reach.NodePort {
+		return false, err
+	}
+	return err == nil, nil
 }
 
 // handOverWait bounds the hand-over's wait for the NodePort to lead to the
