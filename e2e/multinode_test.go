@@ -36,6 +36,7 @@ import (
 	"github.com/ferrypkg/ferry/e2e/internal/harness"
 	"github.com/ferrypkg/ferry/internal/cluster"
 	"github.com/ferrypkg/ferry/internal/fixture"
+	"github.com/ferrypkg/ferry/internal/kube"
 	"github.com/ferrypkg/ferry/internal/peertool"
 	"github.com/ferrypkg/ferry/internal/reach"
 )
@@ -145,7 +146,7 @@ func TestMultiNode(t *testing.T) {
 		if err := ferryJSON(ctx, t, c, &rec, "deploy", pkg, "--key", pubName); err != nil {
 			t.Fatal(err)
 		}
-		if rec.RegistryVia.Via != "tunnel" || rec.RegistryVia.Protocol != "websocket" || rec.BytesPushed == 0 {
+		if rec.RegistryVia.Via != "tunnel" || rec.RegistryVia.Protocol != kube.ProtocolProxy || rec.BytesPushed == 0 {
 			t.Fatalf("deploy: %+v", rec)
 		}
 		t.Logf("deployed %s: %d bytes pushed through %s (%s), tunnel ready in %.3fs", rec.Root, rec.BytesPushed, rec.RegistryVia.Host, rec.RegistryVia.Pod, rec.RegistryVia.Seconds)
@@ -492,7 +493,7 @@ func connectText(ctx context.Context, t *testing.T, c *harness.Cluster, username
 	}
 	t.Logf("registry connect prints:\n%s", strings.Join(lines, "\n"))
 	var addr string
-	if _, err := fmt.Sscanf(lines[0], "registry at %s (tunnel to pod", &addr); err != nil || !strings.Contains(lines[0], "over websocket") {
+	if _, err := fmt.Sscanf(lines[0], "registry at %s (tunnel to pod", &addr); err != nil || !strings.Contains(lines[0], "over "+kube.ProtocolProxy) {
 		t.Errorf("first line %q: want the address and the tunnel's Pod and protocol (%v)", lines[0], err)
 	}
 	for _, want := range []string{"ferry registry login " + addr + " -u " + username + " --password-stdin", cluster.AuthSecretName} {

@@ -124,7 +124,7 @@ func (in *initRun) injector(ctx context.Context) (string, error) {
 	// before kube-proxy routes it is refused, and its Pod replaced (a
 	// second lost). Elsewhere the registry step restarts a pull that came
 	// too early.
-	onNode := in.opts.Via == reach.NodePort || in.opts.Via != reach.Tunnel && kubeletHere()
+	onNode := in.opts.Via == reach.NodePort || !in.opts.Via.Tunnels() && kubeletHere()
 	wait := handOverWait
 	if in.opts.Via == reach.NodePort {
 		wait = in.opts.WaitTimeout
@@ -251,7 +251,7 @@ func (in *initRun) handOver(ctx context.Context) (string, error) {
 	// This process runs on a node when the injector's NodePort answers
 	// here (on a workstation nothing listens: refused at once).
 	host := cluster.RegistryHost(in.opts.NodePort)
-	onNode := in.opts.Via == reach.NodePort || in.opts.Via != reach.Tunnel && listening(host)
+	onNode := in.opts.Via == reach.NodePort || !in.opts.Via.Tunnels() && listening(host)
 	// The injector's Pod and ConfigMaps go in the clean-up that follows;
 	// its Service must free the NodePort first.
 	if err := deleteInjectorServices(ctx, in.cs, in.ns); err != nil {

@@ -37,6 +37,7 @@ import (
 	_ "github.com/distribution/distribution/v3/registry/storage/driver/s3-aws"
 
 	"github.com/ferrypkg/ferry/internal/authlimit"
+	"github.com/ferrypkg/ferry/internal/fwdauth"
 )
 
 // DefaultAddr is the address ListenAndServe uses when Config.Addr is empty.
@@ -235,6 +236,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if s.cfg.RootDir != "" {
 		largeWrites(r)
 	}
+	fwdauth.Accept(gw, r) // credentials through the API server's pods/proxy
 	s.handler.ServeHTTP(gw, r)
 }
 

@@ -52,7 +52,7 @@ func (f *kubeFlags) clientConfig() (kubernetes.Interface, *rest.Config, error) {
 type viaFlag struct{ via string }
 
 func (f *viaFlag) register(cmd *cobra.Command, def reach.Via) {
-	cmd.Flags().StringVar(&f.via, "registry-via", string(def), "how to reach the in-cluster registry: auto (the NodePort on 127.0.0.1 if it leads there, else a tunnel), nodeport (ferry runs on a node), tunnel (a port-forward to a registry Pod through the API server)")
+	cmd.Flags().StringVar(&f.via, "registry-via", string(def), "how to reach the in-cluster registry: auto (the NodePort on 127.0.0.1 if it leads there, else a tunnel), nodeport (ferry runs on a node), tunnel (through the API server to a registry Pod: its pods/proxy, else a port-forward), port-forward (always a port-forward)")
 }
 
 func (f *viaFlag) parse() (reach.Via, error) { return reach.ParseVia(f.via) }

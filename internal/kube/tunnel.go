@@ -7,8 +7,10 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/httpstream"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -222,10 +225,7 @@ func (t *Tunnel) watch(pod string, dials int) {
 		if !current {
 			return
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		p, err := t.cs.CoreV1().Pods(t.opts.Namespace).Get(ctx, pod, metav1.GetOptions{})
-		cancel()
-		if apierrors.IsNotFound(err) || (err == nil && p.DeletionTimestamp != nil) {
+		if podGone(t.cs, t.opts.Namespace, pod) {
 			t.setErr(fmt.Errorf("port-forward to pod %s/%s: the Pod is being deleted", t.opts.Namespace, pod))
 			t.mu.Lock()
 			if t.dials == dials {
@@ -235,6 +235,32 @@ func (t *Tunnel) watch(pod string, dials int) {
 			return
 		}
 	}
+}
+
+// watchPod returns true as soon as pod in ns is deleted or gone, checking
+// every podCheckEvery; false when ctx ends first.
+func watchPod(ctx context.Context, cs kubernetes.Interface, ns, pod string) bool {
+	tick := time.NewTicker(podCheckEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-tick.C:
+		}
+		if podGone(cs, ns, pod) {
+			return true
+		}
+	}
+}
+
+// podGone says whether pod in ns is deleted or being deleted; an API
+// server that does not answer within 5 s says nothing.
+func podGone(cs kubernetes.Interface, ns, pod string) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	p, err := cs.CoreV1().Pods(ns).Get(ctx, pod, metav1.GetOptions{})
+	return apierrors.IsNotFound(err) || (err == nil && p.DeletionTimestamp != nil)
 }
 
 // drop closes the pool's connections when conn is one of them (or is nil)
@@ -274,7 +300,7 @@ func (d *recordingDialer) Dial(protocols ...string) (httpstream.Connection, stri
 // dial connects to pod's portforward subresource: WebSocket first, SPDY
 // when the upgrade fails, as kubectl port-forward does.
 func (t *Tunnel) dial(pod string) (httpstream.Connection, string, error) {
-	dialer, webSocket, err := PortForwardDialer(t.cs, t.cfg, t.opts.Namespace, pod)
+	dialer, webSocket, err := PortForwardDialer(t.cfg, t.opts.Namespace, pod)
 	if err != nil {
 		return nil, "", err
 	}
@@ -292,8 +318,11 @@ func (t *Tunnel) dial(pod string) (httpstream.Connection, string, error) {
 // as kubectl port-forward does: the WebSocket protocol first, SPDY when
 // the upgrade is refused. After a Dial that succeeded, webSocket tells
 // whether it was the WebSocket protocol.
-func PortForwardDialer(cs kubernetes.Interface, cfg *rest.Config, namespace, pod string) (dialer httpstream.Dialer, webSocket func() bool, err error) {
-	u := cs.CoreV1().RESTClient().Post().Resource("pods").Namespace(namespace).Name(pod).SubResource("portforward").URL()
+func PortForwardDialer(cfg *rest.Config, namespace, pod string) (dialer httpstream.Dialer, webSocket func() bool, err error) {
+	u, err := podURL(cfg, namespace, pod, "portforward")
+	if err != nil {
+		return nil, nil, err
+	}
 	rt, upgrader, err := spdy.RoundTripperFor(cfg)
 	if err != nil {
 		return nil, nil, err
@@ -310,6 +339,18 @@ func PortForwardDialer(cs kubernetes.Interface, cfg *rest.Config, namespace, pod
 		return streamhttp.IsUpgradeFailure(err) || httpstream.IsUpgradeFailure(err) || httpstream.IsHTTPSProxyError(err)
 	})
 	return dialer, func() bool { return primary.used }, nil
+}
+
+// podURL is the API server's URL of subresource sub of pod (a name, or
+// name:port for the proxy) in ns.
+func podURL(cfg *rest.Config, ns, pod, sub string) (*url.URL, error) {
+	u, _, err := rest.DefaultServerURL(cfg.Host, cfg.APIPath, schema.GroupVersion{}, rest.IsConfigTransportTLS(*cfg))
+	if err != nil {
+		return nil, err
+	}
+	u.Path = strings.TrimSuffix(u.Path, "/") + "/api/v1/namespaces/" + url.PathEscape(ns) + "/pods/" + url.PathEscape(pod) + "/" + sub
+	u.RawPath = ""
+	return u, nil
 }
 
 // forward carries one local connection to the Pod. When the connection to

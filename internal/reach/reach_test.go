@@ -25,12 +25,12 @@ import (
 )
 
 func TestParseVia(t *testing.T) {
-	for _, s := range []string{"auto", "nodeport", "tunnel"} {
+	for _, s := range []string{"auto", "nodeport", "tunnel", "port-forward"} {
 		if v, err := ParseVia(s); err != nil || string(v) != s {
 			t.Errorf("ParseVia(%q) = %q, %v", s, v, err)
 		}
 	}
-	if _, err := ParseVia("ssh"); err == nil || !strings.Contains(err.Error(), "auto, nodeport or tunnel") {
+	if _, err := ParseVia("ssh"); err == nil || !strings.Contains(err.Error(), "auto, nodeport, tunnel or port-forward") {
 		t.Errorf("ParseVia(ssh): %v", err)
 	}
 }
