@@ -95,6 +95,12 @@ type InitOptions struct {
 	// yet is deleted, and its replacement pulls again at once instead of
 	// after the kubelet's back-off.
 	Via reach.Via
+	// RegistryReady, if set, is called during the hand-over where this
+	// process runs on a node, with the address (IP:port) of a ready
+	// registry Pod and the node's architecture: the Pod answers there
+	// while kube-proxy still leads the NodePort to the injector (a second
+	// or so), so a caller may start pushing to it. It must not block.
+	RegistryReady func(addr, arch string)
 	// DeferInjectorWait: the clean-up deletes the injector's objects in
 	// the background (deleting 1 MiB ConfigMaps and a Pod takes the API
 	// server and the kubelet seconds); the caller waits for it with

@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 	orasauth "oras.land/oras-go/v2/registry/remote/auth"
@@ -263,6 +264,11 @@ func (in *initRun) handOver(ctx context.Context) (string, error) {
 	if _, err := in.cs.CoreV1().Services(in.ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
 		return "", fmt.Errorf("create Service %s: %w", cluster.RegistryName, err)
 	}
+	if onNode && in.opts.RegistryReady != nil {
+		if addr := in.readyRegistryPod(ctx); addr != "" {
+			in.opts.RegistryReady(addr, in.arch)
+		}
+	}
 	detail := fmt.Sprintf("Service %s holds NodePort %d", cluster.RegistryName, in.opts.NodePort)
 	// kube-proxy takes a moment to lead the NodePort to the registry;
 	// meanwhile a push would take a tunnel through the API server. The
@@ -275,6 +281,21 @@ func (in *initRun) handOver(ctx context.Context) (string, error) {
 		detail += ", leading to the registry here"
 	}
 	return detail, nil
+}
+
+// readyRegistryPod is the address (IP:port) of a ready registry Pod, or ""
+// when there is none or the list fails.
+func (in *initRun) readyRegistryPod(ctx context.Context) string {
+	pods, err := in.cs.CoreV1().Pods(in.ns).List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(in.labels("registry")).String()})
+	if err != nil {
+		return ""
+	}
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp == nil && p.Status.PodIP != "" && kube.PodReady(&p) {
+			return net.JoinHostPort(p.Status.PodIP, strconv.Itoa(cluster.RegistryPort))
+		}
+	}
+	return ""
 }
 
 // waitNodePort waits, where this process runs on a node (onNode), at most

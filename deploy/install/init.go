@@ -13,9 +13,11 @@ import (
 	"time"
 
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"oras.land/oras-go/v2/registry/remote/auth"
 
 	"github.com/ferrypkg/ferry/deploy"
 	"github.com/ferrypkg/ferry/deploy/api/v1alpha1"
@@ -88,8 +90,16 @@ func (in *Init) Run(ctx context.Context) (*Result, error) {
 	opts.Progress = in.Progress
 	// The injector's Pod goes while the agent is installed.
 	opts.DeferInjectorWait = true
+	// On a node, the agent's image goes to the registry Pod during the
+	// hand-over (kube-proxy's second); Install's push then finds it.
+	early := &earlyPush{done: make(chan struct{})}
+	opts.RegistryReady = func(addr, arch string) {
+		early.start(ctx, in.Client, opts.Namespace, in.Agent.Ferry, opts.BinDir, addr, arch)
+	}
+	defer early.wait(context.Background())
 	start := time.Now()
 	res, err := inject.Init(ctx, in.Client, opts)
+	early.none()
 	if err != nil {
 		return nil, err
 	}
@@ -126,7 +136,7 @@ func (in *Init) Run(ctx context.Context) (*Result, error) {
 	defer imgWG.Wait()
 
 	ao := in.Agent
-	ao.imagePushed = pushImage
+	ao.imagePushed, ao.beforePush = pushImage, early.wait
 	ao.Namespace, ao.BinDir, ao.WaitTimeout, ao.Registry = opts.Namespace, opts.BinDir, opts.WaitTimeout, ep.Host
 	if ao.Extensions == nil {
 		if ao.Extensions, err = apiextensionsclient.NewForConfig(in.Config); err != nil {
@@ -168,6 +178,59 @@ func (in *Init) Run(ctx context.Context) (*Result, error) {
 	}
 	out.Seconds = time.Since(start).Seconds()
 	return out, nil
+}
+
+// earlyPush is the agent image's push to the registry Pod during the
+// hand-over: best effort, bounded by earlyPushTimeout (Install's own push
+// does whatever it left).
+type earlyPush struct {
+	once sync.Once
+	done chan struct{}
+}
+
+// earlyPushTimeout bounds the early push: 98 MB on a node's own network.
+const earlyPushTimeout = 30 * time.Second
+
+// start pushes, in the background, the agent's image to the registry at
+// addr, with the account in ns.
+func (e *earlyPush) start(ctx context.Context, cs kubernetes.Interface, ns, ferry, binDir, addr, arch string) {
+	e.once.Do(func() {
+		go func() {
+			defer close(e.done)
+			ctx, cancel := context.WithTimeout(ctx, earlyPushTimeout)
+			defer cancel()
+			path, err := FindBinary(ferry, binDir, arch)
+			if err != nil {
+				return
+			}
+			sec, err := cs.CoreV1().Secrets(ns).Get(ctx, cluster.AuthSecretName, metav1.GetOptions{})
+			if err != nil {
+				return
+			}
+			account := cluster.AccountFromData(sec.Data)
+			if err := reach.WaitRegistry(ctx, addr, time.Second); err != nil {
+				return // the Pod's address does not answer here
+			}
+			repo, err := reach.RegistryRemote(addr, auth.Credential{Username: account.Username, Password: account.Password}).Repository(addr + "/" + Repository)
+			if err != nil {
+				return
+			}
+			_, _ = pushAgentImage(ctx, repo, path, arch) // best effort: Install pushes what is missing
+		}()
+	})
+}
+
+// none marks that no early push starts any more.
+func (e *earlyPush) none() {
+	e.once.Do(func() { close(e.done) })
+}
+
+// wait waits for the early push, if any, to end, or ctx.
+func (e *earlyPush) wait(ctx context.Context) {
+	select {
+	case <-e.done:
+	case <-ctx.Done():
+	}
 }
 
 func (in *Init) progress(step, detail string, since time.Time) {

@@ -21,6 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
+	"oras.land/oras-go/v2"
 	"oras.land/oras-go/v2/registry/remote/auth"
 
 	"github.com/ferrypkg/ferry/deploy/api/v1alpha1"
@@ -114,6 +115,10 @@ type InstallOptions struct {
 	// registry (Init then pushes the registry's own image: not beside the
 	// agent's, which the rollout waits for).
 	imagePushed func()
+	// beforePush, if set, is waited for before the agent's image is
+	// pushed: Init's early push of the same image, to the registry Pod
+	// during the hand-over, after which this push finds it there.
+	beforePush func(context.Context)
 }
 
 // InstallResult tells what Install did.
@@ -251,9 +256,12 @@ func (in *installer) install(ctx context.Context, cred auth.Credential) (*Instal
 	defer cancelPush()
 	pushing.Go(func() {
 		start := time.Now()
+		if in.opts.beforePush != nil {
+			in.opts.beforePush(pushCtx)
+		}
 		pushErr = reach.Retry(pushCtx, 0, func() error {
 			var err error
-			desc, err = inject.PushImage(pushCtx, repo, inject.ImageOptions{Arch: in.arch, BinaryFile: path, Path: BinaryPath, Uncompressed: true})
+			desc, err = pushAgentImage(pushCtx, repo, path, in.arch)
 			return err
 		})
 		pushed = time.Since(start)
@@ -323,6 +331,12 @@ func (in *installer) install(ctx context.Context, cred auth.Credential) (*Instal
 	}
 	lap("controller and git server")
 	return &InstallResult{Controller: ctlReady, Image: in.image, Binary: path, Pushed: pushed, Ready: ready, Renewed: renewed, Webhook: clusterName(in.ns), Check: check, Git: git, GitReady: gitReady, Phases: phases}, nil
+}
+
+// pushAgentImage pushes the agent's image, made of the ferry binary at
+// path for arch, to repo.
+func pushAgentImage(ctx context.Context, repo oras.Target, path, arch string) (ocispec.Descriptor, error) {
+	return inject.PushImage(ctx, repo, inject.ImageOptions{Arch: arch, BinaryFile: path, Path: BinaryPath, Uncompressed: true})
 }
 
 // objects makes the agent's certificates (returned), its CA's ConfigMap,

@@ -188,8 +188,11 @@ func deploymentPods(ctx context.Context, cs kubernetes.Interface, d *appsv1.Depl
 func WaitHTTP(ctx context.Context, host string, want int, what string, timeout time.Duration) error {
 	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 	last := "no answer"
+	// A request that hangs ends with the wait, not 5 s later.
+	rctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
 	err := Poll(ctx, timeout, func() (bool, error) {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+host+"/v2/", nil)
+		req, err := http.NewRequestWithContext(rctx, http.MethodGet, "http://"+host+"/v2/", nil)
 		if err != nil {
 			return false, err
 		}
