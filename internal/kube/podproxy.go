@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -219,6 +220,13 @@ func (p *PodProxy) prefix(pod string) string {
 }
 
 func (p *PodProxy) serve(w http.ResponseWriter, r *http.Request) {
+	// The path goes after the Pod's proxy path, with this user's
+	// credentials: a dot segment would lead elsewhere in the API server.
+	segs := strings.Split(r.URL.Path, "/")
+	if !strings.HasPrefix(r.URL.Path, "/") || slices.Contains(segs, "..") || slices.Contains(segs, ".") {
+		http.Error(w, "pods/proxy: a path with dot segments is not forwarded", http.StatusBadRequest)
+		return
+	}
 	pod, gone, err := p.current(r.Context())
 	if err != nil {
 		p.setErr(err)

@@ -1,6 +1,7 @@
 package kube
 
 import (
+	"bufio"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -8,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -102,6 +104,26 @@ func TestPodProxy(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusUnauthorized || resp.Header.Get("WWW-Authenticate") == "" {
 		t.Fatalf("anonymous GET /v2/: %s", resp.Status)
+	}
+
+	// A path that would climb out of the Pod's proxy path, to the API
+	// server's other resources with this user's credentials, is refused
+	// (as sent: neither Go's client nor a raw connection cleans it).
+	for _, path := range []string{"/v2/../../../../secrets", "/v2/%2e%2e/%2E%2E/x", "/v2/./x", "/v2/..%2f..%2fx"} {
+		c, err := net.Dial("tcp", px.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n", path, px.Addr())
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		c.Close()
+		if resp.StatusCode != http.StatusBadRequest {
+			t.Errorf("GET %s: %s, want 400", path, resp.Status)
+		}
 	}
 
 	// An upload: POST, then PUT of 64 MiB to where the Location leads.
