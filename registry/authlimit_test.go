@@ -29,7 +29,7 @@ func clientFrom(ip string) *http.Client {
 // still gets in with the right password, and one without credentials still
 // gets its 401 challenge.
 func TestPasswordGuessingSlowed(t *testing.T) {
-	ts := registrytest.NewServer(t, registry.Config{HTPasswdFile: writeHTPasswd(t, "alice", "s3cret")})
+	ts := registrytest.NewServer(t, registry.Config{HTPasswdFile: registrytest.Htpasswd(t, "alice", "s3cret")})
 	get := func(c *http.Client, user, pass string) *http.Response {
 		t.Helper()
 		req, _ := http.NewRequest(http.MethodGet, ts.URL+"/v2/", nil)

@@ -16,7 +16,6 @@ import (
 	"github.com/opencontainers/go-digest"
 	"github.com/opencontainers/image-spec/specs-go"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
-	"golang.org/x/crypto/bcrypt"
 	"oras.land/oras-go/v2"
 	"oras.land/oras-go/v2/registry/remote"
 	"oras.land/oras-go/v2/registry/remote/auth"
@@ -26,19 +25,6 @@ import (
 	"github.com/ferrypkg/ferry/registry/registrytest"
 )
 
-func writeHTPasswd(t *testing.T, user, pass string) string {
-	t.Helper()
-	hash, err := bcrypt.GenerateFromPassword([]byte(pass), bcrypt.MinCost)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := filepath.Join(t.TempDir(), "htpasswd")
-	if err := os.WriteFile(p, []byte(user+":"+string(hash)+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
 func pushBlob(ctx context.Context, repo *remote.Repository, data []byte) error {
 	desc := ocispec.Descriptor{MediaType: "application/octet-stream", Digest: digest.FromBytes(data), Size: int64(len(data))}
 	return repo.Push(ctx, desc, bytes.NewReader(data))
@@ -46,7 +32,7 @@ func pushBlob(ctx context.Context, repo *remote.Repository, data []byte) error {
 
 func TestHTPasswd(t *testing.T) {
 	ctx := context.Background()
-	ts := registrytest.NewServer(t, registry.Config{HTPasswdFile: writeHTPasswd(t, "alice", "s3cret")})
+	ts := registrytest.NewServer(t, registry.Config{HTPasswdFile: registrytest.Htpasswd(t, "alice", "s3cret")})
 	host := registrytest.Host(ts)
 
 	newRepo := func(t *testing.T, client remote.Client) *remote.Repository {

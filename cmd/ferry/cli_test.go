@@ -9,11 +9,11 @@ import (
 	"strings"
 	"testing"
 
-	"golang.org/x/crypto/bcrypt"
 	"oras.land/oras-go/v2/registry/remote"
 	"oras.land/oras-go/v2/registry/remote/credentials"
 
 	"github.com/ferrypkg/ferry/internal/fixture"
+	"github.com/ferrypkg/ferry/registry/registrytest"
 )
 
 // The tests of issue 15's CLI items: one flag meaning, typos, version,
@@ -148,12 +148,7 @@ func TestCLIVersion(t *testing.T) {
 // returns its host.
 func authRegistry(t *testing.T, o registryServeOptions) string {
 	t.Helper()
-	hash, err := bcrypt.GenerateFromPassword([]byte("pa55"), bcrypt.MinCost)
-	if err != nil {
-		t.Fatal(err)
-	}
-	o.htpasswd = filepath.Join(t.TempDir(), "htpasswd")
-	writeFile(t, o.htpasswd, "bob:"+string(hash)+"\n")
+	o.htpasswd = registrytest.Htpasswd(t, "bob", "pa55")
 	url, _ := serveForTest(t, o)
 	return url[strings.Index(url, "://")+3:]
 }

@@ -7,8 +7,6 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -16,7 +14,6 @@ import (
 	"github.com/opencontainers/go-digest"
 	"github.com/opencontainers/image-spec/specs-go"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
-	"golang.org/x/crypto/bcrypt"
 	"oras.land/oras-go/v2/registry/remote"
 	"oras.land/oras-go/v2/registry/remote/auth"
 
@@ -86,15 +83,7 @@ func runServerForTest(t *testing.T, name string, run func(ctx context.Context, o
 }
 
 func TestServeHTPasswd(t *testing.T) {
-	hash, err := bcrypt.GenerateFromPassword([]byte("pa55"), bcrypt.MinCost)
-	if err != nil {
-		t.Fatal(err)
-	}
-	htpasswd := filepath.Join(t.TempDir(), "htpasswd")
-	if err := os.WriteFile(htpasswd, []byte("bob:"+string(hash)+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	url, stop := serveForTest(t, registryServeOptions{htpasswd: htpasswd})
+	url, stop := serveForTest(t, registryServeOptions{htpasswd: registrytest.Htpasswd(t, "bob", "pa55")})
 	host := strings.TrimPrefix(url, "http://")
 
 	resp, err := http.Post(url+"/v2/app/blobs/uploads/", "", nil)

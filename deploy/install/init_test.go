@@ -3,14 +3,11 @@ package install
 import (
 	"context"
 	"net"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
-	"golang.org/x/crypto/bcrypt"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
@@ -20,6 +17,7 @@ import (
 	"github.com/ferrypkg/ferry/internal/cluster"
 	"github.com/ferrypkg/ferry/internal/reach"
 	"github.com/ferrypkg/ferry/registry"
+	"github.com/ferrypkg/ferry/registry/registrytest"
 )
 
 // TestEarlyPush: the early push puts the agent's image, with the account
@@ -29,22 +27,8 @@ import (
 // is not waited for.
 func TestEarlyPush(t *testing.T) {
 	ctx := context.Background()
-	hash, err := bcrypt.GenerateFromPassword([]byte("pa55"), bcrypt.MinCost)
-	if err != nil {
-		t.Fatal(err)
-	}
 	dir := t.TempDir()
-	htpasswd := filepath.Join(dir, "htpasswd")
-	if err := os.WriteFile(htpasswd, []byte("bob:"+string(hash)+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	reg, err := registry.New(ctx, registry.Config{RootDir: t.TempDir(), HTPasswdFile: htpasswd})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(reg)
-	defer srv.Close()
-	addr := strings.TrimPrefix(srv.URL, "http://")
+	addr := registrytest.Host(registrytest.NewServer(t, registry.Config{RootDir: t.TempDir(), HTPasswdFile: registrytest.Htpasswd(t, "bob", "pa55")}))
 	bin, err := loader.ELF("amd64") // a small static executable
 	if err != nil {
 		t.Fatal(err)

@@ -7,13 +7,10 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
-	"golang.org/x/crypto/bcrypt"
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
@@ -25,6 +22,7 @@ import (
 	"github.com/ferrypkg/ferry/internal/kube"
 	"github.com/ferrypkg/ferry/internal/kube/kubetest"
 	"github.com/ferrypkg/ferry/registry"
+	"github.com/ferrypkg/ferry/registry/registrytest"
 )
 
 // TestTunnelThroughPodsProxy: a tunnel is the API server's pods/proxy
@@ -36,15 +34,7 @@ import (
 // instead, and its error says why the proxy was not.
 func TestTunnelThroughPodsProxy(t *testing.T) {
 	ctx := context.Background()
-	hash, err := bcrypt.GenerateFromPassword([]byte("pa55"), bcrypt.MinCost)
-	if err != nil {
-		t.Fatal(err)
-	}
-	htpasswd := filepath.Join(t.TempDir(), "htpasswd")
-	if err := os.WriteFile(htpasswd, []byte("bob:"+string(hash)+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	reg, err := registry.New(ctx, registry.Config{RootDir: t.TempDir(), HTPasswdFile: htpasswd})
+	reg, err := registry.New(ctx, registry.Config{RootDir: t.TempDir(), HTPasswdFile: registrytest.Htpasswd(t, "bob", "pa55")})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -334,40 +334,39 @@ func openProxy(ctx context.Context, cs kubernetes.Interface, cfg *rest.Config, n
 // probeProxy makes a first request through a PodProxy at host, which ends
 // the connection when the answer is not the registry's.
 func probeProxy(ctx context.Context, host string) error {
-	ctx, cancel := context.WithTimeout(ctx, proxyProbeTimeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+host+"/v2/", nil)
-	if err != nil {
-		return err
-	}
-	c := &http.Client{Transport: &http.Transport{DisableKeepAlives: true, Proxy: nil}}
-	resp, err := c.Do(req)
-	if err != nil {
-		return err
-	}
-	resp.Body.Close()
-	return nil
+	_, err := getV2(ctx, host, proxyProbeTimeout)
+	return err
 }
 
 // probe checks that host answers an anonymous GET /v2/ as ferry's registry
 // does (401: it wants the account) within timeout.
 func probe(ctx context.Context, host string, timeout time.Duration) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+host+"/v2/", nil)
-	if err != nil {
-		return err
-	}
-	c := &http.Client{Transport: &http.Transport{DisableKeepAlives: true, Proxy: nil}}
-	resp, err := c.Do(req)
+	resp, err := getV2(ctx, host, timeout)
 	if err != nil {
 		return fmt.Errorf("%s: %w", host, errors.Unwrap(err))
 	}
-	resp.Body.Close()
 	if resp.StatusCode != http.StatusUnauthorized {
 		return fmt.Errorf("%s answers %s, not the registry's 401", host, resp.Status)
 	}
 	return nil
+}
+
+// getV2 makes an anonymous GET /v2/ at host, on a connection of its own,
+// within timeout; the answer's body is closed.
+func getV2(ctx context.Context, host string, timeout time.Duration) (*http.Response, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+host+"/v2/", nil)
+	if err != nil {
+		return nil, err
+	}
+	c := &http.Client{Transport: &http.Transport{DisableKeepAlives: true, Proxy: nil}}
+	resp, err := c.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	resp.Body.Close()
+	return resp, nil
 }
 
 // mayPortForward asks the API server whether this user may port-forward to

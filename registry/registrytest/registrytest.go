@@ -6,8 +6,12 @@ package registrytest
 import (
 	"context"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"golang.org/x/crypto/bcrypt"
 
 	"github.com/ferrypkg/ferry/registry"
 )
@@ -37,6 +41,22 @@ func NewServer(t testing.TB, cfg registry.Config, opts ...registry.Option) *http
 		cancel()
 	})
 	return ts
+}
+
+// Htpasswd writes an htpasswd file giving user password (bcrypt at its
+// lowest cost) into a temporary folder and returns its path, for
+// registry.Config.HTPasswdFile.
+func Htpasswd(t testing.TB, user, password string) string {
+	t.Helper()
+	hash, err := bcrypt.GenerateFromPassword([]byte(password), bcrypt.MinCost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "htpasswd")
+	if err := os.WriteFile(path, []byte(user+":"+string(hash)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
 
 // Host returns the host:port of a test server's URL.
