@@ -215,6 +215,9 @@ func (s *Server) ReadOnly() bool { return s.apps.readOnly() }
 // distribution or in ferry) is logged at error level with its stack and
 // answered 500 UNKNOWN; when the response had begun, the connection is
 // closed, as the client could not tell a cut-off body from a whole one.
+// Credentials come in Authorization or, when that is absent, in
+// fwdauth.Header (through the Kubernetes API server's pods/proxy, which
+// takes Authorization for itself); every answer carries fwdauth.Served.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	gw := &guardWriter{ResponseWriter: w}
 	defer func() {
