@@ -65,22 +65,29 @@ type PodProxy struct {
 	srv     *http.Server
 	cfg     *rest.Config
 	cs      kubernetes.Interface
-	api     *url.URL
+	api     *url.URL // the API server: its scheme and host
 	opts    PodProxyOptions
 	rp      *httputil.ReverseProxy
 	closing chan struct{}
 	wg      sync.WaitGroup
 
 	mu      sync.Mutex
-	pod     string
+	pod     podTarget
 	gone    context.Context // cancelled when pod is deleted or an answer says it is unreachable
 	goneNow context.CancelFunc
 	picks   int
 	lastErr error
 }
 
-// podProxyKey is the request context's key for the Pod a request goes to.
+// podProxyKey is the request context's key for the podTarget a request
+// goes to.
 type podProxyKey struct{}
+
+// podTarget is a Pod picked, and the API server's path to its port's
+// proxy.
+type podTarget struct {
+	name, prefix string
+}
 
 // OpenPodProxy listens on opts.Addr and picks a Pod before it returns; an
 // error picking one is returned here. It makes no request: whether the API
@@ -104,7 +111,7 @@ func OpenPodProxy(ctx context.Context, cfg *rest.Config, cs kubernetes.Interface
 	p.rp = &httputil.ReverseProxy{
 		Rewrite:        p.rewrite,
 		Transport:      rt,
-		FlushInterval:  -1, // answers go on as they come (a registry's are small)
+		FlushInterval:  -1, // each write of an answer is passed on at once
 		ModifyResponse: p.modifyResponse,
 		ErrorHandler:   p.fail,
 		ErrorLog:       discardLog,
@@ -136,7 +143,7 @@ func (p *PodProxy) Addr() string { return p.ln.Addr().String() }
 func (p *PodProxy) Info() TunnelInfo {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return TunnelInfo{Pod: p.pod, Protocol: ProtocolProxy, Dials: p.picks}
+	return TunnelInfo{Pod: p.pod.name, Protocol: ProtocolProxy, Dials: p.picks}
 }
 
 // Err is the last error of a request (picking or reaching a Pod, or what
@@ -176,7 +183,7 @@ func (p *PodProxy) setErr(err error) {
 
 // current returns the Pod requests go to and a context cancelled when it
 // goes away, picking one when there is none or the last went away.
-func (p *PodProxy) current(ctx context.Context) (string, context.Context, error) {
+func (p *PodProxy) current(ctx context.Context) (podTarget, context.Context, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.gone != nil && p.gone.Err() == nil {
@@ -184,14 +191,18 @@ func (p *PodProxy) current(ctx context.Context) (string, context.Context, error)
 	}
 	select {
 	case <-p.closing:
-		return "", nil, net.ErrClosed
+		return podTarget{}, nil, net.ErrClosed
 	default:
 	}
 	pod, err := p.opts.Pick(ctx)
 	if err != nil {
-		return "", nil, err
+		return podTarget{}, nil, err
 	}
-	p.pod, p.picks = pod, p.picks+1
+	u, err := podURL(p.cfg, p.opts.Namespace, pod+":"+strconv.Itoa(p.opts.Port), "proxy")
+	if err != nil {
+		return podTarget{}, nil, err
+	}
+	p.pod, p.picks = podTarget{name: pod, prefix: u.Path}, p.picks+1
 	p.gone, p.goneNow = context.WithCancel(context.Background())
 	p.wg.Add(1)
 	go func(gone context.Context, cancel context.CancelFunc) {
@@ -201,22 +212,16 @@ func (p *PodProxy) current(ctx context.Context) (string, context.Context, error)
 			cancel()
 		}
 	}(p.gone, p.goneNow)
-	return pod, p.gone, nil
+	return p.pod, p.gone, nil
 }
 
 // away marks pod gone: the next request picks a Pod again.
-func (p *PodProxy) away(pod string) {
+func (p *PodProxy) away(pod podTarget) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.pod == pod && p.goneNow != nil {
 		p.goneNow()
 	}
-}
-
-// prefix is the API server's path to the proxy to the port of pod.
-func (p *PodProxy) prefix(pod string) string {
-	u, _ := podURL(p.cfg, p.opts.Namespace, pod+":"+strconv.Itoa(p.opts.Port), "proxy") // parsed in OpenPodProxy
-	return u.Path
 }
 
 func (p *PodProxy) serve(w http.ResponseWriter, r *http.Request) {
@@ -240,12 +245,11 @@ func (p *PodProxy) serve(w http.ResponseWriter, r *http.Request) {
 }
 
 func (p *PodProxy) rewrite(pr *httputil.ProxyRequest) {
-	pod, _ := pr.In.Context().Value(podProxyKey{}).(string)
-	prefix := p.prefix(pod)
+	pod, _ := pr.In.Context().Value(podProxyKey{}).(podTarget)
 	out := pr.Out
 	out.URL.Scheme, out.URL.Host = p.api.Scheme, p.api.Host
-	out.URL.Path = prefix + pr.In.URL.Path
-	out.URL.RawPath = prefix + pr.In.URL.EscapedPath()
+	out.URL.Path = pod.prefix + pr.In.URL.Path
+	out.URL.RawPath = pod.prefix + pr.In.URL.EscapedPath()
 	out.Host = ""
 	if p.opts.AuthHeader != "" {
 		out.Header.Del(p.opts.AuthHeader)
@@ -259,7 +263,6 @@ func (p *PodProxy) rewrite(pr *httputil.ProxyRequest) {
 // errNotFromPod is modifyResponse's error for an answer of the API server
 // in the Pod's place.
 type errNotFromPod struct {
-	pod    string
 	status string
 	msg    string
 }
@@ -273,29 +276,28 @@ func (e *errNotFromPod) Error() string {
 }
 
 func (p *PodProxy) modifyResponse(resp *http.Response) error {
-	pod, _ := resp.Request.Context().Value(podProxyKey{}).(string)
 	if !p.opts.FromPod(resp) {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
 		resp.Body.Close()
-		return &errNotFromPod{pod: pod, status: resp.Status, msg: oneLine(statusMessage(b))}
+		return &errNotFromPod{status: resp.Status, msg: oneLine(statusMessage(b))}
 	}
 	if loc := resp.Header.Get("Location"); loc != "" {
-		resp.Header.Set("Location", p.local(loc, pod))
+		pod, _ := resp.Request.Context().Value(podProxyKey{}).(podTarget)
+		resp.Header.Set("Location", p.local(loc, pod.prefix))
 	}
 	return nil
 }
 
 // local makes a Location of the Pod's answer lead through the local
-// address: a URL under the API server's proxy path for pod (the API
+// address: a URL under the API server's proxy path prefix (the API
 // server rewrites the Pod's own URLs so), or on the API server's host (a
 // Pod that built it from X-Forwarded-Host), becomes a path on the local
 // address. Others are left as they are.
-func (p *PodProxy) local(loc, pod string) string {
+func (p *PodProxy) local(loc, prefix string) string {
 	u, err := url.Parse(loc)
 	if err != nil {
 		return loc
 	}
-	prefix := p.prefix(pod)
 	switch {
 	case u.Path == prefix || strings.HasPrefix(u.Path, prefix+"/"):
 		u.Path = strings.TrimPrefix(u.Path, prefix)
@@ -313,7 +315,7 @@ func (p *PodProxy) local(loc, pod string) string {
 
 // fail ends the local connection: the Pod did not answer.
 func (p *PodProxy) fail(w http.ResponseWriter, r *http.Request, err error) {
-	pod, _ := r.Context().Value(podProxyKey{}).(string)
+	pod, _ := r.Context().Value(podProxyKey{}).(podTarget)
 	select {
 	case <-p.closing:
 		panic(http.ErrAbortHandler)
@@ -322,7 +324,7 @@ func (p *PodProxy) fail(w http.ResponseWriter, r *http.Request, err error) {
 	if errors.Is(err, context.Canceled) {
 		panic(http.ErrAbortHandler) // the client left, or the Pod went (watchPod said so)
 	}
-	p.setErr(fmt.Errorf("pods/proxy to pod %s/%s: %w", p.opts.Namespace, pod, err))
+	p.setErr(fmt.Errorf("pods/proxy to pod %s/%s: %w", p.opts.Namespace, pod.name, err))
 	p.away(pod)
 	panic(http.ErrAbortHandler)
 }
