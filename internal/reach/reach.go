@@ -6,7 +6,7 @@
 // second way. The tunnel is the API server's pods/proxy subresource (HTTP
 // relayed to the Pod's IP) when the user may use it and it reaches the
 // registry, else a port-forward (a byte stream relayed through the kubelet:
-// 3–4× slower for a push).
+// a push takes ~1.5× the proxy's time).
 package reach
 
 import (
@@ -289,7 +289,7 @@ func openTunnel(ctx context.Context, cs kubernetes.Interface, cfg *rest.Config, 
 }
 
 // rbacFix says how to get the port-forward allowed.
-const rbacFix = "grant this kubeconfig's user `create` on pods/portforward and `list` on pods in ferry's namespace (a Role and RoleBinding; `get`, `create`, `update`, `patch` and `delete` on pods/proxy make pushes 2–3× faster), or run ferry on a node with --registry-via nodeport"
+const rbacFix = "grant this kubeconfig's user `create` on pods/portforward and `list` on pods in ferry's namespace (a Role and RoleBinding; `get`, `create`, `update`, `patch` and `delete` on pods/proxy make pushes ~1.5× faster), or run ferry on a node with --registry-via nodeport"
 
 // proxyVerbs are the verbs on pods/proxy a registry client needs: the
 // API server authorizes a proxied request by its method (HEAD and GET:
