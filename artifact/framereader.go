@@ -118,13 +118,32 @@ func rawBlockAt(f io.ReaderAt, off, rawLeft int64, hdr []byte) (int64, error) {
 	if _, err := f.ReadAt(hdr[:3], off); err != nil {
 		return 0, truncated(err)
 	}
-	h := uint32(hdr[0]) | uint32(hdr[1])<<8 | uint32(hdr[2])<<16
-	size := min(rawBlockSize, rawLeft)
-	last := size == rawLeft
-	if h>>1&3 != 0 || int64(h>>3) != size || (h&1 == 1) != last {
-		return 0, fmt.Errorf("%w: zstd raw block at offset %d is damaged", ErrCorrupt, off)
+	size, want := rawBlockHeader(rawLeft)
+	if err := checkRawHeader(hdr, want, off); err != nil {
+		return 0, err
 	}
 	return size, nil
+}
+
+// rawBlockHeader is the size of a raw frame's next block, with rawLeft
+// content bytes left in the frame, and the header frameWriter writes
+// before it: the size, block type raw (0), and whether it is the last.
+func rawBlockHeader(rawLeft int64) (int64, uint32) {
+	size := min(rawBlockSize, rawLeft)
+	h := uint32(size) << 3
+	if size == rawLeft {
+		h |= 1
+	}
+	return size, h
+}
+
+// checkRawHeader says whether the 3 bytes at hdr, read at off, are the
+// block header want.
+func checkRawHeader(hdr []byte, want uint32, off int64) error {
+	if uint32(hdr[0])|uint32(hdr[1])<<8|uint32(hdr[2])<<16 != want {
+		return fmt.Errorf("%w: zstd raw block at offset %d is damaged", ErrCorrupt, off)
+	}
+	return nil
 }
 
 // frame starts the frame at z.off.

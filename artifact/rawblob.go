@@ -1,6 +1,7 @@
 package artifact
 
 import (
+	"fmt"
 	"hash"
 	"io"
 	"net"
@@ -212,8 +213,13 @@ type rawCursor struct {
 	hdr       [3]byte
 }
 
-// span is n bytes of the file at off.
-type span struct{ off, n int64 }
+// span is n bytes of the file at off; when hdr is not 0, the block header
+// right before them (3 bytes) must be hdr (a header is never 0: a block
+// has at least one byte).
+type span struct {
+	off, n int64
+	hdr    uint32
+}
 
 // next returns where the next at most max bytes lie, reading (and
 // checking) a block header when at one.
@@ -236,34 +242,90 @@ func (c *rawCursor) advance(n int64) {
 	c.done += n
 }
 
-// spans returns where the next n bytes lie, and moves past them.
+// spans returns where the next n bytes lie, and moves past them, without
+// reading: the blocks of a raw frame are those frameWriter writes (whole
+// but the last), so where they lie is arithmetic; hashSpans, which reads
+// the headers with the bytes between, checks them.
 func (c *rawCursor) spans(n int64) ([]span, error) {
 	out := make([]span, 0, n/rawBlockSize+2)
 	for n > 0 {
-		off, k, err := c.next(n)
-		if err != nil {
-			return nil, err
+		var hdr uint32
+		if c.blockLeft == 0 {
+			if c.rawLeft <= 0 {
+				return nil, fmt.Errorf("%w: a blob runs past its raw frame", ErrCorrupt)
+			}
+			c.blockLeft, hdr = rawBlockHeader(c.rawLeft)
+			c.off += 3
 		}
-		if l := len(out) - 1; l >= 0 && out[l].off+out[l].n == off {
-			out[l].n += k
-		} else {
-			out = append(out, span{off, k})
-		}
+		k := min(n, c.blockLeft)
+		out = append(out, span{off: c.off, n: k, hdr: hdr})
 		c.advance(k)
 		n -= k
 	}
 	return out, nil
 }
 
-// hashSpans feeds h the bytes of f's spans, in order, read into buf.
+// hashSpans feeds h the bytes of f's spans, in order, and checks the block
+// headers between them: the file from the first span (its header
+// included) to the end of the last is read in reads of len(buf), not one
+// read per block and one per header (16,384 system calls per GiB). The
+// spans are contiguous but for those headers.
 // (Mapping the file instead, to hash the bytes where they lie, cost more
 // CPU than the read's copy saved: 1.7 against 1.0 CPU-s of user time for
 // 1 GiB, the page faults and TLB misses landing in the hash.)
 func hashSpans(h hash.Hash, f *os.File, spans []span, buf []byte) error {
+	if len(spans) == 0 {
+		return nil
+	}
+	start, end := spans[0].off, spans[len(spans)-1].off+spans[len(spans)-1].n
+	if spans[0].hdr != 0 {
+		start -= 3
+	}
+	r := &regionReader{r: io.NewSectionReader(f, start, end-start), buf: buf}
+	var hdr [3]byte
 	for _, s := range spans {
-		if _, err := io.CopyBuffer(h, io.NewSectionReader(f, s.off, s.n), buf); err != nil {
-			return err
+		if s.hdr != 0 {
+			for got := 0; got < len(hdr); {
+				p, err := r.next(int64(len(hdr) - got))
+				if err != nil {
+					return err
+				}
+				got += copy(hdr[got:], p)
+			}
+			if err := checkRawHeader(hdr[:], s.hdr, s.off-3); err != nil {
+				return err
+			}
+		}
+		for left := s.n; left > 0; {
+			p, err := r.next(left)
+			if err != nil {
+				return err
+			}
+			h.Write(p)
+			left -= int64(len(p))
 		}
 	}
 	return nil
+}
+
+// regionReader hands out a file region's bytes in pieces, read len(buf) at
+// a time.
+type regionReader struct {
+	r    *io.SectionReader
+	buf  []byte
+	have []byte // read, not handed out yet
+}
+
+// next returns the region's next at most n (> 0) bytes.
+func (r *regionReader) next(n int64) ([]byte, error) {
+	if len(r.have) == 0 {
+		k, err := r.r.Read(r.buf)
+		if k == 0 {
+			return nil, truncated(err)
+		}
+		r.have = r.buf[:k]
+	}
+	p := r.have[:min(n, int64(len(r.have)))]
+	r.have = r.have[len(p):]
+	return p, nil
 }
