@@ -101,6 +101,10 @@ type InitOptions struct {
 	// while kube-proxy still leads the NodePort to the injector (a second
 	// or so), so a caller may start pushing to it. It must not block.
 	RegistryReady func(addr, arch string)
+	// NamespaceReady, if set, is called once the namespace exists, so that
+	// a caller may make its own objects there meanwhile. It must not
+	// block.
+	NamespaceReady func()
 	// DeferInjectorWait: the clean-up deletes the injector's objects in
 	// the background (deleting 1 MiB ConfigMaps and a Pod takes the API
 	// server and the kubelet seconds); the caller waits for it with
@@ -249,6 +253,14 @@ func (in *initRun) labels(component string) map[string]string {
 }
 
 func (in *initRun) namespace(ctx context.Context) (string, error) {
+	detail, err := in.makeNamespace(ctx)
+	if err == nil && in.opts.NamespaceReady != nil {
+		in.opts.NamespaceReady()
+	}
+	return detail, err
+}
+
+func (in *initRun) makeNamespace(ctx context.Context) (string, error) {
 	_, err := in.cs.CoreV1().Namespaces().Get(ctx, in.ns, metav1.GetOptions{})
 	if err == nil {
 		return "exists", nil

@@ -116,25 +116,66 @@ func (in *initRun) injector(ctx context.Context) (string, error) {
 		return "", err
 	}
 	t1 := time.Now()
-	if err := kube.WaitPodReady(ctx, in.cs, in.ns, plan.Pod.Labels, in.opts.WaitTimeout, kube.Crashed); err != nil {
-		return "", err
-	}
-	t2 := time.Now()
 	// The registry's pod pulls through the NodePort: on a node, wait until
 	// it leads to the injector (anonymous reads allowed: 200) — a pull
 	// before kube-proxy routes it is refused, and its Pod replaced (a
-	// second lost). Elsewhere the registry step restarts a pull that came
-	// too early.
+	// second lost). Its Service leads there before the Pod is Ready, so
+	// the answer is the wait, not Ready and then kube-proxy. Elsewhere, the
+	// Pod Ready; the registry step restarts a pull that came too early.
 	onNode := in.opts.Via == reach.NodePort || !in.opts.Via.Tunnels() && kubeletHere()
 	wait := handOverWait
 	if in.opts.Via == reach.NodePort {
 		wait = in.opts.WaitTimeout
 	}
-	if _, err := in.waitNodePort(ctx, onNode, http.StatusOK, "the injector", wait); err != nil {
+	led, err := in.waitInjector(ctx, plan.Pod.Labels, onNode, wait)
+	if err != nil {
 		return "", err
 	}
-	return fmt.Sprintf("serving on NodePort %d from %d ConfigMaps (%d payload chunks, %d stage-1 chunks; leftovers deleted %.1fs, objects created %.1fs, Pod Ready %.1fs, NodePort %.1fs)",
-		in.opts.NodePort, len(plan.ConfigMaps), plan.PayloadChunks, plan.Stage1Chunks, deleted.Seconds(), (t1.Sub(t0) - deleted).Seconds(), t2.Sub(t1).Seconds(), time.Since(t2).Seconds()), nil
+	how := "Pod Ready"
+	if led {
+		how = "answering through the NodePort here"
+	}
+	return fmt.Sprintf("serving on NodePort %d from %d ConfigMaps (%d payload chunks, %d stage-1 chunks; leftovers deleted %.1fs, objects created %.1fs, %s %.1fs)",
+		in.opts.NodePort, len(plan.ConfigMaps), plan.PayloadChunks, plan.Stage1Chunks, deleted.Seconds(), (t1.Sub(t0) - deleted).Seconds(), how, time.Since(t1).Seconds()), nil
+}
+
+// waitInjector waits until the injector's Pod answers through the NodePort
+// here (onNode; at most wait, best effort unless --registry-via nodeport),
+// or else is Ready, and says whether the NodePort answered. A crash of the
+// Pod (a chunk refused) ends the wait with its error.
+func (in *initRun) waitInjector(ctx context.Context, sel map[string]string, onNode bool, wait time.Duration) (bool, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	ready := make(chan error, 1)
+	go func() { ready <- kube.WaitPodReady(ctx, in.cs, in.ns, sel, in.opts.WaitTimeout, kube.Crashed) }()
+	if !onNode {
+		return false, <-ready
+	}
+	answered := make(chan bool, 1)
+	var httpErr error
+	go func() {
+		led, err := in.waitNodePort(ctx, true, http.StatusOK, "the injector", wait)
+		httpErr = err
+		answered <- led
+	}()
+	for {
+		select {
+		case err := <-ready:
+			if err != nil {
+				return false, err
+			}
+			ready = nil // Ready: the NodePort is still waited for
+		case led := <-answered:
+			if httpErr != nil || led {
+				return led, httpErr
+			}
+			// The NodePort never answered (best effort): Ready will do.
+			if ready == nil {
+				return false, nil
+			}
+			return false, <-ready
+		}
+	}
 }
 
 // registry applies the registry Deployment and waits for its pod, whose

@@ -273,6 +273,11 @@ func NewPlan(opts Options) (*Plan, error) {
 		Spec: corev1.ServiceSpec{
 			Type:     corev1.ServiceTypeNodePort,
 			Selector: map[string]string{cluster.LabelName: opts.Name, cluster.LabelComponent: "injector"},
+			// The NodePort leads to the Pod as soon as it has an address,
+			// not once it is Ready: kube-proxy's sync (up to a second)
+			// overlaps the injector's start instead of following it. Only
+			// init's own pull calls it, once it answers.
+			PublishNotReadyAddresses: true,
 			Ports: []corev1.ServicePort{{
 				Name: "registry", Protocol: corev1.ProtocolTCP,
 				Port: opts.Port, TargetPort: intstr.FromString("registry"), NodePort: opts.NodePort,

@@ -38,6 +38,11 @@ func createInjector(ctx context.Context, cs kubernetes.Interface, plan *Plan) (t
 		return 0, err
 	}
 	deleted := time.Since(start)
+	// The Service first: kube-proxy syncs its NodePort while the rest is
+	// made.
+	if _, err := cs.CoreV1().Services(ns).Create(ctx, &plan.Service, metav1.CreateOptions{}); err != nil {
+		return deleted, fmt.Errorf("create Service %s: %w", plan.Service.Name, err)
+	}
 	// Several at once: each is a round trip to etcd of up to 1 MiB.
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(configMapsAtOnce)
@@ -54,9 +59,6 @@ func createInjector(ctx context.Context, cs kubernetes.Interface, plan *Plan) (t
 	}
 	if _, err := cs.CoreV1().Pods(ns).Create(ctx, &plan.Pod, metav1.CreateOptions{}); err != nil {
 		return deleted, fmt.Errorf("create Pod %s: %w", plan.Pod.Name, err)
-	}
-	if _, err := cs.CoreV1().Services(ns).Create(ctx, &plan.Service, metav1.CreateOptions{}); err != nil {
-		return deleted, fmt.Errorf("create Service %s: %w", plan.Service.Name, err)
 	}
 	return deleted, nil
 }

@@ -28,26 +28,43 @@ func controllerLabels() map[string]string {
 	return map[string]string{cluster.LabelName: cluster.ControllerName, cluster.LabelManagedBy: cluster.ManagedBy, cluster.LabelComponent: "controller"}
 }
 
-// controller applies the Package CRD, waits until the API server serves
-// it, and runs the Package controller (`ferry controller`, from the
-// agent's image). The controller installs whatever charts and manifests
+// controller runs the Package controller (`ferry controller`, from the
+// agent's image; its CRD and account are controllerObjects'). It installs whatever charts and manifests
 // the packages hold, in any namespace, as `ferry deploy` did with the
 // user's rights: like Helm's and Flux's controllers it is bound to
 // cluster-admin. It returns how long its Deployment took to roll out.
 func (in *installer) controller(ctx context.Context) (time.Duration, error) {
+	if err := kube.ApplyDeployment(ctx, in.cs, in.controllerDeployment()); err != nil {
+		return 0, err
+	}
+	l := controllerLabels()
+	start := time.Now()
+	if _, err := kube.DeletePodsOnDeadNodes(ctx, in.cs, in.ns, l); err != nil {
+		return 0, err
+	}
+	stop := kube.Tend(ctx, in.cs, in.ns, l)
+	err := kube.WaitRollout(ctx, in.cs, in.ns, cluster.ControllerName, in.opts.WaitTimeout)
+	stop()
+	return time.Since(start), err
+}
+
+// controllerObjects applies the Package CRD, waits until it is
+// established, and gives the controller its account: cluster-admin (it
+// installs what packages hold).
+func (in *installer) controllerObjects(ctx context.Context) error {
 	if in.opts.Extensions == nil {
-		return 0, fmt.Errorf("install the Package controller: no client for CustomResourceDefinitions (InstallOptions.Extensions)")
+		return fmt.Errorf("install the Package controller: no client for CustomResourceDefinitions (InstallOptions.Extensions)")
 	}
 	crd, err := v1alpha1.CRD()
 	if err != nil {
-		return 0, err
+		return err
 	}
 	crd.Labels = controllerLabels()
 	crds := in.opts.Extensions.ApiextensionsV1().CustomResourceDefinitions()
 	if err := kube.Upsert(ctx, crds, crd, func(cur, want *apiextensionsv1.CustomResourceDefinition) {
 		cur.Labels, cur.Spec = want.Labels, want.Spec
 	}); err != nil {
-		return 0, fmt.Errorf("apply CustomResourceDefinition %s: %w", crd.Name, err)
+		return fmt.Errorf("apply CustomResourceDefinition %s: %w", crd.Name, err)
 	}
 	err = kube.Poll(ctx, in.opts.WaitTimeout, func() (bool, error) {
 		cur, err := crds.Get(ctx, crd.Name, metav1.GetOptions{})
@@ -62,14 +79,14 @@ func (in *installer) controller(ctx context.Context) (time.Duration, error) {
 		return false, nil
 	}, "CustomResourceDefinition "+crd.Name+" is not established")
 	if err != nil {
-		return 0, err
+		return err
 	}
 
 	l := controllerLabels()
 	meta := metav1.ObjectMeta{Name: cluster.ControllerName, Namespace: in.ns, Labels: l}
 	if err := kube.Upsert(ctx, in.cs.CoreV1().ServiceAccounts(in.ns), &corev1.ServiceAccount{ObjectMeta: meta},
 		func(cur, want *corev1.ServiceAccount) { cur.Labels = want.Labels }); err != nil {
-		return 0, err
+		return err
 	}
 	name := cluster.ControllerName
 	if in.ns != cluster.DefaultNamespace {
@@ -80,22 +97,9 @@ func (in *installer) controller(ctx context.Context) (time.Duration, error) {
 		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: cluster.ControllerName, Namespace: in.ns}},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "cluster-admin"},
 	}
-	if err := kube.Upsert(ctx, in.cs.RbacV1().ClusterRoleBindings(), binding, func(cur, want *rbacv1.ClusterRoleBinding) {
+	return kube.Upsert(ctx, in.cs.RbacV1().ClusterRoleBindings(), binding, func(cur, want *rbacv1.ClusterRoleBinding) {
 		cur.Labels, cur.OwnerReferences, cur.Subjects = want.Labels, want.OwnerReferences, want.Subjects
-	}); err != nil {
-		return 0, err
-	}
-	if err := kube.ApplyDeployment(ctx, in.cs, in.controllerDeployment()); err != nil {
-		return 0, err
-	}
-	start := time.Now()
-	if _, err := kube.DeletePodsOnDeadNodes(ctx, in.cs, in.ns, l); err != nil {
-		return 0, err
-	}
-	stop := kube.Tend(ctx, in.cs, in.ns, l)
-	err = kube.WaitRollout(ctx, in.cs, in.ns, cluster.ControllerName, in.opts.WaitTimeout)
-	stop()
-	return time.Since(start), err
+	})
 }
 
 func (in *installer) controllerArgs() []string {

@@ -51,23 +51,12 @@ func gitLabels() map[string]string {
 	return map[string]string{cluster.LabelName: GitName, cluster.LabelManagedBy: cluster.ManagedBy, cluster.LabelComponent: "git"}
 }
 
-// gitServer runs the git server and its Service, and writes the Secrets
-// that rewritten GitOps sources name (the git server's and the registry's); it returns the server's base URL as
-// Pods reach it (http://<cluster IP>) and how long it took to be Ready.
+// gitServer runs the git server (its Service is gitService's), and writes
+// the Secrets that rewritten GitOps sources name (the git server's and the
+// registry's); it returns the server's base URL as Pods reach it
+// (http://<cluster IP>) and how long it took to be Ready.
 func (in *installer) gitServer(ctx context.Context, account cluster.Account) (string, time.Duration, error) {
 	l := gitLabels()
-	svc := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: GitName, Namespace: in.ns, Labels: l},
-		Spec: corev1.ServiceSpec{
-			Selector: l,
-			Ports:    []corev1.ServicePort{{Name: "git", Protocol: corev1.ProtocolTCP, Port: 80, TargetPort: intstr.FromString("git")}},
-		},
-	}
-	if err := kube.Upsert(ctx, in.cs.CoreV1().Services(in.ns), svc, func(cur, want *corev1.Service) {
-		cur.Labels, cur.Spec.Selector, cur.Spec.Ports = want.Labels, want.Spec.Selector, want.Spec.Ports
-	}); err != nil {
-		return "", 0, err
-	}
 	host, err := kube.ServiceHost(ctx, in.cs, in.ns, GitName)
 	if err != nil {
 		return "", 0, err
@@ -120,6 +109,22 @@ func (in *installer) gitServer(ctx context.Context, account cluster.Account) (st
 		return "", 0, fmt.Errorf("the git server: %w", err)
 	}
 	return base, time.Since(start), nil
+}
+
+// gitService is the git server's Service (prepare makes it: its address
+// goes into the Secrets gitServer writes).
+func (in *installer) gitService(ctx context.Context) error {
+	l := gitLabels()
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: GitName, Namespace: in.ns, Labels: l},
+		Spec: corev1.ServiceSpec{
+			Selector: l,
+			Ports:    []corev1.ServicePort{{Name: "git", Protocol: corev1.ProtocolTCP, Port: 80, TargetPort: intstr.FromString("git")}},
+		},
+	}
+	return kube.Upsert(ctx, in.cs.CoreV1().Services(in.ns), svc, func(cur, want *corev1.Service) {
+		cur.Labels, cur.Spec.Selector, cur.Spec.Ports = want.Labels, want.Spec.Selector, want.Spec.Ports
+	})
 }
 
 // gitDeployment runs the git server with the agent's ServiceAccount (it

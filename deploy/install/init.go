@@ -97,6 +97,24 @@ func (in *Init) Run(ctx context.Context) (*Result, error) {
 		early.start(ctx, in.Client, opts.Namespace, in.Agent.Ferry, opts.BinDir, addr, arch)
 	}
 	defer early.wait(context.Background())
+	// The agent's objects that need neither the registry nor its image are
+	// made while the registry is bootstrapped, once the namespace is there.
+	ao := in.Agent
+	ao.Namespace, ao.BinDir, ao.WaitTimeout = opts.Namespace, opts.BinDir, opts.WaitTimeout
+	if ao.Extensions == nil {
+		var err error
+		if ao.Extensions, err = apiextensionsclient.NewForConfig(in.Config); err != nil {
+			return nil, &StepError{Step: "agent", Err: err}
+		}
+	}
+	prep := &preparing{done: make(chan struct{})}
+	prepCtx, cancelPrep := context.WithCancel(ctx)
+	defer prep.stop(cancelPrep)
+	opts.NamespaceReady = func() { prep.start(prepCtx, in.Client, ao) }
+	ao.prepared = func(ctx context.Context) (*Prepared, error) {
+		prep.start(prepCtx, in.Client, ao) // when the namespace step did not
+		return prep.result(ctx)
+	}
 	start := time.Now()
 	res, err := inject.Init(ctx, in.Client, opts)
 	early.none()
@@ -135,14 +153,7 @@ func (in *Init) Run(ctx context.Context) (*Result, error) {
 	}
 	defer imgWG.Wait()
 
-	ao := in.Agent
-	ao.imagePushed, ao.beforePush = pushImage, early.wait
-	ao.Namespace, ao.BinDir, ao.WaitTimeout, ao.Registry = opts.Namespace, opts.BinDir, opts.WaitTimeout, ep.Host
-	if ao.Extensions == nil {
-		if ao.Extensions, err = apiextensionsclient.NewForConfig(in.Config); err != nil {
-			return nil, &StepError{Step: "agent", Err: err}
-		}
-	}
+	ao.imagePushed, ao.beforePush, ao.Registry = pushImage, early.wait, ep.Host
 	installed, err := Install(ctx, in.Client, ao)
 	pushImage() // when Install failed before its image was in
 	imgWG.Wait()
@@ -178,6 +189,42 @@ func (in *Init) Run(ctx context.Context) (*Result, error) {
 	}
 	out.Seconds = time.Since(start).Seconds()
 	return out, nil
+}
+
+// preparing is Prepare, run beside the registry's bootstrap.
+type preparing struct {
+	once sync.Once
+	done chan struct{}
+	res  *Prepared
+	err  error
+}
+
+// start runs Prepare, once.
+func (p *preparing) start(ctx context.Context, cs kubernetes.Interface, opts InstallOptions) {
+	p.once.Do(func() {
+		go func() {
+			defer close(p.done)
+			p.res, p.err = Prepare(ctx, cs, opts)
+		}()
+	})
+}
+
+// result waits for Prepare's result.
+func (p *preparing) result(ctx context.Context) (*Prepared, error) {
+	select {
+	case <-p.done:
+		return p.res, p.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// stop cancels Prepare (with cancel) and waits until it has returned, if
+// it started.
+func (p *preparing) stop(cancel context.CancelFunc) {
+	cancel()
+	p.once.Do(func() { close(p.done) })
+	<-p.done
 }
 
 // earlyPush is the agent image's push to the registry Pod during the

@@ -119,6 +119,9 @@ type InstallOptions struct {
 	// pushed: Init's early push of the same image, to the registry Pod
 	// during the hand-over, after which this push finds it there.
 	beforePush func(context.Context)
+	// prepared, if set, gives what Prepare made meanwhile (Init runs it
+	// beside the registry's bootstrap); Install then makes none of it.
+	prepared func(context.Context) (*Prepared, error)
 }
 
 // InstallResult tells what Install did.
@@ -183,16 +186,9 @@ func (r *InstallResult) String() string {
 // are owned by ferry's namespace. Run again, it changes nothing that is
 // right.
 func Install(ctx context.Context, cs kubernetes.Interface, opts InstallOptions) (*InstallResult, error) {
-	if opts.Namespace == "" {
-		opts.Namespace = cluster.DefaultNamespace
-	}
-	if opts.WaitTimeout == 0 {
-		opts.WaitTimeout = DefaultWaitTimeout
-	}
-	in := &installer{cs: cs, opts: opts, ns: opts.Namespace}
-	ns, err := cs.CoreV1().Namespaces().Get(ctx, in.ns, metav1.GetOptions{})
+	in, err := newInstaller(ctx, cs, opts)
 	if err != nil {
-		return nil, fmt.Errorf("namespace %s (run `ferry init`): %w", in.ns, err)
+		return nil, err
 	}
 	state, account, err := cluster.ReadRegistry(ctx, cs.CoreV1().Secrets(in.ns))
 	if err != nil {
@@ -207,9 +203,64 @@ func Install(ctx context.Context, cs kubernetes.Interface, opts InstallOptions) 
 	if opts.Registry != "" {
 		in.push = opts.Registry
 	}
+	return in.install(ctx, auth.Credential{Username: account.Username, Password: account.Password})
+}
+
+// newInstaller is an installer for opts (defaults set) in its namespace,
+// which must exist.
+func newInstaller(ctx context.Context, cs kubernetes.Interface, opts InstallOptions) (*installer, error) {
+	if opts.Namespace == "" {
+		opts.Namespace = cluster.DefaultNamespace
+	}
+	if opts.WaitTimeout == 0 {
+		opts.WaitTimeout = DefaultWaitTimeout
+	}
+	in := &installer{cs: cs, opts: opts, ns: opts.Namespace}
+	ns, err := cs.CoreV1().Namespaces().Get(ctx, in.ns, metav1.GetOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("namespace %s (run `ferry init`): %w", in.ns, err)
+	}
 	// The cluster-wide objects go with ferry's namespace.
 	in.owner = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Namespace", Name: in.ns, UID: ns.UID}}
-	return in.install(ctx, auth.Credential{Username: account.Username, Password: account.Password})
+	return in, nil
+}
+
+// Prepared is what Prepare made: the agent's certificates (kept or
+// renewed).
+type Prepared struct {
+	tls     map[string][]byte
+	renewed bool
+}
+
+// Prepare makes the agent's objects that neither name its image nor need
+// the registry, in opts.Namespace, which must exist: its certificates, CA
+// ConfigMap, RBAC and Service; the Package CRD, established, and the
+// controller's account; the git server's Service. Init runs it while the
+// registry is bootstrapped, so that Install, after, only rolls out.
+func Prepare(ctx context.Context, cs kubernetes.Interface, opts InstallOptions) (*Prepared, error) {
+	in, err := newInstaller(ctx, cs, opts)
+	if err != nil {
+		return nil, err
+	}
+	return in.prepare(ctx)
+}
+
+func (in *installer) prepare(ctx context.Context) (*Prepared, error) {
+	var (
+		wg             sync.WaitGroup
+		crdErr, gitErr error
+		tlsData        map[string][]byte
+		renewed        bool
+		err            error
+	)
+	wg.Go(func() { crdErr = in.controllerObjects(ctx) })
+	wg.Go(func() { gitErr = in.gitService(ctx) })
+	tlsData, renewed, err = in.objects(ctx)
+	wg.Wait()
+	if err := errors.Join(err, crdErr, gitErr); err != nil {
+		return nil, err
+	}
+	return &Prepared{tls: tlsData, renewed: renewed}, nil
 }
 
 type installer struct {
@@ -269,7 +320,11 @@ func (in *installer) install(ctx context.Context, cred auth.Credential) (*Instal
 			in.opts.imagePushed()
 		}
 	})
-	tlsData, renewed, err := in.objects(ctx)
+	prepare := in.prepare
+	if in.opts.prepared != nil {
+		prepare = in.opts.prepared
+	}
+	prep, err := prepare(ctx)
 	lap("certificates and objects")
 	if err != nil {
 		cancelPush()
@@ -280,6 +335,7 @@ func (in *installer) install(ctx context.Context, cred auth.Credential) (*Instal
 	if pushErr != nil {
 		return nil, fmt.Errorf("push the agent's image (from %s): %w", path, pushErr)
 	}
+	tlsData, renewed := prep.tls, prep.renewed
 	in.image = in.registry + "/" + Repository + "@" + desc.Digest.String()
 	lap("image")
 	sum := sha256.Sum256(tlsData[corev1.TLSCertKey])

@@ -2,6 +2,7 @@ package install
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
@@ -14,7 +15,14 @@ import (
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	extfake "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset/fake"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/ferrypkg/ferry/deploy/api/v1alpha1"
 	"github.com/ferrypkg/ferry/inject/loader"
 	"github.com/ferrypkg/ferry/internal/cluster"
 )
@@ -169,4 +177,76 @@ func TestDockerConfig(t *testing.T) {
 	if len(cfg.Auths) != 1 || !ok || a.Username != "ferry" || a.Password != "pw" || a.Auth != base64.StdEncoding.EncodeToString([]byte("ferry:pw")) {
 		t.Fatalf("%s", b)
 	}
+}
+
+// Prepare makes every object of the agent, the controller and the git
+// server that names neither the image nor the registry, once the CRD is
+// established; run again, it keeps the certificates. A preparing that
+// never started stops at once.
+func TestPrepare(t *testing.T) {
+	ctx := context.Background()
+	cs := fake.NewClientset(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ferry", UID: "u1"}})
+	ext := extfake.NewClientset()
+	ext.PrependReactor("create", "customresourcedefinitions", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		crd := a.(k8stesting.CreateAction).GetObject().(*apiextensionsv1.CustomResourceDefinition)
+		crd.Status.Conditions = []apiextensionsv1.CustomResourceDefinitionCondition{{Type: apiextensionsv1.Established, Status: apiextensionsv1.ConditionTrue}}
+		return false, nil, nil
+	})
+	opts := InstallOptions{Namespace: "ferry", Extensions: ext, WaitTimeout: time.Minute}
+	p, err := Prepare(ctx, cs, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !p.renewed || len(p.tls[corev1.TLSCertKey]) == 0 {
+		t.Fatalf("certificates: renewed %v, %d bytes", p.renewed, len(p.tls[corev1.TLSCertKey]))
+	}
+	for _, get := range []func() error{
+		func() error {
+			_, err := cs.CoreV1().Secrets("ferry").Get(ctx, TLSSecretName, metav1.GetOptions{})
+			return err
+		},
+		func() error {
+			_, err := cs.CoreV1().ConfigMaps("ferry").Get(ctx, CAConfigMap, metav1.GetOptions{})
+			return err
+		},
+		func() error { _, err := cs.CoreV1().Services("ferry").Get(ctx, Name, metav1.GetOptions{}); return err },
+		func() error {
+			_, err := cs.CoreV1().Services("ferry").Get(ctx, GitName, metav1.GetOptions{})
+			return err
+		},
+		func() error {
+			_, err := cs.CoreV1().ServiceAccounts("ferry").Get(ctx, cluster.ControllerName, metav1.GetOptions{})
+			return err
+		},
+		func() error {
+			_, err := cs.RbacV1().ClusterRoleBindings().Get(ctx, cluster.ControllerName, metav1.GetOptions{})
+			return err
+		},
+		func() error { _, err := cs.RbacV1().ClusterRoles().Get(ctx, Name, metav1.GetOptions{}); return err },
+		func() error {
+			_, err := ext.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, v1alpha1.CRDName, metav1.GetOptions{})
+			return err
+		},
+	} {
+		if err := get(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	crb, _ := cs.RbacV1().ClusterRoleBindings().Get(ctx, cluster.ControllerName, metav1.GetOptions{})
+	if len(crb.OwnerReferences) != 1 || crb.OwnerReferences[0].UID != "u1" {
+		t.Fatalf("the controller's binding is not owned by the namespace: %+v", crb.OwnerReferences)
+	}
+	if deps, _ := cs.AppsV1().Deployments("ferry").List(ctx, metav1.ListOptions{}); len(deps.Items) != 0 {
+		t.Fatalf("Prepare made %d Deployments: they name the image", len(deps.Items))
+	}
+	again, err := Prepare(ctx, cs, opts)
+	if err != nil || again.renewed || !bytes.Equal(again.tls[corev1.TLSCertKey], p.tls[corev1.TLSCertKey]) {
+		t.Fatalf("again: renewed %v, same certificate %v, %v", again.renewed, bytes.Equal(again.tls[corev1.TLSCertKey], p.tls[corev1.TLSCertKey]), err)
+	}
+	if _, err := Prepare(ctx, fake.NewClientset(), opts); err == nil || !strings.Contains(err.Error(), "namespace ferry") {
+		t.Fatalf("no namespace: %v", err)
+	}
+
+	idle := &preparing{done: make(chan struct{})}
+	idle.stop(func() {})
 }

@@ -121,7 +121,9 @@ func (in *installer) check(ctx context.Context) (string, error) {
 	}
 	var last error
 	start := time.Now()
-	err := kube.Poll(ctx, 30*time.Second, func() (bool, error) {
+	// What it waits for (the API server seeing the webhook and the agent's
+	// endpoint) no watch tells: a dry run every 100 ms.
+	err := kube.PollEvery(ctx, 30*time.Second, 100*time.Millisecond, func() (bool, error) {
 		got, err := in.cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		if err != nil {
 			last = err
