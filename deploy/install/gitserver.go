@@ -114,17 +114,7 @@ func (in *installer) gitServer(ctx context.Context, account cluster.Account) (st
 // gitService is the git server's Service (prepare makes it: its address
 // goes into the Secrets gitServer writes).
 func (in *installer) gitService(ctx context.Context) error {
-	l := gitLabels()
-	svc := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: GitName, Namespace: in.ns, Labels: l},
-		Spec: corev1.ServiceSpec{
-			Selector: l,
-			Ports:    []corev1.ServicePort{{Name: "git", Protocol: corev1.ProtocolTCP, Port: 80, TargetPort: intstr.FromString("git")}},
-		},
-	}
-	return kube.Upsert(ctx, in.cs.CoreV1().Services(in.ns), svc, func(cur, want *corev1.Service) {
-		cur.Labels, cur.Spec.Selector, cur.Spec.Ports = want.Labels, want.Spec.Selector, want.Spec.Ports
-	})
+	return in.applyService(ctx, GitName, gitLabels(), "git", 80)
 }
 
 // gitDeployment runs the git server with the agent's ServiceAccount (it

@@ -432,12 +432,17 @@ func (in *installer) rbac(ctx context.Context) error {
 }
 
 func (in *installer) service(ctx context.Context) error {
-	l := labels()
+	return in.applyService(ctx, Name, labels(), "https", 443)
+}
+
+// applyService makes or mends Service name of ferry's namespace: a cluster
+// IP, port to the Pods' port named portName, for the Pods labelled l.
+func (in *installer) applyService(ctx context.Context, name string, l map[string]string, portName string, port int32) error {
 	svc := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: Name, Namespace: in.ns, Labels: l},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: in.ns, Labels: l},
 		Spec: corev1.ServiceSpec{
 			Selector: l,
-			Ports:    []corev1.ServicePort{{Name: "https", Protocol: corev1.ProtocolTCP, Port: 443, TargetPort: intstr.FromString("https")}},
+			Ports:    []corev1.ServicePort{{Name: portName, Protocol: corev1.ProtocolTCP, Port: port, TargetPort: intstr.FromString(portName)}},
 		},
 	}
 	return kube.Upsert(ctx, in.cs.CoreV1().Services(in.ns), svc, func(cur, want *corev1.Service) {

@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -230,6 +231,12 @@ func TestPrepare(t *testing.T) {
 	} {
 		if err := get(); err != nil {
 			t.Fatal(err)
+		}
+	}
+	for name, port := range map[string]string{Name: "443→https", GitName: "80→git"} {
+		svc, _ := cs.CoreV1().Services("ferry").Get(ctx, name, metav1.GetOptions{})
+		if p := svc.Spec.Ports; len(p) != 1 || fmt.Sprintf("%d→%s", p[0].Port, p[0].TargetPort.String()) != port || svc.Spec.Selector[cluster.LabelComponent] == "" {
+			t.Fatalf("Service %s: ports %+v, selector %v; want %s", name, p, svc.Spec.Selector, port)
 		}
 	}
 	crb, _ := cs.RbacV1().ClusterRoleBindings().Get(ctx, cluster.ControllerName, metav1.GetOptions{})
