@@ -3,6 +3,7 @@ package inject
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -226,6 +227,11 @@ func (in *initRun) registryDeployment() *appsv1.Deployment {
 			ProbeHandler:  corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromString("registry")}},
 			PeriodSeconds: 1, // init waits for it; a TCP connection costs nothing
 		},
+		// The kubelet probes once at "running", which it reports after
+		// this hook: the registry listens by then (`probe --wait`).
+		Lifecycle: &corev1.Lifecycle{PostStart: &corev1.LifecycleHandler{Exec: &corev1.ExecAction{
+			Command: []string{cluster.RegistryBinaryPath, "probe", "--addr", "127.0.0.1:" + strconv.Itoa(cluster.RegistryPort), "--wait", "10s"},
+		}}},
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 		// Root owns the hostPath storage; no capability is kept.
 		SecurityContext: &corev1.SecurityContext{
@@ -287,23 +293,34 @@ func (in *initRun) handOver(ctx context.Context) (string, error) {
 		},
 	}
 	cur, err := in.cs.CoreV1().Services(in.ns).Get(ctx, cluster.RegistryName, metav1.GetOptions{})
-	if err == nil && len(cur.Spec.Ports) == 1 && cur.Spec.Ports[0].NodePort == in.opts.NodePort && cur.Spec.Type == corev1.ServiceTypeNodePort {
+	if err == nil && len(cur.Spec.Ports) == 1 && cur.Spec.Ports[0].NodePort == in.opts.NodePort && cur.Spec.Type == corev1.ServiceTypeNodePort &&
+		maps.Equal(cur.Spec.Selector, svc.Spec.Selector) && !cur.Spec.PublishNotReadyAddresses {
 		return "", nil
 	}
 	// This process runs on a node when the injector's NodePort answers
 	// here (on a workstation nothing listens: refused at once).
 	host := cluster.RegistryHost(in.opts.NodePort)
 	onNode := in.opts.Via == reach.NodePort || !in.opts.Via.Tunnels() && listening(host)
-	// The injector's Pod and ConfigMaps go in the clean-up that follows;
-	// its Service must free the NodePort first.
-	if err := deleteInjectorServices(ctx, in.cs, in.ns); err != nil {
-		return "", err
-	}
-	if err := kube.DeleteAndWait(ctx, in.cs.CoreV1().Services(in.ns), cluster.RegistryName); err != nil {
-		return "", err
-	}
-	if _, err := in.cs.CoreV1().Services(in.ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
-		return "", fmt.Errorf("create Service %s: %w", cluster.RegistryName, err)
+	if err == nil && cur.Labels[cluster.LabelComponent] == "injector" && cur.Spec.Type == corev1.ServiceTypeNodePort {
+		// The injector's: turned to the registry in place (its NodePort
+		// and cluster IP kept). Its Pod and ConfigMaps go in the clean-up
+		// that follows.
+		cur.Labels, cur.Annotations = svc.Labels, nil
+		cur.Spec.Selector, cur.Spec.Ports, cur.Spec.PublishNotReadyAddresses = svc.Spec.Selector, svc.Spec.Ports, false
+		if _, err := in.cs.CoreV1().Services(in.ns).Update(ctx, cur, metav1.UpdateOptions{}); err != nil {
+			return "", fmt.Errorf("update Service %s: %w", cluster.RegistryName, err)
+		}
+	} else {
+		// Anything else holding the NodePort goes first.
+		if err := deleteInjectorServices(ctx, in.cs, in.ns); err != nil {
+			return "", err
+		}
+		if err := kube.DeleteAndWait(ctx, in.cs.CoreV1().Services(in.ns), cluster.RegistryName); err != nil {
+			return "", err
+		}
+		if _, err := in.cs.CoreV1().Services(in.ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+			return "", fmt.Errorf("create Service %s: %w", cluster.RegistryName, err)
+		}
 	}
 	if onNode && in.opts.RegistryReady != nil {
 		if addr := in.readyRegistryPod(ctx); addr != "" {

@@ -264,10 +264,15 @@ func NewPlan(opts Options) (*Plan, error) {
 			},
 		},
 	}
+	// The Service is the registry's, by name: the injector's until the
+	// hand-over, which turns it to the registry's Pods in place — only its
+	// endpoints change, one kube-proxy sync instead of three (a Service
+	// gone, a Service made, its endpoints), which its default min-sync
+	// period of 1 s could not all take at once.
 	p.Service = corev1.Service{
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
 		ObjectMeta: metav1.ObjectMeta{
-			Name: opts.Name, Namespace: opts.Namespace,
+			Name: cluster.RegistryName, Namespace: opts.Namespace,
 			Labels: labels(""), Annotations: annotations,
 		},
 		Spec: corev1.ServiceSpec{

@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net/http"
 	"os"
+	"time"
 
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/kubernetes"
@@ -109,6 +111,44 @@ Outside a Pod, --kubeconfig (or $KUBECONFIG) names the cluster.`,
 	f.BoolVarP(&verbose, "verbose", "v", false, "log every review, not only rewrites and refusals")
 	_ = cmd.MarkFlagRequired("tls-cert")
 	_ = cmd.MarkFlagRequired("tls-key")
+	return cmd
+}
+
+// newAgentProbeCmd is `ferry agent-probe`, hidden (a subcommand of
+// agent would change how agent's own arguments are parsed): the agent container's
+// postStart hook. The kubelet reports the container running only after
+// it, and then probes its readiness at once; without the hook that first
+// probe found the agent still starting and Ready waited a period (1 s).
+// It waits, up to --wait, until /healthz here answers 200, and always
+// exits 0: the readiness probe, not the hook, judges the agent.
+func newAgentProbeCmd() *cobra.Command {
+	var (
+		addr string
+		wait time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:    "agent-probe",
+		Short:  "Wait until the agent here answers its health check (its container's postStart hook)",
+		Hidden: true,
+		Args:   cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			// The agent's own address on loopback; its certificate names
+			// the Service, and nothing is sent: not verified.
+			client := &http.Client{Timeout: time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+			for end := time.Now().Add(wait); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+				resp, err := client.Get("https://" + addr + cluster.AgentPathHealth)
+				if err == nil {
+					resp.Body.Close()
+					if resp.StatusCode == http.StatusOK {
+						break
+					}
+				}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&addr, "addr", "127.0.0.1"+agent.DefaultAddr, "the agent's address")
+	cmd.Flags().DurationVar(&wait, "wait", 10*time.Second, "how long to wait at most")
 	return cmd
 }
 

@@ -480,6 +480,11 @@ func (in *installer) deployment(tlsSum string) *appsv1.Deployment {
 						ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: cluster.AgentPathHealth, Port: intstr.FromString("https"), Scheme: corev1.URISchemeHTTPS}},
 						PeriodSeconds: 1, // init waits for it
 					},
+					// The kubelet probes once at "running", which it reports
+					// after this hook: the agent answers by then.
+					Lifecycle: &corev1.Lifecycle{PostStart: &corev1.LifecycleHandler{Exec: &corev1.ExecAction{
+						Command: []string{BinaryPath, "agent-probe", "--addr", "127.0.0.1:" + strconv.Itoa(Port), "--wait", "10s"},
+					}}},
 					Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
 						corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("32Mi"),
 					}},

@@ -132,6 +132,9 @@ func TestAgentObjects(t *testing.T) {
 		!*pod.SecurityContext.RunAsNonRoot || c.ReadinessProbe.HTTPGet.Path != "/healthz" || !strings.Contains(strings.Join(c.Args, " "), "--require-known") {
 		t.Fatalf("Deployment: %+v", pod)
 	}
+	if h := c.Lifecycle.PostStart.Exec.Command; strings.Join(h[:2], " ") != BinaryPath+" agent-probe" {
+		t.Fatalf("postStart hook %q: it must wait for the agent before the kubelet's first probe", h)
+	}
 	if d.Spec.Strategy.RollingUpdate.MaxUnavailable.IntValue() != 0 {
 		t.Fatal("a rollout may leave the webhook without a pod")
 	}

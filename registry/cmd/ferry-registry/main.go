@@ -139,22 +139,38 @@ func gc(args []string) error {
 // probe is `ferry-registry probe --addr HOST:PORT`, the readiness probe of
 // a replica (its image has no shell and no HTTP client): it succeeds when
 // GET /v2/ answers 200, or 401 with the registry's basic-auth challenge.
+// With --wait D it tries again every 20 ms for up to D, and succeeds
+// whatever the answer: the container's postStart hook, which holds the
+// kubelet's "running" — and with it the readiness probe the kubelet sends at
+// once then — until the registry listens, so that probe is not lost to a
+// process still starting (a second, the probe's period). It never fails
+// the container: the readiness probe judges.
 func probe(args []string) error {
 	fs := flag.NewFlagSet("ferry-registry probe", flag.ContinueOnError)
 	addr := fs.String("addr", "127.0.0.1:5000", "the registry's address")
+	wait := fs.Duration("wait", 0, "try for up to this long, then succeed anyway (a postStart hook)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	client := &http.Client{Timeout: 2 * time.Second}
-	resp, err := client.Get("http://" + *addr + "/v2/")
-	if err != nil {
-		return err
+	check := func() error {
+		resp, err := client.Get("http://" + *addr + "/v2/")
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK || (resp.StatusCode == http.StatusUnauthorized && resp.Header.Get("WWW-Authenticate") != "") {
+			return nil
+		}
+		return fmt.Errorf("GET /v2/: %s", resp.Status)
 	}
-	resp.Body.Close()
-	if resp.StatusCode == http.StatusOK || (resp.StatusCode == http.StatusUnauthorized && resp.Header.Get("WWW-Authenticate") != "") {
-		return nil
+	if *wait <= 0 {
+		return check()
 	}
-	return fmt.Errorf("GET /v2/: %s", resp.Status)
+	for end := time.Now().Add(*wait); time.Now().Before(end) && check() != nil; {
+		time.Sleep(20 * time.Millisecond)
+	}
+	return nil
 }
 
 // migrate is `ferry-registry migrate --from-root DIR` with the S3 storage of

@@ -10,10 +10,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/opencontainers/go-digest"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/ferrypkg/ferry/internal/cluster"
 	"github.com/ferrypkg/ferry/internal/reach"
 )
 
@@ -66,5 +68,50 @@ func TestWaitInjector(t *testing.T) {
 	pod(cs, corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}})
 	if led, err := run(cs, closed, false); err != nil || led {
 		t.Fatalf("off a node, Pod Ready: led %v, %v", led, err)
+	}
+}
+
+// The hand-over turns the injector's Service to the registry in place (its
+// cluster IP, NodePort and UID kept: only the endpoints change); run again
+// it has nothing to do; a Service of an older ferry's injector, under
+// another name, is replaced.
+func TestHandOverInPlace(t *testing.T) {
+	ctx := context.Background()
+	plan, err := NewPlan(Options{Namespace: "ferry", NodeName: "node1", Image: "pause", Arch: "amd64", Stage1: []byte("stage-1"),
+		Payload: Payload{Data: []byte("p"), Digest: digest.FromString("p")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	injSvc := plan.Service
+	injSvc.UID, injSvc.Spec.ClusterIP = "u1", "10.96.0.9"
+	cs := fake.NewClientset(&injSvc)
+	in := &initRun{cs: cs, ns: "ferry", opts: InitOptions{NodePort: cluster.DefaultNodePort, Via: reach.Tunnel}, res: &InitResult{}}
+	if _, err := in.handOver(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got, err := cs.CoreV1().Services("ferry").Get(ctx, cluster.RegistryName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.UID != "u1" || got.Spec.ClusterIP != "10.96.0.9" || got.Spec.Ports[0].NodePort != cluster.DefaultNodePort ||
+		got.Spec.PublishNotReadyAddresses || got.Spec.Selector[cluster.LabelComponent] != "registry" || got.Labels[cluster.LabelComponent] != "registry" {
+		t.Fatalf("after the hand-over: %+v", got)
+	}
+	if detail, err := in.handOver(ctx); err != nil || detail != "" {
+		t.Fatalf("again: %q, %v", detail, err)
+	}
+
+	old := plan.Service
+	old.Name = "ferry-injector"
+	cs = fake.NewClientset(&old)
+	in.cs = cs
+	if _, err := in.handOver(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.CoreV1().Services("ferry").Get(ctx, "ferry-injector", metav1.GetOptions{}); err == nil {
+		t.Fatal("an older injector's Service is left holding the NodePort")
+	}
+	if got, err := cs.CoreV1().Services("ferry").Get(ctx, cluster.RegistryName, metav1.GetOptions{}); err != nil || got.Spec.Selector[cluster.LabelComponent] != "registry" {
+		t.Fatalf("registry Service: %+v, %v", got, err)
 	}
 }
