@@ -107,14 +107,16 @@ func (in *Init) Run(ctx context.Context) (*Result, error) {
 			return nil, &StepError{Step: "agent", Err: err}
 		}
 	}
-	prep := &preparing{done: make(chan struct{})}
+	// Run once: in the background from the namespace step on, or by
+	// Install's wait for it; a later caller waits for the first. On
+	// return it is cancelled and waited for (begun then, with its context
+	// cancelled, it ends at its first request).
 	prepCtx, cancelPrep := context.WithCancel(ctx)
-	defer prep.stop(cancelPrep)
-	opts.NamespaceReady = func() { prep.start(prepCtx, in.Client, ao) }
-	ao.prepared = func(ctx context.Context) (*Prepared, error) {
-		prep.start(prepCtx, in.Client, ao) // when the namespace step did not
-		return prep.result(ctx)
-	}
+	prepOpts := ao // ao gains the registry's address and hooks meanwhile
+	prepare := sync.OnceValues(func() (*Prepared, error) { return Prepare(prepCtx, in.Client, prepOpts) })
+	defer func() { cancelPrep(); _, _ = prepare() }()
+	opts.NamespaceReady = func() { go prepare() }
+	ao.prepared = func(context.Context) (*Prepared, error) { return prepare() }
 	start := time.Now()
 	res, err := inject.Init(ctx, in.Client, opts)
 	early.none()
@@ -189,42 +191,6 @@ func (in *Init) Run(ctx context.Context) (*Result, error) {
 	}
 	out.Seconds = time.Since(start).Seconds()
 	return out, nil
-}
-
-// preparing is Prepare, run beside the registry's bootstrap.
-type preparing struct {
-	once sync.Once
-	done chan struct{}
-	res  *Prepared
-	err  error
-}
-
-// start runs Prepare, once.
-func (p *preparing) start(ctx context.Context, cs kubernetes.Interface, opts InstallOptions) {
-	p.once.Do(func() {
-		go func() {
-			defer close(p.done)
-			p.res, p.err = Prepare(ctx, cs, opts)
-		}()
-	})
-}
-
-// result waits for Prepare's result.
-func (p *preparing) result(ctx context.Context) (*Prepared, error) {
-	select {
-	case <-p.done:
-		return p.res, p.err
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-}
-
-// stop cancels Prepare (with cancel) and waits until it has returned, if
-// it started.
-func (p *preparing) stop(cancel context.CancelFunc) {
-	cancel()
-	p.once.Do(func() { close(p.done) })
-	<-p.done
 }
 
 // earlyPush is the agent image's push to the registry Pod during the

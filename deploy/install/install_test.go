@@ -185,8 +185,7 @@ func TestDockerConfig(t *testing.T) {
 
 // Prepare makes every object of the agent, the controller and the git
 // server that names neither the image nor the registry, once the CRD is
-// established; run again, it keeps the certificates. A preparing that
-// never started stops at once.
+// established; run again, it keeps the certificates.
 func TestPrepare(t *testing.T) {
 	ctx := context.Background()
 	cs := fake.NewClientset(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ferry", UID: "u1"}})
@@ -257,6 +256,4 @@ func TestPrepare(t *testing.T) {
 		t.Fatalf("no namespace: %v", err)
 	}
 
-	idle := &preparing{done: make(chan struct{})}
-	idle.stop(func() {})
 }
