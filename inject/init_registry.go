@@ -152,12 +152,14 @@ func (in *initRun) waitInjector(ctx context.Context, sel map[string]string, onNo
 	if !onNode {
 		return false, <-ready
 	}
-	answered := make(chan bool, 1)
-	var httpErr error
+	type answer struct {
+		led bool
+		err error
+	}
+	answered := make(chan answer, 1)
 	go func() {
 		led, err := in.waitNodePort(ctx, true, http.StatusOK, "the injector", wait)
-		httpErr = err
-		answered <- led
+		answered <- answer{led, err}
 	}()
 	for {
 		select {
@@ -166,9 +168,9 @@ func (in *initRun) waitInjector(ctx context.Context, sel map[string]string, onNo
 				return false, err
 			}
 			ready = nil // Ready: the NodePort is still waited for
-		case led := <-answered:
-			if httpErr != nil || led {
-				return led, httpErr
+		case a := <-answered:
+			if a.err != nil || a.led {
+				return a.led, a.err
 			}
 			// The NodePort never answered (best effort): Ready will do.
 			if ready == nil {

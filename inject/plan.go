@@ -78,8 +78,9 @@ type Options struct {
 	Port, NodePort int32
 }
 
-// Plan is everything ferry init creates for the injector, in apply order:
-// ConfigMaps, then Pod, then Service.
+// Plan is everything ferry init creates for the injector: ConfigMaps, Pod
+// and Service, in the order a manifest lists them (init itself makes the
+// Service first, createInjector).
 type Plan struct {
 	ConfigMaps []corev1.ConfigMap
 	Pod        corev1.Pod
