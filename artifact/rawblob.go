@@ -1,6 +1,7 @@
 package artifact
 
 import (
+	"errors"
 	"fmt"
 	"hash"
 	"io"
@@ -267,12 +268,14 @@ func (c *rawCursor) spans(n int64) ([]span, error) {
 
 // hashSpans feeds h the bytes of f's spans, in order, and checks the block
 // headers between them: the file from the first span (its header
-// included) to the end of the last is read in reads of len(buf), not one
-// read per block and one per header (16,384 system calls per GiB). The
-// spans are contiguous but for those headers.
-// (Mapping the file instead, to hash the bytes where they lie, cost more
-// CPU than the read's copy saved: 1.7 against 1.0 CPU-s of user time for
-// 1 GiB, the page faults and TLB misses landing in the hash.)
+// included) to the end of the last is handed out by a zerocopy.Region —
+// mapped 4 MiB at a time, or read in reads of len(buf) —, not read one
+// block and one header at a time (16,384 system calls per GiB). The spans
+// are contiguous but for those headers. Hashing the bytes where they lie
+// in the page cache instead of copying them first cut a 1 GiB push's
+// client CPU from 1.35 to 1.14 CPU-s. (Mapped whole windows of 64 MiB
+// had cost more than the reads, measured on an older kernel: page faults
+// and TLB misses landing in the hash.)
 func hashSpans(h hash.Hash, f *os.File, spans []span, buf []byte) error {
 	if len(spans) == 0 {
 		return nil
@@ -281,51 +284,43 @@ func hashSpans(h hash.Hash, f *os.File, spans []span, buf []byte) error {
 	if spans[0].hdr != 0 {
 		start -= 3
 	}
-	r := &regionReader{r: io.NewSectionReader(f, start, end-start), buf: buf}
-	var hdr [3]byte
-	for _, s := range spans {
-		if s.hdr != 0 {
-			for got := 0; got < len(hdr); {
-				p, err := r.next(int64(len(hdr) - got))
+	r := zerocopy.NewRegion(f, start, end-start, buf)
+	defer r.Close()
+	next := func(n int64) ([]byte, error) {
+		p, err := r.Next(n)
+		if err == io.ErrUnexpectedEOF {
+			err = truncated(nil)
+		}
+		return p, err
+	}
+	err := r.Guard(func() error {
+		var hdr [3]byte
+		for _, s := range spans {
+			if s.hdr != 0 {
+				for got := 0; got < len(hdr); {
+					p, err := next(int64(len(hdr) - got))
+					if err != nil {
+						return err
+					}
+					got += copy(hdr[got:], p)
+				}
+				if err := checkRawHeader(hdr[:], s.hdr, s.off-3); err != nil {
+					return err
+				}
+			}
+			for left := s.n; left > 0; {
+				p, err := next(left)
 				if err != nil {
 					return err
 				}
-				got += copy(hdr[got:], p)
-			}
-			if err := checkRawHeader(hdr[:], s.hdr, s.off-3); err != nil {
-				return err
+				h.Write(p)
+				left -= int64(len(p))
 			}
 		}
-		for left := s.n; left > 0; {
-			p, err := r.next(left)
-			if err != nil {
-				return err
-			}
-			h.Write(p)
-			left -= int64(len(p))
-		}
+		return nil
+	})
+	if errors.Is(err, zerocopy.ErrFileChanged) {
+		err = fmt.Errorf("%w: %w", ErrCorrupt, err)
 	}
-	return nil
-}
-
-// regionReader hands out a file region's bytes in pieces, read len(buf) at
-// a time.
-type regionReader struct {
-	r    *io.SectionReader
-	buf  []byte
-	have []byte // read, not handed out yet
-}
-
-// next returns the region's next at most n (> 0) bytes.
-func (r *regionReader) next(n int64) ([]byte, error) {
-	if len(r.have) == 0 {
-		k, err := r.r.Read(r.buf)
-		if k == 0 {
-			return nil, truncated(err)
-		}
-		r.have = r.buf[:k]
-	}
-	p := r.have[:min(n, int64(len(r.have)))]
-	r.have = r.have[len(p):]
-	return p, nil
+	return err
 }
