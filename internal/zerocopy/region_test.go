@@ -19,6 +19,12 @@ func regionFile(t *testing.T, n int) (*os.File, []byte) {
 	data := make([]byte, n)
 	rng := rand.NewChaCha8([32]byte{1})
 	_, _ = rng.Read(data)
+	return openTemp(t, data), data
+}
+
+// openTemp writes data to a file and opens it, closed when t ends.
+func openTemp(t *testing.T, data []byte) *os.File {
+	t.Helper()
 	p := filepath.Join(t.TempDir(), "f")
 	if err := os.WriteFile(p, data, 0o644); err != nil {
 		t.Fatal(err)
@@ -28,7 +34,7 @@ func regionFile(t *testing.T, n int) (*os.File, []byte) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { f.Close() })
-	return f, data
+	return f
 }
 
 // collect reads a region to its end in pieces of at most step bytes.

@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/ferrypkg/ferry/internal/zerocopy"
@@ -52,15 +51,7 @@ func TestWrapDialSender(t *testing.T) {
 	for i := range data {
 		data[i] = byte(i * 7)
 	}
-	p := filepath.Join(t.TempDir(), "f")
-	if err := os.WriteFile(p, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.Open(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
+	f := openTemp(t, data)
 	var got [][]byte
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
@@ -98,15 +89,7 @@ func TestWrapDialSender(t *testing.T) {
 // SendFile moves exactly the region asked for, and a file shorter than the
 // region is an error, not a short success.
 func TestSendFileShort(t *testing.T) {
-	p := filepath.Join(t.TempDir(), "f")
-	if err := os.WriteFile(p, bytes.Repeat([]byte("x"), 1000), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.Open(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
+	f := openTemp(t, bytes.Repeat([]byte("x"), 1000))
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
