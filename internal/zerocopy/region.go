@@ -40,7 +40,7 @@ type Region struct {
 }
 
 // NewRegion returns the region of n bytes of f at off; buf is its read
-// buffer where mapping is not possible.
+// buffer where mapping is not possible (64 KiB of its own if buf is empty).
 func NewRegion(f *os.File, off, n int64, buf []byte) *Region {
 	r := &Region{f: f, off: off, end: off + n, size: -1, buf: buf}
 	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
@@ -82,6 +82,9 @@ func (r *Region) fill() error {
 			return nil
 		}
 		r.noMap = true // and read instead, from here on
+	}
+	if len(r.buf) == 0 {
+		r.buf = make([]byte, 64<<10)
 	}
 	k, err := r.f.ReadAt(r.buf[:min(int64(len(r.buf)), r.end-r.off)], r.off)
 	if k == 0 {
