@@ -55,8 +55,9 @@ func collect(t *testing.T, r *zerocopy.Region, n, step int64) ([]byte, error) {
 }
 
 // A region that starts off a page boundary and spans several mapped chunks
-// yields the file's bytes, whatever the pieces asked for; a file shorter
-// than the region yields what it has, then io.ErrUnexpectedEOF.
+// yields the file's bytes, whatever the pieces asked for, mapped or read;
+// a file shorter than the region yields what it has, then
+// io.ErrUnexpectedEOF.
 func TestRegion(t *testing.T) {
 	f, data := regionFile(t, 11<<20+123)
 	for _, c := range []struct {
@@ -70,18 +71,28 @@ func TestRegion(t *testing.T) {
 		if c.step == 3 && testing.Short() {
 			continue
 		}
-		r := zerocopy.NewRegion(f, c.off, c.n, make([]byte, 64<<10))
-		got, err := collect(t, r, c.n, c.step)
-		r.Close()
-		if err != nil || !bytes.Equal(got, data[c.off:c.off+c.n]) {
-			t.Fatalf("region %d+%d in pieces of %d: %d bytes (equal: %v), %v", c.off, c.n, c.step, len(got), bytes.Equal(got, data[c.off:c.off+int64(len(got))]), err)
+		for _, mapped := range []bool{true, false} {
+			r := zerocopy.NewRegion(f, c.off, c.n, nil)
+			if !mapped {
+				zerocopy.NoMap(r)
+			}
+			got, err := collect(t, r, c.n, c.step)
+			r.Close()
+			if err != nil || !bytes.Equal(got, data[c.off:c.off+c.n]) {
+				t.Fatalf("region %d+%d in pieces of %d (mapped: %v): %d bytes (equal: %v), %v", c.off, c.n, c.step, mapped, len(got), bytes.Equal(got, data[c.off:c.off+int64(len(got))]), err)
+			}
 		}
 	}
-	r := zerocopy.NewRegion(f, 10<<20, 2<<20, make([]byte, 64<<10))
-	defer r.Close()
-	got, err := collect(t, r, 2<<20, 1<<20)
-	if !errors.Is(err, io.ErrUnexpectedEOF) || !bytes.Equal(got, data[10<<20:]) {
-		t.Fatalf("past the file's end: %d bytes, %v; want %d and io.ErrUnexpectedEOF", len(got), err, len(data)-10<<20)
+	for _, mapped := range []bool{true, false} {
+		r := zerocopy.NewRegion(f, 10<<20, 2<<20, make([]byte, 64<<10))
+		if !mapped {
+			zerocopy.NoMap(r)
+		}
+		got, err := collect(t, r, 2<<20, 1<<20)
+		r.Close()
+		if !errors.Is(err, io.ErrUnexpectedEOF) || !bytes.Equal(got, data[10<<20:]) {
+			t.Fatalf("past the file's end (mapped: %v): %d bytes, %v; want %d and io.ErrUnexpectedEOF", mapped, len(got), err, len(data)-10<<20)
+		}
 	}
 }
 
