@@ -43,6 +43,11 @@ import (
 // each side used is printed too: the client's, and the registry's (this
 // process's, where nothing else runs meanwhile). FERRY_BENCH_OPS=push
 // measures the pushes alone.
+//
+// The pushes are then timed again with the registry on a core of its own
+// (pinnedPushes), reported but not budgeted: it tells whether what verifying
+// costs is CPU time taken from the registry (it was not: see
+// docs/performance.md).
 func BenchmarkPushPull(b *testing.B) {
 	crane := peertool.Require(b, "crane")
 	ferry := buildFerry(b)
@@ -137,6 +142,12 @@ func BenchmarkPushPull(b *testing.B) {
 			if f.rss >= 150 {
 				b.Errorf("%s peak RSS %d MiB; budget < 150", op, f.rss)
 			}
+		}
+		if f, c, ok := pinnedPushes(b, ferry, crane, pkg, layout, rounds); ok {
+			ratio := f.wall.Seconds() / c.wall.Seconds()
+			fmt.Printf("push %d MiB, the registry on a core of its own (median of %d): ferry %.2fs (client CPU %.2fs, registry CPU %.2fs), crane %.2fs (client CPU %.2fs, registry CPU %.2fs): ratio %.2f\n",
+				mib, rounds, f.wall.Seconds(), f.client.Seconds(), f.server.Seconds(), c.wall.Seconds(), c.client.Seconds(), c.server.Seconds(), ratio)
+			b.ReportMetric(ratio, "push-pinned-x-crane")
 		}
 	}
 }

@@ -22,7 +22,7 @@ func StartDockerRegistry(t testing.TB) string {
 	t.Helper()
 	bin := peertool.Require(t, "docker-registry")
 	dir := t.TempDir()
-	addr, err := freeAddr()
+	addr, err := FreeAddr()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,15 +61,15 @@ http:
 		_ = logf.Close()
 	})
 	url := "http://" + addr
-	if err := waitReady(url, 15*time.Second); err != nil {
+	if err := WaitReady(url, 15*time.Second); err != nil {
 		log, _ := os.ReadFile(logf.Name())
 		t.Fatalf("docker-registry on %s: %v\n%s", addr, err, log)
 	}
 	return url
 }
 
-// freeAddr picks a free loopback TCP address.
-func freeAddr() (string, error) {
+// FreeAddr picks a free loopback TCP address.
+func FreeAddr() (string, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return "", err
@@ -78,8 +78,8 @@ func freeAddr() (string, error) {
 	return addr, l.Close()
 }
 
-// waitReady polls GET <url>/v2/ until it answers 200 or 401.
-func waitReady(url string, timeout time.Duration) error {
+// WaitReady polls GET <url>/v2/ until it answers 200 or 401.
+func WaitReady(url string, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for {
 		resp, err := http.Get(url + "/v2/")
