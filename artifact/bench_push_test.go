@@ -45,8 +45,9 @@ import (
 // measures the pushes alone.
 //
 // The pushes are then timed again with the registry on a core of its own
-// (pinnedPushes), reported but not budgeted: it tells whether what verifying
-// costs is CPU time taken from the registry (it was not: see
+// (pinnedPushes), as a registry on another machine is: push ≤ 1.05× crane
+// there too. On 2 cores shared with the registry, SHA-256's CPU (~0.85
+// s/GiB) is taken from the registry and push stays over 1.05× (see
 // docs/performance.md).
 func BenchmarkPushPull(b *testing.B) {
 	crane := peertool.Require(b, "crane")
@@ -145,9 +146,12 @@ func BenchmarkPushPull(b *testing.B) {
 		}
 		if f, c, ok := pinnedPushes(b, ferry, crane, pkg, layout, rounds); ok {
 			ratio := f.wall.Seconds() / c.wall.Seconds()
-			fmt.Printf("push %d MiB, the registry on a core of its own (median of %d): ferry %.2fs (client CPU %.2fs, registry CPU %.2fs), crane %.2fs (client CPU %.2fs, registry CPU %.2fs): ratio %.2f\n",
+			fmt.Printf("push %d MiB, the registry on a core of its own (median of %d): ferry %.2fs (client CPU %.2fs, registry CPU %.2fs), crane %.2fs (client CPU %.2fs, registry CPU %.2fs): ratio %.2f (budget 1.05)\n",
 				mib, rounds, f.wall.Seconds(), f.client.Seconds(), f.server.Seconds(), c.wall.Seconds(), c.client.Seconds(), c.server.Seconds(), ratio)
 			b.ReportMetric(ratio, "push-pinned-x-crane")
+			if ratio > 1.05 {
+				b.Errorf("push/crane with the registry on a core of its own = %.2f, budget 1.05", ratio)
+			}
 		}
 	}
 }
