@@ -22,9 +22,9 @@ const rawWindow = 64 << 20
 // rawBlob is a large blob read from a package archive that, when it lies
 // whole in a raw frame (as ferry writes layers), is sent from the file:
 // its bytes are the file's, between block headers. Uploaded over plain TCP
-// (zerocopy.Sender) it is sent by the kernel (sendfile) while another
-// goroutine reads and hashes the same bytes: one copy of them through the
-// process instead of two, and no write.
+// (zerocopy.Sender) it is sent by the kernel (sendfile) block by block,
+// each block hashed where it lies in the page cache right after
+// (sendHashed): no copy of it through the process, and no write.
 // Read, it is read ahead and hashed as any other blob (readahead). Either
 // way, its end is a corruptBlobError instead of io.EOF when the bytes do
 // not match the digest.
