@@ -1,6 +1,7 @@
 package artifact_test
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferrypkg/ferry/internal/childproc"
 	"github.com/ferrypkg/ferry/registry/registrytest"
 )
 
@@ -63,7 +65,8 @@ func pinnedRegistry(b *testing.B, taskset, ferry string) (string, func() time.Du
 	if err != nil {
 		b.Fatal(err)
 	}
-	cmd := exec.Command(taskset, "-c", "0", ferry, "registry", "serve", "--addr", addr, "--root", filepath.Join(root, "storage"))
+	// Tied to the benchmark: killed with it, even by SIGKILL.
+	cmd := childproc.Command(context.Background(), taskset, "-c", "0", ferry, "registry", "serve", "--addr", addr, "--root", filepath.Join(root, "storage"))
 	log, err := os.Create(filepath.Join(root, "registry.log"))
 	if err != nil {
 		b.Fatal(err)

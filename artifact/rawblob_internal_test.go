@@ -8,11 +8,12 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+
+	"github.com/ferrypkg/ferry/internal/fixture"
 )
 
 // rawArchive writes head (compressed), body (a raw frame) and a tail to a
@@ -26,11 +27,7 @@ func rawArchive(t *testing.T, head, body []byte, raw bool) (*os.File, *zstReader
 	} else {
 		data = writeFrames(t, append(append([]byte{}, head...), body...), nil, []byte("tail"), []int{1})
 	}
-	p := filepath.Join(t.TempDir(), "a.tar.zst")
-	if err := os.WriteFile(p, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.Open(p)
+	f, err := fixture.TempFile(t.TempDir(), data)
 	if err != nil {
 		t.Fatal(err)
 	}

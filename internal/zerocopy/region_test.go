@@ -7,9 +7,9 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
-	"path/filepath"
 	"testing"
 
+	"github.com/ferrypkg/ferry/internal/fixture"
 	"github.com/ferrypkg/ferry/internal/zerocopy"
 )
 
@@ -25,11 +25,7 @@ func regionFile(t *testing.T, n int) (*os.File, []byte) {
 // openTemp writes data to a file and opens it, closed when t ends.
 func openTemp(t *testing.T, data []byte) *os.File {
 	t.Helper()
-	p := filepath.Join(t.TempDir(), "f")
-	if err := os.WriteFile(p, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.Open(p)
+	f, err := fixture.TempFile(t.TempDir(), data)
 	if err != nil {
 		t.Fatal(err)
 	}
