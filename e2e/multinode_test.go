@@ -120,6 +120,10 @@ func TestMultiNode(t *testing.T) {
 			Agent       string `json:"agent"`
 			RegistryVia via    `json:"registryVia"`
 			Seconds     float64
+			Steps       []struct {
+				Name    string  `json:"name"`
+				Seconds float64 `json:"seconds"`
+			} `json:"steps"`
 		}
 		if err := ferryJSON(ctx, t, c, &res, "init", "--bin-dir", binDir(t)); err != nil {
 			t.Fatal(err)
@@ -127,8 +131,20 @@ func TestMultiNode(t *testing.T) {
 		if res.RegistryVia.Via != "tunnel" || !res.Injected || res.Agent == "" {
 			t.Fatalf("init: %+v", res)
 		}
-		t.Logf("TIMING init from the workstation: %.1fs; registry on %s; tunnel %s over %s ready in %.3fs",
-			res.Seconds, res.Node, res.RegistryVia.Pod, res.RegistryVia.Protocol, res.RegistryVia.Seconds)
+		// Where the time went, as -o json reports it: every step ran.
+		var steps []string
+		names := map[string]bool{}
+		for _, s := range res.Steps {
+			steps = append(steps, fmt.Sprintf("%s %.1fs", s.Name, s.Seconds))
+			names[s.Name] = true
+		}
+		for _, want := range []string{"injector", "registry", "hand-over", "registry via", "registry image", "agent"} {
+			if !names[want] {
+				t.Errorf("init -o json: no step %q among %v", want, steps)
+			}
+		}
+		t.Logf("TIMING init from the workstation: %.1fs [budget 12 s]; registry on %s; tunnel %s over %s ready in %.3fs; steps: %s",
+			res.Seconds, res.Node, res.RegistryVia.Pod, res.RegistryVia.Protocol, res.RegistryVia.Seconds, strings.Join(steps, ", "))
 	})
 	if !ok {
 		t.FailNow()

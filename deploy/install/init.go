@@ -8,6 +8,7 @@ package install
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -63,6 +64,33 @@ type Result struct {
 	Migrated []string `json:"migrated"`
 	// Installed is what the agent's installation did.
 	Installed *InstallResult `json:"-"`
+	// Steps are the steps Progress was told of, in the order they ended:
+	// where the time went.
+	Steps []Step `json:"steps"`
+}
+
+// Step is one step of Init, as it ended.
+type Step struct {
+	Name    string  `json:"name"`
+	Detail  string  `json:"detail"`
+	Seconds float64 `json:"seconds"`
+}
+
+// stepLog keeps the steps Init's Progress is told of (some are told from
+// other goroutines) and passes each on.
+type stepLog struct {
+	mu    sync.Mutex
+	steps []Step
+	next  func(inject.Step)
+}
+
+func (l *stepLog) progress(s inject.Step) {
+	l.mu.Lock()
+	l.steps = append(l.steps, Step{Name: s.Name, Detail: s.Detail, Seconds: s.Took.Seconds()})
+	l.mu.Unlock()
+	if l.next != nil {
+		l.next(s)
+	}
 }
 
 // StepError says which step of Init failed: "init: <step>: <cause>". The
@@ -80,6 +108,19 @@ func (e *StepError) Unwrap() error { return e.Err }
 // agent (whose image the registry serves) and gives the packages an
 // earlier ferry deployed their Packages.
 func (in *Init) Run(ctx context.Context) (*Result, error) {
+	log := &stepLog{next: in.Progress}
+	run := *in
+	run.Progress = log.progress
+	out, err := run.run(ctx)
+	if out != nil {
+		log.mu.Lock()
+		out.Steps = slices.Clone(log.steps)
+		log.mu.Unlock()
+	}
+	return out, err
+}
+
+func (in *Init) run(ctx context.Context) (*Result, error) {
 	opts := in.Registry
 	if opts.Namespace == "" {
 		opts.Namespace = cluster.DefaultNamespace
