@@ -251,10 +251,44 @@ func resetFerry(ctx context.Context, t *testing.T, c *harness.Cluster) {
 	for {
 		_, err := c.Client.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
-			return
+			break
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("namespace %s still there after 2 minutes: %v", ns, err)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	waitEarlierNamespaces(ctx, t, c)
+}
+
+// waitEarlierNamespaces waits (up to a minute) until the namespaces earlier
+// tests made (harness.Namespace, deleted without waiting) are gone, so that
+// a timing taken next is not of a cluster still stopping their Pods — after
+// TestMultiNodeS3, ~27 of them on 3 nodes. It only logs when they outlast it.
+func waitEarlierNamespaces(ctx context.Context, t *testing.T, c *harness.Cluster) {
+	t.Helper()
+	start := time.Now()
+	var left []string
+	for {
+		list, err := c.Client.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		left = left[:0]
+		for _, n := range list.Items {
+			if strings.HasPrefix(n.Name, "ferry-e2e-") {
+				left = append(left, n.Name)
+			}
+		}
+		if len(left) == 0 {
+			if waited := time.Since(start); waited > time.Second {
+				t.Logf("waited %.1fs for earlier tests' namespaces to go", waited.Seconds())
+			}
+			return
+		}
+		if time.Since(start) > time.Minute {
+			t.Logf("earlier tests' namespaces %v still there after a minute: timings may include their clean-up", left)
+			return
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
