@@ -8,7 +8,6 @@ package install
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -76,23 +75,6 @@ type Step struct {
 	Seconds float64 `json:"seconds"`
 }
 
-// stepLog keeps the steps Init's Progress is told of (some are told from
-// other goroutines) and passes each on.
-type stepLog struct {
-	mu    sync.Mutex
-	steps []Step
-	next  func(inject.Step)
-}
-
-func (l *stepLog) progress(s inject.Step) {
-	l.mu.Lock()
-	l.steps = append(l.steps, Step{Name: s.Name, Detail: s.Detail, Seconds: s.Took.Seconds()})
-	l.mu.Unlock()
-	if l.next != nil {
-		l.next(s)
-	}
-}
-
 // StepError says which step of Init failed: "init: <step>: <cause>". The
 // registry's bootstrap reports its own steps (inject.StepError).
 type StepError struct {
@@ -108,14 +90,18 @@ func (e *StepError) Unwrap() error { return e.Err }
 // agent (whose image the registry serves) and gives the packages an
 // earlier ferry deployed their Packages.
 func (in *Init) Run(ctx context.Context) (*Result, error) {
-	log := &stepLog{next: in.Progress}
+	// Every step is told of from this goroutine, in turn.
+	var steps []Step
 	run := *in
-	run.Progress = log.progress
+	run.Progress = func(s inject.Step) {
+		steps = append(steps, Step{Name: s.Name, Detail: s.Detail, Seconds: s.Took.Seconds()})
+		if in.Progress != nil {
+			in.Progress(s)
+		}
+	}
 	out, err := run.run(ctx)
 	if out != nil {
-		log.mu.Lock()
-		out.Steps = slices.Clone(log.steps)
-		log.mu.Unlock()
+		out.Steps = steps
 	}
 	return out, err
 }
