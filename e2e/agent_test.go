@@ -134,7 +134,7 @@ func TestAgent(t *testing.T) {
 
 	// An ignored namespace keeps its images.
 	ignored, err := c.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
-		GenerateName: "ferry-e2e-ignored-", Labels: map[string]string{install.IgnoreLabel: install.IgnoreValue},
+		GenerateName: harness.NamespacePrefix + "ignored-", Labels: map[string]string{install.IgnoreLabel: install.IgnoreValue},
 	}}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)

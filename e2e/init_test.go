@@ -262,7 +262,7 @@ func resetFerry(ctx context.Context, t *testing.T, c *harness.Cluster) {
 }
 
 // waitEarlierNamespaces waits (up to a minute) until the namespaces earlier
-// tests made (harness.Namespace, deleted without waiting) are gone, so that
+// tests made (harness.NamespacePrefix, deleted without waiting) are gone, so that
 // a timing taken next is not of a cluster still stopping their Pods — after
 // TestMultiNodeS3, ~27 of them on 3 nodes. It only logs when they outlast it.
 func waitEarlierNamespaces(ctx context.Context, t *testing.T, c *harness.Cluster) {
@@ -276,7 +276,7 @@ func waitEarlierNamespaces(ctx context.Context, t *testing.T, c *harness.Cluster
 		}
 		left = left[:0]
 		for _, n := range list.Items {
-			if strings.HasPrefix(n.Name, "ferry-e2e-") {
+			if strings.HasPrefix(n.Name, harness.NamespacePrefix) {
 				left = append(left, n.Name)
 			}
 		}

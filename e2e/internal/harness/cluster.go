@@ -134,6 +134,10 @@ func envOr(key, def string) string {
 	return def
 }
 
+// NamespacePrefix begins the name of every namespace a test makes for
+// itself (Namespace), deleted when it ends without waiting for its Pods.
+const NamespacePrefix = "ferry-e2e-"
+
 // Namespace creates a namespace for t (named ferry-e2e-<random>), waits until
 // its default service account exists (pods are refused before), and deletes
 // it when t ends.
@@ -142,7 +146,7 @@ func (c *Cluster) Namespace(t testing.TB) string {
 	ctx, cancel := context.WithTimeout(context.Background(), DefaultTimeout)
 	defer cancel()
 	ns, err := c.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{
-		ObjectMeta: metav1.ObjectMeta{GenerateName: "ferry-e2e-"},
+		ObjectMeta: metav1.ObjectMeta{GenerateName: NamespacePrefix},
 	}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatalf("create namespace: %v", err)
