@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -143,7 +142,7 @@ func (ct *chartTest) run(ctx context.Context, t *testing.T, tiny []byte, priv *k
 	// Helm's wait passes a DaemonSet whose maxUnavailable covers all its
 	// nodes (metallb's, on one node) before its Pods are Ready: wait here.
 	var ready, late []string
-	err = pollUntil(ctx, 2*time.Minute, func() (bool, error) {
+	err = harness.PollUntil(ctx, 2*time.Minute, func() (bool, error) {
 		live, err := c.Client.CoreV1().Pods(ct.ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err
@@ -246,7 +245,7 @@ func (ct *chartTest) startRuntimeSecret(ctx context.Context) <-chan error {
 		return out
 	}
 	go func() {
-		out <- pollUntil(ctx, 3*time.Minute, func() (bool, error) {
+		out <- harness.PollUntil(ctx, 3*time.Minute, func() (bool, error) {
 			d, err := ct.c.Client.AppsV1().Deployments(ct.ns).Get(ctx, rs.owner, metav1.GetOptions{})
 			if apierrors.IsNotFound(err) {
 				return false, nil
@@ -391,7 +390,7 @@ func (ct *chartTest) checkWebhooks(ctx context.Context, t *testing.T, stream []b
 		}
 		var missing []string
 		count := 0
-		err := pollUntil(ctx, time.Minute, func() (bool, error) {
+		err := harness.PollUntil(ctx, time.Minute, func() (bool, error) {
 			u, err := ct.dyn.Resource(o.res).Get(ctx, o.Name, metav1.GetOptions{})
 			if err != nil {
 				return false, err
@@ -499,7 +498,7 @@ func (ct *chartTest) checkNothingLeft(ctx context.Context, t *testing.T, stream 
 	if err := ct.c.Client.CoreV1().Namespaces().Delete(ctx, ct.ns, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := pollUntil(ctx, 2*time.Minute, func() (bool, error) {
+	if err := harness.PollUntil(ctx, 2*time.Minute, func() (bool, error) {
 		_, err := ct.c.Client.CoreV1().Namespaces().Get(ctx, ct.ns, metav1.GetOptions{})
 		return apierrors.IsNotFound(err), nil
 	}); err != nil {
@@ -657,26 +656,4 @@ func podReport(ctx context.Context, c *harness.Cluster, ns string) string {
 		fmt.Fprintf(&b, "event %s %s/%s: %s: %s (%d×, last %s)\n", e.Type, e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Reason, e.Message, e.Count, e.LastTimestamp.Format(time.TimeOnly))
 	}
 	return b.String()
-}
-
-// pollUntil calls cond every second until it is true, it errs, or d passes.
-func pollUntil(ctx context.Context, d time.Duration, cond func() (bool, error)) error {
-	deadline := time.Now().Add(d)
-	for {
-		ok, err := cond()
-		if ok {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			if err == nil {
-				err = errors.New("timed out")
-			}
-			return fmt.Errorf("after %s: %w", d, err)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(time.Second):
-		}
-	}
 }

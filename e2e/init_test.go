@@ -247,16 +247,14 @@ func resetFerry(ctx context.Context, t *testing.T, c *harness.Cluster) {
 	if err := c.Client.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
+	if err := harness.PollUntil(ctx, 2*time.Minute, func() (bool, error) {
 		_, err := c.Client.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			break
+		if err == nil {
+			err = errors.New("still there")
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("namespace %s still there after 2 minutes: %v", ns, err)
-		}
-		time.Sleep(500 * time.Millisecond)
+		return apierrors.IsNotFound(err), err
+	}); err != nil {
+		t.Fatalf("namespace %s: %v", ns, err)
 	}
 	waitEarlierNamespaces(ctx, t, c)
 }
@@ -268,45 +266,36 @@ func resetFerry(ctx context.Context, t *testing.T, c *harness.Cluster) {
 func waitEarlierNamespaces(ctx context.Context, t *testing.T, c *harness.Cluster) {
 	t.Helper()
 	start := time.Now()
-	var left []string
-	for {
+	err := harness.PollUntil(ctx, time.Minute, func() (bool, error) {
 		list, err := c.Client.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
 		if err != nil {
-			t.Fatal(err)
+			return false, err
 		}
-		left = left[:0]
+		var left []string
 		for _, n := range list.Items {
 			if strings.HasPrefix(n.Name, harness.NamespacePrefix) {
 				left = append(left, n.Name)
 			}
 		}
-		if len(left) == 0 {
-			if waited := time.Since(start); waited > time.Second {
-				t.Logf("waited %.1fs for earlier tests' namespaces to go", waited.Seconds())
-			}
-			return
-		}
-		if time.Since(start) > time.Minute {
-			t.Logf("earlier tests' namespaces %v still there after a minute: timings may include their clean-up", left)
-			return
-		}
-		time.Sleep(500 * time.Millisecond)
+		return len(left) == 0, fmt.Errorf("earlier tests' namespaces %v still there", left)
+	})
+	switch waited := time.Since(start); {
+	case err != nil:
+		t.Logf("%v: timings may include their clean-up", err)
+	case waited > time.Second:
+		t.Logf("waited %.1fs for earlier tests' namespaces to go", waited.Seconds())
 	}
 }
 
 // waitNoPods waits until no Pod of namespace ns matches selector.
 func waitNoPods(ctx context.Context, c *harness.Cluster, ns, selector string) error {
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
+	return harness.PollUntil(ctx, 2*time.Minute, func() (bool, error) {
 		pods, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
-		if err == nil && len(pods.Items) == 0 {
-			return nil
+		if err != nil {
+			return false, err
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("pods %s of %s still there after 2 minutes (%v)", selector, ns, err)
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
+		return len(pods.Items) == 0, fmt.Errorf("pods %s of %s still there", selector, ns)
+	})
 }
 
 // dropPackageFinalizers lets the Packages of namespace ns go without the

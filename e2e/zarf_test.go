@@ -117,7 +117,7 @@ func deployZarf(ctx context.Context, t *testing.T, c *harness.Cluster, pkg *arti
 	want := cluster.RegistryHost(cluster.DefaultNodePort) + "/shop/app@" + zarfDigest
 	var pods int
 	for _, dep := range []string{"web", "worker"} {
-		if err := pollUntil(ctx, 2*time.Minute, func() (bool, error) {
+		if err := harness.PollUntil(ctx, 2*time.Minute, func() (bool, error) {
 			d, err := c.Client.AppsV1().Deployments(zarfNS).Get(ctx, dep, metav1.GetOptions{})
 			if err != nil {
 				return false, err
@@ -151,7 +151,7 @@ func deployZarf(ctx context.Context, t *testing.T, c *harness.Cluster, pkg *arti
 		len(removed.Repositories) != 1 || removed.Repositories[0] != repoArt.Path+"@"+repoArt.Digest.String() {
 		t.Fatalf("ferry remove: %+v", removed)
 	}
-	if err := pollUntil(ctx, time.Minute, func() (bool, error) {
+	if err := harness.PollUntil(ctx, time.Minute, func() (bool, error) {
 		deps, err := c.Client.AppsV1().Deployments(zarfNS).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err

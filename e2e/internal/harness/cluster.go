@@ -261,6 +261,33 @@ func poll(ctx context.Context, cond func(context.Context) (bool, error)) error {
 	}
 }
 
+// PollUntil calls cond every half second until it is true or d passes; an
+// error cond returns is why it is not true yet (an API server that does not
+// answer for a moment is waited out too), and the last one is in the error
+// PollUntil returns when d passes. It stops when ctx ends.
+func PollUntil(ctx context.Context, d time.Duration, cond func() (bool, error)) error {
+	deadline := time.Now().Add(d)
+	tick := time.NewTicker(500 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		ok, err := cond()
+		if ok {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			if err == nil {
+				err = errors.New("timed out")
+			}
+			return fmt.Errorf("after %s: %w", d, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
+}
+
 // withDefaultTimeout gives ctx DefaultTimeout when it has no deadline.
 func withDefaultTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
 	if _, ok := ctx.Deadline(); ok {
