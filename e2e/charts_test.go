@@ -567,9 +567,12 @@ func watchPods(ctx context.Context, t *testing.T, c *harness.Cluster, ns string)
 	pw := &podWatch{pods: map[string]*corev1.Pod{}, cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(pw.done)
+		// From the API server's cache ("0": a watch from "now" waits up to
+		// 3 s for the cache to catch up with etcd, then may end), and a
+		// watch that ends is resumed after the last event it gave.
+		rv := "0"
 		for ctx.Err() == nil {
-			// A watch ends now and then; the next one lists again.
-			w, err := c.Client.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{})
+			w, err := c.Client.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{ResourceVersion: rv})
 			if err != nil {
 				select {
 				case <-ctx.Done():
@@ -578,11 +581,15 @@ func watchPods(ctx context.Context, t *testing.T, c *harness.Cluster, ns string)
 				continue
 			}
 			for ev := range w.ResultChan() {
-				if p, ok := ev.Object.(*corev1.Pod); ok && ev.Type != watch.Error {
-					pw.mu.Lock()
-					pw.pods[p.Name] = p
-					pw.mu.Unlock()
+				p, ok := ev.Object.(*corev1.Pod)
+				if !ok || ev.Type == watch.Error {
+					rv = "0" // too old to resume: from the cache's state again
+					continue
 				}
+				pw.mu.Lock()
+				pw.pods[p.Name] = p
+				pw.mu.Unlock()
+				rv = p.ResourceVersion
 			}
 			w.Stop()
 		}
