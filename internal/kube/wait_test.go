@@ -21,12 +21,7 @@ import (
 func TestPollWatchWokenByEvent(t *testing.T) {
 	w := watch.NewFake()
 	var ready, calls atomic.Int32
-	done := make(chan error, 1)
-	go func() {
-		done <- poll(context.Background(), time.Hour, time.Hour, time.Hour,
-			func(context.Context) (watch.Interface, error) { return w, nil },
-			func() (bool, error) { calls.Add(1); return ready.Load() == 1, nil }, "ready")
-	}()
+	done := watchedWait(w, &ready, &calls)
 	for calls.Load() == 0 {
 		time.Sleep(time.Millisecond)
 	}
@@ -69,6 +64,18 @@ func TestWaitPodReadyWatch(t *testing.T) {
 	}
 }
 
+// watchedWait runs a wait on w, with hour-long intervals, until ready is
+// 1; calls counts its checks.
+func watchedWait(w watch.Interface, ready, calls *atomic.Int32) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		done <- poll(context.Background(), time.Hour, time.Hour, time.Hour,
+			func(context.Context) (watch.Interface, error) { return w, nil },
+			func() (bool, error) { calls.Add(1); return ready.Load() == 1, nil }, "ready")
+	}()
+	return done
+}
+
 // A burst of events (a watch from "0" first reports every object it
 // matches) wakes a watched wait once, not once per event.
 func TestPollWatchBurstWakesOnce(t *testing.T) {
@@ -77,12 +84,7 @@ func TestPollWatchBurstWakesOnce(t *testing.T) {
 		w.Add(&corev1.Pod{})
 	}
 	var ready, calls atomic.Int32
-	done := make(chan error, 1)
-	go func() {
-		done <- poll(context.Background(), time.Hour, time.Hour, time.Hour,
-			func(context.Context) (watch.Interface, error) { return w, nil },
-			func() (bool, error) { calls.Add(1); return ready.Load() == 1, nil }, "ready")
-	}()
+	done := watchedWait(w, &ready, &calls)
 	for calls.Load() < 2 {
 		time.Sleep(time.Millisecond)
 	}
