@@ -47,13 +47,13 @@ func PollEvery(ctx context.Context, timeout, interval time.Duration, cond func()
 	return poll(ctx, timeout, interval, interval, nil, cond, what)
 }
 
-// PollWatch is Poll woken by the events of the watch start opens (opened
-// before cond's first call, so that no change is missed): what a watch
-// reports is seen at once instead of up to 400 ms later — init waits for a
-// dozen things in a row. Poll's intervals stay as a floor: a watch that
-// cannot be opened, or ends, leaves them.
+// PollWatch is Poll woken by the events of the watch that watchFn opens
+// with opts (opened before cond's first call, so that no change is
+// missed): what a watch reports is seen at once instead of up to 400 ms
+// later — init waits for a dozen things in a row. Poll's intervals stay as
+// a floor: a watch that cannot be opened, or ends, leaves them.
 //
-// start should watch from resource version "0" (watchFromCache): the API
+// The watch starts from resource version "0", whatever opts says: the API
 // server answers a watch from "now" (no version) only once its watch cache
 // has caught up with etcd's newest revision, which on a kind of object that
 // is not changing takes until etcd's next progress notification — 3.0 s,
@@ -61,7 +61,9 @@ func PollEvery(ctx context.Context, timeout, interval time.Duration, cond func()
 // spent 6 of its 7.6 s so. From "0" the watch starts at once from the
 // cache's state: it first reports the objects there (one wake-up; cond
 // reads the truth anyway) and then every change after it.
-func PollWatch(ctx context.Context, timeout time.Duration, start func(context.Context) (watch.Interface, error), cond func() (bool, error), what string) error {
+func PollWatch(ctx context.Context, timeout time.Duration, watchFn func(context.Context, metav1.ListOptions) (watch.Interface, error), opts metav1.ListOptions, cond func() (bool, error), what string) error {
+	opts.ResourceVersion = "0"
+	start := func(ctx context.Context) (watch.Interface, error) { return watchFn(ctx, opts) }
 	return poll(ctx, timeout, firstPoll, maxPoll, start, cond, what)
 }
 
@@ -96,13 +98,6 @@ func poll(ctx context.Context, timeout, first, most time.Duration, start func(co
 		}
 		interval = min(interval*3/2, most)
 	}
-}
-
-// watchFromCache returns list options for a watch to start at once from the API
-// server's cache (resource version "0"), for PollWatch.
-func watchFromCache(o metav1.ListOptions) metav1.ListOptions {
-	o.ResourceVersion = "0"
-	return o
 }
 
 // drain takes the events already waiting on *events, and sets it to nil
@@ -168,10 +163,7 @@ func Crashed(p *corev1.Pod) error {
 func WaitPodReady(ctx context.Context, cs kubernetes.Interface, ns string, sel map[string]string, timeout time.Duration, fail func(*corev1.Pod) error) error {
 	selector := labels.SelectorFromSet(sel).String()
 	var last *corev1.Pod
-	watchPods := func(ctx context.Context) (watch.Interface, error) {
-		return cs.CoreV1().Pods(ns).Watch(ctx, watchFromCache(metav1.ListOptions{LabelSelector: selector}))
-	}
-	err := PollWatch(ctx, timeout, watchPods, func() (bool, error) {
+	err := PollWatch(ctx, timeout, cs.CoreV1().Pods(ns).Watch, metav1.ListOptions{LabelSelector: selector}, func() (bool, error) {
 		pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
 		if err != nil {
 			return false, err
@@ -204,10 +196,8 @@ func WaitPodReady(ctx context.Context, cs kubernetes.Interface, ns string, sel m
 func WaitRollout(ctx context.Context, cs kubernetes.Interface, ns, name string, timeout time.Duration) error {
 	var d *appsv1.Deployment
 	// Its status changes as its Pods do (the ReplicaSet's counts).
-	watchIt := func(ctx context.Context) (watch.Interface, error) {
-		return cs.AppsV1().Deployments(ns).Watch(ctx, watchFromCache(metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String()}))
-	}
-	err := PollWatch(ctx, timeout, watchIt, func() (bool, error) {
+	byName := metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String()}
+	err := PollWatch(ctx, timeout, cs.AppsV1().Deployments(ns).Watch, byName, func() (bool, error) {
 		var err error
 		if d, err = cs.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{}); err != nil {
 			return false, err
