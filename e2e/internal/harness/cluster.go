@@ -244,9 +244,14 @@ func nodeState(n *corev1.Node) string {
 	return strings.Join(s, ", ")
 }
 
-// poll calls cond every 250 ms until it is done, fails, or ctx ends.
+// poll calls cond every 250 ms (pollEvery) until it is done, fails, or
+// ctx ends.
 func poll(ctx context.Context, cond func(context.Context) (bool, error)) error {
-	tick := time.NewTicker(250 * time.Millisecond)
+	return pollEvery(ctx, 250*time.Millisecond, cond)
+}
+
+func pollEvery(ctx context.Context, every time.Duration, cond func(context.Context) (bool, error)) error {
+	tick := time.NewTicker(every)
 	defer tick.Stop()
 	for {
 		done, err := cond(ctx)
@@ -266,26 +271,21 @@ func poll(ctx context.Context, cond func(context.Context) (bool, error)) error {
 // answer for a moment is waited out too), and the last one is in the error
 // PollUntil returns when d passes. It stops when ctx ends.
 func PollUntil(ctx context.Context, d time.Duration, cond func() (bool, error)) error {
-	deadline := time.Now().Add(d)
-	tick := time.NewTicker(500 * time.Millisecond)
-	defer tick.Stop()
-	for {
+	within, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	var last error
+	err := pollEvery(within, 500*time.Millisecond, func(context.Context) (bool, error) {
 		ok, err := cond()
-		if ok {
-			return nil
+		last = err
+		return ok, nil
+	})
+	if err != nil && ctx.Err() == nil { // d passed
+		if last == nil {
+			last = errors.New("timed out")
 		}
-		if time.Now().After(deadline) {
-			if err == nil {
-				err = errors.New("timed out")
-			}
-			return fmt.Errorf("after %s: %w", d, err)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-tick.C:
-		}
+		return fmt.Errorf("after %s: %w", d, last)
 	}
+	return err
 }
 
 // withDefaultTimeout gives ctx DefaultTimeout when it has no deadline.
