@@ -23,6 +23,8 @@ import (
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"oras.land/oras-go/v2"
 	"oras.land/oras-go/v2/content"
+
+	"github.com/ferrypkg/ferry/internal/scratch"
 )
 
 // vcsFiles are left out of the tree, as `flux push artifact` leaves them
@@ -195,8 +197,10 @@ func Bundle(w io.Writer, r *git.Repository, res Resolved) error {
 
 // pushSpooled pushes to dst what write writes, spooled through a
 // temporary file (a tree or a history may be large) and hashed on the way.
+// The file is made by internal/scratch, so that one left by a killed
+// process is removed by the next ferry that makes a temporary there.
 func pushSpooled(ctx context.Context, dst content.Pusher, mediaType string, write func(io.Writer) error) (ocispec.Descriptor, error) {
-	f, err := os.CreateTemp("", "ferry-git-*")
+	f, err := scratch.CreateTemp("", "ferry-git-*")
 	if err != nil {
 		return ocispec.Descriptor{}, err
 	}
