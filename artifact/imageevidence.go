@@ -174,7 +174,7 @@ func findEvidence(ctx context.Context, src content.ReadOnlyStorage, subjects []o
 		// OCI 1.1 referrers.
 		refs, err := listReferrers(ctx, src, s)
 		if err != nil {
-			return nil, fmt.Errorf("referrers of %s: %w", s.Digest, err)
+			return nil, listFailed("referrers of "+s.Digest.String(), err)
 		}
 		for _, d := range refs {
 			e, err := fetchEvidence(ctx, src, d, s.Digest, true)
@@ -212,7 +212,7 @@ func listReferrers(ctx context.Context, src content.ReadOnlyStorage, subject oci
 	}
 	switch s := src.(type) {
 	case registry.ReferrerLister:
-		err := s.Referrers(ctx, subject, "", add)
+		err := ListReferrers(ctx, s, subject, "", add)
 		switch {
 		case errors.Is(err, errEnough):
 			return nil, fmt.Errorf("more than %d signature and attestation referrers", MaxImageEvidence)

@@ -97,3 +97,46 @@ const (
 	SBOMHelperDiskFloor  = 1 << 30
 	SBOMHelperDiskFactor = 10
 )
+
+// Limits on time: what a reader does is bounded by what it reads, never by
+// what a file or a registry claims. Each refusal is one line naming what
+// is over.
+const (
+	// MaxListPages bounds the pages one listing of a registry is followed
+	// for — its repositories, a repository's tags, a manifest's referrers
+	// (1,000: MaxListEntries names come in 100 pages of the 1,000 a
+	// distribution registry answers, or in 1,000 of 100). See
+	// ListRepositories.
+	MaxListPages = 1000
+	// MaxListEntries bounds the entries of one listing (100,000, as many
+	// as a package may have blobs).
+	MaxListEntries = 100_000
+
+	// MaxTarPadding bounds the bytes that may follow a tar's end marker (its
+	// two zero blocks), all zeros (1 MiB: tar pads its last record, 10 KiB
+	// by default, 1 MiB at the largest blocking factor GNU tar takes).
+	// Anything else after the end — other bytes, more zeros, a zstd
+	// skippable frame — travels with the package yet is no part of it, and
+	// is refused.
+	MaxTarPadding = 1 << 20
+
+	// archiveEntryOverhead bounds what an archive spends on one entry
+	// besides its data (2 KiB: a tar header of 512 bytes, padding to 512,
+	// extended headers, zstd frame headers); see archiveSizeLimit.
+	archiveEntryOverhead = 2 << 10
+)
+
+// archiveSizeLimit is the most bytes the archive of a package whose
+// ferry.json is cfg (n bytes) can take: its head and blobs (sizeBudget, and
+// ferry-delta.json), an entry's overhead for each of at most MaxBlobs, the
+// end and its padding, and zstd's framing (3 bytes every 128 KiB). Parts
+// adding up to more are refused before anything is hashed.
+func archiveSizeLimit(cfg *Config, n int) int64 {
+	b := min(sizeBudget(cfg, n)+2*MaxManifestSize, sizeCeiling)
+	return min(b+b/1024+(MaxBlobs+8)*archiveEntryOverhead+MaxTarPadding+1024, sizeCeiling)
+}
+
+// headSizeLimit bounds the bytes that hold an archive's head (ferry.json,
+// oci-layout, index.json, ferry-delta.json): what a read that failed there
+// may have needed.
+const headSizeLimit = 4*MaxManifestSize + 4*archiveEntryOverhead

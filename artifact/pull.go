@@ -203,7 +203,7 @@ func planFrom(ctx context.Context, src oras.ReadOnlyTarget, ref string) (*plan, 
 func signatureReferrer(ctx context.Context, repo registry.ReferrerLister, src content.Fetcher, root ocispec.Descriptor) (ocispec.Descriptor, bool) {
 	var best ocispec.Descriptor
 	most := 0
-	err := repo.Referrers(ctx, root, ArtifactTypeSignature, func(refs []ocispec.Descriptor) error {
+	err := ListReferrers(ctx, repo, root, ArtifactTypeSignature, func(refs []ocispec.Descriptor) error {
 		for _, d := range refs {
 			if d.MediaType != ocispec.MediaTypeImageManifest || d.Size > MaxManifestSize {
 				continue

@@ -159,7 +159,7 @@ func HaveRegistry(ctx context.Context, reg registry.Registry, name, prefix strin
 	out := newReceipt(name)
 	seen := map[digest.Digest]bool{}
 	var repos []string
-	if err := reg.Repositories(ctx, "", func(page []string) error {
+	if err := ListRepositories(ctx, reg, func(page []string) error {
 		for _, r := range page {
 			if prefix == "" || r == prefix || strings.HasPrefix(r, strings.TrimSuffix(prefix, "/")+"/") {
 				repos = append(repos, r)
@@ -167,7 +167,7 @@ func HaveRegistry(ctx context.Context, reg registry.Registry, name, prefix strin
 		}
 		return nil
 	}); err != nil {
-		return nil, fmt.Errorf("list the repositories of %s: %w", name, err)
+		return nil, listFailed("list the repositories of "+name, err)
 	}
 	for _, name := range repos {
 		repo, err := reg.Repository(ctx, name)
@@ -175,8 +175,8 @@ func HaveRegistry(ctx context.Context, reg registry.Registry, name, prefix strin
 			return nil, err
 		}
 		var tags []string
-		if err := repo.Tags(ctx, "", func(page []string) error { tags = append(tags, page...); return nil }); err != nil {
-			return nil, fmt.Errorf("list the tags of %s: %w", name, err)
+		if err := ListTags(ctx, repo, func(page []string) error { tags = append(tags, page...); return nil }); err != nil {
+			return nil, listFailed("list the tags of "+name, err)
 		}
 		var visit func(d ocispec.Descriptor) error
 		visit = func(d ocispec.Descriptor) error {

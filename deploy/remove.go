@@ -397,10 +397,13 @@ func (c *registryCleaner) deleteRepository(ctx context.Context, path string) err
 		return err
 	}
 	var tags []string
-	err = repo.Tags(ctx, "", func(page []string) error {
+	err = artifact.ListTags(ctx, repo, func(page []string) error {
 		tags = append(tags, page...)
 		return nil
 	})
+	if errors.Is(err, artifact.ErrListLimit) {
+		return err // names the repository
+	}
 	if err != nil && !errors.Is(err, errdef.ErrNotFound) {
 		return fmt.Errorf("list tags of %s: %w", path, err)
 	}

@@ -14,7 +14,6 @@ import (
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"oras.land/oras-go/v2/content"
-	"oras.land/oras-go/v2/registry"
 
 	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/artifact/imagesig"
@@ -217,7 +216,7 @@ func (v *Verifier) decide(ctx context.Context, c Check) (*verdict, error) {
 		entries = append(entries, desc)
 	}
 	if orig := c.Entry.OriginalDigest; orig != "" && orig != c.Entry.Digest && signs(c.Entry, orig) {
-		carriers, err := registry.Referrers(ctx, repo, stored, artifact.ArtifactTypeSignedIndex)
+		carriers, err := artifact.Referrers(ctx, repo, stored, artifact.ArtifactTypeSignedIndex)
 		if err != nil {
 			return nil, notChecked(OpRegistry, fmt.Errorf("the signed index %s: %w", orig, err))
 		}

@@ -329,7 +329,7 @@ func (s *Server) graph(ctx context.Context, a *actor, p *v1alpha1.Package) (*nod
 		root.Children = append(root.Children, &node{Kind: "signature", Label: label, Digest: sig.String()})
 	}
 	if rd, err := repo.Resolve(ctx, dg); err == nil {
-		_ = repo.Referrers(ctx, rd, "", func(refs []ocispec.Descriptor) error {
+		_ = artifact.ListReferrers(ctx, repo, rd, "", func(refs []ocispec.Descriptor) error {
 			for _, r := range refs {
 				if slices.Contains(sigs, r.Digest) {
 					continue

@@ -82,13 +82,16 @@ func (s *Server) repositories(ctx context.Context, a *actor, v *registryView) er
 	}
 	v.Way = ep.String()
 	var names []string
-	err = reg.Repositories(ctx, "", func(repos []string) error {
+	err = artifact.ListRepositories(ctx, reg, func(repos []string) error {
 		names = append(names, repos...)
 		if len(names) >= maxRepositories {
 			return errStop
 		}
 		return nil
 	})
+	if errors.Is(err, artifact.ErrListLimit) {
+		return err // names the registry
+	}
 	if err != nil && !errors.Is(err, errStop) {
 		return fmt.Errorf("list the repositories: %w", err)
 	}
@@ -102,13 +105,16 @@ func (s *Server) repositories(ctx context.Context, a *actor, v *registryView) er
 		if err != nil {
 			return err
 		}
-		err = repo.Tags(ctx, "", func(tags []string) error {
+		err = artifact.ListTags(ctx, repo, func(tags []string) error {
 			rv.Tags = append(rv.Tags, tags...)
 			if len(rv.Tags) > maxTags {
 				return errStop
 			}
 			return nil
 		})
+		if errors.Is(err, artifact.ErrListLimit) {
+			return err // names the repository
+		}
 		if err != nil && !errors.Is(err, errStop) {
 			return fmt.Errorf("tags of %s: %w", name, err)
 		}

@@ -1,0 +1,121 @@
+package artifact_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/opencontainers/go-digest"
+	specs "github.com/opencontainers/image-spec/specs-go"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+
+	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/registry/registrytest"
+)
+
+// endlessRegistry is a registry that answers every listing — the catalog,
+// tags, referrers — with pages of perPage entries, each naming a next one,
+// forever. It counts the pages it served.
+func endlessRegistry(t *testing.T, perPage int) (host string, pages *atomic.Int64) {
+	t.Helper()
+	pages = new(atomic.Int64)
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := pages.Add(1)
+		next := fmt.Sprintf("<%s?last=p%d&n=%d>; rel=\"next\"", r.URL.Path, n, perPage)
+		names := make([]string, perPage)
+		for i := range names {
+			names[i] = fmt.Sprintf("p%d-%d", n, i)
+		}
+		var body any
+		switch {
+		case r.URL.Path == "/v2/":
+			w.WriteHeader(http.StatusOK)
+			return
+		case r.URL.Path == "/v2/_catalog":
+			body = map[string]any{"repositories": names}
+		case strings.HasSuffix(r.URL.Path, "/tags/list"):
+			body = map[string]any{"name": "app", "tags": names}
+		case strings.Contains(r.URL.Path, "/referrers/"):
+			refs := make([]ocispec.Descriptor, perPage)
+			for i, name := range names {
+				refs[i] = ocispec.Descriptor{MediaType: ocispec.MediaTypeImageManifest, ArtifactType: "application/vnd.dev.cosign.artifact.sig.v1+json", Digest: digest.FromString(name), Size: 100}
+			}
+			w.Header().Set("Content-Type", ocispec.MediaTypeImageIndex)
+			body = ocispec.Index{Versioned: specs.Versioned{SchemaVersion: 2}, MediaType: ocispec.MediaTypeImageIndex, Manifests: refs}
+		default:
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Link", next)
+		if w.Header().Get("Content-Type") == "" {
+			w.Header().Set("Content-Type", "application/json")
+		}
+		_ = json.NewEncoder(w).Encode(body)
+	}))
+	t.Cleanup(ts.Close)
+	return registrytest.Host(ts), pages
+}
+
+// TestListingEndlessPages: a registry answering endless pages — of
+// repositories, tags or referrers, empty or full — is refused after
+// MaxListPages pages or MaxListEntries entries, in one line naming the
+// listing, in well under a minute.
+func TestListingEndlessPages(t *testing.T) {
+	ctx := context.Background()
+	subject := ocispec.Descriptor{MediaType: ocispec.MediaTypeImageManifest, Digest: digest.FromString("subject"), Size: 10}
+	for _, tc := range []struct {
+		name    string
+		perPage int
+		list    func(host string) error
+		what    string
+	}{
+		{"catalog, empty pages", 0, func(host string) error {
+			return artifact.ListRepositories(ctx, registryOf(t, host), func([]string) error { return nil })
+		}, "the repositories of "},
+		{"tags, empty pages", 0, func(host string) error {
+			return artifact.ListTags(ctx, remoteRepo(t, host+"/app"), func([]string) error { return nil })
+		}, "the tags of "},
+		{"referrers, one a page", 1, func(host string) error {
+			return artifact.ListReferrers(ctx, remoteRepo(t, host+"/app"), subject, "", func([]ocispec.Descriptor) error { return nil })
+		}, "the referrers of " + subject.Digest.String()},
+		{"catalog, full pages", 1000, func(host string) error {
+			return artifact.ListRepositories(ctx, registryOf(t, host), func([]string) error { return nil })
+		}, "the repositories of "},
+		{"the receipt of a registry", 0, func(host string) error {
+			_, err := artifact.HaveRegistry(ctx, registryOf(t, host), host, "")
+			return err
+		}, "the repositories of "},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			host, pages := endlessRegistry(t, tc.perPage)
+			start := time.Now()
+			err := tc.list(host)
+			took := time.Since(start)
+			var le *artifact.ListLimitError
+			if !errors.As(err, &le) || !errors.Is(err, artifact.ErrListLimit) {
+				t.Fatalf("endless pages: %v", err)
+			}
+			wantPages := int64(artifact.MaxListPages + 1)
+			if tc.perPage > 0 {
+				wantPages = min(wantPages, int64(artifact.MaxListEntries/tc.perPage+1))
+			}
+			if got := pages.Load(); got != wantPages {
+				t.Errorf("followed %d pages, want %d", got, wantPages)
+			}
+			if msg := err.Error(); !strings.Contains(msg, tc.what) || strings.Contains(msg, "\n") || strings.Count(msg, tc.what) != 1 {
+				t.Errorf("message %q: want one line naming %q once", msg, tc.what)
+			}
+			if took > 30*time.Second {
+				t.Errorf("refused after %s", took)
+			}
+			t.Logf("%s: refused after %d pages in %s: %v", tc.name, pages.Load(), took.Round(time.Millisecond), err)
+		})
+	}
+}
