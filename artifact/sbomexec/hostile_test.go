@@ -103,7 +103,7 @@ func TestHelperTimeLimit(t *testing.T) {
 	gen := sbomexec.Generator{Path: fakeHelper(t, "sleep 300 & echo $! > "+pidFile+"; wait"), Limits: sbomexec.Limits{Timeout: time.Second}}
 	start := time.Now()
 	_, err := gen.GenerateSBOM(context.Background(), mem, artifact.SBOMRequest{Ref: "example.com/slow:1", Manifest: desc})
-	if !errors.Is(err, sbomexec.ErrLimit) || !strings.Contains(err.Error(), "ran longer than 1s") {
+	if !errors.Is(err, sbomexec.ErrLimit) || !strings.Contains(err.Error(), "the SBOM helper passed its limit of 1s") {
 		t.Fatalf("%v, want ErrLimit (time)", err)
 	}
 	if d := time.Since(start); d > 20*time.Second {

@@ -15,10 +15,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"time"
 
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
@@ -40,9 +38,6 @@ var ErrHelperNotFound = errors.New(HelperName + " not found")
 
 // maxManifestSize bounds the image manifest read into memory.
 const maxManifestSize = 4 << 20
-
-// maxStderr bounds what is kept of the helper's standard error.
-const maxStderr = 64 << 10
 
 // FindHelper returns the helper binary: HelperName beside the running
 // executable (symbolic links followed, as when bin/ferry-full is linked
@@ -92,9 +87,6 @@ type Limits struct {
 // ErrLimit is wrapped by the error of a run of the helper that passed one
 // of its Limits.
 var ErrLimit = errors.New("the SBOM helper passed its limit")
-
-// pollInterval is how often a running helper's memory and writes are read.
-const pollInterval = 50 * time.Millisecond
 
 var _ artifact.SBOMGenerator = Generator{}
 
@@ -200,134 +192,26 @@ func copyBlob(ctx context.Context, src content.Fetcher, dst content.Pusher, d oc
 // run runs the helper with args, its temporary files in tmp, within lim,
 // and returns what it writes to standard output, at most
 // artifact.MaxSBOMSize bytes. The helper is tied to this process
-// (childproc): it dies with ferry, and a cancelled or timed-out run kills
-// whatever it started too.
+// (childproc): it dies with ferry, and a run past a limit, cancelled or
+// timed out kills whatever it started too.
 func run(ctx context.Context, helper string, args []string, tmp string, lim Limits) ([]byte, error) {
-	timedOut := errors.New("time limit")
-	ctx, cancelTimeout := context.WithTimeoutCause(ctx, lim.Timeout, timedOut)
-	defer cancelTimeout()
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	cmd := childproc.Command(ctx, helper, args...)
-	// The helper's GC aims below the limit (Go's soft memory limit), so
-	// that only an image that really needs more reaches it.
-	cmd.Env = append(os.Environ(), "TMPDIR="+tmp, fmt.Sprintf("GOMEMLIMIT=%d", lim.Memory/2))
-	stderr := &capped{max: maxStderr}
-	cmd.Stderr = stderr
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
+	res, err := childproc.Run(ctx, helper, args, childproc.RunOptions{
+		Env:    []string{"TMPDIR=" + tmp},
+		Limits: childproc.Limits{Memory: lim.Memory, Time: lim.Timeout, Disk: lim.Disk, Output: artifact.MaxSBOMSize},
+	})
+	var le *childproc.LimitError
+	var ee *childproc.ExitError
+	switch {
+	case errors.As(err, &le):
+		return nil, &HelperError{Path: helper, Err: fmt.Errorf("%w of %s", ErrLimit, le.Limit()), PeakRSS: res.PeakRSS}
+	case errors.As(err, &ee):
+		return nil, &HelperError{Path: helper, Err: ee.Err, Stderr: ee.Stderr, PeakRSS: res.PeakRSS}
+	case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
 		return nil, err
-	}
-	if err := cmd.Start(); err != nil {
+	case err != nil:
 		return nil, fmt.Errorf("SBOM helper: %w", err) // names the helper
 	}
-	w := &watch{pid: cmd.Process.Pid, lim: lim, kill: cancel, done: make(chan struct{})}
-	// The kernel's limits, set on the running helper (it has done no work
-	// yet); the watcher's polls stand behind them, and alone where there
-	// are none.
-	setLimits(w.pid, lim)
-	go w.run()
-	doc, readErr := io.ReadAll(io.LimitReader(stdout, artifact.MaxSBOMSize+1))
-	if len(doc) > artifact.MaxSBOMSize {
-		cancel()
-		_ = cmd.Wait()
-		close(w.done)
-		return nil, &HelperError{Path: helper, Err: fmt.Errorf("%w: its document is more than %d bytes", ErrLimit, artifact.MaxSBOMSize)}
-	}
-	err = cmd.Wait()
-	close(w.done)
-	peak := peakRSS(cmd.ProcessState)
-	if over := w.exceeded(); over != nil {
-		return nil, &HelperError{Path: helper, Err: over, PeakRSS: peak}
-	}
-	switch {
-	case errors.Is(context.Cause(ctx), timedOut):
-		return nil, &HelperError{Path: helper, Err: fmt.Errorf("%w: it ran longer than %s", ErrLimit, lim.Timeout), PeakRSS: peak}
-	case ctx.Err() != nil:
-		return nil, ctx.Err()
-	case err != nil && (outOfMemory(stderr.buf.String()) || w.nearDataLimit()):
-		return nil, &HelperError{Path: helper, Err: fmt.Errorf("%w: it needed more than %d MiB of memory", ErrLimit, lim.Memory>>20), PeakRSS: peak}
-	case err != nil && fileTooLarge(err):
-		return nil, &HelperError{Path: helper, Err: fmt.Errorf("%w: it wrote a file of more than %d MiB", ErrLimit, lim.Disk>>20), PeakRSS: peak}
-	case err != nil:
-		return nil, &HelperError{Path: helper, Err: err, Stderr: stderr.lastLine(), PeakRSS: peak}
-	case readErr != nil:
-		return nil, &HelperError{Path: helper, Err: readErr}
-	}
-	return doc, nil
-}
-
-// outOfMemory reports a Go program's crash for want of memory.
-func outOfMemory(stderr string) bool {
-	return strings.Contains(stderr, "fatal error: runtime: out of memory") || strings.Contains(stderr, "fatal error: out of memory") ||
-		strings.Contains(stderr, "cannot allocate memory")
-}
-
-// watch polls a running helper's resident memory and the bytes it has
-// written, and kills it past its limits.
-type watch struct {
-	pid  int
-	lim  Limits
-	kill context.CancelFunc
-	done chan struct{}
-
-	mu   sync.Mutex
-	over error
-	data int64 // the largest data segment seen
-}
-
-// nearDataLimit reports whether the helper's data segment came within an
-// eighth of the kernel's limit on it: a Go program that cannot map more
-// memory may die of it in ways other than "out of memory" (Go 1.26's
-// garbage collector faults).
-func (w *watch) nearDataLimit() bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.data >= dataLimit(w.lim)/8*7
-}
-
-// dataLimit is the kernel's limit on the helper's data segment: 7/8 of
-// the memory limit, so that with its code and stacks its resident set
-// stays under it.
-func dataLimit(lim Limits) int64 { return lim.Memory / 8 * 7 }
-
-func (w *watch) run() {
-	t := time.NewTicker(pollInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-w.done:
-			return
-		case <-t.C:
-		}
-		rss, data, written, ok := usage(w.pid)
-		if !ok {
-			continue
-		}
-		w.mu.Lock()
-		w.data = max(w.data, data)
-		w.mu.Unlock()
-		var over error
-		switch {
-		case rss > w.lim.Memory:
-			over = fmt.Errorf("%w: it used more than %d MiB of memory", ErrLimit, w.lim.Memory>>20)
-		case written > w.lim.Disk:
-			over = fmt.Errorf("%w: it wrote more than %d MiB of temporary files", ErrLimit, w.lim.Disk>>20)
-		}
-		if over != nil {
-			w.mu.Lock()
-			w.over = over
-			w.mu.Unlock()
-			w.kill()
-			return
-		}
-	}
-}
-
-func (w *watch) exceeded() error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.over
+	return res.Stdout, nil
 }
 
 // check checks that doc is one JSON document of format.
@@ -374,29 +258,3 @@ func (e *HelperError) Error() string {
 }
 
 func (e *HelperError) Unwrap() error { return e.Err }
-
-// capped keeps the first max bytes written to it.
-type capped struct {
-	buf bytes.Buffer
-	max int
-}
-
-func (c *capped) Write(p []byte) (int, error) {
-	if room := c.max - c.buf.Len(); room > 0 {
-		c.buf.Write(p[:min(len(p), room)])
-	}
-	return len(p), nil
-}
-
-// lastLine is the line that says why the helper failed: the first of a
-// Go program's crash ("fatal error: …", "panic: …", "SIGSEGV: …"), else
-// the last non-empty line written.
-func (c *capped) lastLine() string {
-	lines := strings.Split(strings.TrimSpace(c.buf.String()), "\n")
-	for _, l := range lines {
-		if strings.HasPrefix(l, "fatal error:") || strings.HasPrefix(l, "panic:") || strings.HasPrefix(l, "SIG") {
-			return strings.TrimSpace(l)
-		}
-	}
-	return strings.TrimSpace(lines[len(lines)-1])
-}

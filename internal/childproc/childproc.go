@@ -1,8 +1,10 @@
-// Package childproc starts the programs ferry runs (the SBOM helper, git's
-// credential helpers) tied to ferry: a child dies with ferry, even when ferry
-// is killed outright (SIGKILL: on Linux the kernel sends the child SIGKILL
-// when its parent dies), and a cancelled context kills the child's whole
-// process group, not only the child, so nothing it started outlives it.
+// Package childproc starts the programs ferry runs (the SBOM helper, the
+// chart renderer, git's credential helpers) tied to ferry: a child dies with
+// ferry, even when ferry is killed outright (SIGKILL: on Linux the kernel
+// sends the child SIGKILL when its parent dies), and a cancelled context
+// kills the child's whole process group, not only the child, so nothing it
+// started outlives it. Run runs one within limits on its memory, time,
+// output and writes, for what evaluates input nobody vetted.
 package childproc
 
 import (

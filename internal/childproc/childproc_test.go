@@ -15,8 +15,13 @@ import (
 )
 
 // TestMain: as a helper process (FERRY_CHILDPROC_HELPER=1), start a child
-// that would run for a long time, print its pid, and wait to be killed.
+// that would run for a long time, print its pid, and wait to be killed; as
+// another (FERRY_CHILDPROC_HELPER=alloc, spin, …), misbehave as runHelper
+// says.
 func TestMain(m *testing.M) {
+	if h := os.Getenv("FERRY_CHILDPROC_HELPER"); h != "" && h != "1" {
+		os.Exit(runHelper(h))
+	}
 	if os.Getenv("FERRY_CHILDPROC_HELPER") == "1" {
 		cmd := Command(context.Background(), "sleep", "300")
 		if err := cmd.Start(); err != nil {

@@ -1,4 +1,4 @@
-package sbomexec
+package childproc
 
 import (
 	"bufio"
@@ -13,16 +13,18 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// setLimits sets the kernel's limits on the running helper: its data
-// segment (a Go program's heap: an allocation past it fails, and the
-// helper exits "out of memory"), 7/8 of the memory limit, so that with
-// its code and stacks its resident set stays under the limit; and the size
-// of any one file it writes (SIGXFSZ). Errors are ignored: the watcher's
-// polls still hold.
+// setLimits sets the kernel's limits on the running child: its data
+// segment (a Go program's heap: an allocation past it fails, and the child
+// exits "out of memory") at dataLimit, and the size of any one file it
+// writes (SIGXFSZ). Errors are ignored: the watcher's polls still hold.
 func setLimits(pid int, lim Limits) {
-	data := uint64(dataLimit(lim))
-	_ = unix.Prlimit(pid, unix.RLIMIT_DATA, &unix.Rlimit{Cur: data, Max: data}, nil)
-	_ = unix.Prlimit(pid, unix.RLIMIT_FSIZE, &unix.Rlimit{Cur: uint64(lim.Disk), Max: uint64(lim.Disk)}, nil)
+	if lim.Memory > 0 {
+		data := uint64(dataLimit(lim))
+		_ = unix.Prlimit(pid, unix.RLIMIT_DATA, &unix.Rlimit{Cur: data, Max: data}, nil)
+	}
+	if lim.Disk > 0 {
+		_ = unix.Prlimit(pid, unix.RLIMIT_FSIZE, &unix.Rlimit{Cur: uint64(lim.Disk), Max: uint64(lim.Disk)}, nil)
+	}
 }
 
 // usage reads a process's resident set (VmRSS), data segment (VmData:
@@ -53,14 +55,16 @@ func procField(path, key string, unit int64) (int64, bool) {
 	return 0, false
 }
 
-// fileTooLarge reports a helper killed by SIGXFSZ (RLIMIT_FSIZE).
-func fileTooLarge(err error) bool {
+// fileTooLarge reports a child killed by SIGXFSZ (RLIMIT_FSIZE), or one
+// that said a write failed for it (EFBIG: a Go program ignores the
+// signal).
+func fileTooLarge(err error, stderr string) bool {
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) {
 		return false
 	}
 	ws, ok := ee.Sys().(syscall.WaitStatus)
-	return ok && ws.Signaled() && ws.Signal() == syscall.SIGXFSZ || strings.Contains(err.Error(), "file too large")
+	return ok && ws.Signaled() && ws.Signal() == syscall.SIGXFSZ || strings.Contains(stderr, "file too large")
 }
 
 // peakRSS is a finished process's peak resident set, in bytes.
