@@ -92,6 +92,9 @@ func TestParseDefinitionErrors(t *testing.T) {
 		{"repository without url", head + "components:\n  - name: a\n    repositories:\n      - {path: fleet}\n", "ferry.yaml:9: components[0].repositories[0].url: missing"},
 		{"repository not a url", head + "components:\n  - name: a\n    repositories:\n      - url: fleet\n", "ferry.yaml:9: components[0].repositories[0].url: \"fleet\" is not a git URL"},
 		{"repository password", head + "components:\n  - name: a\n    repositories:\n      - url: https://u:tok@git.example/x.git\n", "components[0].repositories[0].url: https://xxxxx:xxxxx@git.example/x.git carries a password"},
+		{"repository scp password", head + "components:\n  - name: a\n    repositories:\n      - url: \"me:hunter2@git.example:o/x.git\"\n", "components[0].repositories[0].url: \"xxxxx:xxxxx@git.example:o/x.git\" is not a git URL"},
+		{"repository password with slash", head + "components:\n  - name: a\n    repositories:\n      - url: \"https://me:hunt/er2@git.example/o/x.git\"\n", "components[0].repositories[0].url: \"https://xxxxx@git.example/o/x.git\" is not a git URL"},
+		{"chart url password", head + "components:\n  - name: a\n    charts:\n      - url: https://me:hunter2@charts.example/x\n        version: 1\n", "components[0].charts[0].url: unsupported chart source \"https://xxxxx:xxxxx@charts.example/x\""},
 		{"repository bad ref", head + "components:\n  - name: a\n    repositories:\n      - url: https://git.example/x.git\n        ref: main~1\n", "ferry.yaml:10: components[0].repositories[0].ref: \"main~1\" is not"},
 		{"repository history", head + "components:\n  - name: a\n    repositories:\n      - url: https://git.example/x.git\n        history: all\n", "ferry.yaml:10: components[0].repositories[0].history: must be true or false"},
 		{"repository path escapes", head + "components:\n  - name: a\n    repositories:\n      - url: https://git.example/x.git\n        path: ../x\n", "components[0].repositories[0].path: path \"../x\" escapes"},
@@ -108,6 +111,9 @@ func TestParseDefinitionErrors(t *testing.T) {
 			}
 			if strings.Contains(err.Error(), "\n") {
 				t.Errorf("error spans lines: %q", err)
+			}
+			if strings.Contains(err.Error(), "hunt") {
+				t.Errorf("error shows the password: %q", err)
 			}
 			var de *artifact.DefinitionError
 			if !errors.As(err, &de) {

@@ -210,11 +210,11 @@ func (p *defParser) chart(n *yaml.Node, field string) (ChartDef, error) {
 		return ch, p.errf(n.Line, field, "path and url are exclusive")
 	case ch.URL != "":
 		if !strings.HasPrefix(ch.URL, "oci://") {
-			return ch, p.errf(p.lineOf(n, "url"), join(field, "url"), "unsupported chart source %q: only oci:// URLs", ch.URL)
+			return ch, p.errf(p.lineOf(n, "url"), join(field, "url"), "unsupported chart source %q: only oci:// URLs", redact.URL(ch.URL))
 		}
 		rest := strings.TrimPrefix(ch.URL, "oci://")
 		if _, err := reference.ParseNamed(rest); err != nil || strings.ContainsAny(rest, "@") {
-			return ch, p.errf(p.lineOf(n, "url"), join(field, "url"), "invalid chart URL %q: want oci://host/path/chart", ch.URL)
+			return ch, p.errf(p.lineOf(n, "url"), join(field, "url"), "invalid chart URL %q: want oci://host/path/chart", redact.URL(ch.URL))
 		}
 		if ch.Version == "" {
 			return ch, p.errf(n.Line, join(field, "version"), "missing (required with url)")
@@ -249,7 +249,13 @@ func (p *defParser) repository(n *yaml.Node, field string) (RepositoryDef, error
 	case strings.ContainsAny(rd.Ref, " \t~^:?*[\\") || strings.Contains(rd.Ref, ".."):
 		return rd, p.errf(p.lineOf(n, "ref"), join(field, "ref"), "%q is not a branch, tag, ref or commit", rd.Ref)
 	}
-	if u, err := url.Parse(rd.URL); err == nil && u.User != nil {
+	u, err := url.Parse(rd.URL)
+	if err != nil && strings.Contains(rd.URL, "://") {
+		// Not the parser's words: a password holding "/" ends the host
+		// early (https://u:p/w@host/…), and they would show its start.
+		return rd, p.errf(p.lineOf(n, "url"), join(field, "url"), "%q is not a git URL: its host does not parse", redact.URL(rd.URL))
+	}
+	if err == nil && u.User != nil {
 		if _, ok := u.User.Password(); ok {
 			return rd, p.errf(p.lineOf(n, "url"), join(field, "url"), "%s carries a password: credentials belong to git's credential helpers or ~/.netrc, never to a package", redact.URL(rd.URL))
 		}

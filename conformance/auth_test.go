@@ -116,4 +116,17 @@ func TestRunRejectsBadConfig(t *testing.T) {
 			t.Errorf("Run(%+v) accepted a bad config", cfg)
 		}
 	}
+	// A password in the URL is in neither the refusal nor the report.
+	for _, u := range []string{"ftp://u:hunter2@h", "https://u:hunt/er2@h", "http://u:hunter2@127.0.0.1:1"} {
+		rep, err := conformance.Run(context.Background(), conformance.Config{URL: u, Checks: []string{"pull/manifest-by-digest"}})
+		if err != nil && strings.Contains(err.Error(), "hunt") {
+			t.Errorf("Run(%q): the error shows the password: %v", u, err)
+		}
+		if strings.Contains(rep.URL, "hunt") {
+			t.Errorf("Run(%q): the report shows the password: %s", u, rep.URL)
+		}
+		if err == nil && !strings.Contains(rep.URL, "127.0.0.1:1") {
+			t.Errorf("Run(%q): the report names %q", u, rep.URL)
+		}
+	}
 }

@@ -23,6 +23,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/ferrypkg/ferry/internal/redact"
 )
 
 // Workflow is one of the spec's workflow categories.
@@ -124,6 +126,7 @@ type Result struct {
 
 // Report is the outcome of a Run.
 type Report struct {
+	// URL is the registry checked, its credentials masked.
 	URL     string    `json:"url"`
 	Repo    string    `json:"repo"`
 	Results []Result  `json:"results"`
@@ -286,7 +289,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	}
 	e.largeSize = largeSize
 
-	report := Report{URL: base.String(), Repo: e.prefix, Started: time.Now()}
+	report := Report{URL: redact.URL(base.String()), Repo: e.prefix, Started: time.Now()}
 	for _, c := range catalog {
 		if len(cfg.Workflows) > 0 && !slices.Contains(cfg.Workflows, c.Workflow) {
 			continue
@@ -331,11 +334,9 @@ func parseBase(raw string) (*url.URL, error) {
 		raw = "https://" + raw
 	}
 	u, err := url.Parse(raw)
-	if err != nil {
-		return nil, fmt.Errorf("conformance: registry URL: %w", err)
-	}
-	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("conformance: registry URL %q: want http(s)://host[:port]", raw)
+	// Not url.Parse's error: it quotes the URL whole, a password included.
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("conformance: registry URL %q: want http(s)://host[:port]", redact.URL(raw))
 	}
 	u.Path = strings.TrimSuffix(u.Path, "/")
 	u.RawQuery, u.Fragment = "", ""

@@ -11,6 +11,8 @@ import (
 
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+
+	"github.com/ferrypkg/ferry/internal/redact"
 )
 
 // distribution v3.1.2 answers some malformed requests with a 500 or takes
@@ -183,7 +185,7 @@ func checkManifest(mediaType string, buf []byte) error {
 			// absolute http or https URL without a fragment.
 			pu, err := url.Parse(u)
 			if err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" || pu.Fragment != "" {
-				return fmt.Errorf("descriptor %s: url %.300q is not an http or https URL without a fragment", d.Digest, u)
+				return fmt.Errorf("descriptor %s: url %.300q is not an http or https URL without a fragment", d.Digest, redact.URL(u))
 			}
 		}
 	}

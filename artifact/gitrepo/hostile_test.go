@@ -302,7 +302,7 @@ func TestLocalConfined(t *testing.T) {
 // put a token or junk into the package are refused, and no message carries
 // the secret.
 func TestURLRefused(t *testing.T) {
-	for _, u := range []string{"host:o/c.git?tok=s3cr3t", "https://h/o/c.git?access_token=s3cr3t", "https://h/o/c.git#s3cr3t", "https://u:s3cr3t@h/o/c.git", "https://h/o\n/c.git"} {
+	for _, u := range []string{"host:o/c.git?tok=s3cr3t", "https://h/o/c.git?access_token=s3cr3t", "https://h/o/c.git#s3cr3t", "https://u:s3cr3t@h/o/c.git", "https://h/o\n/c.git", "me:s3cr3t@h:o/c.git", "me:s3/cr3t@h:o/c.git", "https://u:s3/cr3t@h/o/c.git"} {
 		_, err := CleanURL(u)
 		if err == nil || strings.Contains(err.Error(), "s3cr3t") || strings.Contains(err.Error(), "\n") {
 			t.Errorf("%q: %v, want a one-line refusal without the secret", u, err)

@@ -25,11 +25,17 @@ func CleanURL(u string) (string, error) {
 		return "", fmt.Errorf("git source url %q: control characters", redact.URL(u))
 	}
 	if !strings.Contains(u, "://") {
-		return u, nil // scp-like git@host:path, or a path
+		// scp-like git@host:path, or a path. What redaction would mask
+		// here is a password (user:password@host:path): a query was
+		// refused above.
+		if redact.URL(u) != u {
+			return "", fmt.Errorf("%w: %s: use a git credential helper or ~/.netrc", ErrCredential, redact.URL(u))
+		}
+		return u, nil
 	}
 	p, err := url.Parse(u)
 	if err != nil {
-		return "", fmt.Errorf("git source url %s: %w", redact.Text(u), errors.Unwrap(err))
+		return "", fmt.Errorf("git source url %s: %w", redact.URL(u), errors.Unwrap(err))
 	}
 	if p.User != nil {
 		if _, ok := p.User.Password(); ok {

@@ -80,10 +80,15 @@ components:
 	}
 
 	// A token as the user name is allowed (git allows it), and a failed
-	// clone does not show it; nor does a URL with a query get through.
+	// clone does not show it; nor does a URL with a query get through, nor
+	// is a password shown in any spelling.
 	for url, want := range map[string]string{
 		"http://ghp_t0ken@127.0.0.1:1/org/fleet.git": "clone http://xxxxx@127.0.0.1:1/org/fleet.git",
 		"git.example.com:org/fleet.git?t0ken=1":      "is not a git URL",
+		// scp-like with a password, and a password holding "/" (the
+		// URL parser takes the host to end there)
+		"me:t0ken@git.example.com:org/fleet.git":           `"xxxxx:xxxxx@git.example.com:org/fleet.git" is not a git URL`,
+		"https://me:t0ken/x@git.example.com/org/fleet.git": `"https://xxxxx@git.example.com/org/fleet.git" is not a git URL`,
 	} {
 		writeFile(t, filepath.Join(dir, "ferry.yaml"), "apiVersion: ferry.dev/v1alpha1\nkind: Package\nmetadata: {name: gitops, version: 1.0.0}\ncomponents:\n  - name: fleet\n    repositories:\n      - {url: \""+url+"\"}\n")
 		stdout, stderr, code := runFerry(t, dir, "package", "create", "--sbom=false")

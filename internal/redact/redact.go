@@ -20,17 +20,22 @@ const Mask = "xxxxx"
 
 // URL returns u with its user information (user name and password: a token
 // is often given as the user name) and its query values replaced by Mask.
-// Anything that is not a URL with a scheme is returned as it is, except
-// that a query on an scp-like git address (host:path?…) is masked too.
+// An scp-like git address ([user@]host:path) keeps its user name, an SSH
+// login, but not a password (user:password@host:path) nor a query. A URL
+// that does not parse loses everything between its scheme and its last
+// "@". Anything else is returned as it is.
 func URL(u string) string {
 	if !strings.Contains(u, "://") {
-		if i := strings.IndexAny(u, "?#"); i >= 0 {
-			return u[:i+1] + Mask
-		}
-		return u
+		return scpURL(u)
 	}
 	p, err := url.Parse(u)
 	if err != nil {
+		// url.Parse takes the authority to end at the first "/", so a
+		// password holding one fails to parse; the last "@" ends it.
+		i := strings.Index(u, "://") + len("://")
+		if at := strings.LastIndex(u, "@"); at > i {
+			u = u[:i] + Mask + u[at:]
+		}
 		return Text(u)
 	}
 	if p.User != nil {
@@ -53,19 +58,57 @@ func URL(u string) string {
 	return p.String()
 }
 
+// scpURL is URL for an address without a scheme: a query or fragment
+// becomes Mask, and user:password@ Mask:Mask@. The user information ends at
+// the last "@" followed by host: (a password may hold "@" or "/").
+func scpURL(u string) string {
+	if i := strings.IndexAny(u, "?#"); i >= 0 {
+		u = u[:i+1] + Mask
+	}
+	for at := strings.LastIndex(u, "@"); at > 0; at = strings.LastIndex(u[:at], "@") {
+		host, _, ok := strings.Cut(u[at+1:], ":")
+		if ok && !strings.ContainsAny(host, "/@") {
+			if strings.Contains(u[:at], ":") {
+				return Mask + ":" + Mask + u[at:]
+			}
+			break
+		}
+	}
+	return u
+}
+
 // userinfo matches the user information of a URL in free text:
-// scheme://user[:password]@.
-var userinfo = regexp.MustCompile(`([a-zA-Z][a-zA-Z0-9+.-]*://)([^/?#\s@]+)@`)
+// scheme://user[:password]@, up to the last "@" before the host's end
+// (a password may hold an "@").
+var userinfo = regexp.MustCompile(`([a-zA-Z][a-zA-Z0-9+.-]*://)([^/?#\s]+)@`)
+
+// scpUserinfo matches an scp-like address with a password in free text,
+// user:password@host:, starting a word; the password runs to the last
+// "@" followed by host: in the word, and does not start with "/" (that is
+// scheme://user@host:port, userinfo's).
+var scpUserinfo = regexp.MustCompile(`(^|[\s"'(\[<>=,;])[^\s"'/@:]+:[^\s"'/][^\s"']*@([^\s"'/@:]+):`)
+
+// digestAlgorithm matches what follows "@" in an image reference
+// (name:tag@sha256:…), which scpUserinfo would otherwise take for a host.
+var digestAlgorithm = regexp.MustCompile(`^(sha256|sha384|sha512|blake3)$`)
 
 // secretQuery matches query parameters whose names say they are secrets,
 // in free text.
 var secretQuery = regexp.MustCompile(`(?i)([?&](?:[a-z0-9_.-]*(?:token|secret|password|passwd|pwd|key|sig|signature|credential|auth)[a-z0-9_.-]*)=)[^&\s"']+`)
 
-// Text returns s with the user information of every URL in it, and the
+// Text returns s with the user information of every URL in it, the
+// password of every scp-like address (user:password@host:path), and the
 // values of query parameters that look like secrets (token, password,
 // signature, key…), replaced by Mask.
 func Text(s string) string {
 	s = userinfo.ReplaceAllString(s, "${1}"+Mask+"@")
+	s = scpUserinfo.ReplaceAllStringFunc(s, func(m string) string {
+		sub := scpUserinfo.FindStringSubmatch(m)
+		if digestAlgorithm.MatchString(sub[2]) {
+			return m
+		}
+		return sub[1] + Mask + ":" + Mask + "@" + sub[2] + ":"
+	})
 	return secretQuery.ReplaceAllString(s, "${1}"+Mask)
 }
 
