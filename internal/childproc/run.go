@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"strings"
 	"sync"
 	"time"
@@ -147,8 +148,58 @@ func Run(ctx context.Context, name string, args []string, opts RunOptions) (Resu
 		ctx, cancelTimeout = context.WithTimeoutCause(ctx, lim.Time, timedOut)
 	}
 	defer cancelTimeout()
+	c, err := start(ctx, name, args, opts, false)
+	if err != nil {
+		return Result{}, err
+	}
+	defer c.kill()
+	var out io.Reader = c.stdout
+	if lim.Output > 0 {
+		out = io.LimitReader(c.stdout, lim.Output+1)
+	}
+	data, readErr := io.ReadAll(out)
+	if lim.Output > 0 && int64(len(data)) > lim.Output {
+		c.kill()
+		c.wait()
+		return Result{PeakRSS: c.peak}, &LimitError{Resource: ResourceOutput, Limits: lim}
+	}
+	c.wait()
+	switch {
+	case errors.Is(context.Cause(ctx), timedOut):
+		if over := c.w.exceeded(); over != nil {
+			return Result{PeakRSS: c.peak}, over
+		}
+		return Result{PeakRSS: c.peak}, &LimitError{Resource: ResourceTime, Limits: lim}
+	case c.waitErr == nil && readErr != nil:
+		return Result{PeakRSS: c.peak}, readErr
+	}
+	if err := c.failure(ctx); err != nil {
+		return Result{PeakRSS: c.peak}, err
+	}
+	return Result{Stdout: data, PeakRSS: c.peak}, nil
+}
+
+// child is a child started within limits.
+type child struct {
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser // nil unless asked for
+	stdout io.ReadCloser
+	stderr *capped
+	w      *watch
+	lim    Limits
+	kill   context.CancelFunc
+
+	waited  bool
+	waitErr error
+	peak    int64 // its peak resident set, once waited for
+}
+
+// start starts name with args within opts.Limits' memory and disk, its
+// standard output a pipe (and its standard input one, if pipeIn), and
+// watches it; cancelling ctx, or c.kill, kills it.
+func start(ctx context.Context, name string, args []string, opts RunOptions, pipeIn bool) (*child, error) {
+	lim := opts.Limits
 	ctx, kill := context.WithCancel(ctx)
-	defer kill()
 	cmd := Command(ctx, name, args...)
 	cmd.Env = append(os.Environ(), opts.Env...)
 	if lim.Memory > 0 {
@@ -156,54 +207,63 @@ func Run(ctx context.Context, name string, args []string, opts RunOptions) (Resu
 		// limit, so that only a child that really needs more reaches it.
 		cmd.Env = append(cmd.Env, fmt.Sprintf("GOMEMLIMIT=%d", lim.Memory/2))
 	}
-	cmd.Stdin = opts.Stdin
-	stderr := &capped{max: maxStderr}
-	cmd.Stderr = stderr
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return Result{}, err
+	c := &child{cmd: cmd, stderr: &capped{max: maxStderr}, lim: lim, kill: kill}
+	cmd.Stderr = c.stderr
+	var err error
+	if pipeIn {
+		if c.stdin, err = cmd.StdinPipe(); err != nil {
+			kill()
+			return nil, err
+		}
+	} else {
+		cmd.Stdin = opts.Stdin
+	}
+	if c.stdout, err = cmd.StdoutPipe(); err != nil {
+		kill()
+		return nil, err
 	}
 	if err := cmd.Start(); err != nil {
-		return Result{}, err
+		kill()
+		return nil, err
 	}
-	w := &watch{pid: cmd.Process.Pid, lim: lim, kill: kill, done: make(chan struct{})}
+	c.w = &watch{pid: cmd.Process.Pid, lim: lim, kill: kill, done: make(chan struct{})}
 	// The kernel's limits, set on the running child (it has done no work
 	// yet); the watcher's polls stand behind them, and alone where there
 	// are none.
-	setLimits(w.pid, lim)
-	go w.run()
-	var out io.Reader = stdout
-	if lim.Output > 0 {
-		out = io.LimitReader(stdout, lim.Output+1)
+	setLimits(c.w.pid, lim)
+	go c.w.run()
+	return c, nil
+}
+
+// wait waits for the child to exit (once) and stops its watcher.
+func (c *child) wait() {
+	if c.waited {
+		return
 	}
-	data, readErr := io.ReadAll(out)
-	if lim.Output > 0 && int64(len(data)) > lim.Output {
-		kill()
-		_ = cmd.Wait()
-		close(w.done)
-		return Result{PeakRSS: peakRSS(cmd.ProcessState)}, &LimitError{Resource: ResourceOutput, Limits: lim}
-	}
-	err = cmd.Wait()
-	close(w.done)
-	res := Result{Stdout: data, PeakRSS: peakRSS(cmd.ProcessState)}
-	if over := w.exceeded(); over != nil {
-		return Result{PeakRSS: res.PeakRSS}, over
-	}
-	switch {
-	case errors.Is(context.Cause(ctx), timedOut):
-		return Result{PeakRSS: res.PeakRSS}, &LimitError{Resource: ResourceTime, Limits: lim}
+	c.waited = true
+	c.waitErr = c.cmd.Wait()
+	close(c.w.done)
+	c.peak = peakRSS(c.cmd.ProcessState)
+}
+
+// failure says why a child that was waited for ended, nil if it exited 0:
+// a limit the watcher saw passed, ctx done, a crash for want of memory or
+// of a file too large (the kernel's limits), else its exit.
+func (c *child) failure(ctx context.Context) error {
+	stderr := c.stderr.buf.String()
+	switch err := c.waitErr; {
+	case c.w.exceeded() != nil:
+		return c.w.exceeded()
 	case ctx.Err() != nil:
-		return Result{PeakRSS: res.PeakRSS}, ctx.Err()
-	case err != nil && lim.Memory > 0 && (outOfMemory(stderr.buf.String()) || w.nearDataLimit()):
-		return Result{PeakRSS: res.PeakRSS}, &LimitError{Resource: ResourceMemory, Limits: lim}
-	case err != nil && lim.Disk > 0 && fileTooLarge(err, stderr.buf.String()):
-		return Result{PeakRSS: res.PeakRSS}, &LimitError{Resource: ResourceDisk, Limits: lim}
+		return ctx.Err()
+	case err != nil && c.lim.Memory > 0 && (outOfMemory(stderr) || c.w.nearDataLimit()):
+		return &LimitError{Resource: ResourceMemory, Limits: c.lim}
+	case err != nil && c.lim.Disk > 0 && fileTooLarge(err, stderr):
+		return &LimitError{Resource: ResourceDisk, Limits: c.lim}
 	case err != nil:
-		return Result{PeakRSS: res.PeakRSS}, &ExitError{Stderr: stderr.why(), Err: err}
-	case readErr != nil:
-		return Result{PeakRSS: res.PeakRSS}, readErr
+		return &ExitError{Stderr: c.stderr.why(), Err: err}
 	}
-	return res, nil
+	return nil
 }
 
 // outOfMemory reports a Go program's (or a C library's) crash for want of

@@ -52,6 +52,30 @@ func runHelper(what string) int {
 		fmt.Fprintln(os.Stderr, "warming up")
 		fmt.Fprintln(os.Stderr, "helper: no such thing")
 		return 3
+	case "serve": // answers messages until its input ends
+		for {
+			msg, err := ReadMessage(os.Stdin, 0)
+			if err == io.EOF {
+				return 0
+			}
+			if err != nil {
+				return 1
+			}
+			switch string(msg) {
+			case "alloc", "spin":
+				return runHelper(string(msg))
+			case "big":
+				msg = make([]byte, 2<<20)
+			case "die":
+				fmt.Fprintln(os.Stderr, "helper: asked to die")
+				return 3
+			case "slow":
+				time.Sleep(300 * time.Millisecond)
+			}
+			if err := WriteMessage(os.Stdout, msg); err != nil {
+				return 1
+			}
+		}
 	case "echo":
 		if _, err := io.Copy(os.Stdout, os.Stdin); err != nil {
 			return 1
@@ -136,5 +160,87 @@ func TestLimitWords(t *testing.T) {
 		if got := Bytes(n); got != want {
 			t.Errorf("Bytes(%d) = %q, want %q", n, got, want)
 		}
+	}
+}
+
+// TestProc: one child answers many calls, each within the time and output
+// limits (not their sum); past one, or when it dies, it is killed and the
+// error says why, for that call and every later one.
+func TestProc(t *testing.T) {
+	ctx := context.Background()
+	start := func(lim Limits) *Proc {
+		t.Helper()
+		p, err := Start(ctx, os.Args[0], []string{"-test.run=^$"}, RunOptions{Env: []string{"FERRY_CHILDPROC_HELPER=serve"}, Limits: lim})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { p.Close() })
+		return p
+	}
+	p := start(Limits{Memory: 128 << 20, Time: time.Second, Output: 1 << 20})
+	for i := range 5 { // 1.5 s in all, each call 0.3 s
+		if got, err := p.Call(ctx, []byte("slow")); err != nil || string(got) != "slow" {
+			t.Fatalf("call %d: %q, %v", i, got, err)
+		}
+	}
+	if err := p.Close(); err != nil {
+		t.Errorf("close: %v", err)
+	}
+
+	for _, c := range []struct {
+		req  string
+		want string
+	}{
+		{"spin", "passed its limit of 1s"},
+		{"big", "passed its limit of 1 MiB of output"},
+		{"alloc", "passed its limit of 128 MiB of memory"},
+		{"die", "helper: asked to die (exit status 3)"},
+	} {
+		t.Run(c.req, func(t *testing.T) {
+			p := start(Limits{Memory: 128 << 20, Time: time.Second, Output: 1 << 20})
+			if _, err := p.Call(ctx, []byte("hello")); err != nil {
+				t.Fatal(err)
+			}
+			began := time.Now()
+			_, err := p.Call(ctx, []byte(c.req))
+			if err == nil || err.Error() != c.want {
+				t.Fatalf("%v, want %q", err, c.want)
+			}
+			if d := time.Since(began); d > 10*time.Second {
+				t.Errorf("refused after %v", d)
+			}
+			if _, again := p.Call(ctx, []byte("hello")); again != err {
+				t.Errorf("a later call: %v", again)
+			}
+			if c.req == "alloc" && p.PeakRSS() > 160<<20 {
+				t.Errorf("peak RSS %d MiB, limit 128 MiB", p.PeakRSS()>>20)
+			}
+		})
+	}
+
+	p = start(Limits{})
+	cctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	if _, err := p.Call(cctx, []byte("spin")); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("%v, want the call's context's error", err)
+	}
+}
+
+func TestReadMessage(t *testing.T) {
+	var buf bytes.Buffer
+	if err := WriteMessage(&buf, []byte("0123456789")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadMessage(bytes.NewReader(buf.Bytes()), 9); !errors.Is(err, errTooLong) {
+		t.Errorf("over its bound: %v", err)
+	}
+	if _, err := ReadMessage(bytes.NewReader(buf.Bytes()[:12]), 0); err != io.ErrUnexpectedEOF {
+		t.Errorf("cut short: %v", err)
+	}
+	if m, err := ReadMessage(bytes.NewReader(buf.Bytes()), 10); err != nil || string(m) != "0123456789" {
+		t.Errorf("%q, %v", m, err)
+	}
+	if _, err := ReadMessage(bytes.NewReader(nil), 10); err != io.EOF {
+		t.Errorf("at the end: %v", err)
 	}
 }
