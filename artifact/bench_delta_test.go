@@ -78,3 +78,37 @@ func fileSize(b testing.TB, p string) int64 {
 	}
 	return fi.Size()
 }
+
+// maxDeltaMissingRatio is the budget of issue 49: refusing a delta whose
+// blobs left out are missing costs no more in a registry of
+// deltaRepositories repositories than in an empty one (1.5×, for noise;
+// it asks the destination repository only, one batch).
+const maxDeltaMissingRatio = 1.5
+
+// BenchmarkDeltaMissing: a delta listing deltaListed (26,000) blobs that
+// are nowhere, pushed into an empty registry and into one of
+// deltaRepositories (1,000) repositories; both refusals timed. Fails when
+// the second takes more than maxDeltaMissingRatio times the first.
+func BenchmarkDeltaMissing(b *testing.B) {
+	path := manyMissingDelta(b, deltaListed)
+	for b.Loop() {
+		empty := registrytest.New(b)
+		full := registrytest.New(b)
+		manyRepositories(b, full, deltaRepositories)
+		// Each pushed into once before it is timed: connections and caches
+		// warm alike.
+		completeMissing(b, empty, path, deltaListed)
+		completeMissing(b, full, path, deltaListed)
+		emptyTook := completeMissing(b, empty, path, deltaListed)
+		fullTook := completeMissing(b, full, path, deltaListed)
+		ratio := fullTook.Seconds() / emptyTook.Seconds()
+		b.ReportMetric(emptyTook.Seconds(), "empty-s")
+		b.ReportMetric(fullTook.Seconds(), "full-s")
+		b.ReportMetric(ratio, "full/empty")
+		b.Logf("a delta listing %d missing blobs refused in %s by an empty registry, in %s by one of %d repositories (%.2f×)",
+			deltaListed, emptyTook.Round(time.Millisecond), fullTook.Round(time.Millisecond), deltaRepositories, ratio)
+		if ratio > maxDeltaMissingRatio {
+			b.Fatalf("refused %.2f times slower in a registry of %d repositories than in an empty one, over the budget of %.1f", ratio, deltaRepositories, maxDeltaMissingRatio)
+		}
+	}
+}

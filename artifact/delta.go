@@ -19,11 +19,12 @@ import (
 // every blob it carries against its digest, the signature over the root,
 // the graph down to what it leaves out. Pushed (Copy, Push, Mirror: `package
 // push`, `deploy`, `registry load`) into a registry that holds the rest, it
-// completes the package there. Before anything is written, the registry
-// is asked for every blob left out — in the destination repository, else
-// in its other repositories, to be mounted from there — and a
-// MissingBlobsError names those it lacks; each is read back and hashed;
-// the whole graph is checked before any manifest or tag is written.
+// completes the package there. Before anything is written, the
+// destination repository is asked for the blobs left out (and the one
+// repository the user names as the source, MountFrom, for those it lacks;
+// no other) and a MissingBlobsError names those missing; each is read back
+// and hashed; the whole graph down to them is checked. Only then is
+// anything mounted from the source or uploaded (deltacomplete.go).
 //
 // An older ferry refuses a delta ("unexpected entry ferry-delta.json")
 // rather than taking it for a whole package.

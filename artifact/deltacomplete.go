@@ -25,11 +25,22 @@ var ErrMissingBlobs = errors.New("the destination lacks blobs the delta leaves o
 // MissingBlobsError is the refusal of a delta whose destination lacks some
 // of the blobs it leaves out, before anything was written.
 type MissingBlobsError struct {
-	// Missing are the blobs the destination lacks, by digest; Omitted is
-	// how many the delta leaves out.
+	// Missing are the blobs the destination lacks among those asked for,
+	// by digest; Omitted is how many the delta leaves out.
 	Missing []ocispec.Descriptor
 	Omitted int
+	// Asked is how many were asked for: all of them, or, when a batch
+	// found some missing, those up to that batch (deltaCheckBatch).
+	Asked int
+	// Source is the repository named to take them from (MountFrom), which
+	// lacks them too; empty when none was named.
+	Source string
 }
+
+// deltaCheckBatch is how many of a delta's blobs left out are asked for
+// (HEAD) before the answers are weighed: a batch with a blob missing ends
+// the asking, so that a refusal costs one batch, whatever the delta lists.
+const deltaCheckBatch = 1024
 
 // missingShown is how many missing digests the message names.
 const missingShown = 3
@@ -43,73 +54,108 @@ func (e *MissingBlobsError) Error() string {
 	if n := len(e.Missing) - missingShown; n > 0 {
 		more = fmt.Sprintf(" and %d more", n)
 	}
-	return fmt.Sprintf("the destination lacks %d of the %d blobs the delta leaves out: %s%s", len(e.Missing), e.Omitted, strings.Join(names, ", "), more)
+	where := "the destination lacks"
+	if e.Source != "" {
+		where = "the destination and " + e.Source + " lack"
+	}
+	of := fmt.Sprintf("the %d", e.Omitted)
+	if e.Asked > 0 && e.Asked < e.Omitted {
+		of = fmt.Sprintf("the first %d asked for of the %d", e.Asked, e.Omitted)
+	}
+	return fmt.Sprintf("%s %d of %s blobs the delta leaves out: %s%s", where, len(e.Missing), of, strings.Join(names, ", "), more)
 }
 
 func (e *MissingBlobsError) Unwrap() error { return ErrMissingBlobs }
 
-// complete makes sure dst holds every blob the delta leaves out, as they
-// are: first it asks for each (HEAD), and refuses with a MissingBlobsError
-// naming those missing before anything is written; then it reads each back
-// and hashes it (nothing is taken on the registry's word), and returns the
-// manifests and indexes among them for the graph check. Each counts as
-// skipped.
-func (p *pusher) complete(ctx context.Context, d *deltaHead) (map[digest.Digest][]byte, error) {
+// completion is what complete found of a delta's blobs left out.
+type completion struct {
+	// nodes holds the manifests and indexes among them, read back, for
+	// the graph check.
+	nodes map[digest.Digest][]byte
+	// source is the repository named to take blobs from, and from the
+	// blobs the destination lacks that it holds, in the delta's order.
+	source *repoStore
+	from   []ocispec.Descriptor
+}
+
+// complete makes sure, before anything is written, that the delta's blobs
+// left out are at hand as they are: each is asked for (HEAD) in the
+// destination, and those it lacks in the repository the user named as the
+// source (MountFrom) — nowhere else: another repository of the registry
+// may be another team's, and asking each would cost the registry's size.
+// Those found in neither are refused in a MissingBlobsError. Then each is
+// read back from where it is and hashed (nothing is taken on the
+// registry's word). Each counts as skipped. The asking goes in batches
+// (deltaCheckBatch), Concurrency requests at a time: a refusal costs one
+// batch, an acceptance a request a blob, nothing that grows with the
+// registry.
+func (p *pusher) complete(ctx context.Context, d *deltaHead) (*completion, error) {
 	limit := p.opts.Concurrency
 	if limit <= 0 {
 		limit = DefaultCopyConcurrency
 	}
 	omitted := d.info.Omitted
-	missing := make([]bool, len(omitted))
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(limit)
-	for i, o := range omitted {
-		g.Go(func() error {
-			ok, err := p.dst.exists(gctx, o)
-			if err != nil {
-				return &BlobError{Op: "check blob", Digest: o.Digest, Err: err}
-			}
-			missing[i] = !ok
-			return nil
-		})
-	}
-	if err := g.Wait(); err != nil {
-		return nil, err
-	}
-	var lacks []ocispec.Descriptor
-	for i, m := range missing {
-		if m {
-			lacks = append(lacks, omitted[i])
-		}
-	}
-	// What the repository lacks another repository of the registry may
-	// hold (an image another package brought): taken from there.
-	var from map[digest.Digest]*repoStore
-	if rs, ok := p.dst.(*repoStore); ok && len(lacks) > 0 {
+	c := &completion{}
+	if rs, ok := p.dst.(*repoStore); ok {
 		var err error
-		if from, err = rs.locate(ctx, lacks); err != nil {
+		if c.source, err = rs.source(); err != nil {
 			return nil, err
 		}
-		lacks = slices.DeleteFunc(lacks, func(d ocispec.Descriptor) bool { return from[d.Digest] != nil })
+	}
+	var lacks []ocispec.Descriptor
+	asked := 0
+	for asked < len(omitted) && len(lacks) == 0 {
+		batch := omitted[asked:min(asked+deltaCheckBatch, len(omitted))]
+		asked += len(batch)
+		missing, err := lacking(ctx, p.dst, batch, limit)
+		if err != nil {
+			return nil, err
+		}
+		if c.source == nil || len(missing) == 0 {
+			lacks = missing
+			continue
+		}
+		there, err := lacking(ctx, c.source, missing, limit)
+		if err != nil {
+			return nil, err
+		}
+		lacks = there
+		nowhere := make(map[digest.Digest]bool, len(there))
+		for _, d := range there {
+			nowhere[d.Digest] = true
+		}
+		for _, m := range missing {
+			if !nowhere[m.Digest] {
+				c.from = append(c.from, m)
+			}
+		}
 	}
 	if len(lacks) > 0 {
-		return nil, &MissingBlobsError{Missing: lacks, Omitted: len(omitted)}
+		e := &MissingBlobsError{Missing: lacks, Omitted: len(omitted), Asked: asked}
+		if c.source != nil {
+			e.Source = c.source.repo.Reference.Repository
+		}
+		return nil, e
 	}
-	var held int64
+	var kept int64
 	for _, o := range omitted {
 		if isContainer(o.MediaType) {
-			if held += o.Size; o.Size > MaxManifestSize || held > MaxGraphSize {
+			if kept += o.Size; o.Size > MaxManifestSize || kept > MaxGraphSize {
 				return nil, fmt.Errorf("%w: %s: the manifests it leaves out total more than %d bytes", ErrCorrupt, deltaFileName, MaxGraphSize)
 			}
 		}
 	}
+	fromSource := make(map[digest.Digest]bool, len(c.from))
+	for _, o := range c.from {
+		fromSource[o.Digest] = true
+	}
 	nodes := make([][]byte, len(omitted))
-	g, gctx = errgroup.WithContext(ctx)
+	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(limit)
 	for i, o := range omitted {
-		src := p.dst
-		if rs := from[o.Digest]; rs != nil {
-			src = rs
+		var src store = p.dst
+		if fromSource[o.Digest] {
+			src = c.source
 		}
 		g.Go(func() error {
 			data, err := readBack(gctx, src, o)
@@ -124,72 +170,80 @@ func (p *pusher) complete(ctx context.Context, d *deltaHead) (map[digest.Digest]
 	if err := g.Wait(); err != nil {
 		return nil, err
 	}
-	completed := map[digest.Digest][]byte{}
+	c.nodes = map[digest.Digest][]byte{}
 	for i, o := range omitted {
 		if isContainer(o.MediaType) {
-			completed[o.Digest] = nodes[i]
+			c.nodes[o.Digest] = nodes[i]
 		}
 	}
-	if len(from) > 0 {
-		if err := p.dst.(*repoStore).bring(ctx, omitted, from, completed); err != nil {
-			return nil, err
-		}
-	}
-	return completed, nil
+	return c, nil
 }
 
-// locate finds the repositories of the registry that hold blobs s lacks
-// (HEAD in each repository of its catalog, until every one is found); a
-// registry that does not list its repositories finds none.
-func (s *repoStore) locate(ctx context.Context, lacks []ocispec.Descriptor) (map[digest.Digest]*repoStore, error) {
-	reg, err := remote.NewRegistry(s.repo.Reference.Registry)
-	if err != nil {
+// lacking asks s for each of descs (HEAD), limit at a time, and returns
+// those it lacks, in order.
+func lacking(ctx context.Context, s store, descs []ocispec.Descriptor, limit int) ([]ocispec.Descriptor, error) {
+	has := make([]bool, len(descs))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(limit)
+	for i, d := range descs {
+		g.Go(func() error {
+			ok, err := s.exists(gctx, d)
+			if err != nil {
+				return &BlobError{Op: "check blob", Digest: d.Digest, Err: err}
+			}
+			has[i] = ok
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
 		return nil, err
 	}
-	reg.PlainHTTP, reg.Client = s.repo.PlainHTTP, s.repo.Client
-	var names []string
-	if err := reg.Repositories(ctx, "", func(page []string) error { names = append(names, page...); return nil }); err != nil {
-		return nil, nil
-	}
-	found := map[digest.Digest]*repoStore{}
-	for _, name := range names {
-		if name == s.repo.Reference.Repository || len(found) == len(lacks) {
-			continue
-		}
-		r, err := reg.Repository(ctx, name)
-		if err != nil {
-			return nil, err
-		}
-		other := &repoStore{repo: r.(*remote.Repository)}
-		for _, d := range lacks {
-			if found[d.Digest] != nil {
-				continue
-			}
-			if ok, err := other.exists(ctx, d); err == nil && ok {
-				found[d.Digest] = other
-			}
+	var out []ocispec.Descriptor
+	for i, ok := range has {
+		if !ok {
+			out = append(out, descs[i])
 		}
 	}
-	return found, nil
+	return out, nil
 }
 
-// bring puts into s the blobs a delta leaves out that other repositories
-// of its registry hold (from), each read back and verified already: blobs
-// mounted (uploaded when the registry does not mount), then manifests,
-// children first.
-func (s *repoStore) bring(ctx context.Context, omitted []ocispec.Descriptor, from map[digest.Digest]*repoStore, nodes map[digest.Digest][]byte) error {
+// source is the repository of s's registry the user named to mount blobs
+// from (MountFrom), nil when none was named or it is s's own.
+func (s *repoStore) source() (*repoStore, error) {
+	if s.mountFrom == "" || s.mountFrom == s.repo.Reference.Repository {
+		return nil, nil
+	}
+	repo, err := remote.NewRepository(s.repo.Reference.Registry + "/" + s.mountFrom)
+	if err != nil {
+		return nil, fmt.Errorf("the repository to mount from: %w", err)
+	}
+	repo.PlainHTTP, repo.Client = s.repo.PlainHTTP, s.repo.Client
+	return &repoStore{repo: repo}, nil
+}
+
+// bring puts into dst the blobs of c that the named source holds and dst
+// lacks, each read back and verified already, once the delta's graph is
+// checked: blobs mounted (uploaded when the registry does not mount), then
+// manifests, children first.
+func (c *completion) bring(ctx context.Context, dst store) error {
+	if len(c.from) == 0 {
+		return nil
+	}
+	s := dst.(*repoStore)
+	src := c.source
+	from := make(map[digest.Digest]bool, len(c.from))
+	for _, o := range c.from {
+		from[o.Digest] = true
+	}
 	var manifests []ocispec.Descriptor
-	for _, o := range omitted {
-		src := from[o.Digest]
-		switch {
-		case src == nil:
-		case isContainer(o.MediaType):
+	for _, o := range c.from {
+		if isContainer(o.MediaType) {
 			manifests = append(manifests, o)
-		default:
-			getContent := func() (io.ReadCloser, error) { return src.repo.Fetch(ctx, o) }
-			if err := s.repo.Mount(ctx, o, src.repo.Reference.Repository, getContent); err != nil {
-				return &BlobError{Op: "mount blob", Digest: o.Digest, Err: err}
-			}
+			continue
+		}
+		getContent := func() (io.ReadCloser, error) { return src.repo.Fetch(ctx, o) }
+		if err := s.repo.Mount(ctx, o, src.repo.Reference.Repository, getContent); err != nil {
+			return &BlobError{Op: "mount blob", Digest: o.Digest, Err: err}
 		}
 	}
 	height := map[digest.Digest]int{}
@@ -199,9 +253,9 @@ func (s *repoStore) bring(ctx context.Context, omitted []ocispec.Descriptor, fro
 			return v
 		}
 		height[d] = 0
-		kids, _ := children(mediaType, nodes[d])
+		kids, _ := children(mediaType, c.nodes[d])
 		for _, k := range kids {
-			if from[k.Digest] != nil && isContainer(k.MediaType) {
+			if from[k.Digest] && isContainer(k.MediaType) {
 				height[d] = max(height[d], h(k.Digest, k.MediaType)+1)
 			}
 		}
@@ -212,7 +266,7 @@ func (s *repoStore) bring(ctx context.Context, omitted []ocispec.Descriptor, fro
 	}
 	slices.SortStableFunc(manifests, func(a, b ocispec.Descriptor) int { return height[a.Digest] - height[b.Digest] })
 	for _, m := range manifests {
-		if err := s.pushManifest(ctx, m, nodes[m.Digest]); err != nil {
+		if err := s.pushManifest(ctx, m, c.nodes[m.Digest]); err != nil {
 			return &BlobError{Op: "push manifest", Digest: m.Digest, Err: err}
 		}
 	}

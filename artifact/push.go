@@ -100,9 +100,7 @@ func streamCopy(ctx context.Context, r *Reader, dst store, tag string, opts Copy
 		return p.res, nil
 	}
 	if r.delta != nil {
-		// Before anything is written: dst must hold what the delta leaves
-		// out, as it is.
-		if p.completed, err = p.complete(ctx, r.delta); err != nil {
+		if err := p.checkDelta(ctx, r); err != nil {
 			return nil, err
 		}
 	}
@@ -110,17 +108,32 @@ func streamCopy(ctx context.Context, r *Reader, dst store, tag string, opts Copy
 	if err != nil {
 		return nil, err
 	}
-	if r.delta != nil {
-		// The whole graph is at hand now: ferry.json against it, as Inspect
-		// checks a whole package.
-		if err := checkConfig(r, sum); err != nil {
-			return nil, fmt.Errorf("%s: %w", r.name, err)
-		}
-	}
 	if err := p.finish(ctx, sum, r, tag); err != nil {
 		return nil, err
 	}
 	return p.res, nil
+}
+
+// checkDelta decides, before anything is written, whether the delta r
+// can be completed in dst: dst (or the source named) must hold what it
+// leaves out, as it is (complete), and the whole graph down to those
+// blobs must hold, with ferry.json — a walk that reads the delta's small
+// blobs and passes over its large ones, each verified when uploaded. Only
+// then are blobs brought from the source named.
+func (p *pusher) checkDelta(ctx context.Context, r *Reader) error {
+	c, err := p.complete(ctx, r.delta)
+	if err != nil {
+		return err
+	}
+	sum, err := r.walk(ctx, walkOptions{graph: true, completed: c.nodes, skip: func(ocispec.Descriptor) bool { return true }})
+	if err != nil {
+		return err
+	}
+	if err := checkConfig(r, sum); err != nil {
+		return fmt.Errorf("%s: %w", r.name, err)
+	}
+	p.completed = c.nodes
+	return c.bring(ctx, p.dst)
 }
 
 // walk uploads the package's blobs in Streams parallel walks over it: walk i

@@ -73,7 +73,8 @@ type walkOptions struct {
 	graph bool
 	// completed holds, for a delta, the manifests and indexes it leaves
 	// out, read back (and verified) from where it is being completed: the
-	// graph check then goes below them. Without them, it stops there.
+	// graph check then goes below them, and refuses one the delta lists
+	// as a blob. When nil, it stops there.
 	completed map[digest.Digest][]byte
 	// zeroCopy hands fn each large blob that lies whole in a raw frame of
 	// an archive file as a rawBlob, which an upload over plain TCP sends
@@ -366,7 +367,11 @@ func (w *walker) finish() (*Summary, error) {
 		}
 		data, ok := w.kept[d.Digest]
 		if !carried {
-			if data, ok = w.completed[d.Digest]; !ok {
+			if data, ok = w.completed[d.Digest]; !ok && w.completed != nil {
+				// Read back as a blob: it is listed as something else.
+				return fmt.Errorf("%w: %s lists %s as a blob, the package references it as a %s", ErrCorrupt, deltaFileName, d.Digest, d.MediaType)
+			}
+			if !ok {
 				sum.partial = true // the graph below it is checked when the delta is completed
 				return nil
 			}

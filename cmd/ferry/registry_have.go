@@ -62,9 +62,10 @@ Nothing in a receipt is trusted: a blob it lists wrongly is found missing or
 damaged when the delta is pushed, before anything is written.
 
 A registry keeps blobs per repository, and a delta is completed in one (deploy
-and registry load put a package into the repository of its name), taking what
-it lacks from the registry's other repositories when the catalog lists them.
-Where it does not, --prefix NAME lists only what the package's own repository holds.`,
+and registry load put a package into the repository of its name), from what
+that repository holds (package push --mount-from REPO adds REPO). --prefix
+NAME lists only what the package's own repository holds, so that a delta
+made against it carries the rest.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := output.Validate(); err != nil {

@@ -43,12 +43,12 @@ layout folder) or a package in a registry (host/repository:tag). A receipt
 with --have-key must carry a valid detached signature by that key
 (RECEIPT.sig, or --have-signature).
 
-Push, deploy or registry load the delta into the registry that holds the
-rest: it asks for every blob left out before it writes anything (in the
-destination repository, else in the registry's other repositories, mounted
-from there) and refuses naming those missing, reads each back and re-hashes
-it, checks the whole signed graph, and only then writes the manifests and
-tags. Read alone,
+Push, deploy or registry load the delta into the repository that holds the
+rest: before it writes anything it asks that repository for the blobs left
+out (and, with package push --mount-from REPO, REPO for those it lacks;
+no other repository) and refuses naming those missing, reads each back and
+re-hashes it, and checks the whole signed graph; only then does it upload
+what the delta carries and write the manifests and tags. Read alone,
 inspect and verify check what it carries.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -172,7 +172,7 @@ func deltaAdvice(err error) error {
 	var be *artifact.BlobError
 	switch {
 	case errors.Is(err, artifact.ErrMissingBlobs):
-		return fmt.Errorf("%w (push the whole package, or make the delta against a receipt of this registry: ferry registry have)", err)
+		return fmt.Errorf("%w (push the whole package; make the delta against a receipt of this repository: ferry registry have --prefix NAME; or, with package push, name the repository that holds them: --mount-from REPO)", err)
 	case errors.As(err, &be) && be.Op == artifact.OpReadBack:
 		return fmt.Errorf("%w (the registry's copy is damaged: push the whole package, or a package carrying that blob, to repair it)", err)
 	}
