@@ -43,7 +43,7 @@ func Open(root *os.Root, name string) (*os.File, fs.FileInfo, error) {
 	}
 	if !fi.Mode().IsRegular() && !fi.IsDir() {
 		f.Close()
-		return nil, nil, fmt.Errorf("%s %w (%s)", name, ErrNotRegular, fi.Mode().Type())
+		return nil, nil, fmt.Errorf("%s %w (%s)", name, ErrNotRegular, typeName(fi.Mode()))
 	}
 	return f, fi, nil
 }
@@ -83,15 +83,65 @@ func ReadFile(root *os.Root, name string, max int64) ([]byte, error) {
 // the user names), refusing more than max bytes (ErrTooLarge): /dev/zero
 // or a planted huge file is not read whole.
 func ReadPath(path string, max int64) ([]byte, error) {
-	f, err := os.Open(path)
+	f, err := openPath(path, max)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	if fi, err := f.Stat(); err == nil && fi.IsDir() {
-		return nil, fmt.Errorf("%s is a folder, not a file", path)
-	}
 	return ReadAll(f, path, max)
+}
+
+// CheckPath checks, without reading it, that path is what ReadPath would
+// read: a regular file of at most max bytes (where another library reads
+// it, e.g. client-go a kubeconfig). A missing file is no error.
+func CheckPath(path string, max int64) error {
+	f, err := openPath(path, max)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return f.Close()
+}
+
+// openPath opens path for reading without blocking (a FIFO nobody writes
+// to) and refuses anything but a regular file of at most max bytes.
+func openPath(path string, max int64) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	fi, err := f.Stat()
+	switch {
+	case err != nil:
+	case fi.IsDir():
+		err = fmt.Errorf("%s is a folder, not a file", path)
+	case !fi.Mode().IsRegular():
+		err = fmt.Errorf("%s %w (%s)", path, ErrNotRegular, typeName(fi.Mode()))
+	case fi.Size() > max:
+		err = fmt.Errorf("%s is %w: more than %d bytes", path, ErrTooLarge, max)
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+// typeName says what a file that is neither regular nor a folder is.
+func typeName(m fs.FileMode) string {
+	switch {
+	case m&fs.ModeNamedPipe != 0:
+		return "a named pipe"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	case m&fs.ModeDevice != 0:
+		return "a device"
+	case m&fs.ModeSymlink != 0:
+		return "a symbolic link"
+	}
+	return "not a file: " + m.Type().String()
 }
 
 // ReadAll reads r, which name names in messages, to its end, refusing more

@@ -78,9 +78,33 @@ func TestReadBounded(t *testing.T) {
 	if data, err := ReadPath(big, 1025); err != nil || len(data) != 1025 {
 		t.Errorf("1025 bytes at most 1025: %d, %v", len(data), err)
 	}
-	// A device that never ends is read only up to the bound.
-	if _, err := ReadPath("/dev/zero", 1<<20); !errors.Is(err, ErrTooLarge) {
+	// A device that never ends is refused unread, a FIFO nobody writes
+	// to without blocking, a file larger than the bound from its size.
+	if _, err := ReadPath("/dev/zero", 1<<20); !errors.Is(err, ErrNotRegular) || !strings.Contains(err.Error(), "/dev/zero is not a regular file (a device)") {
 		t.Errorf("/dev/zero: %v", err)
+	}
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadPath(fifo, 10); !errors.Is(err, ErrNotRegular) {
+		t.Errorf("a FIFO: %v", err)
+	}
+	if err := CheckPath(fifo, 10); !errors.Is(err, ErrNotRegular) {
+		t.Errorf("CheckPath of a FIFO: %v", err)
+	}
+	sparse := filepath.Join(dir, "sparse")
+	if err := os.WriteFile(sparse, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(sparse, 1<<40); err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckPath(sparse, 1<<20); !errors.Is(err, ErrTooLarge) {
+		t.Errorf("CheckPath of 1 TiB: %v", err)
+	}
+	if err := CheckPath(filepath.Join(dir, "missing"), 10); err != nil {
+		t.Errorf("CheckPath of a missing file: %v", err)
 	}
 	if _, err := ReadPath(dir, 10); err == nil {
 		t.Error("a folder read as a file")
