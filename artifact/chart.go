@@ -26,7 +26,7 @@ type ChartPackager interface {
 	// reads nothing but fsys (Create passes the definition's folder,
 	// confined: see Folder). Its errors need not name the chart: Create
 	// adds "load chart <path>".
-	PackageChart(fsys fs.FS, name string, mtime time.Time) (archive, config []byte, err error)
+	PackageChart(ctx context.Context, fsys fs.FS, name string, mtime time.Time) (archive, config []byte, err error)
 }
 
 // chartMeta is what a package records of a chart's metadata.
@@ -57,7 +57,7 @@ func (b *builder) chart(ctx context.Context, cd ChartDef) (ocispec.Descriptor, C
 	if !fi.IsDir() && fi.Size() > MaxChartSize {
 		return ocispec.Descriptor{}, Chart{}, fmt.Errorf("chart %s is larger than %d bytes", cd.Path, MaxChartSize)
 	}
-	tgz, config, err := b.opts.Charts.PackageChart(b.folder.FS(), name, b.plan.mtime)
+	tgz, config, err := b.opts.Charts.PackageChart(ctx, b.folder.FS(), name, b.plan.mtime)
 	if err != nil {
 		return ocispec.Descriptor{}, Chart{}, fmt.Errorf("load chart %s: %w", cd.Path, err)
 	}

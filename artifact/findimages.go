@@ -26,7 +26,7 @@ type ChartRenderer interface {
 	// RenderChart renders the chart archive (.tgz) for rel, its hooks and
 	// the CRDs of its crds/ folders included. Its errors need not name the
 	// chart: the caller does.
-	RenderChart(archive []byte, rel ChartRelease) ([]RenderedManifest, error)
+	RenderChart(ctx context.Context, archive []byte, rel ChartRelease) ([]RenderedManifest, error)
 }
 
 // ChartRelease is what a chart is rendered for: the release deploy would
@@ -180,7 +180,7 @@ func (f *imageFinder) chart(ctx context.Context, cd ChartDef, found imageSet) er
 		return fmt.Errorf("%s: %w", what, err)
 	}
 	ns, rel := Chart{Name: name, Namespace: cd.Namespace, ReleaseName: cd.ReleaseName}.Release()
-	manifests, err := f.opts.Render.RenderChart(archive, ChartRelease{Name: rel, Namespace: ns, Values: f.opts.Values, KubeVersion: f.opts.KubeVersion})
+	manifests, err := f.opts.Render.RenderChart(ctx, archive, ChartRelease{Name: rel, Namespace: ns, Values: f.opts.Values, KubeVersion: f.opts.KubeVersion})
 	if err != nil {
 		return fmt.Errorf("%s: render: %w", what, err)
 	}
@@ -222,7 +222,7 @@ func (f *imageFinder) chartArchive(ctx context.Context, cd ChartDef) ([]byte, st
 		if !fi.IsDir() && fi.Size() > MaxChartSize {
 			return nil, "", fmt.Errorf("larger than %d bytes", MaxChartSize)
 		}
-		if archive, config, err = f.opts.Charts.PackageChart(f.folder.FS(), name, time.Unix(0, 0).UTC()); err != nil {
+		if archive, config, err = f.opts.Charts.PackageChart(ctx, f.folder.FS(), name, time.Unix(0, 0).UTC()); err != nil {
 			return nil, "", fmt.Errorf("load: %w", err)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"compress/gzip"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -35,35 +36,71 @@ type Packager struct{}
 var _ artifact.ChartPackager = Packager{}
 
 // PackageChart loads the chart at name in fsys (a folder or a .tgz
-// archive) with Helm's loader, which validates it. A folder is read as
-// `helm package` reads it (.helmignore honoured, links followed — inside
-// fsys only), packaged, then made reproducible (packageChart); an archive
-// is kept as it is. The config is the chart's metadata as JSON, as Helm
-// stores it. Errors are Helm's, unprefixed: the caller names the chart.
-func (Packager) PackageChart(fsys fs.FS, name string, mtime time.Time) (archive, config []byte, err error) {
-	fi, err := fs.Stat(fsys, name)
+// archive) with Helm's loader, which validates it: Read, then Package, in
+// this process. A folder is read as `helm package` reads it (.helmignore
+// honoured, links followed — inside fsys only), packaged, then made
+// reproducible (packageChart); an archive is kept as it is. The config is
+// the chart's metadata as JSON, as Helm stores it. Errors are Helm's,
+// unprefixed: the caller names the chart.
+func (Packager) PackageChart(ctx context.Context, fsys fs.FS, name string, mtime time.Time) (archive, config []byte, err error) {
+	src, err := Read(fsys, name)
 	if err != nil {
 		return nil, nil, err
 	}
-	var ch *chart.Chart
+	return Package(src, mtime)
+}
+
+// Source is a chart as read from disk, before Helm's loader has parsed any
+// of it.
+type Source struct {
+	// Files are a chart folder's files, as `helm package` reads them.
+	Files []*loader.BufferedFile
+	// Archive is a .tgz chart's bytes (and Files empty).
+	Archive []byte
+}
+
+// Read reads the chart at name in fsys, a folder or a .tgz archive, parsing
+// nothing of it but .helmignore: a folder's files within Helm's limits
+// (loader.MaxDecompressedFileSize each, loader.MaxDecompressedChartSize
+// together), an archive of at most artifact.MaxChartSize bytes.
+func Read(fsys fs.FS, name string) (Source, error) {
+	fi, err := fs.Stat(fsys, name)
+	if err != nil {
+		return Source{}, err
+	}
 	if fi.IsDir() {
 		files, err := readDir(fsys, name)
-		if err != nil {
-			return nil, nil, err
-		}
-		if ch, err = loader.LoadFiles(files); err != nil {
+		return Source{Files: files}, err
+	}
+	if fi.Size() > artifact.MaxChartSize {
+		return Source{}, fmt.Errorf("larger than %d bytes", artifact.MaxChartSize)
+	}
+	archive, err := readFile(fsys, name, artifact.MaxChartSize)
+	return Source{Archive: archive}, err
+}
+
+// Package loads src with Helm's loader, which validates it, and checks
+// that its charts/ folder holds the dependencies its Chart.yaml names. A
+// folder's files are packaged (reproducibly, entries' times set to mtime)
+// into an archive of at most artifact.MaxChartSize bytes; an archive is
+// kept as it is. The config is the chart's metadata as JSON, as Helm
+// stores it. What it costs grows with what the chart's YAML holds (a
+// values.yaml of millions of nodes costs gigabytes): package
+// artifact/chartrender runs it in a child process under limits.
+func Package(src Source, mtime time.Time) (archive, config []byte, err error) {
+	var ch *chart.Chart
+	if src.Archive == nil {
+		if ch, err = loader.LoadFiles(src.Files); err != nil {
 			return nil, nil, err
 		}
 		if archive, err = packageChart(ch, mtime); err != nil {
 			return nil, nil, fmt.Errorf("package: %w", err)
 		}
+		if len(archive) > artifact.MaxChartSize {
+			return nil, nil, fmt.Errorf("packaged, larger than %d bytes", artifact.MaxChartSize)
+		}
 	} else {
-		if fi.Size() > artifact.MaxChartSize {
-			return nil, nil, fmt.Errorf("larger than %d bytes", artifact.MaxChartSize)
-		}
-		if archive, err = readFile(fsys, name, artifact.MaxChartSize); err != nil {
-			return nil, nil, err
-		}
+		archive = src.Archive
 		if ch, err = loader.LoadArchive(bytes.NewReader(archive)); err != nil {
 			return nil, nil, err
 		}
@@ -71,8 +108,7 @@ func (Packager) PackageChart(fsys fs.FS, name string, mtime time.Time) (archive,
 	if err := checkDependencies(ch, ""); err != nil {
 		return nil, nil, err
 	}
-	config, err = json.Marshal(ch.Metadata)
-	if err != nil {
+	if config, err = json.Marshal(ch.Metadata); err != nil {
 		return nil, nil, err
 	}
 	return archive, config, nil

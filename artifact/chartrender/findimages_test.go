@@ -26,7 +26,11 @@ import (
 	"github.com/ferrypkg/ferry/registry/registrytest"
 )
 
-var opts = artifact.FindImagesOptions{Charts: chart.Packager{}, Render: chartrender.Renderer{}}
+// limited is the renderer find-images and create use: charts loaded,
+// packaged and rendered in a child (this test binary, see TestMain).
+var limited = &chartrender.Limited{}
+
+var opts = artifact.FindImagesOptions{Charts: limited, Render: limited}
 
 func writeFile(t *testing.T, p, body string) {
 	t.Helper()
@@ -146,7 +150,7 @@ components:
 	}
 
 	// The namespace reaches the templates.
-	rendered, err := chartrender.Renderer{}.RenderChart(packaged(t, filepath.Join(dir, "charts", "app")), artifact.ChartRelease{Name: "front", Namespace: "shop"})
+	rendered, err := chartrender.Renderer{}.RenderChart(context.Background(), packaged(t, filepath.Join(dir, "charts", "app")), artifact.ChartRelease{Name: "front", Namespace: "shop"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +161,7 @@ components:
 
 func packaged(t *testing.T, dir string) []byte {
 	t.Helper()
-	tgz, _, err := chart.Packager{}.PackageChart(os.DirFS(filepath.Dir(dir)), filepath.Base(dir), time.Unix(0, 0))
+	tgz, _, err := chart.Packager{}.PackageChart(context.Background(), os.DirFS(filepath.Dir(dir)), filepath.Base(dir), time.Unix(0, 0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -247,7 +251,7 @@ components:
 	def := load(t, dir)
 	var events []string
 	res, err := artifact.Create(ctx, def, artifact.CreateOptions{
-		Charts: chart.Packager{}, Render: chartrender.Renderer{}, Output: filepath.Join(t.TempDir(), "p.tar"),
+		Charts: limited, Render: limited, Output: filepath.Join(t.TempDir(), "p.tar"),
 		Progress: func(p artifact.Progress) {
 			if strings.HasPrefix(p.Item, "found image ") {
 				events = append(events, p.Item)

@@ -1,13 +1,18 @@
 // Package chartrender renders Helm charts with Helm's SDK as deploy would
-// install them, without a cluster: Renderer is the artifact.ChartRenderer
-// that `ferry package find-images` and create's `findImages: true` use. It
-// lives apart from package artifact/chart because Helm's install action
-// links client-go and the Kubernetes API types, whose initialisation every
-// importer pays for.
+// install them. Limited is what `ferry package find-images`, create and the
+// Package controller use: it loads, packages and renders charts in a child
+// process bounded in memory, time and output (a chart is a program: a
+// template can loop, allocate or emit without end), and refuses a chart
+// past a limit in one line. Renderer does the same work in this process,
+// unbounded, for tests and for the child itself. The package lives apart
+// from package artifact/chart because Helm's install action links client-go
+// and the Kubernetes API types, whose initialisation every importer pays
+// for.
 package chartrender
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -20,9 +25,10 @@ import (
 	"github.com/ferrypkg/ferry/artifact"
 )
 
-// Renderer renders charts with Helm's SDK as `helm template` does: a
-// client-only install, dry run, that reaches no cluster (`lookup` finds
-// nothing). The zero value is ready.
+// Renderer renders charts with Helm's SDK as `helm template` does, in
+// this process and without limits: a client-only install, dry run, that
+// reaches no cluster (`lookup` finds nothing). The zero value is ready.
+// Limited is the bounded one.
 type Renderer struct{}
 
 var _ artifact.ChartRenderer = Renderer{}
@@ -32,7 +38,11 @@ var _ artifact.ChartRenderer = Renderer{}
 // template's documents, each after a "# Source: <template>" line) then
 // each hook, test hooks marked. Errors are Helm's, unprefixed: the caller
 // names the chart.
-func (Renderer) RenderChart(archive []byte, rel artifact.ChartRelease) ([]artifact.RenderedManifest, error) {
+func (Renderer) RenderChart(_ context.Context, archive []byte, rel artifact.ChartRelease) ([]artifact.RenderedManifest, error) {
+	return render(archive, rel)
+}
+
+func render(archive []byte, rel artifact.ChartRelease) ([]artifact.RenderedManifest, error) {
 	if int64(len(archive)) > artifact.MaxChartSize {
 		return nil, fmt.Errorf("larger than %d bytes", artifact.MaxChartSize)
 	}
@@ -61,6 +71,12 @@ func (Renderer) RenderChart(archive []byte, rel artifact.ChartRelease) ([]artifa
 	if err != nil {
 		return nil, oneLine(err)
 	}
+	return manifestsOf(out), nil
+}
+
+// manifestsOf is a rendered release's manifest, then each hook, test hooks
+// marked.
+func manifestsOf(out *release.Release) []artifact.RenderedManifest {
 	manifests := []artifact.RenderedManifest{{Data: []byte(out.Manifest)}}
 	for _, h := range out.Hooks {
 		test := len(h.Events) > 0 && !slices.ContainsFunc(h.Events, func(e release.HookEvent) bool { return e != release.HookTest })
@@ -68,7 +84,7 @@ func (Renderer) RenderChart(archive []byte, rel artifact.ChartRelease) ([]artifa
 			Source: h.Path, Data: []byte("# Source: " + h.Path + "\n" + h.Manifest + "\n"), Test: test,
 		})
 	}
-	return manifests, nil
+	return manifests
 }
 
 // oneLine folds Helm's multi-line errors (a template's stack of calls)

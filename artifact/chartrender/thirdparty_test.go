@@ -1,14 +1,17 @@
 package chartrender_test
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/distribution/reference"
 	"sigs.k8s.io/yaml"
@@ -69,7 +72,7 @@ func TestFindImagesThirdParty(t *testing.T) {
 			c.Copy(t, dir)
 			def := writeDef(t, dir, "    images:\n      - busybox:1.35\n      - nginx:1.27\n    charts:\n      - path: "+c.Name+"\n        namespace: "+c.Name+"\n")
 			found, err := artifact.FindImages(context.Background(), def, artifact.FindImagesOptions{
-				Charts: chart.Packager{}, Render: chartrender.Renderer{}, Values: c.Values,
+				Charts: limited, Render: limited, Values: c.Values,
 			})
 			if err != nil {
 				t.Fatal(err)
@@ -109,6 +112,53 @@ func TestFindImagesThirdParty(t *testing.T) {
 	}
 }
 
+// TestRenderThirdPartyBytes: for real charts, what the bounded child
+// renders is byte for byte what Helm's SDK renders in this process, and
+// what `helm template` prints.
+func TestRenderThirdPartyBytes(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range thirdparty.Charts {
+		t.Run(c.Name, func(t *testing.T) {
+			dir := t.TempDir()
+			c.Copy(t, dir)
+			archive, _, err := limited.PackageChart(ctx, os.DirFS(dir), c.Name, time.Unix(0, 0))
+			if err != nil {
+				t.Fatal(err)
+			}
+			inProcess, _, err := chart.Packager{}.PackageChart(ctx, os.DirFS(dir), c.Name, time.Unix(0, 0))
+			if err != nil || !bytes.Equal(archive, inProcess) {
+				t.Fatalf("packaged in the child: %d bytes, in this process: %d bytes, %v", len(archive), len(inProcess), err)
+			}
+			rel := artifact.ChartRelease{Name: c.Name, Namespace: c.Name, Values: c.Values}
+			got, err := limited.RenderChart(ctx, archive, rel)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := chartrender.Renderer{}.RenderChart(ctx, archive, rel)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("the child rendered %d manifests, this process %d, not the same", len(got), len(want))
+			}
+			helm := peertool.Require(t, "helm")
+			if out := helmTemplate(t, helm, dir, c); templateOutput(got) != string(out) {
+				t.Errorf("the child's rendering (%d bytes) is not helm template's (%d bytes)", len(templateOutput(got)), len(out))
+			}
+		})
+	}
+}
+
+// templateOutput is what `helm template` prints of a rendering: the
+// release's manifest, then each hook after a document separator.
+func templateOutput(m []artifact.RenderedManifest) string {
+	out := strings.TrimSpace(string(m[0].Data)) + "\n"
+	for _, h := range m[1:] {
+		out += "---\n" + string(h.Data)
+	}
+	return out
+}
+
 func emptyIfNil(s []string) []string {
 	if s == nil {
 		return []string{}
@@ -139,24 +189,7 @@ func writeDef(t *testing.T, dir, body string) *artifact.Definition {
 // object but CRDs.
 func helmTemplateImages(t *testing.T, helm, dir string, c thirdparty.Chart) (images, test []string) {
 	t.Helper()
-	args := []string{"template", c.Name, filepath.Join(dir, c.Name), "--kube-version", thirdparty.KubeVersion, "--include-crds", "-n", c.Name}
-	if c.Values != nil {
-		data, err := yaml.Marshal(c.Values)
-		if err != nil {
-			t.Fatal(err)
-		}
-		vf := filepath.Join(t.TempDir(), "values.yaml")
-		if err := os.WriteFile(vf, data, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		args = append(args, "-f", vf)
-	}
-	cmd := exec.Command(helm, args...)
-	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+t.TempDir(), "HELM_CONFIG_HOME="+t.TempDir(), "HELM_DATA_HOME="+t.TempDir())
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("helm template: %v", err)
-	}
+	out := helmTemplate(t, helm, dir, c)
 	normal, tests := map[string]bool{}, map[string]bool{}
 	for _, doc := range strings.Split(string(out), "\n---") {
 		var obj map[string]any
@@ -209,4 +242,29 @@ func helmTemplateImages(t *testing.T, helm, dir string, c thirdparty.Chart) (ima
 	sort.Strings(images)
 	sort.Strings(test)
 	return images, test
+}
+
+// helmTemplate runs the real `helm template` on the chart copied in dir,
+// as deploy would install it, and returns what it prints.
+func helmTemplate(t *testing.T, helm, dir string, c thirdparty.Chart) []byte {
+	t.Helper()
+	args := []string{"template", c.Name, filepath.Join(dir, c.Name), "--kube-version", thirdparty.KubeVersion, "--include-crds", "-n", c.Name}
+	if c.Values != nil {
+		data, err := yaml.Marshal(c.Values)
+		if err != nil {
+			t.Fatal(err)
+		}
+		vf := filepath.Join(t.TempDir(), "values.yaml")
+		if err := os.WriteFile(vf, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		args = append(args, "-f", vf)
+	}
+	cmd := exec.Command(helm, args...)
+	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+t.TempDir(), "HELM_CONFIG_HOME="+t.TempDir(), "HELM_DATA_HOME="+t.TempDir())
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("helm template: %v", err)
+	}
+	return out
 }
