@@ -45,7 +45,10 @@ FERRY_BUILD   ?= $(shell { git rev-parse HEAD; git status --porcelain; git diff 
 ## Syft, in a module of its own (sbomgen/go.mod), so that neither ferry
 ## binary (nor the agent's image, made from ferry-full) links it.
 FERRY_VERSION_PKG := github.com/ferrypkg/ferry/cmd/ferry/internal/cli
-FERRY_LDFLAGS = -s -w -X $(FERRY_VERSION_PKG).version=$(FERRY_VERSION) -X $(FERRY_VERSION_PKG).commit=$(FERRY_COMMIT) -X $(FERRY_VERSION_PKG).build=$(FERRY_BUILD)
+# The same three values go into the Go build ID (cli.StampPrefix): with
+# -trimpath the build information records no -ldflags, and the front reads
+# ferry-full's build from the file before it runs it.
+FERRY_LDFLAGS = -s -w -X $(FERRY_VERSION_PKG).version=$(FERRY_VERSION) -X $(FERRY_VERSION_PKG).commit=$(FERRY_COMMIT) -X $(FERRY_VERSION_PKG).build=$(FERRY_BUILD) -buildid=ferry:$(FERRY_VERSION):$(FERRY_COMMIT):$(FERRY_BUILD)
 build: injector
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='$(FERRY_LDFLAGS)' -o $(BIN)/ferry-full ./cmd/ferry
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='$(FERRY_LDFLAGS)' -o $(BIN)/ferry ./cmd/ferry/front

@@ -34,7 +34,7 @@ DIST_STAGE      = $(DIST_DIR)/.stage
 ifeq ($(origin DIST_VERSION),undefined)
 DIST_VERSION = $(eval DIST_VERSION := $(shell $(GO) run ./hack/modproxy version)$(if $(shell git status --porcelain 2>/dev/null),+dirty))$(DIST_VERSION)
 endif
-DIST_LDFLAGS = -s -w -X $(FERRY_VERSION_PKG).version=$(DIST_VERSION) -X $(FERRY_VERSION_PKG).commit=$(FERRY_COMMIT) -X $(FERRY_VERSION_PKG).build=$(FERRY_BUILD)
+DIST_LDFLAGS = -s -w -X $(FERRY_VERSION_PKG).version=$(DIST_VERSION) -X $(FERRY_VERSION_PKG).commit=$(FERRY_COMMIT) -X $(FERRY_VERSION_PKG).build=$(FERRY_BUILD) -buildid=ferry:$(DIST_VERSION):$(FERRY_COMMIT):$(FERRY_BUILD)
 
 # The dist check reads JSON output with jq.
 APT_PACKAGES += jq

@@ -1,11 +1,14 @@
 package main
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // TestFrontLinksNoHeavyLibrary: the front binary links none of the
@@ -98,6 +101,108 @@ func TestFrontRefusesOtherBuild(t *testing.T) {
 	if code != 0 || !strings.Contains(stdout, "ferry-full: ") || !strings.Contains(stdout, "another build") {
 		t.Fatalf("version: exit %d, %q; want the front's and the full binary's", code, stdout)
 	}
+}
+
+// TestFrontChecksFull: the front reads the build of the ferry-full it is
+// about to run from the file (as `make build` stamps it: -trimpath, the
+// version, commit and build in the Go build ID) and runs only ferry's full
+// binary of its own build. Every impostor here, run, would leave a marker
+// file: a shell script, another Go program, ferry of another build or of
+// none, and a FIFO on PATH (refused without blocking).
+func TestFrontChecksFull(t *testing.T) {
+	const pkg = "github.com/ferrypkg/ferry/cmd/ferry/internal/cli"
+	stamp := func(build string) string {
+		return "-X " + pkg + ".version=v9.9.9 -X " + pkg + ".commit=c0ffee -X " + pkg + ".build=" + build + " -buildid=ferry:v9.9.9:c0ffee:" + build
+	}
+	goBuild := func(dir, out string, flags ...string) {
+		t.Helper()
+		cmd := exec.Command("go", append(append([]string{"build", "-buildvcs=false"}, flags...), "-o", out, ".")...)
+		cmd.Dir = dir
+		if b, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("build %s: %v: %s", out, err, b)
+		}
+	}
+	bin := t.TempDir()
+	goBuild("front", filepath.Join(bin, "ferry"), "-trimpath", "-ldflags", stamp("same"))
+
+	// Stand-ins that leave $FERRY_TEST_MARKER when run: one claims to be
+	// ferry's full binary (its module and package), one does not.
+	const main = "package main\n\nimport \"os\"\n\nfunc main() { os.WriteFile(os.Getenv(\"FERRY_TEST_MARKER\"), []byte(\"ran\"), 0o644) }\n"
+	impostor := t.TempDir()
+	writeFile(t, filepath.Join(impostor, "go.mod"), "module github.com/ferrypkg/ferry\n\ngo 1.24\n")
+	writeFile(t, filepath.Join(impostor, "cmd", "ferry", "main.go"), main)
+	other := t.TempDir()
+	writeFile(t, filepath.Join(other, "go.mod"), "module example.com/other\n\ngo 1.24\n")
+	writeFile(t, filepath.Join(other, "main.go"), main)
+
+	full := filepath.Join(bin, "ferry-full")
+	for _, c := range []struct {
+		name, want string // want: what the refusal says
+		make       func()
+	}{
+		{"shell script", "not a Go program", func() { writeFile(t, full, "#!/bin/sh\necho ran > \"$FERRY_TEST_MARKER\"\n"); os.Chmod(full, 0o755) }},
+		{"another Go program", "built from example.com/other", func() { goBuild(other, full, "-trimpath") }},
+		{"ferry of another build", "another build", func() {
+			goBuild(filepath.Join(impostor, "cmd", "ferry"), full, "-trimpath", "-ldflags", stamp("other"))
+		}},
+		{"ferry of no build", "another build", func() { goBuild(filepath.Join(impostor, "cmd", "ferry"), full, "-trimpath") }},
+		{"ferry of this build", "", func() { goBuild(filepath.Join(impostor, "cmd", "ferry"), full, "-trimpath", "-ldflags", stamp("same")) }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			os.Remove(full)
+			c.make()
+			marker := filepath.Join(t.TempDir(), "ran")
+			run := func(args ...string) (string, string, int) {
+				return runBinary(t, filepath.Join(bin, "ferry"), t.TempDir(), []string{"PATH=/usr/bin:/bin", "FERRY_TEST_MARKER=" + marker}, "", args...)
+			}
+			stdout, stderr, code := run("package", "create", ".")
+			_, err := os.Stat(marker)
+			if c.want == "" {
+				if code != 0 || err != nil {
+					t.Fatalf("ferry-full of this build not run: exit %d, %q, marker: %v", code, stderr, err)
+				}
+				if stdout, _, _ := run("version"); !strings.Contains(stdout, "ferry-full v9.9.9 (commit c0ffee") {
+					t.Errorf("version: %q, want ferry-full's read from the file", stdout)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatal("the front ran it")
+			}
+			if code != 1 || stdout != "" || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, full) || !strings.Contains(stderr, c.want) {
+				t.Fatalf("exit %d, stdout %q, stderr %q; want one line naming %s and saying %q", code, stdout, stderr, full, c.want)
+			}
+			stdout, _, code = run("version")
+			if _, err := os.Stat(marker); err == nil || code != 0 || !strings.Contains(stdout, "ferry-full: "+full) || !strings.Contains(stdout, c.want) {
+				t.Fatalf("version: exit %d, %q (marker: %v); want ferry-full refused, not run", code, stdout, err)
+			}
+		})
+	}
+
+	// A FIFO named ferry-full on PATH (exec.LookPath takes any file with
+	// an executable bit): refused, without blocking on it.
+	t.Run("FIFO on PATH", func(t *testing.T) {
+		alone, path := t.TempDir(), t.TempDir()
+		front, err := os.ReadFile(filepath.Join(bin, "ferry"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(alone, "ferry"), front, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		fifo := filepath.Join(path, "ferry-full")
+		if err := syscall.Mkfifo(fifo, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, filepath.Join(alone, "ferry"), "package", "create", ".")
+		cmd.Env = append(os.Environ(), "PATH="+path+":/usr/bin:/bin")
+		out, err := cmd.CombinedOutput()
+		if ctx.Err() != nil || err == nil || !strings.Contains(string(out), fifo+": not a ferry binary: not a regular file") {
+			t.Fatalf("%v (%v): %q; want a one-line refusal naming the FIFO", err, ctx.Err(), out)
+		}
+	})
 }
 
 // TestUnknownCommandRefused: a command that does not exist is refused in

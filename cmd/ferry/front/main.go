@@ -4,15 +4,11 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -27,22 +23,26 @@ import (
 // milliseconds and a few MiB, where a binary that links those libraries
 // spends ~0.1 s and ~50 MiB initialising them before any work. Every other
 // command, --help of the whole tree and shell completion are handed to the
-// full binary, fullName beside it (bin/ferry-full), which has every command:
-// exec replaces this process, so exit codes, signals, stdin and the terminal
-// are the full binary's own.
+// full binary, fullName beside it (bin/ferry-full), which has every command,
+// once its file shows it is ferry's full binary of this binary's own build
+// (checkFull): exec replaces this process, so exit codes, signals, stdin and
+// the terminal are the full binary's own.
 const fullName = "ferry-full"
 
 func main() { cli.Run(cli.Hooks{HandOff: handOff, FullVersion: fullVersion}) }
 
 // handOff execs the full binary unless args name one of this binary's own
 // commands (a runnable leaf of its tree). It returns only when the full
-// binary cannot be run.
+// binary cannot be run: missing, or refused by checkFull.
 func handOff(root *cobra.Command, args []string) error {
 	if cmd, _, err := root.Find(args); err == nil && cmd != root && cmd.Runnable() && !cmd.HasSubCommands() && !needsFull(args) {
 		return nil
 	}
 	full, err := findFull()
 	if err != nil {
+		return err
+	}
+	if _, err := checkFull(full); err != nil {
 		return err
 	}
 	env := append(os.Environ(), cli.EnvFrontBuild+"="+cli.CurrentVersion().Identity())
@@ -63,31 +63,34 @@ func needsFull(args []string) bool {
 	return false
 }
 
-// fullVersion asks the full binary beside this one for its version.
-func fullVersion(ctx context.Context) (*cli.VersionInfo, string) {
+// fullVersion reads the version of the full binary beside this one from
+// its file, without running it; the message says why it would not be run.
+func fullVersion(context.Context) (*cli.VersionInfo, string) {
 	full, err := findFull()
 	if err != nil {
 		return nil, err.Error()
 	}
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, full, "version", "-o", "json")
-	cmd.Env = append(os.Environ(), cli.EnvFrontBuild+"="+cli.CurrentVersion().Identity())
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
+	v, err := checkFull(full)
 	if err != nil {
-		msg := strings.TrimSpace(stderr.String())
-		if msg == "" {
-			msg = err.Error()
-		}
-		return nil, strings.TrimPrefix(msg, "ferry: ")
+		return v, err.Error()
 	}
-	var v cli.VersionInfo
-	if err := json.Unmarshal(out, &v); err != nil {
-		return nil, fmt.Sprintf("%s version: %v", full, err)
+	return v, ""
+}
+
+// checkFull reads the build of the full binary at path from the file
+// (cli.ReadVersion: nothing of it runs) and refuses one that is not ferry's
+// full binary or not of this binary's build: a stale or foreign ferry-full
+// beside or on PATH would run commands the user did not install. It
+// returns the version read, if any.
+func checkFull(path string) (*cli.VersionInfo, error) {
+	v, err := cli.ReadVersion(path, cli.FullPackage)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w; install both binaries from one build (`make build` puts them in bin/)", path, err)
 	}
-	return &v, ""
+	if self := cli.CurrentVersion(); v.Identity() != self.Identity() {
+		return &v, fmt.Errorf("%s is another build than this ferry (ferry-full: %s; ferry: %s): install both binaries from one build (`make build` puts them in bin/)", path, v.Identity(), self.Identity())
+	}
+	return &v, nil
 }
 
 // findFull finds the full binary: beside this executable (symbolic links

@@ -31,31 +31,19 @@ type VersionInfo struct {
 	// Build is the digest of the sources `make build` built, "" if not set.
 	Build string `json:"build,omitempty"`
 	// Full is the full binary's own version, as the front binary (bin/ferry)
-	// found it beside itself; only the front sets it.
+	// read it from the file beside itself (or on PATH), without running it;
+	// only the front sets it.
 	Full *VersionInfo `json:"full,omitempty"`
-	// FullError says why the front could not tell the full binary's version.
+	// FullError says why the front would not run the full binary: not
+	// found, not ferry, or of another build (Full is then what it is).
 	FullError string `json:"fullError,omitempty"`
 }
 
 // CurrentVersion reads the build information of the running binary.
 func CurrentVersion() VersionInfo {
-	v := VersionInfo{Version: "(devel)", Commit: commit, Build: build, GoVersion: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH}
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		if bi.Main.Version != "" {
-			v.Version = bi.Main.Version
-		}
-		for _, s := range bi.Settings {
-			switch s.Key {
-			case "vcs.revision":
-				v.Commit = s.Value
-			case "vcs.modified":
-				v.Modified = s.Value == "true"
-			}
-		}
-	}
-	if version != "" {
-		v.Version = version
-	}
+	bi, _ := debug.ReadBuildInfo()
+	v := versionOf(bi, linkVars{version: version, commit: commit, build: build})
+	v.GoVersion, v.Platform = runtime.Version(), runtime.GOOS+"/"+runtime.GOARCH
 	return v
 }
 
@@ -98,10 +86,10 @@ func newVersionCmd(fullVersion func(context.Context) (*VersionInfo, string)) *co
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "ferry %s\n", v)
 			switch {
-			case v.Full != nil:
-				fmt.Fprintf(cmd.OutOrStdout(), "ferry-full %s\n", v.Full)
 			case v.FullError != "":
 				fmt.Fprintf(cmd.OutOrStdout(), "ferry-full: %s\n", v.FullError)
+			case v.Full != nil:
+				fmt.Fprintf(cmd.OutOrStdout(), "ferry-full %s\n", v.Full)
 			}
 			return nil
 		},
