@@ -30,8 +30,10 @@ type zstReader struct {
 
 	decoding bool  // dec is decoding a frame ending at next
 	next     int64 // file offset after the frame dec decodes
-	hdr      [18]byte
-	win      []byte // frameEnd's window of block headers
+	// skippable counts the skippable frames passed.
+	skippable int
+	hdr       [18]byte
+	win       []byte // frameEnd's window of block headers
 }
 
 func newZstReader(f io.ReaderAt, size int64) (*zstReader, error) {
@@ -88,6 +90,15 @@ func (z *zstReader) Read(p []byte) (int, error) {
 			}
 		}
 	}
+}
+
+// rest is how many bytes of the file follow the frame being decoded, or,
+// in a raw frame or between frames, the current offset.
+func (z *zstReader) rest() int64 {
+	if z.decoding {
+		return z.size - z.next
+	}
+	return z.size - z.off
 }
 
 // advance moves n bytes on in the current raw block.
@@ -185,6 +196,7 @@ func (z *zstReader) decodeError(err error) error {
 func (z *zstReader) frameEnd(h []byte) (int64, error) {
 	if len(h) >= 8 && binary.LittleEndian.Uint32(h)&0xfffffff0 == 0x184d2a50 {
 		// A skippable frame: magic, size, data.
+		z.skippable++
 		return z.off + 8 + int64(binary.LittleEndian.Uint32(h[4:8])), nil
 	}
 	if len(h) < 6 || !bytes.Equal(h[:4], zstdMagic) {

@@ -357,7 +357,7 @@ func TestSplitOpenArchive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	data[len(data)-1] ^= 1 // the end of the archive, where no walk looks
+	data[len(data)-1] ^= 1 // the archive's last byte
 	if err := os.WriteFile(last, data, 0o644); err != nil {
 		t.Fatal(err)
 	}

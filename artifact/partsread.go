@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"sort"
 	"sync"
+	"sync/atomic"
 
 	"github.com/opencontainers/go-digest"
 )
@@ -21,6 +22,14 @@ type partSet struct {
 	dir   string
 	ps    *Parts
 	offs  []int64 // where each part starts in the archive
+
+	// reached is how far into the archive any read of the parts got: a
+	// part past it cannot explain a read's failure.
+	reached atomic.Int64
+	// limit is the most bytes a diagnosis hashes: what the package's head
+	// accounts for (bound), or, before the head is read, what a head may
+	// take.
+	limit int64
 
 	mu   sync.Mutex
 	diag *PartError // the damaged part a diagnosis found, once
@@ -39,7 +48,7 @@ func openParts(p string) (*partSet, error) {
 
 // newPartSet checks the parts ps lists, beside the index at p.
 func newPartSet(p string, ps *Parts) (*partSet, error) {
-	s := &partSet{index: p, dir: filepath.Dir(p), ps: ps, offs: make([]int64, len(ps.Parts))}
+	s := &partSet{index: p, dir: filepath.Dir(p), ps: ps, offs: make([]int64, len(ps.Parts)), limit: headSizeLimit}
 	var off int64
 	for i, pt := range ps.Parts {
 		s.offs[i] = off
@@ -51,6 +60,31 @@ func newPartSet(p string, ps *Parts) (*partSet, error) {
 		f.Close()
 	}
 	return s, nil
+}
+
+// bound holds the parts to the package their head describes (ferry.json,
+// of n bytes): its archive takes at most archiveSizeLimit bytes, so a part
+// ending past that is refused by its size, before anything is hashed, and a
+// diagnosis hashes at most that many bytes. It is called before the set
+// is shared.
+func (s *partSet) bound(cfg *Config, n int) error {
+	s.limit = archiveSizeLimit(cfg, n)
+	if s.ps.Size <= s.limit {
+		return nil
+	}
+	i := sort.Search(len(s.offs), func(i int) bool { return s.offs[i]+s.ps.Parts[i].Size > s.limit })
+	return &PartError{Part: s.path(i), Index: s.index, Problem: fmt.Sprintf("ends at byte %d of the archive, past the %d bytes its package can take (what its %s accounts for; part %d of %d)",
+		s.offs[i]+s.ps.Parts[i].Size, s.limit, ConfigFileName, i+1, len(s.ps.Parts))}
+}
+
+// reach records that a read got to byte end of the archive.
+func (s *partSet) reach(end int64) {
+	for {
+		r := s.reached.Load()
+		if end <= r || s.reached.CompareAndSwap(r, end) {
+			return
+		}
+	}
 }
 
 // path is part i's path.
@@ -73,9 +107,10 @@ func (s *partSet) openPart(i int) (*os.File, error) {
 }
 
 // damaged names the part that explains err, a read's failure, if any part
-// differs from the index: each part is hashed (once per partSet) and the
-// first whose sha256 is not the index's is named. Otherwise err is
-// returned as it is: the package was damaged before it was split.
+// differs from the index: the parts the reads reached are hashed, in
+// order, at most s.limit bytes of them (once per partSet), and the first
+// whose sha256 is not the index's is named. Otherwise err is returned as it
+// is: the package was damaged before it was split.
 func (s *partSet) damaged(ctx context.Context, err error) error {
 	if err == nil || ctx.Err() != nil || !(errors.Is(err, ErrCorrupt) || errors.Is(err, ErrNotPackage) || errors.Is(err, ErrUnsafeEntry) || errors.Is(err, io.ErrUnexpectedEOF)) {
 		return err
@@ -99,10 +134,24 @@ func (s *partSet) damaged(ctx context.Context, err error) error {
 }
 
 // hashParts returns the first part that is missing, resized or whose
-// sha256 is not the index's.
+// sha256 is not the index's, among those reads reached. Past s.limit bytes
+// it hashes nothing more and names the part where the reads stopped:
+// larger than its package can be, it is the damaged one.
 func (s *partSet) hashParts(ctx context.Context) *PartError {
 	buf := make([]byte, copyBufferSize)
+	reached := s.reached.Load()
+	var hashed int64
 	for i, pt := range s.ps.Parts {
+		if i > 0 && s.offs[i] >= reached {
+			return nil // no read got here
+		}
+		if hashed+pt.Size > s.limit {
+			k := sort.Search(len(s.offs), func(k int) bool { return s.offs[k] >= reached }) - 1
+			k = max(k, i)
+			return &PartError{Part: s.path(k), Index: s.index, Problem: fmt.Sprintf("is where the read failed, at its byte %d (%d bytes, too large to hash; part %d of %d)",
+				max(reached-s.offs[k]-1, 0), s.ps.Parts[k].Size, k+1, len(s.ps.Parts))}
+		}
+		hashed += pt.Size
 		f, err := s.openPart(i)
 		if err != nil {
 			var pe *PartError
@@ -112,7 +161,7 @@ func (s *partSet) hashParts(ctx context.Context) *PartError {
 			return &PartError{Part: s.path(i), Index: s.index, Problem: "cannot be read: " + err.Error()}
 		}
 		h := sha256.New()
-		_, err = io.CopyBuffer(h, &ctxReader{ctx: ctx, r: f}, buf)
+		_, err = io.CopyBuffer(h, &ctxReader{ctx: ctx, r: io.LimitReader(f, pt.Size)}, buf)
 		f.Close()
 		if ctx.Err() != nil {
 			return nil
@@ -217,6 +266,7 @@ func (f *partsFile) ReadAt(p []byte, off int64) (int, error) {
 		want := min(int64(len(p)), start+f.s.ps.Parts[i].Size-off)
 		k, err := fh.ReadAt(p[:want], off-start)
 		n, off, p = n+k, off+int64(k), p[k:]
+		f.s.reach(off)
 		if int64(k) < want {
 			if err == nil || errors.Is(err, io.EOF) {
 				err = &PartError{Part: f.s.path(i), Index: f.s.index, Problem: "is shorter than the index records: it changed while read"}

@@ -103,8 +103,9 @@ func OpenAs(ctx context.Context, p, name string) (*Reader, error) {
 }
 
 // openSplit opens the split package whose index is at idx: every part
-// must be there at its size, and the head read from them must name the
-// root the index records.
+// must be there at its size, the head read from them must name the root
+// the index records, and the parts must add up to no more than an archive
+// of that package can take.
 func openSplit(ctx context.Context, idx, name string) (*Reader, error) {
 	s, err := openParts(idx)
 	if err != nil {
@@ -112,6 +113,9 @@ func openSplit(ctx context.Context, idx, name string) (*Reader, error) {
 	}
 	r := &Reader{path: idx, name: name, list: &blobList{}, pending: &pendingBlobs{}, parts: s}
 	err = r.openArchive()
+	if err == nil {
+		err = s.bound(r.config, len(r.configData))
+	}
 	if err == nil && r.root.Digest != s.ps.Root {
 		err = fmt.Errorf("%w: the parts hold the package %s, %s records %s", ErrCorrupt, r.root.Digest, filepath.Base(idx), s.ps.Root)
 	}
@@ -147,7 +151,8 @@ func (r *Reader) Root() ocispec.Descriptor { return r.root }
 // bomb's much more.
 func (r *Reader) openArchive() error {
 	var size int64
-	err := r.withTar(func(tr *tar.Reader, z *zstReader) error {
+	err := r.withTar(func(a *archiveStream) error {
+		tr, z := a.tr, a.z
 		if _, err := r.readHead(tr); err != nil {
 			return err
 		}
@@ -170,28 +175,92 @@ func (r *Reader) openArchive() error {
 }
 
 // withTar opens the archive, which must be a regular file, undoing zstd
-// when present, and hands its tar stream to fn, with the zstd reader (nil
-// for a plain tar). It writes nothing into r: parallel walks share it. Both streams can Seek forward, so archive/tar skips the
+// when present, and hands it to fn. It writes nothing into r: parallel
+// walks share it. Both streams can Seek forward, so archive/tar skips the
 // data of entries fn leaves unread without reading it (a .tar.zst's raw
 // frames; see zstReader).
-func (r *Reader) withTar(fn func(*tar.Reader, *zstReader) error) error {
+func (r *Reader) withTar(fn func(*archiveStream) error) error {
 	f, size, err := r.openArchiveFile()
 	if err != nil {
 		return err
 	}
 	defer f.Close()
+	a := &archiveStream{f: f, size: size}
 	var magic [4]byte
 	_, _ = f.ReadAt(magic[:], 0)
 	var src io.Reader = f
-	var z *zstReader
 	if isZstd(magic[:]) {
-		if z, err = newZstReader(f, size); err != nil {
+		if a.z, err = newZstReader(f, size); err != nil {
 			return err
 		}
-		defer z.Close()
-		src = z
+		defer a.z.Close()
+		src = a.z
 	}
-	return fn(tar.NewReader(src), z)
+	a.tr = tar.NewReader(src)
+	return fn(a)
+}
+
+// archiveStream is an archive opened for reading: its tar entries (tr),
+// and under them the zstd reader (z, nil for a plain tar) and the file.
+type archiveStream struct {
+	tr   *tar.Reader
+	z    *zstReader
+	f    archiveFile
+	size int64
+}
+
+// end checks what follows the tar's end marker, which tr has just read: at
+// most MaxTarPadding bytes, all zeros (tar pads its last record), then the
+// end of the file — of a .tar.zst, the end of its last frame, with no
+// skippable frame after the marker. Anything else is no part of the
+// package, yet would travel with it; it is refused, and never read past
+// MaxTarPadding bytes (a file of a terabyte after the marker is refused at
+// once).
+func (a *archiveStream) end() error {
+	var src io.Reader = a.f
+	var left int64 // file bytes after what is being read
+	skippable := 0
+	if a.z != nil {
+		src, left, skippable = a.z, a.z.rest(), a.z.skippable
+	} else {
+		pos, err := a.f.Seek(0, io.SeekCurrent)
+		if err != nil {
+			return err
+		}
+		left = a.size - pos
+	}
+	if left > MaxTarPadding {
+		return fmt.Errorf("%w: %d bytes follow the archive's end", ErrCorrupt, left)
+	}
+	n, err := io.CopyN(zeroWriter{}, src, MaxTarPadding+1)
+	switch {
+	case errors.Is(err, errNotZero):
+		return fmt.Errorf("%w: bytes other than zeros follow the archive's end", ErrCorrupt)
+	case a.z != nil && errors.Is(err, ErrCorrupt):
+		return fmt.Errorf("%w: bytes other than zstd frames of zeros follow the archive's end", ErrCorrupt)
+	case err != nil && err != io.EOF:
+		return err
+	case n > MaxTarPadding:
+		return fmt.Errorf("%w: more than %d bytes follow the archive's end", ErrCorrupt, MaxTarPadding)
+	case a.z != nil && a.z.skippable > skippable:
+		return fmt.Errorf("%w: a zstd skippable frame follows the archive's end", ErrCorrupt)
+	}
+	return nil
+}
+
+// errNotZero is zeroWriter's error for a byte that is not zero.
+var errNotZero = errors.New("not zero")
+
+// zeroWriter takes zeros only.
+type zeroWriter struct{}
+
+func (zeroWriter) Write(p []byte) (int, error) {
+	for i, b := range p {
+		if b != 0 {
+			return i, errNotZero
+		}
+	}
+	return len(p), nil
 }
 
 // openArchiveFile opens the archive, one regular file or a split

@@ -29,8 +29,10 @@ type SplitOptions struct {
 
 // Split writes the package archive at src (or the parts of a split one)
 // as parts of opts.PartSize bytes, the last smaller, and their index.
-// Nothing is joined on disk or read twice; nothing is verified but the
-// head (a reader of the parts verifies every blob). The parts are written
+// Nothing is joined on disk or read twice. Of an archive, nothing is
+// verified but the head (a reader of the parts verifies every blob); of a
+// split package, each part is checked against its index as it is copied,
+// and a damaged one refused, naming it, with nothing written. The parts are written
 // under temporary names and renamed into place only once all are written;
 // parts of an earlier split into more parts are then removed, so no stale
 // part stays behind. A layout folder is refused: create its archive first.
@@ -52,9 +54,12 @@ func Split(ctx context.Context, src string, opts SplitOptions) (*Parts, error) {
 			base = strings.TrimSuffix(r.parts.index, PartsIndexSuffix)
 		}
 	}
-	f, size, err := r.openArchiveFile()
+	// Of a split package, each part is checked against the sha256 its index
+	// records as its last byte is copied: a damaged part is named, not
+	// given a fresh digest that would hide it.
+	f, size, err := r.OpenArchive()
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", r.name, err)
+		return nil, err
 	}
 	defer f.Close()
 	if size/opts.PartSize >= MaxParts {
@@ -83,6 +88,9 @@ func (r *Reader) writeArchiveFile(write func(io.Writer) error) error {
 	}
 	s, err := newPartSet(r.parts.index, ps)
 	if err != nil {
+		return err
+	}
+	if err := s.bound(r.config, len(r.configData)); err != nil {
 		return err
 	}
 	r.parts = s

@@ -89,7 +89,7 @@ func (r *Reader) walk(ctx context.Context, opts walkOptions) (*Summary, error) {
 	if r.isDir {
 		err = w.walkDir(ctx)
 	} else {
-		err = r.withTar(func(tr *tar.Reader, z *zstReader) error { w.z = z; return w.walkTar(ctx, tr) })
+		err = r.withTar(func(a *archiveStream) error { w.z = a.z; return w.walkTar(ctx, a) })
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", r.name, r.damaged(ctx, err))
@@ -174,7 +174,8 @@ func claimedSize(cfg *Config) int64 {
 	return b
 }
 
-func (w *walker) walkTar(ctx context.Context, tr *tar.Reader) error {
+func (w *walker) walkTar(ctx context.Context, a *archiveStream) error {
+	tr := a.tr
 	if _, err := w.r.readHead(tr); err != nil {
 		return err
 	}
@@ -185,7 +186,7 @@ func (w *walker) walkTar(ctx context.Context, tr *tar.Reader) error {
 		}
 		h, err := next(tr)
 		if err == io.EOF {
-			return nil
+			return a.end()
 		}
 		if err != nil {
 			return err

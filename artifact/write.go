@@ -237,7 +237,8 @@ func (r *Reader) rewriteArchive(ctx context.Context, entries, descs []ocispec.De
 	if p.indexJSON, err = indexJSON(entries); err != nil {
 		return err
 	}
-	return r.withTar(func(tr *tar.Reader, _ *zstReader) error {
+	return r.withTar(func(a *archiveStream) error {
+		tr := a.tr
 		if _, err := r.readHead(tr); err != nil {
 			return err
 		}
