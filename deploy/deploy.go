@@ -111,6 +111,12 @@ type InstallOptions struct {
 	Registry string
 	// BytesPushed is recorded as what the deploy pushed.
 	BytesPushed int64
+	// Render, if set, renders each chart's release before Helm installs
+	// or upgrades it in this process, where its cost is bounded
+	// (chartrender.Limited: in a child process under limits); a chart it
+	// refuses fails the install, naming the release and the limit. Nil:
+	// charts are only rendered by Helm, here.
+	Render ReleaseRenderer
 	// Progress, if set, receives progress reports.
 	Progress artifact.ProgressFunc
 }
@@ -289,7 +295,7 @@ func (d *deployer) install(ctx context.Context, comps []artifact.Component, rec 
 	}
 	for _, c := range comps {
 		for _, ch := range c.Charts {
-			chrt, err := fetchChart(ctx, repo, ch)
+			archive, err := fetchChart(ctx, repo, ch)
 			if err != nil {
 				return err
 			}
@@ -299,7 +305,7 @@ func (d *deployer) install(ctx context.Context, comps []artifact.Component, rec 
 				return err
 			}
 			ns, name := ch.Release()
-			spec := releaseSpec{chart: chrt, values: values, rec: Release{
+			spec := releaseSpec{archive: archive, values: values, rec: Release{
 				Namespace: ns, Name: name, Chart: ch.Name + "-" + ch.Version, Digest: ch.Digest, Values: vd, Images: id,
 			}}
 			if err := d.ensureNamespace(ctx, ns); err != nil {
@@ -309,7 +315,7 @@ func (d *deployer) install(ctx context.Context, comps []artifact.Component, rec 
 			if err != nil {
 				return err
 			}
-			done, err := installRelease(ctx, hc, spec, render, d.prevRelease(spec.rec), d.opts.Timeout)
+			done, err := installRelease(ctx, hc, spec, d.opts.Render, render, d.prevRelease(spec.rec), d.opts.Timeout)
 			if err != nil {
 				return fmt.Errorf("component %s: %w", c.Name, err)
 			}

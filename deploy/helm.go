@@ -12,7 +12,6 @@ import (
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"helm.sh/helm/v3/pkg/action"
-	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/kube"
 	"helm.sh/helm/v3/pkg/release"
@@ -24,6 +23,7 @@ import (
 	"oras.land/oras-go/v2/registry/remote"
 
 	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/artifact/chartrender"
 )
 
 // Release is a Helm release deploy installed from a chart of a package.
@@ -62,9 +62,10 @@ func helmConfig(getter genericclioptions.RESTClientGetter, namespace string) (*a
 }
 
 // fetchChart reads a chart the package stored — its Helm OCI manifest, then
-// the chart layer — from the package's repository in the in-cluster
-// registry, each checked against its digest.
-func fetchChart(ctx context.Context, repo *remote.Repository, c artifact.Chart) (*chart.Chart, error) {
+// the chart layer, at most artifact.MaxChartSize bytes — from the
+// package's repository in the in-cluster registry, each checked against
+// its digest. It returns the chart's archive, not yet parsed.
+func fetchChart(ctx context.Context, repo *remote.Repository, c artifact.Chart) ([]byte, error) {
 	_, data, err := oras.FetchBytes(ctx, repo, c.Digest.String(), oras.DefaultFetchBytesOptions)
 	if err != nil {
 		return nil, fmt.Errorf("chart %s: %w", c.Name, err)
@@ -77,24 +78,31 @@ func fetchChart(ctx context.Context, repo *remote.Repository, c artifact.Chart) 
 		if l.MediaType != artifact.MediaTypeHelmChart {
 			continue
 		}
+		if l.Size > artifact.MaxChartSize {
+			return nil, fmt.Errorf("chart %s: larger than %d bytes", c.Name, artifact.MaxChartSize)
+		}
 		tgz, err := content.FetchAll(ctx, repo.Blobs(), l)
 		if err != nil {
 			return nil, fmt.Errorf("chart %s: %w", c.Name, err)
 		}
-		ch, err := loader.LoadArchive(bytes.NewReader(tgz))
-		if err != nil {
-			return nil, fmt.Errorf("chart %s: %w", c.Name, err)
-		}
-		return ch, nil
+		return tgz, nil
 	}
 	return nil, fmt.Errorf("chart %s: manifest %s has no %s layer", c.Name, c.Digest, artifact.MediaTypeHelmChart)
 }
 
 // releaseSpec is what one chart of a deploy asks of Helm.
 type releaseSpec struct {
-	chart  *chart.Chart
-	rec    Release
-	values map[string]any
+	archive []byte // the chart's
+	rec     Release
+	values  map[string]any
+}
+
+// A ReleaseRenderer renders a chart's release before Helm installs or
+// upgrades it in this process, as that install or upgrade will render it,
+// where its cost is bounded: a chart it refuses is not installed.
+// chartrender.Limited is one (a child process under limits).
+type ReleaseRenderer interface {
+	RenderRelease(ctx context.Context, archive []byte, rel chartrender.Release) error
 }
 
 // installRelease installs the release, or upgrades it when it exists,
@@ -102,8 +110,10 @@ type releaseSpec struct {
 // install is uninstalled, an upgrade returns to the previous revision) and
 // is returned with Helm's reason. An upgrade to the chart and values the
 // deployed revision already has is skipped: prev is what the last deploy
-// recorded for this release.
-func installRelease(ctx context.Context, cfg *action.Configuration, spec releaseSpec, render *imageRenderer, prev *Release, timeout time.Duration) (Release, error) {
+// recorded for this release. With a bounded renderer, the chart is
+// rendered there first, as the install or upgrade will render it, and
+// parsed here only if it passed.
+func installRelease(ctx context.Context, cfg *action.Configuration, spec releaseSpec, bounded ReleaseRenderer, render *imageRenderer, prev *Release, timeout time.Duration) (Release, error) {
 	rec := spec.rec
 	hist := action.NewHistory(cfg)
 	hist.Max = 1
@@ -127,7 +137,17 @@ func installRelease(ctx context.Context, cfg *action.Configuration, spec release
 	}
 	var rel *release.Release
 	fresh := cur == nil || cur.Info.Status == release.StatusUninstalled
-	crds, absent, err := chartCRDs(cfg, spec.chart, fresh)
+	if bounded != nil {
+		r := chartrender.Release{Name: rec.Name, Namespace: rec.Namespace, Values: spec.values, Upgrade: !fresh}
+		if err := bounded.RenderRelease(ctx, spec.archive, r); err != nil {
+			return rec, fmt.Errorf("release %s (chart %s): render: %w", rec, rec.Chart, err)
+		}
+	}
+	ch, err := loader.LoadArchive(bytes.NewReader(spec.archive))
+	if err != nil {
+		return rec, fmt.Errorf("release %s (chart %s): %w", rec, rec.Chart, err)
+	}
+	crds, absent, err := chartCRDs(cfg, ch, fresh)
 	if err != nil {
 		return rec, fmt.Errorf("release %s: %w", rec, err)
 	}
@@ -143,7 +163,7 @@ func installRelease(ctx context.Context, cfg *action.Configuration, spec release
 		in.ReleaseName, in.Namespace = rec.Name, rec.Namespace
 		in.Wait, in.Timeout, in.Atomic = true, timeout, true
 		in.PostRenderer = render
-		if rel, err = in.RunWithContext(ctx, spec.chart, spec.values); err != nil {
+		if rel, err = in.RunWithContext(ctx, ch, spec.values); err != nil {
 			return rec, fmt.Errorf("install release %s (chart %s): %w", rec, rec.Chart, err)
 		}
 	case prev != nil && cur.Info.Status == release.StatusDeployed && cur.Version == prev.Revision &&
@@ -155,7 +175,7 @@ func installRelease(ctx context.Context, cfg *action.Configuration, spec release
 		up.Namespace = rec.Namespace
 		up.Wait, up.Timeout, up.Atomic, up.MaxHistory = true, timeout, true, 10
 		up.PostRenderer = render
-		if rel, err = up.RunWithContext(ctx, rec.Name, spec.chart, spec.values); err != nil {
+		if rel, err = up.RunWithContext(ctx, rec.Name, ch, spec.values); err != nil {
 			return rec, fmt.Errorf("upgrade release %s to chart %s: %w", rec, rec.Chart, err)
 		}
 	}

@@ -87,6 +87,12 @@ type Reconciler struct {
 	// GCQuiet is how long the registry's garbage collection waits after the
 	// last removal, so that one serves a batch; DefaultGCQuiet if 0.
 	GCQuiet time.Duration
+	// Render renders each chart's release before Helm installs or
+	// upgrades it in the controller (deploy.InstallOptions.Render): a
+	// chart past its limits fails its Package's install, the reason on
+	// its status, and the controller goes on. Nil: charts are rendered by
+	// Helm in the controller only.
+	Render deploy.ReleaseRenderer
 
 	gc collector
 }
@@ -295,7 +301,7 @@ func (r *Reconciler) reconcile(ctx context.Context, pkg *v1alpha1.Package, writt
 	}
 	rec, err := r.installer().Install(ctx, cfg, digest.Digest(root), deploy.InstallOptions{
 		Namespace: r.Namespace, Kube: r.Kube, Components: pkg.Spec.Components, Values: values, ChartValues: charts,
-		Timeout: timeout, Registry: registry,
+		Timeout: timeout, Registry: registry, Render: r.Render,
 	})
 	if err != nil {
 		if reach.Transient(err) {

@@ -26,6 +26,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/ferrypkg/ferry/artifact/chartrender"
 	"github.com/ferrypkg/ferry/deploy"
 	"github.com/ferrypkg/ferry/deploy/api/v1alpha1"
 	"github.com/ferrypkg/ferry/deploy/controller"
@@ -291,6 +292,26 @@ func TestReconcile(t *testing.T) {
 		h.settle("hello")
 		h.wantConditions("hello", ready)
 		h.wantInstalls(2)
+	})
+
+	t.Run("chart past its render limits: the reason on the status", func(t *testing.T) {
+		h := w.harness(t, w.pkg("hello"))
+		bounded := &chartrender.Limited{}
+		h.r.Render = bounded
+		h.inst.installErr = fmt.Errorf("component app: release apps/hello (chart hello-1.0.0): render: %w",
+			&chartrender.LimitError{Resource: "memory", Limit: "512 MiB of memory"})
+		h.settle("hello")
+		got := h.wantConditions("hello", map[string]string{
+			v1alpha1.Verified:  "True/" + v1alpha1.ReasonVerified,
+			v1alpha1.Installed: "False/" + v1alpha1.ReasonInstallFailed,
+			v1alpha1.Ready:     "False/" + v1alpha1.ReasonInstallFailed,
+		})
+		if want := "release apps/hello (chart hello-1.0.0): render: passed its limit of 512 MiB of memory"; !strings.Contains(got.Status.LastError, want) || strings.Contains(got.Status.LastError, "\n") {
+			t.Errorf("lastError %q, want one line with %q", got.Status.LastError, want)
+		}
+		if len(h.inst.installs) != 1 || h.inst.installs[0].opts.Render != bounded {
+			t.Errorf("the install was not given the Reconciler's renderer")
+		}
 	})
 
 	t.Run("install cut off from the registry: retried", func(t *testing.T) {
