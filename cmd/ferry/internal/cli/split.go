@@ -39,7 +39,9 @@ holds; use 4G there). Parts are at least 1 MiB.
 
 Parts are written under temporary names and renamed at the end; parts of an
 earlier split into more parts are removed, so no stale part stays behind.
-PKG may be a split package itself (split again with another size). PKG is
+PKG may be a split package itself (split again with another size): each of
+its parts is checked against its index as it is copied, and a damaged one
+is refused, naming it, with nothing written. PKG is
 left in place: remove it once the parts are where they go.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
