@@ -5,7 +5,6 @@ import (
 	"encoding/gob"
 	"fmt"
 	"io"
-	"runtime/debug"
 	"time"
 
 	"github.com/ferrypkg/ferry/artifact"
@@ -42,10 +41,7 @@ func ServeChild(r io.Reader, w io.Writer) error {
 		if err := childproc.WriteMessage(w, out.Bytes()); err != nil {
 			return fmt.Errorf("chart renderer: write an answer: %w", err)
 		}
-		// What this chart needed goes back before the next: the limits
-		// are on the process, and each chart has them whole.
 		out = bytes.Buffer{}
-		debug.FreeOSMemory()
 	}
 }
 
