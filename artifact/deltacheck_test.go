@@ -6,10 +6,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -143,16 +146,54 @@ func TestDeltaFromAnotherRepository(t *testing.T) {
 	}
 }
 
+// blobReads serves a registry and records the paths of the blobs read
+// from it (GET …/blobs/…).
+type blobReads struct {
+	mu    sync.Mutex
+	paths []string
+}
+
+func (b *blobReads) take() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := b.paths
+	b.paths = nil
+	return out
+}
+
+func newCountingRegistry(t *testing.T) (string, *blobReads) {
+	t.Helper()
+	srv, err := registry.New(context.Background(), registry.Config{RootDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reads := &blobReads{}
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet && strings.Contains(r.URL.Path, "/blobs/sha256:") {
+			reads.mu.Lock()
+			reads.paths = append(reads.paths, r.URL.Path)
+			reads.mu.Unlock()
+		}
+		srv.ServeHTTP(w, r)
+	}))
+	t.Cleanup(func() {
+		ts.Close()
+		_ = srv.Shutdown(context.Background())
+	})
+	return registrytest.Host(ts), reads
+}
+
 // TestDeltaListingAnotherPackage: a delta whose ferry-delta.json also lists
 // another package of the registry — its root index and every blob — is
 // refused before anything is written: without a source named, as missing;
 // with that package's repository named as the source, by the graph check,
-// before a blob is mounted or one of its own uploaded. The destination
-// holds after the refusal exactly what it held before.
+// before a blob is read from there (only its root index, as a manifest),
+// mounted, or one of the delta's own uploaded. The destination holds after
+// the refusal exactly what it held before.
 func TestDeltaListingAnotherPackage(t *testing.T) {
 	ctx := context.Background()
 	pair := makeDeltaPair(t, 16<<10, nil)
-	host := registrytest.Host(registrytest.NewServer(t, registry.Config{RootDir: t.TempDir()}))
+	host, reads := newCountingRegistry(t)
 	if _, err := artifact.Push(ctx, openPkg(t, pair.V1), host+"/app:1.0.0", artifact.PushOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -192,9 +233,15 @@ func TestDeltaListingAnotherPackage(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			reads.take()
 			_, err := artifact.Push(ctx, openPkg(t, hostile), host+"/app:2.0.0", artifact.PushOptions{MountFrom: tc.from})
 			if !tc.check(err) || strings.Contains(err.Error(), "\n") {
 				t.Fatalf("push: %v", err)
+			}
+			for _, p := range reads.take() {
+				if strings.HasPrefix(p, "/v2/secret/") {
+					t.Errorf("read %s before the refusal", p)
+				}
 			}
 			if got := held(t, app, theirs); len(got) != 0 {
 				t.Fatalf("after the refusal app holds %d of secret's blobs: %v", len(got), got)

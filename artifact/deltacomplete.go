@@ -72,23 +72,30 @@ type completion struct {
 	// nodes holds the manifests and indexes among them, read back, for
 	// the graph check.
 	nodes map[digest.Digest][]byte
+	// blobs are the other blobs left out, read back once the graph holds
+	// (a list naming blobs outside the graph costs no more than its
+	// manifests).
+	blobs []ocispec.Descriptor
 	// source is the repository named to take blobs from, and from the
-	// blobs the destination lacks that it holds, in the delta's order.
-	source *repoStore
-	from   []ocispec.Descriptor
+	// blobs the destination lacks that it holds, in the delta's order
+	// (fromSource by digest).
+	source     *repoStore
+	from       []ocispec.Descriptor
+	fromSource map[digest.Digest]bool
 }
 
 // complete makes sure, before anything is written, that the delta's blobs
-// left out are at hand as they are: each is asked for (HEAD) in the
-// destination, and those it lacks in the repository the user named as the
-// source (MountFrom) — nowhere else: another repository of the registry
-// may be another team's, and asking each would cost the registry's size.
-// Those found in neither are refused in a MissingBlobsError. Then each is
-// read back from where it is and hashed (nothing is taken on the
-// registry's word). Each counts as skipped. The asking goes in batches
-// (deltaCheckBatch), Concurrency requests at a time: a refusal costs one
-// batch, an acceptance a request a blob, nothing that grows with the
-// registry.
+// left out are at hand: each is asked for (HEAD) in the destination, and
+// those it lacks in the repository the user named as the source
+// (MountFrom) — nowhere else: another repository of the registry may be
+// another team's, and asking each would cost the registry's size. Those
+// found in neither are refused in a MissingBlobsError. Then the manifests
+// and indexes among them are read back from where they are and hashed
+// (nothing is taken on the registry's word), for the graph check; the
+// other blobs are read back once it holds (completion.verify). The asking
+// goes in batches (deltaCheckBatch), Concurrency requests at a time: a
+// refusal costs one batch, an acceptance a request a blob, nothing that
+// grows with the registry.
 func (p *pusher) complete(ctx context.Context, d *deltaHead) (*completion, error) {
 	limit := p.opts.Concurrency
 	if limit <= 0 {
@@ -145,16 +152,39 @@ func (p *pusher) complete(ctx context.Context, d *deltaHead) (*completion, error
 			}
 		}
 	}
-	fromSource := make(map[digest.Digest]bool, len(c.from))
+	c.fromSource = make(map[digest.Digest]bool, len(c.from))
 	for _, o := range c.from {
-		fromSource[o.Digest] = true
+		c.fromSource[o.Digest] = true
 	}
-	nodes := make([][]byte, len(omitted))
+	c.nodes = map[digest.Digest][]byte{}
+	var manifests []ocispec.Descriptor
+	for _, o := range omitted {
+		if isContainer(o.MediaType) {
+			manifests = append(manifests, o)
+		} else {
+			c.blobs = append(c.blobs, o)
+		}
+	}
+	nodes, err := p.readBackAll(ctx, c, manifests, limit)
+	if err != nil {
+		return nil, err
+	}
+	for i, m := range manifests {
+		c.nodes[m.Digest] = nodes[i]
+	}
+	return c, nil
+}
+
+// readBackAll reads back descs (blobs a delta leaves out) from where c found
+// them, limit at a time, each checked against its digest; it returns the
+// bytes of the manifests and indexes among them. Each counts as skipped.
+func (p *pusher) readBackAll(ctx context.Context, c *completion, descs []ocispec.Descriptor, limit int) ([][]byte, error) {
+	out := make([][]byte, len(descs))
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(limit)
-	for i, o := range omitted {
+	for i, o := range descs {
 		var src store = p.dst
-		if fromSource[o.Digest] {
+		if c.fromSource[o.Digest] {
 			src = c.source
 		}
 		g.Go(func() error {
@@ -162,21 +192,19 @@ func (p *pusher) complete(ctx context.Context, d *deltaHead) (*completion, error
 			if err != nil {
 				return err
 			}
-			nodes[i] = data
+			out[i] = data
 			p.add(o, false)
 			return nil
 		})
 	}
-	if err := g.Wait(); err != nil {
-		return nil, err
-	}
-	c.nodes = map[digest.Digest][]byte{}
-	for i, o := range omitted {
-		if isContainer(o.MediaType) {
-			c.nodes[o.Digest] = nodes[i]
-		}
-	}
-	return c, nil
+	return out, g.Wait()
+}
+
+// verify reads back the blobs left out that are not manifests, each
+// checked against its digest, once the graph down to them holds.
+func (c *completion) verify(ctx context.Context, p *pusher, limit int) error {
+	_, err := p.readBackAll(ctx, c, c.blobs, limit)
+	return err
 }
 
 // lacking asks s for each of descs (HEAD), limit at a time, and returns

@@ -116,10 +116,11 @@ func streamCopy(ctx context.Context, r *Reader, dst store, tag string, opts Copy
 
 // checkDelta decides, before anything is written, whether the delta r
 // can be completed in dst: dst (or the source named) must hold what it
-// leaves out, as it is (complete), and the whole graph down to those
-// blobs must hold, with ferry.json — a walk that reads the delta's small
-// blobs and passes over its large ones, each verified when uploaded. Only
-// then are blobs brought from the source named.
+// leaves out (complete), the whole graph down to those blobs must hold,
+// with ferry.json — a walk that reads the delta's small blobs and passes
+// over its large ones, each verified when uploaded — and every blob left
+// out must be as listed, read back. Only then are blobs brought from the
+// source named.
 func (p *pusher) checkDelta(ctx context.Context, r *Reader) error {
 	c, err := p.complete(ctx, r.delta)
 	if err != nil {
@@ -131,6 +132,13 @@ func (p *pusher) checkDelta(ctx context.Context, r *Reader) error {
 	}
 	if err := checkConfig(r, sum); err != nil {
 		return fmt.Errorf("%s: %w", r.name, err)
+	}
+	limit := p.opts.Concurrency
+	if limit <= 0 {
+		limit = DefaultCopyConcurrency
+	}
+	if err := c.verify(ctx, p, limit); err != nil {
+		return err
 	}
 	p.completed = c.nodes
 	return c.bring(ctx, p.dst)
