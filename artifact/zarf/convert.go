@@ -10,7 +10,10 @@ package zarf
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"path/filepath"
 	"regexp"
 	"runtime"
@@ -93,8 +96,10 @@ type Result struct {
 
 // converter holds one conversion's state.
 type converter struct {
-	file       string // zarf.yaml as named
-	zdir, odir string // zarf.yaml's folder, ferry.yaml's folder
+	file       string   // zarf.yaml as named
+	shown      string   // zarf.yaml as errors name it (ARCHIVE:zarf.yaml, for Import)
+	root       *os.Root // odir, which every file zarf.yaml names is read through; nil when it does not exist
+	zdir, odir string   // zarf.yaml's folder, ferry.yaml's folder
 	opts       ConvertOptions
 	arch       string
 	gaps       []Gap
@@ -106,11 +111,19 @@ type converter struct {
 	built  bool
 	comp   string
 	images []string // normalized, when built
+	// kfs reads kustomizations; rendered counts what they render, nfiles
+	// the files and folders the files entries carry.
+	kfs      *kustomizeFS
+	rendered int64
+	nfiles   int
 }
 
 func (c *converter) gap(line int, field, what, nearest string) {
-	c.gaps = append(c.gaps, Gap{File: c.file, Line: line, Field: field, What: what, Nearest: nearest})
+	c.gaps = append(c.gaps, Gap{File: c.file, Line: line, Field: field, What: clipLine(what), Nearest: nearest})
 }
+
+// archTemplate is filled with the package's architecture.
+const archTemplate = "###ZARF_PKG_ARCH###"
 
 var (
 	pkgTemplate = regexp.MustCompile(`###ZARF_PKG_(TMPL|VAR)_([A-Z0-9_]+)###`)
@@ -125,7 +138,7 @@ var (
 // the definition's folder); everything else is converted or reported as a
 // Gap.
 func Convert(file string, data []byte, opts ConvertOptions) (*Result, error) {
-	c := &converter{file: file, zdir: filepath.Dir(file), opts: opts, scanned: map[string]bool{}, files: map[string][]byte{}}
+	c := &converter{file: file, shown: file, zdir: filepath.Dir(file), opts: opts, scanned: map[string]bool{}, files: map[string][]byte{}}
 	c.odir = opts.Dir
 	if c.odir == "" {
 		c.odir = c.zdir
@@ -134,7 +147,36 @@ func Convert(file string, data []byte, opts ConvertOptions) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	return c.run(data)
+	doc, err := decode(file, data)
+	if err != nil {
+		return nil, err
+	}
+	// The architecture is known only once metadata is read; Zarf fills
+	// ###ZARF_PKG_ARCH### the same way, in the text.
+	c.arch = opts.Architecture
+	if c.arch == "" {
+		var probe struct {
+			Metadata struct {
+				Architecture string `yaml:"architecture"`
+			} `yaml:"metadata"`
+		}
+		_ = doc.Decode(&probe)
+		c.arch = probe.Metadata.Architecture
+	}
+	if c.arch == "" {
+		c.arch = runtime.GOARCH
+	}
+	if bytes.Contains(data, []byte(archTemplate)) {
+		if doc, err = decode(file, bytes.ReplaceAll(data, []byte(archTemplate), []byte(c.arch))); err != nil {
+			return nil, err
+		}
+	}
+	if c.root, err = os.OpenRoot(c.odir); err == nil {
+		defer c.root.Close()
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
+	return c.run(doc)
 }
 
 // Import converts the zarf.yaml of a built Zarf package extracted by
@@ -146,18 +188,30 @@ func Convert(file string, data []byte, opts ConvertOptions) (*Result, error) {
 // and package templates were resolved when Zarf built it. Zarf's SBOMs of
 // its images (Syft JSON, in sboms.tar) are listed in Result.SBOMs, for
 // create to carry as referrers (see SBOMs). What ferry does not carry as
-// Zarf deploys it is reported as Convert reports it.
+// Zarf deploys it is reported as Convert reports it. Every file is read
+// through p.Dir (internal/confine): a link out of it is refused.
 func Import(p *Package) (*Result, error) {
 	file := filepath.Join(p.Dir, ZarfYAML)
-	c := &converter{file: file, zdir: p.Dir, odir: p.Dir, built: true, scanned: map[string]bool{}, files: map[string][]byte{}}
+	c := &converter{file: file, shown: file, zdir: p.Dir, odir: p.Dir, built: true, scanned: map[string]bool{}, files: map[string][]byte{}}
+	if p.Archive != "" {
+		c.shown = p.Archive + ":" + ZarfYAML
+	}
+	doc, err := decode(c.shown, p.Definition)
+	if err != nil {
+		return nil, err
+	}
 	var probe struct {
 		Build struct {
 			Architecture string `yaml:"architecture"`
 		} `yaml:"build"`
 	}
-	_ = yaml.Unmarshal(p.Definition, &probe)
+	_ = doc.Decode(&probe)
 	c.arch = probe.Build.Architecture
-	res, err := c.run(p.Definition)
+	if c.root, err = os.OpenRoot(p.Dir); err != nil {
+		return nil, err
+	}
+	defer c.root.Close()
+	res, err := c.run(doc)
 	if err != nil {
 		return nil, err
 	}
@@ -169,21 +223,8 @@ func Import(p *Package) (*Result, error) {
 	return res, nil
 }
 
-func (c *converter) run(data []byte) (*Result, error) {
-	file := c.file
-	var doc yaml.Node
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	if err := dec.Decode(&doc); err != nil {
-		return nil, &artifact.DefinitionError{File: file, Msg: "invalid YAML: " + strings.TrimPrefix(err.Error(), "yaml: ")}
-	}
-	var extra yaml.Node
-	if err := dec.Decode(&extra); err == nil {
-		return nil, c.errf(extra.Line, "", "more than one YAML document")
-	}
-	if doc.Kind != yaml.DocumentNode || len(doc.Content) != 1 {
-		return nil, c.errf(0, "", "empty zarf.yaml")
-	}
-	def, err := c.pkg(doc.Content[0])
+func (c *converter) run(doc *yaml.Node) (*Result, error) {
+	def, err := c.pkg(doc)
 	if err != nil {
 		return nil, err
 	}
@@ -191,8 +232,11 @@ func (c *converter) run(data []byte) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	if len(out) > artifact.MaxDefinitionSize {
+		return nil, c.errf(0, "", "the ferry definition it converts to would be %s bytes, more than a definition may hold (%s)", count(len(out)), count(artifact.MaxDefinitionSize))
+	}
 	if _, err := artifact.ParseDefinition(filepath.Join(c.odir, artifact.DefinitionFileName), out); err != nil {
-		return nil, fmt.Errorf("%s: the converted definition is not valid: %w", file, err)
+		return nil, fmt.Errorf("%s: the converted definition is not valid: %w", c.shown, err)
 	}
 	// The zarf.yaml's gaps in the order of its lines, then those of the
 	// files it names.
@@ -201,54 +245,47 @@ func (c *converter) run(data []byte) (*Result, error) {
 }
 
 // fillPackageTemplates replaces ###ZARF_PKG_TMPL_KEY### (and the deprecated
-// ###ZARF_PKG_VAR_KEY###) with opts.Set, and ###ZARF_PKG_ARCH### with the
-// architecture, in the text of zarf.yaml (as Zarf does in its YAML, so
-// lines stay). A template without a value is an error, as with
-// `zarf package create --confirm`.
+// ###ZARF_PKG_VAR_KEY###) with opts.Set in the text of zarf.yaml, as Zarf
+// does in its YAML, so lines stay; comment lines are left as they are. A
+// template without a value is an error, as with `zarf package create
+// --confirm`, naming the first and counting the others.
 func (c *converter) fillPackageTemplates(data []byte) ([]byte, error) {
+	if !bytes.Contains(data, []byte("###ZARF_PKG_")) {
+		return data, nil
+	}
 	set := map[string]string{}
 	for k, v := range c.opts.Set {
 		set[strings.ToUpper(k)] = v
 	}
 	var missing []string
-	lines := strings.Split(string(data), "\n")
-	for i, l := range lines {
-		if strings.HasPrefix(strings.TrimSpace(l), "#") {
-			continue
+	out := make([]byte, 0, len(data))
+	for i, rest := 0, data; len(rest) > 0; i++ {
+		l, next, found := bytes.Cut(rest, []byte("\n"))
+		rest = next
+		if bytes.HasPrefix(bytes.TrimSpace(l), []byte("#")) || !bytes.Contains(l, []byte("###ZARF_PKG_")) {
+			out = append(out, l...)
+		} else {
+			out = append(out, pkgTemplate.ReplaceAllFunc(l, func(m []byte) []byte {
+				sub := pkgTemplate.FindSubmatch(m)
+				v, ok := set[string(sub[2])]
+				if !ok {
+					missing = append(missing, fmt.Sprintf("%s (line %d)", clip(string(m)), i+1))
+					return m
+				}
+				if string(sub[1]) == "VAR" {
+					c.gap(i+1, "", string(m)+" is Zarf's deprecated package variable syntax", "filled from --set "+string(sub[2])+" as ###ZARF_PKG_TMPL_"+string(sub[2])+"### would be")
+				}
+				return []byte(v)
+			})...)
 		}
-		lines[i] = pkgTemplate.ReplaceAllStringFunc(l, func(m string) string {
-			sub := pkgTemplate.FindStringSubmatch(m)
-			v, ok := set[sub[2]]
-			if !ok {
-				missing = append(missing, fmt.Sprintf("%s (line %d)", m, i+1))
-				return m
-			}
-			if sub[1] == "VAR" {
-				c.gap(i+1, "", m+" is Zarf's deprecated package variable syntax", "filled from --set "+sub[2]+" as ###ZARF_PKG_TMPL_"+sub[2]+"### would be")
-			}
-			return v
-		})
+		if found {
+			out = append(out, '\n')
+		}
 	}
 	if len(missing) > 0 {
-		return nil, c.errf(0, "", "package templates without a value: %s: give each with --set KEY=VALUE (as zarf package create --set)", strings.Join(missing, ", "))
+		return nil, c.errf(0, "", "package templates without a value: %s: give each with --set KEY=VALUE (as zarf package create --set)", firstOf(missing))
 	}
-	// The architecture is known only after metadata is read; Zarf fills it
-	// the same way, in the text.
-	arch := c.opts.Architecture
-	if arch == "" {
-		var probe struct {
-			Metadata struct {
-				Architecture string `yaml:"architecture"`
-			} `yaml:"metadata"`
-		}
-		_ = yaml.Unmarshal([]byte(strings.Join(lines, "\n")), &probe)
-		arch = probe.Metadata.Architecture
-	}
-	if arch == "" {
-		arch = runtime.GOARCH
-	}
-	c.arch = arch
-	return []byte(strings.ReplaceAll(strings.Join(lines, "\n"), "###ZARF_PKG_ARCH###", arch)), nil
+	return out, nil
 }
 
 // pkg converts the top level.
@@ -314,6 +351,9 @@ func (c *converter) pkg(root *yaml.Node) (*ferryDef, error) {
 	}
 	if !o.has("components") {
 		c.gap(root.Line, "components", "no components (Zarf requires at least one)", "an empty ferry package")
+	}
+	if v, ok := o.vals["components"]; ok && v.Kind == yaml.SequenceNode && len(v.Content) > MaxComponents {
+		return nil, c.errf(o.line("components"), "components", "%s components, more than %s", count(len(v.Content)), count(MaxComponents))
 	}
 	names := map[string]string{}
 	if err := c.list(o, "components", func(item *yaml.Node, f string) error {

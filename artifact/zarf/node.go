@@ -184,5 +184,5 @@ func (c *converter) strs(o *object, key string) ([]string, []int, error) {
 }
 
 func (c *converter) errf(line int, field, format string, args ...any) error {
-	return &artifact.DefinitionError{File: c.file, Line: line, Field: field, Msg: fmt.Sprintf(format, args...)}
+	return &artifact.DefinitionError{File: c.shown, Line: line, Field: clip(field), Msg: clipLine(fmt.Sprintf(format, args...))}
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"regexp"
 	"sort"
@@ -17,6 +16,7 @@ import (
 	"oras.land/oras-go/v2/content"
 
 	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/internal/confine"
 )
 
 // SBOMDir is the folder of an extracted package that Extract extracts
@@ -59,7 +59,7 @@ const componentSBOMPrefix = "zarf-component-"
 // A document larger than artifact.MaxSBOMSize is an error.
 func (c *converter) sboms(images []string) ([]ImageSBOM, error) {
 	dir := filepath.Join(c.zdir, SBOMDir)
-	entries, err := os.ReadDir(dir)
+	entries, err := fs.ReadDir(c.fsys(), SBOMDir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
@@ -134,12 +134,10 @@ func (c *converter) sbomGap(name, what, nearest string) {
 // layout (images/index.json) to their manifests, as Zarf's LoadOCIImage
 // finds them: by the base-name annotation, else the ref.name one.
 func (c *converter) layoutManifests() (map[string]digest.Digest, error) {
-	root, err := os.OpenRoot(c.zdir)
-	if err != nil {
-		return nil, err
+	data, err := c.readFile("images/index.json", artifact.MaxManifestSize)
+	if errors.Is(err, confine.ErrTooLarge) {
+		err = fmt.Errorf("%w: %w", artifact.ErrCorrupt, err)
 	}
-	defer root.Close()
-	data, err := readBounded(root, "images/index.json", artifact.MaxManifestSize)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}

@@ -1,15 +1,13 @@
 package zarf
 
 import (
-	"bufio"
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"
 	"io/fs"
-	"os"
 	"path"
 	"path/filepath"
 	"regexp"
@@ -20,7 +18,6 @@ import (
 	"gopkg.in/yaml.v3"
 	"sigs.k8s.io/kustomize/api/krusty"
 	krustytypes "sigs.k8s.io/kustomize/api/types"
-	"sigs.k8s.io/kustomize/kyaml/filesys"
 )
 
 // The folders convert names for what Zarf fetches at create time and ferry
@@ -30,7 +27,6 @@ const (
 	ManifestsDir  = "zarf-manifests"
 	FilesDir      = "zarf-files"
 	KustomizeDir  = "zarf-kustomize"
-	maxTokenScan  = 8 << 20
 	gitChartMsg   = "a chart in a git repository (Zarf clones it at create)"
 	helmRepoMsg   = "a chart of an HTTP Helm repository (Zarf pulls it at create)"
 	kustomizeNote = "rendered now with kustomize's library (as zarf package create renders it) into %s, named in files; convert again when the kustomization changes"
@@ -74,9 +70,11 @@ func (c *converter) chart(n *yaml.Node, field string) (*ferryChart, error) {
 	switch {
 	case c.built:
 		ch.Path = fmt.Sprintf("components/%s/charts/%s-%s.tgz", c.comp, name, version)
-		if _, err := os.Stat(filepath.Join(c.zdir, filepath.FromSlash(ch.Path))); err != nil {
+		f, _, err := c.open(ch.Path)
+		if err != nil {
 			return nil, c.errf(n.Line, field, "the package lacks the chart: %v", err)
 		}
+		f.Close()
 	case local != "" && u != "":
 		return nil, c.errf(n.Line, field, "url and localPath are exclusive")
 	case local != "":
@@ -85,7 +83,9 @@ func (c *converter) chart(n *yaml.Node, field string) (*ferryChart, error) {
 			return nil, err
 		}
 		ch.Path = p
-		c.checkLocalChart(o, filepath.Join(c.odir, filepath.FromSlash(p)), version)
+		if err := c.checkLocalChart(o, p, version); err != nil {
+			return nil, c.errf(o.line("localPath"), o.f("localPath"), "%v", err)
+		}
 	case strings.HasPrefix(u, "oci://"):
 		if version == "" {
 			return nil, c.errf(n.Line, o.f("version"), "missing: ferry pins an OCI chart to a version")
@@ -127,11 +127,16 @@ func (c *converter) chart(n *yaml.Node, field string) (*ferryChart, error) {
 	}
 	for i, vf := range vfs {
 		c.gap(lines[i], fmt.Sprintf("%s[%d]", o.f("valuesFiles"), i), fmt.Sprintf("values file %s", vf), "none in ferry.yaml: merge it into the chart's values.yaml (a local chart), or give the values at deploy with `ferry deploy --set`")
+		vff := fmt.Sprintf("%s[%d]", o.f("valuesFiles"), i)
 		if c.built {
-			c.scanTokens(filepath.Join(c.zdir, "components", c.comp, "values", fmt.Sprintf("%s-%s-%d", name, version, i)))
+			if err := c.scanTokens(fmt.Sprintf("components/%s/values/%s-%s-%d", c.comp, name, version, i)); err != nil {
+				return nil, c.errf(lines[i], vff, "%v", err)
+			}
 		} else if !isURL(vf) {
-			if p, err := c.rel(lines[i], o.f("valuesFiles"), vf); err == nil {
-				c.scanTokens(filepath.Join(c.odir, filepath.FromSlash(p)))
+			if p, err := c.rel(lines[i], vff, vf); err == nil {
+				if err := c.scanTokens(p); err != nil {
+					return nil, c.errf(lines[i], vff, "%v", err)
+				}
 			}
 		}
 	}
@@ -154,11 +159,17 @@ func (c *converter) chart(n *yaml.Node, field string) (*ferryChart, error) {
 }
 
 // checkLocalChart reports a version that differs from the chart's own
-// (ferry takes the chart's), and dependencies that Zarf would build.
-func (c *converter) checkLocalChart(o *object, dir, version string) {
-	data, err := confine.ReadPath(filepath.Join(dir, "Chart.yaml"), artifact.MaxDefinitionSize)
-	if err != nil {
-		return // a .tgz, or missing: create says so
+// (ferry takes the chart's), and dependencies that Zarf would build; dir
+// is the chart's folder (relative to odir). A Chart.yaml that is not a
+// regular file inside odir is an error; one too large to look into is
+// left to create.
+func (c *converter) checkLocalChart(o *object, dir, version string) error {
+	data, err := c.readFile(path.Join(dir, "Chart.yaml"), artifact.MaxDefinitionSize)
+	switch {
+	case errors.Is(err, fs.ErrNotExist), errors.Is(err, confine.ErrTooLarge), errors.Is(err, errIsFolder):
+		return nil // a .tgz, or missing: create says so
+	case err != nil:
+		return err
 	}
 	var meta struct {
 		Version      string `yaml:"version"`
@@ -166,19 +177,19 @@ func (c *converter) checkLocalChart(o *object, dir, version string) {
 			Name string `yaml:"name"`
 		} `yaml:"dependencies"`
 	}
-	if yaml.Unmarshal(data, &meta) != nil {
-		return
+	if bound, _ := nodeBound(data); bound > MaxNodes || yaml.Unmarshal(data, &meta) != nil {
+		return nil
 	}
 	if version != "" && version != meta.Version {
 		c.gap(o.line("version"), o.f("version"), fmt.Sprintf("version %s, but the chart's Chart.yaml says %s", version, meta.Version), "ferry takes the chart's own version")
 	}
 	if len(meta.Dependencies) > 0 {
-		entries, _ := os.ReadDir(filepath.Join(dir, "charts"))
+		entries, _ := fs.ReadDir(c.fsys(), path.Join(dir, "charts"))
 		if len(entries) < len(meta.Dependencies) {
-			c.gap(o.line("localPath"), o.f("localPath"), "a chart whose dependencies are not in its charts/ folder (zarf package create runs helm dependency build)", "run `helm dependency build "+dir+"` before `ferry package create`")
+			c.gap(o.line("localPath"), o.f("localPath"), "a chart whose dependencies are not in its charts/ folder (zarf package create runs helm dependency build)", "run `helm dependency build "+filepath.Join(c.odir, filepath.FromSlash(dir))+"` before `ferry package create`")
 		}
 	}
-	c.scanTokens(filepath.Join(dir, "values.yaml"))
+	return c.scanTokens(path.Join(dir, "values.yaml"))
 }
 
 func sanitize(s string) string {
@@ -210,7 +221,9 @@ func (c *converter) manifest(n *yaml.Node, field string) (*ferryManifest, error)
 		if c.built {
 			p := fmt.Sprintf("components/%s/manifests/%s-%d.yaml", c.comp, name, i)
 			m.Files = append(m.Files, p)
-			c.scanTokens(filepath.Join(c.zdir, filepath.FromSlash(p)))
+			if err := c.scanTokens(p); err != nil {
+				return nil, c.errf(lines[i], ff, "%v", err)
+			}
 			continue
 		}
 		if isURL(f) {
@@ -225,7 +238,9 @@ func (c *converter) manifest(n *yaml.Node, field string) (*ferryManifest, error)
 			return nil, err
 		}
 		m.Files = append(m.Files, p)
-		c.scanTokens(filepath.Join(c.odir, filepath.FromSlash(p)))
+		if err := c.scanTokens(p); err != nil {
+			return nil, c.errf(lines[i], ff, "%v", err)
+		}
 	}
 	anyDir, err := c.boolean(o, "kustomizeAllowAnyDirectory")
 	if err != nil {
@@ -240,27 +255,29 @@ func (c *converter) manifest(n *yaml.Node, field string) (*ferryManifest, error)
 		if c.built {
 			p := fmt.Sprintf("components/%s/manifests/kustomization-%s-%d.yaml", c.comp, name, i)
 			m.Files = append(m.Files, p)
-			c.scanTokens(filepath.Join(c.zdir, filepath.FromSlash(p)))
+			if err := c.scanTokens(p); err != nil {
+				return nil, c.errf(klines[i], kf, "%v", err)
+			}
 			continue
 		}
 		out := fmt.Sprintf("%s/%s-%d.yaml", KustomizeDir, name, i)
-		src := k
-		if !isURL(k) && !filepath.IsAbs(k) {
-			src = filepath.Join(c.zdir, k)
-		}
 		if isURL(k) || strings.HasPrefix(k, "github.com/") {
 			m.Files = append(m.Files, out)
 			c.gap(klines[i], kf, "a remote kustomization "+k, fmt.Sprintf("files %s: render it where the network is (`kustomize build %s > %s`)", out, k, out))
 			continue
 		}
-		y, err := kustomizeBuild(src, anyDir != nil && *anyDir)
+		src, err := c.rel(klines[i], kf, k)
+		if err != nil {
+			return nil, err
+		}
+		y, err := c.kustomizeBuild(src, anyDir != nil && *anyDir)
 		if err != nil {
 			return nil, c.errf(klines[i], kf, "kustomize build %s: %v", k, err)
 		}
 		c.files[out] = y
 		m.Files = append(m.Files, out)
 		c.gap(klines[i], kf, "a kustomization "+k, fmt.Sprintf(kustomizeNote, out))
-		c.scanBytes(filepath.Join(c.odir, filepath.FromSlash(out)), y)
+		c.scanBytes(out, y)
 	}
 	if len(m.Files) == 0 {
 		c.gap(n.Line, field, "a manifest entry with no files", "left out (ferry needs at least one file)")
@@ -272,19 +289,35 @@ func (c *converter) manifest(n *yaml.Node, field string) (*ferryManifest, error)
 	return m, nil
 }
 
-// kustomizeBuild renders a kustomization as Zarf does
-// (src/internal/packager/kustomize): krusty's default options, load
-// restrictions lifted by kustomizeAllowAnyDirectory.
-func kustomizeBuild(dir string, anyDir bool) ([]byte, error) {
+// kustomizeBuild renders the kustomization in dir (relative to odir) as
+// Zarf does (src/internal/packager/kustomize): krusty's default options,
+// load restrictions lifted by kustomizeAllowAnyDirectory. Its files are
+// read through odir (kustomizeFS): it may reach no file outside it, and
+// what it reads and renders is bounded.
+func (c *converter) kustomizeBuild(dir string, anyDir bool) ([]byte, error) {
 	opts := krusty.MakeDefaultOptions()
 	if anyDir {
 		opts.LoadRestrictions = krustytypes.LoadRestrictionsNone
 	}
-	res, err := krusty.MakeKustomizer(opts).Run(filesys.MakeFsOnDisk(), dir)
+	if c.kfs == nil {
+		kfs, err := newKustomizeFS(c.root, c.odir)
+		if err != nil {
+			return nil, err
+		}
+		c.kfs = kfs
+	}
+	res, err := krusty.MakeKustomizer(opts).Run(c.kfs, filepath.Join(c.odir, filepath.FromSlash(dir)))
 	if err != nil {
 		return nil, err
 	}
-	return res.AsYaml()
+	y, err := res.AsYaml()
+	if err != nil {
+		return nil, err
+	}
+	if c.rendered += int64(len(y)); c.rendered > artifact.MaxManifestBundleSize {
+		return nil, fmt.Errorf("the kustomizations render more than %s bytes together", count(artifact.MaxManifestBundleSize))
+	}
+	return y, nil
 }
 
 func shaCheck(sum, p string) string {
@@ -319,7 +352,7 @@ func (c *converter) fileEntry(n *yaml.Node, field string, idx int) ([]ferryFile,
 	}
 	c.gap(o.line("target"), o.f("target"), fmt.Sprintf("zarf package deploy writes it to %s on the machine that deploys", target), "ferry carries it with its target and mode and writes it nowhere: take it out on the machine that needs it (`ferry package inspect` lists it; see examples/node-files)")
 	if syms, _, _ := c.strs(o, "symlinks"); len(syms) > 0 {
-		c.gap(o.line("symlinks"), o.f("symlinks"), "symbolic links to the file: "+strings.Join(syms, ", "), "none: make them where the file is taken out")
+		c.gap(o.line("symlinks"), o.f("symlinks"), "symbolic links to the file: "+firstOf(syms), "none: make them where the file is taken out")
 	}
 	if c.built {
 		// Zarf stored it (downloaded, extracted) as files/IDX/BASE(target),
@@ -344,72 +377,93 @@ func (c *converter) fileEntry(n *yaml.Node, field string, idx int) ([]ferryFile,
 		return nil, err
 	}
 	if sum != "" {
-		abs := filepath.Join(c.odir, filepath.FromSlash(p))
-		if fi, err := os.Stat(abs); err == nil && !fi.IsDir() {
-			if err := checkSHA256(abs, sum); err != nil {
-				return nil, c.errf(o.line("shasum"), o.f("shasum"), "%v (zarf package create aborts too)", err)
-			}
+		err := c.checkSHA256(p, sum)
+		switch {
+		case errors.Is(err, errShasum):
+			return nil, c.errf(o.line("shasum"), o.f("shasum"), "%v (zarf package create aborts too)", err)
+		case err != nil && !errors.Is(err, errIsFolder) && !errors.Is(err, fs.ErrNotExist):
+			return nil, c.errf(o.line("source"), o.f("source"), "%v", err)
 		}
 	}
 	return c.localFiles(o, p, target, mode)
 }
 
 // localFiles is the ferry files of the file or folder p (relative to
-// odir): mode for a file (-1: its own), each its own below a folder.
+// odir): mode for a file (-1: its own), each its own below a folder. It is
+// read through odir; a folder's entries count to MaxFiles.
 func (c *converter) localFiles(o *object, p, target string, mode fileMode) ([]ferryFile, error) {
-	abs := filepath.Join(c.odir, filepath.FromSlash(p))
-	fi, err := os.Stat(abs)
+	f, fi, err := c.open(p)
 	if err != nil {
 		return nil, c.errf(o.line("source"), o.f("source"), "%v", err)
 	}
+	f.Close()
 	if !fi.IsDir() {
+		if c.nfiles++; c.nfiles > MaxFiles {
+			return nil, c.errf(o.line("source"), o.f("source"), "more than %s files in the files entries", count(MaxFiles))
+		}
 		if mode < 0 {
 			mode = fileMode(fi.Mode().Perm())
 		}
-		c.scanTokens(abs)
+		if err := c.scanTokens(p); err != nil {
+			return nil, c.errf(o.line("source"), o.f("source"), "%v", err)
+		}
 		return []ferryFile{{Source: p, Target: target, Mode: mode}}, nil
 	}
 	// A folder: Zarf copies it whole to target; ferry carries files.
 	var out []ferryFile
-	err = filepath.WalkDir(abs, func(fp string, d fs.DirEntry, err error) error {
+	var links []string
+	err = fs.WalkDir(c.fsys(), p, func(fp string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
+		if c.nfiles++; c.nfiles > MaxFiles {
+			return fmt.Errorf("more than %s files and folders in the files entries", count(MaxFiles))
+		}
 		if d.Type()&fs.ModeSymlink != 0 {
-			c.gap(o.line("source"), o.f("source"), "a symbolic link in the folder: "+fp, "left out: ferry carries regular files")
+			links = append(links, fp)
 			return nil
 		}
 		if !d.Type().IsRegular() {
 			return nil
 		}
-		r, _ := filepath.Rel(abs, fp)
 		info, err := d.Info()
 		if err != nil {
 			return err
 		}
-		out = append(out, ferryFile{Source: path.Join(p, filepath.ToSlash(r)), Target: path.Join(target, filepath.ToSlash(r)), Mode: fileMode(info.Mode().Perm())})
-		c.scanTokens(fp)
-		return nil
+		r := strings.TrimPrefix(strings.TrimPrefix(fp, p), "/")
+		out = append(out, ferryFile{Source: fp, Target: path.Join(target, r), Mode: fileMode(info.Mode().Perm())})
+		return c.scanTokens(fp)
 	})
 	if err != nil {
-		return nil, c.errf(o.line("source"), o.f("source"), "%v", err)
+		return nil, c.errf(o.line("source"), o.f("source"), "%v", pathError(err))
+	}
+	if len(links) > 0 {
+		c.gap(o.line("source"), o.f("source"), fmt.Sprintf("%s in the folder: %s", plural(len(links), "symbolic link"), firstOf(links)), "left out: ferry carries regular files")
 	}
 	c.gap(o.line("source"), o.f("source"), fmt.Sprintf("a folder (%d files)", len(out)), "one ferry file per regular file below it, each with its target under "+target+" and its own mode")
 	return out, nil
 }
 
-func checkSHA256(p, want string) error {
-	f, err := os.Open(p)
+// errShasum is a local file whose sha256 is not the shasum zarf.yaml gives.
+var errShasum = errors.New("sha256 mismatch")
+
+// checkSHA256 hashes the regular file p (relative to odir), read through
+// odir up to the size it had when opened.
+func (c *converter) checkSHA256(p, want string) error {
+	f, fi, err := c.open(p)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
+	if fi.IsDir() {
+		return errIsFolder
+	}
 	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return err
+	if _, err := io.Copy(h, io.LimitReader(f, fi.Size())); err != nil {
+		return pathError(err)
 	}
 	if got := hex.EncodeToString(h.Sum(nil)); !strings.EqualFold(got, want) {
-		return fmt.Errorf("%s has sha256 %s, not %s", p, got, want)
+		return fmt.Errorf("%w: %s has sha256 %s, not %s", errShasum, c.display(p), got, clip(want))
 	}
 	return nil
 }
@@ -450,73 +504,4 @@ func (c *converter) repo(n *yaml.Node, field string) (*ferryRepo, error) {
 		r.Ref = strings.TrimPrefix(ref, "+")
 	}
 	return r, nil
-}
-
-// zarfToken is a deploy-time Zarf template: variables, constants and
-// Zarf's own values (###ZARF_REGISTRY###, ###ZARF_GIT_PUSH###…).
-var zarfToken = regexp.MustCompile(`###ZARF_[A-Z0-9_]+###`)
-
-// scanTokens reports, once per file and template, the deploy-time Zarf
-// templates a text file holds (zarf package deploy replaces them in
-// manifests, values files and files; ferry deploys them as they are).
-func (c *converter) scanTokens(p string) {
-	fi, err := os.Stat(p)
-	if err != nil {
-		return
-	}
-	if fi.IsDir() {
-		_ = filepath.WalkDir(p, func(fp string, d fs.DirEntry, err error) error {
-			if err == nil && d.Type().IsRegular() {
-				switch strings.ToLower(filepath.Ext(fp)) {
-				case ".yaml", ".yml", ".json":
-					c.scanTokens(fp)
-				}
-			}
-			return nil
-		})
-		return
-	}
-	if !fi.Mode().IsRegular() || fi.Size() > maxTokenScan {
-		return
-	}
-	data, err := os.ReadFile(p)
-	if err != nil {
-		return
-	}
-	c.scanBytes(p, data)
-}
-
-func (c *converter) scanBytes(p string, data []byte) {
-	if c.scanned[p] || bytes.IndexByte(data, 0) >= 0 {
-		return
-	}
-	c.scanned[p] = true
-	name := p
-	if r, err := filepath.Rel(c.odir, p); err == nil && filepath.IsLocal(r) {
-		name = filepath.Join(c.odir, r)
-	}
-	seen := map[string]bool{}
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	sc.Buffer(make([]byte, 64<<10), maxTokenScan)
-	for line := 1; sc.Scan(); line++ {
-		for _, tok := range zarfToken.FindAllString(sc.Text(), -1) {
-			if seen[tok] {
-				continue
-			}
-			seen[tok] = true
-			c.tokenGaps = append(c.tokenGaps, Gap{File: name, Line: line, What: tok + " is replaced by zarf package deploy", Nearest: tokenNearest(tok)})
-		}
-	}
-}
-
-func tokenNearest(tok string) string {
-	switch {
-	case strings.HasPrefix(tok, "###ZARF_VAR_"), strings.HasPrefix(tok, "###ZARF_CONST_"):
-		return "ferry deploys it as it is: write the value, or make it a chart value set with `ferry deploy --set`"
-	case tok == "###ZARF_REGISTRY###":
-		return "ferry rewrites workload images to its registry itself: write the image's original reference"
-	case strings.HasPrefix(tok, "###ZARF_GIT"):
-		return "ferry points Flux and Argo CD objects at its git server itself: write the repository's original URL"
-	}
-	return "ferry deploys it as it is: write the value it stands for"
 }

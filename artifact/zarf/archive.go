@@ -1,0 +1,281 @@
+package zarf
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"io/fs"
+	"os"
+	"regexp"
+	"strings"
+	"syscall"
+
+	"github.com/klauspost/compress/zstd"
+
+	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/internal/confine"
+)
+
+// splitHeader is the .part000 of a multi-part package (Zarf's
+// src/internal/split): the whole's sha256 and size, and how many parts
+// (.part001 …) hold it, every one but the last of the same size.
+type splitHeader struct {
+	Sha256Sum string
+	Bytes     int64
+	Count     int
+}
+
+var sha256Hex = regexp.MustCompile(`^[0-9a-f]{64}$`)
+
+// archive is the tar stream of a built package, opened by openArchive.
+type archive struct {
+	r     io.Reader      // the tar, decompressed
+	parts *checkedReader // a multi-part package's parts, hashed as read
+	zr    *zstd.Decoder  // when zstd-compressed
+	files []*os.File
+}
+
+func (a *archive) Close() {
+	if a.zr != nil {
+		a.zr.Close()
+	}
+	for _, f := range a.files {
+		f.Close()
+	}
+}
+
+// finish reads a multi-part package to its end (the tar stops short of it)
+// and checks its sha256 again: parts changed since openArchive checked them
+// are refused.
+func (a *archive) finish() error {
+	if a.parts == nil {
+		return nil
+	}
+	_, err := io.Copy(io.Discard, a.parts)
+	return err
+}
+
+// openArchive opens the package's tar stream: zstd or plain, one file or
+// the parts that .part000 describes. Every file is opened without blocking
+// and must be a regular file (a part, not even a link to one). A
+// multi-part package is checked whole before anything is read from it:
+// at most MaxParts parts, each of the size Zarf gives parts, adding up to
+// the header's Bytes and hashing to its Sha256Sum; the first mismatch
+// stops it. As the package archive reader's, the stream is bounded: a
+// zstd frame may declare a window of at most artifact.MaxZstdWindow, and
+// the stream may give at most artifact.MaxExpansion times the bytes read
+// from disk (past artifact.MaxManifestSize), so a bomb is refused before
+// it fills the disk.
+func openArchive(name string) (_ *archive, err error) {
+	a := &archive{}
+	defer func() {
+		if err != nil {
+			a.Close()
+		}
+	}()
+	var r io.Reader
+	if base, ok := strings.CutSuffix(name, ".part000"); ok {
+		if a.parts, err = a.openParts(name, base); err != nil {
+			return nil, err
+		}
+		r = a.parts
+	} else {
+		f, _, err := openRegular(name, true)
+		if err != nil {
+			return nil, err
+		}
+		a.files = append(a.files, f)
+		r = f
+	}
+	counted := &countingReader{r: r}
+	br := bufio.NewReader(counted)
+	if magic, _ := br.Peek(4); bytes.Equal(magic, []byte{0x28, 0xb5, 0x2f, 0xfd}) {
+		a.zr, err = zstd.NewReader(br, zstd.WithDecoderConcurrency(1),
+			zstd.WithDecoderMaxWindow(artifact.MaxZstdWindow), zstd.WithDecoderMaxMemory(artifact.MaxZstdWindow*4))
+		if err != nil {
+			return nil, err
+		}
+		a.r = &expansionLimit{r: a.zr, in: counted}
+		return a, nil
+	}
+	a.r = br
+	return a, nil
+}
+
+// openParts checks the parts .part000 (header) describes and returns
+// their stream.
+func (a *archive) openParts(header, base string) (*checkedReader, error) {
+	f, _, err := openRegular(header, true)
+	if err != nil {
+		return nil, err
+	}
+	data, err := confine.ReadAll(f, header, artifact.MaxManifestSize)
+	f.Close()
+	if err != nil {
+		return nil, err
+	}
+	var h splitHeader
+	if err := json.Unmarshal(data, &h); err != nil || h.Count < 1 || h.Bytes < 1 || !sha256Hex.MatchString(h.Sha256Sum) {
+		return nil, fmt.Errorf("%s is not the header of a multi-part Zarf package (JSON naming the parts' Count, Bytes and Sha256Sum)", header)
+	}
+	if h.Count > MaxParts {
+		return nil, fmt.Errorf("%s names %s parts, more than %s", header, count(h.Count), count(MaxParts))
+	}
+	var readers []io.Reader
+	var total, size int64
+	for i := 1; i <= h.Count; i++ {
+		p := fmt.Sprintf("%s.part%03d", base, i)
+		f, fi, err := openRegular(p, false)
+		if err != nil {
+			return nil, fmt.Errorf("part %d of %d: %w", i, h.Count, err)
+		}
+		a.files = append(a.files, f)
+		if i == 1 {
+			size = fi.Size()
+		}
+		total += fi.Size()
+		switch {
+		case fi.Size() == 0 || fi.Size() > size || i < h.Count && fi.Size() != size:
+			return nil, fmt.Errorf("%w: %s is %d bytes; the parts before the last are of one size (%d), the last at most that", ErrIntegrity, p, fi.Size(), size)
+		case total > h.Bytes:
+			return nil, fmt.Errorf("%w: the parts up to %s hold %d bytes, more than the %d %s records", ErrIntegrity, p, total, h.Bytes, header)
+		}
+		readers = append(readers, io.LimitReader(f, fi.Size()))
+	}
+	if total != h.Bytes {
+		return nil, fmt.Errorf("%w: the parts hold %d bytes, %s records %d", ErrIntegrity, total, header, h.Bytes)
+	}
+	// The whole is hashed before a byte of it is extracted.
+	sum := sha256.New()
+	if n, err := io.Copy(sum, io.MultiReader(readers...)); err != nil || n != total {
+		return nil, fmt.Errorf("reading the parts of %s: %d of %d bytes: %v", header, n, total, pathError(err))
+	}
+	if got := hex.EncodeToString(sum.Sum(nil)); got != h.Sha256Sum {
+		return nil, fmt.Errorf("%w: the parts hold sha256 %s, %s records %s", ErrIntegrity, got, header, h.Sha256Sum)
+	}
+	readers = readers[:0]
+	for _, f := range a.files {
+		if _, err := f.Seek(0, io.SeekStart); err != nil {
+			return nil, err
+		}
+		fi, err := f.Stat()
+		if err != nil {
+			return nil, err
+		}
+		readers = append(readers, io.LimitReader(f, fi.Size()))
+	}
+	return &checkedReader{r: io.MultiReader(readers...), h: sha256.New(), want: h.Sha256Sum, size: h.Bytes, name: header}, nil
+}
+
+// ReadDefinition reads the zarf.yaml at path, for Convert: a regular file
+// (a FIFO or a device is refused without blocking) of at most
+// artifact.MaxDefinitionSize bytes.
+func ReadDefinition(path string) ([]byte, error) {
+	f, fi, err := openRegular(path, true)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if fi.Size() > artifact.MaxDefinitionSize {
+		return nil, fmt.Errorf("%s is %w: %d bytes, more than %d", path, confine.ErrTooLarge, fi.Size(), artifact.MaxDefinitionSize)
+	}
+	data, err := confine.ReadAll(f, path, artifact.MaxDefinitionSize)
+	return data, pathError(err)
+}
+
+// openRegular opens the file p for reading without blocking (a FIFO
+// nobody writes to) and refuses anything but a regular file; with follow
+// false, a symbolic link too (it is not followed).
+func openRegular(p string, follow bool) (*os.File, fs.FileInfo, error) {
+	flags := os.O_RDONLY | syscall.O_NONBLOCK
+	if !follow {
+		flags |= syscall.O_NOFOLLOW
+	}
+	f, err := os.OpenFile(p, flags, 0)
+	if errors.Is(err, syscall.ELOOP) && !follow {
+		return nil, nil, fmt.Errorf("%s is a symbolic link, not a regular file", p)
+	}
+	if err != nil {
+		return nil, nil, pathError(err)
+	}
+	fi, err := f.Stat()
+	if err == nil && !fi.Mode().IsRegular() {
+		err = fmt.Errorf("%s is not a regular file (%s)", p, fileType(fi.Mode()))
+	}
+	if err != nil {
+		f.Close()
+		return nil, nil, pathError(err)
+	}
+	return f, fi, nil
+}
+
+// fileType says what a file that is not regular is.
+func fileType(m fs.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "a folder"
+	case m&fs.ModeNamedPipe != 0:
+		return "a named pipe"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	case m&fs.ModeDevice != 0:
+		return "a device"
+	}
+	return m.Type().String()
+}
+
+// countingReader counts the bytes read through it.
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// expansionLimit refuses a decompressed stream that gives more than
+// artifact.MaxExpansion times the compressed bytes read (past
+// artifact.MaxManifestSize).
+type expansionLimit struct {
+	r   io.Reader
+	in  *countingReader
+	out int64
+}
+
+func (e *expansionLimit) Read(p []byte) (int, error) {
+	n, err := e.r.Read(p)
+	e.out += int64(n)
+	if e.out > artifact.MaxManifestSize && e.out > artifact.MaxExpansion*e.in.n {
+		return n, fmt.Errorf("%w: it expands to more than %d times its size (a zstd bomb?)", artifact.ErrCorrupt, artifact.MaxExpansion)
+	}
+	return n, err
+}
+
+// checkedReader checks the sha256 and size of a multi-part package at EOF.
+type checkedReader struct {
+	r          io.Reader
+	h          hash.Hash
+	want, name string
+	size, n    int64
+}
+
+func (c *checkedReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.h.Write(p[:n])
+	c.n += int64(n)
+	if err == io.EOF {
+		if got := hex.EncodeToString(c.h.Sum(nil)); got != c.want || c.n != c.size {
+			return n, fmt.Errorf("%w: the parts changed while read: they hold %d bytes of sha256 %s, %s records %d bytes of %s", ErrIntegrity, c.n, got, c.name, c.size, c.want)
+		}
+	}
+	return n, err
+}
