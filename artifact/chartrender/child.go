@@ -2,10 +2,14 @@ package chartrender
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/gob"
+	"errors"
 	"fmt"
 	"io"
 	"time"
+
+	"helm.sh/helm/v3/pkg/chart/loader"
 
 	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/artifact/chart"
@@ -33,42 +37,53 @@ func ServeChild(r io.Reader, w io.Writer) error {
 		if err := gob.NewDecoder(bytes.NewReader(msg)).Decode(&req); err != nil {
 			return fmt.Errorf("chart renderer: read a request: %w", err)
 		}
-		msg = nil
-		var out bytes.Buffer
-		if err := gob.NewEncoder(&out).Encode(answerOf(req)); err != nil {
+		bulk := make([][]byte, req.Bulk)
+		for i := range bulk {
+			if bulk[i], err = childproc.ReadMessage(r, 0); err != nil {
+				return fmt.Errorf("chart renderer: read a request: %w", err)
+			}
+		}
+		answer := answerOf(req, bulk)
+		bulk = nil
+		if err := childproc.WriteMessage(w, answer.encode()); err != nil {
 			return fmt.Errorf("chart renderer: write an answer: %w", err)
 		}
-		if err := childproc.WriteMessage(w, out.Bytes()); err != nil {
-			return fmt.Errorf("chart renderer: write an answer: %w", err)
-		}
-		out = bytes.Buffer{}
 	}
 }
 
 // request is one job for the child: package a chart (Package set), render
 // it as `helm template` does (Render), or render a release of it against a
-// cluster (Release).
+// cluster (Release). Its bytes — a chart's files or archive — travel apart
+// from it, as Bulk messages after it, so that neither side copies them.
 type request struct {
 	Package *packageRequest
 	Render  *renderRequest
 	Release *releaseRequest
 	// Output bounds what a rendering returns.
 	Output int64
+	// Bulk is how many messages of bytes follow the request.
+	Bulk int
 }
 
+// packageRequest asks for chart.Package of a folder's files, named here,
+// their bytes the bulk in order; or, if Archive, of the archive that is the
+// bulk's one message.
 type packageRequest struct {
-	Source chart.Source
-	MTime  time.Time
+	Names   []string
+	Archive bool
+	MTime   time.Time
 }
 
+// renderRequest asks for a rendering of the chart archive that is the
+// bulk's one message.
 type renderRequest struct {
-	Archive                      []byte
 	Name, Namespace, KubeVersion string
 	Values                       *value
 }
 
+// releaseRequest asks for a release's rendering against a cluster, of the
+// chart archive that is the bulk's one message.
 type releaseRequest struct {
-	Archive         []byte
 	Cluster         Cluster
 	Name, Namespace string
 	Values          *value
@@ -85,20 +100,26 @@ type answer struct {
 	OverOutput bool
 }
 
-func answerOf(req request) (a answer) {
+func answerOf(req request, bulk [][]byte) (a answer) {
 	var err error
 	switch {
-	case req.Package != nil:
-		a.Archive, a.Config, err = chart.Package(req.Package.Source, req.Package.MTime)
-	case req.Render != nil:
+	case req.Package != nil && req.Package.Archive && len(bulk) == 1:
+		a.Archive, a.Config, err = chart.Package(chart.Source{Archive: bulk[0]}, req.Package.MTime)
+	case req.Package != nil && len(bulk) == len(req.Package.Names):
+		files := make([]*loader.BufferedFile, len(bulk))
+		for i, data := range bulk {
+			files[i] = &loader.BufferedFile{Name: req.Package.Names[i], Data: data}
+		}
+		a.Archive, a.Config, err = chart.Package(chart.Source{Files: files}, req.Package.MTime)
+	case req.Render != nil && len(bulk) == 1:
 		r := req.Render
-		a.Manifests, err = render(r.Archive, artifact.ChartRelease{Name: r.Name, Namespace: r.Namespace, KubeVersion: r.KubeVersion, Values: r.Values.tree()})
-	case req.Release != nil:
-		if a.OverOutput, err = renderRelease(req.Release, req.Output); a.OverOutput {
+		a.Manifests, err = render(bulk[0], artifact.ChartRelease{Name: r.Name, Namespace: r.Namespace, KubeVersion: r.KubeVersion, Values: r.Values.tree()})
+	case req.Release != nil && len(bulk) == 1:
+		if a.OverOutput, err = renderRelease(bulk[0], req.Release, req.Output); a.OverOutput {
 			return answer{OverOutput: true}
 		}
 	default:
-		err = fmt.Errorf("an empty request")
+		err = fmt.Errorf("a malformed request")
 	}
 	if err != nil {
 		return answer{Err: oneLine(err).Error()}
@@ -111,6 +132,89 @@ func answerOf(req request) (a answer) {
 		return answer{OverOutput: true}
 	}
 	return a
+}
+
+// answerHead is an answer without its bytes, which follow it in its
+// message: the archive, the config, then each manifest's data.
+type answerHead struct {
+	Archive, Config int
+	Manifests       []manifestHead
+	Err             string
+	OverOutput      bool
+}
+
+type manifestHead struct {
+	Source string
+	Test   bool
+	Size   int
+}
+
+// encode is the answer as one message: its head's length (8 bytes, big
+// endian), its head (gob), then its bytes.
+func (a answer) encode() []byte {
+	head := answerHead{Archive: len(a.Archive), Config: len(a.Config), Err: a.Err, OverOutput: a.OverOutput}
+	size := len(a.Archive) + len(a.Config)
+	for _, m := range a.Manifests {
+		head.Manifests = append(head.Manifests, manifestHead{Source: m.Source, Test: m.Test, Size: len(m.Data)})
+		size += len(m.Data)
+	}
+	var buf bytes.Buffer
+	buf.Write(make([]byte, 8))
+	if err := gob.NewEncoder(&buf).Encode(head); err != nil {
+		return (answer{Err: "chart renderer: " + err.Error()}).encode()
+	}
+	binary.BigEndian.PutUint64(buf.Bytes()[:8], uint64(buf.Len()-8))
+	buf.Grow(size)
+	buf.Write(a.Archive)
+	buf.Write(a.Config)
+	for _, m := range a.Manifests {
+		buf.Write(m.Data)
+	}
+	return buf.Bytes()
+}
+
+// decodeAnswer reads an answer encode wrote; its bytes are msg's, not
+// copied.
+func decodeAnswer(msg []byte) (answer, error) {
+	if len(msg) < 8 {
+		return answer{}, errors.New("an answer cut short")
+	}
+	n := binary.BigEndian.Uint64(msg[:8])
+	if n > uint64(len(msg)-8) {
+		return answer{}, errors.New("an answer cut short")
+	}
+	var head answerHead
+	if err := gob.NewDecoder(bytes.NewReader(msg[8 : 8+n])).Decode(&head); err != nil {
+		return answer{}, err
+	}
+	rest := msg[8+n:]
+	take := func(size int) ([]byte, error) {
+		if size < 0 || size > len(rest) {
+			return nil, errors.New("an answer cut short")
+		}
+		b := rest[:size:size]
+		rest = rest[size:]
+		return b, nil
+	}
+	a := answer{Err: head.Err, OverOutput: head.OverOutput}
+	var err error
+	if a.Archive, err = take(head.Archive); err != nil {
+		return answer{}, err
+	}
+	if a.Config, err = take(head.Config); err != nil {
+		return answer{}, err
+	}
+	for _, m := range head.Manifests {
+		data, err := take(m.Size)
+		if err != nil {
+			return answer{}, err
+		}
+		a.Manifests = append(a.Manifests, artifact.RenderedManifest{Source: m.Source, Test: m.Test, Data: data})
+	}
+	if len(rest) > 0 {
+		return answer{}, errors.New("an answer with bytes past its end")
+	}
+	return a, nil
 }
 
 // value carries chart values through gob exactly: gob alone would give

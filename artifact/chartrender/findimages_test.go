@@ -32,7 +32,7 @@ var limited = &chartrender.Limited{}
 
 var opts = artifact.FindImagesOptions{Charts: limited, Render: limited}
 
-func writeFile(t *testing.T, p, body string) {
+func writeFile(t testing.TB, p, body string) {
 	t.Helper()
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 		t.Fatal(err)
@@ -93,7 +93,7 @@ func pushChart(t *testing.T, repoRef, name, version, image string) {
 	}
 }
 
-func load(t *testing.T, dir string) *artifact.Definition {
+func load(t testing.TB, dir string) *artifact.Definition {
 	t.Helper()
 	def, err := artifact.LoadDefinition(dir)
 	if err != nil {

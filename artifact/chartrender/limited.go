@@ -70,7 +70,16 @@ func (l *Limited) PackageChart(ctx context.Context, fsys fs.FS, name string, mti
 	if err != nil {
 		return nil, nil, err
 	}
-	a, err := l.call(ctx, request{Package: &packageRequest{Source: src, MTime: mtime}}, true)
+	req := &packageRequest{Archive: src.Archive != nil, MTime: mtime}
+	bulk := [][]byte{src.Archive}
+	if !req.Archive {
+		bulk = bulk[:0]
+		for _, f := range src.Files {
+			req.Names = append(req.Names, f.Name)
+			bulk = append(bulk, f.Data)
+		}
+	}
+	a, err := l.call(ctx, request{Package: req}, bulk, true)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -91,8 +100,8 @@ func (l *Limited) RenderChart(ctx context.Context, archive []byte, rel artifact.
 		return nil, fmt.Errorf("values: %w", err)
 	}
 	a, err := l.call(ctx, request{Render: &renderRequest{
-		Archive: archive, Name: rel.Name, Namespace: rel.Namespace, KubeVersion: rel.KubeVersion, Values: values,
-	}}, true)
+		Name: rel.Name, Namespace: rel.Namespace, KubeVersion: rel.KubeVersion, Values: values,
+	}}, [][]byte{archive}, true)
 	if err != nil {
 		return nil, err
 	}
@@ -112,17 +121,16 @@ func (l *Limited) Close() error {
 	return err
 }
 
-// call has the child answer req, the kept one if keep, else one started
-// for it. A child that fails is ended: the kept one is replaced at the
-// next call.
-func (l *Limited) call(ctx context.Context, req request, keep bool) (answer, error) {
+// call has the child answer req, whose bytes are bulk, the kept child if
+// keep, else one started for it. A child that fails is ended: the kept
+// one is replaced at the next call.
+func (l *Limited) call(ctx context.Context, req request, bulk [][]byte, keep bool) (answer, error) {
 	lim := l.Limits.withDefaults()
-	req.Output = lim.Output
+	req.Output, req.Bulk = lim.Output, len(bulk)
 	var buf bytes.Buffer
 	if err := gob.NewEncoder(&buf).Encode(req); err != nil {
 		return answer{}, fmt.Errorf("chart renderer: %w", err)
 	}
-	req = request{} // the request's bytes are all the child needs
 	var proc *childproc.Proc
 	if keep {
 		l.mu.Lock()
@@ -140,8 +148,7 @@ func (l *Limited) call(ctx context.Context, req request, keep bool) (answer, err
 			defer proc.Close()
 		}
 	}
-	msg, err := proc.Call(ctx, buf.Bytes())
-	buf = bytes.Buffer{}
+	msg, err := proc.Call(ctx, append([][]byte{buf.Bytes()}, bulk...)...)
 	if err != nil {
 		if keep {
 			l.proc = nil
@@ -149,8 +156,8 @@ func (l *Limited) call(ctx context.Context, req request, keep bool) (answer, err
 		proc.Close()
 		return answer{}, refusal(err, lim, proc.PeakRSS())
 	}
-	var a answer
-	if err := gob.NewDecoder(bytes.NewReader(msg)).Decode(&a); err != nil {
+	a, err := decodeAnswer(msg)
+	if err != nil {
 		return answer{}, fmt.Errorf("chart renderer: its answer: %w", err)
 	}
 	switch {

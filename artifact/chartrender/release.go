@@ -54,8 +54,8 @@ func (l *Limited) RenderRelease(ctx context.Context, archive []byte, rel Release
 		return fmt.Errorf("values: %w", err)
 	}
 	_, err = l.call(ctx, request{Release: &releaseRequest{
-		Archive: archive, Cluster: l.Cluster, Name: rel.Name, Namespace: rel.Namespace, Values: values, Upgrade: rel.Upgrade,
-	}}, false)
+		Cluster: l.Cluster, Name: rel.Name, Namespace: rel.Namespace, Values: values, Upgrade: rel.Upgrade,
+	}}, [][]byte{archive}, false)
 	return err
 }
 
@@ -65,8 +65,8 @@ func (l *Limited) RenderRelease(ctx context.Context, archive []byte, rel Release
 // release's history, `lookup`), never written.
 // It reports whether the rendering was more than output bytes (and then
 // not parsed).
-func renderRelease(r *releaseRequest, output int64) (over bool, err error) {
-	ch, err := loader.LoadArchive(bytes.NewReader(r.Archive))
+func renderRelease(archive []byte, r *releaseRequest, output int64) (over bool, err error) {
+	ch, err := loader.LoadArchive(bytes.NewReader(archive))
 	if err != nil {
 		return false, err
 	}

@@ -40,13 +40,14 @@ func Start(ctx context.Context, name string, args []string, opts RunOptions) (*P
 // reason, before it answered.
 var ErrExited = errors.New("the child exited before it answered")
 
-// Call sends req to the child, as one message, and returns its answer,
-// one message, within Limits.Time and Limits.Output. Past a limit, when the
+// Call sends msgs to the child, each as one message (written from the
+// slices given, never copied), and returns its answer, one message, within
+// Limits.Time and Limits.Output. Past a limit, when the
 // child dies, or when ctx or Start's context is done, the child is killed
 // (with whatever it started) and the error says why: a *LimitError, an
 // *ExitError, a context's error; every later Call returns the same error.
 // Calls are serialized.
-func (p *Proc) Call(ctx context.Context, req []byte) ([]byte, error) {
+func (p *Proc) Call(ctx context.Context, msgs ...[]byte) ([]byte, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.err != nil {
@@ -63,7 +64,12 @@ func (p *Proc) Call(ctx context.Context, req []byte) ([]byte, error) {
 		defer timer.Stop()
 	}
 	var answer []byte
-	err := WriteMessage(p.c.stdin, req)
+	var err error
+	for _, m := range msgs {
+		if err = WriteMessage(p.c.stdin, m); err != nil {
+			break
+		}
+	}
 	if err == nil {
 		answer, err = ReadMessage(p.c.stdout, max(lim.Output, 0))
 	}
