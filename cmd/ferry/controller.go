@@ -16,6 +16,7 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/ferrypkg/ferry/artifact/chartrender"
 	"github.com/ferrypkg/ferry/deploy"
 	"github.com/ferrypkg/ferry/deploy/api/v1alpha1"
 	"github.com/ferrypkg/ferry/deploy/controller"
@@ -51,6 +52,7 @@ func newControllerCmd() *cobra.Command {
 		registry                    string
 		resync, driftCheck, gcQuiet time.Duration
 		leaderElect, verbose        bool
+		render                      renderFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "controller",
@@ -78,10 +80,19 @@ puts back what was changed or deleted by hand. Deleting a Package
 removes what it installed, then garbage-collects the registry: once for a
 batch of removals, when none has run for --gc-quiet.
 
+Before Helm installs or upgrades a chart in the controller, the chart is
+rendered as that install will render it (against the cluster, nothing
+written) in a child process within --render-memory and --render-timeout: a
+chart past a limit fails its Package's install, the reason on its status.
+
 Outside a Pod, --kubeconfig (or $KUBECONFIG) names the cluster.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cs, cfg, err := kube.clientConfig()
+			if err != nil {
+				return err
+			}
+			lim, err := render.limits()
 			if err != nil {
 				return err
 			}
@@ -118,6 +129,8 @@ Outside a Pod, --kubeconfig (or $KUBECONFIG) names the cluster.`,
 				Namespace: namespace, Registry: registry, Resync: resync, DriftCheck: driftCheck,
 				GCQuiet:  gcQuiet,
 				Recorder: mgr.GetEventRecorder(controller.Name),
+				// The child reaches the cluster as this process does.
+				Render: &chartrender.Limited{Limits: lim, Cluster: chartrender.Cluster{Kubeconfig: kube.kubeconfig, Context: kube.context}},
 			}
 			if err := r.SetupWithManager(mgr); err != nil {
 				return err
@@ -136,5 +149,6 @@ Outside a Pod, --kubeconfig (or $KUBECONFIG) names the cluster.`,
 	f.DurationVar(&gcQuiet, "gc-quiet", controller.DefaultGCQuiet, "how long the registry's garbage collection waits after the last removal (one collection for a batch)")
 	f.BoolVar(&leaderElect, "leader-elect", true, "run only while holding the Lease "+cluster.ControllerName+" (one controller at a time)")
 	f.BoolVarP(&verbose, "verbose", "v", false, "debug logs")
+	render.register(cmd)
 	return cmd
 }

@@ -9,8 +9,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ferrypkg/ferry/artifact"
-	"github.com/ferrypkg/ferry/artifact/chart"
-	"github.com/ferrypkg/ferry/artifact/chartrender"
 	"github.com/ferrypkg/ferry/artifact/gitrepo"
 	"github.com/ferrypkg/ferry/artifact/sbomexec"
 	"github.com/ferrypkg/ferry/cmd/ferry/internal/cli"
@@ -23,6 +21,7 @@ func newCreateCmd() *cobra.Command {
 		sbomFormat      string
 		partSize        string
 		remote          cli.RemoteFlags
+		render          renderFlags
 		file            cli.FileFlag
 		output          = cli.OutputFlag{WritesFile: true}
 	)
@@ -48,12 +47,20 @@ Registry credentials come from the docker config file (ferry registry login).
 Git repositories (components[].repositories) are resolved to a commit once;
 HTTP(S) credentials come from ~/.netrc ($NETRC), else from git's credential
 helpers (git credential fill, never a prompt); SSH uses the SSH agent and
-~/.ssh/known_hosts. None of them is written into the package.`,
+~/.ssh/known_hosts. None of them is written into the package.
+Charts are loaded (and, for findImages: true, rendered) in a child process,
+each within --render-memory and --render-timeout: a chart past a limit is
+refused, naming it.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := output.Validate(); err != nil {
 				return err
 			}
+			charts, err := render.renderer()
+			if err != nil {
+				return err
+			}
+			defer charts.Close()
 			switch format {
 			case "", "tar", "tar.zst":
 			default:
@@ -100,7 +107,7 @@ helpers (git credential fill, never a prompt); SSH uses the SSH agent and
 			if err != nil {
 				return err
 			}
-			opts := artifact.CreateOptions{Charts: chart.Packager{}, Render: chartrender.Renderer{}, SBOM: gen, Git: gitrepo.Fetcher{}, Output: file.Path, Format: artifact.Format(format), Remote: ro, Epoch: epoch}
+			opts := artifact.CreateOptions{Charts: charts, Render: charts, SBOM: gen, Git: gitrepo.Fetcher{}, Output: file.Path, Format: artifact.Format(format), Remote: ro, Epoch: epoch}
 			if opts.Output == "" && opts.Format != "" {
 				opts.Output = def.Metadata.Name + "-" + def.Metadata.Version + opts.Format.Ext()
 			}
@@ -114,7 +121,7 @@ helpers (git credential fill, never a prompt); SSH uses the SSH agent and
 			res, err := artifact.Create(cmd.Context(), def, opts)
 			done()
 			if err != nil {
-				return err
+				return renderAdvice(err)
 			}
 			var split *artifact.Parts
 			if parts > 0 {
@@ -158,6 +165,7 @@ helpers (git credential fill, never a prompt); SSH uses the SSH agent and
 	cmd.Flags().StringVar(&sbomFormat, "sbom-format", "", "SBOM format: spdx-json or cyclonedx-json (default: ferry.yaml's sbom.format, else spdx-json)")
 	cmd.Flags().StringVar(&partSize, "part-size", "", "write the package as parts of this size (see package split): 4.7G, 700M (decimal) or 4GiB (binary)")
 	output.Register(cmd)
+	render.register(cmd)
 	return cmd
 }
 

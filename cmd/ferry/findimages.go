@@ -10,8 +10,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ferrypkg/ferry/artifact"
-	"github.com/ferrypkg/ferry/artifact/chart"
-	"github.com/ferrypkg/ferry/artifact/chartrender"
 	"github.com/ferrypkg/ferry/cmd/ferry/internal/cli"
 	"github.com/ferrypkg/ferry/deploy"
 )
@@ -23,6 +21,7 @@ func newFindImagesCmd() *cobra.Command {
 		kubeVersion  string
 		remote       cli.RemoteFlags
 		output       cli.OutputFlag
+		render       renderFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "find-images [DIR|ferry.yaml]",
@@ -45,12 +44,21 @@ resources. Images that only test hooks (helm.sh/hook: test) use are shown
 apart and never added.
 
 --write adds the missing images to the components' images in ferry.yaml,
-keeping its comments and order. --check exits 1 when an image is missing.`,
+keeping its comments and order. --check exits 1 when an image is missing.
+
+Charts are loaded and rendered in a child process, each within
+--render-memory and --render-timeout, and to at most 64 MiB of manifests: a
+chart past a limit is refused, naming it.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := output.Validate(); err != nil {
 				return err
 			}
+			charts, err := render.renderer()
+			if err != nil {
+				return err
+			}
+			defer charts.Close()
 			src := "."
 			if len(args) == 1 {
 				src = args[0]
@@ -68,10 +76,10 @@ keeping its comments and order. --check exits 1 when an image is missing.`,
 				return err
 			}
 			found, err := artifact.FindImages(cmd.Context(), def, artifact.FindImagesOptions{
-				Charts: chart.Packager{}, Render: chartrender.Renderer{}, Remote: ro, Values: values, KubeVersion: kubeVersion,
+				Charts: charts, Render: charts, Remote: ro, Values: values, KubeVersion: kubeVersion,
 			})
 			if err != nil {
-				return err
+				return renderAdvice(err)
 			}
 			missing := map[string][]string{}
 			n := 0
@@ -105,6 +113,7 @@ keeping its comments and order. --check exits 1 when an image is missing.`,
 	cmd.Flags().StringVar(&kubeVersion, "kube-version", artifact.DefaultKubeVersion, "the Kubernetes version charts are rendered for (.Capabilities.KubeVersion)")
 	remote.RegisterTLS(cmd)
 	output.Register(cmd)
+	render.register(cmd)
 	return cmd
 }
 
