@@ -192,11 +192,21 @@ func assertNoOutput(t testing.TB, dir string) {
 	}
 }
 
-// A definition path that never ends (a device, a planted huge file) is
-// refused after MaxDefinitionSize bytes, not read whole.
+// A definition path that never ends (a device) is refused unread, a
+// planted huge file from its size.
 func TestLoadDefinitionBounded(t *testing.T) {
 	_, err := artifact.LoadDefinition("/dev/zero")
-	if !errors.Is(err, confine.ErrTooLarge) || strings.Contains(err.Error(), "\n") {
+	if !errors.Is(err, confine.ErrNotRegular) || strings.Contains(err.Error(), "\n") {
 		t.Fatalf("/dev/zero as a definition: %v", err)
+	}
+	big := filepath.Join(t.TempDir(), "ferry.yaml")
+	if err := os.WriteFile(big, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(big, artifact.MaxDefinitionSize+1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := artifact.LoadDefinition(big); !errors.Is(err, confine.ErrTooLarge) {
+		t.Fatalf("a definition over the bound: %v", err)
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -14,6 +16,7 @@ import (
 	"oras.land/oras-go/v2/registry/remote/credentials"
 	"oras.land/oras-go/v2/registry/remote/retry"
 
+	"github.com/ferrypkg/ferry/internal/confine"
 	"github.com/ferrypkg/ferry/internal/zerocopy"
 )
 
@@ -84,13 +87,41 @@ func (o RemoteOptions) plainHTTP(host string) bool {
 	return o.PlainHTTP || (o.TLS == nil && isLoopback(host))
 }
 
+// MaxDockerConfigSize bounds the docker config file (4 MiB; one with a
+// hundred registries' credentials is a few KiB).
+const MaxDockerConfigSize = 4 << 20
+
+// DockerCredentials is the docker config file's credential store
+// ($DOCKER_CONFIG/config.json, else ~/.docker/config.json), as docker,
+// oras and helm read it, once the file is checked: a regular file of at
+// most MaxDockerConfigSize, for the store reads it whole.
+func DockerCredentials(opt credentials.StoreOptions) (*credentials.DynamicStore, error) {
+	dir := os.Getenv("DOCKER_CONFIG")
+	if dir == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return nil, fmt.Errorf("docker config: %w", err)
+		}
+		dir = filepath.Join(home, ".docker")
+	}
+	file := filepath.Join(dir, "config.json")
+	if err := confine.CheckPath(file, MaxDockerConfigSize); err != nil {
+		return nil, fmt.Errorf("docker config: %w", err)
+	}
+	store, err := credentials.NewStore(file, opt)
+	if err != nil {
+		return nil, fmt.Errorf("docker config %s: %w", file, err)
+	}
+	return store, nil
+}
+
 // client is the authenticating HTTP client o describes.
 func (o RemoteOptions) client() (*auth.Client, error) {
 	cred := o.Credential
 	if cred == nil {
-		store, err := credentials.NewStoreFromDocker(credentials.StoreOptions{})
+		store, err := DockerCredentials(credentials.StoreOptions{})
 		if err != nil {
-			return nil, fmt.Errorf("docker config: %w", err)
+			return nil, err
 		}
 		cred = credentials.Credential(store)
 	}

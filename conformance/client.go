@@ -18,6 +18,9 @@ type client struct {
 	base       *url.URL
 	hc         *http.Client
 	user, pass string
+	// maxBody bounds a response body read: a registry under test answering
+	// without end costs at most this much memory.
+	maxBody int64
 
 	mu     sync.Mutex
 	basic  bool
@@ -101,9 +104,12 @@ func (c *client) send(ctx context.Context, r request, u *url.URL, scope string) 
 		return nil, fmt.Errorf("%s %s: %w", r.Method, u.Path, err)
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
+	body, err := io.ReadAll(io.LimitReader(resp.Body, c.maxBody+1))
 	if err != nil {
 		return nil, fmt.Errorf("%s %s: reading body: %w", r.Method, u.Path, err)
+	}
+	if int64(len(body)) > c.maxBody {
+		return nil, fmt.Errorf("%s %s: the body is larger than %d bytes", r.Method, u.Path, c.maxBody)
 	}
 	return &response{Status: resp.StatusCode, Header: resp.Header, Body: body, URL: u}, nil
 }
@@ -156,7 +162,7 @@ func (c *client) authorize(ctx context.Context, challenge, scope string) error {
 			Token       string `json:"token"`
 			AccessToken string `json:"access_token"`
 		}
-		if err := json.NewDecoder(resp.Body).Decode(&tok); err != nil {
+		if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&tok); err != nil {
 			return fmt.Errorf("token from %s: %w", realm.Host, err)
 		}
 		if tok.Token == "" {

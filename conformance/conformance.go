@@ -57,6 +57,10 @@ func ParseWorkflow(s string) (Workflow, error) {
 // empty.
 const DefaultRepo = "ferry-conformance"
 
+// maxBodySlack is how much larger than the large blob a response body
+// may be (16 MiB: manifests and lists are far smaller).
+const maxBodySlack = 16 << 20
+
 // DefaultLargeBlobSize is the size of the large-blob upload when
 // Config.LargeBlobSize is 0.
 const DefaultLargeBlobSize = 32 << 20
@@ -288,6 +292,8 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		largeSize = DefaultLargeBlobSize
 	}
 	e.largeSize = largeSize
+	// The largest body a check reads back is the large blob's.
+	e.c.maxBody = max(largeSize, 0) + maxBodySlack
 
 	report := Report{URL: redact.URL(base.String()), Repo: e.prefix, Started: time.Now()}
 	for _, c := range catalog {

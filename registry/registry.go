@@ -22,6 +22,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"runtime/debug"
 	"sync"
 	"time"
@@ -37,6 +38,7 @@ import (
 	_ "github.com/distribution/distribution/v3/registry/storage/driver/s3-aws"
 
 	"github.com/ferrypkg/ferry/internal/authlimit"
+	"github.com/ferrypkg/ferry/internal/confine"
 	"github.com/ferrypkg/ferry/internal/fwdauth"
 )
 
@@ -139,9 +141,9 @@ func New(ctx context.Context, cfg Config, opts ...Option) (s *Server, err error)
 	}
 	s = &Server{cfg: cfg}
 	if cfg.TLSCertFile != "" {
-		cert, err := tls.LoadX509KeyPair(cfg.TLSCertFile, cfg.TLSKeyFile)
+		cert, err := confine.LoadKeyPair(cfg.TLSCertFile, cfg.TLSKeyFile)
 		if err != nil {
-			return nil, fmt.Errorf("registry: TLS key pair %s, %s: %w", cfg.TLSCertFile, cfg.TLSKeyFile, err)
+			return nil, fmt.Errorf("registry: TLS key pair: %w", err)
 		}
 		s.tlsConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	}
@@ -359,6 +361,26 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	return err
 }
 
+// MaxHtpasswdSize bounds the htpasswd file (4 MiB: some 40,000 bcrypt
+// entries).
+const MaxHtpasswdSize = 4 << 20
+
+// checkHtpasswd checks that an htpasswd file holds only user:bcrypt-hash
+// lines (and blank ones), as distribution's reader takes them.
+func checkHtpasswd(b []byte) error {
+	for i, line := range strings.Split(string(b), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		user, hash, ok := strings.Cut(line, ":")
+		if !ok || user == "" || !strings.HasPrefix(hash, "$2") {
+			return fmt.Errorf("line %d is not user:bcrypt-hash", i+1)
+		}
+	}
+	return nil
+}
+
 func (c Config) validate() error {
 	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
 		return errors.New("registry: TLS needs both a certificate and a key file")
@@ -366,12 +388,14 @@ func (c Config) validate() error {
 	if c.HTPasswdFile != "" {
 		// distribution creates a missing htpasswd file with a random admin
 		// password; we refuse instead.
-		fi, err := os.Stat(c.HTPasswdFile)
+		// distribution reads it whole, and again as it changes: it must be
+		// a regular file of a bounded size.
+		b, err := confine.ReadPath(c.HTPasswdFile, MaxHtpasswdSize)
 		if err != nil {
 			return fmt.Errorf("registry: htpasswd file: %w", err)
 		}
-		if fi.IsDir() {
-			return fmt.Errorf("registry: htpasswd file %s is a directory", c.HTPasswdFile)
+		if err := checkHtpasswd(b); err != nil {
+			return fmt.Errorf("registry: htpasswd file %s: %w", c.HTPasswdFile, err)
 		}
 	}
 	if c.S3 != nil {

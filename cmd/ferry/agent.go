@@ -19,6 +19,7 @@ import (
 	"github.com/ferrypkg/ferry/deploy/install"
 	"github.com/ferrypkg/ferry/deploy/upload"
 	"github.com/ferrypkg/ferry/internal/cluster"
+	"github.com/ferrypkg/ferry/internal/confine"
 	"github.com/ferrypkg/ferry/internal/kube"
 	"github.com/ferrypkg/ferry/internal/reach"
 )
@@ -85,6 +86,10 @@ Outside a Pod, --kubeconfig (or $KUBECONFIG) names the cluster.`,
 				}},
 			}
 			up := &upload.Server{Client: cs, Packages: pc, Namespace: namespace, Dir: uploadDir, MaxBytes: uploadMax, Logger: log}
+			// The key pair is checked before the agent says it serves.
+			if _, err := confine.LoadKeyPair(certFile, keyFile); err != nil {
+				return fmt.Errorf("--tls-cert/--tls-key: %w", err)
+			}
 			log.Info("serving", "addr", addr, "namespace", namespace, "registry", registry, "requireKnown", requireKnown, "uploads", uploadDir)
 			err = agent.Serve(cmd.Context(), wh, agent.ServeOptions{
 				Addr: addr, CertFile: certFile, KeyFile: keyFile, Logger: log,

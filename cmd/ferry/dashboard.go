@@ -15,6 +15,7 @@ import (
 
 	"github.com/ferrypkg/ferry/deploy/dashboard"
 	"github.com/ferrypkg/ferry/internal/cluster"
+	"github.com/ferrypkg/ferry/internal/confine"
 )
 
 func newDashboardCmd() *cobra.Command {
@@ -69,7 +70,7 @@ the names it is reached by.`,
 			hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, ErrorLog: nil}
 			scheme := "http"
 			if certFile != "" {
-				cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+				cert, err := confine.LoadKeyPair(certFile, keyFile)
 				if err != nil {
 					return fmt.Errorf("--tls-cert/--tls-key: %w", err)
 				}
@@ -117,8 +118,10 @@ the names it is reached by.`,
 // dashboardClusters are the kubeconfig's contexts to show, each with its
 // own REST configuration.
 func dashboardClusters(kube *kubeFlags, contexts []string, all bool) ([]dashboard.Cluster, error) {
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = kube.kubeconfig
+	rules, err := kube.rules()
+	if err != nil {
+		return nil, err
+	}
 	raw, err := rules.Load()
 	if err != nil {
 		return nil, fmt.Errorf("kubeconfig: %w", err)

@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -132,7 +131,9 @@ func runGitServer(cmd *cobra.Command, o gitServerOptions) error {
 	}
 	opts := []gitserver.Option{gitserver.WithLogger(log), gitserver.WithTimeout(o.timeout)}
 	if o.htpasswd != "" {
-		if _, err := os.Stat(o.htpasswd); err != nil {
+		// Read when the first request comes; checked now, so that a file
+		// that cannot serve is refused at start.
+		if err := gitserver.CheckHtpasswd(o.htpasswd); err != nil {
 			return fmt.Errorf("--htpasswd: %w", err)
 		}
 		opts = append(opts, gitserver.WithAuth(gitserver.HtpasswdFile(o.htpasswd, 0)))

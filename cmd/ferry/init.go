@@ -15,6 +15,7 @@ import (
 	"github.com/ferrypkg/ferry/deploy/install"
 	"github.com/ferrypkg/ferry/inject"
 	"github.com/ferrypkg/ferry/internal/cluster"
+	"github.com/ferrypkg/ferry/internal/confine"
 	"github.com/ferrypkg/ferry/internal/reach"
 )
 
@@ -34,8 +35,10 @@ func (f *kubeFlags) client() (kubernetes.Interface, error) {
 // clientConfig returns the client and the REST configuration it was made
 // from (which a tunnel needs too).
 func (f *kubeFlags) clientConfig() (kubernetes.Interface, *rest.Config, error) {
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = f.kubeconfig
+	rules, err := f.rules()
+	if err != nil {
+		return nil, nil, err
+	}
 	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: f.context}).ClientConfig()
 	if err != nil {
 		return nil, nil, fmt.Errorf("kubeconfig: %w", err)
@@ -45,6 +48,29 @@ func (f *kubeFlags) clientConfig() (kubernetes.Interface, *rest.Config, error) {
 	cfg.QPS, cfg.Burst = 50, 300
 	cs, err := kubernetes.NewForConfig(cfg)
 	return cs, cfg, err
+}
+
+// maxKubeconfigSize bounds each kubeconfig file (1 MiB: one with a
+// hundred clusters and their certificates is about 500 KiB).
+const maxKubeconfigSize = 1 << 20
+
+// rules are client-go's loading rules for the kubeconfig files f names
+// (--kubeconfig, else $KUBECONFIG's, else ~/.kube/config), each checked
+// first: client-go reads them whole, and would read /dev/zero or wait on
+// a FIFO forever.
+func (f *kubeFlags) rules() (*clientcmd.ClientConfigLoadingRules, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = f.kubeconfig
+	files := rules.Precedence
+	if f.kubeconfig != "" {
+		files = []string{f.kubeconfig}
+	}
+	for _, p := range files {
+		if err := confine.CheckPath(p, maxKubeconfigSize); err != nil {
+			return nil, fmt.Errorf("kubeconfig: %w", err)
+		}
+	}
+	return rules, nil
 }
 
 // viaFlag is --registry-via: how the command reaches the in-cluster

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
@@ -107,6 +108,9 @@ tool work in both. Existing files are not overwritten without --force.`,
 			}
 			if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
 				return fmt.Errorf("key generate: %s is not a folder (make it first)", dir)
+			}
+			if prefix == "" || strings.ContainsAny(prefix, `/\`) || prefix == "." || prefix == ".." {
+				return fmt.Errorf("--prefix %q is not a file name (the folder is the argument: key generate DIR)", prefix)
 			}
 			priv, pub := filepath.Join(dir, prefix+".key"), filepath.Join(dir, prefix+".pub")
 			if !force {

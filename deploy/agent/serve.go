@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ferrypkg/ferry/internal/cluster"
+	"github.com/ferrypkg/ferry/internal/confine"
 )
 
 // What Serve listens on and answers.
@@ -67,7 +68,7 @@ func Serve(ctx context.Context, h http.Handler, opts ServeOptions) error {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	cert, err := tls.LoadX509KeyPair(opts.CertFile, opts.KeyFile)
+	cert, err := confine.LoadKeyPair(opts.CertFile, opts.KeyFile)
 	if err != nil {
 		return fmt.Errorf("serving certificate: %w", err)
 	}

@@ -10,6 +10,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"golang.org/x/crypto/bcrypt"
@@ -95,8 +96,8 @@ func (h *htpasswd) check(_ context.Context, user, pass string) error {
 	return nil
 }
 
-// maxHtpasswdBytes bounds the file read.
-const maxHtpasswdBytes = 4 << 20
+// MaxHtpasswdSize bounds the htpasswd file (4 MiB).
+const MaxHtpasswdSize = 4 << 20
 
 // load returns the file's entries, read again if its size or modification
 // time changed; if it cannot be, the entries last read.
@@ -123,12 +124,21 @@ func (h *htpasswd) load() (map[string][]byte, error) {
 	return nil, err
 }
 
+// CheckHtpasswd reads and parses the htpasswd file at path as
+// HtpasswdFile will, so that a server refuses one that cannot serve before
+// it starts.
+func CheckHtpasswd(path string) error {
+	_, _, err := readHtpasswd(path)
+	return err
+}
+
 func stampOf(fi os.FileInfo) string { return fmt.Sprint(fi.Size(), fi.ModTime().UnixNano()) }
 
 // readHtpasswd stamps the file (size and modification time) and parses
 // it.
 func readHtpasswd(path string) (map[string][]byte, string, error) {
-	f, err := os.Open(path)
+	// Not blocking on a FIFO put in its place.
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, "", fmt.Errorf("htpasswd: %w", err)
 	}
@@ -137,10 +147,13 @@ func readHtpasswd(path string) (map[string][]byte, string, error) {
 	if err != nil {
 		return nil, "", fmt.Errorf("htpasswd: %w", err)
 	}
-	if fi.Size() > maxHtpasswdBytes {
-		return nil, "", fmt.Errorf("htpasswd %s: larger than %d bytes", path, maxHtpasswdBytes)
+	if !fi.Mode().IsRegular() {
+		return nil, "", fmt.Errorf("htpasswd %s: not a regular file", path)
 	}
-	b, err := io.ReadAll(io.LimitReader(f, maxHtpasswdBytes+1))
+	if fi.Size() > MaxHtpasswdSize {
+		return nil, "", fmt.Errorf("htpasswd %s: larger than %d bytes", path, MaxHtpasswdSize)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, MaxHtpasswdSize+1))
 	if err != nil {
 		return nil, "", fmt.Errorf("htpasswd: %w", err)
 	}

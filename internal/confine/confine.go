@@ -8,6 +8,7 @@
 package confine
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -215,4 +216,26 @@ func (r rootFS) ReadDir(name string) ([]fs.DirEntry, error) {
 func Sub(root *os.Root, dir string) (*os.Root, error) {
 	r, err := root.OpenRoot(path.Clean(dir))
 	return r, Wrap(dir, err)
+}
+
+// MaxPEMSize bounds a PEM file a server is given (a certificate chain or
+// a private key): 1 MiB.
+const MaxPEMSize = 1 << 20
+
+// LoadKeyPair is tls.LoadX509KeyPair with each file read as ReadPath reads
+// it: a regular file of at most MaxPEMSize, opened without blocking.
+func LoadKeyPair(certFile, keyFile string) (tls.Certificate, error) {
+	certPEM, err := ReadPath(certFile, MaxPEMSize)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	keyPEM, err := ReadPath(keyFile, MaxPEMSize)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		return tls.Certificate{}, fmt.Errorf("%s, %s: %w", certFile, keyFile, err)
+	}
+	return cert, nil
 }

@@ -8,17 +8,15 @@ import (
 	"github.com/spf13/cobra"
 	"oras.land/oras-go/v2/registry/remote/auth"
 	"oras.land/oras-go/v2/registry/remote/credentials"
+
+	"github.com/ferrypkg/ferry/artifact"
 )
 
 // credentialStore is the docker config file's store, as docker, crane,
 // oras and helm read it ($DOCKER_CONFIG/config.json or
 // ~/.docker/config.json), with its credential helper if one is configured.
 func credentialStore() (*credentials.DynamicStore, error) {
-	store, err := credentials.NewStoreFromDocker(credentials.StoreOptions{AllowPlaintextPut: true, DetectDefaultNativeStore: true})
-	if err != nil {
-		return nil, fmt.Errorf("docker config: %w", err)
-	}
-	return store, nil
+	return artifact.DockerCredentials(credentials.StoreOptions{AllowPlaintextPut: true, DetectDefaultNativeStore: true})
 }
 
 // loginHost is the registry host of a login or logout argument: a host

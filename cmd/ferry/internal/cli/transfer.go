@@ -89,14 +89,21 @@ func (f *RemoteFlags) Password(stdin io.Reader) (string, error) {
 		if f.Username == "" {
 			return "", errors.New("--password-stdin needs --username")
 		}
-		line, err := bufio.NewReader(stdin).ReadString('\n')
+		line, err := bufio.NewReader(io.LimitReader(stdin, MaxPasswordSize+1)).ReadString('\n')
 		if err != nil && !errors.Is(err, io.EOF) {
 			return "", fmt.Errorf("reading the password from standard input: %w", err)
+		}
+		if len(line) > MaxPasswordSize {
+			return "", fmt.Errorf("the password on standard input is longer than %d bytes", MaxPasswordSize)
 		}
 		return strings.TrimRight(line, "\r\n"), nil
 	}
 	return passwordFromEnv(), nil
 }
+
+// MaxPasswordSize bounds the password (or token) --password-stdin reads:
+// one line of at most 64 KiB (registry tokens are a few KiB).
+const MaxPasswordSize = 64 << 10
 
 // passwordFromEnv is $FERRY_REGISTRY_PASSWORD.
 func passwordFromEnv() string { return os.Getenv(PasswordEnvRegistry) }
@@ -119,9 +126,9 @@ func (f *RemoteFlags) Options(cmd *cobra.Command, ref string) (artifact.RemoteOp
 	if err != nil {
 		return ro, err
 	}
-	store, err := credentials.NewStoreFromDocker(credentials.StoreOptions{})
+	store, err := artifact.DockerCredentials(credentials.StoreOptions{})
 	if err != nil {
-		return ro, fmt.Errorf("docker config: %w", err)
+		return ro, err
 	}
 	fallback := credentials.Credential(store)
 	host := registryHost(ref)
