@@ -15,7 +15,6 @@ import (
 	"github.com/ferrypkg/ferry/artifact/zarf"
 	"github.com/ferrypkg/ferry/cmd/ferry/internal/cli"
 	"github.com/ferrypkg/ferry/internal/atomicfile"
-	"github.com/ferrypkg/ferry/internal/confine"
 )
 
 // convertJSON is one converted zarf.yaml as -o json prints it.
@@ -126,7 +125,7 @@ func convertOne(arg, out string, force bool, opts zarf.ConvertOptions) (convertJ
 		src = filepath.Join(arg, "zarf.yaml")
 	}
 	rep := convertJSON{Source: src, Gaps: []zarf.Gap{}}
-	data, err := confine.ReadPath(src, artifact.MaxDefinitionSize)
+	data, err := zarf.ReadDefinition(src)
 	if err != nil {
 		return rep, err
 	}
