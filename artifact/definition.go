@@ -207,7 +207,10 @@ func LoadDefinition(path string) (*Definition, error) {
 // ParseDefinition parses and validates ferry.yaml content. file names the
 // definition in errors; relative paths resolve against its folder.
 func ParseDefinition(file string, data []byte) (*Definition, error) {
-	p := &defParser{file: file}
+	return (&defParser{file: file}).definition(file, data)
+}
+
+func (p *defParser) definition(file string, data []byte) (*Definition, error) {
 	def := &Definition{File: file, Dir: filepath.Dir(file)}
 	var doc yaml.Node
 	dec := yaml.NewDecoder(strings.NewReader(string(data)))

@@ -13,7 +13,12 @@ import (
 // defParser reads a definition's YAML nodes into its types: each error a
 // DefinitionError that names the file, the line and the field (the
 // sections themselves are in defsections.go).
-type defParser struct{ file string }
+type defParser struct {
+	file string
+	// fields, when set, collects every field path the parser knows of the
+	// mappings it walks, present in the document or not (DefinitionFields).
+	fields map[string]bool
+}
 
 func (p *defParser) errf(line int, field, format string, args ...any) error {
 	return &DefinitionError{File: p.file, Line: line, Field: field, Msg: fmt.Sprintf(format, args...)}
@@ -34,6 +39,9 @@ func (p *defParser) yamlError(err error) error {
 
 var errEOF = errors.New("EOF")
 
+// listIndex is a list index in a field path (components[3]).
+var listIndex = regexp.MustCompile(`\[\d+\]`)
+
 func join(parent, key string) string {
 	if parent == "" {
 		return key
@@ -46,6 +54,11 @@ func join(parent, key string) string {
 func (p *defParser) mapping(n *yaml.Node, field string, handlers map[string]func(*yaml.Node, string) error) error {
 	if n.Kind != yaml.MappingNode {
 		return p.errf(n.Line, field, "must be a mapping")
+	}
+	if p.fields != nil {
+		for k := range handlers {
+			p.fields[join(listIndex.ReplaceAllString(field, "[]"), k)] = true
+		}
 	}
 	seen := map[string]bool{}
 	for i := 0; i+1 < len(n.Content); i += 2 {

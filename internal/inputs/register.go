@@ -1,0 +1,381 @@
+package inputs
+
+// Bounds said once and used by many entries.
+const (
+	boundKeyFile   = "a regular file of at most 64 KiB, opened without blocking (internal/confine.ReadPath)"
+	boundCAFile    = "a regular file of at most 4 MiB holding PEM certificates, opened without blocking"
+	boundPackage   = "read as docs/limits.md's package limits say: every blob against its digest, head files ≤ 4 MiB, blobs ≤ what ferry.json records, zstd window ≤ 8 MiB, expansion ≤ 100×, nothing after the archive's end; a registry's answers as `answer` says"
+	boundRegistry  = "its answers bounded as the `answer` entries say"
+	boundOutput    = "its folder must exist; written to a temporary file beside it, renamed when whole (internal/atomicfile)"
+	boundStdin     = "at most 64 KiB, one line"
+	boundKubconfig = "each file a regular file of at most 4 MiB, checked before client-go reads it"
+	boundStorage   = "a folder, or s3://bucket[/prefix]?… (a URL, printed redacted)"
+	boundDefFile   = "a regular file inside the definition's folder (links, FIFOs, devices refused without blocking), at most the size its kind allows"
+)
+
+// Register is every input ferry reads. Entries whose Kind is None are
+// declared so that the hostile test knows they were looked at.
+var Register = concat(
+	cli(),
+	definition(),
+	zarf(),
+	environment(),
+	answers(),
+	requests(),
+)
+
+func concat(parts ...[]Entry) []Entry {
+	var all []Entry
+	for _, p := range parts {
+		all = append(all, p...)
+	}
+	return all
+}
+
+// none declares flags of cmd that read nothing from outside.
+func none(cmd string, flags ...string) []Entry {
+	var es []Entry
+	for _, f := range flags {
+		es = append(es, Entry{Where: cmd + " " + f, Kind: None})
+	}
+	return es
+}
+
+// remote is the registry flags (cli.RemoteFlags) of cmd; try reaches a
+// registry with them.
+func remote(cmd, try string) []Entry {
+	return append([]Entry{
+		{Where: cmd + " --ca-file", Kind: File, Bound: boundCAFile, Try: try + " --ca-file {}"},
+		{Where: cmd + " --password-stdin", Kind: Stdin, Bound: boundStdin, Try: try + " -u user --password-stdin <{}"},
+	}, none(cmd, "--username", "--plain-http", "--insecure")...)
+}
+
+// tlsOnly is the registry flags of a command that reads from registries
+// with the docker config file's credentials only.
+func tlsOnly(cmd, try string) []Entry {
+	return append([]Entry{
+		{Where: cmd + " --ca-file", Kind: File, Bound: boundCAFile, Try: try + " --ca-file {}"},
+	}, none(cmd, "--plain-http", "--insecure")...)
+}
+
+// kube is the cluster flags of cmd; try reaches the cluster with them.
+func kube(cmd, try string, flags ...string) []Entry {
+	es := []Entry{{Where: cmd + " --kubeconfig", Kind: YAML, Bound: boundKubconfig, Try: try + " --kubeconfig {}"}}
+	return append(es, none(cmd, append([]string{"--context"}, flags...)...)...)
+}
+
+// output is cmd's -o (text or json).
+func output(cmd string) []Entry { return none(cmd, "--output") }
+
+func cli() []Entry {
+	const (
+		create   = "ferry package create"
+		find     = "ferry package find-images"
+		convert  = "ferry package convert"
+		imp      = "ferry package import"
+		inspect  = "ferry package inspect"
+		verify   = "ferry package verify"
+		sign     = "ferry package sign"
+		push     = "ferry package push"
+		pull     = "ferry package pull"
+		mirror   = "ferry package mirror"
+		sbom     = "ferry package sbom"
+		split    = "ferry package split"
+		delta    = "ferry package delta"
+		deploy   = "ferry deploy"
+		initCmd  = "ferry init"
+		list     = "ferry list"
+		remove   = "ferry remove"
+		dash     = "ferry dashboard"
+		agent    = "ferry agent"
+		probe    = "ferry agent-probe"
+		ctrl     = "ferry controller"
+		git      = "ferry git-server"
+		keygen   = "ferry key generate"
+		serve    = "ferry registry serve"
+		load     = "ferry registry load"
+		gc       = "ferry registry gc"
+		migrate  = "ferry registry migrate"
+		check    = "ferry registry check"
+		connect  = "ferry registry connect"
+		have     = "ferry registry have"
+		login    = "ferry registry login"
+		logout   = "ferry registry logout"
+		version  = "ferry version"
+		regPkg   = "{reg}/test/pkg:0.1.0"
+		noSBOM   = " --sbom=false"
+		deadKube = " --kubeconfig {kube}"
+	)
+	return concat(
+		// package create
+		[]Entry{
+			{Where: create + " ARGS", Kind: YAML, Bound: "a folder holding ferry.yaml, or the file: at most 4 MiB (artifact.MaxDefinitionSize), a regular file; every field as the ferry.yaml entries say", Try: "package create {} -f {out}" + noSBOM},
+			{Where: create + " --file", Kind: Output, Bound: boundOutput, Try: "package create {def} -f {}" + noSBOM},
+			{Where: create + " --sign-key", Kind: File, Bound: boundKeyFile, Try: "package create {def} -f {out} --sign-key {}" + noSBOM},
+		},
+		none(create, "--format", "--part-size", "--sbom", "--sbom-format", "--render-memory", "--render-timeout"),
+		tlsOnly(create, "package create {def} -f {out}"+noSBOM),
+		output(create),
+		// package find-images
+		[]Entry{
+			{Where: find + " ARGS", Kind: YAML, Bound: "as package create's", Try: "package find-images {}"},
+		},
+		none(find, "--check", "--write", "--set", "--kube-version", "--render-memory", "--render-timeout"),
+		tlsOnly(find, "package find-images {def}"),
+		output(find),
+		// package convert
+		[]Entry{
+			{Where: convert + " ARGS", Kind: YAML, Bound: "zarf.yaml files or folders holding one: at most 4 MiB each, node and component counts bounded; every field as the zarf.yaml entries say", Try: "package convert {}"},
+			{Where: convert + " --file", Kind: Output, Bound: boundOutput, Try: "package convert {zarfdef} -f {}"},
+		},
+		none(convert, "--architecture", "--flavor", "--force", "--set", "--strict"),
+		output(convert),
+		// package import
+		[]Entry{
+			{Where: imp + " ARGS", Kind: Package, Bound: "a Zarf package archive or its first part: read once, in order, every entry checked against checksums.txt; parts regular files of the sizes the first part records, its Sha256Sum checked", Try: "package import {} -f {out}"},
+			{Where: imp + " --key", Kind: File, Bound: boundKeyFile, Try: "package import {zarfpkg} -f {out} --key {}"},
+			{Where: imp + " --sign-key", Kind: File, Bound: boundKeyFile, Try: "package import {zarfpkg} -f {out} --sign-key {}"},
+			{Where: imp + " --file", Kind: Output, Bound: boundOutput, Try: "package import {zarfpkg} -f {}"},
+		},
+		none(imp, "--sbom", "--strict"),
+		output(imp),
+		// reading packages
+		[]Entry{
+			{Where: inspect + " ARGS", Kind: Package, Bound: boundPackage, Try: "package inspect {}"},
+			{Where: inspect + " --key", Kind: File, Bound: boundKeyFile, Try: "package inspect {pkg} --key {}"},
+			{Where: verify + " ARGS", Kind: Package, Bound: boundPackage, Try: "package verify {} --key {pub}"},
+			{Where: verify + " --key", Kind: File, Bound: boundKeyFile, Try: "package verify {pkg} --key {}"},
+			{Where: sign + " ARGS", Kind: Package, Bound: boundPackage, Try: "package sign {} --key {key}"},
+			{Where: sign + " --key", Kind: File, Bound: boundKeyFile, Try: "package sign {pkg} --key {}"},
+			{Where: push + " ARGS", Kind: Package, Bound: boundPackage + "; the destination's answers as `answer` says", Try: "package push {} {reg}/hostile/pkg:1"},
+			{Where: push + " --mount-from", Kind: None, Bound: "a repository name of the destination registry"},
+			{Where: pull + " ARGS", Kind: Registry, Bound: boundRegistry, Try: "package pull {} -f {out}"},
+			{Where: pull + " --file", Kind: Output, Bound: boundOutput, Try: "package pull " + regPkg + " -f {}"},
+			{Where: pull + " --key", Kind: File, Bound: boundKeyFile, Try: "package pull " + regPkg + " -f {out} --key {}"},
+			{Where: mirror + " ARGS", Kind: Package, Bound: boundPackage, Try: "package mirror {} {reg}/mirror"},
+			{Where: mirror + " --key", Kind: File, Bound: boundKeyFile, Try: "package mirror {pkg} {reg}/mirror --key {}"},
+			{Where: sbom + " ARGS", Kind: Package, Bound: boundPackage, Try: "package sbom {}"},
+			{Where: sbom + " --key", Kind: File, Bound: boundKeyFile, Try: "package sbom {pkg} --key {}"},
+			{Where: sbom + " --output-dir", Kind: Output, Bound: "an existing folder; each SBOM written whole", Try: "package sbom {pkg} --output-dir {}"},
+			{Where: split + " ARGS", Kind: Package, Bound: boundPackage + "; a damaged source is refused before a part is written", Try: "package split {} --size 1MiB -f {out}"},
+			{Where: split + " --file", Kind: Output, Bound: "the parts' base name: BASE.partNNN and BASE.parts.json, each written whole"},
+			{Where: delta + " ARGS", Kind: Package, Bound: boundPackage, Try: "package delta {} --have {pkg} -f {out}"},
+			{Where: delta + " --have", Kind: Package, Bound: "a receipt (a regular file of at most 64 MiB, its signature checked with --have-key), an older package (as ARGS) or a registry reference", Try: "package delta {pkg} --have {} -f {out}"},
+			{Where: delta + " --have-key", Kind: File, Bound: boundKeyFile, Try: "package delta {pkg} --have {receipt} --have-key {} -f {out}"},
+			{Where: delta + " --have-signature", Kind: File, Bound: "a regular file of at most 64 KiB", Try: "package delta {pkg} --have {receipt} --have-key {pub} --have-signature {} -f {out}"},
+			{Where: delta + " --file", Kind: Output, Bound: boundOutput, Try: "package delta {pkg} --have {pkg} -f {}"},
+		},
+		none(verify, "--images"),
+		none(sbom, "--platform"),
+		none(split, "--size"),
+		remote(inspect, "package inspect "+regPkg), output(inspect),
+		remote(verify, "package verify "+regPkg+" --key {pub}"), output(verify),
+		remote(sign, "package sign "+regPkg+" --key {key}"), output(sign),
+		remote(push, "package push {pkg} {reg}/push/pkg:1"), output(push),
+		remote(pull, "package pull "+regPkg+" -f {out}"), output(pull),
+		remote(mirror, "package mirror {pkg} {reg}/mirror"), output(mirror),
+		remote(sbom, "package sbom "+regPkg), output(sbom),
+		remote(delta, "package delta {pkg} --have "+regPkg+" -f {out}"), output(delta),
+		output(split),
+		kube(mirror, "package mirror {pkg} --in-cluster", "--namespace", "--in-cluster", "--registry-via"),
+		// the cluster
+		[]Entry{
+			{Where: deploy + " ARGS", Kind: Package, Bound: boundPackage + "; verified before the cluster is written to", Try: "deploy {} --key {pub}" + deadKube},
+			{Where: deploy + " --key", Kind: File, Bound: boundKeyFile, Try: "deploy {pkg} --key {}" + deadKube},
+			{Where: initCmd + " --key", Kind: File, Bound: boundKeyFile, Try: "init --key {}" + deadKube},
+			{Where: initCmd + " --bin-dir", Kind: Folder, Bound: "a folder whose binaries are read as regular files, each at most 256 MiB", Try: "init --bin-dir {}" + deadKube},
+			{Where: initCmd + " --storage-ca", Kind: File, Bound: boundCAFile, Try: "init --storage s3://b?endpoint=https://127.0.0.1:1 --storage-ca {}" + deadKube},
+			{Where: initCmd + " --storage", Kind: URL, Bound: boundStorage},
+			{Where: remove + " ARGS", Kind: None, Bound: "package names"},
+		},
+		none(deploy, "--components", "--insecure-skip-signature-verification", "--set", "--timeout", "--via-agent", "--wait", "--namespace", "--registry-via"),
+		remote(deploy, "deploy "+regPkg+" --key {pub}"+deadKube), output(deploy),
+		kube(deploy, "deploy {pkg} --key {pub}"),
+		none(initCmd, "--migrate", "--node-port", "--replicas", "--require-known-images", "--storage-credentials", "--storage-dir", "--timeout", "--namespace", "--registry-via"),
+		kube(initCmd, "init"), output(initCmd),
+		kube(list, "list", "--namespace"), output(list),
+		kube(remove, "remove pkg", "--namespace", "--registry-via", "--timeout"), output(remove),
+		// servers
+		[]Entry{
+			{Where: dash + " --tls-cert", Kind: File, Bound: boundCAFile, Try: "dashboard --addr 127.0.0.1:0 --tls-cert {} --tls-key {tlskey}" + deadKube},
+			{Where: dash + " --tls-key", Kind: File, Bound: boundKeyFile, Try: "dashboard --addr 127.0.0.1:0 --tls-cert {tlscert} --tls-key {}" + deadKube},
+			{Where: agent + " --tls-cert", Kind: File, Bound: boundCAFile, Try: "agent --addr 127.0.0.1:0 --tls-cert {} --tls-key {tlskey}" + deadKube},
+			{Where: agent + " --tls-key", Kind: File, Bound: boundKeyFile, Try: "agent --addr 127.0.0.1:0 --tls-cert {tlscert} --tls-key {}" + deadKube},
+			{Where: agent + " --upload-dir", Kind: Folder, Bound: "a folder ferry's temporaries go in (internal/scratch)"},
+			{Where: git + " --repos", Kind: YAML, Bound: "a JSON file of at most 4 MiB, a regular file", Try: "git-server --addr 127.0.0.1:0 --repos {} --registry {reg}"},
+			{Where: git + " --htpasswd", Kind: File, Bound: "a regular file of at most 4 MiB", Try: "git-server --addr 127.0.0.1:0 --repos {repos} --registry {reg} --htpasswd {}"},
+			{Where: git + " --cache-dir", Kind: Folder, Bound: "a folder ferry's temporaries go in (internal/scratch)"},
+			{Where: serve + " --htpasswd", Kind: File, Bound: "a regular file of at most 4 MiB", Try: "registry serve --addr 127.0.0.1:0 --root {root} --htpasswd {}"},
+			{Where: serve + " --tls-cert", Kind: File, Bound: boundCAFile, Try: "registry serve --addr 127.0.0.1:0 --root {root} --tls-cert {} --tls-key {tlskey}"},
+			{Where: serve + " --tls-key", Kind: File, Bound: boundKeyFile, Try: "registry serve --addr 127.0.0.1:0 --root {root} --tls-cert {tlscert} --tls-key {}"},
+			{Where: serve + " --load", Kind: Package, Bound: boundPackage, Try: "registry serve --addr 127.0.0.1:0 --root {root} --load {}"},
+			{Where: serve + " --root", Kind: Folder, Bound: "distribution's filesystem driver's folder"},
+			{Where: serve + " --storage", Kind: URL, Bound: boundStorage},
+		},
+		none(dash, "--addr", "--all-contexts", "--contexts", "--host", "--namespace", "--verbose"),
+		kube(dash, "dashboard --addr 127.0.0.1:0"),
+		none(agent, "--addr", "--namespace", "--pull-secret", "--registry", "--require-known", "--upload-max-bytes", "--verbose"),
+		kube(agent, "agent --addr 127.0.0.1:0 --tls-cert {tlscert} --tls-key {tlskey}"),
+		none(probe, "--addr", "--wait"),
+		none(ctrl, "--render-memory", "--render-timeout", "--drift-check", "--gc-quiet", "--health-addr", "--leader-elect", "--namespace", "--registry", "--resync", "--verbose"),
+		kube(ctrl, "controller --health-addr 0"),
+		none(git, "--addr", "--insecure-no-auth", "--namespace", "--registry", "--timeout", "--shutdown-timeout", "--verbose"),
+		remote(git, "git-server --addr 127.0.0.1:0 --repos {repos} --registry {reg}"),
+		kube(git, "git-server --addr 127.0.0.1:0 --namespace ferry"),
+		none(serve, "--addr", "--insecure-no-auth", "--log-level", "--shutdown-timeout"),
+		output(serve),
+		// registry storage
+		[]Entry{
+			{Where: load + " ARGS", Kind: Package, Bound: boundPackage, Try: "registry load {} --root {root}"},
+			{Where: load + " --root", Kind: Folder, Bound: "distribution's filesystem driver's folder"},
+			{Where: load + " --storage", Kind: URL, Bound: boundStorage},
+			{Where: gc + " --root", Kind: Folder, Bound: "distribution's filesystem driver's folder"},
+			{Where: gc + " --storage", Kind: URL, Bound: boundStorage},
+			{Where: migrate + " --from", Kind: URL, Bound: boundStorage},
+			{Where: migrate + " --to", Kind: URL, Bound: boundStorage},
+		},
+		none(load, "--addr"), output(load),
+		none(gc, "--dry-run", "--settle"), output(gc),
+		none(migrate, "--settle"), output(migrate),
+		// registries
+		[]Entry{
+			{Where: check + " ARGS", Kind: Registry, Bound: boundRegistry + "; each check bounded by its own timeout", Try: "registry check {host}"},
+			{Where: have + " ARGS", Kind: Registry, Bound: boundRegistry + "; a package as `package inspect ARGS`", Try: "registry have {host} -f {out}"},
+			{Where: have + " --file", Kind: Output, Bound: boundOutput, Try: "registry have {pkg} -f {}"},
+			{Where: have + " --key", Kind: File, Bound: boundKeyFile, Try: "registry have {pkg} -f {out} --key {}"},
+			{Where: login + " ARGS", Kind: Registry, Bound: boundRegistry, Try: "registry login {host} -u user --password-stdin <{pw}"},
+			{Where: logout + " ARGS", Kind: None, Bound: "a registry host"},
+		},
+		none(check, "--all", "--check", "--large-blob-size", "--workflow"),
+		remote(check, "registry check {reg}"), output(check),
+		none(have, "--cluster", "--prefix", "--namespace", "--registry-via"),
+		remote(have, "registry have {reg} -f {out}"), output(have),
+		kube(have, "registry have --cluster -f {out}"),
+		remote(login, "registry login {reg}"),
+		none(connect, "--addr", "--namespace", "--registry-via"),
+		kube(connect, "registry connect"), output(connect),
+		// keys and the rest
+		[]Entry{
+			{Where: keygen + " ARGS", Kind: Output, Bound: "an existing folder the key pair is written in, never over an existing key without --force"},
+			{Where: keygen + " --prefix", Kind: None, Bound: "a file name, no separator"},
+		},
+		none(keygen, "--force"), output(keygen),
+		output(version),
+	)
+}
+
+func definition() []Entry {
+	const (
+		c     = "ferry.yaml components[]"
+		chart = "- name: c\n  findImages: true\n  charts:\n  - path: {}\n"
+	)
+	file := func(where, bound, try string) Entry {
+		return Entry{Where: "ferry.yaml " + where, Kind: File, Bound: bound, Try: try}
+	}
+	values := func(fields ...string) []Entry {
+		var es []Entry
+		for _, f := range fields {
+			es = append(es, Entry{Where: "ferry.yaml " + f, Kind: None})
+		}
+		return es
+	}
+	return concat(
+		values("apiVersion", "kind", "metadata", "metadata.name", "metadata.version", "metadata.description",
+			"platforms", "sbom", "sbom.enabled", "sbom.format", "imagePolicies", "verify", "components",
+			"imagePolicies[].name", "imagePolicies[].required", "imagePolicies[].authorities", "imagePolicies[].attestations",
+			"imagePolicies[].authorities[].name", "imagePolicies[].authorities[].keyless",
+			"imagePolicies[].authorities[].keyless.identities",
+			"imagePolicies[].authorities[].keyless.identities[].issuer", "imagePolicies[].authorities[].keyless.identities[].subject",
+			"imagePolicies[].authorities[].keyless.identities[].issuerRegExp", "imagePolicies[].authorities[].keyless.identities[].subjectRegExp",
+			"imagePolicies[].attestations[].name", "imagePolicies[].attestations[].predicateType",
+			"components[].name", "components[].description", "components[].required", "components[].findImages",
+			"components[].verify", "components[].images", "components[].charts", "components[].manifests",
+			"components[].files", "components[].repositories",
+			"components[].images[].ref", "components[].images[].tag", "components[].images[].verify", "components[].images[].platform",
+			"components[].charts[].version", "components[].charts[].namespace", "components[].charts[].releaseName",
+			"components[].manifests[].name", "components[].manifests[].namespace",
+			"components[].files[].target", "components[].files[].mode",
+			"components[].repositories[].ref", "components[].repositories[].history",
+		),
+		[]Entry{
+			file("imagePolicies[].authorities[].key", "a public key of at most 64 KiB, "+boundDefFile,
+				"imagePolicies:\n- name: p\n  authorities:\n  - key: {}\ncomponents:\n- name: c\n  verify: p\n  findImages: true\n  manifests:\n  - name: m\n    files: [m.yaml]\n"),
+			file("imagePolicies[].authorities[].keyless.trustedRoot", "a trusted_root.json of at most 1 MiB, "+boundDefFile,
+				"imagePolicies:\n- name: p\n  authorities:\n  - keyless:\n      trustedRoot: {}\n      identities: [{issuer: i, subject: s}]\ncomponents:\n- name: c\n  verify: p\n  findImages: true\n  manifests:\n  - name: m\n    files: [m.yaml]\n"),
+			{Where: c[:len("ferry.yaml ")] + "components[].images[].layout", Kind: Folder, Bound: "an OCI layout folder held to the archive's rules (regular files only, opened without following links), " + boundDefFile,
+				Try: "components:\n- name: c\n  images:\n  - ref: example.com/a:1\n    layout: {}\n"},
+			{Where: "ferry.yaml components[].charts[].path", Kind: Chart, Bound: "a chart folder or .tgz of at most 64 MiB, " + boundDefFile + "; rendered (findImages) in a child process of at most 512 MiB and 30 s",
+				Try: "components:\n" + chart, Budget: &Budget{Seconds: 40, MiB: 600}},
+			{Where: "ferry.yaml components[].charts[].url", Kind: URL, Bound: "oci://host/path/chart, printed redacted; the chart fetched as a registry answer"},
+			{Where: "ferry.yaml components[].manifests[].files", Kind: YAML, Bound: "YAML files or folders of at most 64 MiB together (artifact.MaxManifestBundleSize), every document a Kubernetes object, " + boundDefFile,
+				Try: "components:\n- name: c\n  manifests:\n  - name: m\n    files: [{}]\n"},
+			file("components[].files[].source", "a file of any size, streamed (hashed as read), "+boundDefFile,
+				"components:\n- name: c\n  files:\n  - source: {}\n    target: /x\n"),
+			{Where: "ferry.yaml components[].repositories[].path", Kind: Folder, Bound: "a git repository inside the definition's folder: gitdir, commondir and alternates confined; the tree's limits in docs/limits.md",
+				Try: "components:\n- name: c\n  repositories:\n  - url: https://example.com/r.git\n    path: {}\n"},
+			{Where: "ferry.yaml components[].repositories[].url", Kind: URL, Bound: "https, http, ssh or scp-like; a password, query, fragment or control character refused; printed redacted"},
+		},
+	)
+}
+
+func zarf() []Entry {
+	// Zarf fields that name a file or a folder convert reads; every other
+	// field of Zarf v0.60.0's schema is a value (artifact/zarf's knownFields).
+	file := func(where, try string) Entry {
+		return Entry{Where: "zarf.yaml " + where, Kind: File, Bound: boundDefFile + "; hashed (shasum) or scanned for template tokens at most to its size bound", Try: try}
+	}
+	return []Entry{
+		file("ZarfFile.source", "components:\n- name: c\n  files:\n  - source: {}\n    target: /x\n    shasum: 0000000000000000000000000000000000000000000000000000000000000000\n"),
+		file("ZarfManifest.files", "components:\n- name: c\n  manifests:\n  - name: m\n    files: [{}]\n"),
+		file("ZarfChart.valuesFiles", "components:\n- name: c\n  charts:\n  - name: x\n    version: 1.0.0\n    localPath: chart\n    namespace: x\n    valuesFiles: [{}]\n"),
+		{Where: "zarf.yaml ZarfChart.localPath", Kind: Folder, Bound: boundDefFile, Try: "components:\n- name: c\n  charts:\n  - name: x\n    version: 1.0.0\n    localPath: {}\n    namespace: x\n"},
+		file("ZarfManifest.kustomizations", "components:\n- name: c\n  manifests:\n  - name: m\n    kustomizations: [{}]\n"),
+		{Where: "zarf.yaml ZarfDataInjection.source", Kind: None, Bound: "reported as a gap, never read"},
+		{Where: "zarf.yaml ZarfComponentImport.path", Kind: None, Bound: "reported as a gap (flatten first), never read"},
+		{Where: "zarf.yaml ZarfComponent.cosignKeyPath", Kind: File, Bound: boundDefFile + " (reported as a gap, never read)"},
+		{Where: "zarf.yaml ZarfChart.url", Kind: URL, Bound: "printed redacted"},
+		{Where: "zarf.yaml ZarfComponentImport.url", Kind: URL, Bound: "printed redacted"},
+		{Where: "zarf.yaml ZarfMetadata.url", Kind: URL, Bound: "printed redacted"},
+		{Where: "zarf.yaml ZarfMetadata.source", Kind: None, Bound: "a URL kept as text"},
+		{Where: "zarf.yaml ZarfChart.gitPath", Kind: None, Bound: "a path inside the chart's git repository, which is fetched as a URL"},
+		{Where: "zarf.yaml ZarfChartVariable.path", Kind: None, Bound: "a path into the chart's values"},
+		{Where: "zarf.yaml ZarfComponent.files", Kind: None, Bound: "the list; each entry as ZarfFile's fields"},
+		{Where: "zarf.yaml ZarfFile.extractPath", Kind: None, Bound: "a path inside the archive source names"},
+	}
+}
+
+func environment() []Entry {
+	return []Entry{
+		{Where: "env KUBECONFIG", Kind: YAML, Bound: boundKubconfig, Try: "KUBECONFIG={} list"},
+		{Where: "env DOCKER_CONFIG", Kind: Folder, Bound: "its config.json a regular file of at most 4 MiB, checked before it is read", Try: "DOCKER_CONFIG={dockerdir} package inspect {reg}/test/pkg:0.1.0 -u user --password-stdin <{pw}"},
+		{Where: "env NETRC", Kind: File, Bound: "a regular file of at most 1 MiB (internal/gitcred)"},
+		{Where: "env FERRY_REGISTRY_PASSWORD", Kind: None, Bound: "a password: never printed"},
+		{Where: "env COSIGN_PASSWORD", Kind: None, Bound: "a key's password: never printed"},
+		{Where: "env SOURCE_DATE_EPOCH", Kind: None, Bound: "an integer"},
+		{Where: "env XDG_DATA_HOME", Kind: Folder, Bound: "where the registry's default root is"},
+		{Where: "env FERRY_CACHE_DIR", Kind: Folder, Bound: "init's cache of built layers: entries checked against their digests"},
+		{Where: "env " + "FERRY_FRONT_BUILD", Kind: None, Bound: "the front binary's build identity, compared"},
+		{Where: "env FERRY_REGISTRY_STORAGE", Kind: URL, Bound: boundStorage},
+		{Where: "env FERRY_REGISTRY_HTTP_SECRET", Kind: None, Bound: "the in-cluster registry's upload state secret"},
+	}
+}
+
+func answers() []Entry {
+	const test = "cmd/ferry TestHostileInputs (its hostile registry), artifact's hostile tests"
+	return []Entry{
+		{Where: "answer manifest", Kind: Registry, Bound: "at most 4 MiB (artifact.MaxManifestSize), read no further, checked against its digest", Test: test},
+		{Where: "answer blob", Kind: Registry, Bound: "at most its descriptor's size, checked against its digest; a registry sending slower than 16 KiB/s over a minute given up", Test: test},
+		{Where: "answer pages", Kind: Registry, Bound: "tags, catalog and referrers lists: page and entry counts bounded (artifact's listing limits)", Test: test},
+		{Where: "answer error", Kind: Registry, Bound: "an error body read to at most 8 KiB, one line", Test: test},
+	}
+}
+
+func requests() []Entry {
+	return []Entry{
+		{Where: "request agent upload", Kind: Request, Bound: "--upload-max-bytes; the archive verified before anything is pushed", Test: "deploy/upload hostile tests"},
+		{Where: "request agent admission review", Kind: Request, Bound: "a body of at most 3 MiB (the API server's own)", Test: "deploy/agent tests"},
+		{Where: "request git server", Kind: Request, Bound: "--timeout per request; wants and haves bounded; wrong passwords slowed (internal/authlimit)", Test: "deploy/gitserver FuzzUploadPack and hostile tests"},
+		{Where: "request dashboard", Kind: Request, Bound: "Host header checked; uploads as the agent's; login slowed after wrong passwords", Test: "deploy/dashboard tests"},
+		{Where: "request registry", Kind: Request, Bound: "distribution's own bounds; wrong passwords slowed (internal/authlimit)", Test: "conformance suite"},
+	}
+}
