@@ -12,6 +12,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"syscall"
@@ -142,14 +143,14 @@ func (a *archive) openParts(header, base string) (*checkedReader, error) {
 		total += fi.Size()
 		switch {
 		case fi.Size() == 0 || fi.Size() > size || i < h.Count && fi.Size() != size:
-			return nil, fmt.Errorf("%w: %s is %d bytes; the parts before the last are of one size (%d), the last at most that", ErrIntegrity, p, fi.Size(), size)
+			return nil, fmt.Errorf("%w: %s is %d bytes; the parts before the last are of one size (%d), the last at most that", ErrIntegrity, filepath.Base(p), fi.Size(), size)
 		case total > h.Bytes:
-			return nil, fmt.Errorf("%w: the parts up to %s hold %d bytes, more than the %d %s records", ErrIntegrity, p, total, h.Bytes, header)
+			return nil, fmt.Errorf("%w: the parts up to %s hold %d bytes, more than the %d it records", ErrIntegrity, filepath.Base(p), total, h.Bytes)
 		}
 		readers = append(readers, io.LimitReader(f, fi.Size()))
 	}
 	if total != h.Bytes {
-		return nil, fmt.Errorf("%w: the parts hold %d bytes, %s records %d", ErrIntegrity, total, header, h.Bytes)
+		return nil, fmt.Errorf("%w: the parts hold %d bytes, not the %d it records", ErrIntegrity, total, h.Bytes)
 	}
 	// The whole is hashed before a byte of it is extracted.
 	sum := sha256.New()
@@ -157,7 +158,7 @@ func (a *archive) openParts(header, base string) (*checkedReader, error) {
 		return nil, fmt.Errorf("reading the parts of %s: %d of %d bytes: %v", header, n, total, pathError(err))
 	}
 	if got := hex.EncodeToString(sum.Sum(nil)); got != h.Sha256Sum {
-		return nil, fmt.Errorf("%w: the parts hold sha256 %s, %s records %s", ErrIntegrity, got, header, h.Sha256Sum)
+		return nil, fmt.Errorf("%w: the parts hold sha256 %s, not the %s it records", ErrIntegrity, got, h.Sha256Sum)
 	}
 	readers = readers[:0]
 	for _, f := range a.files {
@@ -170,7 +171,7 @@ func (a *archive) openParts(header, base string) (*checkedReader, error) {
 		}
 		readers = append(readers, io.LimitReader(f, fi.Size()))
 	}
-	return &checkedReader{r: io.MultiReader(readers...), h: sha256.New(), want: h.Sha256Sum, size: h.Bytes, name: header}, nil
+	return &checkedReader{r: io.MultiReader(readers...), h: sha256.New(), want: h.Sha256Sum, size: h.Bytes}, nil
 }
 
 // ReadDefinition reads the zarf.yaml at path, for Convert: a regular file
@@ -262,10 +263,10 @@ func (e *expansionLimit) Read(p []byte) (int, error) {
 
 // checkedReader checks the sha256 and size of a multi-part package at EOF.
 type checkedReader struct {
-	r          io.Reader
-	h          hash.Hash
-	want, name string
-	size, n    int64
+	r       io.Reader
+	h       hash.Hash
+	want    string
+	size, n int64
 }
 
 func (c *checkedReader) Read(p []byte) (int, error) {
@@ -274,7 +275,7 @@ func (c *checkedReader) Read(p []byte) (int, error) {
 	c.n += int64(n)
 	if err == io.EOF {
 		if got := hex.EncodeToString(c.h.Sum(nil)); got != c.want || c.n != c.size {
-			return n, fmt.Errorf("%w: the parts changed while read: they hold %d bytes of sha256 %s, %s records %d bytes of %s", ErrIntegrity, c.n, got, c.name, c.size, c.want)
+			return n, fmt.Errorf("%w: the parts changed while read: they hold %d bytes of sha256 %s, not the %d bytes of %s it records", ErrIntegrity, c.n, got, c.size, c.want)
 		}
 	}
 	return n, err

@@ -240,8 +240,22 @@ func TestExtractMultiPart(t *testing.T) {
 	}
 	// A part changed: the header's sha256 no longer matches.
 	os.WriteFile(archive+".part002", bytes.Repeat([]byte{0}, chunk), 0o644)
-	if _, err := zarf.Extract(archive+".part000", filepath.Join(dir, "y"), nil); err == nil {
-		t.Error("a changed part was accepted")
+	if _, err := zarf.Extract(archive+".part000", filepath.Join(dir, "y"), nil); !errors.Is(err, zarf.ErrIntegrity) || !strings.Contains(err.Error(), "the parts hold sha256") {
+		t.Errorf("a changed part: %v", err)
+	}
+	// A part of another size is refused at that part, before anything is
+	// hashed or written; so is a header naming too many parts.
+	os.WriteFile(archive+".part002", bytes.Repeat([]byte{0}, chunk-1), 0o644)
+	if _, err := zarf.Extract(archive+".part000", filepath.Join(dir, "z"), nil); !errors.Is(err, zarf.ErrIntegrity) || !strings.Contains(err.Error(), ".part002 is "+fmt.Sprint(chunk-1)+" bytes") {
+		t.Errorf("a part of another size: %v", err)
+	}
+	head, _ = json.Marshal(map[string]any{"Sha256Sum": fmt.Sprintf("%x", sha256.Sum256(data)), "Bytes": len(data), "Count": zarf.MaxParts + 1})
+	os.WriteFile(archive+".part000", head, 0o644)
+	if _, err := zarf.Extract(archive+".part000", filepath.Join(dir, "z"), nil); err == nil || !strings.Contains(err.Error(), "names 10,001 parts, more than 10,000") {
+		t.Errorf("too many parts: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "z")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a refused multi-part package left %v", err)
 	}
 }
 
