@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash"
 	"io"
 	"io/fs"
 	"os"
@@ -36,9 +35,8 @@ var sha256Hex = regexp.MustCompile(`^[0-9a-f]{64}$`)
 
 // archive is the tar stream of a built package, opened by openArchive.
 type archive struct {
-	r     io.Reader      // the tar, decompressed
-	parts *checkedReader // a multi-part package's parts, hashed as read
-	zr    *zstd.Decoder  // when zstd-compressed
+	r     io.Reader     // the tar, decompressed
+	zr    *zstd.Decoder // when zstd-compressed
 	files []*os.File
 }
 
@@ -51,21 +49,10 @@ func (a *archive) Close() {
 	}
 }
 
-// finish reads a multi-part package to its end (the tar stops short of it)
-// and checks its sha256 again: parts changed since openArchive checked them
-// are refused.
-func (a *archive) finish() error {
-	if a.parts == nil {
-		return nil
-	}
-	_, err := io.Copy(io.Discard, a.parts)
-	return err
-}
-
 // openArchive opens the package's tar stream: zstd or plain, one file or
 // the parts that .part000 describes. Every file is opened without blocking
 // and must be a regular file (a part, not even a link to one). A
-// multi-part package is checked whole before anything is read from it:
+// multi-part package is checked whole before anything is extracted:
 // at most MaxParts parts, each of the size Zarf gives parts, adding up to
 // the header's Bytes and hashing to its Sha256Sum; the first mismatch
 // stops it. As the package archive reader's, the stream is bounded: a
@@ -82,10 +69,9 @@ func openArchive(name string) (_ *archive, err error) {
 	}()
 	var r io.Reader
 	if base, ok := strings.CutSuffix(name, ".part000"); ok {
-		if a.parts, err = a.openParts(name, base); err != nil {
+		if r, err = a.openParts(name, base); err != nil {
 			return nil, err
 		}
-		r = a.parts
 	} else {
 		f, _, err := openRegular(name, true)
 		if err != nil {
@@ -110,8 +96,10 @@ func openArchive(name string) (_ *archive, err error) {
 }
 
 // openParts checks the parts .part000 (header) describes and returns
-// their stream.
-func (a *archive) openParts(header, base string) (*checkedReader, error) {
+// their stream. Their sha256 is checked before it is read; what is then
+// read is held to the sizes checked (the files it holds are checked
+// against checksums.txt as they come).
+func (a *archive) openParts(header, base string) (io.Reader, error) {
 	f, _, err := openRegular(header, true)
 	if err != nil {
 		return nil, err
@@ -171,7 +159,7 @@ func (a *archive) openParts(header, base string) (*checkedReader, error) {
 		}
 		readers = append(readers, io.LimitReader(f, fi.Size()))
 	}
-	return &checkedReader{r: io.MultiReader(readers...), h: sha256.New(), want: h.Sha256Sum, size: h.Bytes}, nil
+	return io.MultiReader(readers...), nil
 }
 
 // ReadDefinition reads the zarf.yaml at path, for Convert: a regular file
@@ -257,26 +245,6 @@ func (e *expansionLimit) Read(p []byte) (int, error) {
 	e.out += int64(n)
 	if e.out > artifact.MaxManifestSize && e.out > artifact.MaxExpansion*e.in.n {
 		return n, fmt.Errorf("%w: it expands to more than %d times its size (a zstd bomb?)", artifact.ErrCorrupt, artifact.MaxExpansion)
-	}
-	return n, err
-}
-
-// checkedReader checks the sha256 and size of a multi-part package at EOF.
-type checkedReader struct {
-	r       io.Reader
-	h       hash.Hash
-	want    string
-	size, n int64
-}
-
-func (c *checkedReader) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	c.h.Write(p[:n])
-	c.n += int64(n)
-	if err == io.EOF {
-		if got := hex.EncodeToString(c.h.Sum(nil)); got != c.want || c.n != c.size {
-			return n, fmt.Errorf("%w: the parts changed while read: they hold %d bytes of sha256 %s, not the %d bytes of %s it records", ErrIntegrity, c.n, got, c.size, c.want)
-		}
 	}
 	return n, err
 }

@@ -78,9 +78,6 @@ func extract(archive, dir string, key *artifact.PublicKey) (*Package, error) {
 	if err := x.outer(a.r); err != nil {
 		return nil, err
 	}
-	if err := a.finish(); err != nil {
-		return nil, err
-	}
 	if x.def == nil {
 		return nil, fmt.Errorf("not a Zarf package: it holds no %s", ZarfYAML)
 	}
