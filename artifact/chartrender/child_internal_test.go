@@ -2,11 +2,16 @@ package chartrender
 
 import (
 	"bytes"
+	"context"
 	"encoding/gob"
 	"reflect"
 	"testing"
+	"time"
+
+	"helm.sh/helm/v3/pkg/chart/loader"
 
 	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/artifact/chart"
 )
 
 // TestValuesCarried: values reach the child as they were given: empty
@@ -53,6 +58,42 @@ func TestAnswerEncoding(t *testing.T) {
 	for _, bad := range [][]byte{msg[:len(msg)-1], append(msg, 'x'), msg[:4], nil} {
 		if _, err := decodeAnswer(bad); err == nil {
 			t.Errorf("%d bytes decoded", len(bad))
+		}
+	}
+}
+
+// TestLimitedEndsIdleChild: the kept child is ended once no chart came
+// for keepIdle, and the next chart starts another.
+func TestLimitedEndsIdleChild(t *testing.T) {
+	defer func(d time.Duration) { keepIdle = d }(keepIdle)
+	keepIdle = 200 * time.Millisecond
+	archive, _, err := chart.Package(chart.Source{Files: []*loader.BufferedFile{
+		{Name: "Chart.yaml", Data: []byte("apiVersion: v2\nname: idle\nversion: 1.0.0\n")},
+		{Name: "templates/a.yaml", Data: []byte("kind: ConfigMap\n")},
+	}}, time.Unix(0, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := &Limited{}
+	defer l.Close()
+	kept := func() bool {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return l.proc != nil
+	}
+	for i := range 2 {
+		if _, err := l.RenderChart(context.Background(), archive, artifact.ChartRelease{Name: "idle"}); err != nil {
+			t.Fatal(err)
+		}
+		if !kept() {
+			t.Fatalf("chart %d: no child kept", i)
+		}
+		deadline := time.Now().Add(5 * time.Second)
+		for kept() {
+			if time.Now().After(deadline) {
+				t.Fatalf("chart %d: the child still runs 5 s after it", i)
+			}
+			time.Sleep(20 * time.Millisecond)
 		}
 	}
 }

@@ -25,8 +25,8 @@ import (
 //
 // PackageChart and RenderChart share one child, started at the first
 // chart and kept for the next ones (a child costs some 50 ms of CPU to
-// start) until Close, or until a chart is refused; charts are taken one at
-// a time. RenderRelease starts a child of its own each time. The zero
+// start) until Close, until a chart is refused, or until no chart came for
+// 10 s; charts are taken one at a time. RenderRelease starts a child of its own each time. The zero
 // value renders within the default limits, with os.Executable() as the
 // child.
 type Limited struct {
@@ -41,7 +41,13 @@ type Limited struct {
 
 	mu   sync.Mutex
 	proc *childproc.Proc // the kept child, nil before the first chart
+	idle *time.Timer     // ends the kept child keepIdle after its last chart
+	gen  int             // counts the kept child's calls
 }
+
+// keepIdle is how long the kept child waits for the next chart before it
+// is ended (its memory given back: create goes on to images and SBOMs).
+var keepIdle = 10 * time.Second
 
 var (
 	_ artifact.ChartRenderer = (*Limited)(nil)
@@ -113,12 +119,25 @@ func (l *Limited) RenderChart(ctx context.Context, archive []byte, rel artifact.
 func (l *Limited) Close() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.idle != nil {
+		l.idle.Stop()
+	}
 	if l.proc == nil {
 		return nil
 	}
 	err := l.proc.Close()
 	l.proc = nil
 	return err
+}
+
+// endIdle ends the kept child, if no chart came since its call gen.
+func (l *Limited) endIdle(gen int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.proc != nil && l.gen == gen {
+		l.proc.Close()
+		l.proc = nil
+	}
 }
 
 // call has the child answer req, whose bytes are bulk, the kept child if
@@ -136,6 +155,16 @@ func (l *Limited) call(ctx context.Context, req request, bulk [][]byte, keep boo
 		l.mu.Lock()
 		defer l.mu.Unlock()
 		proc = l.proc
+		if l.idle != nil {
+			l.idle.Stop()
+		}
+		l.gen++
+		defer func() {
+			if l.proc != nil {
+				gen := l.gen
+				l.idle = time.AfterFunc(keepIdle, func() { l.endIdle(gen) })
+			}
+		}()
 	}
 	if proc == nil {
 		var err error
