@@ -150,6 +150,20 @@ func checkDependencies(ch *chart.Chart, at string) error {
 // to a parent folder would otherwise loop forever).
 const maxLinkDepth = 16
 
+// Limits on reading a chart folder, which happens in ferry itself: each
+// rule of its .helmignore is matched against every path of the folder, so
+// the time taken grows with both (a 5 MiB .helmignore over 1,000 files took
+// 86 s).
+const (
+	// MaxHelmIgnore bounds a chart's .helmignore (16 KiB; real ones are
+	// under 1 KiB).
+	MaxHelmIgnore = 16 << 10
+	// MaxChartEntries bounds the files and folders of a chart folder that
+	// are looked at, ignored ones and those reached again through links
+	// included (10,000; kyverno's chart has about 200).
+	MaxChartEntries = 10_000
+)
+
 // readDir reads the chart folder top of fsys as Helm's loader.LoadDir reads
 // one from disk: .helmignore's rules (and Helm's defaults) applied, links
 // followed, irregular files refused, each file at most Helm's
@@ -157,7 +171,7 @@ const maxLinkDepth = 16
 // MaxDecompressedChartSize, a UTF-8 byte order mark dropped.
 func readDir(fsys fs.FS, top string) ([]*loader.BufferedFile, error) {
 	rules := ignore.Empty()
-	if data, err := readFile(fsys, path.Join(top, ignore.HelmIgnore), loader.MaxDecompressedFileSize); err == nil {
+	if data, err := readFile(fsys, path.Join(top, ignore.HelmIgnore), MaxHelmIgnore); err == nil {
 		if rules, err = ignore.Parse(bytes.NewReader(data)); err != nil {
 			return nil, err
 		}
@@ -167,11 +181,15 @@ func readDir(fsys fs.FS, top string) ([]*loader.BufferedFile, error) {
 	rules.AddDefaults()
 	var files []*loader.BufferedFile
 	var total int64
+	seen := 0
 	var walk func(dir, rel string, links int) error
 	walk = func(dir, rel string, links int) error {
 		entries, err := fs.ReadDir(fsys, dir)
 		if err != nil {
 			return err
+		}
+		if seen += len(entries); seen > MaxChartEntries {
+			return fmt.Errorf("more than %d files and folders", MaxChartEntries)
 		}
 		for _, e := range entries {
 			p, n := path.Join(dir, e.Name()), path.Join(rel, e.Name())

@@ -42,6 +42,18 @@ data: {a: {{ repeat 1048576 "x" }}}
 {{ end }}`}, "output"},
 	{"values.yaml of 2,500,000 nodes", map[string]string{"values.yaml": "a: [" + strings.Repeat("0,", 2_500_000) + "0]\n"}, "memory"},
 	{"values.yaml nested 100,000 deep", map[string]string{"values.yaml": "a: " + strings.Repeat("[", 100_000) + strings.Repeat("]", 100_000) + "\n"}, ""},
+	// Read by ferry itself: every rule matched against every path.
+	{".helmignore of 5 MiB", map[string]string{".helmignore": strings.Repeat("*a*a*a*a*a*a*a*a*a*a*a*a*a*a*b\n", 5<<20/31)}, ""},
+	{"10,001 files", manyFiles(10_001), ""},
+}
+
+// manyFiles is n empty templates.
+func manyFiles(n int) map[string]string {
+	m := map[string]string{}
+	for i := range n {
+		m[fmt.Sprintf("templates/f%d.yaml", i)] = ""
+	}
+	return m
 }
 
 // hostileLimits are lower than the defaults, so that the test is quick;
