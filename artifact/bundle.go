@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/ferrypkg/ferry/internal/yamlbound"
 )
 
 // manifestBundle joins a manifest entry's YAML files (folders walked in
@@ -70,6 +72,9 @@ func (f *Folder) manifestBundle(md ManifestDef) ([]byte, []string, error) {
 // checkYAMLStream parses every document of a YAML stream and requires each
 // non-empty one to be a Kubernetes object (a mapping with apiVersion and kind).
 func checkYAMLStream(data []byte) error {
+	if err := yamlbound.Check(data, MaxManifestNodes); err != nil {
+		return err
+	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	for i := 0; ; i++ {
 		var doc yaml.Node

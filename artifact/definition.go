@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/ferrypkg/ferry/internal/confine"
+	"github.com/ferrypkg/ferry/internal/yamlbound"
 	"gopkg.in/yaml.v3"
 )
 
@@ -191,6 +192,12 @@ func (e *DefinitionError) Unwrap() error { return e.Err }
 // MaxDefinitionSize bounds a definition file (ferry.yaml, zarf.yaml).
 const MaxDefinitionSize = 4 << 20
 
+// MaxDefinitionNodes bounds the YAML nodes of a ferry.yaml (200,000, an
+// alias counted as what it stands for), and before it is parsed, its text
+// to what can make no more (internal/yamlbound): a definition of 10,000
+// images has about 40,000.
+const MaxDefinitionNodes = 200_000
+
 // LoadDefinition reads and validates a definition from a ferry.yaml file or
 // a folder holding one.
 func LoadDefinition(path string) (*Definition, error) {
@@ -212,6 +219,9 @@ func ParseDefinition(file string, data []byte) (*Definition, error) {
 
 func (p *defParser) definition(file string, data []byte) (*Definition, error) {
 	def := &Definition{File: file, Dir: filepath.Dir(file)}
+	if err := yamlbound.Check(data, MaxDefinitionNodes); err != nil {
+		return nil, p.errf(0, "", "%v", err)
+	}
 	var doc yaml.Node
 	dec := yaml.NewDecoder(strings.NewReader(string(data)))
 	if err := dec.Decode(&doc); err != nil {
@@ -223,6 +233,9 @@ func (p *defParser) definition(file string, data []byte) (*Definition, error) {
 	}
 	if doc.Kind != yaml.DocumentNode || len(doc.Content) != 1 {
 		return nil, p.errf(doc.Line, "", "empty definition")
+	}
+	if _, line, err := yamlbound.Count(&doc, MaxDefinitionNodes); err != nil {
+		return nil, p.errf(line, "", "%v", err)
 	}
 	root := doc.Content[0]
 	var apiVersion, kind string

@@ -49,6 +49,12 @@ const (
 	// YAML files together (64 MiB; the largest CRD bundles are a few MiB).
 	// The bundle is held in memory by create and deploy.
 	MaxManifestBundleSize = 64 << 20
+
+	// MaxManifestNodes bounds the YAML nodes one manifest file may make,
+	// judged from its text before it is parsed (internal/yamlbound):
+	// 2,000,000, some 400 MiB of parse at worst; the largest CRD files
+	// (a few MiB) make under a million.
+	MaxManifestNodes = 2_000_000
 )
 
 // Limits on a git repository carried in a package (create, artifact/gitrepo).
