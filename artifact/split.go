@@ -29,10 +29,11 @@ type SplitOptions struct {
 
 // Split writes the package archive at src (or the parts of a split one)
 // as parts of opts.PartSize bytes, the last smaller, and their index.
-// Nothing is joined on disk or read twice. Of an archive, nothing is
-// verified but the head (a reader of the parts verifies every blob); of a
-// split package, each part is checked against its index as it is copied,
-// and a damaged one refused, naming it, with nothing written. The parts are written
+// Nothing is joined on disk. Of an archive, every blob and the graph are
+// verified first (as Walk does), so that a damaged archive is refused
+// rather than carried on in parts; of a split package, each part is
+// checked against its index as it is copied; either way a damaged source
+// is refused, naming it, with nothing written. The parts are written
 // under temporary names and renamed into place only once all are written;
 // parts of an earlier split into more parts are then removed, so no stale
 // part stays behind. A layout folder is refused: create its archive first.
@@ -52,6 +53,11 @@ func Split(ctx context.Context, src string, opts SplitOptions) (*Parts, error) {
 		base = r.path
 		if r.parts != nil {
 			base = strings.TrimSuffix(r.parts.index, PartsIndexSuffix)
+		}
+	}
+	if r.parts == nil {
+		if _, err := r.Walk(ctx, nil, nil); err != nil {
+			return nil, fmt.Errorf("split %s: %w", src, err)
 		}
 	}
 	// Of a split package, each part is checked against the sha256 its index

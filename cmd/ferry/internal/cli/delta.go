@@ -3,8 +3,8 @@ package cli
 import (
 	"errors"
 	"fmt"
-	"io"
 	"os"
+	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -102,11 +102,15 @@ inspect and verify check what it carries.`,
 // isReceipt reports whether path is a file whose content starts as JSON:
 // a receipt, not a package (archives start with a tar or zstd header).
 func isReceipt(path string) bool {
-	f, err := os.Open(path)
+	// Without blocking on a FIFO; only a regular file can be a receipt.
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return false
 	}
 	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return false
+	}
 	var b [64]byte
 	n, _ := f.Read(b[:])
 	for _, c := range b[:n] {
@@ -125,12 +129,7 @@ func isReceipt(path string) bool {
 // keys when given), or the blobs of a package on disk or in a registry.
 func loadHave(cmd *cobra.Command, have string, keys []string, sigPath string, remote RemoteFlags) (*artifact.Receipt, error) {
 	if isReceipt(have) {
-		f, err := os.Open(have)
-		if err != nil {
-			return nil, err
-		}
-		defer f.Close()
-		data, err := io.ReadAll(io.LimitReader(f, artifact.MaxReceiptSize+1))
+		data, err := confine.ReadPath(have, artifact.MaxReceiptSize)
 		if err != nil {
 			return nil, err
 		}
