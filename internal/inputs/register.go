@@ -239,11 +239,11 @@ func cli() []Entry {
 		none(migrate, "--settle"), output(migrate),
 		// registries
 		[]Entry{
-			{Where: check + " ARGS", Kind: Registry, Bound: boundRegistry + "; each check bounded by its own timeout", Try: "registry check {host}"},
+			{Where: check + " ARGS", Kind: Registry, Bound: boundRegistry + "; every answer read to at most the large blob's size + 16 MiB", Try: "registry check {host}", Budget: &Budget{Seconds: 20, MiB: 512}},
 			{Where: have + " ARGS", Kind: Registry, Bound: boundRegistry + "; a package as `package inspect ARGS`", Try: "registry have {host} -f {out}"},
 			{Where: have + " --file", Kind: Output, Bound: boundOutput, Try: "registry have {pkg} -f {}"},
 			{Where: have + " --key", Kind: File, Bound: boundKeyFile, Try: "registry have {pkg} -f {out} --key {}"},
-			{Where: login + " ARGS", Kind: Registry, Bound: boundRegistry, Try: "registry login {host} -u user --password-stdin <{pw}"},
+			{Where: login + " ARGS", Kind: Registry, Bound: "only the status of its /v2/ answer is read"},
 			{Where: logout + " ARGS", Kind: None, Bound: "a registry host"},
 		},
 		none(check, "--all", "--check", "--large-blob-size", "--workflow"),
@@ -347,7 +347,7 @@ func zarf() []Entry {
 func environment() []Entry {
 	return []Entry{
 		{Where: "env KUBECONFIG", Kind: YAML, Bound: boundKubconfig, Try: "KUBECONFIG={} list"},
-		{Where: "env DOCKER_CONFIG", Kind: Folder, Bound: "its config.json a regular file of at most 4 MiB, checked before it is read", Try: "DOCKER_CONFIG={dockerdir} package inspect {reg}/test/pkg:0.1.0 -u user --password-stdin <{pw}"},
+		{Where: "env DOCKER_CONFIG", Kind: File, Bound: "its config.json a regular file of at most 4 MiB (artifact.MaxDockerConfigSize), checked before it is read", Try: "DOCKER_CONFIG={dockerdir} package inspect {reg}/test/pkg:0.1.0", Accepts: []string{"missing"}},
 		{Where: "env NETRC", Kind: File, Bound: "a regular file of at most 1 MiB (internal/gitcred)"},
 		{Where: "env FERRY_REGISTRY_PASSWORD", Kind: None, Bound: "a password: never printed"},
 		{Where: "env COSIGN_PASSWORD", Kind: None, Bound: "a key's password: never printed"},
