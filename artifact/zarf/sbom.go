@@ -116,7 +116,7 @@ func (c *converter) sboms(images []string) ([]ImageSBOM, error) {
 	sort.Strings(viewers)
 	sort.Strings(rest)
 	if len(viewers) > 0 {
-		c.sbomGap("", "Zarf's HTML SBOM viewers ("+strings.Join(viewers, ", ")+")", "not carried: the Syft documents they show are carried as referrers; `ferry package sbom` writes them out")
+		c.sbomGap("", "Zarf's HTML SBOM viewers ("+firstOf(viewers)+")", "not carried: the Syft documents they show are carried as referrers; `ferry package sbom` writes them out")
 	}
 	for _, name := range rest {
 		c.sbomGap(name, "a document that names no image of the package", "not carried")
@@ -127,7 +127,7 @@ func (c *converter) sboms(images []string) ([]ImageSBOM, error) {
 // sbomGap reports what sboms.tar holds (entry name, if any) that is not
 // carried.
 func (c *converter) sbomGap(name, what, nearest string) {
-	c.gaps = append(c.gaps, Gap{File: filepath.Join(c.zdir, SBOMTar), Field: name, What: what, Nearest: nearest})
+	c.gaps = append(c.gaps, Gap{File: filepath.Join(c.zdir, SBOMTar), Field: clip(name), What: clipLine(what), Nearest: nearest})
 }
 
 // layoutManifests maps the normalized references of the package's OCI
