@@ -119,7 +119,7 @@ type converter struct {
 }
 
 func (c *converter) gap(line int, field, what, nearest string) {
-	c.gaps = append(c.gaps, Gap{File: c.file, Line: line, Field: field, What: clipLine(what), Nearest: nearest})
+	c.gaps = append(c.gaps, Gap{File: c.file, Line: line, Field: field, What: clipLine(what), Nearest: clipLine(nearest)})
 }
 
 // archTemplate is filled with the package's architecture.

@@ -445,7 +445,7 @@ func (c *converter) localFiles(o *object, p, target string, mode fileMode) ([]fe
 }
 
 // errShasum is a local file whose sha256 is not the shasum zarf.yaml gives.
-var errShasum = errors.New("sha256 mismatch")
+var errShasum = errors.New("the shasum does not match")
 
 // checkSHA256 hashes the regular file p (relative to odir), read through
 // odir up to the size it had when opened.
