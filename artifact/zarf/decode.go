@@ -2,6 +2,7 @@ package zarf
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -10,25 +11,8 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/internal/yamlbound"
 )
-
-// nodesPerIndicator is how many YAML nodes one indicator (':', '-', '?',
-// ',', '[', '{') can bring at most: a key, a value, a collection and an
-// empty node (TestNodeBound holds yaml.v3 to it). Every node but a
-// document's first stands after one of them.
-const nodesPerIndicator = 4
-
-// nodeBound is an upper bound on the YAML nodes data can make, read from
-// its text without parsing it, and the indicators it counted.
-func nodeBound(data []byte) (bound, indicators int) {
-	for _, b := range data {
-		switch b {
-		case ':', '-', '?', ',', '[', '{':
-			indicators++
-		}
-	}
-	return nodesPerIndicator * (indicators + 1), indicators
-}
 
 // decode parses the zarf.yaml content data (file names it in errors) held
 // to MaxNodes: its text is bounded before the parse and its nodes, aliases
@@ -40,7 +24,7 @@ func decode(file string, data []byte) (*yaml.Node, error) {
 	errf := func(line int, format string, args ...any) error {
 		return &artifact.DefinitionError{File: file, Line: line, Msg: fmt.Sprintf(format, args...)}
 	}
-	if bound, n := nodeBound(data); bound > MaxNodes {
+	if bound, n := yamlbound.Bound(data); bound > MaxNodes {
 		return nil, errf(0, "too much YAML for a Zarf definition: its %s ':', '-', '?', ',', '[' and '{' could make %s nodes, more than %s", count(n), count(bound), count(MaxNodes))
 	}
 	var doc yaml.Node
@@ -55,63 +39,12 @@ func decode(file string, data []byte) (*yaml.Node, error) {
 	if doc.Kind != yaml.DocumentNode || len(doc.Content) != 1 {
 		return nil, errf(0, "empty zarf.yaml")
 	}
-	s := sizer{memo: map[*yaml.Node]int{}, open: map[*yaml.Node]bool{}}
-	n, err := s.size(&doc)
-	if err != nil {
-		return nil, errf(s.line, "%v", err)
-	}
-	if n > MaxNodes {
-		return nil, errf(s.line, "its aliases make more than %s YAML nodes", count(MaxNodes))
+	if _, line, err := yamlbound.Count(&doc, MaxNodes); errors.Is(err, yamlbound.ErrTooMany) {
+		return nil, errf(line, "its aliases make more than %s YAML nodes", count(MaxNodes))
+	} else if err != nil {
+		return nil, errf(line, "%s", clip(err.Error()))
 	}
 	return doc.Content[0], nil
-}
-
-// sizer counts the nodes of a YAML tree with every alias expanded, each
-// anchored node counted once and its size remembered, stopping past
-// MaxNodes: linear in the nodes parsed.
-type sizer struct {
-	memo map[*yaml.Node]int
-	open map[*yaml.Node]bool // anchored nodes being counted
-	line int                 // where it stopped
-}
-
-func (s *sizer) size(n *yaml.Node) (int, error) {
-	if n.Kind == yaml.AliasNode && n.Alias != nil {
-		t := n.Alias
-		if s.open[t] {
-			s.line = n.Line
-			return 0, fmt.Errorf("alias *%s stands for a node that holds it", clip(n.Value))
-		}
-		if size, ok := s.memo[t]; ok {
-			if size > MaxNodes {
-				s.line = n.Line
-			}
-			return 1 + size, nil
-		}
-		size, err := s.size(t)
-		return 1 + size, err
-	}
-	if n.Anchor != "" {
-		s.open[n] = true
-		defer delete(s.open, n)
-	}
-	total := 1
-	for _, c := range n.Content {
-		size, err := s.size(c)
-		if err != nil {
-			return 0, err
-		}
-		if total += size; total > MaxNodes {
-			if s.line == 0 {
-				s.line = c.Line
-			}
-			break
-		}
-	}
-	if n.Anchor != "" {
-		s.memo[n] = total
-	}
-	return total, nil
 }
 
 // count writes n with thousands separators (230,000).

@@ -1,10 +1,7 @@
 package zarf_test
 
 import (
-	"bytes"
 	"errors"
-	"io"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -13,10 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"gopkg.in/yaml.v3"
-
 	"github.com/ferrypkg/ferry/artifact/zarf"
 	"github.com/ferrypkg/ferry/artifact/zarf/zarftest"
+	"github.com/ferrypkg/ferry/internal/yamlbound"
 )
 
 // hostileBudget is how long convert or import may take to refuse any
@@ -130,54 +126,6 @@ func TestConvertLargest(t *testing.T) {
 	t.Logf("%d components converted in %v (%d gaps, %d KiB of ferry.yaml)", len(def.Components), time.Since(start).Round(time.Millisecond), len(res.Gaps), len(res.Definition)>>10)
 }
 
-// nodeBound is an upper bound on the nodes yaml.v3 makes of any text:
-// random texts of YAML's indicators and a few hand-made ones.
-func TestNodeBound(t *testing.T) {
-	count := func(data []byte) int {
-		dec := yaml.NewDecoder(bytes.NewReader(data))
-		total := 0
-		var walk func(*yaml.Node)
-		walk = func(n *yaml.Node) {
-			total++
-			for _, c := range n.Content {
-				walk(c)
-			}
-		}
-		for {
-			var n yaml.Node
-			if err := dec.Decode(&n); err != nil {
-				if err != io.EOF {
-					walk(&n)
-				}
-				return total
-			}
-			walk(&n)
-		}
-	}
-	check := func(data []byte) {
-		if n, bound := count(data), nodeBound(data); n > bound {
-			t.Fatalf("%q: %d nodes, bound %d", data, n, bound)
-		}
-	}
-	for _, s := range []string{"a", "[:,:,:]", "? \n? \n", "- \n- \n- \n", "{? : }", "- - - - a", "{{{{a}}}}", "[{a}, {b}]", "{a, b, c}", "--- \n--- \n", "&a [*a, *a]", "a: [&b {c: d}, *b]"} {
-		check([]byte(s))
-	}
-	alphabet := []byte("a:-?,[]{}\"' \n#&*!|>.\t")
-	r := rand.New(rand.NewPCG(49, 49))
-	for range 200_000 {
-		b := make([]byte, 1+r.IntN(24))
-		for i := range b {
-			b[i] = alphabet[r.IntN(len(alphabet))]
-		}
-		if r.IntN(4) == 0 {
-			b = append([]byte("&a x\n"), b...)
-		}
-		check(b)
-	}
-}
-
-func nodeBound(data []byte) int { bound, _ := zarf.NodeBound(data); return bound }
-
 // The limits let real definitions through: every zarf.yaml of Zarf's
 // examples is far below them (testdata's and the fixtures').
 func TestLimitsAboveReal(t *testing.T) {
@@ -185,7 +133,7 @@ func TestLimitsAboveReal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if bound, n := zarf.NodeBound(data); bound*50 > zarf.MaxNodes {
+	if bound, n := yamlbound.Bound(data); bound*50 > zarf.MaxNodes {
 		t.Errorf("testdata/full/zarf.yaml: %d indicators, a bound of %d nodes: within 50× of %d", n, bound, zarf.MaxNodes)
 	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/internal/confine"
+	"github.com/ferrypkg/ferry/internal/yamlbound"
 	"gopkg.in/yaml.v3"
 	"sigs.k8s.io/kustomize/api/krusty"
 	krustytypes "sigs.k8s.io/kustomize/api/types"
@@ -177,7 +178,7 @@ func (c *converter) checkLocalChart(o *object, dir, version string) error {
 			Name string `yaml:"name"`
 		} `yaml:"dependencies"`
 	}
-	if bound, _ := nodeBound(data); bound > MaxNodes || yaml.Unmarshal(data, &meta) != nil {
+	if bound, _ := yamlbound.Bound(data); bound > MaxNodes || yaml.Unmarshal(data, &meta) != nil {
 		return nil
 	}
 	if version != "" && version != meta.Version {
