@@ -103,14 +103,14 @@ func planDelta(r *Reader, sum *Summary, have *Receipt) (*deltaPlan, error) {
 	}
 	var root ocispec.Index
 	if err := json.Unmarshal(sum.Nodes[r.root.Digest].Data, &root); err != nil {
-		return nil, fmt.Errorf("%w: root: %w", ErrCorrupt, err)
+		return nil, corruptIn("root", err)
 	}
 	for _, m := range root.Manifests {
 		if m.Annotations[AnnotationKind] == KindPackage {
 			keep[m.Digest] = true
 			var pm ocispec.Manifest
 			if err := json.Unmarshal(sum.Nodes[m.Digest].Data, &pm); err != nil {
-				return nil, fmt.Errorf("%w: package manifest: %w", ErrCorrupt, err)
+				return nil, corruptIn("package manifest", err)
 			}
 			keep[pm.Config.Digest] = true
 		}

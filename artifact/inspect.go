@@ -72,7 +72,7 @@ func newReport(cfg *Config, root ocispec.Descriptor, index []ocispec.Descriptor,
 func checkConfig(r *Reader, sum *Summary) error {
 	var root ocispec.Index
 	if err := json.Unmarshal(sum.Nodes[r.root.Digest].Data, &root); err != nil {
-		return fmt.Errorf("%w: root: %w", ErrCorrupt, err)
+		return corruptIn("root", err)
 	}
 	if root.Annotations[AnnotationPackageName] != r.config.Name || root.Annotations[AnnotationPackageVersion] != r.config.Version {
 		return fmt.Errorf("%w: %s names %s %s, the root %s %s", ErrCorrupt, ConfigFileName, r.config.Name, r.config.Version,
@@ -96,7 +96,7 @@ func checkConfig(r *Reader, sum *Summary) error {
 		case KindPackage:
 			var pm ocispec.Manifest
 			if err := json.Unmarshal(sum.Nodes[m.Digest].Data, &pm); err != nil {
-				return fmt.Errorf("%w: package manifest: %w", ErrCorrupt, err)
+				return corruptIn("package manifest", err)
 			}
 			layers = map[digest.Digest]bool{}
 			for _, l := range pm.Layers {

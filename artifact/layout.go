@@ -32,7 +32,7 @@ func (w *walker) walkDir(ctx context.Context) error {
 			return err
 		}
 		if err := checkDescriptor(d); err != nil {
-			return fmt.Errorf("%w: %w", ErrCorrupt, err)
+			return corruptIn("", err)
 		}
 		if _, omitted := w.r.delta.omittedBlob(d.Digest); omitted {
 			return nil // a delta leaves it out
@@ -205,7 +205,7 @@ func (r *Reader) configFromGraph() error {
 	}
 	var root ocispec.Index
 	if err := json.Unmarshal(data, &root); err != nil {
-		return fmt.Errorf("%w: root: %w", ErrCorrupt, err)
+		return corruptIn("root", err)
 	}
 	for _, m := range root.Manifests {
 		if m.Annotations[AnnotationKind] != KindPackage {
@@ -217,7 +217,7 @@ func (r *Reader) configFromGraph() error {
 		}
 		var pm ocispec.Manifest
 		if err := json.Unmarshal(mdata, &pm); err != nil {
-			return fmt.Errorf("%w: package manifest: %w", ErrCorrupt, err)
+			return corruptIn("package manifest", err)
 		}
 		cdata, err := r.readBlobFile(pm.Config)
 		if err != nil {

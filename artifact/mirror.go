@@ -184,7 +184,7 @@ func signedIndexEntries(ctx context.Context, src content.Fetcher, root ocispec.D
 	}
 	var idx ocispec.Index
 	if err := json.Unmarshal(data, &idx); err != nil {
-		return nil, fmt.Errorf("%w: root: %w", ErrCorrupt, err)
+		return nil, corruptIn("root", err)
 	}
 	out := map[string][]ocispec.Descriptor{}
 	for _, m := range idx.Manifests {

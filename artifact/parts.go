@@ -122,7 +122,7 @@ func readParts(p string) (*Parts, error) {
 	}
 	var ps Parts
 	if err := json.Unmarshal(data, &ps); err != nil {
-		return nil, fmt.Errorf("%w: parts index: %w", ErrCorrupt, err)
+		return nil, corruptIn("parts index", err)
 	}
 	bad := func(format string, a ...any) error {
 		return fmt.Errorf("%w: parts index: %s", ErrCorrupt, fmt.Sprintf(format, a...))

@@ -319,7 +319,7 @@ func sendHashed(c *net.TCPConn, h hash.Hash, f *os.File, spans []span, buf []byt
 		return nil
 	})
 	if errors.Is(err, zerocopy.ErrFileChanged) {
-		err = fmt.Errorf("%w: %w", ErrCorrupt, err)
+		err = corruptIn("", err)
 	}
 	return sent, err
 }

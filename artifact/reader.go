@@ -286,7 +286,7 @@ func next(tr *tar.Reader) (*tar.Header, error) {
 	case errors.Is(err, io.ErrUnexpectedEOF):
 		return nil, fmt.Errorf("%w: archive is truncated", ErrCorrupt)
 	case err != nil:
-		return nil, fmt.Errorf("%w: %w", ErrCorrupt, err)
+		return nil, corruptIn("", err)
 	}
 	return h, nil
 }
@@ -367,7 +367,7 @@ func (r *Reader) setHead(configData, layout, index []byte) error {
 	}
 	var idx ocispec.Index
 	if err := json.Unmarshal(index, &idx); err != nil {
-		return fmt.Errorf("%w: index.json: %w", ErrCorrupt, err)
+		return corruptIn("index.json", err)
 	}
 	root, err := checkIndex(idx.Manifests)
 	if err != nil {
@@ -391,7 +391,7 @@ func checkIndex(entries []ocispec.Descriptor) (ocispec.Descriptor, error) {
 	var roots []ocispec.Descriptor
 	for _, d := range entries {
 		if err := checkDescriptor(d); err != nil {
-			return ocispec.Descriptor{}, fmt.Errorf("%w: index.json: %w", ErrCorrupt, err)
+			return ocispec.Descriptor{}, corruptIn("index.json", err)
 		}
 		if d.ArtifactType == ArtifactTypePackage {
 			roots = append(roots, d)
@@ -471,4 +471,20 @@ func checkEntry(h *tar.Header) error {
 		}
 	}
 	return nil
+}
+
+// corruptIn wraps err, a failure reading what (a part of the package, or
+// "" for the package itself), in ErrCorrupt — once: an err that already is
+// one gets only the context, so that no message says "package is corrupt"
+// twice.
+func corruptIn(what string, err error) error {
+	switch {
+	case errors.Is(err, ErrCorrupt) && what == "":
+		return err
+	case errors.Is(err, ErrCorrupt):
+		return fmt.Errorf("%s: %w", what, err)
+	case what == "":
+		return fmt.Errorf("%w: %w", ErrCorrupt, err)
+	}
+	return fmt.Errorf("%w: %s: %w", ErrCorrupt, what, err)
 }

@@ -64,7 +64,7 @@ func signatureEntries(root digest.Digest, index []ocispec.Descriptor) []ocispec.
 func checkSignatureManifest(root digest.Digest, data []byte, fetch func(ocispec.Descriptor) ([]byte, error)) error {
 	var m ocispec.Manifest
 	if err := json.Unmarshal(data, &m); err != nil {
-		return fmt.Errorf("%w: signature manifest: %w", ErrCorrupt, err)
+		return corruptIn("signature manifest", err)
 	}
 	switch {
 	case m.Config.Size > MaxSignaturePayload:
@@ -116,7 +116,7 @@ func readSignatures(manifests [][]byte, fetch func(ocispec.Descriptor) ([]byte, 
 	for _, data := range manifests {
 		var m ocispec.Manifest
 		if err := json.Unmarshal(data, &m); err != nil {
-			return nil, fmt.Errorf("%w: signature manifest: %w", ErrCorrupt, err)
+			return nil, corruptIn("signature manifest", err)
 		}
 		for _, l := range m.Layers {
 			body, err := fetch(l)

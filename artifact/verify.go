@@ -96,7 +96,7 @@ func (g *pkgGraph) verifyImages(ctx context.Context) ([]VerifiedImage, error) {
 	}
 	var root ocispec.Index
 	if err := json.Unmarshal(data, &root); err != nil {
-		return nil, fmt.Errorf("%w: root index: %w", ErrCorrupt, err)
+		return nil, corruptIn("root index", err)
 	}
 	var out []VerifiedImage
 	for _, c := range g.config.Components {

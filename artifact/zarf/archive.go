@@ -75,7 +75,7 @@ func openArchive(name string) (_ *archive, err error) {
 	} else {
 		f, _, err := openRegular(name, true)
 		if err != nil {
-			return nil, err
+			return nil, named(name, err)
 		}
 		a.files = append(a.files, f)
 		r = f
@@ -102,7 +102,7 @@ func openArchive(name string) (_ *archive, err error) {
 func (a *archive) openParts(header, base string) (io.Reader, error) {
 	f, _, err := openRegular(header, true)
 	if err != nil {
-		return nil, err
+		return nil, named(header, err)
 	}
 	data, err := confine.ReadAll(f, header, artifact.MaxManifestSize)
 	f.Close()
@@ -122,7 +122,7 @@ func (a *archive) openParts(header, base string) (io.Reader, error) {
 		p := fmt.Sprintf("%s.part%03d", base, i)
 		f, fi, err := openRegular(p, false)
 		if err != nil {
-			return nil, fmt.Errorf("part %d of %d: %w", i, h.Count, err)
+			return nil, fmt.Errorf("part %d of %d: %w", i, h.Count, named(p, err))
 		}
 		a.files = append(a.files, f)
 		if i == 1 {
@@ -168,7 +168,7 @@ func (a *archive) openParts(header, base string) (io.Reader, error) {
 func ReadDefinition(path string) ([]byte, error) {
 	f, fi, err := openRegular(path, true)
 	if err != nil {
-		return nil, err
+		return nil, named(path, err)
 	}
 	defer f.Close()
 	if fi.Size() > artifact.MaxDefinitionSize {
@@ -180,7 +180,8 @@ func ReadDefinition(path string) ([]byte, error) {
 
 // openRegular opens the file p for reading without blocking (a FIFO
 // nobody writes to) and refuses anything but a regular file; with follow
-// false, a symbolic link too (it is not followed).
+// false, a symbolic link too (it is not followed). Its errors do not name
+// p: the caller does, once.
 func openRegular(p string, follow bool) (*os.File, fs.FileInfo, error) {
 	flags := os.O_RDONLY | syscall.O_NONBLOCK
 	if !follow {
@@ -188,20 +189,38 @@ func openRegular(p string, follow bool) (*os.File, fs.FileInfo, error) {
 	}
 	f, err := os.OpenFile(p, flags, 0)
 	if errors.Is(err, syscall.ELOOP) && !follow {
-		return nil, nil, fmt.Errorf("%s is a symbolic link, not a regular file", p)
+		return nil, nil, errors.New("is a symbolic link, not a regular file")
 	}
 	if err != nil {
-		return nil, nil, pathError(err)
+		return nil, nil, bare(err)
 	}
 	fi, err := f.Stat()
 	if err == nil && !fi.Mode().IsRegular() {
-		err = fmt.Errorf("%s is not a regular file (%s)", p, fileType(fi.Mode()))
+		err = fmt.Errorf("is not a regular file (%s)", fileType(fi.Mode()))
 	}
 	if err != nil {
 		f.Close()
-		return nil, nil, pathError(err)
+		return nil, nil, bare(err)
 	}
 	return f, fi, nil
+}
+
+// named is an error of openRegular's about p, naming p: "p is not a
+// regular file (…)", "p: no such file or directory".
+func named(p string, err error) error {
+	if strings.HasPrefix(err.Error(), "is ") {
+		return fmt.Errorf("%s %w", p, err)
+	}
+	return fmt.Errorf("%s: %w", p, err)
+}
+
+// bare is err without the path an *fs.PathError adds.
+func bare(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
 }
 
 // fileType says what a file that is not regular is.

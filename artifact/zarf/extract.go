@@ -55,6 +55,10 @@ type Package struct {
 func Extract(archive, dir string, key *artifact.PublicKey) (*Package, error) {
 	p, err := extract(archive, dir, key)
 	if err != nil {
+		// Named once: some errors name the archive themselves.
+		if strings.HasPrefix(err.Error(), archive) {
+			return nil, err
+		}
 		return nil, fmt.Errorf("%s: %w", archive, err)
 	}
 	return p, nil

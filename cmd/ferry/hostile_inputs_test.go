@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -366,6 +367,10 @@ func TestHostileInputs(t *testing.T) {
 					t.Errorf("ferry %s: stderr %.300q is not one `ferry: …` line", strings.Join(args, " "), line)
 				case len(line) > 1024:
 					t.Errorf("ferry %s: a refusal of %d bytes, want at most 1 KiB: %.300s…", strings.Join(args, " "), len(line), line)
+				case goInternals.MatchString(line):
+					t.Errorf("ferry %s: the refusal shows Go's internals (%s): %.300s", strings.Join(args, " "), goInternals.FindString(line), line)
+				case doubledPrefix(line) != "":
+					t.Errorf("ferry %s: the refusal says %q twice: %.300s", strings.Join(args, " "), doubledPrefix(line), line)
 				}
 				if r.elapsed > time.Duration(budget.Seconds)*time.Second {
 					t.Errorf("ferry %s: %s, budget %d s", strings.Join(args, " "), r.elapsed.Round(time.Millisecond), budget.Seconds)
@@ -380,6 +385,22 @@ func TestHostileInputs(t *testing.T) {
 			})
 		}
 	}
+}
+
+// goInternals are words of Go's and the kernel's, not the user's: the
+// *at system calls os.Root makes, Go's own call and type names.
+var goInternals = regexp.MustCompile(`\b(statat|openat|fstatat|lstatat|readlinkat|unlinkat|mkdirat|fstat|runtime error|goroutine|panic:|\*[a-z]+\.[A-Z][A-Za-z]+)\b`)
+
+// doubledPrefix returns a "prefix: " that a message says twice in a row
+// ("package is corrupt: package is corrupt: …"), or "".
+func doubledPrefix(line string) string {
+	parts := strings.Split(line, ": ")
+	for i := 1; i < len(parts); i++ {
+		if len(parts[i]) >= 4 && parts[i] == parts[i-1] {
+			return parts[i]
+		}
+	}
+	return ""
 }
 
 func slicesCloneStr(s []string) []string { return append([]string(nil), s...) }
