@@ -22,8 +22,8 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strings"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"time"
 

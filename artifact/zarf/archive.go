@@ -196,7 +196,7 @@ func openRegular(p string, follow bool) (*os.File, fs.FileInfo, error) {
 	}
 	fi, err := f.Stat()
 	if err == nil && !fi.Mode().IsRegular() {
-		err = fmt.Errorf("is not a regular file (%s)", fileType(fi.Mode()))
+		err = fmt.Errorf("is not a regular file (%s)", confine.TypeName(fi.Mode()))
 	}
 	if err != nil {
 		f.Close()
@@ -221,21 +221,6 @@ func bare(err error) error {
 		return pe.Err
 	}
 	return err
-}
-
-// fileType says what a file that is not regular is.
-func fileType(m fs.FileMode) string {
-	switch {
-	case m.IsDir():
-		return "a folder"
-	case m&fs.ModeNamedPipe != 0:
-		return "a named pipe"
-	case m&fs.ModeSocket != 0:
-		return "a socket"
-	case m&fs.ModeDevice != 0:
-		return "a device"
-	}
-	return m.Type().String()
 }
 
 // countingReader counts the bytes read through it.

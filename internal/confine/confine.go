@@ -44,7 +44,7 @@ func Open(root *os.Root, name string) (*os.File, fs.FileInfo, error) {
 	}
 	if !fi.Mode().IsRegular() && !fi.IsDir() {
 		f.Close()
-		return nil, nil, fmt.Errorf("%s %w (%s)", name, ErrNotRegular, typeName(fi.Mode()))
+		return nil, nil, fmt.Errorf("%s %w (%s)", name, ErrNotRegular, TypeName(fi.Mode()))
 	}
 	return f, fi, nil
 }
@@ -119,7 +119,7 @@ func openPath(path string, max int64) (*os.File, error) {
 	case fi.IsDir():
 		err = fmt.Errorf("%s is a folder, not a file", path)
 	case !fi.Mode().IsRegular():
-		err = fmt.Errorf("%s %w (%s)", path, ErrNotRegular, typeName(fi.Mode()))
+		err = fmt.Errorf("%s %w (%s)", path, ErrNotRegular, TypeName(fi.Mode()))
 	case fi.Size() > max:
 		err = fmt.Errorf("%s is %w: more than %d bytes", path, ErrTooLarge, max)
 	}
@@ -130,9 +130,12 @@ func openPath(path string, max int64) (*os.File, error) {
 	return f, nil
 }
 
-// typeName says what a file that is neither regular nor a folder is.
-func typeName(m fs.FileMode) string {
+// TypeName says what a file that is not regular is: "a folder", "a named
+// pipe", "a socket", "a device", "a symbolic link".
+func TypeName(m fs.FileMode) string {
 	switch {
+	case m.IsDir():
+		return "a folder"
 	case m&fs.ModeNamedPipe != 0:
 		return "a named pipe"
 	case m&fs.ModeSocket != 0:
