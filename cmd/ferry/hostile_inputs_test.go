@@ -468,3 +468,30 @@ func fill(w, item string, fx hostileFixtures, dir, out string) string {
 	}
 	return w
 }
+
+// TestHostileKubeconfigFiles: the files a kubeconfig names (a CA, a
+// client key, a token file) are held to the kubeconfig's own bounds, not
+// read whole or waited on by client-go.
+func TestHostileKubeconfigFiles(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo")
+	mustDo(t, syscall.Mkfifo(fifo, 0o644))
+	for field, value := range map[string]string{"certificate-authority": "/dev/zero", "token-file": fifo, "client-key": "/dev/zero"} {
+		t.Run(field, func(t *testing.T) {
+			cluster, user := "server: https://127.0.0.1:1", "token: t"
+			if field == "certificate-authority" {
+				cluster += ", certificate-authority: " + value
+			} else if field == "token-file" {
+				user = "tokenFile: " + value
+			} else {
+				user = "client-certificate: " + value + ", client-key: " + value
+			}
+			kc := filepath.Join(t.TempDir(), "kubeconfig")
+			writeFile(t, kc, "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {"+cluster+"}}]\nusers: [{name: u, user: {"+user+"}}]\ncontexts: [{name: c, context: {cluster: c, user: u}}]\ncurrent-context: c\n")
+			r := runHostile(t, dir, nil, "", []string{"list", "--kubeconfig", kc}, inputs.DefaultBudget)
+			if r.killed || r.code != 1 || !strings.Contains(r.stderr, value) || strings.Count(strings.TrimSpace(r.stderr), "\n") > 0 {
+				t.Errorf("a kubeconfig naming %s as its %s: exit %d, killed %v, after %s: %.300s", value, field, r.code, r.killed, r.elapsed, r.stderr)
+			}
+		})
+	}
+}

@@ -70,6 +70,27 @@ func (f *kubeFlags) rules() (*clientcmd.ClientConfigLoadingRules, error) {
 			return nil, fmt.Errorf("kubeconfig: %w", err)
 		}
 	}
+	// The files a kubeconfig names (certificates, keys, tokens) are read
+	// whole by client-go too.
+	raw, err := rules.Load()
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig: %w", err)
+	}
+	var named []string
+	for _, c := range raw.Clusters {
+		named = append(named, c.CertificateAuthority)
+	}
+	for _, u := range raw.AuthInfos {
+		named = append(named, u.ClientCertificate, u.ClientKey, u.TokenFile)
+	}
+	for _, p := range named {
+		if p == "" {
+			continue
+		}
+		if err := confine.CheckPath(p, maxKubeconfigSize); err != nil {
+			return nil, fmt.Errorf("kubeconfig: %w", err)
+		}
+	}
 	return rules, nil
 }
 

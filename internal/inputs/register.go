@@ -8,7 +8,7 @@ const (
 	boundRegistry  = "its answers bounded as the `answer` entries say"
 	boundOutput    = "its folder must exist; written to a temporary file beside it, renamed when whole (internal/atomicfile)"
 	boundStdin     = "at most 64 KiB, one line"
-	boundKubconfig = "each file a regular file of at most 4 MiB, checked before client-go reads it"
+	boundKubconfig = "each file a regular file of at most 1 MiB, and so is every certificate, key and token file it names, checked before client-go reads them; an exec credential plugin it names runs as kubectl runs it (the user's own command)"
 	boundStorage   = "a folder, or s3://bucket[/prefix]?… (a URL, printed redacted)"
 	boundDefFile   = "a regular file inside the definition's folder (links, FIFOs, devices refused without blocking), at most the size its kind allows"
 )
@@ -347,7 +347,7 @@ func zarf() []Entry {
 func environment() []Entry {
 	return []Entry{
 		{Where: "env KUBECONFIG", Kind: YAML, Bound: boundKubconfig, Try: "KUBECONFIG={} list"},
-		{Where: "env DOCKER_CONFIG", Kind: File, Bound: "its config.json a regular file of at most 4 MiB (artifact.MaxDockerConfigSize), checked before it is read", Try: "DOCKER_CONFIG={dockerdir} package inspect {reg}/test/pkg:0.1.0", Accepts: []string{"missing"}},
+		{Where: "env DOCKER_CONFIG", Kind: File, Bound: "its config.json a regular file of at most 4 MiB (artifact.MaxDockerConfigSize), checked before it is read; a credential helper it names runs as docker runs it (the user's own command)", Try: "DOCKER_CONFIG={dockerdir} package inspect {reg}/test/pkg:0.1.0", Accepts: []string{"missing"}},
 		{Where: "env NETRC", Kind: File, Bound: "a regular file of at most 1 MiB (internal/gitcred)"},
 		{Where: "env FERRY_REGISTRY_PASSWORD", Kind: None, Bound: "a password: never printed"},
 		{Where: "env COSIGN_PASSWORD", Kind: None, Bound: "a key's password: never printed"},

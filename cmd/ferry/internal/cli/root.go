@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 )
@@ -120,7 +122,42 @@ func flagError(cmd *cobra.Command, err error) error {
 // binary it hands a command to.
 const EnvFrontBuild = "FERRY_FRONT_BUILD"
 
-// OneLine folds an error onto a single line for the terminal.
+// MaxErrorLine bounds the error line a command prints (1 KiB): an error
+// can quote what came from outside (a registry's error body, a chart's
+// fail message, a number in a JSON file), and a line of megabytes helps
+// nobody.
+const MaxErrorLine = 1 << 10
+
+// OneLine folds an error onto a single line for the terminal: runs of
+// white space become one space, control characters (a terminal's escape
+// sequences, which text from a registry, a chart or a package may carry)
+// are shown as \x1b, and a line longer than MaxErrorLine is cut, saying
+// how long it was.
 func OneLine(err error) string {
-	return strings.Join(strings.Fields(err.Error()), " ")
+	var b strings.Builder
+	space := false
+	for _, r := range err.Error() {
+		if unicode.IsSpace(r) {
+			space = b.Len() > 0
+			continue
+		}
+		if space {
+			b.WriteByte(' ')
+			space = false
+		}
+		if unicode.IsControl(r) {
+			fmt.Fprintf(&b, `\x%02x`, r)
+			continue
+		}
+		b.WriteRune(r)
+	}
+	line := b.String()
+	if len(line) > MaxErrorLine {
+		cut := MaxErrorLine
+		for cut > 0 && !utf8.RuneStart(line[cut]) {
+			cut--
+		}
+		line = fmt.Sprintf("%s… (%d bytes in all)", line[:cut], len(line))
+	}
+	return line
 }

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -29,7 +30,8 @@ func Run(h Hooks) {
 		// Whoever wrote the message (go-git and net/http put the URLs
 		// they were given into theirs), no credential reaches the
 		// terminal.
-		fmt.Fprintln(os.Stderr, "ferry: "+redact.Text(OneLine(err)))
+		// Redacted whole, before the line is folded and cut.
+		fmt.Fprintln(os.Stderr, "ferry: "+OneLine(errors.New(redact.Text(err.Error()))))
 		os.Exit(1)
 	}
 }
