@@ -34,6 +34,9 @@ func (f *Folder) manifestBundle(md ManifestDef) ([]byte, []string, error) {
 					return err
 				}
 				if !d.IsDir() && (strings.HasSuffix(p, ".yaml") || strings.HasSuffix(p, ".yml") || strings.HasSuffix(p, ".json")) {
+					if len(names)+len(paths) >= MaxManifestFiles {
+						return fmt.Errorf("%s: more than %d manifest files in one manifests entry", rel, MaxManifestFiles)
+					}
 					paths = append(paths, p)
 				}
 				return nil

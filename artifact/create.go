@@ -287,11 +287,20 @@ func (b *builder) addData(mediaType string, data []byte) ocispec.Descriptor {
 	return d
 }
 
-// addJSON stores v, canonically encoded, as a blob.
+// addJSON stores v, canonically encoded, as a blob. Every reader refuses
+// a manifest, an index or ferry.json over MaxManifestSize: one that would
+// be larger is refused here, before anything is written.
 func (b *builder) addJSON(mediaType string, v any) (ocispec.Descriptor, []byte, error) {
 	data, err := json.Marshal(v)
 	if err != nil {
 		return ocispec.Descriptor{}, nil, err
+	}
+	if len(data) > MaxManifestSize {
+		what := mediaType
+		if mediaType == MediaTypeConfig {
+			what = "ferry.json"
+		}
+		return ocispec.Descriptor{}, nil, fmt.Errorf("the package would hold a %s of %d bytes, more than the %d a package allows: too many files, images, charts or manifests for one package (split it into several)", what, len(data), MaxManifestSize)
 	}
 	return b.addData(mediaType, data), data, nil
 }

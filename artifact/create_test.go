@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -310,4 +311,31 @@ func TestImagePlatformFromDefinition(t *testing.T) {
 	if !errors.As(err, &de) || de.Field != "components[0].images[0]" || !strings.Contains(err.Error(), "image example.com/app:amd64 is linux/amd64 (its config") {
 		t.Fatalf("a contradicting platform: %v", err)
 	}
+}
+
+// A manifests entry may join at most MaxManifestFiles files, and no
+// package is written whose ferry.json a reader would refuse: create
+// refuses first, with nothing written.
+func TestCreateManifestFilesBounded(t *testing.T) {
+	dir := t.TempDir()
+	many := filepath.Join(dir, "many")
+	if err := os.MkdirAll(many, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i <= artifact.MaxManifestFiles; i++ {
+		if err := os.WriteFile(filepath.Join(many, fmt.Sprintf("m%05d.yaml", i)), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeFile(t, filepath.Join(dir, "ferry.yaml"), "apiVersion: ferry.dev/v1alpha1\nkind: Package\nmetadata: {name: many, version: 1.0.0}\ncomponents:\n  - name: c\n    manifests: [{name: m, files: [many]}]\n")
+	def, err := artifact.LoadDefinition(filepath.Join(dir, "ferry.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "many.tar.zst")
+	_, err = artifact.Create(context.Background(), def, artifact.CreateOptions{Output: out})
+	if err == nil || !strings.Contains(err.Error(), "more than 10000 manifest files") {
+		t.Fatalf("%d files in one manifests entry: %v", artifact.MaxManifestFiles+1, err)
+	}
+	assertNoOutput(t, filepath.Dir(out))
 }

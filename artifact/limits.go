@@ -55,6 +55,11 @@ const (
 	// 2,000,000, some 400 MiB of parse at worst; the largest CRD files
 	// (a few MiB) make under a million.
 	MaxManifestNodes = 2_000_000
+
+	// MaxManifestFiles bounds the files one manifests entry of a
+	// definition joins (10,000; each is named in ferry.json, which must
+	// stay under MaxManifestSize).
+	MaxManifestFiles = 10_000
 )
 
 // Limits on a git repository carried in a package (create, artifact/gitrepo).
