@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 
 	"github.com/spf13/cobra"
@@ -75,6 +76,9 @@ refused, naming it.`,
 			}
 			def, err := artifact.LoadDefinition(src)
 			if err != nil {
+				return err
+			}
+			if err := file.NotInput(definitionFiles(def)...); err != nil {
 				return err
 			}
 			// The flags win over ferry.yaml's `sbom:`.
@@ -211,4 +215,38 @@ func sbomGenerator(def *artifact.Definition) (artifact.SBOMGenerator, error) {
 		return nil, err
 	}
 	return sbomexec.Generator{Path: helper, ToolVersion: cli.CurrentVersion().Version}, nil
+}
+
+// definitionFiles are the files a definition names directly (itself, its
+// manifest files, carried files, chart archives, policy keys), which
+// create must not write its package over.
+func definitionFiles(def *artifact.Definition) []string {
+	files := []string{def.File}
+	in := func(p string) { files = append(files, filepath.Join(def.Dir, p)) }
+	for _, c := range def.Components {
+		for _, m := range c.Manifests {
+			for _, f := range m.Files {
+				in(f)
+			}
+		}
+		for _, f := range c.Files {
+			in(f.Source)
+		}
+		for _, ch := range c.Charts {
+			if ch.Path != "" {
+				in(ch.Path)
+			}
+		}
+	}
+	for _, p := range def.ImagePolicies {
+		for _, a := range p.Authorities {
+			if a.Key != "" {
+				in(a.Key)
+			}
+			if a.TrustedRoot != "" {
+				in(a.TrustedRoot)
+			}
+		}
+	}
+	return files
 }

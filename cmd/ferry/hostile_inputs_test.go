@@ -495,3 +495,37 @@ func TestHostileKubeconfigFiles(t *testing.T) {
 		})
 	}
 }
+
+// TestOutputIsNotInput: a command never writes its result over a file it
+// reads — the definition, a manifest it names, the package a delta is made
+// of — whatever path names it.
+func TestOutputIsNotInput(t *testing.T) {
+	dir := t.TempDir()
+	def := filepath.Join(dir, "def")
+	writeFile(t, filepath.Join(def, "ferry.yaml"), goodDef)
+	writeFile(t, filepath.Join(def, "m.yaml"), "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: cli\n")
+	writeFile(t, filepath.Join(def, "f.txt"), "hello\n")
+	pkg := filepath.Join(dir, "p.tar.zst")
+	if _, stderr, code := runFerry(t, dir, "package", "create", def, "-f", pkg, "--sbom=false"); code != 0 {
+		t.Fatal(stderr)
+	}
+	for _, args := range [][]string{
+		{"package", "create", def, "-f", filepath.Join(def, "ferry.yaml"), "--sbom=false"},
+		{"package", "create", def, "-f", filepath.Join(def, "..", "def", "m.yaml"), "--sbom=false"},
+		{"package", "delta", pkg, "--have", pkg, "-f", pkg},
+	} {
+		before := map[string][]byte{}
+		for _, p := range []string{filepath.Join(def, "ferry.yaml"), filepath.Join(def, "m.yaml"), pkg} {
+			before[p], _ = os.ReadFile(p)
+		}
+		_, stderr, code := runFerry(t, dir, args...)
+		if code != 1 || !strings.Contains(stderr, "which this command reads") {
+			t.Errorf("ferry %s: exit %d: %s", strings.Join(args, " "), code, stderr)
+		}
+		for p, b := range before {
+			if now, _ := os.ReadFile(p); !bytes.Equal(now, b) {
+				t.Errorf("ferry %s changed %s", strings.Join(args, " "), p)
+			}
+		}
+	}
+}

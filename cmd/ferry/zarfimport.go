@@ -55,6 +55,9 @@ reports it.`,
 			if err := file.Validate(""); err != nil {
 				return err
 			}
+			if err := file.NotInput(args[0]); err != nil {
+				return err
+			}
 			var key *artifact.PublicKey
 			if keyPath != "" {
 				k, err := artifact.LoadPublicKey(keyPath)

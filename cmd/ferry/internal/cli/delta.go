@@ -61,6 +61,9 @@ inspect and verify check what it carries.`,
 			if err := file.Validate(""); err != nil {
 				return err
 			}
+			if err := file.NotInput(args[0], have); err != nil {
+				return err
+			}
 			if have == "" {
 				return fmt.Errorf("--have is required: a receipt (ferry registry have), an older package, or a registry reference")
 			}

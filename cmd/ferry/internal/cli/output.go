@@ -71,6 +71,22 @@ func (f *FileFlag) Register(cmd *cobra.Command, usage string) {
 // Validate refuses a format name where the archive's path is expected (the
 // kubectl and helm habit meant -o), and an explicit format that the file's
 // extension contradicts; ./json names a file called json.
+// NotInput refuses an output file that is one of the files the command
+// reads (the same file, whatever the path says): writing the result there
+// would destroy its own input.
+func (f *FileFlag) NotInput(inputs ...string) error {
+	out, err := os.Stat(f.Path)
+	if f.Path == "" || err != nil {
+		return nil
+	}
+	for _, in := range inputs {
+		if fi, err := os.Stat(in); err == nil && os.SameFile(out, fi) {
+			return fmt.Errorf("-f %s is %s, which this command reads: write the result elsewhere", f.Path, in)
+		}
+	}
+	return nil
+}
+
 func (f *FileFlag) Validate(format artifact.Format) error {
 	if formatNames[strings.ToLower(f.Path)] {
 		return fmt.Errorf("-f %q: -f/--file is the archive to write; for %s output use -o %s (for a file of that name, -f ./%s)", f.Path, f.Path, f.Path, f.Path)
