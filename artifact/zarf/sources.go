@@ -271,6 +271,9 @@ func (c *converter) manifest(n *yaml.Node, field string) (*ferryManifest, error)
 		if err != nil {
 			return nil, err
 		}
+		if err := c.kustomizeOffline(src); err != nil {
+			return nil, c.errf(klines[i], kf, "%v", err)
+		}
 		y, err := c.kustomizeBuild(src, anyDir != nil && *anyDir)
 		if err != nil {
 			return nil, c.errf(klines[i], kf, "kustomize build %s: %v", k, err)
