@@ -92,8 +92,9 @@ func SourceDateEpoch() (*time.Time, error) {
 		return nil, nil
 	}
 	sec, err := strconv.ParseInt(v, 10, 64)
-	if err != nil {
-		return nil, fmt.Errorf("SOURCE_DATE_EPOCH=%q is not a number of seconds", v)
+	// Years 1970 to 9999: a tar header and RFC 3339 hold no other.
+	if err != nil || sec < 0 || sec > 253402300799 {
+		return nil, fmt.Errorf("SOURCE_DATE_EPOCH=%.40q is not a number of seconds from 1970 to 9999", v)
 	}
 	t := time.Unix(sec, 0).UTC()
 	return &t, nil

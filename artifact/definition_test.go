@@ -210,3 +210,35 @@ func TestLoadDefinitionBounded(t *testing.T) {
 		t.Fatalf("a definition over the bound: %v", err)
 	}
 }
+
+// Names, descriptions and targets hold no terminal escape; a target no
+// line end either (its readers go a line at a time).
+func TestDefinitionRefusesControlCharacters(t *testing.T) {
+	for _, tc := range []struct{ yaml, want string }{
+		{"metadata: {name: x, version: 1.0.0, description: \"a\\e[31mred\"}\ncomponents: [{name: c, files: [{source: f, target: /f}]}]\n", `metadata.description: holds the control character "\x1b"`},
+		{"metadata: {name: x, version: 1.0.0}\ncomponents: [{name: c, files: [{source: f, target: \"/etc/x\\nfake\"}]}]\n", "invalid target: it holds a control character or a line end"},
+	} {
+		_, err := artifact.ParseDefinition("ferry.yaml", []byte("apiVersion: ferry.dev/v1alpha1\nkind: Package\n"+tc.yaml))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: %v, want %q", tc.yaml, err, tc.want)
+		}
+	}
+	if _, err := artifact.ParseDefinition("ferry.yaml", []byte("apiVersion: ferry.dev/v1alpha1\nkind: Package\nmetadata: {name: x, version: 1.0.0, description: \"two\\nlines\\tand a tab\"}\ncomponents: [{name: c, files: [{source: f, target: /f}]}]\n")); err != nil {
+		t.Errorf("line ends and tabs in a description: %v", err)
+	}
+}
+
+// SOURCE_DATE_EPOCH outside 1970–9999 is refused: neither a tar header
+// nor an RFC 3339 time holds it.
+func TestSourceDateEpochRange(t *testing.T) {
+	for _, v := range []string{"-1", "253402300800", "9223372036854775807", "x"} {
+		t.Setenv("SOURCE_DATE_EPOCH", v)
+		if _, err := artifact.SourceDateEpoch(); err == nil {
+			t.Errorf("SOURCE_DATE_EPOCH=%s accepted", v)
+		}
+	}
+	t.Setenv("SOURCE_DATE_EPOCH", "253402300799")
+	if ts, err := artifact.SourceDateEpoch(); err != nil || ts.Year() != 9999 {
+		t.Errorf("the last second of 9999: %v, %v", ts, err)
+	}
+}

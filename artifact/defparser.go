@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"unicode"
 
 	"gopkg.in/yaml.v3"
 )
@@ -115,6 +116,11 @@ func (p *defParser) seq(n *yaml.Node, field string, each func(*yaml.Node, string
 func (p *defParser) str(n *yaml.Node, field string, dst *string) error {
 	if n.Kind != yaml.ScalarNode || n.Tag == "!!null" {
 		return p.errf(n.Line, field, "must be a string")
+	}
+	// A terminal escape in a name or description would act on the
+	// terminal of whoever inspects the package.
+	if i := strings.IndexFunc(n.Value, func(r rune) bool { return unicode.IsControl(r) && r != '\n' && r != '\t' && r != '\r' }); i >= 0 {
+		return p.errf(n.Line, field, "holds the control character %q", n.Value[i:i+1])
 	}
 	*dst = n.Value
 	return nil

@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"unicode"
 
 	"github.com/distribution/reference"
 	"gopkg.in/yaml.v3"
@@ -318,8 +319,10 @@ func (p *defParser) fileDef(n *yaml.Node, field string) (FileDef, error) {
 	if fd.Target == "" {
 		return fd, p.errf(n.Line, join(field, "target"), "missing")
 	}
-	if strings.Contains(fd.Target, "\x00") {
-		return fd, p.errf(p.lineOf(n, "target"), join(field, "target"), "invalid target")
+	// Targets are read a line at a time (docs/packages.md's recipe): no
+	// control character, no line end.
+	if strings.IndexFunc(fd.Target, unicode.IsControl) >= 0 {
+		return fd, p.errf(p.lineOf(n, "target"), join(field, "target"), "invalid target: it holds a control character or a line end")
 	}
 	return fd, nil
 }

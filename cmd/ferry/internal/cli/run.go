@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"log"
 	"os"
 	"os/signal"
 	"syscall"
@@ -13,6 +15,10 @@ import (
 
 // Run runs a binary's command line and exits.
 func Run(h Hooks) {
+	// Go's log package is where net/http says what a registry or a peer
+	// did wrong ("Unsolicited response received on idle HTTP channel",
+	// quoting its bytes): not ferry's output, which is one line per error.
+	log.SetOutput(io.Discard)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	root := NewTree(h)
 	// The front binary hands what is not its own to the full one, which
