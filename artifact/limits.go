@@ -81,6 +81,12 @@ const (
 	// files — passes, a git bomb (one large blob under a million paths)
 	// does not.
 	GitExpansionFloor = 64 << 20
+	// MaxGitRefList bounds what a git server may send before the pack:
+	// its list of refs (the advertisement of info/refs, or protocol v2's
+	// ls-refs answer), 32 MiB — about 500,000 refs. Chromium, among the
+	// largest, lists about 100,000 refs in some 10 MiB; the Linux kernel
+	// about 1,500. A larger list is refused, never held whole.
+	MaxGitRefList = 32 << 20
 )
 
 // expansionFloor is how many decompressed bytes a .tar.zst may give before

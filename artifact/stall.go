@@ -35,10 +35,27 @@ type stallTransport struct {
 	next    http.RoundTripper
 	window  time.Duration
 	minRate int64
+	posts   bool // a POST's answer judged too
+}
+
+// NewStallTransport is next, giving up a request whose answer does not
+// start within window, or whose body comes slower than minRate bytes a
+// second while it is waited on, with an error wrapping ErrStalled — as
+// RemoteOptions does for a registry, but for a POST's answer too (a git
+// server answers a POST with the pack). A window or minRate ≤ 0 is
+// DefaultStallWindow or DefaultMinRate.
+func NewStallTransport(next http.RoundTripper, window time.Duration, minRate int64) http.RoundTripper {
+	if window <= 0 {
+		window = DefaultStallWindow
+	}
+	if minRate <= 0 {
+		minRate = DefaultMinRate
+	}
+	return &stallTransport{next: next, window: window, minRate: minRate, posts: true}
 }
 
 func (t *stallTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if req.Method != http.MethodGet && req.Method != http.MethodHead {
+	if req.Method != http.MethodGet && req.Method != http.MethodHead && !(t.posts && req.Method == http.MethodPost) {
 		// An upload's pace is ferry's own; a registry may take long to
 		// commit a large one (S3 assembles its parts).
 		return t.next.RoundTrip(req)

@@ -36,6 +36,7 @@ import (
 	client6 "github.com/go-git/go-git/v6/plumbing/client"
 	http6 "github.com/go-git/go-git/v6/plumbing/transport/http"
 
+	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/internal/confine"
 	"github.com/ferrypkg/ferry/internal/redact"
 )
@@ -114,7 +115,10 @@ type Credentials struct {
 //
 // The clone is made with go-git v6, whose pack parser streams large
 // objects to disk (a 256 MiB file costs 38 MiB; v5's holds each object
-// whole: 295 MiB), then read like a local repository, with v5.
+// whole: 295 MiB), then read like a local repository, with v5. Over
+// HTTP(S), the server's list of refs is held to artifact.MaxGitRefList
+// bytes (ErrRefList), and a server that answers nothing, or sends slower
+// than 16 KiB/s, for a minute is given up (artifact.ErrStalled).
 func Open(ctx context.Context, src Source, cred *Credentials) (*git.Repository, error) {
 	if _, err := CleanURL(src.URL); err != nil {
 		return nil, err
@@ -138,11 +142,15 @@ func Open(ctx context.Context, src Source, cred *Credentials) (*git.Repository, 
 	if err != nil {
 		return nil, err
 	}
-	opts := &git6.CloneOptions{URL: src.URL, Bare: true, Tags: plumbing6.AllTags}
+	opts := &git6.CloneOptions{URL: src.URL, Bare: true, Tags: plumbing6.AllTags,
+		ClientOptions: []client6.Option{client6.WithHTTPClient(httpClient())}}
 	if cred != nil {
-		opts.ClientOptions = []client6.Option{client6.WithHTTPAuth(&http6.BasicAuth{Username: cred.Username, Password: cred.Password})}
+		opts.ClientOptions = append(opts.ClientOptions, client6.WithHTTPAuth(&http6.BasicAuth{Username: cred.Username, Password: cred.Password}))
 	}
 	if _, err := git6.PlainCloneContext(ctx, dir, opts); err != nil {
+		if errors.Is(err, ErrRefList) || errors.Is(err, artifact.ErrStalled) {
+			err = refusal(err) // go-git's words around it add nothing
+		}
 		return nil, fmt.Errorf("clone %s: %w", redact.URL(src.URL), redact.Error(err))
 	}
 	st := filesystem.NewStorageWithOptions(osfs.New(dir), cache.NewObjectLRUDefault(), filesystem.Options{LargeObjectThreshold: LargeObject})

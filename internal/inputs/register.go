@@ -313,7 +313,7 @@ func definition() []Entry {
 				"components:\n- name: c\n  files:\n  - source: {}\n    target: /x\n"),
 			{Where: "ferry.yaml components[].repositories[].path", Kind: Folder, Bound: "a git repository inside the definition's folder: gitdir, commondir and alternates confined; the tree's limits in docs/limits.md",
 				Try: "components:\n- name: c\n  repositories:\n  - url: https://example.com/r.git\n    path: {}\n"},
-			{Where: "ferry.yaml components[].repositories[].url", Kind: URL, Bound: "https, http, ssh or scp-like; a password, query, fragment or control character refused; printed redacted"},
+			{Where: "ferry.yaml components[].repositories[].url", Kind: URL, Bound: "https, http, ssh or scp-like; a password, query, fragment or control character refused; printed redacted; over HTTP(S) the server's list of refs at most 32 MiB (artifact.MaxGitRefList), a server answering nothing or sending slower than 16 KiB/s for a minute given up"},
 		},
 	)
 }
@@ -329,7 +329,7 @@ func zarf() []Entry {
 		file("ZarfManifest.files", "components:\n- name: c\n  manifests:\n  - name: m\n    files: [{}]\n"),
 		file("ZarfChart.valuesFiles", "components:\n- name: c\n  charts:\n  - name: x\n    version: 1.0.0\n    localPath: chart\n    namespace: x\n    valuesFiles: [{}]\n"),
 		{Where: "zarf.yaml ZarfChart.localPath", Kind: Folder, Bound: boundDefFile, Try: "components:\n- name: c\n  charts:\n  - name: x\n    version: 1.0.0\n    localPath: {}\n    namespace: x\n"},
-		file("ZarfManifest.kustomizations", "components:\n- name: c\n  manifests:\n  - name: m\n    kustomizations: [{}]\n"),
+		{Where: "zarf.yaml ZarfManifest.kustomizations", Kind: File, Bound: boundDefFile + "; every kustomization it reaches read first (200,000 YAML nodes each) and one naming a URL, a git repository or a Helm repository refused before kustomize runs, nothing fetched; kustomize reads and renders at most 64 MiB", Try: "components:\n- name: c\n  manifests:\n  - name: m\n    kustomizations: [{}]\n"},
 		{Where: "zarf.yaml ZarfDataInjection.source", Kind: None, Bound: "reported as a gap, never read"},
 		{Where: "zarf.yaml ZarfComponentImport.path", Kind: None, Bound: "reported as a gap (flatten first), never read"},
 		{Where: "zarf.yaml ZarfComponent.cosignKeyPath", Kind: File, Bound: boundDefFile + " (reported as a gap, never read)"},
