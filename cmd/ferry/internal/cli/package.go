@@ -3,8 +3,10 @@ package cli
 import (
 	"fmt"
 	"os"
+	"reflect"
 	"strings"
 	"text/tabwriter"
+	"unicode"
 
 	"github.com/spf13/cobra"
 
@@ -96,6 +98,9 @@ and print nothing unless both hold.`,
 // printReport prints rep as text; archiveSize is the archive file's size,
 // or negative when there is no archive file.
 func printReport(cmd *cobra.Command, rep *artifact.Report, archiveSize int64) {
+	// Text from the package (a description, a file's target) could carry
+	// a terminal's escape sequences or line ends of its own.
+	inert(reflect.ValueOf(rep))
 	tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 	defer tw.Flush()
 	fmt.Fprintf(tw, "Package\t%s %s\n", rep.Name, rep.Version)
@@ -214,4 +219,36 @@ func policyLine(p imagesig.Policy) string {
 		line += "; attestation " + a.PredicateType
 	}
 	return line
+}
+
+// inert shows the control characters (line ends, tabs, escapes) of every
+// string v reaches as \x1b, so that printing them acts on no terminal
+// and adds no line.
+func inert(v reflect.Value) {
+	switch v.Kind() {
+	case reflect.Pointer:
+		if !v.IsNil() {
+			inert(v.Elem())
+		}
+	case reflect.Struct:
+		for i := range v.NumField() {
+			inert(v.Field(i))
+		}
+	case reflect.Slice, reflect.Array:
+		for i := range v.Len() {
+			inert(v.Index(i))
+		}
+	case reflect.String:
+		if s := v.String(); v.CanSet() && strings.IndexFunc(s, unicode.IsControl) >= 0 {
+			var b strings.Builder
+			for _, r := range s {
+				if unicode.IsControl(r) {
+					fmt.Fprintf(&b, `\x%02x`, r)
+					continue
+				}
+				b.WriteRune(r)
+			}
+			v.SetString(b.String())
+		}
+	}
 }
