@@ -242,11 +242,7 @@ func inert(v reflect.Value) {
 		if s := v.String(); v.CanSet() && strings.IndexFunc(s, unicode.IsControl) >= 0 {
 			var b strings.Builder
 			for _, r := range s {
-				if unicode.IsControl(r) {
-					fmt.Fprintf(&b, `\x%02x`, r)
-					continue
-				}
-				b.WriteRune(r)
+				writeInert(&b, r)
 			}
 			v.SetString(b.String())
 		}

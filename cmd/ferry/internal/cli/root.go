@@ -122,6 +122,16 @@ func flagError(cmd *cobra.Command, err error) error {
 // binary it hands a command to.
 const EnvFrontBuild = "FERRY_FRONT_BUILD"
 
+// writeInert writes r, a control character as \x1b: shown, never acting
+// on the terminal.
+func writeInert(b *strings.Builder, r rune) {
+	if unicode.IsControl(r) {
+		fmt.Fprintf(b, `\x%02x`, r)
+		return
+	}
+	b.WriteRune(r)
+}
+
 // MaxErrorLine bounds the error line a command prints (1 KiB): an error
 // can quote what came from outside (a registry's error body, a chart's
 // fail message, a number in a JSON file), and a line of megabytes helps
@@ -145,11 +155,7 @@ func OneLine(err error) string {
 			b.WriteByte(' ')
 			space = false
 		}
-		if unicode.IsControl(r) {
-			fmt.Fprintf(&b, `\x%02x`, r)
-			continue
-		}
-		b.WriteRune(r)
+		writeInert(&b, r)
 	}
 	line := b.String()
 	if len(line) > MaxErrorLine {
