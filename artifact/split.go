@@ -103,6 +103,9 @@ func (r *Reader) writeArchiveFile(write func(io.Writer) error) error {
 	return nil
 }
 
+// partMode is the mode of parts and their index: an archive's (0644).
+const partMode = 0o644
+
 // writeParts writes what write writes as parts of base, partSize bytes
 // each, and their index, recording root. All are written under temporary
 // names and renamed at the end, the index last; the parts of an earlier
@@ -143,6 +146,10 @@ func writeParts(base string, partSize int64, root digest.Digest, write func(io.W
 		return nil, err
 	}
 	pw.temps = append(pw.temps, idx.Name())
+	if err := idx.Chmod(partMode); err != nil {
+		idx.Close()
+		return nil, err
+	}
 	_, err = idx.Write(append(data, '\n'))
 	if cerr := idx.Close(); err == nil {
 		err = cerr
@@ -230,6 +237,12 @@ func (w *partWriter) Write(p []byte) (int, error) {
 			name := partName(w.base, len(w.parts))
 			f, err := os.CreateTemp(filepath.Dir(w.base), "."+filepath.Base(name)+".tmp-*")
 			if err != nil {
+				return n, fmt.Errorf("write %s: %w", name, pathCause(err))
+			}
+			// As an archive is written (CreateTemp makes 0600).
+			if err := f.Chmod(partMode); err != nil {
+				f.Close()
+				os.Remove(f.Name())
 				return n, fmt.Errorf("write %s: %w", name, pathCause(err))
 			}
 			w.f, w.h, w.left = f, sha256.New(), w.size

@@ -80,6 +80,16 @@ func TestCLISplit(t *testing.T) {
 	if got := partFiles(t, filepath.Join(dir, "dvd.tar.zst")); len(got) != 3 {
 		t.Fatalf("after splitting into 2 MiB parts: %v, want 3", got)
 	}
+	// The parts and the index have an archive's mode; the line names the
+	// package split.
+	for _, name := range []string{"dvd.tar.zst.part001", "dvd.tar.zst.parts.json"} {
+		if fi, err := os.Stat(filepath.Join(dir, name)); err != nil || fi.Mode().Perm() != 0o644 {
+			t.Errorf("%s: %v, %v; want mode 0644", name, fi.Mode(), err)
+		}
+	}
+	if !strings.Contains(out, "split dvd.tar.zst (") {
+		t.Errorf("split says %q, want the package it split named", out)
+	}
 
 	part := filepath.Join(dir, "dvd.tar.zst.part002")
 	keep, err := os.ReadFile(part)

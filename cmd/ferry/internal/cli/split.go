@@ -66,7 +66,7 @@ left in place: remove it once the parts are where they go.`,
 			if base == "" {
 				base = filepath.Join(filepath.Dir(args[0]), ps.Package)
 			}
-			return printParts(cmd, ps, filepath.Dir(base), output)
+			return printParts(cmd, args[0], ps, filepath.Dir(base), output)
 		},
 	}
 	cmd.Flags().StringVar(&size, "size", "", "size of every part but the last: 4.7G, 700M (decimal) or 4GiB, 64MiB (binary)")
@@ -75,8 +75,8 @@ left in place: remove it once the parts are where they go.`,
 	return cmd
 }
 
-// printParts prints the parts and index written in dir.
-func printParts(cmd *cobra.Command, ps *artifact.Parts, dir string, output OutputFlag) error {
+// printParts prints the parts of src and their index, written in dir.
+func printParts(cmd *cobra.Command, src string, ps *artifact.Parts, dir string, output OutputFlag) error {
 	index := filepath.Join(dir, ps.Package+artifact.PartsIndexSuffix)
 	if output.JSON() {
 		return WriteJSON(cmd.OutOrStdout(), map[string]any{"index": index, "root": ps.Root, "size": ps.Size, "partSize": ps.PartSize, "parts": ps.Parts})
@@ -85,6 +85,6 @@ func printParts(cmd *cobra.Command, ps *artifact.Parts, dir string, output Outpu
 	for _, p := range ps.Parts {
 		fmt.Fprintf(out, "%s\t%d bytes\t%s\n", filepath.Join(dir, p.Name), p.Size, p.Digest)
 	}
-	fmt.Fprintf(out, "split %s (%s) into %d parts of %s; index %s\n", ps.Package, HumanBytes(ps.Size), len(ps.Parts), HumanBytes(ps.PartSize), index)
+	fmt.Fprintf(out, "split %s (%s) into %d parts of %s; index %s\n", src, HumanBytes(ps.Size), len(ps.Parts), HumanBytes(ps.PartSize), index)
 	return nil
 }
