@@ -9,10 +9,7 @@
 // checked against it.
 package inputs
 
-import (
-	"slices"
-	"strings"
-)
+import "strings"
 
 // Kind is what an input is; it decides the hostile corpus it is fed.
 type Kind string
@@ -105,15 +102,6 @@ type Budget struct {
 // 7 s (a registry answering 500 is retried with backoff, as oras-go's
 // retry policy does); the margin is for a machine busy with other tests.
 var DefaultBudget = Budget{Seconds: 20, MiB: 256}
-
-// Lookup returns the entry named where.
-func Lookup(where string) (Entry, bool) {
-	i := slices.IndexFunc(Register, func(e Entry) bool { return e.Where == where })
-	if i < 0 {
-		return Entry{}, false
-	}
-	return Register[i], true
-}
 
 // Family is the first word of an entry's Where: "ferry", "ferry.yaml",
 // "zarf.yaml", "env", "answer" or "request".
