@@ -366,6 +366,8 @@ func TestHostileInputs(t *testing.T) {
 				case !strings.HasPrefix(line, "ferry: "):
 					t.Errorf("ferry %s: stderr %.300q is not one `ferry: …` line", strings.Join(args, " "), line)
 				case len(line) > 1024:
+					// Below cli.MaxErrorLine: refusals of hostile input name it in
+					// short, they are not merely cut.
 					t.Errorf("ferry %s: a refusal of %d bytes, want at most 1 KiB: %.300s…", strings.Join(args, " "), len(line), line)
 				case goInternals.MatchString(line):
 					t.Errorf("ferry %s: the refusal shows Go's internals (%s): %.300s", strings.Join(args, " "), goInternals.FindString(line), line)

@@ -132,11 +132,11 @@ func writeInert(b *strings.Builder, r rune) {
 	b.WriteRune(r)
 }
 
-// MaxErrorLine bounds the error line a command prints (1 KiB): an error
+// MaxErrorLine bounds the error line a command prints (2 KiB): an error
 // can quote what came from outside (a registry's error body, a chart's
 // fail message, a number in a JSON file), and a line of megabytes helps
 // nobody.
-const MaxErrorLine = 1 << 10
+const MaxErrorLine = 2 << 10
 
 // OneLine folds an error onto a single line for the terminal: runs of
 // white space become one space, control characters (a terminal's escape
