@@ -110,7 +110,11 @@ func TestHostileChartsBounded(t *testing.T) {
 			if want := "passed its limit of " + le.Limit; !strings.HasSuffix(msg, want) {
 				t.Errorf("%q does not end %q", msg, want)
 			}
-			if le.PeakRSS > hostileLimits.Memory+hostileLimits.Memory/8 {
+			// The kernel caps the child's heap (RLIMIT_DATA, 7/8 of the
+			// limit); its resident set also counts the binary's code
+			// pages (~100 MiB of ferry's, shared with the parent), which
+			// a poll can catch on top of a heap at its cap.
+			if le.PeakRSS > hostileLimits.Memory+128<<20 {
 				t.Errorf("the child peaked at %d MiB, limit %d MiB", le.PeakRSS>>20, hostileLimits.Memory>>20)
 			}
 		})
