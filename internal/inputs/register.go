@@ -304,8 +304,10 @@ func definition() []Entry {
 				"imagePolicies:\n- name: p\n  authorities:\n  - keyless:\n      trustedRoot: {}\n      identities: [{issuer: i, subject: s}]\ncomponents:\n- name: c\n  verify: p\n  findImages: true\n  manifests:\n  - name: m\n    files: [m.yaml]\n"),
 			{Where: c[:len("ferry.yaml ")] + "components[].images[].layout", Kind: Folder, Bound: "an OCI layout folder held to the archive's rules (regular files only, opened without following links), " + boundDefFile,
 				Try: "components:\n- name: c\n  images:\n  - ref: example.com/a:1\n    layout: {}\n"},
+			// The child's heap is capped at 7/8 of 512 MiB; its resident set
+			// adds ferry's code pages (~100 MiB): 700 MiB for the largest.
 			{Where: "ferry.yaml components[].charts[].path", Kind: Chart, Bound: "a chart folder or .tgz of at most 64 MiB, " + boundDefFile + "; rendered (findImages) in a child process of at most 512 MiB and 30 s",
-				Try: "components:\n" + chart, Budget: &Budget{Seconds: 40, MiB: 600}},
+				Try: "components:\n" + chart, Budget: &Budget{Seconds: 40, MiB: 700}},
 			{Where: "ferry.yaml components[].charts[].url", Kind: URL, Bound: "oci://host/path/chart, printed redacted; the chart fetched as a registry answer"},
 			{Where: "ferry.yaml components[].manifests[].files", Kind: YAML, Bound: "YAML files or folders of at most 64 MiB together (artifact.MaxManifestBundleSize), every document a Kubernetes object, " + boundDefFile,
 				Try: "components:\n- name: c\n  manifests:\n  - name: m\n    files: [{}]\n"},
