@@ -6,7 +6,7 @@ const (
 	boundCAFile    = "a regular file of at most 4 MiB holding PEM certificates, opened without blocking"
 	boundPackage   = "read as docs/limits.md's package limits say: every blob against its digest, head files ≤ 4 MiB, blobs ≤ what ferry.json records, zstd window ≤ 8 MiB, expansion ≤ 100×, nothing after the archive's end; a registry's answers as `answer` says"
 	boundRegistry  = "its answers bounded as the `answer` entries say"
-	boundOutput    = "its folder must exist; written to a temporary file beside it, renamed when whole (internal/atomicfile)"
+	boundOutput    = "a folder there is refused; written to a temporary file beside it (its folder made if missing), renamed when whole (internal/atomicfile); never a file the command reads"
 	boundStdin     = "at most 64 KiB, one line"
 	boundKubconfig = "each file a regular file of at most 1 MiB, and so is every certificate, key and token file it names, checked before client-go reads them; an exec credential plugin it names runs as kubectl runs it (the user's own command)"
 	boundStorage   = "a folder, or s3://bucket[/prefix]?… (a URL, printed redacted)"
