@@ -1,7 +1,6 @@
 package artifact_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -218,15 +217,7 @@ func TestDeltaRoundTrip(t *testing.T) {
 	if _, err := verifyRemote(ctx, host+"/app:2.0.0", artifact.VerifyOptions{Keys: []artifact.Verifier{pk}}); err != nil {
 		t.Fatalf("v2 in the registry: %v", err)
 	}
-	pulled := filepath.Join(t.TempDir(), "app-2.tar.zst")
-	if _, err := pullRemote(ctx, host+"/app:2.0.0", pulled, artifact.PullOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	a, _ := os.ReadFile(pair.V2)
-	b, _ := os.ReadFile(pulled)
-	if !bytes.Equal(a, b) {
-		t.Fatal("v2 pulled back from the registry differs from v2")
-	}
+	assertPullsBack(t, ctx, host+"/app:2.0.0", pair.V2, "v2 pulled back from the registry")
 }
 
 func equalKeys(a, b map[digest.Digest]int64) bool {

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -135,15 +134,7 @@ func TestDeltaFromAnotherRepository(t *testing.T) {
 	if _, err := artifact.Push(ctx, openPkg(t, out), host+"/app:2.0.0", artifact.PushOptions{MountFrom: "other"}); err != nil {
 		t.Fatal(err)
 	}
-	pulled := filepath.Join(t.TempDir(), "app-2.tar.zst")
-	if _, err := pullRemote(ctx, host+"/app:2.0.0", pulled, artifact.PullOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	a, _ := os.ReadFile(pair.V2)
-	b, _ := os.ReadFile(pulled)
-	if !bytes.Equal(a, b) {
-		t.Fatal("v2 completed from another repository differs from v2")
-	}
+	assertPullsBack(t, ctx, host+"/app:2.0.0", pair.V2, "v2 completed from another repository")
 }
 
 // blobReads serves a registry and records the paths of the blobs read

@@ -316,3 +316,18 @@ func pullRemote(ctx context.Context, ref, out string, opts artifact.PullOptions)
 	}
 	return artifact.Pull(ctx, repo, tag, out, opts)
 }
+
+// assertPullsBack pulls ref and fails unless its archive is byte for byte
+// the one at want; what names the pulled package in the failure.
+func assertPullsBack(t testing.TB, ctx context.Context, ref, want, what string) {
+	t.Helper()
+	pulled := filepath.Join(t.TempDir(), "pulled.tar.zst")
+	if _, err := pullRemote(ctx, ref, pulled, artifact.PullOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	a, _ := os.ReadFile(want)
+	b, _ := os.ReadFile(pulled)
+	if !bytes.Equal(a, b) {
+		t.Fatalf("%s differs from %s", what, filepath.Base(want))
+	}
+}
