@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/ferrypkg/ferry/artifact"
-	"github.com/ferrypkg/ferry/internal/benchenv"
+	"github.com/ferrypkg/ferry/internal/testsupport/benchenv"
 )
 
 // BenchmarkParts measures `ferry package verify --key` of a signed package

@@ -13,7 +13,7 @@ import (
 
 	"oras.land/oras-go/v2/content/oci"
 
-	"github.com/ferrypkg/ferry/internal/fixture"
+	"github.com/ferrypkg/ferry/internal/testsupport/fixture"
 )
 
 // BenchmarkCreateSBOM measures what SBOMs cost `ferry package create`: the

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ferrypkg/ferry/internal/benchenv"
-	"github.com/ferrypkg/ferry/internal/peertool"
+	"github.com/ferrypkg/ferry/internal/testsupport/benchenv"
+	"github.com/ferrypkg/ferry/internal/testsupport/peertool"
 	"github.com/ferrypkg/ferry/registry"
 	"github.com/ferrypkg/ferry/registry/registrytest"
 )

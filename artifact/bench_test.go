@@ -20,8 +20,8 @@ import (
 	"oras.land/oras-go/v2/content/oci"
 
 	"github.com/ferrypkg/ferry/artifact/sbomexec/sbomexectest"
-	"github.com/ferrypkg/ferry/internal/benchenv"
-	"github.com/ferrypkg/ferry/internal/fixture"
+	"github.com/ferrypkg/ferry/internal/testsupport/benchenv"
+	"github.com/ferrypkg/ferry/internal/testsupport/fixture"
 )
 
 // benchSizesMiB are the image-set sizes of BenchmarkCreate; FERRY_BENCH_SIZES

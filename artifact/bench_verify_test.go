@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ferrypkg/ferry/internal/benchenv"
+	"github.com/ferrypkg/ferry/internal/testsupport/benchenv"
 )
 
 // BenchmarkVerify measures `ferry package verify --key` of a signed package

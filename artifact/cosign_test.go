@@ -11,7 +11,7 @@ import (
 
 	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/artifact/key"
-	"github.com/ferrypkg/ferry/internal/peertool"
+	"github.com/ferrypkg/ferry/internal/testsupport/peertool"
 )
 
 // cosignCLI runs the real cosign binary offline: no transparency log, a

@@ -13,7 +13,7 @@ import (
 
 	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/artifact/chart"
-	"github.com/ferrypkg/ferry/internal/fixture"
+	"github.com/ferrypkg/ferry/internal/testsupport/fixture"
 )
 
 func findImages(t *testing.T, dir string, opts artifact.FindImagesOptions) (*artifact.FoundImages, error) {

@@ -12,8 +12,8 @@ import (
 
 	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/artifact/imagesig"
-	"github.com/ferrypkg/ferry/artifact/imagesig/imagesigtest"
 	_ "github.com/ferrypkg/ferry/artifact/imagesig/sigstore" // the verification engine, as the full binary links it
+	"github.com/ferrypkg/ferry/internal/testsupport/imagesigtest"
 )
 
 // policyDef writes w's definition with imagePolicies (publisher: cosign's

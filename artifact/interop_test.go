@@ -25,7 +25,7 @@ import (
 
 	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/artifact/chart"
-	"github.com/ferrypkg/ferry/internal/peertool"
+	"github.com/ferrypkg/ferry/internal/testsupport/peertool"
 	"github.com/ferrypkg/ferry/registry"
 	"github.com/ferrypkg/ferry/registry/registrytest"
 )

@@ -12,7 +12,6 @@ import (
 	"golang.org/x/sync/errgroup"
 	"oras.land/oras-go/v2/errdef"
 
-	"github.com/ferrypkg/ferry/internal/chunk"
 	"github.com/ferrypkg/ferry/internal/readahead"
 )
 
@@ -385,7 +384,7 @@ type bigWrites struct {
 
 func (b *bigWrites) Read(p []byte) (int, error) { return b.r.Read(p) }
 
-func (b *bigWrites) WriteTo(w io.Writer) (int64, error) { return chunk.Copy(w, b.r, b.buf) }
+func (b *bigWrites) WriteTo(w io.Writer) (int64, error) { return readahead.Copy(w, b.r, b.buf) }
 
 // rootDescriptor strips a descriptor to what a registry needs to tag it.
 func rootDescriptor(d ocispec.Descriptor) ocispec.Descriptor {

@@ -13,7 +13,7 @@ import (
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
-	"github.com/ferrypkg/ferry/internal/fixture"
+	"github.com/ferrypkg/ferry/internal/testsupport/fixture"
 )
 
 // rawArchive writes head (compressed), body (a raw frame) and a tail to a

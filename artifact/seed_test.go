@@ -10,7 +10,7 @@ import (
 
 	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/artifact/chart"
-	"github.com/ferrypkg/ferry/internal/fixture"
+	"github.com/ferrypkg/ferry/internal/testsupport/fixture"
 )
 
 // TestFuzzSeedArchive keeps testdata/archive/small.tar, the fuzz seed, a

@@ -16,8 +16,8 @@ import (
 
 	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/artifact/chart"
-	"github.com/ferrypkg/ferry/internal/peertool"
-	"github.com/ferrypkg/ferry/internal/thirdparty"
+	"github.com/ferrypkg/ferry/internal/testsupport/peertool"
+	"github.com/ferrypkg/ferry/internal/testsupport/thirdparty"
 )
 
 // TestThirdPartyCharts carries charts as their projects publish them

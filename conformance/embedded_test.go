@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/ferrypkg/ferry/conformance"
-	"github.com/ferrypkg/ferry/internal/miniotest"
+	"github.com/ferrypkg/ferry/internal/testsupport/miniotest"
 	"github.com/ferrypkg/ferry/registry"
 	"github.com/ferrypkg/ferry/registry/registrytest"
 )

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ferrypkg/ferry/internal/miniotest"
+	"github.com/ferrypkg/ferry/internal/testsupport/miniotest"
 )
 
 // upstreamSuite is one version of the OCI distribution-spec conformance

@@ -56,7 +56,7 @@ type Deploy struct {
 
 	// Registry is where this process reaches the in-cluster registry
 	// (host:port, e.g. a tunnel's local address from package
-	// internal/reach); the registry's address on the nodes if empty.
+	// internal/cluster/reach); the registry's address on the nodes if empty.
 	Registry string
 	// PushAttempts bounds the pushes when the connection to the registry
 	// breaks (each attempt skips the blobs the registry has by then);

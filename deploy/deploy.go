@@ -22,7 +22,7 @@ import (
 	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/deploy/agent"
 	"github.com/ferrypkg/ferry/internal/cluster"
-	"github.com/ferrypkg/ferry/internal/reach"
+	"github.com/ferrypkg/ferry/internal/cluster/reach"
 )
 
 // ErrUnsigned means a package was refused for want of a key to verify it.
@@ -52,7 +52,7 @@ func push(ctx context.Context, cs kubernetes.Interface, r *artifact.Reader, ns, 
 	if err != nil {
 		return nil, err
 	}
-	remote := reach.RegistryRemote(host, cred)
+	remote := artifact.RemoteOptions{PlainHTTP: true, Credential: auth.StaticCredential(host, cred), Client: reach.RegistryClient()}
 	start := time.Now()
 	var loaded *artifact.MirrorResult
 	err = reach.Retry(ctx, attempts, func() error {
@@ -161,7 +161,7 @@ func Install(ctx context.Context, cs kubernetes.Interface, cfg *artifact.Config,
 	if opts.Values == nil {
 		opts.Values = map[string]any{}
 	}
-	d := &deployer{cs: cs, opts: opts, host: host, push: push, remote: reach.RegistryRemote(push, cred), cfg: cfg, prev: prev, ensured: map[string]bool{}}
+	d := &deployer{cs: cs, opts: opts, host: host, push: push, remote: artifact.RemoteOptions{PlainHTTP: true, Credential: auth.StaticCredential(push, cred), Client: reach.RegistryClient()}, cfg: cfg, prev: prev, ensured: map[string]bool{}}
 	rec := &Record{Name: cfg.Name, Version: cfg.Version, Root: root, Config: cfg, BytesPushed: opts.BytesPushed}
 	for _, c := range comps {
 		rec.Components = append(rec.Components, c.Name)

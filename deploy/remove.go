@@ -27,10 +27,11 @@ import (
 	"oras.land/oras-go/v2"
 	"oras.land/oras-go/v2/errdef"
 	"oras.land/oras-go/v2/registry/remote"
+	"oras.land/oras-go/v2/registry/remote/auth"
 
 	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/internal/cluster"
-	"github.com/ferrypkg/ferry/internal/reach"
+	"github.com/ferrypkg/ferry/internal/cluster/reach"
 )
 
 // RemoveOptions configure Remove.
@@ -184,7 +185,7 @@ func Remove(ctx context.Context, cs kubernetes.Interface, name string, opts Remo
 	if opts.Registry != "" {
 		host = opts.Registry
 	}
-	ro := reach.RegistryRemote(host, cred)
+	ro := artifact.RemoteOptions{PlainHTTP: true, Credential: auth.StaticCredential(host, cred), Client: reach.RegistryClient()}
 	reg := &registryCleaner{host: host, remote: ro}
 	used, err := reg.usedBy(ctx, others)
 	if err != nil {

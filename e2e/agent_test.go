@@ -34,7 +34,7 @@ import (
 	"github.com/ferrypkg/ferry/e2e/internal/harness"
 	"github.com/ferrypkg/ferry/inject"
 	"github.com/ferrypkg/ferry/internal/cluster"
-	"github.com/ferrypkg/ferry/internal/fixture"
+	"github.com/ferrypkg/ferry/internal/testsupport/fixture"
 )
 
 // TestAgent proves the admission webhook on the real harness. After init

@@ -23,10 +23,10 @@ import (
 	"github.com/ferrypkg/ferry/deploy/upload"
 	"github.com/ferrypkg/ferry/e2e/internal/harness"
 	"github.com/ferrypkg/ferry/inject"
-	"github.com/ferrypkg/ferry/internal/benchenv"
 	"github.com/ferrypkg/ferry/internal/cluster"
-	"github.com/ferrypkg/ferry/internal/fixture"
-	"github.com/ferrypkg/ferry/internal/peertool"
+	"github.com/ferrypkg/ferry/internal/testsupport/benchenv"
+	"github.com/ferrypkg/ferry/internal/testsupport/fixture"
+	"github.com/ferrypkg/ferry/internal/testsupport/peertool"
 )
 
 // writeImages writes an OCI layout at dir holding one image of mib MiB of

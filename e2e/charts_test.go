@@ -38,7 +38,7 @@ import (
 	"github.com/ferrypkg/ferry/e2e/internal/standin"
 	"github.com/ferrypkg/ferry/inject"
 	"github.com/ferrypkg/ferry/internal/cluster"
-	"github.com/ferrypkg/ferry/internal/thirdparty"
+	"github.com/ferrypkg/ferry/internal/testsupport/thirdparty"
 )
 
 // TestThirdPartyCharts deploys each chart of thirdparty.Charts — real

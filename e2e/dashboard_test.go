@@ -25,8 +25,8 @@ import (
 	"github.com/ferrypkg/ferry/deploy/dashboard"
 	"github.com/ferrypkg/ferry/e2e/internal/harness"
 	"github.com/ferrypkg/ferry/inject"
-	"github.com/ferrypkg/ferry/internal/browser"
 	"github.com/ferrypkg/ferry/internal/cluster"
+	"github.com/ferrypkg/ferry/internal/testsupport/browser"
 )
 
 // TestDashboard drives `ferry dashboard`'s pages in a real, headless

@@ -22,6 +22,7 @@ import (
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"oras.land/oras-go/v2"
 	"oras.land/oras-go/v2/content/oci"
+	"oras.land/oras-go/v2/registry/remote/auth"
 
 	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/artifact/chart"
@@ -31,8 +32,8 @@ import (
 	"github.com/ferrypkg/ferry/e2e/internal/mkimg"
 	"github.com/ferrypkg/ferry/inject"
 	"github.com/ferrypkg/ferry/internal/cluster"
-	"github.com/ferrypkg/ferry/internal/fixture"
-	"github.com/ferrypkg/ferry/internal/reach"
+	"github.com/ferrypkg/ferry/internal/cluster/reach"
+	"github.com/ferrypkg/ferry/internal/testsupport/fixture"
 )
 
 const helmNS = "e2e-helm"
@@ -456,7 +457,7 @@ func installHere(ctx context.Context, t *testing.T, c *harness.Cluster, r *artif
 	if err != nil {
 		return nil, err
 	}
-	res, err := artifact.Mirror(ctx, r, host, artifact.MirrorOptions{Remote: reach.RegistryRemote(host, cred)})
+	res, err := artifact.Mirror(ctx, r, host, artifact.MirrorOptions{Remote: artifact.RemoteOptions{PlainHTTP: true, Credential: auth.StaticCredential(host, cred), Client: reach.RegistryClient()}})
 	if err != nil {
 		return nil, err
 	}

@@ -21,7 +21,7 @@ import (
 	"github.com/ferrypkg/ferry/e2e/internal/mkimg"
 	"github.com/ferrypkg/ferry/inject"
 	"github.com/ferrypkg/ferry/internal/cluster"
-	"github.com/ferrypkg/ferry/internal/peertool"
+	"github.com/ferrypkg/ferry/internal/testsupport/peertool"
 )
 
 // TestMultiNodeS3 runs the in-cluster registry highly available: moved with

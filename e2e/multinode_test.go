@@ -35,10 +35,10 @@ import (
 	"github.com/ferrypkg/ferry/deploy"
 	"github.com/ferrypkg/ferry/e2e/internal/harness"
 	"github.com/ferrypkg/ferry/internal/cluster"
-	"github.com/ferrypkg/ferry/internal/fixture"
-	"github.com/ferrypkg/ferry/internal/kube"
-	"github.com/ferrypkg/ferry/internal/peertool"
-	"github.com/ferrypkg/ferry/internal/reach"
+	"github.com/ferrypkg/ferry/internal/cluster/kube"
+	"github.com/ferrypkg/ferry/internal/cluster/reach"
+	"github.com/ferrypkg/ferry/internal/testsupport/fixture"
+	"github.com/ferrypkg/ferry/internal/testsupport/peertool"
 )
 
 // via is what ferry's -o json says about the way to the registry.
@@ -733,7 +733,7 @@ func pushResumes(ctx context.Context, t *testing.T, c *harness.Cluster) {
 		t.Fatal(err)
 	}
 	account := cluster.AccountFromData(sec.Data)
-	repo, err := reach.RegistryRemote(ep.Host, auth.Credential{Username: account.Username, Password: account.Password}).Repository(ep.Host + "/e2e-resume") // the package's own repository: every blob goes there first
+	repo, err := artifact.RemoteOptions{PlainHTTP: true, Credential: auth.StaticCredential(ep.Host, auth.Credential{Username: account.Username, Password: account.Password}), Client: reach.RegistryClient()}.Repository(ep.Host + "/e2e-resume") // the package's own repository: every blob goes there first
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"oras.land/oras-go/v2/registry/remote/auth"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -36,7 +37,7 @@ import (
 	"github.com/ferrypkg/ferry/e2e/internal/mkimg"
 	"github.com/ferrypkg/ferry/inject"
 	"github.com/ferrypkg/ferry/internal/cluster"
-	"github.com/ferrypkg/ferry/internal/reach"
+	"github.com/ferrypkg/ferry/internal/cluster/reach"
 )
 
 // The Package client's logger (controller-runtime's) says nothing.
@@ -141,7 +142,7 @@ func pushed(ctx context.Context, t *testing.T, c *harness.Cluster, pkg string, k
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := artifact.Mirror(ctx, r, host, artifact.MirrorOptions{Remote: reach.RegistryRemote(host, cred)}); err != nil {
+	if _, err := artifact.Mirror(ctx, r, host, artifact.MirrorOptions{Remote: artifact.RemoteOptions{PlainHTTP: true, Credential: auth.StaticCredential(host, cred), Client: reach.RegistryClient()}}); err != nil {
 		t.Fatal(err)
 	}
 	return r.Root().Digest.String()

@@ -14,7 +14,7 @@ import (
 	"github.com/ferrypkg/ferry/e2e/internal/harness"
 	"github.com/ferrypkg/ferry/e2e/internal/mkimg"
 	"github.com/ferrypkg/ferry/internal/cluster"
-	"github.com/ferrypkg/ferry/internal/quickstart"
+	"github.com/ferrypkg/ferry/internal/testsupport/quickstart"
 	"github.com/ferrypkg/ferry/registry/registrytest"
 )
 

@@ -15,10 +15,10 @@ import (
 	"github.com/ferrypkg/ferry/deploy"
 	"github.com/ferrypkg/ferry/e2e/internal/harness"
 	"github.com/ferrypkg/ferry/inject"
-	"github.com/ferrypkg/ferry/internal/benchenv"
 	"github.com/ferrypkg/ferry/internal/cluster"
-	"github.com/ferrypkg/ferry/internal/kube"
-	"github.com/ferrypkg/ferry/internal/reach"
+	"github.com/ferrypkg/ferry/internal/cluster/kube"
+	"github.com/ferrypkg/ferry/internal/cluster/reach"
+	"github.com/ferrypkg/ferry/internal/testsupport/benchenv"
 )
 
 // BenchmarkTunnel measures, in one run on the e2e cluster, how long a

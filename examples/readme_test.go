@@ -18,8 +18,8 @@ import (
 
 	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/artifact/sbomexec/sbomexectest"
-	"github.com/ferrypkg/ferry/internal/fixture"
-	"github.com/ferrypkg/ferry/internal/quickstart"
+	"github.com/ferrypkg/ferry/internal/testsupport/fixture"
+	"github.com/ferrypkg/ferry/internal/testsupport/quickstart"
 	"github.com/ferrypkg/ferry/registry/registrytest"
 )
 

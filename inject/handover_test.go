@@ -16,7 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/ferrypkg/ferry/internal/cluster"
-	"github.com/ferrypkg/ferry/internal/reach"
+	"github.com/ferrypkg/ferry/internal/cluster/reach"
 )
 
 // The injector's wait on a node ends when the NodePort answers, Ready or

@@ -21,9 +21,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 	orasauth "oras.land/oras-go/v2/registry/remote/auth"
 
+	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/internal/cluster"
-	"github.com/ferrypkg/ferry/internal/kube"
-	"github.com/ferrypkg/ferry/internal/reach"
+	"github.com/ferrypkg/ferry/internal/cluster/kube"
+	"github.com/ferrypkg/ferry/internal/cluster/reach"
 	"github.com/ferrypkg/ferry/internal/scratch"
 )
 
@@ -447,7 +448,7 @@ func PushRegistryImage(ctx context.Context, cs kubernetes.Interface, ns, host, b
 		return ocispec.Descriptor{}, fmt.Errorf("registry credentials: %w", err)
 	}
 	account := cluster.AccountFromData(auth.Data)
-	repo, err := reach.RegistryRemote(host, orasauth.Credential{Username: account.Username, Password: account.Password}).Repository(host + "/" + RegistryRepository)
+	repo, err := artifact.RemoteOptions{PlainHTTP: true, Credential: orasauth.StaticCredential(host, orasauth.Credential{Username: account.Username, Password: account.Password}), Client: reach.RegistryClient()}.Repository(host + "/" + RegistryRepository)
 	if err != nil {
 		return ocispec.Descriptor{}, err
 	}

@@ -12,7 +12,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/ferrypkg/ferry/internal/cluster"
-	"github.com/ferrypkg/ferry/internal/kube"
+	"github.com/ferrypkg/ferry/internal/cluster/kube"
 )
 
 // configMapsAtOnce is how many of a plan's ConfigMaps RunInjector creates

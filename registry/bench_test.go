@@ -19,7 +19,7 @@ import (
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"oras.land/oras-go/v2/registry/remote"
 
-	"github.com/ferrypkg/ferry/internal/benchenv"
+	"github.com/ferrypkg/ferry/internal/testsupport/benchenv"
 	"github.com/ferrypkg/ferry/registry/registrytest"
 )
 

@@ -12,7 +12,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/ferrypkg/ferry/internal/peertool"
+	"github.com/ferrypkg/ferry/internal/testsupport/peertool"
 	"github.com/ferrypkg/ferry/registry"
 )
 

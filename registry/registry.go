@@ -38,8 +38,8 @@ import (
 	_ "github.com/distribution/distribution/v3/registry/storage/driver/s3-aws"
 
 	"github.com/ferrypkg/ferry/internal/authlimit"
+	"github.com/ferrypkg/ferry/internal/cluster"
 	"github.com/ferrypkg/ferry/internal/confine"
-	"github.com/ferrypkg/ferry/internal/fwdauth"
 )
 
 // DefaultAddr is the address ListenAndServe uses when Config.Addr is empty.
@@ -218,8 +218,8 @@ func (s *Server) ReadOnly() bool { return s.apps.readOnly() }
 // answered 500 UNKNOWN; when the response had begun, the connection is
 // closed, as the client could not tell a cut-off body from a whole one.
 // Credentials come in Authorization or, when that is absent, in
-// fwdauth.Header (through the Kubernetes API server's pods/proxy, which
-// takes Authorization for itself); every answer carries fwdauth.Served.
+// cluster.ForwardedAuthHeader (through the Kubernetes API server's pods/proxy, which
+// takes Authorization for itself); every answer carries cluster.ServedHeader.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	gw := &guardWriter{ResponseWriter: w}
 	defer func() {
@@ -241,7 +241,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if s.cfg.RootDir != "" {
 		largeWrites(r)
 	}
-	fwdauth.Accept(gw, r) // credentials through the API server's pods/proxy
+	cluster.AcceptForwardedAuth(gw, r) // credentials through the API server's pods/proxy
 	s.handler.ServeHTTP(gw, r)
 }
 

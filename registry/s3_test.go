@@ -13,7 +13,7 @@ import (
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"oras.land/oras-go/v2/content"
 
-	"github.com/ferrypkg/ferry/internal/miniotest"
+	"github.com/ferrypkg/ferry/internal/testsupport/miniotest"
 	"github.com/ferrypkg/ferry/registry"
 )
 

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/ferrypkg/ferry/internal/chunk"
+	"github.com/ferrypkg/ferry/internal/readahead"
 )
 
 // uploadChunk is the size of the writes a blob upload reaches storage in.
@@ -36,5 +36,5 @@ type uploadBody struct{ io.ReadCloser }
 func (b *uploadBody) WriteTo(w io.Writer) (int64, error) {
 	bp := uploadBufs.Get().(*[]byte)
 	defer uploadBufs.Put(bp)
-	return chunk.Copy(w, b.ReadCloser, *bp)
+	return readahead.Copy(w, b.ReadCloser, *bp)
 }

@@ -11,7 +11,7 @@ import (
 	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/artifact/chart"
 	"github.com/ferrypkg/ferry/artifact/chartrender"
-	"github.com/ferrypkg/ferry/internal/thirdparty"
+	"github.com/ferrypkg/ferry/internal/testsupport/thirdparty"
 )
 
 // cpuTime is the CPU this process and its waited-for children have used.

@@ -19,8 +19,8 @@ import (
 	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/artifact/chart"
 	"github.com/ferrypkg/ferry/artifact/chartrender"
-	"github.com/ferrypkg/ferry/internal/peertool"
-	"github.com/ferrypkg/ferry/internal/thirdparty"
+	"github.com/ferrypkg/ferry/internal/testsupport/peertool"
+	"github.com/ferrypkg/ferry/internal/testsupport/thirdparty"
 )
 
 // pinned are the images each third-party chart's default rendering uses

@@ -19,8 +19,8 @@ import (
 	"oras.land/oras-go/v2/content/memory"
 
 	"github.com/ferrypkg/ferry/artifact"
-	"github.com/ferrypkg/ferry/internal/fixture"
-	"github.com/ferrypkg/ferry/internal/peertool"
+	"github.com/ferrypkg/ferry/internal/testsupport/fixture"
+	"github.com/ferrypkg/ferry/internal/testsupport/peertool"
 	"github.com/ferrypkg/ferry/registry/registrytest"
 )
 

@@ -15,7 +15,7 @@ import (
 	"oras.land/oras-go/v2/content/memory"
 
 	"github.com/ferrypkg/ferry/artifact/imagesig"
-	"github.com/ferrypkg/ferry/artifact/imagesig/imagesigtest"
+	"github.com/ferrypkg/ferry/internal/testsupport/imagesigtest"
 )
 
 // BenchmarkVerifyKey is one cosign key signature read from memory and

@@ -22,7 +22,7 @@ import (
 	"oras.land/oras-go/v2/content"
 
 	"github.com/ferrypkg/ferry/artifact/imagesig"
-	"github.com/ferrypkg/ferry/artifact/imagesig/imagesigtest"
+	"github.com/ferrypkg/ferry/internal/testsupport/imagesigtest"
 )
 
 const (

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/ferrypkg/ferry/artifact/imagesig"
-	"github.com/ferrypkg/ferry/artifact/imagesig/imagesigtest"
+	"github.com/ferrypkg/ferry/internal/testsupport/imagesigtest"
 )
 
 const (

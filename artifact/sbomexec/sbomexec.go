@@ -26,7 +26,6 @@ import (
 	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/internal/childproc"
 	"github.com/ferrypkg/ferry/internal/scratch"
-	"github.com/ferrypkg/ferry/internal/sibling"
 )
 
 // HelperName is the file name of the helper binary.
@@ -44,7 +43,7 @@ const maxManifestSize = 4 << 20
 // into /usr/local/bin), else on PATH. The error wraps ErrHelperNotFound
 // when it is in neither.
 func FindHelper() (string, error) {
-	p, exe, err := sibling.Find(HelperName)
+	p, exe, err := childproc.FindSibling(HelperName)
 	if p == "" && err == nil {
 		return "", fmt.Errorf("%w beside %s nor on PATH", ErrHelperNotFound, exe)
 	}

@@ -18,7 +18,7 @@ import (
 	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/artifact/sbomexec"
 	"github.com/ferrypkg/ferry/artifact/sbomexec/sbomexectest"
-	"github.com/ferrypkg/ferry/internal/fixture"
+	"github.com/ferrypkg/ferry/internal/testsupport/fixture"
 )
 
 func TestMain(m *testing.M) {

@@ -14,7 +14,7 @@ import (
 	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/artifact/zarf"
 	"github.com/ferrypkg/ferry/artifact/zarf/zarftest"
-	"github.com/ferrypkg/ferry/internal/fixture"
+	"github.com/ferrypkg/ferry/internal/testsupport/fixture"
 	"github.com/ferrypkg/ferry/registry/registrytest"
 )
 

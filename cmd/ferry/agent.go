@@ -11,17 +11,19 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"oras.land/oras-go/v2/registry/remote/auth"
 
 	// The engine of imagesig.Policy.Verify, for the agent's Verifier.
+	"github.com/ferrypkg/ferry/artifact"
 	_ "github.com/ferrypkg/ferry/artifact/imagesig/sigstore"
 	"github.com/ferrypkg/ferry/deploy"
 	"github.com/ferrypkg/ferry/deploy/agent"
 	"github.com/ferrypkg/ferry/deploy/install"
 	"github.com/ferrypkg/ferry/deploy/upload"
 	"github.com/ferrypkg/ferry/internal/cluster"
+	"github.com/ferrypkg/ferry/internal/cluster/kube"
+	"github.com/ferrypkg/ferry/internal/cluster/reach"
 	"github.com/ferrypkg/ferry/internal/confine"
-	"github.com/ferrypkg/ferry/internal/kube"
-	"github.com/ferrypkg/ferry/internal/reach"
 )
 
 func newAgentCmd() *cobra.Command {
@@ -182,7 +184,7 @@ func registryRepository(ctx context.Context, cs kubernetes.Interface, namespace,
 	if err != nil {
 		return nil, fmt.Errorf("the registry's account: %w", err)
 	}
-	return reach.RegistryRemote(host, cred).Repository(host + "/" + path)
+	return artifact.RemoteOptions{PlainHTTP: true, Credential: auth.StaticCredential(host, cred), Client: reach.RegistryClient()}.Repository(host + "/" + path)
 }
 
 // sourceRewriter reads what the agent's rewrite of GitOps sources needs,

@@ -23,7 +23,7 @@ import (
 	"github.com/ferrypkg/ferry/deploy"
 	"github.com/ferrypkg/ferry/deploy/api/v1alpha1"
 	"github.com/ferrypkg/ferry/internal/cluster"
-	"github.com/ferrypkg/ferry/internal/reach"
+	"github.com/ferrypkg/ferry/internal/cluster/reach"
 	"github.com/ferrypkg/ferry/internal/scratch"
 )
 

@@ -14,7 +14,7 @@ import (
 	"oras.land/oras-go/v2/content/oci"
 	"oras.land/oras-go/v2/registry/remote"
 
-	"github.com/ferrypkg/ferry/internal/fixture"
+	"github.com/ferrypkg/ferry/internal/testsupport/fixture"
 	"github.com/ferrypkg/ferry/registry/registrytest"
 )
 

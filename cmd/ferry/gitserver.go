@@ -22,9 +22,9 @@ import (
 	"github.com/ferrypkg/ferry/deploy"
 	"github.com/ferrypkg/ferry/deploy/gitserver"
 	"github.com/ferrypkg/ferry/internal/cluster"
+	"github.com/ferrypkg/ferry/internal/cluster/kube"
+	"github.com/ferrypkg/ferry/internal/cluster/reach"
 	"github.com/ferrypkg/ferry/internal/confine"
-	"github.com/ferrypkg/ferry/internal/kube"
-	"github.com/ferrypkg/ferry/internal/reach"
 )
 
 type gitServerOptions struct {
@@ -252,5 +252,5 @@ func clusterGitEntries(ctx context.Context, o *gitServerOptions) (gitserver.Entr
 		}
 		return out, nil
 	}
-	return entries, reach.RegistryRemote(o.registry, auth.Credential{Username: account.Username, Password: account.Password}), nil
+	return entries, artifact.RemoteOptions{PlainHTTP: true, Credential: auth.StaticCredential(o.registry, auth.Credential{Username: account.Username, Password: account.Password}), Client: reach.RegistryClient()}, nil
 }

@@ -19,8 +19,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ferrypkg/ferry/internal/fixture"
 	"github.com/ferrypkg/ferry/internal/inputs"
+	"github.com/ferrypkg/ferry/internal/testsupport/fixture"
 	"github.com/ferrypkg/ferry/registry/registrytest"
 )
 

@@ -15,8 +15,8 @@ import (
 	"github.com/ferrypkg/ferry/deploy/install"
 	"github.com/ferrypkg/ferry/inject"
 	"github.com/ferrypkg/ferry/internal/cluster"
+	"github.com/ferrypkg/ferry/internal/cluster/reach"
 	"github.com/ferrypkg/ferry/internal/confine"
-	"github.com/ferrypkg/ferry/internal/reach"
 )
 
 // kubeFlags are the flags of commands that talk to a cluster.
@@ -95,7 +95,7 @@ func (f *kubeFlags) rules() (*clientcmd.ClientConfigLoadingRules, error) {
 }
 
 // viaFlag is --registry-via: how the command reaches the in-cluster
-// registry (package internal/reach).
+// registry (package internal/cluster/reach).
 type viaFlag struct{ via string }
 
 func (f *viaFlag) register(cmd *cobra.Command, def reach.Via) {

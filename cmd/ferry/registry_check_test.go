@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/ferrypkg/ferry/cmd/ferry/internal/cli"
-	"github.com/ferrypkg/ferry/internal/fixture"
+	"github.com/ferrypkg/ferry/internal/testsupport/fixture"
 )
 
 // TestRegistryCheckTLS checks a loopback registry that speaks only HTTPS:

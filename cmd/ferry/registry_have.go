@@ -14,7 +14,7 @@ import (
 	"github.com/ferrypkg/ferry/cmd/ferry/internal/cli"
 	"github.com/ferrypkg/ferry/internal/atomicfile"
 	"github.com/ferrypkg/ferry/internal/cluster"
-	"github.com/ferrypkg/ferry/internal/reach"
+	"github.com/ferrypkg/ferry/internal/cluster/reach"
 )
 
 func newRegistryHaveCmd() *cobra.Command {
@@ -148,7 +148,7 @@ func receiptOf(cmd *cobra.Command, args []string, inCluster bool, kube *kubeFlag
 		if err != nil {
 			return nil, err
 		}
-		reg, err := reach.RegistryRemote(ep.Host, auth.Credential{Username: account.Username, Password: account.Password}).Registry(ep.Host)
+		reg, err := artifact.RemoteOptions{PlainHTTP: true, Credential: auth.StaticCredential(ep.Host, auth.Credential{Username: account.Username, Password: account.Password}), Client: reach.RegistryClient()}.Registry(ep.Host)
 		if err != nil {
 			return nil, err
 		}

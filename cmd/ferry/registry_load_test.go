@@ -16,7 +16,7 @@ import (
 
 	"oras.land/oras-go/v2/content/oci"
 
-	"github.com/ferrypkg/ferry/internal/fixture"
+	"github.com/ferrypkg/ferry/internal/testsupport/fixture"
 )
 
 // writeBigLayoutImage writes a one-layer linux image whose layer holds size

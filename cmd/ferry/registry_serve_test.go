@@ -18,7 +18,7 @@ import (
 	"oras.land/oras-go/v2/registry/remote/auth"
 
 	"github.com/ferrypkg/ferry/conformance"
-	"github.com/ferrypkg/ferry/internal/miniotest"
+	"github.com/ferrypkg/ferry/internal/testsupport/miniotest"
 	"github.com/ferrypkg/ferry/registry/registrytest"
 )
 

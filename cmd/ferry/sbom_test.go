@@ -10,7 +10,7 @@ import (
 
 	"oras.land/oras-go/v2/content/oci"
 
-	"github.com/ferrypkg/ferry/internal/fixture"
+	"github.com/ferrypkg/ferry/internal/testsupport/fixture"
 )
 
 // TestCLIPackageSBOM: create makes an SBOM per image platform (and none

@@ -27,8 +27,8 @@ import (
 	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/artifact/imagesig"
 	_ "github.com/ferrypkg/ferry/artifact/imagesig/sigstore" // Verify's engine
-	"github.com/ferrypkg/ferry/internal/fixture"
-	"github.com/ferrypkg/ferry/internal/peertool"
+	"github.com/ferrypkg/ferry/internal/testsupport/fixture"
+	"github.com/ferrypkg/ferry/internal/testsupport/peertool"
 	"github.com/ferrypkg/ferry/registry"
 )
 

@@ -27,6 +27,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	"oras.land/oras-go/v2/errdef"
 	"oras.land/oras-go/v2/registry/remote"
+	"oras.land/oras-go/v2/registry/remote/auth"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -39,7 +40,7 @@ import (
 	"github.com/ferrypkg/ferry/deploy"
 	"github.com/ferrypkg/ferry/deploy/api/v1alpha1"
 	"github.com/ferrypkg/ferry/internal/cluster"
-	"github.com/ferrypkg/ferry/internal/reach"
+	"github.com/ferrypkg/ferry/internal/cluster/reach"
 )
 
 // Name is the controller's name: its events' reporter, its field manager.
@@ -182,7 +183,7 @@ func (r *Reconciler) reconcile(ctx context.Context, pkg *v1alpha1.Package, writt
 		if err != nil {
 			return r.fail(pkg, v1alpha1.Verified, v1alpha1.ReasonRegistryUnreachable, err)
 		}
-		if repo, err = reach.RegistryRemote(registry, cred).Repository(registry + "/" + pkg.Spec.Repository); err != nil {
+		if repo, err = (artifact.RemoteOptions{PlainHTTP: true, Credential: auth.StaticCredential(registry, cred), Client: reach.RegistryClient()}).Repository(registry + "/" + pkg.Spec.Repository); err != nil {
 			return r.settle(pkg, v1alpha1.Verified, v1alpha1.ReasonInvalid, err)
 		}
 		return nil

@@ -42,7 +42,7 @@ import (
 	"github.com/ferrypkg/ferry/deploy/api/v1alpha1"
 	"github.com/ferrypkg/ferry/deploy/controller"
 	"github.com/ferrypkg/ferry/internal/cluster"
-	"github.com/ferrypkg/ferry/internal/reach"
+	"github.com/ferrypkg/ferry/internal/cluster/reach"
 	"github.com/ferrypkg/ferry/registry"
 )
 
@@ -153,7 +153,7 @@ func newWorld(t *testing.T) *world {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w.remote = reach.RegistryRemote(w.host, auth.Credential{Username: account.Username, Password: account.Password})
+	w.remote = artifact.RemoteOptions{PlainHTTP: true, Credential: auth.StaticCredential(w.host, auth.Credential{Username: account.Username, Password: account.Password}), Client: reach.RegistryClient()}
 	if _, err := artifact.Push(ctx, r, w.host+"/packages/hello:1.0.0", artifact.PushOptions{Remote: w.remote}); err != nil {
 		t.Fatal(err)
 	}

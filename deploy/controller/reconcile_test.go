@@ -31,8 +31,8 @@ import (
 	"github.com/ferrypkg/ferry/deploy/api/v1alpha1"
 	"github.com/ferrypkg/ferry/deploy/controller"
 	"github.com/ferrypkg/ferry/internal/cluster"
-	"github.com/ferrypkg/ferry/internal/fixture"
-	"github.com/ferrypkg/ferry/internal/reach"
+	"github.com/ferrypkg/ferry/internal/cluster/reach"
+	"github.com/ferrypkg/ferry/internal/testsupport/fixture"
 )
 
 // The state machine of the Reconciler, driven one Reconcile at a time:

@@ -14,7 +14,7 @@ import (
 
 	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/artifact/chart"
-	"github.com/ferrypkg/ferry/internal/browser"
+	"github.com/ferrypkg/ferry/internal/testsupport/browser"
 )
 
 // The upload page in a real browser, with no cluster behind it: the

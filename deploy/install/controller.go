@@ -15,7 +15,7 @@ import (
 
 	"github.com/ferrypkg/ferry/deploy/api/v1alpha1"
 	"github.com/ferrypkg/ferry/internal/cluster"
-	"github.com/ferrypkg/ferry/internal/kube"
+	"github.com/ferrypkg/ferry/internal/cluster/kube"
 )
 
 // The Package controller's objects, as Install makes them.

@@ -19,11 +19,12 @@ import (
 	"k8s.io/client-go/rest"
 	"oras.land/oras-go/v2/registry/remote/auth"
 
+	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/deploy"
 	"github.com/ferrypkg/ferry/deploy/api/v1alpha1"
 	"github.com/ferrypkg/ferry/inject"
 	"github.com/ferrypkg/ferry/internal/cluster"
-	"github.com/ferrypkg/ferry/internal/reach"
+	"github.com/ferrypkg/ferry/internal/cluster/reach"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 )
 
@@ -251,7 +252,7 @@ func (e *earlyPush) start(ctx context.Context, cs kubernetes.Interface, ns, ferr
 			if err := reach.WaitRegistry(ctx, addr, time.Second); err != nil {
 				return // the Pod's address does not answer here
 			}
-			repo, err := reach.RegistryRemote(addr, auth.Credential{Username: account.Username, Password: account.Password}).Repository(addr + "/" + Repository)
+			repo, err := artifact.RemoteOptions{PlainHTTP: true, Credential: auth.StaticCredential(addr, auth.Credential{Username: account.Username, Password: account.Password}), Client: reach.RegistryClient()}.Repository(addr + "/" + Repository)
 			if err != nil {
 				return
 			}

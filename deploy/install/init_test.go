@@ -13,9 +13,10 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"oras.land/oras-go/v2/registry/remote/auth"
 
+	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/inject/loader"
 	"github.com/ferrypkg/ferry/internal/cluster"
-	"github.com/ferrypkg/ferry/internal/reach"
+	"github.com/ferrypkg/ferry/internal/cluster/reach"
 	"github.com/ferrypkg/ferry/registry"
 	"github.com/ferrypkg/ferry/registry/registrytest"
 )
@@ -47,7 +48,7 @@ func TestEarlyPush(t *testing.T) {
 	e.start(ctx, cs, "ferry", ferry, dir, "127.0.0.1:1", "amd64") // only the first starts
 	e.wait(ctx)
 	e.none() // after the push: nothing
-	repo, err := reach.RegistryRemote(addr, auth.Credential{Username: "bob", Password: "pa55"}).Repository(addr + "/" + Repository)
+	repo, err := artifact.RemoteOptions{PlainHTTP: true, Credential: auth.StaticCredential(addr, auth.Credential{Username: "bob", Password: "pa55"}), Client: reach.RegistryClient()}.Repository(addr + "/" + Repository)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,11 +24,12 @@ import (
 	"oras.land/oras-go/v2"
 	"oras.land/oras-go/v2/registry/remote/auth"
 
+	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/deploy/api/v1alpha1"
 	"github.com/ferrypkg/ferry/inject"
 	"github.com/ferrypkg/ferry/internal/cluster"
-	"github.com/ferrypkg/ferry/internal/kube"
-	"github.com/ferrypkg/ferry/internal/reach"
+	"github.com/ferrypkg/ferry/internal/cluster/kube"
+	"github.com/ferrypkg/ferry/internal/cluster/reach"
 )
 
 // The agent's objects in the cluster, as Install makes them.
@@ -233,7 +234,7 @@ func (in *installer) install(ctx context.Context, cred auth.Credential) (*Instal
 	if err := reach.WaitRegistry(ctx, in.push, in.opts.WaitTimeout); err != nil {
 		return nil, err
 	}
-	repo, err := reach.RegistryRemote(in.push, cred).Repository(in.push + "/" + Repository)
+	repo, err := artifact.RemoteOptions{PlainHTTP: true, Credential: auth.StaticCredential(in.push, cred), Client: reach.RegistryClient()}.Repository(in.push + "/" + Repository)
 	if err != nil {
 		return nil, err
 	}

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ferrypkg/ferry/internal/peertool"
+	"github.com/ferrypkg/ferry/internal/testsupport/peertool"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/loader_<arch>.lst")

@@ -9,8 +9,6 @@ import (
 	"hash"
 	"io"
 	"sync/atomic"
-
-	"github.com/ferrypkg/ferry/internal/chunk"
 )
 
 // InFlight is how many chunks of its buffer a Reader keeps in flight.
@@ -81,7 +79,7 @@ func New(src io.Reader, buf []byte, h hash.Hash) *Reader {
 			case <-r.stop:
 				return
 			}
-			n, err := chunk.Fill(src, c.b[:cap(c.b)])
+			n, err := Fill(src, c.b[:cap(c.b)])
 			if n > 0 {
 				c.b = c.b[:n]
 				c.refs.Store(1)

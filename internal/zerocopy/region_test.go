@@ -9,7 +9,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/ferrypkg/ferry/internal/fixture"
+	"github.com/ferrypkg/ferry/internal/testsupport/fixture"
 	"github.com/ferrypkg/ferry/internal/zerocopy"
 )
 

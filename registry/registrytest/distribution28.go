@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ferrypkg/ferry/internal/peertool"
+	"github.com/ferrypkg/ferry/internal/testsupport/peertool"
 )
 
 // StartDockerRegistry starts Debian's docker-registry (distribution 2.8) as a

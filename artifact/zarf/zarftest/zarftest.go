@@ -23,7 +23,7 @@ import (
 	"github.com/ferrypkg/ferry/artifact/gitrepo"
 	"github.com/ferrypkg/ferry/artifact/key"
 	"github.com/ferrypkg/ferry/artifact/zarf"
-	"github.com/ferrypkg/ferry/internal/peertool"
+	"github.com/ferrypkg/ferry/internal/testsupport/peertool"
 )
 
 // Bin is Zarf v0.60.0 as e2e/zarf/build.sh builds it (in

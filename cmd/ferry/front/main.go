@@ -13,7 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ferrypkg/ferry/cmd/ferry/internal/cli"
-	"github.com/ferrypkg/ferry/internal/sibling"
+	"github.com/ferrypkg/ferry/internal/childproc"
 )
 
 // The front binary (`make build` builds it as bin/ferry from cmd/ferry/front)
@@ -96,7 +96,7 @@ func checkFull(path string) (*cli.VersionInfo, error) {
 // findFull finds the full binary: beside this executable (symbolic links
 // followed, as when bin/ferry is linked into /usr/local/bin), else on PATH.
 func findFull() (string, error) {
-	p, exe, err := sibling.Find(fullName)
+	p, exe, err := childproc.FindSibling(fullName)
 	if p != "" || err != nil {
 		return p, err
 	}

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ferrypkg/ferry/internal/thirdparty"
+	"github.com/ferrypkg/ferry/internal/testsupport/thirdparty"
 )
 
 const stream = `

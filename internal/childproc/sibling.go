@@ -1,6 +1,4 @@
-// Package sibling finds the programs ferry ships beside itself (ferry-full
-// next to the front binary, ferry-sbom next to ferry-full).
-package sibling
+package childproc
 
 import (
 	"errors"
@@ -9,12 +7,12 @@ import (
 	"path/filepath"
 )
 
-// Find returns the regular file named name beside the running executable
+// FindSibling returns the regular file named name beside the running executable
 // (symbolic links followed, as when bin/ferry is linked into
 // /usr/local/bin), else the one exec.LookPath finds on PATH. When it is in
 // neither, path is empty and err nil; exe is the running executable's path
 // (symbolic links followed), for messages.
-func Find(name string) (path, exe string, err error) {
+func FindSibling(name string) (path, exe string, err error) {
 	exe, err = os.Executable()
 	if err == nil {
 		if real, err := filepath.EvalSymlinks(exe); err == nil {

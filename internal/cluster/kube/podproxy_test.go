@@ -20,14 +20,14 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/ferrypkg/ferry/internal/fwdauth"
-	"github.com/ferrypkg/ferry/internal/kube/kubetest"
+	"github.com/ferrypkg/ferry/internal/cluster"
+	"github.com/ferrypkg/ferry/internal/testsupport/kubetest"
 )
 
 // fakeRegistry is the Pod: a registry's upload, which wants basic auth.
 func fakeRegistry(t *testing.T, gotBytes *atomic.Int64) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		fwdauth.Accept(w, r)
+		cluster.AcceptForwardedAuth(w, r)
 		if u, p, ok := r.BasicAuth(); !ok || u != "bob" || p != "pa55" {
 			w.Header().Set("WWW-Authenticate", `Basic realm="ferry"`)
 			w.WriteHeader(http.StatusUnauthorized)
@@ -62,7 +62,7 @@ func fakeRegistry(t *testing.T, gotBytes *atomic.Int64) http.Handler {
 }
 
 // TestPodProxy: requests reach the Pod through the API server with the
-// client's credentials in fwdauth.Header (the API server's own in
+// client's credentials in cluster.ForwardedAuthHeader (the API server's own in
 // Authorization); the Pod's Locations lead back through the local address;
 // a large body streams through whole; an answer of the API server in the
 // Pod's place ends the client's connection and the next request picks a
@@ -79,7 +79,7 @@ func TestPodProxy(t *testing.T) {
 	}
 	var picks atomic.Int32
 	px, err := OpenPodProxy(context.Background(), cfg, cs, PodProxyOptions{
-		Namespace: "ferry", Port: 5000, AuthHeader: fwdauth.Header, FromPod: fwdauth.FromRegistry,
+		Namespace: "ferry", Port: 5000, AuthHeader: cluster.ForwardedAuthHeader, FromPod: cluster.FromRegistry,
 		Pick: func(context.Context) (string, error) { return fmt.Sprintf("registry-%d", picks.Add(1)), nil },
 	})
 	if err != nil {

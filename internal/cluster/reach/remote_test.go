@@ -5,13 +5,11 @@ import (
 	"net/http"
 	"testing"
 	"time"
-
-	"oras.land/oras-go/v2/registry/remote/auth"
 )
 
-// TestRegistryRemoteRetriesRefused: a registry that refuses connections
+// TestRegistryClientRetriesRefused: a registry that refuses connections
 // for a moment (restarting) is waited for, not failed on.
-func TestRegistryRemoteRetriesRefused(t *testing.T) {
+func TestRegistryClientRetriesRefused(t *testing.T) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -29,8 +27,8 @@ func TestRegistryRemoteRetriesRefused(t *testing.T) {
 		}
 		srv.Serve(l)
 	}()
-	opts := RegistryRemote(host, auth.Credential{Username: "u", Password: "p"})
-	resp, err := opts.Client.Get("http://" + host + "/v2/")
+	client := RegistryClient()
+	resp, err := client.Get("http://" + host + "/v2/")
 	if err != nil {
 		t.Fatalf("a registry back after 0.7 s: %v", err)
 	}

@@ -1,6 +1,4 @@
-// Package chunk moves bytes in large, whole chunks: fewer system calls and
-// hash calls per byte than io.Copy's 32 KiB.
-package chunk
+package readahead
 
 import "io"
 

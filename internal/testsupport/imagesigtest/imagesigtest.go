@@ -54,7 +54,7 @@ import (
 	"oras.land/oras-go/v2/registry/remote"
 
 	_ "github.com/ferrypkg/ferry/artifact/imagesig/sigstore" // the engine of imagesig.Policy.Verify
-	"github.com/ferrypkg/ferry/internal/peertool"
+	"github.com/ferrypkg/ferry/internal/testsupport/peertool"
 	"github.com/ferrypkg/ferry/registry"
 )
 

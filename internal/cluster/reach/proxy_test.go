@@ -16,11 +16,12 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/rest"
 	"oras.land/oras-go/v2/content"
+	"oras.land/oras-go/v2/registry/remote"
 	"oras.land/oras-go/v2/registry/remote/auth"
 
 	"github.com/ferrypkg/ferry/internal/cluster"
-	"github.com/ferrypkg/ferry/internal/kube"
-	"github.com/ferrypkg/ferry/internal/kube/kubetest"
+	"github.com/ferrypkg/ferry/internal/cluster/kube"
+	"github.com/ferrypkg/ferry/internal/testsupport/kubetest"
 	"github.com/ferrypkg/ferry/registry"
 	"github.com/ferrypkg/ferry/registry/registrytest"
 )
@@ -56,10 +57,12 @@ func TestTunnelThroughPodsProxy(t *testing.T) {
 	if !strings.Contains(ep.String(), "over pods/proxy") {
 		t.Errorf("String() = %q", ep.String())
 	}
-	repo, err := RegistryRemote(ep.Host, auth.Credential{Username: "bob", Password: "pa55"}).Repository(ep.Host + "/app")
+	repo, err := remote.NewRepository(ep.Host + "/app")
 	if err != nil {
 		t.Fatal(err)
 	}
+	repo.PlainHTTP = true
+	repo.Client = &auth.Client{Client: RegistryClient(), Credential: auth.StaticCredential(ep.Host, auth.Credential{Username: "bob", Password: "pa55"})}
 	blob := make([]byte, 48<<20)
 	rand.Read(blob)
 	desc := content.NewDescriptorFromBytes(ocispec.MediaTypeImageLayer, blob)

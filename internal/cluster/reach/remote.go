@@ -7,27 +7,21 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/ferrypkg/ferry/internal/kube"
+	"github.com/ferrypkg/ferry/internal/cluster/kube"
 
-	"oras.land/oras-go/v2/registry/remote/auth"
 	"oras.land/oras-go/v2/registry/remote/retry"
 
-	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/internal/zerocopy"
 )
 
-// RegistryRemote is how ferry talks to the in-cluster registry at host:
-// plain HTTP (it is reached on loopback), the registry account, and
-// retries with backoff — oras-go's, and also on a refused connection, for
-// up to about 10 s (RegistryRetry): the registry restarts (after a garbage
-// collection, on another node) and its Service has no ready endpoint for a
-// moment, which is no reason for a deploy or a remove to fail.
-func RegistryRemote(host string, cred auth.Credential) artifact.RemoteOptions {
-	return artifact.RemoteOptions{
-		PlainHTTP:  true,
-		Credential: auth.StaticCredential(host, cred),
-		Client:     &http.Client{Transport: &retry.Transport{Base: registryTransport(), Policy: func() retry.Policy { return registryRetry }}},
-	}
+// RegistryClient is the HTTP client ferry talks to the in-cluster
+// registry with (plain HTTP: it is reached on loopback): retries with
+// backoff — oras-go's, and also on a refused connection, for up to about
+// 10 s (registryRetry): the registry restarts (after a garbage collection,
+// on another node) and its Service has no ready endpoint for a moment,
+// which is no reason for a deploy or a remove to fail.
+func RegistryClient() *http.Client {
+	return &http.Client{Transport: &retry.Transport{Base: registryTransport(), Policy: func() retry.Policy { return registryRetry }}}
 }
 
 // registryTransport is Go's default transport whose connections let a
@@ -38,7 +32,7 @@ func registryTransport() *http.Transport {
 	return t
 }
 
-// registryRetry is RegistryRemote's retry policy: oras-go's default
+// registryRetry is RegistryClient's retry policy: oras-go's default
 // (5xx, 429, 408, timeouts, resets; 200 ms to 3 s apart) with refused
 // connections retried too, 6 times.
 var registryRetry retry.Policy = &retry.GenericPolicy{

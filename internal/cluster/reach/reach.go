@@ -28,8 +28,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/ferrypkg/ferry/internal/cluster"
-	"github.com/ferrypkg/ferry/internal/fwdauth"
-	"github.com/ferrypkg/ferry/internal/kube"
+	"github.com/ferrypkg/ferry/internal/cluster/kube"
 )
 
 // Via says how ferry reaches the in-cluster registry.
@@ -315,8 +314,8 @@ func openProxy(ctx context.Context, cs kubernetes.Interface, cfg *rest.Config, n
 	px, err := kube.OpenPodProxy(ctx, cfg, cs, kube.PodProxyOptions{
 		Namespace: ns, Port: cluster.RegistryPort, Addr: addr,
 		Pick:       func(ctx context.Context) (string, error) { return registryPods.ready(ctx, cs, ns) },
-		AuthHeader: fwdauth.Header,
-		FromPod:    fwdauth.FromRegistry,
+		AuthHeader: cluster.ForwardedAuthHeader,
+		FromPod:    cluster.FromRegistry,
 	})
 	if err != nil {
 		return nil, err
