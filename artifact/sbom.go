@@ -43,6 +43,7 @@ var SBOMFormats = []SBOMFormat{SBOMFormatSPDX, SBOMFormatCycloneDX, SBOMFormatSy
 
 // ParseSBOMFormat parses the name of a format create makes
 // (SBOMFormatSPDX or SBOMFormatCycloneDX); "" is SBOMFormatSPDX.
+
 func ParseSBOMFormat(s string) (SBOMFormat, error) {
 	switch f := SBOMFormat(s); f {
 	case "":
@@ -129,6 +130,10 @@ type SBOMFormatGenerator interface {
 // manifest (one serving documents already made): create records no SBOM
 // for that manifest and goes on.
 var ErrNoSBOM = errors.New("no SBOM for this manifest")
+
+// ErrSBOMNotCarried means a package holds no SBOM of an image (it was
+// created without them).
+var ErrSBOMNotCarried = errors.New("no SBOM in the package")
 
 // SBOM is an SBOM recorded in ferry.json: a referrer manifest (Digest) of
 // one platform manifest (Subject) of the image.
@@ -363,7 +368,7 @@ func ReadSBOMs(ctx context.Context, src oras.ReadOnlyTarget, ref, image, platfor
 	}
 	switch {
 	case len(img.SBOMs) == 0:
-		return nil, fmt.Errorf("image %s has no SBOM in the package (created with --sbom=false?)", img.Ref)
+		return nil, fmt.Errorf("image %s: %w", img.Ref, ErrSBOMNotCarried)
 	case len(docs) == 0:
 		return nil, fmt.Errorf("image %s has no SBOM for %s; it has %s", img.Ref, platform, strings.Join(platforms, ", "))
 	}

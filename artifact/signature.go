@@ -32,6 +32,9 @@ const (
 var (
 	// ErrNoSignature means the package carries no signature over its root.
 	ErrNoSignature = errors.New("no signature")
+	// ErrSignatureLeftBehind means a repository holds a package without
+	// its signature, which a copy of the package alone leaves behind.
+	ErrSignatureLeftBehind = errors.New("the copy that made this repository left it behind")
 	// ErrSignature means signatures are there but none is valid for the key.
 	ErrSignature = errors.New("signature not valid")
 )

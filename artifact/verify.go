@@ -146,8 +146,8 @@ func (p *plan) checkSignatures(ctx context.Context, src oras.ReadOnlyTarget, ref
 	if len(sigs) == 0 {
 		tag := SignatureTag(p.root.Digest)
 		repoName := targetName(src, "")
-		return nil, fmt.Errorf("%s: %w over the package root %s: none at the tag %s:%s nor among the root's referrers; copy the signature with the package (oras copy -r, regctl image copy --referrers) or copy its tag too (crane copy SOURCE:%s %s:%s)",
-			name, ErrNoSignature, p.root.Digest, repoName, tag, tag, repoName, tag)
+		return nil, fmt.Errorf("%s: %w over the package root %s: none at the tag %s:%s nor among the root's referrers: %w",
+			name, ErrNoSignature, p.root.Digest, repoName, tag, ErrSignatureLeftBehind)
 	}
 	valid, err := checkSignatures(p.root.Digest, sigs, keys)
 	if err != nil {

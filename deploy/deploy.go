@@ -26,7 +26,7 @@ import (
 )
 
 // ErrUnsigned means a package was refused for want of a key to verify it.
-var ErrUnsigned = errors.New("refusing to deploy without signature verification: pass --key, or --insecure-skip-signature-verification")
+var ErrUnsigned = errors.New("refusing to deploy without signature verification")
 
 // DefaultTimeout bounds the wait for each chart's and bundle's resources.
 const DefaultTimeout = 5 * time.Minute
@@ -71,7 +71,7 @@ func ParseSet(set []string) (map[string]any, error) {
 	values := map[string]any{}
 	for _, s := range set {
 		if err := strvals.ParseInto(s, values); err != nil {
-			return nil, fmt.Errorf("--set %s: %w", s, err)
+			return nil, fmt.Errorf("chart value %q: %w", s, err)
 		}
 	}
 	return values, nil
@@ -449,7 +449,7 @@ func EnsurePullSecret(ctx context.Context, cs kubernetes.Interface, ferryNS, ns 
 	}
 	ps := &agent.PullSecrets{Client: cs, Namespace: ferryNS, Name: cluster.PullSecretName}
 	if err := ps.Ensure(ctx, ns); err != nil {
-		return fmt.Errorf("registry pull secret (run `ferry init`): %w", err)
+		return fmt.Errorf("registry pull secret: %w", cluster.NotSetUp(err))
 	}
 	return nil
 }

@@ -38,7 +38,16 @@ import (
 
 // ErrNoPackageAPI means the cluster has no Package CRD: ferry init (of
 // this version) was not run.
-var ErrNoPackageAPI = errors.New("the cluster has no Package API (packages.ferry.dev): run `ferry init` of this version")
+var ErrNoPackageAPI = errors.New("the cluster has no Package API (packages.ferry.dev)")
+
+// ErrBeingDeleted means the Package is being removed, and cannot be
+// deployed again until that has finished.
+var ErrBeingDeleted = errors.New("is being deleted")
+
+// ErrNoKeyToMigrate means a package deployed by an earlier ferry, before
+// the Package API, cannot become a Package: no public key was given to
+// verify it with.
+var ErrNoKeyToMigrate = errors.New("deployed by an earlier ferry, and no public key was given to migrate it to a Package")
 
 // KeyLabel marks the Secrets that hold the public keys Packages name;
 // KeyFile is the key of such a Secret that holds the PEM key.
@@ -95,7 +104,7 @@ func ApplyPackage(ctx context.Context, c client.Client, ns, name string, spec v1
 		err = c.Create(ctx, &pkg)
 	case err == nil:
 		if !pkg.DeletionTimestamp.IsZero() {
-			return nil, "", fmt.Errorf("Package %s/%s is being deleted: wait for `ferry remove` to finish", ns, name)
+			return nil, "", fmt.Errorf("Package %s/%s %w", ns, name, ErrBeingDeleted)
 		}
 		pkg.Spec = spec
 		if pkg.Annotations == nil {
@@ -259,7 +268,7 @@ func Migrate(ctx context.Context, cs kubernetes.Interface, c client.Client, kube
 			return migrated, fmt.Errorf("Package %s/%s: %w", ns, rec.Name, err)
 		}
 		if len(keys) == 0 {
-			return migrated, fmt.Errorf("package %s was deployed by an earlier ferry: pass --key (the public keys it is signed with) to migrate it to a Package", rec.Name)
+			return migrated, fmt.Errorf("package %s: %w", rec.Name, ErrNoKeyToMigrate)
 		}
 		spec := v1alpha1.PackageSpec{Repository: rec.Name, Digest: rec.Root.String(), Components: rec.Components, Keys: keys}
 		if len(rec.Components) == len(rec.Config.Components) {
@@ -334,7 +343,7 @@ func TrustedKeys(ctx context.Context, cs kubernetes.Interface, ns string) ([]art
 		keys = append(keys, k)
 	}
 	if len(keys) == 0 {
-		return nil, fmt.Errorf("%w (no Secret labelled %s=true in namespace %s): `ferry init --key cosign.pub` adds one", ErrNoTrustedKey, KeyLabel, ns)
+		return nil, fmt.Errorf("%w (no Secret labelled %s=true in namespace %s)", ErrNoTrustedKey, KeyLabel, ns)
 	}
 	return keys, nil
 }

@@ -20,9 +20,14 @@ import (
 	"github.com/ferrypkg/ferry/internal/cluster/kube"
 )
 
+// ErrStrands means a change of the registry's storage would leave the
+// deployed packages' content behind, in the storage it leaves.
+var ErrStrands = errors.New("would strand them")
+
 // storage checks the storage choice before anything changes: replicas the
 // storage allows, the credentials Secret S3 needs, and a switch of storage
 // that would strand what deployed packages use.
+
 func (in *initRun) storage(ctx context.Context) (string, error) {
 	o := in.opts
 	if o.Replicas < 1 {
@@ -82,7 +87,7 @@ func (in *initRun) storage(ctx context.Context) (string, error) {
 		return fmt.Sprintf("switching from %s to %s, %d replica(s), copying every repository first", cur, want, o.Replicas), nil
 	}
 	if len(pkgs.Items) > 0 {
-		return "", fmt.Errorf("the registry's storage is %s and %d deployed package(s) use it: switching to %s would strand them (pass --migrate to copy every repository first)", cur, len(pkgs.Items), want)
+		return "", fmt.Errorf("the registry's storage is %s and %d deployed package(s) use it: switching to %s %w", cur, len(pkgs.Items), want, ErrStrands)
 	}
 	return fmt.Sprintf("switching from %s to %s, %d replica(s)", cur, want, o.Replicas), nil
 }

@@ -102,7 +102,13 @@ func (f *viaFlag) register(cmd *cobra.Command, def reach.Via) {
 	cmd.Flags().StringVar(&f.via, "registry-via", string(def), "how to reach the in-cluster registry: auto (the NodePort on 127.0.0.1 if it leads there, else a tunnel), nodeport (ferry runs on a node), tunnel (through the API server to a registry Pod: its pods/proxy, else a port-forward), port-forward (always a port-forward)")
 }
 
-func (f *viaFlag) parse() (reach.Via, error) { return reach.ParseVia(f.via) }
+func (f *viaFlag) parse() (reach.Via, error) {
+	v, err := reach.ParseVia(f.via)
+	if err != nil {
+		return "", fmt.Errorf("--registry-via %w", err)
+	}
+	return v, nil
+}
 
 // open opens the way to the registry in namespace ns; nodeHost is the
 // registry's address on the nodes when it is known (else the state says).

@@ -37,7 +37,7 @@ func renderChild() {
 }
 
 // fullHooks add the commands only this binary has.
-var fullHooks = cli.Hooks{Add: addFull, HandOff: handOff}
+var fullHooks = cli.Hooks{Add: addFull, HandOff: handOff, Advice: advice}
 
 // newRootCmd builds the full binary's command tree.
 func newRootCmd() *cobra.Command { return cli.NewTree(fullHooks) }

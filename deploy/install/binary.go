@@ -37,9 +37,22 @@ func FindBinary(ferry, binDir, goarch string) (string, error) {
 	if errOther == nil {
 		return other, nil
 	}
-	return "", fmt.Errorf("no static ferry binary for linux/%s to run the agent from: %w; %w (build it with `CGO_ENABLED=0 GOOS=linux GOARCH=%s go build -trimpath -ldflags='-s -w' -o %s ./cmd/ferry`)",
-		goarch, errSelf, errOther, goarch, other)
+	return "", &BinaryError{Arch: goarch, Path: other, Err: fmt.Errorf("%w; %w", errSelf, errOther)}
 }
+
+// BinaryError means FindBinary found no static ferry binary for the
+// nodes: neither the running one nor the one at Path will do.
+type BinaryError struct {
+	Arch string // the nodes' GOARCH
+	Path string // where a binary for Arch was looked for
+	Err  error  // why neither will do
+}
+
+func (e *BinaryError) Error() string {
+	return fmt.Sprintf("no static ferry binary for linux/%s to run the agent from: %v", e.Arch, e.Err)
+}
+
+func (e *BinaryError) Unwrap() error { return e.Err }
 
 // checkStatic says why the file at path is not a static linux/goarch
 // executable, if it is not.

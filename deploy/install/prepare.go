@@ -24,7 +24,7 @@ func newInstaller(ctx context.Context, cs kubernetes.Interface, opts InstallOpti
 	in := &installer{cs: cs, opts: opts, ns: opts.Namespace}
 	ns, err := cs.CoreV1().Namespaces().Get(ctx, in.ns, metav1.GetOptions{})
 	if err != nil {
-		return nil, fmt.Errorf("namespace %s (run `ferry init`): %w", in.ns, err)
+		return nil, fmt.Errorf("namespace %s: %w", in.ns, cluster.NotSetUp(err))
 	}
 	// The cluster-wide objects go with ferry's namespace.
 	in.owner = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Namespace", Name: in.ns, UID: ns.UID}}

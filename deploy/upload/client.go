@@ -26,7 +26,7 @@ import (
 // ErrNoToken means the kubeconfig's user has no bearer token to present to
 // the agent (it authenticates with a client certificate, which the agent
 // cannot check).
-var ErrNoToken = errors.New("the upload endpoint authenticates a bearer token, and this kubeconfig's user has none (a client certificate cannot be passed on): use a kubeconfig with a token (OIDC, or `kubectl create token`), or deploy without --via-agent")
+var ErrNoToken = errors.New("the upload endpoint authenticates a bearer token, and this kubeconfig's user has none (a client certificate cannot be passed on)")
 
 // Client uploads packages to a cluster's agent, through a tunnel (a
 // port-forward through the API server) to an agent Pod.
@@ -47,7 +47,7 @@ type Client struct {
 func Connect(ctx context.Context, cfg *rest.Config, cs kubernetes.Interface, ns string) (*Client, error) {
 	cm, err := cs.CoreV1().ConfigMaps(ns).Get(ctx, cluster.AgentCAConfigMap, metav1.GetOptions{})
 	if err != nil {
-		return nil, fmt.Errorf("the agent's CA (ConfigMap %s/%s; run `ferry init` of this version): %w", ns, cluster.AgentCAConfigMap, err)
+		return nil, fmt.Errorf("the agent's CA (ConfigMap %s/%s): %w", ns, cluster.AgentCAConfigMap, cluster.NotSetUp(err))
 	}
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM([]byte(cm.Data[cluster.AgentCAKey])) {

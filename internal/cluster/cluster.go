@@ -11,10 +11,13 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"strconv"
 	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -202,7 +205,7 @@ type SecretGetter interface {
 func ReadRegistry(ctx context.Context, secrets SecretGetter) (State, Account, error) {
 	state, err := secrets.Get(ctx, StateName, metav1.GetOptions{})
 	if err != nil {
-		return State{}, Account{}, fmt.Errorf("no in-cluster registry (run `ferry init`): %w", err)
+		return State{}, Account{}, fmt.Errorf("the registry's state (Secret %s): %w", StateName, NotSetUp(err))
 	}
 	auth, err := secrets.Get(ctx, AuthSecretName, metav1.GetOptions{})
 	if err != nil {
@@ -255,4 +258,17 @@ func AgentServiceHost(ns string) string { return AgentName + "." + ns + ".svc" }
 // AgentLabels select the agent's Pods.
 func AgentLabels() map[string]string {
 	return map[string]string{LabelName: AgentName, LabelManagedBy: ManagedBy, LabelComponent: "agent"}
+}
+
+// ErrNotSetUp means a part of ferry that init sets up in the cluster is
+// missing: init has not run there, or an earlier ferry's did.
+var ErrNotSetUp = errors.New("missing from the cluster")
+
+// NotSetUp wraps err, an API server's answer for one of ferry's objects,
+// with ErrNotSetUp when it says the object does not exist.
+func NotSetUp(err error) error {
+	if apierrors.IsNotFound(err) {
+		return fmt.Errorf("%w: %w", ErrNotSetUp, err)
+	}
+	return err
 }

@@ -61,7 +61,7 @@ func TestReadRegistry(t *testing.T) {
 		t.Fatalf("%+v %+v %v", st, a, err)
 	}
 	delete(secrets, StateName)
-	if _, _, err := ReadRegistry(context.Background(), secrets); !errors.Is(err, errNotFound) || !strings.Contains(err.Error(), "run `ferry init`") {
+	if _, _, err := ReadRegistry(context.Background(), secrets); !errors.Is(err, errNotFound) || !strings.Contains(err.Error(), "registry's state") {
 		t.Fatalf("no state: %v", err)
 	}
 }

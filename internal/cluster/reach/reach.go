@@ -60,7 +60,7 @@ func ParseVia(s string) (Via, error) {
 	case Auto, NodePort, Tunnel, PortForward:
 		return v, nil
 	}
-	return "", fmt.Errorf("--registry-via must be auto, nodeport, tunnel or port-forward, not %q", s)
+	return "", fmt.Errorf("%q: %w", s, ErrVia)
 }
 
 // DefaultProbeTimeout bounds Auto's check of the NodePort: on a node it
@@ -71,6 +71,9 @@ const DefaultProbeTimeout = time.Second
 // The causes of a failure to reach the registry, wrapped by Registry's
 // errors, which name the fix.
 var (
+	// ErrVia means a Via is not one of auto, nodeport, tunnel or
+	// port-forward.
+	ErrVia = errors.New("not auto, nodeport, tunnel or port-forward")
 	// ErrNoRegistry means ferry init has not set a registry up.
 	ErrNoRegistry = errors.New("no in-cluster registry")
 	// ErrNoReadyPod means the registry has no ready Pod to tunnel to.
@@ -183,7 +186,7 @@ func (e *Endpoint) Close() error {
 
 // Registry opens the way to the registry in opts.Namespace that ferry init
 // set up. Its errors name the cause (ErrNoRegistry, ErrNoReadyPod,
-// ErrForbidden, the API server's) and the fix, in one line.
+// ErrForbidden, the API server's) in one line; the command line adds the fix.
 func Registry(ctx context.Context, cs kubernetes.Interface, opts Options) (*Endpoint, error) {
 	start := time.Now()
 	if opts.Namespace == "" {
@@ -198,7 +201,7 @@ func Registry(ctx context.Context, cs kubernetes.Interface, opts Options) (*Endp
 	if opts.NodeHost == "" {
 		s, err := cs.CoreV1().Secrets(opts.Namespace).Get(ctx, cluster.StateName, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
-			return nil, fmt.Errorf("%w in namespace %s: run `ferry init`", ErrNoRegistry, opts.Namespace)
+			return nil, fmt.Errorf("%w in namespace %s", ErrNoRegistry, opts.Namespace)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("read the registry's state: %w", err)
@@ -277,7 +280,7 @@ func openTunnel(ctx context.Context, cs kubernetes.Interface, cfg *rest.Config, 
 	})
 	if err != nil {
 		if strings.Contains(err.Error(), "403") || strings.Contains(err.Error(), "Forbidden") || strings.Contains(err.Error(), "forbidden") {
-			return nil, fmt.Errorf("%w in namespace %s (%v): %s", ErrForbidden, ns, err, rbacFix)
+			return nil, fmt.Errorf("%w in namespace %s (%v)", ErrForbidden, ns, err)
 		}
 		if errors.Is(err, p.none) || errors.Is(err, p.notReady) {
 			return nil, err
@@ -286,9 +289,6 @@ func openTunnel(ctx context.Context, cs kubernetes.Interface, cfg *rest.Config, 
 	}
 	return t, nil
 }
-
-// rbacFix says how to get the port-forward allowed.
-const rbacFix = "grant this kubeconfig's user `create` on pods/portforward and `list` on pods in ferry's namespace (a Role and RoleBinding; `get`, `create`, `update`, `patch` and `delete` on pods/proxy make pushes ~1.5× faster), or run ferry on a node with --registry-via nodeport"
 
 // proxyVerbs are the verbs on pods/proxy a registry client needs: the
 // API server authorizes a proxied request by its method (HEAD and GET:
@@ -376,7 +376,7 @@ func mayPortForward(ctx context.Context, cs kubernetes.Interface, ns string) err
 		{Namespace: ns, Verb: "list", Resource: "pods"},
 	} {
 		if err := may(ctx, cs, ra); err != nil {
-			return fmt.Errorf("%w in namespace %s: %w: %s", ErrForbidden, ns, err, rbacFix)
+			return fmt.Errorf("%w in namespace %s: %w", ErrForbidden, ns, err)
 		}
 	}
 	return nil
@@ -433,7 +433,7 @@ func (p pods) ready(ctx context.Context, cs kubernetes.Interface, ns string) (st
 	}
 	if len(list.Items) == 0 {
 		if _, err := cs.AppsV1().Deployments(ns).Get(ctx, p.deployment, metav1.GetOptions{}); apierrors.IsNotFound(err) {
-			return "", fmt.Errorf("%w in namespace %s: run `ferry init`", p.none, ns)
+			return "", fmt.Errorf("%w in namespace %s", p.none, ns)
 		}
 	}
 	pl := other
@@ -450,7 +450,7 @@ func (p pods) ready(ctx context.Context, cs kubernetes.Interface, ns string) (st
 	if len(why) == 0 {
 		why = append(why, "no Pod")
 	}
-	return "", fmt.Errorf("%w in namespace %s (%s): run `ferry init` to repair it (it moves the %s off a node that is down)", p.notReady, ns, strings.Join(why, "; "), p.what)
+	return "", fmt.Errorf("%w in namespace %s (%s)", p.notReady, ns, strings.Join(why, "; "))
 }
 
 // podWhy says in a few words why a registry Pod does not serve.

@@ -104,11 +104,11 @@ func TestErrors(t *testing.T) {
 		want    error
 		say     []string
 	}{
-		{"no state", nil, true, Auto, ErrNoRegistry, []string{"namespace ferry", "run `ferry init`"}},
-		{"no deployment", []runtime.Object{state("ferry", closed)}, true, Tunnel, ErrNoRegistry, []string{"run `ferry init`"}},
-		{"rbac", []runtime.Object{state("ferry", closed), dep}, false, Auto, ErrForbidden, []string{"pods/portforward", "--registry-via nodeport"}},
+		{"no state", nil, true, Auto, ErrNoRegistry, []string{"namespace ferry"}},
+		{"no deployment", []runtime.Object{state("ferry", closed)}, true, Tunnel, ErrNoRegistry, nil},
+		{"rbac", []runtime.Object{state("ferry", closed), dep}, false, Auto, ErrForbidden, []string{"namespace ferry"}},
 		{"node down", []runtime.Object{state("ferry", closed), dep, registryPod("ferry-registry-a", "node1", false), node("node1", false)}, true, Tunnel, ErrNoReadyPod,
-			[]string{"pod ferry-registry-a running on node node1, which is NotReady", "run `ferry init` to repair"}},
+			[]string{"pod ferry-registry-a running on node node1, which is NotReady"}},
 		{"node gone", []runtime.Object{state("ferry", closed), dep, registryPod("ferry-registry-a", "node1", false)}, true, Tunnel, ErrNoReadyPod,
 			[]string{"node node1, which is gone"}},
 	} {

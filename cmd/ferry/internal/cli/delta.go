@@ -168,19 +168,6 @@ func loadHave(cmd *cobra.Command, have string, keys []string, sigPath string, re
 	return artifact.Have(cmd.Context(), src, ref)
 }
 
-// deltaAdvice says what to do when a delta could not be completed: the
-// library names the blobs, the command line what to type.
-func deltaAdvice(err error) error {
-	var be *artifact.BlobError
-	switch {
-	case errors.Is(err, artifact.ErrMissingBlobs):
-		return fmt.Errorf("%w (push the whole package; make the delta against a receipt of this repository: ferry registry have --prefix NAME; or, with package push, name the repository that holds them: --mount-from REPO)", err)
-	case errors.As(err, &be) && be.Op == artifact.OpReadBack:
-		return fmt.Errorf("%w (the registry's copy is damaged: push the whole package, or a package carrying that blob, to repair it)", err)
-	}
-	return err
-}
-
 // readSignature reads a receipt's detached signature, refusing one larger
 // than a signature payload may be.
 func readSignature(name string) ([]byte, error) {

@@ -21,6 +21,9 @@ type Hooks struct {
 	HandOff func(root *cobra.Command, args []string) error
 	// FullVersion, if set, reports the full binary beside this one.
 	FullVersion func(ctx context.Context) (*VersionInfo, string)
+	// Advice, if set, maps the errors of the binary's own libraries to
+	// what the user can type (see Advise).
+	Advice []Advice
 }
 
 // NewTree builds the whole command tree of a binary; there are no

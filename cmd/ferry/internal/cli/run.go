@@ -32,7 +32,7 @@ func Run(h Hooks) {
 	}
 	stop()
 	if err != nil {
-		err = deltaAdvice(err)
+		err = Advise(err, append(artifactAdvice, h.Advice...))
 		// Whoever wrote the message (go-git and net/http put the URLs
 		// they were given into theirs), no credential reaches the
 		// terminal.
