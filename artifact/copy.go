@@ -13,35 +13,32 @@ import (
 	"oras.land/oras-go/v2/registry"
 )
 
-// The copy engine. Every verb that moves a package or reads it whole goes
-// through it, and reports each blob as one Progress event:
+// The copy engine. Copy is the one way a package moves — Push, Mirror,
+// Pull and Verify (of a registry's package) all call it — and it reports
+// each blob as one Progress event. Under it, one of three paths, chosen by
+// source and destination:
 //
-//	source                          destination        how
-//	a package (*Reader, its root)   any oras target    one streaming walk (push.go): Copy, Push, Mirror
-//	any other oras target           any oras target    oras.CopyGraph: Copy, Mirror's images
-//	any oras target                 an archive         planFrom, then writeArchive: Pull, Verify (io.Discard)
-//	a package                       nothing            one verifying walk (readGraph): Inspect, Verify, Sign, ReadSBOMs
+//	source                          destination        path
+//	a package (*Reader, its root)   any oras target    one streaming walk (push.go): Push, Mirror
+//	any other oras target           any oras target    oras.CopyGraph: Mirror's images
+//	any oras target                 an *Archive        read by descriptor, then written in order: Pull, Verify (io.Discard)
 //
-// (Pull from a package reads it by descriptor too: a layout folder reads
-// any blob directly; an archive is walked to each.)
+// Reading a package whole, with nothing to copy to, is a verifying walk
+// instead (readGraph): Inspect, Verify, Sign and ReadSBOMs of a package.
 //
-// The two ways of reading a source survive for a measured reason: a
-// package archive can only be read from its start, so Fetch (what
-// oras.CopyGraph calls for each blob) walks the archive to the blob.
-// BenchmarkCopy, 40 gzip layers of 16 MiB, 2 cores shared with other
-// builds (runs varied by up to 40%): from ferry's own .tar.zst, whose
-// layers are raw zstd blocks that a walk seeks past, the two are on par (to
-// a registry 5.8 s through oras.CopyGraph, 4.9 s streaming; to an OCI
-// layout store 2.9 s and 3.8 s); from a .tar.zst that is one zstd frame
+// The three paths survive for measured reasons, held by BenchmarkCopy
+// (figures in docs/performance.md). A package archive can only be read
+// from its start, so Fetch — what oras.CopyGraph calls for each blob —
+// walks the archive to the blob: from a .tar.zst that is one zstd frame
 // (tar --zstd), where passing a blob over means decompressing it,
-// oras.CopyGraph took 50 s to a registry and 58 s to a layout store, the
-// streaming walk 8.4 s and 7.3 s. The walk also checks the whole graph
-// before it stores a manifest, so a damaged package leaves nothing tagged.
-// Between targets that read any blob directly (a registry, a layout store,
-// memory), oras.CopyGraph is the engine, as in oras-go. An archive is
-// written in one canonical order (children before parents, see
-// canonicalOrder) so that the same package gives the same bytes; no oras
-// target keeps an order.
+// oras.CopyGraph is several times slower than the streaming walk. The walk
+// also checks the whole graph before it stores a manifest, so a damaged
+// package leaves nothing tagged. Between targets that read any blob
+// directly (a registry, a layout store, memory), oras.CopyGraph is the
+// engine, as in oras-go. An archive is written in one canonical order
+// (children before parents, see canonicalOrder) so that the same package
+// gives the same bytes, which no oras target keeps: an Archive is Copy's
+// own destination.
 
 // DefaultCopyConcurrency is how many blobs Copy moves at once when
 // CopyOptions.Concurrency is 0 or less.
@@ -64,6 +61,11 @@ type CopyOptions struct {
 	// its bytes), found in dst, or mounted from MountFrom (Skipped, no
 	// bytes). A ProgressFunc is called from several goroutines.
 	Progress ProgressFunc
+	// Keys, if set, require a valid signature over the root by one of
+	// them, checked before anything is written. Only an Archive
+	// destination checks them (Pull); to any other, Copy refuses them:
+	// verify first (Verify, or a deploy's verification).
+	Keys []Verifier
 }
 
 // CopyResult tells what a copy did.
@@ -92,6 +94,12 @@ type CopyResult struct {
 // one streaming walk: every blob read once, large ones in parallel streams
 // (see the copy engine above).
 func Copy(ctx context.Context, src oras.ReadOnlyTarget, srcRef string, dst oras.Target, dstRef string, opts CopyOptions) (*CopyResult, error) {
+	if a, ok := dst.(*Archive); ok {
+		return a.copyTo(ctx, src, srcRef, opts)
+	}
+	if len(opts.Keys) > 0 {
+		return nil, fmt.Errorf("signature keys for a copy to %T: %w", dst, errdef.ErrUnsupported)
+	}
 	if r, ok := src.(*Reader); ok && r.isRoot(srcRef) {
 		return streamCopy(ctx, r, storeFor(dst, opts.MountFrom), dstRef, opts)
 	}

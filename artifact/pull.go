@@ -46,32 +46,17 @@ type PullResult struct {
 // package (a layout folder written as a .tar.zst, say). Every blob is
 // verified against its digest as it is written; a digest reference is the
 // root's. With opts.Keys the signature is checked first, before anything is
-// written. Pulling what Push sent gives the same bytes. This is the copy
-// engine's archive destination: the graph read by descriptor (a package is
-// read through Fetch), then written in canonical order.
+// written. Pulling what Push sent gives the same bytes. It is Copy into an
+// ArchiveFile: the graph read by descriptor (a package is read through
+// Fetch), then written in canonical order.
 func Pull(ctx context.Context, src oras.ReadOnlyTarget, ref, out string, opts PullOptions) (*PullResult, error) {
-	name := targetName(src, ref)
-	p, err := planFrom(ctx, src, ref)
+	a := ArchiveFile(out, opts.Format)
+	a.verb = "pull"
+	res, err := Copy(ctx, src, ref, a, "", CopyOptions{Keys: opts.Keys, Progress: withPhase(opts.Progress, PhasePull)})
 	if err != nil {
 		return nil, err
 	}
-	var valid []VerifiedSignature
-	if len(opts.Keys) > 0 {
-		if valid, err = p.checkSignatures(ctx, src, ref, opts.Keys); err != nil {
-			return nil, err
-		}
-	}
-	format := opts.Format
-	if format == "" {
-		format = FormatFromPath(out)
-	}
-	size, err := writeFileAtomic(out, func(w io.Writer) error {
-		return p.writeArchive(ctx, w, format, withPhase(opts.Progress, PhasePull))
-	})
-	if err != nil {
-		return nil, fmt.Errorf("pull %s: %w", name, err)
-	}
-	return &PullResult{Path: out, Root: p.root, Config: p.config, Size: size, Blobs: len(p.blobs), Signatures: valid}, nil
+	return &PullResult{Path: out, Root: res.Root, Config: a.plan.config, Size: a.Size(), Blobs: res.Copied, Signatures: a.signatures}, nil
 }
 
 // planFrom reads the graph of the package ref names in src (a registry

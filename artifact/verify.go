@@ -64,20 +64,31 @@ func Verify(ctx context.Context, src oras.ReadOnlyTarget, ref string, opts Verif
 	if len(opts.Keys) == 0 {
 		return nil, fmt.Errorf("%w: no public key to verify with", ErrKey)
 	}
-	g, err := readGraph(ctx, src, ref, opts.Progress)
-	if err != nil {
-		return nil, err
-	}
-	valid, err := g.checkSignatures(ctx, opts.Keys)
-	if err != nil {
-		return nil, err
-	}
-	if g.plan != nil {
-		// Only the manifests are read so far: every other blob is fetched
-		// and re-hashed as Pull writes an archive, into io.Discard.
-		if err := g.plan.writeArchive(ctx, io.Discard, FormatTar, withPhase(opts.Progress, PhaseRead)); err != nil {
-			return nil, fmt.Errorf("verify %s: %w", g.name, err)
+	var (
+		g     *pkgGraph
+		valid []VerifiedSignature
+		err   error
+	)
+	if r, ok := src.(*Reader); ok && r.isRoot(ref) {
+		// A package is walked whole, every blob verified as it is read.
+		if g, err = readGraph(ctx, src, ref, opts.Progress); err != nil {
+			return nil, err
 		}
+		if valid, err = g.checkSignatures(ctx, opts.Keys); err != nil {
+			return nil, err
+		}
+	} else {
+		// Any other target is copied into io.Discard as Pull copies into
+		// a file: its manifests and signature checked first (nothing else
+		// is read when the signature fails), then every blob fetched and
+		// re-hashed.
+		a := ArchiveTo(io.Discard, FormatTar)
+		a.verb = "verify"
+		if _, err = Copy(ctx, src, ref, a, "", CopyOptions{Keys: opts.Keys, Progress: withPhase(opts.Progress, PhaseRead)}); err != nil {
+			return nil, err
+		}
+		g = &pkgGraph{src: src, ref: ref, name: targetName(src, ref), root: a.plan.root, config: a.plan.config, index: a.plan.index, plan: a.plan}
+		valid = a.signatures
 	}
 	res := &VerifyResult{Report: g.report(), Signatures: valid}
 	if opts.Images {
