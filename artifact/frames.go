@@ -13,8 +13,8 @@ import (
 // A .tar.zst archive is a series of zstd frames. The tar stream goes through
 // the encoder, except the bodies of blobs that are compressed already (gzip
 // and zstd layers, Helm charts): each of those is a frame of raw blocks of its
-// own. Compressing them again gains nothing, and cost a fifth of pull's CPU
-// (measured on a 1 GiB package). Every zstd decoder reads concatenated frames,
+// own. Compressing them again gains nothing, and cost a large share of
+// pull's CPU (docs/performance.md). Every zstd decoder reads concatenated frames,
 // so the archive is an ordinary .tar.zst.
 //
 // The raw frames are written here because the encoder has no setting that

@@ -263,12 +263,10 @@ func (c *rawCursor) spans(n int64) ([]span, error) {
 //
 // Hashing a block just after it is sent, not in a goroutine that runs
 // through the window ahead of the send, is what made verifying cheap in
-// wall time (measured on 1 GiB against a registry on the same machine,
-// docs/performance.md): the registry copies the block out of the same pages
-// moments later, and the two reads share the cache instead of each
-// fetching it from memory. With the registry on a core of its own, ferry
-// took 1.18–1.23× crane's time hashing ahead, 0.94–0.98× hashing in step.
-// Mapping instead of reading cut client CPU by ~0.1 s per GiB.
+// wall time (docs/performance.md): the registry copies the block out of the
+// same pages moments later, and the two reads share the cache instead of
+// each fetching it from memory. Mapping instead of reading cut client CPU
+// too.
 func sendHashed(c *net.TCPConn, h hash.Hash, f *os.File, spans []span, buf []byte) (int64, error) {
 	if len(spans) == 0 {
 		return 0, nil

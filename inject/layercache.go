@@ -17,7 +17,7 @@ import (
 
 // The registry image is the same bytes for the same ferry, and compressing
 // its layer at gzip's best compression was most of ferry init's first step
-// (7.4 s of 18.7 s) — done again when init pushes the image into the
+// (docs/performance.md) — done again when init pushes the image into the
 // registry. So the compressed layer is kept in the user's cache folder,
 // filed under its uncompressed digest and the Go release that compressed it
 // (same release, same bytes, same image digest), and used only when it

@@ -1,5 +1,4 @@
-// Package gitrepo carries git repositories in packages (issue 21, first
-// step): it resolves a ref to a commit once, and builds the repository's
+// Package gitrepo carries git repositories in packages: it resolves a ref to a commit once, and builds the repository's
 // tree at that commit as an OCI artifact in the format Flux's
 // OCIRepository reads — a manifest whose config has Flux's config media
 // type, whose first layer is the tree as a gzip tar of Flux's content

@@ -39,8 +39,8 @@ func httpClient() *http.Client {
 // refListTransport holds the answers that list a server's refs — the GET
 // of info/refs (protocol v0 and v1 list them there), and a POST whose
 // request is protocol v2's ls-refs command — to maxRefList bytes: go-git
-// reads a list whole into memory, and a server listing refs without end
-// took a clone to 1.2 GB in 8 s. The pack, which go-git streams to disk,
+// reads a list whole into memory, so a server listing refs without end
+// would grow a clone without bound. The pack, which go-git streams to disk,
 // is bounded by the stall transport only.
 type refListTransport struct{ next http.RoundTripper }
 

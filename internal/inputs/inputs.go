@@ -98,9 +98,9 @@ type Budget struct {
 }
 
 // DefaultBudget is what a hostile input may cost unless its entry says
-// otherwise: 20 s and 256 MiB. The slowest refusals measured take about
-// 7 s (a registry answering 500 is retried with backoff, as oras-go's
-// retry policy does); the margin is for a machine busy with other tests.
+// otherwise: 20 s and 256 MiB, with a wide margin over the slowest
+// refusals (docs/performance.md, "Hostile input") for a machine busy with
+// other tests.
 var DefaultBudget = Budget{Seconds: 20, MiB: 256}
 
 // Family is the first word of an entry's Where: "ferry", "ferry.yaml",

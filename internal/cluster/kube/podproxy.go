@@ -50,9 +50,9 @@ type PodProxyOptions struct {
 // port of a Pod through the API server's pods/proxy subresource, which
 // relays it as plain HTTP to the Pod's IP: one hop, where a port-forward
 // (Tunnel) relays a byte stream through the API server, the kubelet and
-// the container runtime, translating its protocol twice (issue 32: a
-// push through a port-forward took 3–4× the NodePort's time, the API
-// server spending ~1.5 cores on it).
+// the container runtime, translating its protocol twice, which made a
+// push through a port-forward several times slower than through the
+// NodePort, with the API server busy relaying it (docs/performance.md).
 //
 // An answer that does not come from the Pod (FromPod) — the Pod went
 // away, the API server cannot reach it — ends the local connection, as a

@@ -5,8 +5,8 @@
 // with a kubeconfig and no route to the nodes reaches the registry the
 // second way. The tunnel is the API server's pods/proxy subresource (HTTP
 // relayed to the Pod's IP) when the user may use it and it reaches the
-// registry, else a port-forward (a byte stream relayed through the kubelet:
-// a push takes ~1.5× the proxy's time).
+// registry, else a port-forward (a byte stream relayed through the kubelet,
+// slower: docs/performance.md).
 package reach
 
 import (
