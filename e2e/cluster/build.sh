@@ -7,7 +7,8 @@
 #   bin/source-controller and bin/kustomize-controller from e2e/flux, Flux
 #   v1.9.0 from the Go module proxy, static, with their config/ folders
 #   (CRDs, RBAC, Deployments) from the module cache in flux/<controller>/
-#   (TestFlux); skipped while both are newer than e2e/flux/go.{mod,sum}.
+#   (TestFlux); skipped while both are newer than e2e/flux/go.{mod,sum},
+#   and not built at all with FERRY_E2E_FLUX=0 (the demo runs no Flux).
 #   img/tiny and img/tiny.tar: the tiny program and its one-layer image, the
 #   node's only image (also its sandbox image); seconds, rebuilt every time.
 set -euo pipefail
@@ -54,7 +55,9 @@ flux_fresh() {
     done
   done
 }
-if [ "${FORCE:-0}" != 1 ] && flux_fresh; then
+if [ "${FERRY_E2E_FLUX:-1}" = 0 ]; then
+  log "flux: not built (FERRY_E2E_FLUX=0)"
+elif [ "${FORCE:-0}" != 1 ] && flux_fresh; then
   log "flux: cached $BIN/{${FLUX_CONTROLLERS// /,}}"
 else
   log "flux: building $FLUX_CONTROLLERS (cold: 33 min on 2 cores shared with other builds, load 8–11; GOCACHE makes rebuilds fast)"
