@@ -22,6 +22,7 @@ import (
 	"github.com/ferrypkg/ferry/cmd/ferry/internal/cli"
 	"github.com/ferrypkg/ferry/deploy"
 	"github.com/ferrypkg/ferry/deploy/api/v1alpha1"
+	"github.com/ferrypkg/ferry/deploy/rollout"
 	"github.com/ferrypkg/ferry/internal/cluster"
 	"github.com/ferrypkg/ferry/internal/reach"
 	"github.com/ferrypkg/ferry/internal/scratch"
@@ -98,7 +99,7 @@ func newListCmd() *cobra.Command {
 // listPackages lists the Packages of ferry's namespace by name, each with
 // the components the controller installed.
 func listPackages(ctx context.Context, cs kubernetes.Interface, pc client.Client, ns string) ([]listed, error) {
-	recs, err := (&deploy.State{Client: cs, Namespace: ns}).List(ctx)
+	recs, err := (&rollout.State{Client: cs, Namespace: ns}).List(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -113,7 +114,7 @@ func listPackages(ctx context.Context, cs kubernetes.Interface, pc client.Client
 		if c := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.Ready); c != nil {
 			l.Ready, l.Reason, l.Message = string(c.Status), c.Reason, c.Message
 		}
-		if i := slices.IndexFunc(recs, func(r *deploy.Record) bool { return r.Name == p.Name }); i >= 0 && l.Root == recs[i].Root {
+		if i := slices.IndexFunc(recs, func(r *rollout.Record) bool { return r.Name == p.Name }); i >= 0 && l.Root == recs[i].Root {
 			l.Components = recs[i].Components
 		}
 		out = append(out, l)
@@ -311,7 +312,7 @@ applies its Package. --key then verifies it here as well, first.`,
 			rec := res.Record
 			if output.JSON() {
 				return cli.WriteJSON(out, struct {
-					*deploy.Record
+					*rollout.Record
 					RegistryVia *reach.Endpoint `json:"registryVia"`
 				}{rec, ep})
 			}
@@ -339,7 +340,7 @@ func newRemoveCmd() *cobra.Command {
 	var (
 		kube   kubeFlags
 		output cli.OutputFlag
-		opts   deploy.RemoveOptions
+		opts   rollout.UninstallOptions
 		via    viaFlag
 	)
 	cmd := &cobra.Command{
@@ -382,7 +383,7 @@ prints an object, several an array.`,
 			}
 			if output.JSON() {
 				type removed struct {
-					*deploy.RemoveResult
+					*rollout.UninstallResult
 					RegistryVia *reach.Endpoint `json:"registryVia"`
 				}
 				out := make([]removed, len(results))
@@ -424,9 +425,9 @@ func tunnelCause(err error, ep *reach.Endpoint) error {
 // at once (the controller removes them with one garbage collection), then
 // the records no Package holds, by this process, garbage-collected once.
 // The results are in the order of names.
-func removeAll(cmd *cobra.Command, cs kubernetes.Interface, pc client.WithWatch, kube kubeFlags, opts deploy.RemoveOptions, ep *reach.Endpoint, names []string) ([]*deploy.RemoveResult, error) {
+func removeAll(cmd *cobra.Command, cs kubernetes.Interface, pc client.WithWatch, kube kubeFlags, opts rollout.UninstallOptions, ep *reach.Endpoint, names []string) ([]*rollout.UninstallResult, error) {
 	ctx := cmd.Context()
-	results := make([]*deploy.RemoveResult, len(names))
+	results := make([]*rollout.UninstallResult, len(names))
 	found := make([]bool, len(names))
 	errs := make([]error, len(names))
 	var wg sync.WaitGroup
@@ -444,19 +445,19 @@ func removeAll(cmd *cobra.Command, cs kubernetes.Interface, pc client.WithWatch,
 	progress, done := cli.NewProgress(cmd)
 	defer done()
 	opts.Progress, opts.Kube, opts.Registry, opts.DeferGC = progress, kube.getter(), ep.Host, true
-	var bare []*deploy.RemoveResult
+	var bare []*rollout.UninstallResult
 	for i, name := range names {
 		if found[i] {
 			continue
 		}
-		res, err := deploy.Remove(ctx, cs, name, opts)
+		res, err := rollout.Uninstall(ctx, cs, name, opts)
 		if err != nil {
 			return nil, tunnelCause(err, ep)
 		}
 		results[i] = res
 		bare = append(bare, res)
 	}
-	storage, err := deploy.CollectGarbage(ctx, cs, opts)
+	storage, err := rollout.CollectGarbage(ctx, cs, opts)
 	if err != nil {
 		return nil, tunnelCause(err, ep)
 	}

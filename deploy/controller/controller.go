@@ -1,10 +1,10 @@
 // Package controller keeps Package objects (ferry.dev/v1alpha1) true: each
 // names a signed package in the in-cluster registry, by digest, and the
 // Reconciler verifies it against the keys the Package names (fail closed),
-// installs it with deploy.Install — the code ferry deploy always used —,
+// rolls it out with rollout.Apply — the code ferry deploy always used —,
 // reports conditions, events and what it installed, puts back what was
-// deleted by hand on its next resync, and removes everything (deploy.Remove)
-// when the Package is deleted.
+// deleted by hand on its next resync, and removes everything
+// (rollout.Uninstall) when the Package is deleted.
 package controller
 
 import (
@@ -36,8 +36,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	"github.com/ferrypkg/ferry/artifact"
-	"github.com/ferrypkg/ferry/deploy"
 	"github.com/ferrypkg/ferry/deploy/api/v1alpha1"
+	"github.com/ferrypkg/ferry/deploy/rollout"
 	"github.com/ferrypkg/ferry/internal/cluster"
 	"github.com/ferrypkg/ferry/internal/reach"
 )
@@ -58,12 +58,12 @@ type Reconciler struct {
 	// Packages.
 	Client client.Client
 	// Clientset reads the registry's address and account (and is what
-	// deploy.Install and deploy.Remove use); Kube is what they use for Helm
+	// rollout.Apply and rollout.Uninstall use); Kube is what they use for Helm
 	// and server-side apply.
 	Clientset kubernetes.Interface
 	Kube      genericclioptions.RESTClientGetter
-	// Installer installs and removes packages; deploy.Install and
-	// deploy.Remove through Clientset if nil.
+	// Installer installs and removes packages; rollout.Apply and
+	// rollout.Uninstall through Clientset if nil.
 	Installer Installer
 	// Namespace is ferry's namespace: the registry, the records, and the
 	// only namespace whose Packages are reconciled.
@@ -88,11 +88,11 @@ type Reconciler struct {
 	// last removal, so that one serves a batch; DefaultGCQuiet if 0.
 	GCQuiet time.Duration
 	// Render renders each chart's release before Helm installs or
-	// upgrades it in the controller (deploy.InstallOptions.Render): a
+	// upgrades it in the controller (rollout.ApplyOptions.Render): a
 	// chart past its limits fails its Package's install, the reason on
 	// its status, and the controller goes on. Nil: charts are rendered by
 	// Helm in the controller only.
-	Render deploy.ReleaseRenderer
+	Render rollout.ReleaseRenderer
 
 	gc collector
 }
@@ -178,7 +178,7 @@ func (r *Reconciler) reconcile(ctx context.Context, pkg *v1alpha1.Package, writt
 		if repo != nil {
 			return nil
 		}
-		_, cred, err := deploy.RegistryAccess(ctx, r.Clientset, r.Namespace)
+		_, cred, err := rollout.RegistryAccess(ctx, r.Clientset, r.Namespace)
 		if err != nil {
 			return r.fail(pkg, v1alpha1.Verified, v1alpha1.ReasonRegistryUnreachable, err)
 		}
@@ -223,7 +223,7 @@ func (r *Reconciler) reconcile(ctx context.Context, pkg *v1alpha1.Package, writt
 	if err != nil {
 		return again, r.settle(pkg, v1alpha1.Installed, v1alpha1.ReasonInvalid, err)
 	}
-	timeout := deploy.DefaultTimeout
+	timeout := rollout.DefaultTimeout
 	if pkg.Spec.Timeout != nil && pkg.Spec.Timeout.Duration > 0 {
 		timeout = pkg.Spec.Timeout.Duration
 	}
@@ -299,7 +299,7 @@ func (r *Reconciler) reconcile(ctx context.Context, pkg *v1alpha1.Package, writt
 			return again, err
 		}
 	}
-	rec, err := r.installer().Install(ctx, cfg, digest.Digest(root), deploy.InstallOptions{
+	rec, err := r.installer().Apply(ctx, cfg, digest.Digest(root), rollout.ApplyOptions{
 		Namespace: r.Namespace, Kube: r.Kube, Components: pkg.Spec.Components, Values: values, ChartValues: charts,
 		Timeout: timeout, Registry: registry, Render: r.Render,
 	})
@@ -319,10 +319,10 @@ func (r *Reconciler) reconcile(ctx context.Context, pkg *v1alpha1.Package, writt
 
 // installed reports a successful install in the status (and an event,
 // when something was asked of it).
-func (r *Reconciler) installed(pkg *v1alpha1.Package, rec *deploy.Record, changed bool) {
+func (r *Reconciler) installed(pkg *v1alpha1.Package, rec *rollout.Record, changed bool) {
 	st := &pkg.Status
 	st.Releases, st.Objects = releaseStatus(rec.Releases), objectStatus(rec.Objects)
-	st.Images, _ = deploy.ImageRefs(rec.Config)
+	st.Images, _ = rollout.ImageRefs(rec.Config)
 	st.ImagePolicies = ImagePolicyStatus(rec.Config)
 	msg := fmt.Sprintf("%s %s: %d releases, %d objects, %d images", rec.Name, rec.Version, len(rec.Releases), len(rec.Objects), len(st.Images))
 	setCondition(pkg, v1alpha1.Installed, metav1.ConditionTrue, v1alpha1.ReasonInstalled, msg)
@@ -332,7 +332,7 @@ func (r *Reconciler) installed(pkg *v1alpha1.Package, rec *deploy.Record, change
 	}
 }
 
-func releaseStatus(rels []deploy.Release) []v1alpha1.ReleaseStatus {
+func releaseStatus(rels []rollout.Release) []v1alpha1.ReleaseStatus {
 	var out []v1alpha1.ReleaseStatus
 	for _, r := range rels {
 		out = append(out, v1alpha1.ReleaseStatus{Namespace: r.Namespace, Name: r.Name, Chart: r.Chart, Revision: r.Revision})
@@ -340,7 +340,7 @@ func releaseStatus(rels []deploy.Release) []v1alpha1.ReleaseStatus {
 	return out
 }
 
-func objectStatus(objs []deploy.Object) []v1alpha1.ObjectStatus {
+func objectStatus(objs []rollout.Object) []v1alpha1.ObjectStatus {
 	var out []v1alpha1.ObjectStatus
 	for _, o := range objs {
 		out = append(out, v1alpha1.ObjectStatus{APIVersion: o.APIVersion, Kind: o.Kind, Namespace: o.Namespace, Name: o.Name})
@@ -348,7 +348,7 @@ func objectStatus(objs []deploy.Object) []v1alpha1.ObjectStatus {
 	return out
 }
 
-// remove uninstalls what the Package installed (deploy.Remove: releases,
+// remove uninstalls what the Package installed (rollout.Uninstall: releases,
 // objects, its images unless another package uses them), waits for the
 // registry's garbage collection that one batch of removals shares (see
 // collector), and lets the Package go.
@@ -367,13 +367,13 @@ func (r *Reconciler) remove(ctx context.Context, pkg *v1alpha1.Package) (ctrl.Re
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	opts := deploy.RemoveOptions{Namespace: r.Namespace, Kube: r.Kube, Registry: registry, DeferGC: true}
+	opts := rollout.UninstallOptions{Namespace: r.Namespace, Kube: r.Kube, Registry: registry, DeferGC: true}
 	if !r.gc.waiting(pkg.UID) {
 		if err := r.uninstall(ctx, pkg, opts); err != nil {
 			return ctrl.Result{}, err
 		}
 	}
-	storage, ok, err := r.gc.settle(ctx, pkg.UID, r.now(), r.gcQuiet(), func(ctx context.Context) (deploy.Storage, error) {
+	storage, ok, err := r.gc.settle(ctx, pkg.UID, r.now(), r.gcQuiet(), func(ctx context.Context) (rollout.Storage, error) {
 		return r.installer().CollectGarbage(ctx, opts)
 	})
 	if !ok {
@@ -397,20 +397,20 @@ func (r *Reconciler) remove(ctx context.Context, pkg *v1alpha1.Package) (ctrl.Re
 	return ctrl.Result{}, r.release(ctx, pkg)
 }
 
-// uninstall runs deploy.Remove for pkg (its garbage collection deferred),
+// uninstall runs rollout.Uninstall for pkg (its garbage collection deferred),
 // reports what it removed in the status, and asks for a collection.
-func (r *Reconciler) uninstall(ctx context.Context, pkg *v1alpha1.Package, opts deploy.RemoveOptions) error {
+func (r *Reconciler) uninstall(ctx context.Context, pkg *v1alpha1.Package, opts rollout.UninstallOptions) error {
 	before := pkg.Status.DeepCopy()
 	setCondition(pkg, v1alpha1.Ready, metav1.ConditionFalse, v1alpha1.ReasonDeleting, "removing what the package installed")
 	if err := r.writeStatus(ctx, pkg, before); err != nil {
 		return err
 	}
 	r.gc.begin()
-	res, err := r.installer().Remove(ctx, pkg.Name, opts)
+	res, err := r.installer().Uninstall(ctx, pkg.Name, opts)
 	r.gc.end(r.now())
 	before = pkg.Status.DeepCopy()
 	switch {
-	case errors.Is(err, deploy.ErrNotDeployed):
+	case errors.Is(err, rollout.ErrNotDeployed):
 		// Removed already (before a restart, or a failed collection): what
 		// the status says stays.
 		if pkg.Status.Removal == nil {

@@ -1,4 +1,4 @@
-package deploy
+package rollout
 
 import (
 	"bytes"
@@ -33,8 +33,8 @@ import (
 	"github.com/ferrypkg/ferry/internal/reach"
 )
 
-// RemoveOptions configure Remove.
-type RemoveOptions struct {
+// UninstallOptions configure Uninstall.
+type UninstallOptions struct {
 	// Namespace is ferry's namespace; cluster.DefaultNamespace if empty.
 	Namespace string
 	// Kube reaches the cluster (Helm, deletes, exec into the registry pod).
@@ -49,12 +49,12 @@ type RemoveOptions struct {
 	Progress artifact.ProgressFunc
 	// DeferGC leaves the registry's garbage collection to the caller, who
 	// runs CollectGarbage once for a batch of removals (the Package
-	// controller does); RemoveResult.Storage is then zero.
+	// controller does); UninstallResult.Storage is then zero.
 	DeferGC bool
 }
 
-// RemoveResult tells what Remove did.
-type RemoveResult struct {
+// UninstallResult tells what Uninstall did.
+type UninstallResult struct {
 	Name     string    `json:"name"`
 	Version  string    `json:"version"`
 	Releases []Release `json:"releases"`
@@ -83,17 +83,17 @@ type RemoveResult struct {
 
 // Storage is what the in-cluster registry's garbage collection reports
 // (`ferry-registry gc` prints registry.GCResult as JSON): its storage's
-// bytes before and after. Its own type, so that deploy does not link the
+// bytes before and after. Its own type, so that rollout does not link the
 // registry server.
 type Storage struct {
 	Before int64 `json:"before"`
 	After  int64 `json:"after"`
 }
 
-// ErrNotDeployed means Remove found no record of the package.
+// ErrNotDeployed means Uninstall found no record of the package.
 var ErrNotDeployed = errors.New("not deployed")
 
-// Remove undoes Deploy of package name: it uninstalls its Helm releases,
+// Uninstall undoes Apply of package name: it uninstalls its Helm releases,
 // deletes the objects of its manifests, the CRDs its releases created from
 // their charts' crds/ folders (unless another package's chart carries them
 // or custom resources of theirs are left), deletes its images from the
@@ -101,7 +101,7 @@ var ErrNotDeployed = errors.New("not deployed")
 // package itself, forgets the record, then garbage-collects the registry's
 // storage (in a registry pod) in read-only maintenance mode, during which
 // every replica keeps serving pulls.
-func Remove(ctx context.Context, cs kubernetes.Interface, name string, opts RemoveOptions) (*RemoveResult, error) {
+func Uninstall(ctx context.Context, cs kubernetes.Interface, name string, opts UninstallOptions) (*UninstallResult, error) {
 	if opts.Namespace == "" {
 		opts.Namespace = cluster.DefaultNamespace
 	}
@@ -109,7 +109,7 @@ func Remove(ctx context.Context, cs kubernetes.Interface, name string, opts Remo
 		opts.Timeout = DefaultTimeout
 	}
 	if opts.Kube == nil {
-		return nil, errors.New("remove: no kubeconfig (RemoveOptions.Kube)")
+		return nil, errors.New("remove: no kubeconfig (UninstallOptions.Kube)")
 	}
 	st := &State{Client: cs, Namespace: opts.Namespace}
 	recs, err := st.List(ctx)
@@ -122,7 +122,7 @@ func Remove(ctx context.Context, cs kubernetes.Interface, name string, opts Remo
 	}
 	rec := recs[i]
 	others := slices.Delete(recs, i, i+1)
-	res := &RemoveResult{Name: rec.Name, Version: rec.Version, Releases: rec.Releases, Objects: rec.Objects, Images: []string{}, Kept: []string{}}
+	res := &UninstallResult{Name: rec.Name, Version: rec.Version, Releases: rec.Releases, Objects: rec.Objects, Images: []string{}, Kept: []string{}}
 	progress := func(item string) {
 		if opts.Progress != nil {
 			opts.Progress(artifact.Progress{Phase: "remove", Item: item})
@@ -231,10 +231,10 @@ func Remove(ctx context.Context, cs kubernetes.Interface, name string, opts Remo
 }
 
 // CollectGarbage garbage-collects the in-cluster registry's storage as
-// Remove does after a removal (opts.Namespace, Kube, Timeout and Registry
+// Uninstall does after a removal (opts.Namespace, Kube, Timeout and Registry
 // count): once for any number of removals made with DeferGC, in read-only
-// maintenance mode as Remove's own (pulls go on, pushes wait).
-func CollectGarbage(ctx context.Context, cs kubernetes.Interface, opts RemoveOptions) (Storage, error) {
+// maintenance mode as Uninstall's own (pulls go on, pushes wait).
+func CollectGarbage(ctx context.Context, cs kubernetes.Interface, opts UninstallOptions) (Storage, error) {
 	if opts.Namespace == "" {
 		opts.Namespace = cluster.DefaultNamespace
 	}
@@ -242,7 +242,7 @@ func CollectGarbage(ctx context.Context, cs kubernetes.Interface, opts RemoveOpt
 		opts.Timeout = DefaultTimeout
 	}
 	if opts.Kube == nil {
-		return Storage{}, errors.New("garbage collection: no kubeconfig (RemoveOptions.Kube)")
+		return Storage{}, errors.New("garbage collection: no kubeconfig (UninstallOptions.Kube)")
 	}
 	host := opts.Registry
 	if host == "" {
@@ -427,7 +427,7 @@ func (c *registryCleaner) deleteRepository(ctx context.Context, path string) err
 // go on, pushes wait), collects once, and returns it to read-write; the
 // replicas then start afresh, without cached descriptors of what was swept.
 // No pod restarts.
-func collectGarbage(ctx context.Context, cs kubernetes.Interface, host string, opts RemoveOptions) (Storage, error) {
+func collectGarbage(ctx context.Context, cs kubernetes.Interface, host string, opts UninstallOptions) (Storage, error) {
 	var res Storage
 	cfg, err := opts.Kube.ToRESTConfig()
 	if err != nil {
