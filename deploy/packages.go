@@ -323,35 +323,3 @@ func TrustedKeys(ctx context.Context, cs kubernetes.Interface, ns string) ([]art
 	}
 	return keys, nil
 }
-
-// RemovePackage deletes the Package name and waits until the controller
-// has removed what it installed (DeletePackage); it returns what the
-// controller reported removing. ok is false when there was no such Package.
-func RemovePackage(ctx context.Context, c client.WithWatch, ns, name string) (res *rollout.UninstallResult, ok bool, err error) {
-	removal, ok, err := DeletePackage(ctx, c, ns, name)
-	if err != nil || !ok {
-		return nil, ok, err
-	}
-	return removedPackage(name, removal), true, nil
-}
-
-// removedPackage is what the controller reported removing for a Package.
-func removedPackage(name string, st *v1alpha1.RemovalStatus) *rollout.UninstallResult {
-	res := &rollout.UninstallResult{Name: name, Releases: []rollout.Release{}, Objects: []rollout.Object{}, Images: []string{}, Kept: []string{}}
-	if st == nil {
-		return res
-	}
-	for _, r := range st.Releases {
-		res.Releases = append(res.Releases, rollout.Release{Namespace: r.Namespace, Name: r.Name, Chart: r.Chart, Revision: r.Revision})
-	}
-	for _, o := range st.Objects {
-		res.Objects = append(res.Objects, rollout.Object{APIVersion: o.APIVersion, Kind: o.Kind, Namespace: o.Namespace, Name: o.Name})
-	}
-	res.Version = st.Version
-	res.Images = append(res.Images, st.Images...)
-	res.Kept = append(res.Kept, st.Kept...)
-	res.CRDs, res.KeptCRDs = st.CRDs, st.KeptCRDs
-	res.Repositories, res.PullSecrets = st.Repositories, st.PullSecrets
-	res.Storage = rollout.Storage{Before: st.StorageBefore, After: st.StorageAfter}
-	return res
-}

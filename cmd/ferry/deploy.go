@@ -2,12 +2,11 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"io"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"text/tabwriter"
 	"time"
 
@@ -340,7 +339,7 @@ func newRemoveCmd() *cobra.Command {
 	var (
 		kube   kubeFlags
 		output cli.OutputFlag
-		opts   rollout.UninstallOptions
+		rm     deploy.Remove
 		via    viaFlag
 	)
 	cmd := &cobra.Command{
@@ -362,53 +361,74 @@ prints an object, several an array.`,
 			if err := output.Validate(); err != nil {
 				return err
 			}
-			cs, cfg, err := kube.clientConfig()
-			if err != nil {
-				return err
-			}
 			// Opened first: when the registry cannot be reached, nothing is
 			// removed.
-			ep, err := via.open(cmd, cs, cfg, opts.Namespace, "", "")
+			ep, err := connectRemove(cmd, &rm, kube, &via)
 			if err != nil {
 				return err
 			}
 			defer ep.Close()
-			pc, err := packageClient(cfg)
+			progress, done := cli.NewProgress(cmd)
+			rm.Progress = progress
+			results, err := rm.Run(cmd.Context(), args)
+			done()
 			if err != nil {
-				return err
+				return tunnelCause(err, ep)
 			}
-			results, err := removeAll(cmd, cs, pc, kube, opts, ep, args)
-			if err != nil {
-				return err
-			}
-			if output.JSON() {
-				type removed struct {
-					*rollout.UninstallResult
-					RegistryVia *reach.Endpoint `json:"registryVia"`
-				}
-				out := make([]removed, len(results))
-				for i, res := range results {
-					out[i] = removed{res, ep}
-				}
-				if len(out) == 1 {
-					return cli.WriteJSON(cmd.OutOrStdout(), out[0])
-				}
-				return cli.WriteJSON(cmd.OutOrStdout(), out)
-			}
-			for _, res := range results {
-				fmt.Fprintf(cmd.OutOrStdout(), "removed %s %s: %d releases, %d objects, %d images (%d kept for other packages); registry storage %s → %s\n",
-					res.Name, res.Version, len(res.Releases), len(res.Objects), len(res.Images), len(res.Kept), cli.HumanBytes(res.Storage.Before), cli.HumanBytes(res.Storage.After))
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "registry via %s\n", ep)
-			return nil
+			return printRemoved(cmd.OutOrStdout(), output, results, ep)
 		},
 	}
 	kube.register(cmd)
 	output.Register(cmd)
-	cmd.Flags().StringVarP(&opts.Namespace, "namespace", "n", cluster.DefaultNamespace, "ferry's namespace")
-	cmd.Flags().DurationVar(&opts.Timeout, "timeout", deploy.DefaultTimeout, "how long each uninstall may take")
+	cmd.Flags().StringVarP(&rm.Namespace, "namespace", "n", cluster.DefaultNamespace, "ferry's namespace")
+	cmd.Flags().DurationVar(&rm.Timeout, "timeout", deploy.DefaultTimeout, "how long each uninstall may take")
 	via.register(cmd, reach.Auto)
 	return cmd
+}
+
+// connectRemove gives rm its clients and its way to the registry (as
+// deploy reaches it), and returns that way.
+func connectRemove(cmd *cobra.Command, rm *deploy.Remove, kube kubeFlags, via *viaFlag) (*reach.Endpoint, error) {
+	cs, cfg, err := kube.clientConfig()
+	if err != nil {
+		return nil, err
+	}
+	ep, err := via.open(cmd, cs, cfg, rm.Namespace, "", "")
+	if err != nil {
+		return nil, err
+	}
+	pc, err := packageClient(cfg)
+	if err != nil {
+		ep.Close()
+		return nil, err
+	}
+	rm.Client, rm.Packages, rm.Kube, rm.Registry = cs, pc, kube.getter(), ep.Host
+	return ep, nil
+}
+
+// printRemoved shows what remove did: with -o json, one object for one
+// name, else an array.
+func printRemoved(w io.Writer, output cli.OutputFlag, results []*rollout.UninstallResult, ep *reach.Endpoint) error {
+	if output.JSON() {
+		type removed struct {
+			*rollout.UninstallResult
+			RegistryVia *reach.Endpoint `json:"registryVia"`
+		}
+		out := make([]removed, len(results))
+		for i, res := range results {
+			out[i] = removed{res, ep}
+		}
+		if len(out) == 1 {
+			return cli.WriteJSON(w, out[0])
+		}
+		return cli.WriteJSON(w, out)
+	}
+	for _, res := range results {
+		fmt.Fprintf(w, "removed %s %s: %d releases, %d objects, %d images (%d kept for other packages); registry storage %s → %s\n",
+			res.Name, res.Version, len(res.Releases), len(res.Objects), len(res.Images), len(res.Kept), cli.HumanBytes(res.Storage.Before), cli.HumanBytes(res.Storage.After))
+	}
+	fmt.Fprintf(w, "registry via %s\n", ep)
+	return nil
 }
 
 // tunnelCause adds what the tunnel last reported to an error that a broken
@@ -419,50 +439,4 @@ func tunnelCause(err error, ep *reach.Endpoint) error {
 		return fmt.Errorf("%w (the tunnel to the registry: %v)", err, terr)
 	}
 	return err
-}
-
-// removeAll removes the packages names: the Packages among them deleted
-// at once (the controller removes them with one garbage collection), then
-// the records no Package holds, by this process, garbage-collected once.
-// The results are in the order of names.
-func removeAll(cmd *cobra.Command, cs kubernetes.Interface, pc client.WithWatch, kube kubeFlags, opts rollout.UninstallOptions, ep *reach.Endpoint, names []string) ([]*rollout.UninstallResult, error) {
-	ctx := cmd.Context()
-	results := make([]*rollout.UninstallResult, len(names))
-	found := make([]bool, len(names))
-	errs := make([]error, len(names))
-	var wg sync.WaitGroup
-	for i, name := range names {
-		wg.Go(func() { results[i], found[i], errs[i] = deploy.RemovePackage(ctx, pc, opts.Namespace, name) })
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
-	}
-	if !slices.Contains(found, false) {
-		return results, nil
-	}
-	// Records no Package holds.
-	progress, done := cli.NewProgress(cmd)
-	defer done()
-	opts.Progress, opts.Kube, opts.Registry, opts.DeferGC = progress, kube.getter(), ep.Host, true
-	var bare []*rollout.UninstallResult
-	for i, name := range names {
-		if found[i] {
-			continue
-		}
-		res, err := rollout.Uninstall(ctx, cs, name, opts)
-		if err != nil {
-			return nil, tunnelCause(err, ep)
-		}
-		results[i] = res
-		bare = append(bare, res)
-	}
-	storage, err := rollout.CollectGarbage(ctx, cs, opts)
-	if err != nil {
-		return nil, tunnelCause(err, ep)
-	}
-	for _, res := range bare {
-		res.Storage = storage
-	}
-	return results, nil
 }
