@@ -16,7 +16,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/opencontainers/go-digest"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -25,8 +24,6 @@ import (
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/events"
-	"oras.land/oras-go/v2/errdef"
-	"oras.land/oras-go/v2/registry/remote"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -35,11 +32,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
-	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/deploy/api/v1alpha1"
 	"github.com/ferrypkg/ferry/deploy/rollout"
 	"github.com/ferrypkg/ferry/internal/cluster"
-	"github.com/ferrypkg/ferry/internal/reach"
 )
 
 // Name is the controller's name: its events' reporter, its field manager.
@@ -161,160 +156,6 @@ func (r *Reconciler) resync() time.Duration {
 		return r.Resync
 	}
 	return DefaultResync
-}
-
-// reconcile does the work; written is the status as last written, which
-// progress updates.
-func (r *Reconciler) reconcile(ctx context.Context, pkg *v1alpha1.Package, written *v1alpha1.PackageStatus) (ctrl.Result, error) {
-	again := ctrl.Result{RequeueAfter: r.resync()}
-	registry, err := r.registry(ctx)
-	if err != nil {
-		return again, r.fail(pkg, v1alpha1.Verified, v1alpha1.ReasonRegistryUnreachable, err)
-	}
-	// The registry's client, made when something must be read from it: an
-	// unchanged resync reads nothing.
-	var repo *remote.Repository
-	openRepo := func() error {
-		if repo != nil {
-			return nil
-		}
-		_, cred, err := rollout.RegistryAccess(ctx, r.Clientset, r.Namespace)
-		if err != nil {
-			return r.fail(pkg, v1alpha1.Verified, v1alpha1.ReasonRegistryUnreachable, err)
-		}
-		if repo, err = reach.RegistryRemote(registry, cred).Repository(registry + "/" + pkg.Spec.Repository); err != nil {
-			return r.settle(pkg, v1alpha1.Verified, v1alpha1.ReasonInvalid, err)
-		}
-		return nil
-	}
-
-	// The root: the spec's digest, or its tag resolved once.
-	root := pkg.Spec.Digest
-	if root == "" {
-		if pkg.Status.Tag == pkg.Spec.Tag && pkg.Status.Digest != "" {
-			root = pkg.Status.Digest
-		} else {
-			if err := openRepo(); err != nil {
-				return again, err
-			}
-			desc, err := repo.Resolve(ctx, pkg.Spec.Tag)
-			if err != nil {
-				return again, r.notFound(pkg, fmt.Errorf("resolve %s:%s: %w", pkg.Spec.Repository, pkg.Spec.Tag, err))
-			}
-			root = desc.Digest.String()
-		}
-	}
-
-	// Verification, fail closed; done again only when the root or the keys
-	// change.
-	keys, fingerprint, err := r.keys(ctx, pkg)
-	if err != nil {
-		return again, r.settle(pkg, v1alpha1.Verified, v1alpha1.ReasonKeyNotFound, err)
-	}
-	verifiedFor := digest.FromString(root + "\n" + fingerprint).String()
-	requested := pkg.Status.Request != pkg.Annotations[v1alpha1.RequestAnnotation] || pkg.Status.ObservedGeneration != pkg.Generation
-	verified := pkg.Status.VerifiedFor == verifiedFor && meta.IsStatusConditionTrue(pkg.Status.Conditions, v1alpha1.Verified)
-	if pkg.Status.VerifiedFor == verifiedFor && !requested &&
-		conditionIs(pkg, v1alpha1.Verified, metav1.ConditionFalse, v1alpha1.ReasonVerifyFailed) {
-		// Refused already: not checked again until asked.
-		return again, nil
-	}
-	values, charts, err := r.values(ctx, pkg)
-	if err != nil {
-		return again, r.settle(pkg, v1alpha1.Installed, v1alpha1.ReasonInvalid, err)
-	}
-	timeout := rollout.DefaultTimeout
-	if pkg.Spec.Timeout != nil && pkg.Spec.Timeout.Duration > 0 {
-		timeout = pkg.Spec.Timeout.Duration
-	}
-	installedFor, err := installedFor(verifiedFor, registry, pkg.Spec.Components, values, charts, timeout)
-	if err != nil {
-		return again, r.settle(pkg, v1alpha1.Installed, v1alpha1.ReasonInvalid, err)
-	}
-	if verified && !requested && r.unchanged(pkg, root, installedFor) {
-		return again, nil
-	}
-	if err := openRepo(); err != nil {
-		return again, err
-	}
-	if !verified {
-		if err := r.progress(ctx, pkg, written, "Verifying", "verifying "+pkg.Spec.Repository+"@"+root); err != nil {
-			return again, err
-		}
-		var signedBy []string
-		if pkg.Spec.InsecureSkipSignatureVerification {
-			_, _, err = artifact.ReadConfig(ctx, repo, root)
-		} else {
-			var res *artifact.VerifyResult
-			res, err = artifact.Verify(ctx, repo, root, artifact.VerifyOptions{Keys: keys})
-			if err == nil {
-				for _, s := range res.Signatures {
-					signedBy = append(signedBy, s.Key)
-				}
-			}
-		}
-		if err != nil {
-			reason := v1alpha1.ReasonVerifyFailed
-			if errors.Is(err, artifact.ErrNotPackage) || errors.Is(err, errdef.ErrNotFound) {
-				reason = v1alpha1.ReasonNotFound
-			}
-			if reach.Transient(err) {
-				return again, r.fail(pkg, v1alpha1.Verified, v1alpha1.ReasonRegistryUnreachable, err)
-			}
-			if reason == v1alpha1.ReasonVerifyFailed {
-				pkg.Status.VerifiedFor = verifiedFor
-			}
-			return again, r.settle(pkg, v1alpha1.Verified, reason, err)
-		}
-		pkg.Status.SignedBy = signedBy
-		pkg.Status.VerifiedFor = verifiedFor
-		msg := "signed by " + strings.Join(signedBy, ", ")
-		reason := v1alpha1.ReasonVerified
-		if pkg.Spec.InsecureSkipSignatureVerification {
-			msg, reason = "signature verification skipped (insecureSkipSignatureVerification); manifests re-hashed", v1alpha1.ReasonSkipped
-		}
-		r.event(pkg, corev1.EventTypeNormal, reason, "Verify", "%s@%s %s", pkg.Spec.Repository, root, msg)
-		setCondition(pkg, v1alpha1.Verified, metav1.ConditionTrue, reason, msg)
-	}
-	cfg, _, err := artifact.ReadConfig(ctx, repo, root)
-	if err != nil {
-		if reach.Transient(err) {
-			return again, r.fail(pkg, v1alpha1.Installed, v1alpha1.ReasonRegistryUnreachable, err)
-		}
-		return again, r.settle(pkg, v1alpha1.Installed, v1alpha1.ReasonNotFound, err)
-	}
-	if cfg.Name != pkg.Name {
-		return again, r.settle(pkg, v1alpha1.Installed, v1alpha1.ReasonNameMismatch,
-			fmt.Errorf("the package at %s@%s is %s, not %s: a Package is named after the package it installs", pkg.Spec.Repository, root, cfg.Name, pkg.Name))
-	}
-	changed := pkg.Status.Digest != root || requested
-	if !changed && conditionIs(pkg, v1alpha1.Installed, metav1.ConditionFalse, v1alpha1.ReasonInstallFailed) {
-		// Failed and rolled back: not tried again until asked.
-		return again, nil
-	}
-	pkg.Status.Digest, pkg.Status.ShortDigest, pkg.Status.Version = root, short(root), cfg.Version
-	pkg.Status.Tag = pkg.Spec.Tag
-	if changed {
-		if err := r.progress(ctx, pkg, written, v1alpha1.ReasonProgressing, fmt.Sprintf("installing %s %s", cfg.Name, cfg.Version)); err != nil {
-			return again, err
-		}
-	}
-	rec, err := r.installer().Apply(ctx, cfg, digest.Digest(root), rollout.ApplyOptions{
-		Namespace: r.Namespace, Kube: r.Kube, Components: pkg.Spec.Components, Values: values, ChartValues: charts,
-		Timeout: timeout, Registry: registry, Render: r.Render,
-	})
-	if err != nil {
-		if reach.Transient(err) {
-			return again, r.fail(pkg, v1alpha1.Installed, v1alpha1.ReasonRegistryUnreachable, err)
-		}
-		err = r.settle(pkg, v1alpha1.Installed, v1alpha1.ReasonInstallFailed, err)
-		setCondition(pkg, v1alpha1.Ready, metav1.ConditionFalse, v1alpha1.ReasonInstallFailed, oneLine(err.Error()))
-		return again, err
-	}
-	r.installed(pkg, rec, changed)
-	pkg.Status.InstalledFor = installedFor
-	pkg.Status.InstalledAt = &metav1.Time{Time: r.now()}
-	return again, nil
 }
 
 // installed reports a successful install in the status (and an event,
