@@ -14,6 +14,7 @@ import (
 
 	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/deploy/api/v1alpha1"
+	"github.com/ferrypkg/ferry/deploy/rollout"
 	"github.com/ferrypkg/ferry/internal/cluster"
 )
 
@@ -100,7 +101,7 @@ type Result struct {
 	Package *v1alpha1.Package
 	// Record is the controller's record of what it installed; nil with
 	// NoWait.
-	Record *Record
+	Record *rollout.Record
 }
 
 // Run verifies the package fail closed (Keys, or only its blobs with
@@ -119,7 +120,7 @@ func (d *Deploy) Run(ctx context.Context, r *artifact.Reader) (*Result, error) {
 	if d.Timeout <= 0 {
 		d.Timeout = DefaultTimeout
 	}
-	if _, err := selectComponents(r.Config(), d.Components); err != nil {
+	if _, err := rollout.SelectComponents(r.Config(), d.Components); err != nil {
 		return nil, err
 	}
 	if err := d.verify(ctx, r); err != nil {
@@ -159,7 +160,7 @@ func (d *Deploy) Run(ctx context.Context, r *artifact.Reader) (*Result, error) {
 	if err != nil {
 		return res, err
 	}
-	rec, err := (&State{Client: d.Client, Namespace: d.Namespace}).Get(ctx, r.Config().Name)
+	rec, err := (&rollout.State{Client: d.Client, Namespace: d.Namespace}).Get(ctx, r.Config().Name)
 	if err != nil {
 		return res, err
 	}

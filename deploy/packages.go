@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"time"
 
-	"helm.sh/helm/v3/pkg/action"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -28,6 +27,7 @@ import (
 
 	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/deploy/api/v1alpha1"
+	"github.com/ferrypkg/ferry/deploy/rollout"
 	"github.com/ferrypkg/ferry/internal/cluster"
 )
 
@@ -253,7 +253,7 @@ const MigratedAnnotation = "ferry.dev/migrated-from"
 // chart the values its Helm release was given; keys are the public keys
 // the packages are signed with. It returns the packages migrated.
 func Migrate(ctx context.Context, cs kubernetes.Interface, c client.Client, kube genericclioptions.RESTClientGetter, ns string, keys []v1alpha1.KeyReference) ([]string, error) {
-	recs, err := (&State{Client: cs, Namespace: ns}).List(ctx)
+	recs, err := (&rollout.State{Client: cs, Namespace: ns}).List(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -277,11 +277,11 @@ func Migrate(ctx context.Context, cs kubernetes.Interface, c client.Client, kube
 		for _, comp := range rec.Config.Components {
 			for _, ch := range comp.Charts {
 				rns, rname := ch.Release()
-				i := slices.IndexFunc(rec.Releases, func(r Release) bool { return r.Namespace == rns && r.Name == rname })
+				i := slices.IndexFunc(rec.Releases, func(r rollout.Release) bool { return r.Namespace == rns && r.Name == rname })
 				if i < 0 {
 					continue
 				}
-				values, err := releaseValues(kube, rec.Releases[i])
+				values, err := rollout.ReleaseValues(kube, rec.Releases[i])
 				if err != nil {
 					return migrated, err
 				}
@@ -296,7 +296,7 @@ func Migrate(ctx context.Context, cs kubernetes.Interface, c client.Client, kube
 			}
 		}
 		pkg := &v1alpha1.Package{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: rec.Name, Annotations: map[string]string{MigratedAnnotation: recordPrefix + rec.Name}},
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: rec.Name, Annotations: map[string]string{MigratedAnnotation: rollout.RecordSecret(rec.Name)}},
 			Spec:       spec,
 		}
 		if err := c.Create(ctx, pkg); err != nil {
@@ -305,21 +305,6 @@ func Migrate(ctx context.Context, cs kubernetes.Interface, c client.Client, kube
 		migrated = append(migrated, rec.Name)
 	}
 	return migrated, nil
-}
-
-// releaseValues are the values a release's deployed revision was given.
-func releaseValues(kube genericclioptions.RESTClientGetter, r Release) (map[string]any, error) {
-	cfg, err := helmConfig(kube, r.Namespace)
-	if err != nil {
-		return nil, err
-	}
-	get := action.NewGetValues(cfg)
-	get.Version = r.Revision
-	values, err := get.Run(r.Name)
-	if err != nil {
-		return nil, fmt.Errorf("values of release %s: %w", r, err)
-	}
-	return values, nil
 }
 
 // ErrNoTrustedKey means ferry's namespace holds no public key Secret.
@@ -346,36 +331,4 @@ func TrustedKeys(ctx context.Context, cs kubernetes.Interface, ns string) ([]art
 		return nil, fmt.Errorf("%w (no Secret labelled %s=true in namespace %s)", ErrNoTrustedKey, KeyLabel, ns)
 	}
 	return keys, nil
-}
-
-// RemovePackage deletes the Package name and waits until the controller
-// has removed what it installed (DeletePackage); it returns what the
-// controller reported removing. ok is false when there was no such Package.
-func RemovePackage(ctx context.Context, c client.WithWatch, ns, name string) (res *RemoveResult, ok bool, err error) {
-	removal, ok, err := DeletePackage(ctx, c, ns, name)
-	if err != nil || !ok {
-		return nil, ok, err
-	}
-	return removedPackage(name, removal), true, nil
-}
-
-// removedPackage is what the controller reported removing for a Package.
-func removedPackage(name string, st *v1alpha1.RemovalStatus) *RemoveResult {
-	res := &RemoveResult{Name: name, Releases: []Release{}, Objects: []Object{}, Images: []string{}, Kept: []string{}}
-	if st == nil {
-		return res
-	}
-	for _, r := range st.Releases {
-		res.Releases = append(res.Releases, Release{Namespace: r.Namespace, Name: r.Name, Chart: r.Chart, Revision: r.Revision})
-	}
-	for _, o := range st.Objects {
-		res.Objects = append(res.Objects, Object{APIVersion: o.APIVersion, Kind: o.Kind, Namespace: o.Namespace, Name: o.Name})
-	}
-	res.Version = st.Version
-	res.Images = append(res.Images, st.Images...)
-	res.Kept = append(res.Kept, st.Kept...)
-	res.CRDs, res.KeptCRDs = st.CRDs, st.KeptCRDs
-	res.Repositories, res.PullSecrets = st.Repositories, st.PullSecrets
-	res.Storage = Storage{Before: st.StorageBefore, After: st.StorageAfter}
-	return res
 }

@@ -31,6 +31,7 @@ import (
 	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/deploy"
 	"github.com/ferrypkg/ferry/deploy/install"
+	"github.com/ferrypkg/ferry/deploy/rollout"
 	"github.com/ferrypkg/ferry/e2e/internal/harness"
 	"github.com/ferrypkg/ferry/inject"
 	"github.com/ferrypkg/ferry/internal/cluster"
@@ -88,7 +89,7 @@ func TestAgent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := &deploy.State{Client: c.Client, Namespace: ns}
+	st := &rollout.State{Client: c.Client, Namespace: ns}
 	t.Cleanup(func() { _ = st.Delete(context.Background(), rec.Name) })
 	want := res.Registry + "/library/app@" + r.Config().Components[0].Images[0].Digest.String()
 
@@ -349,7 +350,7 @@ func TestAgentCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := &deploy.State{Client: c.Client, Namespace: cluster.DefaultNamespace}
+	st := &rollout.State{Client: c.Client, Namespace: cluster.DefaultNamespace}
 	t.Cleanup(func() { _ = st.Delete(context.Background(), rec.Name) })
 
 	dir := t.TempDir()

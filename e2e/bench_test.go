@@ -20,6 +20,7 @@ import (
 	"github.com/ferrypkg/ferry/artifact/chart"
 	"github.com/ferrypkg/ferry/artifact/key"
 	"github.com/ferrypkg/ferry/deploy"
+	"github.com/ferrypkg/ferry/deploy/rollout"
 	"github.com/ferrypkg/ferry/deploy/upload"
 	"github.com/ferrypkg/ferry/e2e/internal/harness"
 	"github.com/ferrypkg/ferry/inject"
@@ -100,7 +101,7 @@ func BenchmarkDeploy(b *testing.B) {
 	if _, err := artifact.Create(ctx, d, artifact.CreateOptions{Charts: chart.Packager{}, Output: pkg, SignKey: priv}); err != nil {
 		b.Fatal(err)
 	}
-	st := &deploy.State{Client: c.Client, Namespace: cluster.DefaultNamespace}
+	st := &rollout.State{Client: c.Client, Namespace: cluster.DefaultNamespace}
 	b.Cleanup(func() {
 		ctx := context.Background()
 		for _, repo := range []string{"bench/crane", "bench/crane2"} {
@@ -222,7 +223,7 @@ func BenchmarkUpload(b *testing.B) {
 	for range b.N {
 		viaNode := bigPackage("e2e-bench-node", mib)
 		viaAgent := bigPackage("e2e-bench-agent", mib)
-		var rec deploy.Record
+		var rec rollout.Record
 		nodeTook := run(c.Kubeconfig, &rec, "deploy", viaNode, "--key", pub.Name)
 		var res upload.Result
 		agentTook := run(uploader, &res, "deploy", viaAgent, "--via-agent")

@@ -14,7 +14,7 @@ import (
 
 	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/artifact/key"
-	"github.com/ferrypkg/ferry/deploy"
+	"github.com/ferrypkg/ferry/deploy/rollout"
 	"github.com/ferrypkg/ferry/e2e/internal/harness"
 	"github.com/ferrypkg/ferry/e2e/internal/mkimg"
 	"github.com/ferrypkg/ferry/inject"
@@ -46,13 +46,13 @@ func TestDeltaRoundTrip(t *testing.T) {
 		}
 		return string(out), nil
 	}
-	deployed := func(pkg string) deploy.Record {
+	deployed := func(pkg string) rollout.Record {
 		t.Helper()
 		out, err := ferry("deploy", pkg, "--key", pub.Name, "--kubeconfig", c.Kubeconfig, "-o", "json")
 		if err != nil {
 			t.Fatal(err)
 		}
-		var rec deploy.Record
+		var rec rollout.Record
 		if err := json.Unmarshal([]byte(out), &rec); err != nil {
 			t.Fatalf("ferry deploy printed %s: %v", out, err)
 		}
@@ -105,7 +105,7 @@ func TestDeltaRoundTrip(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "lacks") || strings.Contains(err.Error(), "\n") {
 		t.Fatalf("deploy of a delta whose rest the cluster lacks: %v", err)
 	}
-	st := &deploy.State{Client: c.Client, Namespace: "ferry"}
+	st := &rollout.State{Client: c.Client, Namespace: "ferry"}
 	recs, err := st.List(ctx)
 	if err != nil {
 		t.Fatal(err)

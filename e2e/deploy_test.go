@@ -20,6 +20,7 @@ import (
 	"github.com/ferrypkg/ferry/artifact/chart"
 	"github.com/ferrypkg/ferry/deploy"
 	"github.com/ferrypkg/ferry/deploy/agent"
+	"github.com/ferrypkg/ferry/deploy/rollout"
 	"github.com/ferrypkg/ferry/e2e/internal/harness"
 	"github.com/ferrypkg/ferry/e2e/internal/mkimg"
 	"github.com/ferrypkg/ferry/inject"
@@ -55,7 +56,7 @@ func TestDeployImages(t *testing.T) {
 	if _, err := deployPkg(ctx, c, r, deploy.Deploy{Keys: []*artifact.PublicKey{otherPub}}); !errors.Is(err, artifact.ErrSignature) {
 		t.Fatalf("deploy with a wrong key: %v", err)
 	}
-	st := &deploy.State{Client: c.Client, Namespace: cluster.DefaultNamespace}
+	st := &rollout.State{Client: c.Client, Namespace: cluster.DefaultNamespace}
 	if rec, _ := st.Get(ctx, r.Config().Name); rec != nil {
 		t.Fatalf("a refused deploy recorded %s", rec.Name)
 	}
@@ -105,7 +106,7 @@ func TestDeployImages(t *testing.T) {
 		t.Fatalf("ferry deploy: %v: %s", err, exitStderr(err))
 	}
 	t.Logf("TIMING redeploy of an unchanged package (CLI): %.1fs", time.Since(start).Seconds())
-	var again deploy.Record
+	var again rollout.Record
 	if err := json.Unmarshal(out, &again); err != nil || again.Root != rec.Root {
 		t.Fatalf("ferry deploy printed %s (%v)", out, err)
 	}
@@ -163,7 +164,7 @@ func appPackageWith(ctx context.Context, t *testing.T, c *harness.Cluster, name 
 // deployPkg deploys r as `ferry deploy` does (deploy.Deploy.Run, which
 // applies its Package and waits for the controller), with the cluster's
 // clients, through the registry's address on the nodes unless d says.
-func deployPkg(ctx context.Context, c *harness.Cluster, r *artifact.Reader, d deploy.Deploy) (*deploy.Record, error) {
+func deployPkg(ctx context.Context, c *harness.Cluster, r *artifact.Reader, d deploy.Deploy) (*rollout.Record, error) {
 	pc, err := deploy.PackageClient(c.Config)
 	if err != nil {
 		return nil, err
@@ -178,7 +179,7 @@ func deployPkg(ctx context.Context, c *harness.Cluster, r *artifact.Reader, d de
 
 // removePkg removes a deployed package as `ferry remove` does: its Package
 // deleted, what the controller removed reported.
-func removePkg(ctx context.Context, c *harness.Cluster, name string) (*deploy.RemoveResult, error) {
+func removePkg(ctx context.Context, c *harness.Cluster, name string) (*rollout.UninstallResult, error) {
 	pc, err := deploy.PackageClient(c.Config)
 	if err != nil {
 		return nil, err

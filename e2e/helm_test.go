@@ -28,6 +28,7 @@ import (
 	"github.com/ferrypkg/ferry/artifact/chart"
 	"github.com/ferrypkg/ferry/artifact/key"
 	"github.com/ferrypkg/ferry/deploy"
+	"github.com/ferrypkg/ferry/deploy/rollout"
 	"github.com/ferrypkg/ferry/e2e/internal/harness"
 	"github.com/ferrypkg/ferry/e2e/internal/mkimg"
 	"github.com/ferrypkg/ferry/inject"
@@ -193,7 +194,7 @@ func TestDeployChartsAndManifests(t *testing.T) {
 	}
 	kube := genericclioptions.NewConfigFlags(true)
 	kube.KubeConfig = &c.Kubeconfig
-	st := &deploy.State{Client: c.Client, Namespace: cluster.DefaultNamespace}
+	st := &rollout.State{Client: c.Client, Namespace: cluster.DefaultNamespace}
 	t.Cleanup(func() {
 		ctx := context.Background()
 		_, _ = removePkg(ctx, c, "e2e-helm")
@@ -342,7 +343,7 @@ func TestDeployChartsAndManifests(t *testing.T) {
 	if err != nil {
 		t.Fatalf("ferry remove: %v: %s", err, exitStderr(err))
 	}
-	var removed deploy.RemoveResult
+	var removed rollout.UninstallResult
 	if err := json.Unmarshal(out, &removed); err != nil || removed.Version != "1.0.0" || len(removed.Releases) != 1 || len(removed.Images) != 2 || removed.Storage.After >= removed.Storage.Before {
 		t.Fatalf("ferry remove printed %s (%v)", out, err)
 	}
@@ -445,15 +446,15 @@ func helmCfg(t *testing.T, kube genericclioptions.RESTClientGetter) *action.Conf
 }
 
 // installHere verifies r, pushes it into the in-cluster registry and
-// installs it from this process with deploy.Install, what the controller
+// installs it from this process with rollout.Apply, what the controller
 // runs.
-func installHere(ctx context.Context, t *testing.T, c *harness.Cluster, r *artifact.Reader, kube genericclioptions.RESTClientGetter, key *artifact.PublicKey) (*deploy.Record, error) {
+func installHere(ctx context.Context, t *testing.T, c *harness.Cluster, r *artifact.Reader, kube genericclioptions.RESTClientGetter, key *artifact.PublicKey) (*rollout.Record, error) {
 	t.Helper()
 	start := time.Now()
 	if _, err := artifact.Verify(ctx, r, "", artifact.VerifyOptions{Keys: []artifact.Verifier{key}}); err != nil {
 		return nil, err
 	}
-	host, cred, err := deploy.RegistryAccess(ctx, c.Client, cluster.DefaultNamespace)
+	host, cred, err := rollout.RegistryAccess(ctx, c.Client, cluster.DefaultNamespace)
 	if err != nil {
 		return nil, err
 	}
@@ -461,7 +462,7 @@ func installHere(ctx context.Context, t *testing.T, c *harness.Cluster, r *artif
 	if err != nil {
 		return nil, err
 	}
-	rec, err := deploy.Install(ctx, c.Client, r.Config(), r.Root().Digest, deploy.InstallOptions{Kube: kube, Timeout: 2 * time.Minute, BytesPushed: res.BytesPushed})
+	rec, err := rollout.Apply(ctx, c.Client, r.Config(), r.Root().Digest, rollout.ApplyOptions{Kube: kube, Timeout: 2 * time.Minute, BytesPushed: res.BytesPushed})
 	if rec != nil {
 		rec.PushTook = time.Since(start)
 	}

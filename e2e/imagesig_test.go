@@ -28,6 +28,7 @@ import (
 	"github.com/ferrypkg/ferry/deploy"
 	"github.com/ferrypkg/ferry/deploy/api/v1alpha1"
 	"github.com/ferrypkg/ferry/deploy/install"
+	"github.com/ferrypkg/ferry/deploy/rollout"
 	"github.com/ferrypkg/ferry/e2e/internal/harness"
 	"github.com/ferrypkg/ferry/e2e/internal/mkimg"
 	"github.com/ferrypkg/ferry/inject"
@@ -142,7 +143,7 @@ func TestImagePolicyAdmission(t *testing.T) {
 		}
 		forgetPackage(ctx, t, c, name)
 	})
-	var rec deploy.Record
+	var rec rollout.Record
 	if err := ferryJSON(ctx, t, c, &rec, "deploy", pkg, "--key", pkgPub.Name); err != nil {
 		t.Fatal(err)
 	}

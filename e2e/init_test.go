@@ -29,6 +29,7 @@ import (
 	"github.com/ferrypkg/ferry/deploy"
 	"github.com/ferrypkg/ferry/deploy/api/v1alpha1"
 	"github.com/ferrypkg/ferry/deploy/install"
+	"github.com/ferrypkg/ferry/deploy/rollout"
 	"github.com/ferrypkg/ferry/e2e/internal/harness"
 	"github.com/ferrypkg/ferry/e2e/internal/mkimg"
 	"github.com/ferrypkg/ferry/inject"
@@ -339,7 +340,7 @@ func forgetPackage(ctx context.Context, t testing.TB, c *harness.Cluster, name s
 	if err := pc.Delete(ctx, p); err != nil && !apierrors.IsNotFound(err) {
 		t.Fatal(err)
 	}
-	st := &deploy.State{Client: c.Client, Namespace: cluster.DefaultNamespace}
+	st := &rollout.State{Client: c.Client, Namespace: cluster.DefaultNamespace}
 	if err := st.Delete(ctx, name); err != nil {
 		t.Fatal(err)
 	}

@@ -33,6 +33,7 @@ import (
 	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/artifact/chart"
 	"github.com/ferrypkg/ferry/deploy"
+	"github.com/ferrypkg/ferry/deploy/rollout"
 	"github.com/ferrypkg/ferry/e2e/internal/harness"
 	"github.com/ferrypkg/ferry/internal/cluster"
 	"github.com/ferrypkg/ferry/internal/cluster/kube"
@@ -792,7 +793,7 @@ func pushResumes(ctx context.Context, t *testing.T, c *harness.Cluster) {
 	if rec.BytesPushed >= total {
 		t.Errorf("the last attempt pushed %d bytes, all %d of the layers: nothing stored before the kill was skipped", rec.BytesPushed, total)
 	}
-	st := &deploy.State{Client: c.Client, Namespace: cluster.DefaultNamespace}
+	st := &rollout.State{Client: c.Client, Namespace: cluster.DefaultNamespace}
 	if err := st.Delete(ctx, rec.Name); err != nil {
 		t.Error(err)
 	}

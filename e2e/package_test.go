@@ -33,6 +33,7 @@ import (
 	"github.com/ferrypkg/ferry/artifact/key"
 	"github.com/ferrypkg/ferry/deploy"
 	"github.com/ferrypkg/ferry/deploy/api/v1alpha1"
+	"github.com/ferrypkg/ferry/deploy/rollout"
 	"github.com/ferrypkg/ferry/e2e/internal/harness"
 	"github.com/ferrypkg/ferry/e2e/internal/mkimg"
 	"github.com/ferrypkg/ferry/inject"
@@ -138,7 +139,7 @@ func pushed(ctx context.Context, t *testing.T, c *harness.Cluster, pkg string, k
 	if _, err := artifact.Verify(ctx, r, "", artifact.VerifyOptions{Keys: keys}); err != nil {
 		t.Fatal(err)
 	}
-	host, cred, err := deploy.RegistryAccess(ctx, c.Client, cluster.DefaultNamespace)
+	host, cred, err := rollout.RegistryAccess(ctx, c.Client, cluster.DefaultNamespace)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -412,7 +413,7 @@ func TestPackageResource(t *testing.T) {
 		if err != nil {
 			t.Fatalf("ferry remove: %v: %s", err, exitStderr(err))
 		}
-		var res deploy.RemoveResult
+		var res rollout.UninstallResult
 		if err := json.Unmarshal(out, &res); err != nil || len(res.Releases) != 1 || !containsString(res.Kept, "library/app@"+app2) {
 			t.Fatalf("ferry remove printed %s (%v)", out, err)
 		}
@@ -442,7 +443,7 @@ func TestPackageResource(t *testing.T) {
 			t.Fatal(err)
 		}
 		pushed(ctx, t, c, old, pub)
-		rec, err := deploy.Install(ctx, c.Client, r.Config(), r.Root().Digest, deploy.InstallOptions{Kube: kube, Values: map[string]any{"greeting": "bonjour"}})
+		rec, err := rollout.Apply(ctx, c.Client, r.Config(), r.Root().Digest, rollout.ApplyOptions{Kube: kube, Values: map[string]any{"greeting": "bonjour"}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -486,7 +487,7 @@ func TestPackageResource(t *testing.T) {
 		if err != nil {
 			t.Fatalf("ferry remove: %v: %s", err, exitStderr(err))
 		}
-		var res deploy.RemoveResult
+		var res rollout.UninstallResult
 		if err := json.Unmarshal(out, &res); err != nil || res.Version != "1.1.0" || len(res.Releases) != 1 || len(res.Objects) != 1 || res.Storage.After >= res.Storage.Before {
 			t.Fatalf("ferry remove printed %s (%v)", out, err)
 		}
@@ -553,7 +554,7 @@ func TestPackageResyncBudget(t *testing.T) {
 	// All removed by one command: the controller removes them two at a
 	// time and garbage-collects the registry once for the batch.
 	start = time.Now()
-	var removed []deploy.RemoveResult
+	var removed []rollout.UninstallResult
 	if err := ferryJSON(ctx, t, c, &removed, append([]string{"remove"}, names...)...); err != nil {
 		t.Fatal(err)
 	}
@@ -676,7 +677,7 @@ func objectVersions(ctx context.Context, t *testing.T, c *harness.Cluster, ns st
 	for _, o := range deps.Items {
 		fmt.Fprintf(&b, "Deployment %s %d\n", o.Name, o.Generation)
 	}
-	recs, err := c.Client.CoreV1().Secrets(cluster.DefaultNamespace).List(ctx, metav1.ListOptions{LabelSelector: deploy.LabelPackage})
+	recs, err := c.Client.CoreV1().Secrets(cluster.DefaultNamespace).List(ctx, metav1.ListOptions{LabelSelector: rollout.LabelPackage})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -30,6 +30,7 @@ import (
 	"github.com/ferrypkg/ferry/deploy"
 	"github.com/ferrypkg/ferry/deploy/api/v1alpha1"
 	"github.com/ferrypkg/ferry/deploy/controller"
+	"github.com/ferrypkg/ferry/deploy/rollout"
 	"github.com/ferrypkg/ferry/e2e/internal/harness"
 	"github.com/ferrypkg/ferry/e2e/internal/mkimg"
 	"github.com/ferrypkg/ferry/inject"
@@ -123,7 +124,7 @@ func TestPackageScale(t *testing.T) {
 	}
 
 	start = time.Now()
-	var removed []deploy.RemoveResult
+	var removed []rollout.UninstallResult
 	if err := ferryJSON(ctx, t, c, &removed, append([]string{"remove"}, names...)...); err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,7 @@ import (
 	"github.com/opencontainers/go-digest"
 
 	"github.com/ferrypkg/ferry/artifact"
-	"github.com/ferrypkg/ferry/deploy"
+	"github.com/ferrypkg/ferry/deploy/rollout"
 	"github.com/ferrypkg/ferry/e2e/internal/harness"
 )
 
@@ -21,9 +21,9 @@ func TestDeployState(t *testing.T) {
 	c := harness.Get(t)
 	ctx := timeout(t, 2*time.Minute)
 	ns := c.Namespace(t)
-	st := &deploy.State{Client: c.Client, Namespace: ns}
+	st := &rollout.State{Client: c.Client, Namespace: ns}
 	stored := digest.FromString("stored")
-	for _, r := range []*deploy.Record{
+	for _, r := range []*rollout.Record{
 		{Name: "web", Version: "1.0.0", Root: digest.FromString("root web"), Components: []string{"app"},
 			Config: &artifact.Config{Name: "web", Version: "1.0.0", Components: []artifact.Component{{Name: "app", Images: []artifact.Image{{Ref: "docker.io/library/app:1.0", Digest: stored}}}}}},
 		{Name: "db", Version: "2.3.4", Root: digest.FromString("root db"), Components: []string{"db"}, Config: &artifact.Config{Name: "db", Version: "2.3.4"}},
@@ -33,7 +33,7 @@ func TestDeployState(t *testing.T) {
 		}
 	}
 	// Saving again replaces.
-	if err := st.Save(ctx, &deploy.Record{Name: "db", Version: "2.4.0", Root: digest.FromString("root db 2"), Config: &artifact.Config{Name: "db", Version: "2.4.0"}}); err != nil {
+	if err := st.Save(ctx, &rollout.Record{Name: "db", Version: "2.4.0", Root: digest.FromString("root db 2"), Config: &artifact.Config{Name: "db", Version: "2.4.0"}}); err != nil {
 		t.Fatal(err)
 	}
 	recs, err := st.List(ctx)
@@ -44,7 +44,7 @@ func TestDeployState(t *testing.T) {
 	if err != nil {
 		t.Fatalf("ferry list: %v: %s", err, exitStderr(err))
 	}
-	var listed []deploy.Record
+	var listed []rollout.Record
 	if err := json.Unmarshal(out, &listed); err != nil || len(listed) != 0 {
 		t.Fatalf("ferry list printed %s (%v)", out, err)
 	}

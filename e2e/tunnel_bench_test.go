@@ -13,6 +13,7 @@ import (
 
 	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/deploy"
+	"github.com/ferrypkg/ferry/deploy/rollout"
 	"github.com/ferrypkg/ferry/e2e/internal/harness"
 	"github.com/ferrypkg/ferry/inject"
 	"github.com/ferrypkg/ferry/internal/cluster"
@@ -69,7 +70,7 @@ func BenchmarkTunnel(b *testing.B) {
 			}
 		}
 	})
-	pushTo := func(pkg, host string) *deploy.Record {
+	pushTo := func(pkg, host string) *rollout.Record {
 		r, err := artifact.Open(ctx, pkg)
 		if err != nil {
 			b.Fatal(err)
@@ -80,7 +81,7 @@ func BenchmarkTunnel(b *testing.B) {
 		}
 		return rec
 	}
-	push := func(pkg string, via reach.Via) (*deploy.Record, *reach.Endpoint) {
+	push := func(pkg string, via reach.Via) (*rollout.Record, *reach.Endpoint) {
 		ep, err := reach.Registry(ctx, c.Client, reach.Options{Via: via, Config: c.Config})
 		if err != nil {
 			b.Fatal(err)
@@ -99,7 +100,7 @@ func BenchmarkTunnel(b *testing.B) {
 		kc := pushTo(viaKubectl, addr)
 		stop()
 		mb := float64(mib) * (1 << 20) / 1e6
-		rate := func(r *deploy.Record) string {
+		rate := func(r *rollout.Record) string {
 			return fmt.Sprintf("%.2fs (%.0f MB/s)", r.PushTook.Seconds(), mb/r.PushTook.Seconds())
 		}
 		ratio := tn.PushTook.Seconds() / np.PushTook.Seconds()

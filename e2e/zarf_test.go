@@ -14,7 +14,7 @@ import (
 
 	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/artifact/zarf/zarftest"
-	"github.com/ferrypkg/ferry/deploy"
+	"github.com/ferrypkg/ferry/deploy/rollout"
 	"github.com/ferrypkg/ferry/e2e/internal/harness"
 	"github.com/ferrypkg/ferry/e2e/internal/mkimg"
 	"github.com/ferrypkg/ferry/inject"
@@ -106,7 +106,7 @@ func deployZarf(ctx context.Context, t *testing.T, c *harness.Cluster, pkg *arti
 		t.Fatalf("%s carries images %+v, repositories %+v; want the image by %s, commit %s", name, comp.Images, comp.Repositories, zarfDigest, commit)
 	}
 	start := time.Now()
-	var rec deploy.Record
+	var rec rollout.Record
 	if err := ferryJSON(ctx, t, c, &rec, "deploy", pkg.Path, "--key", pubPath); err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +142,7 @@ func deployZarf(ctx context.Context, t *testing.T, c *harness.Cluster, pkg *arti
 	}
 
 	start = time.Now()
-	var removed deploy.RemoveResult
+	var removed rollout.UninstallResult
 	if err := ferryJSON(ctx, t, c, &removed, "remove", name); err != nil {
 		t.Fatal(err)
 	}

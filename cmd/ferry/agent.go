@@ -16,9 +16,9 @@ import (
 	// The engine of imagesig.Policy.Verify, for the agent's Verifier.
 	"github.com/ferrypkg/ferry/artifact"
 	_ "github.com/ferrypkg/ferry/artifact/imagesig/sigstore"
-	"github.com/ferrypkg/ferry/deploy"
 	"github.com/ferrypkg/ferry/deploy/agent"
 	"github.com/ferrypkg/ferry/deploy/install"
+	"github.com/ferrypkg/ferry/deploy/rollout"
 	"github.com/ferrypkg/ferry/deploy/upload"
 	"github.com/ferrypkg/ferry/internal/cluster"
 	"github.com/ferrypkg/ferry/internal/cluster/kube"
@@ -69,7 +69,7 @@ Outside a Pod, --kubeconfig (or $KUBECONFIG) names the cluster.`,
 				return err
 			}
 			log := jsonLogger(cmd, verbose)
-			state := &deploy.State{Client: cs, Namespace: namespace}
+			state := &rollout.State{Client: cs, Namespace: namespace}
 			cache := &agent.Cache{Source: state, Registry: registry, RequireKnown: requireKnown}
 			copies := &agent.PullSecrets{Client: cs, Namespace: namespace, Name: pullSecret}
 			wh := &agent.Webhook{
@@ -180,7 +180,7 @@ func registryRepository(ctx context.Context, cs kubernetes.Interface, namespace,
 	if err != nil {
 		return nil, fmt.Errorf("the registry: %w", err)
 	}
-	_, cred, err := deploy.RegistryAccess(ctx, cs, namespace)
+	_, cred, err := rollout.RegistryAccess(ctx, cs, namespace)
 	if err != nil {
 		return nil, fmt.Errorf("the registry's account: %w", err)
 	}
@@ -190,7 +190,7 @@ func registryRepository(ctx context.Context, cs kubernetes.Interface, namespace,
 // sourceRewriter reads what the agent's rewrite of GitOps sources needs,
 // at each request (sources change seldom): the carried repositories and
 // images, and where Pods reach the git server and the registry.
-func sourceRewriter(ctx context.Context, cs kubernetes.Interface, state *deploy.State, namespace string) (*agent.SourceRewriter, error) {
+func sourceRewriter(ctx context.Context, cs kubernetes.Interface, state *rollout.State, namespace string) (*agent.SourceRewriter, error) {
 	repos, err := state.Repositories(ctx)
 	if err != nil {
 		return nil, err

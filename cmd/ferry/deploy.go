@@ -2,12 +2,11 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"io"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"text/tabwriter"
 	"time"
 
@@ -22,6 +21,7 @@ import (
 	"github.com/ferrypkg/ferry/cmd/ferry/internal/cli"
 	"github.com/ferrypkg/ferry/deploy"
 	"github.com/ferrypkg/ferry/deploy/api/v1alpha1"
+	"github.com/ferrypkg/ferry/deploy/rollout"
 	"github.com/ferrypkg/ferry/internal/cluster"
 	"github.com/ferrypkg/ferry/internal/cluster/reach"
 	"github.com/ferrypkg/ferry/internal/scratch"
@@ -98,7 +98,7 @@ func newListCmd() *cobra.Command {
 // listPackages lists the Packages of ferry's namespace by name, each with
 // the components the controller installed.
 func listPackages(ctx context.Context, cs kubernetes.Interface, pc client.Client, ns string) ([]listed, error) {
-	recs, err := (&deploy.State{Client: cs, Namespace: ns}).List(ctx)
+	recs, err := (&rollout.State{Client: cs, Namespace: ns}).List(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -113,7 +113,7 @@ func listPackages(ctx context.Context, cs kubernetes.Interface, pc client.Client
 		if c := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.Ready); c != nil {
 			l.Ready, l.Reason, l.Message = string(c.Status), c.Reason, c.Message
 		}
-		if i := slices.IndexFunc(recs, func(r *deploy.Record) bool { return r.Name == p.Name }); i >= 0 && l.Root == recs[i].Root {
+		if i := slices.IndexFunc(recs, func(r *rollout.Record) bool { return r.Name == p.Name }); i >= 0 && l.Root == recs[i].Root {
 			l.Components = recs[i].Components
 		}
 		out = append(out, l)
@@ -155,27 +155,8 @@ type deployFlags struct {
 	insecure   bool
 }
 
-func newDeployCmd() *cobra.Command {
-	var (
-		kube      kubeFlags
-		output    cli.OutputFlag
-		keys      []string
-		flags     deployFlags
-		namespace string
-		remote    cli.RemoteFlags
-		via       viaFlag
-		wait      bool
-		viaAgent  bool
-	)
-	cmd := &cobra.Command{
-		Use:   "deploy PKG|REF --key cosign.pub",
-		Short: "Verify a package, push its images into the cluster, install its charts and manifests",
-		Example: `  # Deploy an archive, verified with your public key
-  ferry deploy app.tar.zst --key cosign.pub
-
-  # Deploy from a registry: only some components, a chart value set
-  ferry deploy registry.example.com/apps/app:1.0.0 --key cosign.pub --components web,db --set replicaCount=2`,
-		Long: `Verify the package (archive, layout folder, or registry reference, which is
+// deployLong is deploy's help.
+const deployLong = `Verify the package (archive, layout folder, or registry reference, which is
 first pulled into a temporary archive — with --key, nothing is pulled unless
 its signature verifies) fail closed — a valid signature over its root by
 --key, and every blob re-hashed — then push it into the registry ` + "`ferry init`" + `
@@ -204,142 +185,218 @@ token (TokenReview) and that its user may create or update Packages in
 ferry's namespace, verifies the package against the keys the cluster trusts
 (the public-key Secrets in ferry's namespace, which deploy --key and
 ` + "`ferry init --key`" + ` store) before it writes anything, pushes it and
-applies its Package. --key then verifies it here as well, first.`,
+applies its Package. --key then verifies it here as well, first.`
+
+// deployOptions are deploy's flags.
+type deployOptions struct {
+	kube      kubeFlags
+	output    cli.OutputFlag
+	keys      []string
+	flags     deployFlags
+	namespace string
+	remote    cli.RemoteFlags
+	via       viaFlag
+	wait      bool
+	viaAgent  bool
+}
+
+func newDeployCmd() *cobra.Command {
+	var o deployOptions
+	cmd := &cobra.Command{
+		Use:   "deploy PKG|REF --key cosign.pub",
+		Short: "Verify a package, push its images into the cluster, install its charts and manifests",
+		Example: `  # Deploy an archive, verified with your public key
+  ferry deploy app.tar.zst --key cosign.pub
+
+  # Deploy from a registry: only some components, a chart value set
+  ferry deploy registry.example.com/apps/app:1.0.0 --key cosign.pub --components web,db --set replicaCount=2`,
+		Long: deployLong,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := output.Validate(); err != nil {
+			if err := o.output.Validate(); err != nil {
 				return err
 			}
-			if viaAgent {
-				return deployViaAgent(cmd, &kube, output, args[0], namespace, keys, flags, wait)
+			if o.viaAgent {
+				return deployViaAgent(cmd, &o.kube, o.output, args[0], o.namespace, o.keys, o.flags, o.wait)
 			}
-			if len(keys) == 0 && !flags.insecure {
-				return deploy.ErrUnsigned
-			}
-			pubs, err := cli.LoadPublicKeys(keys)
+			run, err := o.prepare(cmd, args[0])
 			if err != nil {
 				return err
 			}
-			values, err := deploy.ParseSet(flags.set)
+			defer run.close()
+			res, err := run.d.Run(cmd.Context(), run.r)
+			run.done()
 			if err != nil {
-				return err
+				return tunnelCause(err, run.ep)
 			}
-			if _, err := via.parse(); err != nil {
-				return err
-			}
-			cs, cfg, err := kube.clientConfig()
-			if err != nil {
-				return err
-			}
-			pc, err := packageClient(cfg)
-			if err != nil {
-				return err
-			}
-			progress, done := cli.NewProgress(cmd)
-			defer done()
-			out := cmd.OutOrStdout()
-			pkgName := namespace + "/" + args[0]
-			d := &deploy.Deploy{
-				Client: cs, Packages: pc, Namespace: namespace,
-				Keys: pubs, InsecureSkipSignatureVerification: flags.insecure,
-				Components: flags.components, Values: values, Timeout: flags.timeout,
-				NoWait: !wait, Progress: progress,
-				Events: func(ev deploy.Event) {
-					if ev.Phase == deploy.PhasePushed {
-						done()
-					}
-					if ev.Package != nil {
-						pkgName = ev.Package.Namespace + "/" + ev.Package.Name
-					}
-					if c := ev.Condition; c != nil && !output.JSON() {
-						fmt.Fprintf(out, "Package %s: %s=%s %s: %s\n", pkgName, c.Type, c.Status, c.Reason, c.Message)
-					}
-				},
-			}
-			path, ref, err := cli.ParseSource(args[0])
-			if err != nil {
-				return err
-			}
-			if path == "" {
-				// Pulled with the keys, the package is verified as it
-				// downloads: deploy does not hash it again before pushing.
-				ro, err := remote.Options(cmd, ref)
-				if err != nil {
-					return err
-				}
-				tmp, err := scratch.MkdirTemp("", "ferry-deploy-")
-				if err != nil {
-					return err
-				}
-				defer tmp.Remove()
-				path = filepath.Join(tmp.Path, "package.tar")
-				repo, err := ro.Repository(ref)
-				if err != nil {
-					return err
-				}
-				if _, err := artifact.Pull(cmd.Context(), repo, repo.Reference.Reference, path, artifact.PullOptions{Keys: artifact.Verifiers(pubs), Progress: progress}); err != nil {
-					return err
-				}
-				d.Verified = len(pubs) > 0
-			}
-			r, err := artifact.Open(cmd.Context(), path)
-			if err != nil {
-				return err
-			}
-			ep, err := via.open(cmd, cs, cfg, namespace, "", "")
-			if err != nil {
-				return err
-			}
-			defer ep.Close()
-			d.Registry = ep.Host
-			res, err := d.Run(cmd.Context(), r)
-			done()
-			if err != nil {
-				return tunnelCause(err, ep)
-			}
-			if !wait {
-				if output.JSON() {
-					return cli.WriteJSON(out, struct {
-						*deploy.Pushed
-						Package     string          `json:"package"`
-						RegistryVia *reach.Endpoint `json:"registryVia"`
-					}{res.Pushed, res.Package.Namespace + "/" + res.Package.Name, ep})
-				}
-				fmt.Fprintf(out, "pushed %s %s (%s); Package %s/%s applied, not waiting\n", r.Config().Name, r.Config().Version, r.Root().Digest, res.Package.Namespace, res.Package.Name)
-				return nil
-			}
-			rec := res.Record
-			if output.JSON() {
-				return cli.WriteJSON(out, struct {
-					*deploy.Record
-					RegistryVia *reach.Endpoint `json:"registryVia"`
-				}{rec, ep})
-			}
-			fmt.Fprintf(out, "deployed %s %s (%s)\n", rec.Name, rec.Version, rec.Root)
-			fmt.Fprintf(out, "registry via %s\n", ep)
-			return nil
+			return o.print(cmd.OutOrStdout(), run, res)
 		},
 	}
-	kube.register(cmd)
-	output.Register(cmd)
-	cli.AddKeyFlag(cmd, &keys)
-	cmd.Flags().BoolVar(&flags.insecure, "insecure-skip-signature-verification", false, "deploy without a signature check (blobs are still verified)")
-	cmd.Flags().StringVarP(&namespace, "namespace", "n", cluster.DefaultNamespace, "ferry's namespace")
-	remote.Register(cmd)
-	via.register(cmd, reach.Auto)
-	cmd.Flags().StringSliceVar(&flags.components, "components", nil, "components to deploy, comma-separated (required ones always; default all)")
-	cmd.Flags().StringArrayVar(&flags.set, "set", nil, "chart value KEY=VALUE, as helm --set (repeatable; given to every chart)")
-	cmd.Flags().DurationVar(&flags.timeout, "timeout", deploy.DefaultTimeout, "how long each chart or manifest bundle may take to be ready")
-	cmd.Flags().BoolVar(&wait, "wait", true, "wait until the controller reports the Package Ready (or why not)")
-	cmd.Flags().BoolVar(&viaAgent, "via-agent", false, "upload the archive to the agent's endpoint (one HTTPS stream; the cluster's trusted keys decide) instead of pushing from here")
+	o.kube.register(cmd)
+	o.output.Register(cmd)
+	cli.AddKeyFlag(cmd, &o.keys)
+	cmd.Flags().BoolVar(&o.flags.insecure, "insecure-skip-signature-verification", false, "deploy without a signature check (blobs are still verified)")
+	cmd.Flags().StringVarP(&o.namespace, "namespace", "n", cluster.DefaultNamespace, "ferry's namespace")
+	o.remote.Register(cmd)
+	o.via.register(cmd, reach.Auto)
+	cmd.Flags().StringSliceVar(&o.flags.components, "components", nil, "components to deploy, comma-separated (required ones always; default all)")
+	cmd.Flags().StringArrayVar(&o.flags.set, "set", nil, "chart value KEY=VALUE, as helm --set (repeatable; given to every chart)")
+	cmd.Flags().DurationVar(&o.flags.timeout, "timeout", deploy.DefaultTimeout, "how long each chart or manifest bundle may take to be ready")
+	cmd.Flags().BoolVar(&o.wait, "wait", true, "wait until the controller reports the Package Ready (or why not)")
+	cmd.Flags().BoolVar(&o.viaAgent, "via-agent", false, "upload the archive to the agent's endpoint (one HTTPS stream; the cluster's trusted keys decide) instead of pushing from here")
 	return cmd
+}
+
+// deployRun is one deploy as the flags ask it: the action, the package
+// (pulled into a temporary archive when a reference names it) and the way
+// to the registry.
+type deployRun struct {
+	d    *deploy.Deploy
+	r    *artifact.Reader
+	ep   *reach.Endpoint
+	done func() // ends the progress display
+	undo []func()
+}
+
+// close undoes what prepare set up, last first.
+func (run *deployRun) close() {
+	for i := len(run.undo) - 1; i >= 0; i-- {
+		run.undo[i]()
+	}
+}
+
+// prepare turns the flags into a Deploy, opens the package arg (pulled
+// first, verified as it downloads, when it is a reference) and the way to
+// the registry. On an error, what it set up is undone.
+func (o *deployOptions) prepare(cmd *cobra.Command, arg string) (_ *deployRun, err error) {
+	if len(o.keys) == 0 && !o.flags.insecure {
+		return nil, deploy.ErrUnsigned
+	}
+	pubs, err := cli.LoadPublicKeys(o.keys)
+	if err != nil {
+		return nil, err
+	}
+	values, err := deploy.ParseSet(o.flags.set)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := o.via.parse(); err != nil {
+		return nil, err
+	}
+	cs, cfg, err := o.kube.clientConfig()
+	if err != nil {
+		return nil, err
+	}
+	pc, err := packageClient(cfg)
+	if err != nil {
+		return nil, err
+	}
+	progress, done := cli.NewProgress(cmd)
+	run := &deployRun{done: done, undo: []func(){done}}
+	defer func() {
+		if err != nil {
+			run.close()
+		}
+	}()
+	run.d = &deploy.Deploy{
+		Client: cs, Packages: pc, Namespace: o.namespace,
+		Keys: pubs, InsecureSkipSignatureVerification: o.flags.insecure,
+		Components: o.flags.components, Values: values, Timeout: o.flags.timeout,
+		NoWait: !o.wait, Progress: progress, Events: o.events(cmd.OutOrStdout(), o.namespace+"/"+arg, done),
+	}
+	path, ref, err := cli.ParseSource(arg)
+	if err != nil {
+		return nil, err
+	}
+	if path == "" {
+		// Pulled with the keys, the package is verified as it
+		// downloads: deploy does not hash it again before pushing.
+		if path, err = o.pull(cmd, run, ref, pubs, progress); err != nil {
+			return nil, err
+		}
+		run.d.Verified = len(pubs) > 0
+	}
+	if run.r, err = artifact.Open(cmd.Context(), path); err != nil {
+		return nil, err
+	}
+	if run.ep, err = o.via.open(cmd, cs, cfg, o.namespace, "", ""); err != nil {
+		return nil, err
+	}
+	run.undo = append(run.undo, func() { run.ep.Close() })
+	run.d.Registry = run.ep.Host
+	return run, nil
+}
+
+// pull downloads the package ref into a temporary archive, verified with
+// pubs as it downloads, and returns its path; run's close removes it.
+func (o *deployOptions) pull(cmd *cobra.Command, run *deployRun, ref string, pubs []*artifact.PublicKey, progress artifact.ProgressFunc) (string, error) {
+	ro, err := o.remote.Options(cmd, ref)
+	if err != nil {
+		return "", err
+	}
+	tmp, err := scratch.MkdirTemp("", "ferry-deploy-")
+	if err != nil {
+		return "", err
+	}
+	run.undo = append(run.undo, func() { tmp.Remove() })
+	path := filepath.Join(tmp.Path, "package.tar")
+	repo, err := ro.Repository(ref)
+	if err != nil {
+		return "", err
+	}
+	if _, err := artifact.Pull(cmd.Context(), repo, repo.Reference.Reference, path, artifact.PullOptions{Keys: artifact.Verifiers(pubs), Progress: progress}); err != nil {
+		return "", err
+	}
+	return path, nil
+}
+
+// events prints the Package's conditions as the controller changes them
+// (not with -o json), and ends the progress display once the push is done.
+func (o *deployOptions) events(out io.Writer, pkgName string, done func()) func(deploy.Event) {
+	return func(ev deploy.Event) {
+		if ev.Phase == deploy.PhasePushed {
+			done()
+		}
+		if ev.Package != nil {
+			pkgName = ev.Package.Namespace + "/" + ev.Package.Name
+		}
+		if c := ev.Condition; c != nil && !o.output.JSON() {
+			fmt.Fprintf(out, "Package %s: %s=%s %s: %s\n", pkgName, c.Type, c.Status, c.Reason, c.Message)
+		}
+	}
+}
+
+// print shows what deploy did.
+func (o *deployOptions) print(out io.Writer, run *deployRun, res *deploy.Result) error {
+	r, ep := run.r, run.ep
+	if !o.wait {
+		if o.output.JSON() {
+			return cli.WriteJSON(out, struct {
+				*deploy.Pushed
+				Package     string          `json:"package"`
+				RegistryVia *reach.Endpoint `json:"registryVia"`
+			}{res.Pushed, res.Package.Namespace + "/" + res.Package.Name, ep})
+		}
+		fmt.Fprintf(out, "pushed %s %s (%s); Package %s/%s applied, not waiting\n", r.Config().Name, r.Config().Version, r.Root().Digest, res.Package.Namespace, res.Package.Name)
+		return nil
+	}
+	rec := res.Record
+	if o.output.JSON() {
+		return cli.WriteJSON(out, struct {
+			*rollout.Record
+			RegistryVia *reach.Endpoint `json:"registryVia"`
+		}{rec, ep})
+	}
+	fmt.Fprintf(out, "deployed %s %s (%s)\n", rec.Name, rec.Version, rec.Root)
+	fmt.Fprintf(out, "registry via %s\n", ep)
+	return nil
 }
 
 func newRemoveCmd() *cobra.Command {
 	var (
 		kube   kubeFlags
 		output cli.OutputFlag
-		opts   deploy.RemoveOptions
+		rm     deploy.Remove
 		via    viaFlag
 	)
 	cmd := &cobra.Command{
@@ -361,53 +418,74 @@ prints an object, several an array.`,
 			if err := output.Validate(); err != nil {
 				return err
 			}
-			cs, cfg, err := kube.clientConfig()
-			if err != nil {
-				return err
-			}
 			// Opened first: when the registry cannot be reached, nothing is
 			// removed.
-			ep, err := via.open(cmd, cs, cfg, opts.Namespace, "", "")
+			ep, err := connectRemove(cmd, &rm, kube, &via)
 			if err != nil {
 				return err
 			}
 			defer ep.Close()
-			pc, err := packageClient(cfg)
+			progress, done := cli.NewProgress(cmd)
+			rm.Progress = progress
+			results, err := rm.Run(cmd.Context(), args)
+			done()
 			if err != nil {
-				return err
+				return tunnelCause(err, ep)
 			}
-			results, err := removeAll(cmd, cs, pc, kube, opts, ep, args)
-			if err != nil {
-				return err
-			}
-			if output.JSON() {
-				type removed struct {
-					*deploy.RemoveResult
-					RegistryVia *reach.Endpoint `json:"registryVia"`
-				}
-				out := make([]removed, len(results))
-				for i, res := range results {
-					out[i] = removed{res, ep}
-				}
-				if len(out) == 1 {
-					return cli.WriteJSON(cmd.OutOrStdout(), out[0])
-				}
-				return cli.WriteJSON(cmd.OutOrStdout(), out)
-			}
-			for _, res := range results {
-				fmt.Fprintf(cmd.OutOrStdout(), "removed %s %s: %d releases, %d objects, %d images (%d kept for other packages); registry storage %s → %s\n",
-					res.Name, res.Version, len(res.Releases), len(res.Objects), len(res.Images), len(res.Kept), cli.HumanBytes(res.Storage.Before), cli.HumanBytes(res.Storage.After))
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "registry via %s\n", ep)
-			return nil
+			return printRemoved(cmd.OutOrStdout(), output, results, ep)
 		},
 	}
 	kube.register(cmd)
 	output.Register(cmd)
-	cmd.Flags().StringVarP(&opts.Namespace, "namespace", "n", cluster.DefaultNamespace, "ferry's namespace")
-	cmd.Flags().DurationVar(&opts.Timeout, "timeout", deploy.DefaultTimeout, "how long each uninstall may take")
+	cmd.Flags().StringVarP(&rm.Namespace, "namespace", "n", cluster.DefaultNamespace, "ferry's namespace")
+	cmd.Flags().DurationVar(&rm.Timeout, "timeout", deploy.DefaultTimeout, "how long each uninstall may take")
 	via.register(cmd, reach.Auto)
 	return cmd
+}
+
+// connectRemove gives rm its clients and its way to the registry (as
+// deploy reaches it), and returns that way.
+func connectRemove(cmd *cobra.Command, rm *deploy.Remove, kube kubeFlags, via *viaFlag) (*reach.Endpoint, error) {
+	cs, cfg, err := kube.clientConfig()
+	if err != nil {
+		return nil, err
+	}
+	ep, err := via.open(cmd, cs, cfg, rm.Namespace, "", "")
+	if err != nil {
+		return nil, err
+	}
+	pc, err := packageClient(cfg)
+	if err != nil {
+		ep.Close()
+		return nil, err
+	}
+	rm.Client, rm.Packages, rm.Kube, rm.Registry = cs, pc, kube.getter(), ep.Host
+	return ep, nil
+}
+
+// printRemoved shows what remove did: with -o json, one object for one
+// name, else an array.
+func printRemoved(w io.Writer, output cli.OutputFlag, results []*rollout.UninstallResult, ep *reach.Endpoint) error {
+	if output.JSON() {
+		type removed struct {
+			*rollout.UninstallResult
+			RegistryVia *reach.Endpoint `json:"registryVia"`
+		}
+		out := make([]removed, len(results))
+		for i, res := range results {
+			out[i] = removed{res, ep}
+		}
+		if len(out) == 1 {
+			return cli.WriteJSON(w, out[0])
+		}
+		return cli.WriteJSON(w, out)
+	}
+	for _, res := range results {
+		fmt.Fprintf(w, "removed %s %s: %d releases, %d objects, %d images (%d kept for other packages); registry storage %s → %s\n",
+			res.Name, res.Version, len(res.Releases), len(res.Objects), len(res.Images), len(res.Kept), cli.HumanBytes(res.Storage.Before), cli.HumanBytes(res.Storage.After))
+	}
+	fmt.Fprintf(w, "registry via %s\n", ep)
+	return nil
 }
 
 // tunnelCause adds what the tunnel last reported to an error that a broken
@@ -418,50 +496,4 @@ func tunnelCause(err error, ep *reach.Endpoint) error {
 		return fmt.Errorf("%w (the tunnel to the registry: %v)", err, terr)
 	}
 	return err
-}
-
-// removeAll removes the packages names: the Packages among them deleted
-// at once (the controller removes them with one garbage collection), then
-// the records no Package holds, by this process, garbage-collected once.
-// The results are in the order of names.
-func removeAll(cmd *cobra.Command, cs kubernetes.Interface, pc client.WithWatch, kube kubeFlags, opts deploy.RemoveOptions, ep *reach.Endpoint, names []string) ([]*deploy.RemoveResult, error) {
-	ctx := cmd.Context()
-	results := make([]*deploy.RemoveResult, len(names))
-	found := make([]bool, len(names))
-	errs := make([]error, len(names))
-	var wg sync.WaitGroup
-	for i, name := range names {
-		wg.Go(func() { results[i], found[i], errs[i] = deploy.RemovePackage(ctx, pc, opts.Namespace, name) })
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
-	}
-	if !slices.Contains(found, false) {
-		return results, nil
-	}
-	// Records no Package holds.
-	progress, done := cli.NewProgress(cmd)
-	defer done()
-	opts.Progress, opts.Kube, opts.Registry, opts.DeferGC = progress, kube.getter(), ep.Host, true
-	var bare []*deploy.RemoveResult
-	for i, name := range names {
-		if found[i] {
-			continue
-		}
-		res, err := deploy.Remove(ctx, cs, name, opts)
-		if err != nil {
-			return nil, tunnelCause(err, ep)
-		}
-		results[i] = res
-		bare = append(bare, res)
-	}
-	storage, err := deploy.CollectGarbage(ctx, cs, opts)
-	if err != nil {
-		return nil, tunnelCause(err, ep)
-	}
-	for _, res := range bare {
-		res.Storage = storage
-	}
-	return results, nil
 }

@@ -19,8 +19,8 @@ import (
 
 	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/cmd/ferry/internal/cli"
-	"github.com/ferrypkg/ferry/deploy"
 	"github.com/ferrypkg/ferry/deploy/gitserver"
+	"github.com/ferrypkg/ferry/deploy/rollout"
 	"github.com/ferrypkg/ferry/internal/cluster"
 	"github.com/ferrypkg/ferry/internal/cluster/kube"
 	"github.com/ferrypkg/ferry/internal/cluster/reach"
@@ -238,7 +238,7 @@ func clusterGitEntries(ctx context.Context, o *gitServerOptions) (gitserver.Entr
 			return nil, artifact.RemoteOptions{}, err
 		}
 	}
-	state := &deploy.State{Client: cs, Namespace: o.namespace}
+	state := &rollout.State{Client: cs, Namespace: o.namespace}
 	entries := func(ctx context.Context) ([]gitserver.Entry, error) {
 		repos, err := state.Repositories(ctx)
 		if err != nil {

@@ -9,7 +9,7 @@ import (
 )
 
 // Source gives the configs (ferry.json) of deployed packages, whose images
-// and image policies the agent uses; *deploy.State is one.
+// and image policies the agent uses; *rollout.State is one.
 type Source interface {
 	Packages(ctx context.Context) ([]*artifact.Config, error)
 }

@@ -10,7 +10,7 @@ import (
 	"github.com/ferrypkg/ferry/deploy/agent"
 )
 
-// packages stands for deploy.State: the configs of deployed packages.
+// packages stands for rollout.State: the configs of deployed packages.
 type packages struct{ cfg *artifact.Config }
 
 func (p packages) Packages(context.Context) ([]*artifact.Config, error) {

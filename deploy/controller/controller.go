@@ -1,10 +1,10 @@
 // Package controller keeps Package objects (ferry.dev/v1alpha1) true: each
 // names a signed package in the in-cluster registry, by digest, and the
 // Reconciler verifies it against the keys the Package names (fail closed),
-// installs it with deploy.Install — the code ferry deploy always used —,
+// rolls it out with rollout.Apply — the code ferry deploy always used —,
 // reports conditions, events and what it installed, puts back what was
-// deleted by hand on its next resync, and removes everything (deploy.Remove)
-// when the Package is deleted.
+// deleted by hand on its next resync, and removes everything
+// (rollout.Uninstall) when the Package is deleted.
 package controller
 
 import (
@@ -16,7 +16,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/opencontainers/go-digest"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -25,9 +24,6 @@ import (
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/events"
-	"oras.land/oras-go/v2/errdef"
-	"oras.land/oras-go/v2/registry/remote"
-	"oras.land/oras-go/v2/registry/remote/auth"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -36,11 +32,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
-	"github.com/ferrypkg/ferry/artifact"
-	"github.com/ferrypkg/ferry/deploy"
 	"github.com/ferrypkg/ferry/deploy/api/v1alpha1"
+	"github.com/ferrypkg/ferry/deploy/rollout"
 	"github.com/ferrypkg/ferry/internal/cluster"
-	"github.com/ferrypkg/ferry/internal/cluster/reach"
 )
 
 // Name is the controller's name: its events' reporter, its field manager.
@@ -59,12 +53,12 @@ type Reconciler struct {
 	// Packages.
 	Client client.Client
 	// Clientset reads the registry's address and account (and is what
-	// deploy.Install and deploy.Remove use); Kube is what they use for Helm
+	// rollout.Apply and rollout.Uninstall use); Kube is what they use for Helm
 	// and server-side apply.
 	Clientset kubernetes.Interface
 	Kube      genericclioptions.RESTClientGetter
-	// Installer installs and removes packages; deploy.Install and
-	// deploy.Remove through Clientset if nil.
+	// Installer installs and removes packages; rollout.Apply and
+	// rollout.Uninstall through Clientset if nil.
 	Installer Installer
 	// Namespace is ferry's namespace: the registry, the records, and the
 	// only namespace whose Packages are reconciled.
@@ -89,11 +83,11 @@ type Reconciler struct {
 	// last removal, so that one serves a batch; DefaultGCQuiet if 0.
 	GCQuiet time.Duration
 	// Render renders each chart's release before Helm installs or
-	// upgrades it in the controller (deploy.InstallOptions.Render): a
+	// upgrades it in the controller (rollout.ApplyOptions.Render): a
 	// chart past its limits fails its Package's install, the reason on
 	// its status, and the controller goes on. Nil: charts are rendered by
 	// Helm in the controller only.
-	Render deploy.ReleaseRenderer
+	Render rollout.ReleaseRenderer
 
 	gc collector
 }
@@ -164,166 +158,12 @@ func (r *Reconciler) resync() time.Duration {
 	return DefaultResync
 }
 
-// reconcile does the work; written is the status as last written, which
-// progress updates.
-func (r *Reconciler) reconcile(ctx context.Context, pkg *v1alpha1.Package, written *v1alpha1.PackageStatus) (ctrl.Result, error) {
-	again := ctrl.Result{RequeueAfter: r.resync()}
-	registry, err := r.registry(ctx)
-	if err != nil {
-		return again, r.fail(pkg, v1alpha1.Verified, v1alpha1.ReasonRegistryUnreachable, err)
-	}
-	// The registry's client, made when something must be read from it: an
-	// unchanged resync reads nothing.
-	var repo *remote.Repository
-	openRepo := func() error {
-		if repo != nil {
-			return nil
-		}
-		_, cred, err := deploy.RegistryAccess(ctx, r.Clientset, r.Namespace)
-		if err != nil {
-			return r.fail(pkg, v1alpha1.Verified, v1alpha1.ReasonRegistryUnreachable, err)
-		}
-		if repo, err = (artifact.RemoteOptions{PlainHTTP: true, Credential: auth.StaticCredential(registry, cred), Client: reach.RegistryClient()}).Repository(registry + "/" + pkg.Spec.Repository); err != nil {
-			return r.settle(pkg, v1alpha1.Verified, v1alpha1.ReasonInvalid, err)
-		}
-		return nil
-	}
-
-	// The root: the spec's digest, or its tag resolved once.
-	root := pkg.Spec.Digest
-	if root == "" {
-		if pkg.Status.Tag == pkg.Spec.Tag && pkg.Status.Digest != "" {
-			root = pkg.Status.Digest
-		} else {
-			if err := openRepo(); err != nil {
-				return again, err
-			}
-			desc, err := repo.Resolve(ctx, pkg.Spec.Tag)
-			if err != nil {
-				return again, r.notFound(pkg, fmt.Errorf("resolve %s:%s: %w", pkg.Spec.Repository, pkg.Spec.Tag, err))
-			}
-			root = desc.Digest.String()
-		}
-	}
-
-	// Verification, fail closed; done again only when the root or the keys
-	// change.
-	keys, fingerprint, err := r.keys(ctx, pkg)
-	if err != nil {
-		return again, r.settle(pkg, v1alpha1.Verified, v1alpha1.ReasonKeyNotFound, err)
-	}
-	verifiedFor := digest.FromString(root + "\n" + fingerprint).String()
-	requested := pkg.Status.Request != pkg.Annotations[v1alpha1.RequestAnnotation] || pkg.Status.ObservedGeneration != pkg.Generation
-	verified := pkg.Status.VerifiedFor == verifiedFor && meta.IsStatusConditionTrue(pkg.Status.Conditions, v1alpha1.Verified)
-	if pkg.Status.VerifiedFor == verifiedFor && !requested &&
-		conditionIs(pkg, v1alpha1.Verified, metav1.ConditionFalse, v1alpha1.ReasonVerifyFailed) {
-		// Refused already: not checked again until asked.
-		return again, nil
-	}
-	values, charts, err := r.values(ctx, pkg)
-	if err != nil {
-		return again, r.settle(pkg, v1alpha1.Installed, v1alpha1.ReasonInvalid, err)
-	}
-	timeout := deploy.DefaultTimeout
-	if pkg.Spec.Timeout != nil && pkg.Spec.Timeout.Duration > 0 {
-		timeout = pkg.Spec.Timeout.Duration
-	}
-	installedFor, err := installedFor(verifiedFor, registry, pkg.Spec.Components, values, charts, timeout)
-	if err != nil {
-		return again, r.settle(pkg, v1alpha1.Installed, v1alpha1.ReasonInvalid, err)
-	}
-	if verified && !requested && r.unchanged(pkg, root, installedFor) {
-		return again, nil
-	}
-	if err := openRepo(); err != nil {
-		return again, err
-	}
-	if !verified {
-		if err := r.progress(ctx, pkg, written, "Verifying", "verifying "+pkg.Spec.Repository+"@"+root); err != nil {
-			return again, err
-		}
-		var signedBy []string
-		if pkg.Spec.InsecureSkipSignatureVerification {
-			_, _, err = artifact.ReadConfig(ctx, repo, root)
-		} else {
-			var res *artifact.VerifyResult
-			res, err = artifact.Verify(ctx, repo, root, artifact.VerifyOptions{Keys: keys})
-			if err == nil {
-				for _, s := range res.Signatures {
-					signedBy = append(signedBy, s.Key)
-				}
-			}
-		}
-		if err != nil {
-			reason := v1alpha1.ReasonVerifyFailed
-			if errors.Is(err, artifact.ErrNotPackage) || errors.Is(err, errdef.ErrNotFound) {
-				reason = v1alpha1.ReasonNotFound
-			}
-			if reach.Transient(err) {
-				return again, r.fail(pkg, v1alpha1.Verified, v1alpha1.ReasonRegistryUnreachable, err)
-			}
-			if reason == v1alpha1.ReasonVerifyFailed {
-				pkg.Status.VerifiedFor = verifiedFor
-			}
-			return again, r.settle(pkg, v1alpha1.Verified, reason, err)
-		}
-		pkg.Status.SignedBy = signedBy
-		pkg.Status.VerifiedFor = verifiedFor
-		msg := "signed by " + strings.Join(signedBy, ", ")
-		reason := v1alpha1.ReasonVerified
-		if pkg.Spec.InsecureSkipSignatureVerification {
-			msg, reason = "signature verification skipped (insecureSkipSignatureVerification); manifests re-hashed", v1alpha1.ReasonSkipped
-		}
-		r.event(pkg, corev1.EventTypeNormal, reason, "Verify", "%s@%s %s", pkg.Spec.Repository, root, msg)
-		setCondition(pkg, v1alpha1.Verified, metav1.ConditionTrue, reason, msg)
-	}
-	cfg, _, err := artifact.ReadConfig(ctx, repo, root)
-	if err != nil {
-		if reach.Transient(err) {
-			return again, r.fail(pkg, v1alpha1.Installed, v1alpha1.ReasonRegistryUnreachable, err)
-		}
-		return again, r.settle(pkg, v1alpha1.Installed, v1alpha1.ReasonNotFound, err)
-	}
-	if cfg.Name != pkg.Name {
-		return again, r.settle(pkg, v1alpha1.Installed, v1alpha1.ReasonNameMismatch,
-			fmt.Errorf("the package at %s@%s is %s, not %s: a Package is named after the package it installs", pkg.Spec.Repository, root, cfg.Name, pkg.Name))
-	}
-	changed := pkg.Status.Digest != root || requested
-	if !changed && conditionIs(pkg, v1alpha1.Installed, metav1.ConditionFalse, v1alpha1.ReasonInstallFailed) {
-		// Failed and rolled back: not tried again until asked.
-		return again, nil
-	}
-	pkg.Status.Digest, pkg.Status.ShortDigest, pkg.Status.Version = root, short(root), cfg.Version
-	pkg.Status.Tag = pkg.Spec.Tag
-	if changed {
-		if err := r.progress(ctx, pkg, written, v1alpha1.ReasonProgressing, fmt.Sprintf("installing %s %s", cfg.Name, cfg.Version)); err != nil {
-			return again, err
-		}
-	}
-	rec, err := r.installer().Install(ctx, cfg, digest.Digest(root), deploy.InstallOptions{
-		Namespace: r.Namespace, Kube: r.Kube, Components: pkg.Spec.Components, Values: values, ChartValues: charts,
-		Timeout: timeout, Registry: registry, Render: r.Render,
-	})
-	if err != nil {
-		if reach.Transient(err) {
-			return again, r.fail(pkg, v1alpha1.Installed, v1alpha1.ReasonRegistryUnreachable, err)
-		}
-		err = r.settle(pkg, v1alpha1.Installed, v1alpha1.ReasonInstallFailed, err)
-		setCondition(pkg, v1alpha1.Ready, metav1.ConditionFalse, v1alpha1.ReasonInstallFailed, oneLine(err.Error()))
-		return again, err
-	}
-	r.installed(pkg, rec, changed)
-	pkg.Status.InstalledFor = installedFor
-	pkg.Status.InstalledAt = &metav1.Time{Time: r.now()}
-	return again, nil
-}
-
 // installed reports a successful install in the status (and an event,
 // when something was asked of it).
-func (r *Reconciler) installed(pkg *v1alpha1.Package, rec *deploy.Record, changed bool) {
+func (r *Reconciler) installed(pkg *v1alpha1.Package, rec *rollout.Record, changed bool) {
 	st := &pkg.Status
 	st.Releases, st.Objects = releaseStatus(rec.Releases), objectStatus(rec.Objects)
-	st.Images, _ = deploy.ImageRefs(rec.Config)
+	st.Images, _ = rollout.ImageRefs(rec.Config)
 	st.ImagePolicies = ImagePolicyStatus(rec.Config)
 	msg := fmt.Sprintf("%s %s: %d releases, %d objects, %d images", rec.Name, rec.Version, len(rec.Releases), len(rec.Objects), len(st.Images))
 	setCondition(pkg, v1alpha1.Installed, metav1.ConditionTrue, v1alpha1.ReasonInstalled, msg)
@@ -333,7 +173,7 @@ func (r *Reconciler) installed(pkg *v1alpha1.Package, rec *deploy.Record, change
 	}
 }
 
-func releaseStatus(rels []deploy.Release) []v1alpha1.ReleaseStatus {
+func releaseStatus(rels []rollout.Release) []v1alpha1.ReleaseStatus {
 	var out []v1alpha1.ReleaseStatus
 	for _, r := range rels {
 		out = append(out, v1alpha1.ReleaseStatus{Namespace: r.Namespace, Name: r.Name, Chart: r.Chart, Revision: r.Revision})
@@ -341,7 +181,7 @@ func releaseStatus(rels []deploy.Release) []v1alpha1.ReleaseStatus {
 	return out
 }
 
-func objectStatus(objs []deploy.Object) []v1alpha1.ObjectStatus {
+func objectStatus(objs []rollout.Object) []v1alpha1.ObjectStatus {
 	var out []v1alpha1.ObjectStatus
 	for _, o := range objs {
 		out = append(out, v1alpha1.ObjectStatus{APIVersion: o.APIVersion, Kind: o.Kind, Namespace: o.Namespace, Name: o.Name})
@@ -349,7 +189,7 @@ func objectStatus(objs []deploy.Object) []v1alpha1.ObjectStatus {
 	return out
 }
 
-// remove uninstalls what the Package installed (deploy.Remove: releases,
+// remove uninstalls what the Package installed (rollout.Uninstall: releases,
 // objects, its images unless another package uses them), waits for the
 // registry's garbage collection that one batch of removals shares (see
 // collector), and lets the Package go.
@@ -368,13 +208,13 @@ func (r *Reconciler) remove(ctx context.Context, pkg *v1alpha1.Package) (ctrl.Re
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	opts := deploy.RemoveOptions{Namespace: r.Namespace, Kube: r.Kube, Registry: registry, DeferGC: true}
+	opts := rollout.UninstallOptions{Namespace: r.Namespace, Kube: r.Kube, Registry: registry, DeferGC: true}
 	if !r.gc.waiting(pkg.UID) {
 		if err := r.uninstall(ctx, pkg, opts); err != nil {
 			return ctrl.Result{}, err
 		}
 	}
-	storage, ok, err := r.gc.settle(ctx, pkg.UID, r.now(), r.gcQuiet(), func(ctx context.Context) (deploy.Storage, error) {
+	storage, ok, err := r.gc.settle(ctx, pkg.UID, r.now(), r.gcQuiet(), func(ctx context.Context) (rollout.Storage, error) {
 		return r.installer().CollectGarbage(ctx, opts)
 	})
 	if !ok {
@@ -398,20 +238,20 @@ func (r *Reconciler) remove(ctx context.Context, pkg *v1alpha1.Package) (ctrl.Re
 	return ctrl.Result{}, r.release(ctx, pkg)
 }
 
-// uninstall runs deploy.Remove for pkg (its garbage collection deferred),
+// uninstall runs rollout.Uninstall for pkg (its garbage collection deferred),
 // reports what it removed in the status, and asks for a collection.
-func (r *Reconciler) uninstall(ctx context.Context, pkg *v1alpha1.Package, opts deploy.RemoveOptions) error {
+func (r *Reconciler) uninstall(ctx context.Context, pkg *v1alpha1.Package, opts rollout.UninstallOptions) error {
 	before := pkg.Status.DeepCopy()
 	setCondition(pkg, v1alpha1.Ready, metav1.ConditionFalse, v1alpha1.ReasonDeleting, "removing what the package installed")
 	if err := r.writeStatus(ctx, pkg, before); err != nil {
 		return err
 	}
 	r.gc.begin()
-	res, err := r.installer().Remove(ctx, pkg.Name, opts)
+	res, err := r.installer().Uninstall(ctx, pkg.Name, opts)
 	r.gc.end(r.now())
 	before = pkg.Status.DeepCopy()
 	switch {
-	case errors.Is(err, deploy.ErrNotDeployed):
+	case errors.Is(err, rollout.ErrNotDeployed):
 		// Removed already (before a restart, or a failed collection): what
 		// the status says stays.
 		if pkg.Status.Removal == nil {

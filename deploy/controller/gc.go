@@ -7,7 +7,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/ferrypkg/ferry/deploy"
+	"github.com/ferrypkg/ferry/deploy/rollout"
 )
 
 // DefaultGCQuiet is how long the registry's garbage collection waits after
@@ -19,7 +19,7 @@ const DefaultGCQuiet = time.Second
 const gcMaxWait = 30 * time.Second
 
 // collector runs the registry's garbage collection once for a batch of
-// removals. Each removal (deploy.Remove with DeferGC) is counted while it
+// removals. Each removal (rollout.Uninstall with DeferGC) is counted while it
 // runs, then asks for a collection and gets a ticket; a Package keeps its
 // finalizer until a collection that started after its ask has ended. A
 // collection starts, in the reconcile of one waiting Package, when no
@@ -32,7 +32,7 @@ type collector struct {
 	// asked is the last ticket given; done the last one a finished
 	// collection served (with result and err).
 	asked, done uint64
-	result      deploy.Storage
+	result      rollout.Storage
 	err         error
 	// tickets are the waiting Packages' tickets.
 	tickets map[types.UID]uint64
@@ -85,7 +85,7 @@ func (c *collector) waiting(uid types.UID) bool {
 // the caller asks again after the quiet time. A failed collection's error
 // is returned to each Package it served, whose ticket is dropped: its next
 // reconcile asks again.
-func (c *collector) settle(ctx context.Context, uid types.UID, now time.Time, quiet time.Duration, collect func(context.Context) (deploy.Storage, error)) (res deploy.Storage, ok bool, err error) {
+func (c *collector) settle(ctx context.Context, uid types.UID, now time.Time, quiet time.Duration, collect func(context.Context) (rollout.Storage, error)) (res rollout.Storage, ok bool, err error) {
 	c.mu.Lock()
 	t := c.tickets[uid]
 	if t <= c.done {

@@ -38,9 +38,9 @@ import (
 
 	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/artifact/key"
-	"github.com/ferrypkg/ferry/deploy"
 	"github.com/ferrypkg/ferry/deploy/api/v1alpha1"
 	"github.com/ferrypkg/ferry/deploy/controller"
+	"github.com/ferrypkg/ferry/deploy/rollout"
 	"github.com/ferrypkg/ferry/internal/cluster"
 	"github.com/ferrypkg/ferry/internal/cluster/reach"
 	"github.com/ferrypkg/ferry/registry"
@@ -168,42 +168,42 @@ type installer struct {
 	removes    []removeCall
 	installErr error
 	removeErr  error
-	removed    *deploy.RemoveResult
-	// onRemove, if set, runs inside each Remove.
+	removed    *rollout.UninstallResult
+	// onRemove, if set, runs inside each Uninstall.
 	onRemove func(name string)
 	// collects are the garbage collections asked for; they answer storage
 	// or collectErr.
-	collects   []deploy.RemoveOptions
-	storage    deploy.Storage
+	collects   []rollout.UninstallOptions
+	storage    rollout.Storage
 	collectErr error
 }
 
 type installCall struct {
 	name string
 	root digest.Digest
-	opts deploy.InstallOptions
+	opts rollout.ApplyOptions
 }
 
 type removeCall struct {
 	name string
-	opts deploy.RemoveOptions
+	opts rollout.UninstallOptions
 }
 
 var _ controller.Installer = (*installer)(nil)
 
-func (i *installer) Install(_ context.Context, cfg *artifact.Config, root digest.Digest, opts deploy.InstallOptions) (*deploy.Record, error) {
+func (i *installer) Apply(_ context.Context, cfg *artifact.Config, root digest.Digest, opts rollout.ApplyOptions) (*rollout.Record, error) {
 	i.installs = append(i.installs, installCall{cfg.Name, root, opts})
 	if i.installErr != nil {
 		return nil, i.installErr
 	}
-	return &deploy.Record{
+	return &rollout.Record{
 		Name: cfg.Name, Version: cfg.Version, Root: root, Config: cfg,
-		Releases: []deploy.Release{{Namespace: "apps", Name: "hello", Chart: "hello-1.0.0", Revision: 1}},
-		Objects:  []deploy.Object{{APIVersion: "v1", Kind: "ConfigMap", Namespace: "apps", Name: "hello"}},
+		Releases: []rollout.Release{{Namespace: "apps", Name: "hello", Chart: "hello-1.0.0", Revision: 1}},
+		Objects:  []rollout.Object{{APIVersion: "v1", Kind: "ConfigMap", Namespace: "apps", Name: "hello"}},
 	}, nil
 }
 
-func (i *installer) Remove(_ context.Context, name string, opts deploy.RemoveOptions) (*deploy.RemoveResult, error) {
+func (i *installer) Uninstall(_ context.Context, name string, opts rollout.UninstallOptions) (*rollout.UninstallResult, error) {
 	i.removes = append(i.removes, removeCall{name, opts})
 	if i.onRemove != nil {
 		i.onRemove(name)
@@ -214,7 +214,7 @@ func (i *installer) Remove(_ context.Context, name string, opts deploy.RemoveOpt
 	return i.removed, nil
 }
 
-func (i *installer) CollectGarbage(_ context.Context, opts deploy.RemoveOptions) (deploy.Storage, error) {
+func (i *installer) CollectGarbage(_ context.Context, opts rollout.UninstallOptions) (rollout.Storage, error) {
 	i.collects = append(i.collects, opts)
 	return i.storage, i.collectErr
 }

@@ -13,8 +13,8 @@ import (
 
 	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/artifact/imagesig"
-	"github.com/ferrypkg/ferry/deploy"
 	"github.com/ferrypkg/ferry/deploy/api/v1alpha1"
+	"github.com/ferrypkg/ferry/deploy/rollout"
 )
 
 // TestImagePolicyStatus: an install puts the package's image signature
@@ -52,7 +52,7 @@ func TestImagePolicyStatus(t *testing.T) {
 	}
 	pkg := &v1alpha1.Package{}
 	r := reconciler(t)
-	r.installed(pkg, &deploy.Record{Name: "demo", Version: "1.0.0", Config: cfg}, false)
+	r.installed(pkg, &rollout.Record{Name: "demo", Version: "1.0.0", Config: cfg}, false)
 	want := []v1alpha1.ImagePolicyStatus{
 		{Name: "publisher", Required: true, Authorities: []string{"key " + fingerprint},
 			Attestations: []string{"https://slsa.dev/provenance/v1"}, Images: []string{"docker.io/library/app:1.0", "docker.io/library/app:1.1"}},
@@ -63,7 +63,7 @@ func TestImagePolicyStatus(t *testing.T) {
 	}
 	// A package without policies shows none.
 	pkg = &v1alpha1.Package{}
-	r.installed(pkg, &deploy.Record{Name: "plain", Config: &artifact.Config{Name: "plain"}}, false)
+	r.installed(pkg, &rollout.Record{Name: "plain", Config: &artifact.Config{Name: "plain"}}, false)
 	if pkg.Status.ImagePolicies != nil {
 		t.Fatalf("policies of a package without: %+v", pkg.Status.ImagePolicies)
 	}

@@ -27,9 +27,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/ferrypkg/ferry/artifact/chartrender"
-	"github.com/ferrypkg/ferry/deploy"
 	"github.com/ferrypkg/ferry/deploy/api/v1alpha1"
 	"github.com/ferrypkg/ferry/deploy/controller"
+	"github.com/ferrypkg/ferry/deploy/rollout"
 	"github.com/ferrypkg/ferry/internal/cluster"
 	"github.com/ferrypkg/ferry/internal/cluster/reach"
 	"github.com/ferrypkg/ferry/internal/testsupport/fixture"
@@ -576,10 +576,10 @@ func deletion(t *testing.T, w *world) {
 		h := w.harness(t, w.pkg("hello"))
 		h.settle("hello")
 		h.events()
-		h.inst.removed = &deploy.RemoveResult{
+		h.inst.removed = &rollout.UninstallResult{
 			Name: "hello", Version: "1.0.0",
-			Releases: []deploy.Release{{Namespace: "apps", Name: "hello", Chart: "hello-1.0.0", Revision: 1}},
-			Objects:  []deploy.Object{{APIVersion: "v1", Kind: "ConfigMap", Namespace: "apps", Name: "hello"}},
+			Releases: []rollout.Release{{Namespace: "apps", Name: "hello", Chart: "hello-1.0.0", Revision: 1}},
+			Objects:  []rollout.Object{{APIVersion: "v1", Kind: "ConfigMap", Namespace: "apps", Name: "hello"}},
 			Images:   []string{"library/web@" + digest.FromString("web").String()},
 			Kept:     []string{"library/base@" + digest.FromString("base").String()},
 			// What TestZarfDeploy found missing from `ferry remove`'s report.
@@ -588,7 +588,7 @@ func deletion(t *testing.T, w *world) {
 			CRDs:         []string{"widgets.example.com"},
 			KeptCRDs:     []string{"gadgets.example.com: 2 custom resources left"},
 		}
-		h.inst.storage = deploy.Storage{Before: 4096, After: 1024}
+		h.inst.storage = rollout.Storage{Before: 4096, After: 1024}
 		deleted(h)
 		waits(h, "hello")
 		if len(h.inst.removes) != 1 {
@@ -631,8 +631,8 @@ func deletion(t *testing.T, w *world) {
 			objs = append(objs, p)
 		}
 		h := w.harness(t, objs...)
-		h.inst.removed = &deploy.RemoveResult{Name: "hello", Version: "1.0.0"}
-		h.inst.storage = deploy.Storage{Before: 9000, After: 100}
+		h.inst.removed = &rollout.UninstallResult{Name: "hello", Version: "1.0.0"}
+		h.inst.storage = rollout.Storage{Before: 9000, After: 100}
 		for i := range n {
 			name := fmt.Sprintf("p%02d", i)
 			if err := h.c.Delete(context.Background(), h.get(name)); err != nil {
@@ -677,7 +677,7 @@ func deletion(t *testing.T, w *world) {
 
 	t.Run("collection failed: retried, kept until it works", func(t *testing.T) {
 		h := w.harness(t, finalized())
-		h.inst.removed = &deploy.RemoveResult{Name: "hello", Version: "1.0.0", Images: []string{"library/web@" + digest.FromString("web").String()}}
+		h.inst.removed = &rollout.UninstallResult{Name: "hello", Version: "1.0.0", Images: []string{"library/web@" + digest.FromString("web").String()}}
 		h.inst.collectErr = errRemove
 		deleted(h)
 		waits(h, "hello")
@@ -692,7 +692,7 @@ func deletion(t *testing.T, w *world) {
 		h.wantEvents("Normal Removed", "Warning RemoveFailed")
 		// Asked again: removed already (no record), what the status said
 		// stays, and the collection runs again.
-		h.inst.collectErr, h.inst.removeErr = nil, fmt.Errorf("package hello: %w", deploy.ErrNotDeployed)
+		h.inst.collectErr, h.inst.removeErr = nil, fmt.Errorf("package hello: %w", rollout.ErrNotDeployed)
 		waits(h, "hello")
 		collected(h, "hello")
 		if got := removal(h); len(got.Images) != 1 {
@@ -706,7 +706,7 @@ func deletion(t *testing.T, w *world) {
 
 	t.Run("not deployed: an empty removal, lets go", func(t *testing.T) {
 		h := w.harness(t, finalized())
-		h.inst.removeErr = fmt.Errorf("package hello: %w", deploy.ErrNotDeployed)
+		h.inst.removeErr = fmt.Errorf("package hello: %w", rollout.ErrNotDeployed)
 		deleted(h)
 		waits(h, "hello")
 		collected(h, "hello")
@@ -730,7 +730,7 @@ func deletion(t *testing.T, w *world) {
 		}
 		h.wantEvents("Warning RemoveFailed")
 
-		h.inst.removeErr, h.inst.removed = nil, &deploy.RemoveResult{Name: "hello", Version: "1.0.0"}
+		h.inst.removeErr, h.inst.removed = nil, &rollout.UninstallResult{Name: "hello", Version: "1.0.0"}
 		waits(h, "hello")
 		collected(h, "hello")
 		if got := removal(h); got.Version != "1.0.0" {

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/ferrypkg/ferry/deploy"
+	"github.com/ferrypkg/ferry/deploy/rollout"
 	"github.com/ferrypkg/ferry/internal/cluster/reach"
 )
 
@@ -96,7 +97,7 @@ func (a *actor) registry(ctx context.Context, ns string) (*remote.Registry, *rea
 		return a.reg, a.ep, nil
 	}
 	a.closeRegistry()
-	_, cred, err := deploy.RegistryAccess(ctx, a.cs, ns)
+	_, cred, err := rollout.RegistryAccess(ctx, a.cs, ns)
 	if err != nil {
 		return nil, nil, err
 	}

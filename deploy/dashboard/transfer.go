@@ -15,6 +15,7 @@ import (
 
 	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/deploy"
+	"github.com/ferrypkg/ferry/deploy/rollout"
 	"github.com/ferrypkg/ferry/deploy/upload"
 	"github.com/ferrypkg/ferry/internal/scratch"
 )
@@ -28,7 +29,7 @@ type registryView struct {
 	Repositories []repositoryView
 	Truncated    bool
 	Error        string
-	Usage        *deploy.Usage
+	Usage        *rollout.Usage
 	UsageError   string
 }
 
@@ -55,7 +56,7 @@ func (s *Server) registryUsage(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	u, err := deploy.RegistryUsage(r.Context(), a.cs, a.cfg, s.opts.Namespace)
+	u, err := rollout.RegistryUsage(r.Context(), a.cs, a.cfg, s.opts.Namespace)
 	if err != nil {
 		s.registryView(w, r, nil, "measure the storage: "+oneLine(err.Error()))
 		return
@@ -63,7 +64,7 @@ func (s *Server) registryUsage(w http.ResponseWriter, r *http.Request) {
 	s.registryView(w, r, &u, "")
 }
 
-func (s *Server) registryView(w http.ResponseWriter, r *http.Request, usage *deploy.Usage, usageErr string) {
+func (s *Server) registryView(w http.ResponseWriter, r *http.Request, usage *rollout.Usage, usageErr string) {
 	a, ok := s.clusterActor(w, r)
 	if !ok {
 		return

@@ -1,6 +1,9 @@
 // Package podspec knows where Kubernetes workloads keep their pod spec and
-// its containers, in objects decoded from YAML or JSON (map[string]any):
-// the one table deploy rewrites images by and find-images reads them by.
+// its containers, in objects decoded from YAML or JSON (map[string]any) —
+// the one table find-images reads images by — and holds the rule deploy
+// rewrites them by (RewriteImages: each image to the in-cluster registry's
+// reference by digest, and the registry's pull secret named). It imports no
+// ferry package, so that package artifact can use it.
 package podspec
 
 // paths are where workloads keep their pod spec, by kind.

@@ -39,3 +39,37 @@ func TestContainers(t *testing.T) {
 		}
 	}
 }
+
+func TestRewriteImages(t *testing.T) {
+	var obj map[string]any
+	doc := "kind: Deployment\nmetadata: {name: web}\nspec: {template: {spec: {containers: [{image: a}, {name: none}], initContainers: [{image: b}]}}}"
+	if err := yaml.Unmarshal([]byte(doc), &obj); err != nil {
+		t.Fatal(err)
+	}
+	rewrite := func(image string) (string, error) {
+		if image == "bad" {
+			return "", fmt.Errorf("no")
+		}
+		return "reg/" + image, nil
+	}
+	for range 2 {
+		if changed, err := RewriteImages(obj, rewrite, "pull"); err != nil || !changed {
+			t.Fatalf("changed %v, %v", changed, err)
+		}
+	}
+	got, err := yaml.Marshal(Of(obj))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "containers:\n- image: reg/reg/a\n- name: none\nimagePullSecrets:\n- name: pull\ninitContainers:\n- image: reg/reg/b\n"
+	if string(got) != want {
+		t.Errorf("got\n%s\nwant\n%s", got, want)
+	}
+	if changed, err := RewriteImages(map[string]any{"kind": "ConfigMap"}, rewrite, "pull"); changed || err != nil {
+		t.Errorf("ConfigMap: changed %v, %v", changed, err)
+	}
+	Containers(Of(obj))[0].Map["image"] = "bad"
+	if _, err := RewriteImages(obj, rewrite, ""); err == nil || err.Error() != "Deployment web: initContainers[0]: no" {
+		t.Errorf("error %v", err)
+	}
+}

@@ -1,11 +1,4 @@
-// Package deploy puts verified packages into a cluster that ferry init set
-// up (Deploy): their images pushed by digest into the in-cluster registry,
-// their charts installed with the Helm SDK and their manifests applied, every
-// image rewritten to that registry; it takes them out again (Remove: releases,
-// objects, images, then the registry's garbage collection), and keeps the
-// record of what is deployed in Secrets of ferry's namespace (State), for
-// list, remove and the agent (package deploy/agent).
-package deploy
+package rollout
 
 import (
 	"context"
@@ -34,7 +27,7 @@ const (
 	configKey    = artifact.ConfigFileName
 )
 
-// Record is what deploy recorded for one deployed package.
+// Record is what Apply recorded for one deployed package.
 type Record struct {
 	Name       string        `json:"name"`
 	Version    string        `json:"version"`
@@ -56,6 +49,10 @@ type Record struct {
 	// Config is the package's ferry.json, whose image digests the agent uses.
 	Config *artifact.Config `json:"-"`
 }
+
+// RecordSecret is the name of the Secret of ferry's namespace that holds
+// the record of package name.
+func RecordSecret(name string) string { return recordPrefix + name }
 
 // State reads and writes the records in a namespace.
 type State struct {

@@ -1,4 +1,4 @@
-package deploy
+package rollout
 
 import (
 	"context"
@@ -11,7 +11,6 @@ import (
 
 	"github.com/opencontainers/go-digest"
 	"helm.sh/helm/v3/pkg/chartutil"
-	"helm.sh/helm/v3/pkg/strvals"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -25,73 +24,28 @@ import (
 	"github.com/ferrypkg/ferry/internal/cluster/reach"
 )
 
-// ErrUnsigned means a package was refused for want of a key to verify it.
-var ErrUnsigned = errors.New("refusing to deploy without signature verification")
-
-// DefaultTimeout bounds the wait for each chart's and bundle's resources.
+// DefaultTimeout bounds the wait for each chart's and bundle's resources
+// (ApplyOptions.Timeout) and each wait of Uninstall.
 const DefaultTimeout = 5 * time.Minute
 
 // PhaseInstall reports a chart installed or a manifest bundle applied.
 const PhaseInstall = "install"
 
-// Pushed tells what a deploy pushed.
-type Pushed struct {
-	*artifact.MirrorResult
-	// Took is how long the push took.
-	Took time.Duration `json:"-"`
-}
-
-// push pushes a verified package into the in-cluster registry that
-// `ferry init` set up: the package under its name with its signatures, its
-// images under their original paths by the digests it recorded, skipping
-// blobs already there. via is where this process reaches the registry
-// ("" for its address on the nodes); a broken connection is retried
-// attempts times.
-func push(ctx context.Context, cs kubernetes.Interface, r *artifact.Reader, ns, via string, attempts int, progress artifact.ProgressFunc) (*Pushed, error) {
-	_, host, cred, err := registryFor(ctx, cs, ns, via)
-	if err != nil {
-		return nil, err
-	}
-	remote := artifact.RemoteOptions{PlainHTTP: true, Credential: auth.StaticCredential(host, cred), Client: reach.RegistryClient()}
-	start := time.Now()
-	var loaded *artifact.MirrorResult
-	err = reach.Retry(ctx, attempts, func() error {
-		var err error
-		loaded, err = artifact.Mirror(ctx, r, host, artifact.MirrorOptions{Remote: remote, Progress: progress})
-		return err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("push images to %s: %w", host, err)
-	}
-	return &Pushed{MirrorResult: loaded, Took: time.Since(start)}, nil
-}
-
-// ParseSet parses chart values given as helm --set takes them.
-func ParseSet(set []string) (map[string]any, error) {
-	values := map[string]any{}
-	for _, s := range set {
-		if err := strvals.ParseInto(s, values); err != nil {
-			return nil, fmt.Errorf("chart value %q: %w", s, err)
-		}
-	}
-	return values, nil
-}
-
 // checkKube refuses to go on without a kubeconfig when a selected
 // component has charts or manifests.
 func checkKube(cfg *artifact.Config, names []string, kube genericclioptions.RESTClientGetter) error {
-	comps, err := selectComponents(cfg, names)
+	comps, err := SelectComponents(cfg, names)
 	if err != nil {
 		return err
 	}
 	if kube == nil && slices.ContainsFunc(comps, func(c artifact.Component) bool { return len(c.Charts)+len(c.Manifests) > 0 }) {
-		return errors.New("deploy: charts and manifests need a kubeconfig (Options.Kube)")
+		return errors.New("deploy: charts and manifests need a kubeconfig (ApplyOptions.Kube)")
 	}
 	return nil
 }
 
-// InstallOptions configure Install.
-type InstallOptions struct {
+// ApplyOptions configure Apply.
+type ApplyOptions struct {
 	// Namespace is ferry's namespace; cluster.DefaultNamespace if empty.
 	Namespace string
 	// Kube reaches the cluster for Helm and server-side apply.
@@ -121,8 +75,8 @@ type InstallOptions struct {
 	Progress artifact.ProgressFunc
 }
 
-// Install installs the package cfg, whose root is in the in-cluster
-// registry (Push put it there) and was verified by the caller: installs or
+// Apply rolls the package cfg out, whose root is in the in-cluster
+// registry (a deploy pushed it there) and was verified by the caller: installs or
 // upgrades the charts of the selected components with Helm (waiting for
 // readiness, rolled back on failure; a release left pending by an
 // interrupted install is finished or undone first, and one whose objects
@@ -135,14 +89,14 @@ type InstallOptions struct {
 // When a chart or bundle fails, the error says which and why; the record
 // then keeps the earlier version, plus whatever this install did, so that
 // remove finds it.
-func Install(ctx context.Context, cs kubernetes.Interface, cfg *artifact.Config, root digest.Digest, opts InstallOptions) (*Record, error) {
+func Apply(ctx context.Context, cs kubernetes.Interface, cfg *artifact.Config, root digest.Digest, opts ApplyOptions) (*Record, error) {
 	if opts.Namespace == "" {
 		opts.Namespace = cluster.DefaultNamespace
 	}
 	if opts.Timeout <= 0 {
 		opts.Timeout = DefaultTimeout
 	}
-	comps, err := selectComponents(cfg, opts.Components)
+	comps, err := SelectComponents(cfg, opts.Components)
 	if err != nil {
 		return nil, err
 	}
@@ -234,9 +188,10 @@ func ImageRefs(cfg *artifact.Config) ([]string, error) {
 	return out, nil
 }
 
-// selectComponents returns the components named, and the required ones;
-// all of them when names is empty.
-func selectComponents(cfg *artifact.Config, names []string) ([]artifact.Component, error) {
+// SelectComponents returns the components of cfg named, and the required
+// ones; all of them when names is empty. A name cfg has no component of is
+// an error that lists those it has.
+func SelectComponents(cfg *artifact.Config, names []string) ([]artifact.Component, error) {
 	if len(names) == 0 {
 		return cfg.Components, nil
 	}
@@ -261,7 +216,7 @@ func selectComponents(cfg *artifact.Config, names []string) ([]artifact.Componen
 // deployer installs the charts and manifests of one package.
 type deployer struct {
 	cs      kubernetes.Interface
-	opts    InstallOptions
+	opts    ApplyOptions
 	host    string // the registry on the nodes, for Pods
 	push    string // the registry for this process
 	remote  artifact.RemoteOptions

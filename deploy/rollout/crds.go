@@ -1,4 +1,4 @@
-package deploy
+package rollout
 
 import (
 	"bytes"
@@ -24,7 +24,7 @@ import (
 // namespace. ferry records which of them a release's install created
 // (Release.CreatedCRDs) and remove deletes those, but only when no other
 // deployed package's chart carries them and no custom resource of theirs is
-// left (RemoveResult.KeptCRDs says which it kept and why).
+// left (UninstallResult.KeptCRDs says which it kept and why).
 
 // chartCRDs lists the names of the CRDs in the crds/ folders of ch and its
 // subcharts, and, if lookup, those of them the cluster does not have.

@@ -1,4 +1,4 @@
-package deploy
+package rollout
 
 import (
 	"bytes"
@@ -42,7 +42,7 @@ type Release struct {
 	// CRDs are the CustomResourceDefinitions of the chart's crds/ folders
 	// (Helm creates the missing ones before the first install and never
 	// updates nor deletes them); CreatedCRDs those of them this release's
-	// install created, which Remove deletes (see crds.go).
+	// install created, which Uninstall deletes (see crds.go).
 	CRDs        []string `json:"crds,omitempty"`
 	CreatedCRDs []string `json:"createdCRDs,omitempty"`
 }
@@ -59,6 +59,21 @@ func helmConfig(getter genericclioptions.RESTClientGetter, namespace string) (*a
 	// Objects a chart leaves without a namespace go to the release's.
 	cfg.KubeClient.(*kube.Client).Namespace = namespace
 	return cfg, nil
+}
+
+// ReleaseValues are the values a release's deployed revision was given.
+func ReleaseValues(kube genericclioptions.RESTClientGetter, r Release) (map[string]any, error) {
+	cfg, err := helmConfig(kube, r.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	get := action.NewGetValues(cfg)
+	get.Version = r.Revision
+	values, err := get.Run(r.Name)
+	if err != nil {
+		return nil, fmt.Errorf("values of release %s: %w", r, err)
+	}
+	return values, nil
 }
 
 // fetchChart reads a chart the package stored — its Helm OCI manifest, then

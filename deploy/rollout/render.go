@@ -1,4 +1,4 @@
-package deploy
+package rollout
 
 import (
 	"bufio"
@@ -16,10 +16,10 @@ import (
 
 // imageRenderer rewrites the images of the workloads in a YAML stream to
 // the in-cluster registry by digest, and gives their pods the registry's
-// pull secret. It is the Helm post-renderer of deploy, and deploy passes
-// manifests through it too, so that a workload's own spec names the
-// digest: a new package version rolls pods out, and a rollback brings the
-// old digests back, whatever the tags say.
+// pull secret (podspec.RewriteImages). It is the Helm post-renderer of
+// Apply, and Apply passes manifests through it too, so that a workload's own
+// spec names the digest: a new package version rolls pods out, and a
+// rollback brings the old digests back, whatever the tags say.
 type imageRenderer struct {
 	rw         *agent.Rewriter
 	pullSecret string
@@ -46,54 +46,21 @@ func (p *imageRenderer) Run(in *bytes.Buffer) (*bytes.Buffer, error) {
 	return &out, nil
 }
 
-// document rewrites one YAML document; one without a pod spec, or whose
-// images need no change, is returned as it is.
+// document rewrites one YAML document by podspec.RewriteImages; one
+// without a pod spec, or whose images need no change, is returned as it is.
 func (p *imageRenderer) document(doc []byte) ([]byte, error) {
 	var obj map[string]any
 	if err := yaml.Unmarshal(doc, &obj); err != nil {
 		return nil, fmt.Errorf("parse manifest: %w", err)
 	}
-	spec := podspec.Of(obj)
-	if spec == nil {
-		return doc, nil
-	}
-	kind, _ := obj["kind"].(string)
-	name := kind
-	if md, ok := obj["metadata"].(map[string]any); ok {
-		name = fmt.Sprintf("%s %v", kind, md["name"])
-	}
-	changed := false
-	for _, c := range podspec.Containers(spec) {
-		image := c.Image()
-		if image == "" {
-			continue
-		}
-		n, err := p.rw.Rewrite(image)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %s[%d]: %w", name, c.Field, c.Index, err)
-		}
-		if n != image {
-			c.Map["image"], changed = n, true
-		}
+	changed, err := podspec.RewriteImages(obj, p.rw.Rewrite, p.pullSecret)
+	if err != nil {
+		return nil, err
 	}
 	if !changed {
 		return doc, nil
 	}
-	if p.pullSecret != "" && !hasPullSecret(spec, p.pullSecret) {
-		secrets, _ := spec["imagePullSecrets"].([]any)
-		spec["imagePullSecrets"] = append(secrets, map[string]any{"name": p.pullSecret})
-	}
 	return yaml.Marshal(obj)
-}
-
-func hasPullSecret(spec map[string]any, name string) bool {
-	secrets, _ := spec["imagePullSecrets"].([]any)
-	for _, s := range secrets {
-		if s, ok := s.(map[string]any); ok && s["name"] == name {
-			return true
-		}
-	}
-	return false
 }
 
 // splitYAML splits a multi-document YAML stream, dropping empty documents.

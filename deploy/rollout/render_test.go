@@ -1,4 +1,4 @@
-package deploy
+package rollout
 
 import (
 	"bytes"
@@ -140,12 +140,12 @@ func TestSelectComponents(t *testing.T) {
 		sel  []string
 		want string
 	}{{nil, "base,a,b"}, {[]string{"b"}, "base,b"}, {[]string{"a", "base"}, "base,a"}} {
-		got, err := selectComponents(cfg, tc.sel)
+		got, err := SelectComponents(cfg, tc.sel)
 		if err != nil || names(got) != tc.want {
 			t.Errorf("%v: %s, %v; want %s", tc.sel, names(got), err, tc.want)
 		}
 	}
-	if _, err := selectComponents(cfg, []string{"c"}); err == nil || !strings.Contains(err.Error(), `no component "c" (it has base, a, b)`) {
+	if _, err := SelectComponents(cfg, []string{"c"}); err == nil || !strings.Contains(err.Error(), `no component "c" (it has base, a, b)`) {
 		t.Errorf("unknown component: %v", err)
 	}
 }
