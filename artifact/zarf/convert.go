@@ -23,7 +23,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/artifact/definition"
 )
 
 // Zarf's header values.
@@ -232,10 +232,10 @@ func (c *converter) run(doc *yaml.Node) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	if len(out) > artifact.MaxDefinitionSize {
-		return nil, c.errf(0, "", "the ferry definition it converts to would be %s bytes, more than a definition may hold (%s)", count(len(out)), count(artifact.MaxDefinitionSize))
+	if len(out) > definition.MaxSize {
+		return nil, c.errf(0, "", "the ferry definition it converts to would be %s bytes, more than a definition may hold (%s)", count(len(out)), count(definition.MaxSize))
 	}
-	if _, err := artifact.ParseDefinition(filepath.Join(c.odir, artifact.DefinitionFileName), out); err != nil {
+	if _, err := definition.Parse(filepath.Join(c.odir, definition.FileName), out); err != nil {
 		return nil, fmt.Errorf("%s: the converted definition is not valid: %w", c.shown, err)
 	}
 	// The zarf.yaml's gaps in the order of its lines, then those of the
@@ -316,7 +316,7 @@ func (c *converter) pkg(root *yaml.Node) (*ferryDef, error) {
 	if r, err := filepath.Rel(c.odir, c.file); err == nil {
 		source = filepath.ToSlash(r)
 	}
-	def := &ferryDef{APIVersion: artifact.APIVersion, Kind: artifact.DefinitionKind, source: source}
+	def := &ferryDef{APIVersion: definition.APIVersion, Kind: definition.Kind, source: source}
 	if !o.has("metadata") {
 		return nil, c.errf(root.Line, "metadata", "missing")
 	}
@@ -496,12 +496,12 @@ func (c *converter) component(n *yaml.Node, field string) (*ferryComp, error) {
 		if item.Kind != yaml.ScalarNode {
 			return c.errf(item.Line, f, "must be a string")
 		}
-		if _, err := artifact.NormalizeImageRef(item.Value); err != nil {
+		if _, err := definition.NormalizeImageRef(item.Value); err != nil {
 			return c.errf(item.Line, f, "%v", err)
 		}
 		if c.built {
 			comp.Images = append(comp.Images, ferryImage{Ref: item.Value, Layout: "images"})
-			ref, _ := artifact.NormalizeImageRef(item.Value)
+			ref, _ := definition.NormalizeImageRef(item.Value)
 			c.images = append(c.images, ref)
 		} else {
 			comp.Images = append(comp.Images, item.Value)

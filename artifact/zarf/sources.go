@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/artifact/definition"
 	"github.com/ferrypkg/ferry/internal/confine"
 	"github.com/ferrypkg/ferry/internal/yamlbound"
 	"gopkg.in/yaml.v3"
@@ -165,7 +166,7 @@ func (c *converter) chart(n *yaml.Node, field string) (*ferryChart, error) {
 // regular file inside odir is an error; one too large to look into is
 // left to create.
 func (c *converter) checkLocalChart(o *object, dir, version string) error {
-	data, err := c.readFile(path.Join(dir, "Chart.yaml"), artifact.MaxDefinitionSize)
+	data, err := c.readFile(path.Join(dir, "Chart.yaml"), definition.MaxSize)
 	switch {
 	case errors.Is(err, fs.ErrNotExist), errors.Is(err, confine.ErrTooLarge), errors.Is(err, errIsFolder):
 		return nil // a .tgz, or missing: create says so
