@@ -52,26 +52,29 @@ type SBOM struct {
 
 // Metadata names and describes a package.
 type Metadata struct {
-	Name, Version, Description string
+	Name        string `yaml:"name"`
+	Version     string `yaml:"version"`
+	Description string `yaml:"description,omitempty"`
 }
 
 // Component is one component of a definition.
 type Component struct {
-	Name, Description string
-	Required          bool
+	Name        string `yaml:"name"`
+	Description string `yaml:"description,omitempty"`
+	Required    bool   `yaml:"required"`
 	// FindImages (`findImages: true`) makes create add the images the
 	// component's charts and manifests use that Images does not list (as
 	// FindImages finds them, charts rendered with their default values).
-	FindImages bool
+	FindImages bool `yaml:"findImages,omitempty"`
 	// Verify names the image policy of the component's images (see
 	// Definition.Verify).
-	Verify       string
-	Images       []Image
-	Charts       []Chart
-	Manifests    []Manifest
-	Files        []File
-	Repositories []Repository
-	Line         int
+	Verify       string       `yaml:"verify,omitempty"`
+	Images       []Image      `yaml:"images,omitempty"`
+	Charts       []Chart      `yaml:"charts,omitempty"`
+	Manifests    []Manifest   `yaml:"manifests,omitempty"`
+	Files        []File       `yaml:"files,omitempty"`
+	Repositories []Repository `yaml:"repositories,omitempty"`
+	Line         int          `yaml:"-"`
 }
 
 // Repository is a git repository to carry at one commit. URL is its
@@ -111,19 +114,22 @@ type Image struct {
 // Chart is a Helm chart source: a chart folder or .tgz (Path), or an OCI
 // registry (URL oci://… with Version).
 type Chart struct {
-	Path, URL, Version string
+	Path    string `yaml:"path,omitempty"`
+	URL     string `yaml:"url,omitempty"`
+	Version string `yaml:"version,omitempty"`
 	// Namespace and ReleaseName say where deploy installs the chart: the
 	// namespace "default" and the chart's name when empty.
-	Namespace, ReleaseName string
-	Line                   int
+	Namespace   string `yaml:"namespace,omitempty"`
+	ReleaseName string `yaml:"releaseName,omitempty"`
+	Line        int    `yaml:"-"`
 }
 
 // Manifest is a bundle of Kubernetes manifests: YAML files and folders.
 type Manifest struct {
-	Name      string
-	Namespace string
-	Files     []string
-	Line      int
+	Name      string   `yaml:"name"`
+	Namespace string   `yaml:"namespace,omitempty"`
+	Files     []string `yaml:"files"`
+	Line      int      `yaml:"-"`
 }
 
 // File is a plain file carried to Target.
