@@ -106,7 +106,7 @@ FUZZTIME ?= 6000x
 # ~1,500). New inputs are kept barely minimized instead.
 FUZZFLAGS ?= -fuzzminimizetime 100x
 fuzz:
-	$(GO) test ./artifact -run '^$$' -fuzz '^FuzzParseDefinition$$' -fuzztime $(FUZZTIME) $(FUZZFLAGS)
+	$(GO) test ./artifact/definition -run '^$$' -fuzz '^FuzzParseDefinition$$' -fuzztime $(FUZZTIME) $(FUZZFLAGS)
 	$(GO) test ./artifact -run '^$$' -fuzz '^FuzzReadArchive$$' -fuzztime $(FUZZTIME) $(FUZZFLAGS)
 	$(GO) test ./artifact -run '^$$' -fuzz '^FuzzReadLayout$$' -fuzztime $(FUZZTIME) $(FUZZFLAGS)
 	$(GO) test ./artifact/gitrepo -run '^$$' -fuzz '^FuzzTree$$' -fuzztime $(FUZZTIME) $(FUZZFLAGS)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/artifact/chart"
+	"github.com/ferrypkg/ferry/artifact/definition"
 	"github.com/ferrypkg/ferry/internal/testsupport/fixture"
 	"github.com/ferrypkg/ferry/registry"
 	"github.com/ferrypkg/ferry/registry/registrytest"
@@ -38,7 +39,7 @@ func BenchmarkCopy(b *testing.B) {
 	n := envInt("FERRY_BENCH_COPY_BLOBS", 40)
 	dir := b.TempDir()
 	genBlobImages(b, dir, n, 16)
-	def, err := artifact.LoadDefinition(dir)
+	def, err := definition.Load(dir)
 	if err != nil {
 		b.Fatal(err)
 	}

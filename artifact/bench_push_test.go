@@ -20,6 +20,7 @@ import (
 
 	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/artifact/chart"
+	"github.com/ferrypkg/ferry/artifact/definition"
 	"github.com/ferrypkg/ferry/internal/testsupport/benchenv"
 	"github.com/ferrypkg/ferry/internal/testsupport/peertool"
 	"github.com/ferrypkg/ferry/registry"
@@ -265,7 +266,7 @@ func benchPackage(b *testing.B, mib int) (pkg, layout string) {
 	b.Helper()
 	dir := b.TempDir()
 	genImageSet(b, dir, mib)
-	def, err := artifact.LoadDefinition(dir)
+	def, err := definition.Load(dir)
 	if err != nil {
 		b.Fatal(err)
 	}

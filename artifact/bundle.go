@@ -11,6 +11,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/ferrypkg/ferry/artifact/definition"
 	"github.com/ferrypkg/ferry/internal/yamlbound"
 )
 
@@ -18,7 +19,7 @@ import (
 // lexical order, links followed inside the definition's folder) into one
 // multi-document stream, checking each parses; together they are at most
 // MaxManifestBundleSize bytes.
-func (f *Folder) manifestBundle(md ManifestDef) ([]byte, []string, error) {
+func manifestBundle(f *definition.Folder, md definition.Manifest) ([]byte, []string, error) {
 	var buf bytes.Buffer
 	var names []string
 	for _, rel := range md.Files {
@@ -28,7 +29,7 @@ func (f *Folder) manifestBundle(md ManifestDef) ([]byte, []string, error) {
 		}
 		var paths []string
 		if fi.IsDir() {
-			top, _ := f.name(rel)
+			top, _ := f.CleanPath(rel)
 			err := fs.WalkDir(f.FS(), top, func(p string, d fs.DirEntry, err error) error {
 				if err != nil {
 					return err
@@ -49,7 +50,7 @@ func (f *Folder) manifestBundle(md ManifestDef) ([]byte, []string, error) {
 				return nil, nil, fmt.Errorf("folder %s holds no .yaml, .yml or .json file", rel)
 			}
 		} else {
-			n, _ := f.name(rel)
+			n, _ := f.CleanPath(rel)
 			paths = []string{n}
 		}
 		for _, p := range paths {

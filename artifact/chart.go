@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ferrypkg/ferry/artifact/definition"
 	"github.com/opencontainers/go-digest"
 	specs "github.com/opencontainers/image-spec/specs-go"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
@@ -39,11 +40,11 @@ type chartMeta struct {
 
 // chart adds a Helm chart as a Helm OCI artifact and returns its manifest's
 // descriptor and record.
-func (b *builder) chart(ctx context.Context, cd ChartDef) (ocispec.Descriptor, Chart, error) {
+func (b *builder) chart(ctx context.Context, cd definition.Chart) (ocispec.Descriptor, Chart, error) {
 	if cd.URL != "" {
 		return b.remoteChart(ctx, cd)
 	}
-	name, err := b.folder.name(cd.Path)
+	name, err := b.folder.CleanPath(cd.Path)
 	if err != nil {
 		return ocispec.Descriptor{}, Chart{}, err
 	}
@@ -92,7 +93,7 @@ func (b *builder) chart(ctx context.Context, cd ChartDef) (ocispec.Descriptor, C
 
 // remoteChart copies a chart stored in an OCI registry as it is, so its
 // digest stays the publisher's.
-func (b *builder) remoteChart(ctx context.Context, cd ChartDef) (ocispec.Descriptor, Chart, error) {
+func (b *builder) remoteChart(ctx context.Context, cd definition.Chart) (ocispec.Descriptor, Chart, error) {
 	ref := strings.TrimPrefix(cd.URL, "oci://") + ":" + strings.ReplaceAll(cd.Version, "+", "_")
 	repo, err := b.opts.Remote.Repository(ref)
 	if err != nil {

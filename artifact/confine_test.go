@@ -11,6 +11,7 @@ import (
 
 	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/artifact/chart"
+	"github.com/ferrypkg/ferry/artifact/definition"
 	"github.com/ferrypkg/ferry/internal/confine"
 )
 
@@ -93,7 +94,7 @@ func TestCreateConfined(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			path := filepath.Join(w.Dir, "ferry.yaml")
 			writeFile(t, path, head+tt.body)
-			def, err := artifact.LoadDefinition(path)
+			def, err := definition.Load(path)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -124,7 +125,7 @@ func TestCreateConfined(t *testing.T) {
 
 	// A link that stays inside is followed.
 	writeFile(t, filepath.Join(w.Dir, "ferry.yaml"), head+"    charts: [{path: chartlink-inside}]\n")
-	def, err := artifact.LoadDefinition(filepath.Join(w.Dir, "ferry.yaml"))
+	def, err := definition.Load(filepath.Join(w.Dir, "ferry.yaml"))
 	must(err)
 	if _, err := artifact.Create(t.Context(), def, artifact.CreateOptions{Charts: chart.Packager{}, Output: filepath.Join(t.TempDir(), "ok.tar.zst")}); err != nil {
 		t.Fatalf("a chart linked inside the folder: %v", err)

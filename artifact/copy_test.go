@@ -16,6 +16,7 @@ import (
 
 	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/artifact/chart"
+	"github.com/ferrypkg/ferry/artifact/definition"
 )
 
 // events records progress events, from any goroutine.
@@ -48,7 +49,7 @@ func TestCopyTargetKinds(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	priv, pub := keyPair(t, dir, "kinds")
-	def, err := artifact.LoadDefinition(w.Dir)
+	def, err := definition.Load(w.Dir)
 	if err != nil {
 		t.Fatal(err)
 	}

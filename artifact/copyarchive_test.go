@@ -13,6 +13,7 @@ import (
 
 	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/artifact/chart"
+	"github.com/ferrypkg/ferry/artifact/definition"
 )
 
 // TestCopyIntoArchive: an Archive is Copy's destination for a package
@@ -26,7 +27,7 @@ func TestCopyIntoArchive(t *testing.T) {
 	dir := t.TempDir()
 	priv, pub := keyPair(t, dir, "archive")
 	_, other := keyPair(t, dir, "other")
-	def, err := artifact.LoadDefinition(w.Dir)
+	def, err := definition.Load(w.Dir)
 	if err != nil {
 		t.Fatal(err)
 	}

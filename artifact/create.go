@@ -17,6 +17,7 @@ import (
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"oras.land/oras-go/v2/content"
 
+	"github.com/ferrypkg/ferry/artifact/definition"
 	"github.com/ferrypkg/ferry/artifact/imagesig"
 	"github.com/ferrypkg/ferry/internal/scratch"
 )
@@ -68,7 +69,7 @@ type CreateOptions struct {
 // a Path is a local repository: Path is slash-separated and relative to
 // dir, the definition's folder, and nothing outside dir may be read for it.
 type GitFetcher interface {
-	FetchGit(ctx context.Context, src RepositoryDef, dir *os.Root, dst content.Pusher) (Repository, ocispec.Descriptor, error)
+	FetchGit(ctx context.Context, src definition.Repository, dir *os.Root, dst content.Pusher) (Repository, ocispec.Descriptor, error)
 }
 
 // CreateResult describes a created package.
@@ -102,7 +103,7 @@ func SourceDateEpoch() (*time.Time, error) {
 
 // Create builds the package a definition describes and writes it as one
 // archive, atomically: on any error no file is left at Output.
-func Create(ctx context.Context, def *Definition, opts CreateOptions) (*CreateResult, error) {
+func Create(ctx context.Context, def *definition.Definition, opts CreateOptions) (*CreateResult, error) {
 	b := newBuilder(def, opts)
 	defer b.cleanup()
 	folder, err := def.OpenFolder()
@@ -157,12 +158,12 @@ type plan struct {
 }
 
 type builder struct {
-	def  *Definition
+	def  *definition.Definition
 	opts CreateOptions
 	plan plan
 	// folder is the definition's folder: every file it names is read
 	// through it.
-	folder *Folder
+	folder *definition.Folder
 	// repos are the git repositories added so far, by Key.
 	repos map[string]string
 	// spool holds large blobs fetchers pushed, until the archive is
@@ -183,13 +184,13 @@ func (b *builder) cleanup() {
 }
 
 // repository resolves a git repository to a commit and adds its artifact.
-func (b *builder) repository(ctx context.Context, gd RepositoryDef) (ocispec.Descriptor, Repository, error) {
+func (b *builder) repository(ctx context.Context, gd definition.Repository) (ocispec.Descriptor, Repository, error) {
 	if b.opts.Git == nil {
 		return ocispec.Descriptor{}, Repository{}, errors.New("git repositories need a git fetcher (this build of ferry has none)")
 	}
 	rel := gd.Path
 	if gd.Path != "" {
-		n, err := b.folder.name(gd.Path)
+		n, err := b.folder.CleanPath(gd.Path)
 		if err != nil {
 			return ocispec.Descriptor{}, Repository{}, err
 		}
@@ -261,7 +262,7 @@ func (p *blobPusher) Push(_ context.Context, d ocispec.Descriptor, r io.Reader) 
 	return nil
 }
 
-func newBuilder(def *Definition, opts CreateOptions) *builder {
+func newBuilder(def *definition.Definition, opts CreateOptions) *builder {
 	b := &builder{def: def, opts: opts}
 	b.plan.blobs = map[digest.Digest]*blob{}
 	b.plan.mtime = time.Unix(0, 0).UTC()
@@ -340,15 +341,15 @@ func (b *builder) build(ctx context.Context) (*plan, error) {
 			field := fmt.Sprintf("components[%d].images[%d]", ci, ii)
 			stored, rec, kept, sigs, err := b.image(ctx, cd.Name, img)
 			if err != nil {
-				return nil, &DefinitionError{File: def.File, Line: img.Line, Field: field, Msg: err.Error(), Err: err}
+				return nil, &definition.Error{File: def.File, Line: img.Line, Field: field, Msg: err.Error(), Err: err}
 			}
 			sboms, sbomRecs, err := b.sboms(ctx, cd.Name, img.Ref, kept)
 			if err != nil {
-				return nil, &DefinitionError{File: def.File, Line: img.Line, Field: field, Msg: err.Error(), Err: err}
+				return nil, &definition.Error{File: def.File, Line: img.Line, Field: field, Msg: err.Error(), Err: err}
 			}
 			rec.SBOMs = sbomRecs
 			if err := b.checkImagePolicy(ctx, cd, img, &rec, stored, sigs); err != nil {
-				return nil, &DefinitionError{File: def.File, Line: img.Line, Field: field, Msg: err.Error(), Err: err}
+				return nil, &definition.Error{File: def.File, Line: img.Line, Field: field, Msg: err.Error(), Err: err}
 			}
 			comp.Images = append(comp.Images, rec)
 			stored.Annotations = map[string]string{AnnotationKind: KindImage, AnnotationComponent: cd.Name, AnnotationImageRef: img.Ref}
@@ -361,7 +362,7 @@ func (b *builder) build(ctx context.Context) (*plan, error) {
 			field := fmt.Sprintf("components[%d].charts[%d]", ci, hi)
 			mdesc, rec, err := b.chart(ctx, ch)
 			if err != nil {
-				return nil, &DefinitionError{File: def.File, Line: ch.Line, Field: field, Msg: err.Error(), Err: err}
+				return nil, &definition.Error{File: def.File, Line: ch.Line, Field: field, Msg: err.Error(), Err: err}
 			}
 			comp.Charts = append(comp.Charts, rec)
 			mdesc.Annotations = map[string]string{
@@ -375,7 +376,7 @@ func (b *builder) build(ctx context.Context) (*plan, error) {
 			field := fmt.Sprintf("components[%d].repositories[%d]", ci, gi)
 			mdesc, rec, err := b.repository(ctx, gd)
 			if err != nil {
-				return nil, &DefinitionError{File: def.File, Line: gd.Line, Field: field, Msg: err.Error(), Err: err}
+				return nil, &definition.Error{File: def.File, Line: gd.Line, Field: field, Msg: err.Error(), Err: err}
 			}
 			comp.Repositories = append(comp.Repositories, rec)
 			mdesc.Annotations = map[string]string{AnnotationKind: KindGit, AnnotationComponent: cd.Name, AnnotationGitURL: rec.URL}
@@ -384,9 +385,9 @@ func (b *builder) build(ctx context.Context) (*plan, error) {
 		}
 		for mi, md := range cd.Manifests {
 			field := fmt.Sprintf("components[%d].manifests[%d]", ci, mi)
-			data, files, err := b.folder.manifestBundle(md)
+			data, files, err := manifestBundle(b.folder, md)
 			if err != nil {
-				return nil, &DefinitionError{File: def.File, Line: md.Line, Field: field, Msg: err.Error(), Err: err}
+				return nil, &definition.Error{File: def.File, Line: md.Line, Field: field, Msg: err.Error(), Err: err}
 			}
 			d := b.addData(MediaTypeManifestBundle, data)
 			comp.Manifests = append(comp.Manifests, Manifest{Name: md.Name, Namespace: md.Namespace, Files: files, Digest: d.Digest, Size: d.Size})
@@ -397,7 +398,7 @@ func (b *builder) build(ctx context.Context) (*plan, error) {
 			field := fmt.Sprintf("components[%d].files[%d]", ci, fi)
 			d, err := b.file(fd)
 			if err != nil {
-				return nil, &DefinitionError{File: def.File, Line: fd.Line, Field: field, Msg: err.Error(), Err: err}
+				return nil, &definition.Error{File: def.File, Line: fd.Line, Field: field, Msg: err.Error(), Err: err}
 			}
 			comp.Files = append(comp.Files, File{Source: filepath.ToSlash(fd.Source), Target: fd.Target, Mode: fd.Mode, Digest: d.Digest, Size: d.Size})
 			d.Annotations = map[string]string{AnnotationComponent: cd.Name, ocispec.AnnotationTitle: fd.Target}
@@ -499,7 +500,7 @@ func (b *builder) progress(p Progress) {
 
 // file adds a plain file as a layer; its bytes are read again (and checked)
 // when the archive is written.
-func (b *builder) file(fd FileDef) (ocispec.Descriptor, error) {
+func (b *builder) file(fd definition.File) (ocispec.Descriptor, error) {
 	f, _, err := b.folder.Open(fd.Source)
 	if err != nil {
 		return ocispec.Descriptor{}, err

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,9 +18,12 @@ import (
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"oras.land/oras-go/v2"
 	"oras.land/oras-go/v2/content/oci"
+	"oras.land/oras-go/v2/errdef"
 
 	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/artifact/chart"
+	"github.com/ferrypkg/ferry/artifact/definition"
+	"github.com/ferrypkg/ferry/internal/confine"
 	"github.com/ferrypkg/ferry/internal/testsupport/fixture"
 )
 
@@ -183,7 +187,7 @@ func TestCreateReproducible(t *testing.T) {
 	if err != nil || epoch == nil {
 		t.Fatalf("SourceDateEpoch = %v, %v", epoch, err)
 	}
-	def, _ := artifact.LoadDefinition(w.Dir)
+	def, _ := definition.Load(w.Dir)
 	var roots []digest.Digest
 	for _, name := range []string{"c.tar.zst", "d.tar.zst"} {
 		res, err := artifact.Create(context.Background(), def, artifact.CreateOptions{Charts: chart.Packager{}, Output: filepath.Join(dir, name), Epoch: epoch})
@@ -235,7 +239,7 @@ func TestOpenLayoutDir(t *testing.T) {
 // anything but a regular file (a device, a pipe, a folder), and leaves it be.
 func TestOutputMustBeARegularFile(t *testing.T) {
 	w := newWorld(t)
-	def, err := artifact.LoadDefinition(w.Dir)
+	def, err := definition.Load(w.Dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -286,9 +290,9 @@ func TestImagePlatformFromDefinition(t *testing.T) {
 	}
 	push("noplat", []byte(`{"rootfs":{"type":"layers","diff_ids":[]}}`))
 	push("amd64", []byte(`{"os":"linux","architecture":"amd64","rootfs":{"type":"layers","diff_ids":[]}}`))
-	def := func(entry string) *artifact.Definition {
-		writeFile(t, filepath.Join(dir, artifact.DefinitionFileName), "apiVersion: ferry.dev/v1alpha1\nkind: Package\nmetadata: {name: p, version: '1'}\nplatforms: [linux/amd64]\ncomponents:\n  - name: c\n    images:\n      - "+entry+"\n")
-		d, err := artifact.LoadDefinition(dir)
+	def := func(entry string) *definition.Definition {
+		writeFile(t, filepath.Join(dir, definition.FileName), "apiVersion: ferry.dev/v1alpha1\nkind: Package\nmetadata: {name: p, version: '1'}\nplatforms: [linux/amd64]\ncomponents:\n  - name: c\n    images:\n      - "+entry+"\n")
+		d, err := definition.Load(dir)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -296,7 +300,7 @@ func TestImagePlatformFromDefinition(t *testing.T) {
 	}
 	out := filepath.Join(t.TempDir(), "p.tar")
 	_, err = artifact.Create(ctx, def("{ref: example.com/app:noplat, layout: images}"), artifact.CreateOptions{Charts: chart.Packager{}, Output: out})
-	var de *artifact.DefinitionError
+	var de *definition.Error
 	if !errors.As(err, &de) || de.Field != "components[0].images[0]" || !strings.Contains(err.Error(), "image example.com/app:noplat: its config sha256:") || !strings.Contains(err.Error(), "`platform: os/arch`") {
 		t.Fatalf("an image with no platform: %v", err)
 	}
@@ -328,7 +332,7 @@ func TestCreateManifestFilesBounded(t *testing.T) {
 		}
 	}
 	writeFile(t, filepath.Join(dir, "ferry.yaml"), "apiVersion: ferry.dev/v1alpha1\nkind: Package\nmetadata: {name: many, version: 1.0.0}\ncomponents:\n  - name: c\n    manifests: [{name: m, files: [many]}]\n")
-	def, err := artifact.LoadDefinition(filepath.Join(dir, "ferry.yaml"))
+	def, err := definition.Load(filepath.Join(dir, "ferry.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -338,4 +342,88 @@ func TestCreateManifestFilesBounded(t *testing.T) {
 		t.Fatalf("%d files in one manifests entry: %v", artifact.MaxManifestFiles+1, err)
 	}
 	assertNoOutput(t, filepath.Dir(out))
+}
+
+// TestCreateBadSources: errors found while resolving name the item.
+func TestCreateBadSources(t *testing.T) {
+	w := newWorld(t)
+	head := "apiVersion: ferry.dev/v1alpha1\nkind: Package\nmetadata:\n  name: bad\n  version: 1.0.0\nplatforms: [linux/amd64]\ncomponents:\n  - name: a\n"
+	os.Symlink("/etc", filepath.Join(w.Dir, "escape"))
+	writeFile(t, filepath.Join(w.Dir, "manifests", "broken.yaml"), "apiVersion: v1\nkind: [\n")
+	writeFile(t, filepath.Join(w.Dir, "manifests", "notk8s.yaml"), "hello: world\n")
+	tests := []struct {
+		name, body, want string
+		is               error // the cause, when it is a sentinel
+	}{
+		{"unknown tag", "    images: [" + w.Host + "/library/web:nope]\n", "ferry.yaml:9: components[0].images[0]: resolve", errdef.ErrNotFound},
+		{"unreachable registry", "    images: [127.0.0.1:1/x/y:1]\n", "ferry.yaml:9: components[0].images[0]: resolve 127.0.0.1:1/x/y:1", syscall.ECONNREFUSED},
+		{"platform missing", "    images: [" + w.Host + "/team/worker:2.0]\n", "", nil},
+		{"layout tag missing", "    images:\n      - ref: x/y:9\n        layout: images\n", "components[0].images[0]: image \"9\" not found in OCI layout images", nil},
+		{"symlink escape", "    files:\n      - source: escape/hostname\n        target: /x\n", "escape/hostname leads outside the definition's folder", confine.ErrEscapes},
+		{"missing file", "    files:\n      - source: nope.txt\n        target: /x\n", "components[0].files[0]: ", fs.ErrNotExist},
+		{"broken manifest", "    manifests:\n      - name: m\n        files: [manifests/broken.yaml]\n", "components[0].manifests[0]: manifests/broken.yaml: invalid YAML", nil},
+		{"not kubernetes", "    manifests:\n      - name: m\n        files: [manifests/notk8s.yaml]\n", "is not a Kubernetes object", nil},
+		{"chart not a chart", "    charts:\n      - path: files\n", "components[0].charts[0]: load chart files", nil},
+		{"remote chart is an image", "    charts:\n      - url: oci://" + w.Host + "/team/worker\n        version: \"2.0\"\n", "is not a Helm chart", nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			body := tt.body
+			if tt.name == "platform missing" {
+				body = strings.Replace(head, "linux/amd64", "linux/s390x", 1) + body
+			} else {
+				body = head + body
+			}
+			path := filepath.Join(w.Dir, "ferry.yaml")
+			writeFile(t, path, body)
+			def, err := definition.Load(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out := filepath.Join(t.TempDir(), "out.tar.zst")
+			_, err = artifact.Create(t.Context(), def, artifact.CreateOptions{Charts: chart.Packager{}, Output: out})
+			if err == nil {
+				t.Fatal("create succeeded")
+			}
+			want := tt.want
+			if tt.name == "platform missing" {
+				want = "image is linux/amd64 only; the package's platforms are linux/s390x"
+			}
+			if !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "\n") {
+				t.Fatalf("error %q, want %q", err, want)
+			}
+			var de *definition.Error
+			if !errors.As(err, &de) || !strings.HasPrefix(de.Field, "components[0].") {
+				t.Errorf("error %v is not a *DefinitionError naming the item", err)
+			}
+			if tt.is != nil && !errors.Is(err, tt.is) {
+				t.Errorf("error %v is not %v", err, tt.is)
+			}
+			assertNoOutput(t, filepath.Dir(out))
+		})
+	}
+}
+
+// assertNoOutput fails when dir holds any file: no package, no temp file.
+func assertNoOutput(t testing.TB, dir string) {
+	t.Helper()
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		t.Errorf("left behind: %s", e.Name())
+	}
+}
+
+// SOURCE_DATE_EPOCH outside 1970–9999 is refused: neither a tar header
+// nor an RFC 3339 time holds it.
+func TestSourceDateEpochRange(t *testing.T) {
+	for _, v := range []string{"-1", "253402300800", "9223372036854775807", "x"} {
+		t.Setenv("SOURCE_DATE_EPOCH", v)
+		if _, err := artifact.SourceDateEpoch(); err == nil {
+			t.Errorf("SOURCE_DATE_EPOCH=%s accepted", v)
+		}
+	}
+	t.Setenv("SOURCE_DATE_EPOCH", "253402300799")
+	if ts, err := artifact.SourceDateEpoch(); err != nil || ts.Year() != 9999 {
+		t.Errorf("the last second of 9999: %v, %v", ts, err)
+	}
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/artifact/chart"
+	"github.com/ferrypkg/ferry/artifact/definition"
 	"github.com/ferrypkg/ferry/internal/testsupport/fixture"
 	"github.com/ferrypkg/ferry/registry"
 	"github.com/ferrypkg/ferry/registry/registrytest"
@@ -80,8 +81,8 @@ func makeDeltaPair(t testing.TB, layerSize int, sk artifact.Signer) deltaPair {
 				out.Changed = d.Size + m.Config.Size + m.Layers[1].Size
 			}
 		}
-		writeFile(t, filepath.Join(dir, artifact.DefinitionFileName), def)
-		d, err := artifact.LoadDefinition(dir)
+		writeFile(t, filepath.Join(dir, definition.FileName), def)
+		d, err := definition.Load(dir)
 		if err != nil {
 			t.Fatal(err)
 		}

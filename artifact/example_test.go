@@ -13,6 +13,7 @@ import (
 
 	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/artifact/chart"
+	"github.com/ferrypkg/ferry/artifact/definition"
 	"github.com/ferrypkg/ferry/artifact/key"
 	"github.com/ferrypkg/ferry/registry"
 	"oras.land/oras-go/v2/content/oci"
@@ -48,7 +49,7 @@ func examplePackage(dir string) string {
 			log.Fatal(err)
 		}
 	}
-	def, err := artifact.LoadDefinition(dir)
+	def, err := definition.Load(dir)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -71,19 +72,10 @@ func exampleRegistry() (string, func()) {
 	return strings.TrimPrefix(ts.URL, "http://"), ts.Close
 }
 
-func ExampleParseDefinition() {
-	def, err := artifact.ParseDefinition("ferry.yaml", []byte(exampleDefinition))
-	if err != nil {
-		log.Fatal(err)
-	}
-	fmt.Println(def.Metadata.Name, def.Metadata.Version, len(def.Components), "component")
-	// Output: hello 1.0.0 1 component
-}
-
 func ExampleCreate() {
 	dir, _ := os.MkdirTemp("", "example")
 	defer os.RemoveAll(dir)
-	def, err := artifact.ParseDefinition(filepath.Join(dir, "ferry.yaml"), []byte(exampleDefinition))
+	def, err := definition.Parse(filepath.Join(dir, "ferry.yaml"), []byte(exampleDefinition))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -164,7 +156,7 @@ func ExampleVerify() {
 	ctx := context.Background()
 	signer, verifier := exampleKeys(dir)
 	epoch := time.Unix(1700000000, 0)
-	def, _ := artifact.ParseDefinition(filepath.Join(dir, "ferry.yaml"), []byte(exampleDefinition))
+	def, _ := definition.Parse(filepath.Join(dir, "ferry.yaml"), []byte(exampleDefinition))
 	examplePackage(dir) // the sources
 	res, err := artifact.Create(ctx, def, artifact.CreateOptions{Output: filepath.Join(dir, "signed.tar"), Epoch: &epoch, SignKey: signer})
 	if err != nil {

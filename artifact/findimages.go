@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ferrypkg/ferry/artifact/definition"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"oras.land/oras-go/v2/content"
 )
@@ -30,7 +31,7 @@ type ChartRenderer interface {
 }
 
 // ChartRelease is what a chart is rendered for: the release deploy would
-// install (ChartDef's release name and namespace, defaults as
+// install (definition.Chart's release name and namespace, defaults as
 // Chart.Release), with Values (nil: the chart's defaults), for a cluster of
 // KubeVersion (DefaultKubeVersion if empty).
 type ChartRelease struct {
@@ -111,7 +112,7 @@ type FoundImage struct {
 // image reference with a registry, a path, a tag or a digest (a custom
 // resource's image). Every file is read through the definition's Folder,
 // as Create reads it, within Create's limits.
-func FindImages(ctx context.Context, def *Definition, opts FindImagesOptions) (*FoundImages, error) {
+func FindImages(ctx context.Context, def *definition.Definition, opts FindImagesOptions) (*FoundImages, error) {
 	folder, err := def.OpenFolder()
 	if err != nil {
 		return nil, err
@@ -131,24 +132,24 @@ func FindImages(ctx context.Context, def *Definition, opts FindImagesOptions) (*
 
 // imageFinder finds the images of a definition's components.
 type imageFinder struct {
-	def    *Definition
-	folder *Folder
+	def    *definition.Definition
+	folder *definition.Folder
 	opts   FindImagesOptions
 }
 
 // component finds the images of one component and compares them with the
 // ones it lists.
-func (f *imageFinder) component(ctx context.Context, ci int, cd ComponentDef) (ComponentImages, error) {
+func (f *imageFinder) component(ctx context.Context, ci int, cd definition.Component) (ComponentImages, error) {
 	found := imageSet{}
 	for hi, ch := range cd.Charts {
 		if err := f.chart(ctx, ch, found); err != nil {
 			field := fmt.Sprintf("components[%d].charts[%d]", ci, hi)
-			return ComponentImages{}, &DefinitionError{File: f.def.File, Line: ch.Line, Field: field, Msg: err.Error(), Err: err}
+			return ComponentImages{}, &definition.Error{File: f.def.File, Line: ch.Line, Field: field, Msg: err.Error(), Err: err}
 		}
 	}
 	for mi, md := range cd.Manifests {
 		err := func() error {
-			data, _, err := f.folder.manifestBundle(md)
+			data, _, err := manifestBundle(f.folder, md)
 			if err != nil {
 				return err
 			}
@@ -156,7 +157,7 @@ func (f *imageFinder) component(ctx context.Context, ci int, cd ComponentDef) (C
 		}()
 		if err != nil {
 			field := fmt.Sprintf("components[%d].manifests[%d]", ci, mi)
-			return ComponentImages{}, &DefinitionError{File: f.def.File, Line: md.Line, Field: field, Msg: err.Error(), Err: err}
+			return ComponentImages{}, &definition.Error{File: f.def.File, Line: md.Line, Field: field, Msg: err.Error(), Err: err}
 		}
 	}
 	listed := make([]string, len(cd.Images))
@@ -167,7 +168,7 @@ func (f *imageFinder) component(ctx context.Context, ci int, cd ComponentDef) (C
 }
 
 // chart renders one chart and adds the images of what it renders to found.
-func (f *imageFinder) chart(ctx context.Context, cd ChartDef, found imageSet) error {
+func (f *imageFinder) chart(ctx context.Context, cd definition.Chart, found imageSet) error {
 	what := "chart " + cd.URL
 	if cd.Path != "" {
 		what = "chart " + cd.Path
@@ -200,7 +201,7 @@ func (f *imageFinder) chart(ctx context.Context, cd ChartDef, found imageSet) er
 
 // chartArchive returns a chart's archive, packaged as Create packages it
 // or fetched from its registry, and the chart's name.
-func (f *imageFinder) chartArchive(ctx context.Context, cd ChartDef) ([]byte, string, error) {
+func (f *imageFinder) chartArchive(ctx context.Context, cd definition.Chart) ([]byte, string, error) {
 	var archive, config []byte
 	if cd.URL != "" {
 		var err error
@@ -211,7 +212,7 @@ func (f *imageFinder) chartArchive(ctx context.Context, cd ChartDef) ([]byte, st
 		if f.opts.Charts == nil {
 			return nil, "", errors.New("no chart packager given (package artifact/chart has Helm's)")
 		}
-		name, err := f.folder.name(cd.Path)
+		name, err := f.folder.CleanPath(cd.Path)
 		if err != nil {
 			return nil, "", err
 		}
@@ -236,7 +237,7 @@ func (f *imageFinder) chartArchive(ctx context.Context, cd ChartDef) ([]byte, st
 // remoteChart fetches a chart's archive and metadata from its OCI
 // registry, each checked against its digest, the archive at most
 // MaxChartSize bytes.
-func (f *imageFinder) remoteChart(ctx context.Context, cd ChartDef) (archive, config []byte, err error) {
+func (f *imageFinder) remoteChart(ctx context.Context, cd definition.Chart) (archive, config []byte, err error) {
 	ref := strings.TrimPrefix(cd.URL, "oci://") + ":" + strings.ReplaceAll(cd.Version, "+", "_")
 	repo, err := f.opts.Remote.Repository(ref)
 	if err != nil {
@@ -277,16 +278,16 @@ func (f *imageFinder) remoteChart(ctx context.Context, cd ChartDef) (archive, co
 // findImages finds the images a component with `findImages: true` uses
 // and returns those it does not list, to be added (at the component's
 // line), reporting each.
-func (b *builder) findImages(ctx context.Context, ci int, cd ComponentDef) ([]ImageDef, error) {
+func (b *builder) findImages(ctx context.Context, ci int, cd definition.Component) ([]definition.Image, error) {
 	f := &imageFinder{def: b.def, folder: b.folder, opts: FindImagesOptions{Charts: b.opts.Charts, Render: b.opts.Render, Remote: b.opts.Remote}}
 	found, err := f.component(ctx, ci, cd)
 	if err != nil {
 		return nil, err
 	}
 	b.found = append(b.found, found)
-	var added []ImageDef
+	var added []definition.Image
 	for _, ref := range found.Missing {
-		added = append(added, ImageDef{Ref: ref, Line: cd.Line})
+		added = append(added, definition.Image{Ref: ref, Line: cd.Line})
 		b.progress(Progress{Phase: PhaseResolve, Item: "found image " + ref})
 	}
 	return added, nil

@@ -13,12 +13,13 @@ import (
 
 	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/artifact/chart"
+	"github.com/ferrypkg/ferry/artifact/definition"
 	"github.com/ferrypkg/ferry/internal/testsupport/fixture"
 )
 
 func findImages(t *testing.T, dir string, opts artifact.FindImagesOptions) (*artifact.FoundImages, error) {
 	t.Helper()
-	def, err := artifact.LoadDefinition(dir)
+	def, err := definition.Load(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +161,7 @@ func TestFindImagesHostile(t *testing.T) {
 			}
 			writeFile(t, filepath.Join(dir, "ferry.yaml"), "apiVersion: ferry.dev/v1alpha1\nkind: Package\nmetadata: {name: h, version: '1'}\ncomponents:\n  - name: c\n    images: [nginx:1.27]\n"+tt.def)
 			_, err := findImages(t, dir, tt.opts)
-			var de *artifact.DefinitionError
+			var de *definition.Error
 			if !errors.As(err, &de) {
 				t.Fatalf("error %v (%T), want a *DefinitionError", err, err)
 			}
@@ -187,7 +188,7 @@ func TestCreateFindImagesNeedsRenderer(t *testing.T) {
 		t.Fatal(err)
 	}
 	writeFile(t, filepath.Join(dir, "ferry.yaml"), "apiVersion: ferry.dev/v1alpha1\nkind: Package\nmetadata: {name: f, version: '1'}\ncomponents:\n  - name: app\n    findImages: true\n    charts: [{path: charts/app}]\n")
-	def, err := artifact.LoadDefinition(dir)
+	def, err := definition.Load(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -214,7 +215,7 @@ func ExampleFindImages() {
 			log.Fatal(err)
 		}
 	}
-	def, err := artifact.LoadDefinition(dir)
+	def, err := definition.Load(dir)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -230,26 +231,4 @@ func ExampleFindImages() {
 	// missing: [docker.io/fluent/fluent-bit:3.2]
 	// unused: [docker.io/library/redis:7]
 	// present: [docker.io/library/nginx:1.27]
-}
-
-// ExampleAddImagesToDefinition adds an image to a component's list,
-// keeping the definition's comments.
-func ExampleAddImagesToDefinition() {
-	def := "apiVersion: ferry.dev/v1alpha1\nkind: Package\nmetadata:\n  name: web # the shop\n  version: 1.0.0\ncomponents:\n  - name: web\n    images:\n      - nginx:1.27 # front\n"
-	out, err := artifact.AddImagesToDefinition("ferry.yaml", []byte(def), map[string][]string{"web": {"docker.io/fluent/fluent-bit:3.2"}})
-	if err != nil {
-		log.Fatal(err)
-	}
-	fmt.Print(string(out))
-	// Output:
-	// apiVersion: ferry.dev/v1alpha1
-	// kind: Package
-	// metadata:
-	//   name: web # the shop
-	//   version: 1.0.0
-	// components:
-	//   - name: web
-	//     images:
-	//       - nginx:1.27 # front
-	//       - docker.io/fluent/fluent-bit:3.2
 }

@@ -4,7 +4,6 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
-	"errors"
 	"io"
 	"os"
 	"path/filepath"
@@ -15,45 +14,6 @@ import (
 
 	"github.com/ferrypkg/ferry/artifact"
 )
-
-// FuzzParseDefinition: the parser never panics, and every error it returns
-// is a one-line *DefinitionError.
-//
-//	go test ./artifact -run '^$' -fuzz FuzzParseDefinition -fuzztime 60s
-func FuzzParseDefinition(f *testing.F) {
-	f.Add([]byte(validDef))
-	f.Add([]byte("apiVersion: ferry.dev/v1alpha1\nkind: Package\nmetadata: {name: a, version: '1'}\nplatforms: [linux/arm64/v8]\n"))
-	f.Add([]byte("components: [{name: a, images: [{ref: x, layout: ../y}]}]"))
-	f.Add([]byte("a: &x [*x]\n"))
-	f.Add([]byte("apiVersion: ferry.dev/v1alpha1\nkind: Package\nmetadata: {name: a, version: '1'}\ncomponents: [{name: c, findImages: true, charts: [{path: c}]}]\n"))
-	f.Fuzz(func(t *testing.T, data []byte) {
-		def, err := artifact.ParseDefinition("ferry.yaml", data)
-		if err != nil {
-			var de *artifact.DefinitionError
-			if !errors.As(err, &de) || de.File != "ferry.yaml" || !strings.HasPrefix(err.Error(), "ferry.yaml") {
-				t.Fatalf("error is not a *DefinitionError naming the file: %q", err)
-			}
-			return
-		}
-		if def.Metadata.Name == "" || def.Metadata.Version == "" || len(def.Platforms) == 0 {
-			t.Fatalf("accepted an incomplete definition: %+v", def)
-		}
-		for _, c := range def.Components {
-			for _, m := range c.Manifests {
-				for _, p := range m.Files {
-					if !filepath.IsLocal(p) {
-						t.Fatalf("accepted escaping path %q", p)
-					}
-				}
-			}
-			for _, fd := range c.Files {
-				if !filepath.IsLocal(fd.Source) {
-					t.Fatalf("accepted escaping path %q", fd.Source)
-				}
-			}
-		}
-	})
-}
 
 // FuzzReadArchive: the reader never panics on arbitrary archive bytes, and
 // never accepts an archive whose blobs do not hold their digests.

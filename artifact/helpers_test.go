@@ -23,6 +23,7 @@ import (
 
 	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/artifact/chart"
+	"github.com/ferrypkg/ferry/artifact/definition"
 	"github.com/ferrypkg/ferry/internal/testsupport/fixture"
 	"github.com/ferrypkg/ferry/registry/registrytest"
 )
@@ -109,7 +110,7 @@ func newWorld(t testing.TB) *world {
 	writeFile(t, filepath.Join(w.Dir, "manifests", "more", "svc.yaml"), "apiVersion: v1\nkind: Service\nmetadata:\n  name: web\nspec:\n  ports: [{port: 80}]\n---\napiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: web\n")
 	writeFile(t, filepath.Join(w.Dir, "files", "app.conf"), "listen = 8080\n")
 
-	writeFile(t, filepath.Join(w.Dir, artifact.DefinitionFileName), fmt.Sprintf(`apiVersion: ferry.dev/v1alpha1
+	writeFile(t, filepath.Join(w.Dir, definition.FileName), fmt.Sprintf(`apiVersion: ferry.dev/v1alpha1
 kind: Package
 metadata:
   name: demo
@@ -208,7 +209,7 @@ func pushChart(t testing.TB, ctx context.Context, repoRef, name, version string)
 // create builds the world's package into dir/name.
 func create(t testing.TB, w *world, out string) *artifact.CreateResult {
 	t.Helper()
-	def, err := artifact.LoadDefinition(w.Dir)
+	def, err := definition.Load(w.Dir)
 	if err != nil {
 		t.Fatal(err)
 	}

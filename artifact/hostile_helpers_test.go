@@ -20,6 +20,7 @@ import (
 
 	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/artifact/chart"
+	"github.com/ferrypkg/ferry/artifact/definition"
 	"github.com/ferrypkg/ferry/artifact/key"
 	"github.com/ferrypkg/ferry/internal/testsupport/fixture"
 )
@@ -32,7 +33,7 @@ func smallPackage(t testing.TB, out string, fileSize int) *artifact.CreateResult
 	dir := t.TempDir()
 	writeFile(t, filepath.Join(dir, "files", "data.bin"), string(fixture.NewLayer(fixture.Rand(7), fileSize).Data))
 	writeFile(t, filepath.Join(dir, "manifests", "cm.yaml"), "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: small\n")
-	writeFile(t, filepath.Join(dir, artifact.DefinitionFileName), `apiVersion: ferry.dev/v1alpha1
+	writeFile(t, filepath.Join(dir, definition.FileName), `apiVersion: ferry.dev/v1alpha1
 kind: Package
 metadata: {name: small, version: 1.0.0}
 platforms: [linux/amd64]
@@ -41,7 +42,7 @@ components:
     manifests: [{name: cm, files: [manifests/cm.yaml]}]
     files: [{source: files/data.bin, target: /data.bin}]
 `)
-	def, err := artifact.LoadDefinition(dir)
+	def, err := definition.Load(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

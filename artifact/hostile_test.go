@@ -20,6 +20,7 @@ import (
 
 	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/artifact/chart"
+	"github.com/ferrypkg/ferry/artifact/definition"
 	"github.com/ferrypkg/ferry/internal/testsupport/fixture"
 	"github.com/ferrypkg/ferry/registry"
 	"github.com/ferrypkg/ferry/registry/registrytest"
@@ -414,7 +415,7 @@ func TestChartSubchartsReproducible(t *testing.T) {
 	if !strings.HasSuffix(tgz, "delta-0.3.0.tgz") {
 		t.Fatalf("packaged %s", tgz)
 	}
-	writeFile(t, filepath.Join(dir, artifact.DefinitionFileName), `apiVersion: ferry.dev/v1alpha1
+	writeFile(t, filepath.Join(dir, definition.FileName), `apiVersion: ferry.dev/v1alpha1
 kind: Package
 metadata: {name: subcharts, version: 1.0.0}
 platforms: [linux/amd64]
@@ -422,7 +423,7 @@ components:
   - name: main
     charts: [{path: charts/app}]
 `)
-	def, err := artifact.LoadDefinition(dir)
+	def, err := definition.Load(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

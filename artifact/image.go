@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/ferrypkg/ferry/artifact/definition"
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"oras.land/oras-go/v2/content"
@@ -15,7 +16,7 @@ import (
 )
 
 // imageSource opens the store an image comes from and resolves it there.
-func (b *builder) imageSource(ctx context.Context, img ImageDef) (content.ReadOnlyStorage, ocispec.Descriptor, string, error) {
+func (b *builder) imageSource(ctx context.Context, img definition.Image) (content.ReadOnlyStorage, ocispec.Descriptor, string, error) {
 	if img.Layout != "" {
 		fsys, err := b.folder.Sub(img.Layout)
 		if err != nil {
@@ -51,7 +52,7 @@ func (b *builder) imageSource(ctx context.Context, img ImageDef) (content.ReadOn
 // signatures and attestations its source holds for it, and returns its
 // stored descriptor with the record for ferry.json, the platform manifests
 // it keeps, and the root entries of its signatures.
-func (b *builder) image(ctx context.Context, component string, img ImageDef) (ocispec.Descriptor, Image, []keptManifest, []ocispec.Descriptor, error) {
+func (b *builder) image(ctx context.Context, component string, img definition.Image) (ocispec.Descriptor, Image, []keptManifest, []ocispec.Descriptor, error) {
 	src, desc, source, err := b.imageSource(ctx, img)
 	if err != nil {
 		return desc, Image{}, nil, nil, err
@@ -123,7 +124,7 @@ func (b *builder) selectPlatforms(ctx context.Context, src content.ReadOnlyStora
 			continue
 		}
 		nplatforms++
-		p := Platform{OS: m.Platform.OS, Architecture: m.Platform.Architecture, Variant: m.Platform.Variant}
+		p := definition.Platform{OS: m.Platform.OS, Architecture: m.Platform.Architecture, Variant: m.Platform.Variant}
 		available = append(available, p.String())
 		if b.wantPlatform(p) {
 			selected = append(selected, m)
@@ -190,33 +191,33 @@ func (b *builder) node(ctx context.Context, src content.ReadOnlyStorage, desc oc
 
 // manifestPlatform reads an image manifest's platform from its config, or
 // from the definition when the config names none.
-func (b *builder) manifestPlatform(ctx context.Context, src content.ReadOnlyStorage, data []byte, def ImageDef) (Platform, error) {
+func (b *builder) manifestPlatform(ctx context.Context, src content.ReadOnlyStorage, data []byte, def definition.Image) (definition.Platform, error) {
 	var m ocispec.Manifest
 	if err := json.Unmarshal(data, &m); err != nil {
-		return Platform{}, fmt.Errorf("image %s: parse manifest: %w", def.Ref, err)
+		return definition.Platform{}, fmt.Errorf("image %s: parse manifest: %w", def.Ref, err)
 	}
 	cfgData, err := fetchSmall(ctx, src, m.Config)
 	if err != nil {
-		return Platform{}, fmt.Errorf("image %s: %w", def.Ref, err)
+		return definition.Platform{}, fmt.Errorf("image %s: %w", def.Ref, err)
 	}
 	var img ocispec.Image
 	if err := json.Unmarshal(cfgData, &img); err != nil {
-		return Platform{}, fmt.Errorf("image %s: parse its config %s: %w", def.Ref, m.Config.Digest, err)
+		return definition.Platform{}, fmt.Errorf("image %s: parse its config %s: %w", def.Ref, m.Config.Digest, err)
 	}
-	named := Platform{OS: img.OS, Architecture: img.Architecture, Variant: img.Variant}
+	named := definition.Platform{OS: img.OS, Architecture: img.Architecture, Variant: img.Variant}
 	switch {
 	case img.OS == "" || img.Architecture == "":
 		if def.Platform != nil {
 			return *def.Platform, nil
 		}
-		return Platform{}, fmt.Errorf("image %s: its config %s names no os/architecture; say which platform it is for with `platform: os/arch` in its entry (with ref:)", def.Ref, m.Config.Digest)
+		return definition.Platform{}, fmt.Errorf("image %s: its config %s names no os/architecture; say which platform it is for with `platform: os/arch` in its entry (with ref:)", def.Ref, m.Config.Digest)
 	case def.Platform != nil && (def.Platform.OS != named.OS || def.Platform.Architecture != named.Architecture || (def.Platform.Variant != "" && def.Platform.Variant != named.Variant)):
-		return Platform{}, fmt.Errorf("image %s is %s (its config %s), not the %s its entry says", def.Ref, named, m.Config.Digest, def.Platform)
+		return definition.Platform{}, fmt.Errorf("image %s is %s (its config %s), not the %s its entry says", def.Ref, named, m.Config.Digest, def.Platform)
 	}
 	return named, nil
 }
 
-func (b *builder) wantPlatform(p Platform) bool {
+func (b *builder) wantPlatform(p definition.Platform) bool {
 	for _, w := range b.def.Platforms {
 		if w.OS != p.OS || w.Architecture != p.Architecture {
 			continue

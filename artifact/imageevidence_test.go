@@ -23,6 +23,7 @@ import (
 	"oras.land/oras-go/v2/content/oci"
 
 	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/artifact/definition"
 	"github.com/ferrypkg/ferry/artifact/imagesig"
 	"github.com/ferrypkg/ferry/internal/testsupport/fixture"
 	"github.com/ferrypkg/ferry/registry/registrytest"
@@ -94,7 +95,7 @@ func newEvidenceWorld(t *testing.T) *evidenceWorld {
 	c.must("pw", "attest", "--key", filepath.Join(w.keys, "pub.key"), "--predicate", filepath.Join(w.keys, "p.json"),
 		"--type", "slsaprovenance", "--new-bundle-format", "--tlog-upload=false", "--allow-http-registry", "-y", w.ref("bundled", w.bundled))
 
-	writeFile(t, filepath.Join(w.dir, artifact.DefinitionFileName), fmt.Sprintf(`apiVersion: ferry.dev/v1alpha1
+	writeFile(t, filepath.Join(w.dir, definition.FileName), fmt.Sprintf(`apiVersion: ferry.dev/v1alpha1
 kind: Package
 metadata: {name: signed, version: 1.0.0}
 platforms: [linux/amd64]
@@ -116,7 +117,7 @@ func (w *evidenceWorld) ref(name string, d digest.Digest) string {
 
 func (w *evidenceWorld) create(t *testing.T, out string) *artifact.CreateResult {
 	t.Helper()
-	def, err := artifact.LoadDefinition(w.dir)
+	def, err := definition.Load(w.dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -448,7 +449,7 @@ func TestImageSignaturesHostile(t *testing.T) {
 	host := strings.TrimPrefix(srv.URL, "http://")
 	ref := host + "/evil/app:1.0"
 	dir := t.TempDir()
-	writeFile(t, filepath.Join(dir, artifact.DefinitionFileName), fmt.Sprintf(`apiVersion: ferry.dev/v1alpha1
+	writeFile(t, filepath.Join(dir, definition.FileName), fmt.Sprintf(`apiVersion: ferry.dev/v1alpha1
 kind: Package
 metadata: {name: evil, version: 1.0.0}
 platforms: [linux/amd64]
@@ -469,7 +470,7 @@ components:
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			h.sig, h.sigDigest = c.sig, c.sigDigest
-			def, err := artifact.LoadDefinition(dir)
+			def, err := definition.Load(dir)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -513,7 +514,7 @@ func TestImageSignaturesFromLayout(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	writeFile(t, filepath.Join(dir, artifact.DefinitionFileName), `apiVersion: ferry.dev/v1alpha1
+	writeFile(t, filepath.Join(dir, definition.FileName), `apiVersion: ferry.dev/v1alpha1
 kind: Package
 metadata: {name: signed, version: 1.0.0}
 platforms: [linux/amd64]
@@ -525,7 +526,7 @@ components:
       - {ref: example.com/sig/bundled:1.0, layout: images, tag: bundled}
       - {ref: example.com/sig/plain:1.0, layout: images, tag: plain}
 `)
-	def, err := artifact.LoadDefinition(dir)
+	def, err := definition.Load(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"oras.land/oras-go/v2/content"
 
+	"github.com/ferrypkg/ferry/artifact/definition"
 	"github.com/ferrypkg/ferry/artifact/imagesig"
 )
 
@@ -34,13 +35,13 @@ func (b *builder) imagePolicies() ([]imagesig.Policy, error) {
 	used := map[string]bool{}
 	for _, c := range b.def.Components {
 		for _, img := range c.Images {
-			if name := b.def.imagePolicyName(c, img); name != "" {
+			if name := b.def.ImagePolicyName(c, img); name != "" {
 				used[name] = true
 			}
 		}
 		// Images findImages adds get the component's policy.
 		if c.FindImages {
-			if name := b.def.imagePolicyName(c, ImageDef{}); name != "" {
+			if name := b.def.ImagePolicyName(c, definition.Image{}); name != "" {
 				used[name] = true
 			}
 		}
@@ -52,14 +53,14 @@ func (b *builder) imagePolicies() ([]imagesig.Policy, error) {
 		}
 		pol, err := b.imagePolicy(d)
 		if err != nil {
-			return nil, &DefinitionError{File: b.def.File, Line: d.Line, Field: "imagePolicies." + d.Name, Msg: err.Error(), Err: err}
+			return nil, &definition.Error{File: b.def.File, Line: d.Line, Field: "imagePolicies." + d.Name, Msg: err.Error(), Err: err}
 		}
 		out = append(out, pol)
 	}
 	return out, nil
 }
 
-func (b *builder) imagePolicy(d ImagePolicyDef) (imagesig.Policy, error) {
+func (b *builder) imagePolicy(d definition.ImagePolicy) (imagesig.Policy, error) {
 	pol := imagesig.Policy{Name: d.Name, Required: d.Required, Attestations: d.Attestations}
 	for _, a := range d.Authorities {
 		auth := imagesig.Authority{Name: a.Name}
@@ -95,8 +96,8 @@ func (b *builder) imagePolicy(d ImagePolicyDef) (imagesig.Policy, error) {
 // checkImagePolicy checks the image create added (rec, stored as stored,
 // with its image-signature entries evidence) against the policy the
 // definition names for it, if any, and records the policy's name.
-func (b *builder) checkImagePolicy(ctx context.Context, c ComponentDef, img ImageDef, rec *Image, stored ocispec.Descriptor, evidence []ocispec.Descriptor) error {
-	name := b.def.imagePolicyName(c, img)
+func (b *builder) checkImagePolicy(ctx context.Context, c definition.Component, img definition.Image, rec *Image, stored ocispec.Descriptor, evidence []ocispec.Descriptor) error {
+	name := b.def.ImagePolicyName(c, img)
 	if name == "" {
 		return nil
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/artifact/definition"
 	"github.com/ferrypkg/ferry/artifact/imagesig"
 	_ "github.com/ferrypkg/ferry/artifact/imagesig/sigstore" // the verification engine, as the full binary links it
 	"github.com/ferrypkg/ferry/internal/testsupport/imagesigtest"
@@ -32,7 +33,7 @@ func (w *evidenceWorld) policyDef(t *testing.T, images ...string) {
 	for _, img := range images {
 		fmt.Fprintf(&b, "      - %s\n", img)
 	}
-	writeFile(t, filepath.Join(w.dir, artifact.DefinitionFileName), fmt.Sprintf(`apiVersion: ferry.dev/v1alpha1
+	writeFile(t, filepath.Join(w.dir, definition.FileName), fmt.Sprintf(`apiVersion: ferry.dev/v1alpha1
 kind: Package
 metadata: {name: signed, version: 1.0.0}
 platforms: [linux/amd64]
@@ -56,7 +57,7 @@ components:
 
 func (w *evidenceWorld) tryCreate(t *testing.T, out string, sign artifact.Signer) (*artifact.CreateResult, error) {
 	t.Helper()
-	def, err := artifact.LoadDefinition(w.dir)
+	def, err := definition.Load(w.dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +165,7 @@ func TestImagePolicyKeylessAtCreate(t *testing.T) {
 		"--tlog-upload=false", "--allow-http-registry", "--timestamp-server-url", tsa.URL, imagesigtest.Ref(host, "keyless/app", img.Digest))
 	writeFile(t, filepath.Join(dir, "trusted_root.json"), string(imagesigtest.TrustedRoot(t, []*imagesigtest.CA{ca}, []*imagesigtest.TSA{tsa}, nil)))
 	def := func(wantSubject string) {
-		writeFile(t, filepath.Join(dir, artifact.DefinitionFileName), fmt.Sprintf(`apiVersion: ferry.dev/v1alpha1
+		writeFile(t, filepath.Join(dir, definition.FileName), fmt.Sprintf(`apiVersion: ferry.dev/v1alpha1
 kind: Package
 metadata: {name: keyless, version: 1.0.0}
 imagePolicies:
@@ -180,7 +181,7 @@ components:
 `, issuer, wantSubject, host))
 	}
 	create := func(out string, sign artifact.Signer) error {
-		d, err := artifact.LoadDefinition(dir)
+		d, err := definition.Load(dir)
 		if err != nil {
 			t.Fatal(err)
 		}

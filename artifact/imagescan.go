@@ -7,9 +7,9 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/distribution/reference"
 	"gopkg.in/yaml.v3"
 
+	"github.com/ferrypkg/ferry/artifact/definition"
 	"github.com/ferrypkg/ferry/internal/podspec"
 )
 
@@ -104,7 +104,7 @@ func scanObject(obj map[string]any, what, source string, test bool, found imageS
 			if image == "" {
 				continue
 			}
-			ref, err := NormalizeImageRef(image)
+			ref, err := definition.NormalizeImageRef(image)
 			if err != nil {
 				return fmt.Errorf("%s: %s: %s[%d]: %w", source, name, c.Field, c.Index, err)
 			}
@@ -129,7 +129,7 @@ func scanImageFields(v any, where string, test bool, found imageSet) {
 		for k, e := range v {
 			if s, ok := e.(string); ok && k == "image" {
 				if strings.ContainsAny(s, "/:@") {
-					if ref, err := NormalizeImageRef(s); err == nil {
+					if ref, err := definition.NormalizeImageRef(s); err == nil {
 						found.add(ref, where, test)
 					}
 				}
@@ -157,7 +157,7 @@ func compareImages(component string, listed []string, found imageSet) ComponentI
 		c.Images = append(c.Images, FoundImage{Ref: ref, Test: !u.notTest, Where: where})
 		matched := false
 		for i, l := range listed {
-			if sameImage(l, ref) {
+			if definition.SameImage(l, ref) {
 				used[i], matched = true, true
 			}
 		}
@@ -185,26 +185,4 @@ func compareImages(component string, listed []string, found imageSet) ComponentI
 		sort.Strings(s)
 	}
 	return c
-}
-
-// sameImage reports whether two normalized references name the same image:
-// the same repository, and the same digest when both have one, else the
-// same tag.
-func sameImage(a, b string) bool {
-	if a == b {
-		return true
-	}
-	na, err1 := reference.ParseNormalizedNamed(a)
-	nb, err2 := reference.ParseNormalizedNamed(b)
-	if err1 != nil || err2 != nil || na.Name() != nb.Name() {
-		return false
-	}
-	da, okA := na.(reference.Digested)
-	db, okB := nb.(reference.Digested)
-	if okA && okB {
-		return da.Digest() == db.Digest()
-	}
-	ta, okA := na.(reference.Tagged)
-	tb, okB := nb.(reference.Tagged)
-	return okA && okB && ta.Tag() == tb.Tag()
 }

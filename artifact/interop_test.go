@@ -25,6 +25,7 @@ import (
 
 	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/artifact/chart"
+	"github.com/ferrypkg/ferry/artifact/definition"
 	"github.com/ferrypkg/ferry/internal/testsupport/peertool"
 	"github.com/ferrypkg/ferry/registry"
 	"github.com/ferrypkg/ferry/registry/registrytest"
@@ -156,7 +157,7 @@ func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { retu
 // at once; every one pulls back intact.
 func TestConcurrentPushes(t *testing.T) {
 	w := newWorld(t)
-	def, err := artifact.LoadDefinition(w.Dir)
+	def, err := definition.Load(w.Dir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
-// Package artifact is ferry's package model: the ferry.yaml definition, the
-// package config (ferry.json), and reading and writing packages as OCI image
-// layouts, either as a directory or as a .tar/.tar.zst archive.
+// Package artifact is ferry's package model: the package config
+// (ferry.json), and reading and writing packages as OCI image layouts,
+// either as a directory or as a .tar/.tar.zst archive. Create builds one
+// from a definition (ferry.yaml, package artifact/definition).
 package artifact
 
 // Media types and annotations of a ferry package. See docs/design/package-format.md.
@@ -38,12 +39,6 @@ const (
 	// ConfigFileName is the archive's leading entry, a copy of the config blob.
 	ConfigFileName = "ferry.json"
 
-	// ArtifactTypeSPDX, ArtifactTypeCycloneDX and ArtifactTypeSyft are the
-	// artifactTypes of SBOM referrer manifests and the media types of their
-	// one layer (Syft's own JSON is what Zarf packages carry).
-	ArtifactTypeSPDX      = "application/spdx+json"
-	ArtifactTypeCycloneDX = "application/vnd.cyclonedx+json"
-	ArtifactTypeSyft      = "application/vnd.syft+json"
 	// AnnotationPlatform is the platform (os/arch[/variant]) of the image
 	// manifest an SBOM entry of the root index describes.
 	AnnotationPlatform = "dev.ferry.platform"

@@ -18,6 +18,7 @@ import (
 
 	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/artifact/chart"
+	"github.com/ferrypkg/ferry/artifact/definition"
 	"github.com/ferrypkg/ferry/internal/testsupport/fixture"
 	"github.com/ferrypkg/ferry/registry/registrytest"
 )
@@ -87,7 +88,7 @@ func TestPushStreams(t *testing.T) {
 	if len(layers) < 6 {
 		t.Fatalf("fixture has %d blobs", len(layers))
 	}
-	def, err := artifact.LoadDefinition(dir)
+	def, err := definition.Load(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/distribution/reference"
+	"github.com/ferrypkg/ferry/artifact/definition"
 	"github.com/opencontainers/go-digest"
 	specs "github.com/opencontainers/image-spec/specs-go"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
@@ -25,67 +26,15 @@ import (
 // and listed in the package root, so that the package's signature covers it
 // and `oras discover` finds it in any registry the package goes to.
 
-// SBOMFormat is the document format of an SBOM.
-type SBOMFormat string
-
-// SBOM formats. SBOMFormatSPDX is the default. SBOMFormatSyft (Syft's
-// own JSON, as Zarf packages carry it) is read and carried, never made:
-// ParseSBOMFormat, which names the formats create can make, refuses it,
-// and only an SBOMFormatGenerator gives documents of it.
-const (
-	SBOMFormatSPDX      SBOMFormat = "spdx-json"
-	SBOMFormatCycloneDX SBOMFormat = "cyclonedx-json"
-	SBOMFormatSyft      SBOMFormat = "syft-json"
-)
-
-// SBOMFormats are the formats a package may hold, in the order tools list them.
-var SBOMFormats = []SBOMFormat{SBOMFormatSPDX, SBOMFormatCycloneDX, SBOMFormatSyft}
-
-// ParseSBOMFormat parses the name of a format create makes
-// (SBOMFormatSPDX or SBOMFormatCycloneDX); "" is SBOMFormatSPDX.
-
-func ParseSBOMFormat(s string) (SBOMFormat, error) {
-	switch f := SBOMFormat(s); f {
-	case "":
-		return SBOMFormatSPDX, nil
-	case SBOMFormatSPDX, SBOMFormatCycloneDX:
-		return f, nil
-	}
-	return "", fmt.Errorf("unknown SBOM format %q: want %s or %s", s, SBOMFormatSPDX, SBOMFormatCycloneDX)
-}
-
-// ArtifactType is the media type of f's documents, which is also the
-// artifactType of the referrer manifest holding one.
-func (f SBOMFormat) ArtifactType() string {
-	switch f {
-	case SBOMFormatCycloneDX:
-		return ArtifactTypeCycloneDX
-	case SBOMFormatSyft:
-		return ArtifactTypeSyft
-	}
-	return ArtifactTypeSPDX
-}
-
-// FileName is the title given to the layer holding a document of format f.
-func (f SBOMFormat) FileName() string {
-	switch f {
-	case SBOMFormatCycloneDX:
-		return "sbom.cdx.json"
-	case SBOMFormatSyft:
-		return "sbom.syft.json"
-	}
-	return "sbom.spdx.json"
-}
-
 // sbomFormatOf is the format whose documents have artifactType t.
-func sbomFormatOf(t string) (SBOMFormat, bool) {
+func sbomFormatOf(t string) (definition.SBOMFormat, bool) {
 	switch t {
-	case ArtifactTypeSPDX:
-		return SBOMFormatSPDX, true
-	case ArtifactTypeCycloneDX:
-		return SBOMFormatCycloneDX, true
-	case ArtifactTypeSyft:
-		return SBOMFormatSyft, true
+	case definition.ArtifactTypeSPDX:
+		return definition.SBOMFormatSPDX, true
+	case definition.ArtifactTypeCycloneDX:
+		return definition.SBOMFormatCycloneDX, true
+	case definition.ArtifactTypeSyft:
+		return definition.SBOMFormatSyft, true
 	}
 	return "", false
 }
@@ -100,7 +49,7 @@ type SBOMRequest struct {
 	// Platform is the manifest's platform, os/arch[/variant].
 	Platform string
 	// Format is the document format; "" is SBOMFormatSPDX.
-	Format SBOMFormat
+	Format definition.SBOMFormat
 	// Created is the time the document must state as its creation time,
 	// so that the same image gives the same bytes.
 	Created time.Time
@@ -123,7 +72,7 @@ type SBOMFormatGenerator interface {
 	SBOMGenerator
 	// GenerateSBOMFormat is GenerateSBOM, also returning the document's
 	// format.
-	GenerateSBOMFormat(ctx context.Context, src content.Fetcher, req SBOMRequest) ([]byte, SBOMFormat, error)
+	GenerateSBOMFormat(ctx context.Context, src content.Fetcher, req SBOMRequest) ([]byte, definition.SBOMFormat, error)
 }
 
 // ErrNoSBOM is returned by an SBOMGenerator that has no document for a
@@ -160,7 +109,7 @@ func (b *builder) sboms(ctx context.Context, component, ref string, kept []keptM
 	}
 	format := b.def.SBOM.Format
 	if format == "" {
-		format = SBOMFormatSPDX
+		format = definition.SBOMFormatSPDX
 	}
 	var entries []ocispec.Descriptor
 	var recs []SBOM
@@ -171,7 +120,7 @@ func (b *builder) sboms(ctx context.Context, component, ref string, kept []keptM
 		var err error
 		if g, ok := b.opts.SBOM.(SBOMFormatGenerator); ok {
 			doc, format, err = g.GenerateSBOMFormat(ctx, builderFetcher{b}, req)
-			if err == nil && !slices.Contains(SBOMFormats, format) {
+			if err == nil && !slices.Contains(definition.SBOMFormats, format) {
 				err = fmt.Errorf("unknown SBOM format %q", format)
 			}
 		} else {

@@ -18,6 +18,7 @@ import (
 	"oras.land/oras-go/v2/content/oci"
 
 	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/artifact/definition"
 	"github.com/ferrypkg/ferry/artifact/sbomexec/sbomexectest"
 	"github.com/ferrypkg/ferry/internal/testsupport/fixture"
 	"github.com/ferrypkg/ferry/internal/testsupport/peertool"
@@ -82,7 +83,7 @@ func sbomWorld(t testing.TB, extra string) string {
 	if err := store.Tag(ctx, idx, "app"); err != nil {
 		t.Fatal(err)
 	}
-	writeFile(t, filepath.Join(dir, artifact.DefinitionFileName), `apiVersion: ferry.dev/v1alpha1
+	writeFile(t, filepath.Join(dir, definition.FileName), `apiVersion: ferry.dev/v1alpha1
 kind: Package
 metadata: {name: sboms, version: 1.0.0}
 platforms: [linux/amd64, linux/arm64]
@@ -109,7 +110,7 @@ func syft(t testing.TB) artifact.SBOMGenerator {
 // createSBOMs creates the package of dir.
 func createSBOMs(t testing.TB, dir, out string, opts artifact.CreateOptions) *artifact.CreateResult {
 	t.Helper()
-	def, err := artifact.LoadDefinition(dir)
+	def, err := definition.Load(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,13 +159,13 @@ func TestCreateSBOMs(t *testing.T) {
 			if !ok {
 				t.Fatalf("%s: SBOM %s is not in the root", img.Ref, s.Digest)
 			}
-			if e.Platform != nil || e.ArtifactType != artifact.ArtifactTypeSPDX || e.Annotations[artifact.AnnotationImageRef] != img.Ref ||
+			if e.Platform != nil || e.ArtifactType != definition.ArtifactTypeSPDX || e.Annotations[artifact.AnnotationImageRef] != img.Ref ||
 				e.Annotations[artifact.AnnotationPlatform] != s.Platform || e.Annotations[artifact.AnnotationComponent] != "base" {
 				t.Errorf("root entry %+v", e)
 			}
 			m := a.manifest(t, s.Digest)
-			if m.ArtifactType != artifact.ArtifactTypeSPDX || m.Config.Digest != ocispec.DescriptorEmptyJSON.Digest || len(m.Layers) != 1 ||
-				m.Layers[0].MediaType != artifact.ArtifactTypeSPDX || m.Layers[0].Annotations[ocispec.AnnotationTitle] != "sbom.spdx.json" {
+			if m.ArtifactType != definition.ArtifactTypeSPDX || m.Config.Digest != ocispec.DescriptorEmptyJSON.Digest || len(m.Layers) != 1 ||
+				m.Layers[0].MediaType != definition.ArtifactTypeSPDX || m.Layers[0].Annotations[ocispec.AnnotationTitle] != "sbom.spdx.json" {
 				t.Errorf("SBOM manifest %+v", m)
 			}
 			if m.Subject == nil || m.Subject.Digest != s.Subject || subjects[s.Subject] != s.Platform {
@@ -207,7 +208,7 @@ func TestCreateSBOMs(t *testing.T) {
 		}
 	}
 	cdx := createSBOMs(t, sbomWorld(t, "sbom: {format: cyclonedx-json}\n"), filepath.Join(t.TempDir(), "p.tar"), artifact.CreateOptions{SBOM: syft(t)})
-	if s := cdx.Config.Components[0].Images[1].SBOMs; len(s) != 1 || s[0].ArtifactType != artifact.ArtifactTypeCycloneDX {
+	if s := cdx.Config.Components[0].Images[1].SBOMs; len(s) != 1 || s[0].ArtifactType != definition.ArtifactTypeCycloneDX {
 		t.Errorf("format: cyclonedx-json gave %+v", s)
 	}
 }
@@ -221,8 +222,8 @@ func TestSBOMDefinitionErrors(t *testing.T) {
 		{"sbom:\n  formats: spdx-json\n", "ferry.yaml:5: sbom.formats: unknown field"},
 		{"sbom: yes\n", "ferry.yaml:4: sbom: must be a mapping"},
 	} {
-		_, err := artifact.ParseDefinition("ferry.yaml", []byte(head+c.body))
-		var de *artifact.DefinitionError
+		_, err := definition.Parse("ferry.yaml", []byte(head+c.body))
+		var de *definition.Error
 		if !errors.As(err, &de) || err.Error() != c.want {
 			t.Errorf("%q: %v, want %s", c.body, err, c.want)
 		}
@@ -389,7 +390,7 @@ func TestSBOMOrasInterop(t *testing.T) {
 		t.Fatalf("oras copy -r: %v\n%s", err, out)
 	}
 	for _, s := range img.SBOMs {
-		if got := discover(host + "/copied/app@" + s.Subject.String()); got[s.Digest] != artifact.ArtifactTypeSPDX {
+		if got := discover(host + "/copied/app@" + s.Subject.String()); got[s.Digest] != definition.ArtifactTypeSPDX {
 			t.Errorf("oras discover on the copy's %s manifest: %v, want %s", s.Platform, got, s.Digest)
 		}
 	}
@@ -401,7 +402,7 @@ func TestSBOMOrasInterop(t *testing.T) {
 	for _, img := range res.Config.Components[0].Images {
 		path, _, _ := artifact.ImagePath(img.Ref)
 		for _, s := range img.SBOMs {
-			if got := discover(mirror + "/" + path + "@" + s.Subject.String()); got[s.Digest] != artifact.ArtifactTypeSPDX {
+			if got := discover(mirror + "/" + path + "@" + s.Subject.String()); got[s.Digest] != definition.ArtifactTypeSPDX {
 				t.Errorf("oras discover on the mirrored %s %s: %v, want %s", img.Ref, s.Platform, got, s.Digest)
 			}
 		}
@@ -417,9 +418,9 @@ func (s servedSBOMs) GenerateSBOM(ctx context.Context, src content.Fetcher, req 
 	return doc, err
 }
 
-func (s servedSBOMs) GenerateSBOMFormat(_ context.Context, _ content.Fetcher, req artifact.SBOMRequest) ([]byte, artifact.SBOMFormat, error) {
+func (s servedSBOMs) GenerateSBOMFormat(_ context.Context, _ content.Fetcher, req artifact.SBOMRequest) ([]byte, definition.SBOMFormat, error) {
 	if doc, ok := s[req.Ref]; ok {
-		return doc, artifact.SBOMFormatSyft, nil
+		return doc, definition.SBOMFormatSyft, nil
 	}
 	return nil, "", artifact.ErrNoSBOM
 }
@@ -437,12 +438,12 @@ func TestCreateServedSBOMs(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "p.tar")
 	res := createSBOMs(t, sbomWorld(t, ""), out, artifact.CreateOptions{SBOM: servedSBOMs{"example.com/org/one:1.0": doc}})
 	imgs := res.Config.Components[0].Images
-	if len(imgs[0].SBOMs) != 0 || len(imgs[1].SBOMs) != 1 || imgs[1].SBOMs[0].ArtifactType != artifact.ArtifactTypeSyft || imgs[1].SBOMs[0].Subject != imgs[1].Digest {
+	if len(imgs[0].SBOMs) != 0 || len(imgs[1].SBOMs) != 1 || imgs[1].SBOMs[0].ArtifactType != definition.ArtifactTypeSyft || imgs[1].SBOMs[0].Subject != imgs[1].Digest {
 		t.Fatalf("SBOMs %+v and %+v", imgs[0].SBOMs, imgs[1].SBOMs)
 	}
 	a := loadArchive(t, out)
 	m := a.manifest(t, imgs[1].SBOMs[0].Digest)
-	if m.ArtifactType != artifact.ArtifactTypeSyft || m.Layers[0].MediaType != artifact.ArtifactTypeSyft || m.Layers[0].Annotations[ocispec.AnnotationTitle] != "sbom.syft.json" {
+	if m.ArtifactType != definition.ArtifactTypeSyft || m.Layers[0].MediaType != definition.ArtifactTypeSyft || m.Layers[0].Annotations[ocispec.AnnotationTitle] != "sbom.syft.json" {
 		t.Errorf("SBOM manifest %+v", m)
 	}
 	if _, err := artifact.Inspect(ctx, openPkg(t, out), "", nil); err != nil {
@@ -453,7 +454,7 @@ func TestCreateServedSBOMs(t *testing.T) {
 		t.Fatalf("ReadSBOMs: %v, %+v", err, docs)
 	}
 
-	def, err := artifact.LoadDefinition(sbomWorld(t, ""))
+	def, err := definition.Load(sbomWorld(t, ""))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/artifact/chart"
+	"github.com/ferrypkg/ferry/artifact/definition"
 	"github.com/ferrypkg/ferry/internal/testsupport/fixture"
 )
 
@@ -33,7 +34,7 @@ func TestFuzzSeedArchive(t *testing.T) {
 		writeFile(t, filepath.Join(dir, "m.yaml"), "apiVersion: v1\nkind: Namespace\nmetadata: {name: x}\n")
 		writeFile(t, filepath.Join(dir, "f.txt"), "hello\n")
 		writeFile(t, filepath.Join(dir, "ferry.yaml"), "apiVersion: ferry.dev/v1alpha1\nkind: Package\nmetadata: {name: small, version: '1'}\nplatforms: [linux/amd64]\ncomponents:\n  - name: c\n    images: [{ref: x/y:1, layout: images}]\n    manifests: [{name: m, files: [m.yaml]}]\n    files: [{source: f.txt, target: /f}]\n")
-		def, err := artifact.LoadDefinition(dir)
+		def, err := definition.Load(dir)
 		if err != nil {
 			t.Fatal(err)
 		}

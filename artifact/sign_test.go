@@ -17,6 +17,7 @@ import (
 
 	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/artifact/chart"
+	"github.com/ferrypkg/ferry/artifact/definition"
 	"github.com/ferrypkg/ferry/artifact/key"
 	"github.com/ferrypkg/ferry/internal/testsupport/peertool"
 )
@@ -135,7 +136,7 @@ func TestSignVerify(t *testing.T) {
 
 	// create --sign-key: the same root, signed from the start.
 	signed := filepath.Join(t.TempDir(), "signed.tar")
-	def, err := artifact.LoadDefinition(w.Dir)
+	def, err := definition.Load(w.Dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -296,7 +297,7 @@ func TestVerifyTamper(t *testing.T) {
 	// Another package (other version, so another root) signed by alice:
 	// its signature manifest copied into ours under our signature tag.
 	other := filepath.Join(t.TempDir(), "other.tar")
-	def, err := artifact.LoadDefinition(w.Dir)
+	def, err := definition.Load(w.Dir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/artifact/chart"
+	"github.com/ferrypkg/ferry/artifact/definition"
 )
 
 // TestCopyBetweenTargets: a signed package copied from its archive, its
@@ -29,7 +30,7 @@ func TestCopyBetweenTargets(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	priv, pub := keyPair(t, dir, "copy")
-	def, err := artifact.LoadDefinition(w.Dir)
+	def, err := definition.Load(w.Dir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/artifact/chart"
+	"github.com/ferrypkg/ferry/artifact/definition"
 	"github.com/ferrypkg/ferry/internal/testsupport/peertool"
 	"github.com/ferrypkg/ferry/internal/testsupport/thirdparty"
 )
@@ -36,7 +37,7 @@ func TestThirdPartyCharts(t *testing.T) {
 			for i := range 2 {
 				dir := t.TempDir()
 				c.Copy(t, filepath.Join(dir, "charts"))
-				writeFile(t, filepath.Join(dir, artifact.DefinitionFileName), fmt.Sprintf(`apiVersion: ferry.dev/v1alpha1
+				writeFile(t, filepath.Join(dir, definition.FileName), fmt.Sprintf(`apiVersion: ferry.dev/v1alpha1
 kind: Package
 metadata:
   name: %[1]s
@@ -47,7 +48,7 @@ components:
       - path: charts/%[1]s
         namespace: %[1]s
 `, c.Name))
-				def, err := artifact.LoadDefinition(dir)
+				def, err := definition.Load(dir)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -111,7 +112,7 @@ components:
 func TestChartMissingDependencies(t *testing.T) {
 	dir := t.TempDir()
 	thirdparty.Kyverno119.Copy(t, filepath.Join(dir, "charts"))
-	writeFile(t, filepath.Join(dir, artifact.DefinitionFileName), `apiVersion: ferry.dev/v1alpha1
+	writeFile(t, filepath.Join(dir, definition.FileName), `apiVersion: ferry.dev/v1alpha1
 kind: Package
 metadata:
   name: kyverno
@@ -121,7 +122,7 @@ components:
     charts:
       - path: charts/kyverno
 `)
-	def, err := artifact.LoadDefinition(dir)
+	def, err := definition.Load(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/artifact/chart"
+	"github.com/ferrypkg/ferry/artifact/definition"
 	"github.com/ferrypkg/ferry/artifact/key"
 	"github.com/ferrypkg/ferry/deploy"
 	"github.com/ferrypkg/ferry/deploy/api/v1alpha1"
@@ -54,17 +55,17 @@ func deltaVersion(t *testing.T, version, content string, sk artifact.Signer) str
 	t.Helper()
 	dir := t.TempDir()
 	files := map[string]string{
-		artifact.DefinitionFileName: "apiVersion: ferry.dev/v1alpha1\nkind: Package\nmetadata: {name: app, version: " + version + "}\ncomponents:\n  - name: app\n    manifests:\n      - name: ns\n        files: [ns.yaml]\n    files:\n      - {source: big.bin, target: /big.bin}\n      - {source: app.conf, target: /etc/app.conf}\n",
-		"ns.yaml":                   "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: app\n",
-		"big.bin":                   string(noise(1 << 20)),
-		"app.conf":                  content,
+		definition.FileName: "apiVersion: ferry.dev/v1alpha1\nkind: Package\nmetadata: {name: app, version: " + version + "}\ncomponents:\n  - name: app\n    manifests:\n      - name: ns\n        files: [ns.yaml]\n    files:\n      - {source: big.bin, target: /big.bin}\n      - {source: app.conf, target: /etc/app.conf}\n",
+		"ns.yaml":           "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: app\n",
+		"big.bin":           string(noise(1 << 20)),
+		"app.conf":          content,
 	}
 	for name, body := range files {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
-	def, err := artifact.LoadDefinition(dir)
+	def, err := definition.Load(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/artifact/chart"
+	"github.com/ferrypkg/ferry/artifact/definition"
 	"github.com/ferrypkg/ferry/artifact/key"
 	"github.com/ferrypkg/ferry/deploy"
 	"github.com/ferrypkg/ferry/deploy/rollout"
@@ -92,7 +93,7 @@ func BenchmarkDeploy(b *testing.B) {
 	if err := os.WriteFile(filepath.Join(dir, "ferry.yaml"), []byte(def), 0o644); err != nil {
 		b.Fatal(err)
 	}
-	d, err := artifact.LoadDefinition(dir)
+	d, err := definition.Load(dir)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -250,7 +251,7 @@ func imagePackage(ctx context.Context, b *testing.B, name string, mib int, seed 
 	if err := os.WriteFile(filepath.Join(dir, "ferry.yaml"), []byte(def), 0o644); err != nil {
 		b.Fatal(err)
 	}
-	d, err := artifact.LoadDefinition(dir)
+	d, err := definition.Load(dir)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/artifact/definition"
 	"github.com/ferrypkg/ferry/artifact/key"
 	"github.com/ferrypkg/ferry/deploy/rollout"
 	"github.com/ferrypkg/ferry/e2e/internal/harness"
@@ -150,7 +151,7 @@ func deltaPackage(ctx context.Context, t *testing.T, version string, gen uint64,
 	if err := os.WriteFile(filepath.Join(dir, "ferry.yaml"), []byte(def), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	d, err := artifact.LoadDefinition(dir)
+	d, err := definition.Load(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

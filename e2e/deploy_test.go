@@ -18,6 +18,7 @@ import (
 
 	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/artifact/chart"
+	"github.com/ferrypkg/ferry/artifact/definition"
 	"github.com/ferrypkg/ferry/deploy"
 	"github.com/ferrypkg/ferry/deploy/agent"
 	"github.com/ferrypkg/ferry/deploy/rollout"
@@ -150,7 +151,7 @@ func appPackageWith(ctx context.Context, t *testing.T, c *harness.Cluster, name 
 		t.Fatal(err)
 	}
 	priv, pub := testKeys(t)
-	d, err := artifact.LoadDefinition(dir)
+	d, err := definition.Load(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,6 +32,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/artifact/definition"
 	"github.com/ferrypkg/ferry/artifact/gitrepo"
 	"github.com/ferrypkg/ferry/artifact/key"
 	"github.com/ferrypkg/ferry/deploy"
@@ -440,7 +441,7 @@ func createPackage(ctx context.Context, t *testing.T, dir, def string, priv *key
 	if err := os.WriteFile(filepath.Join(dir, "ferry.yaml"), []byte(def), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	d, err := artifact.LoadDefinition(dir)
+	d, err := definition.Load(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,6 +25,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/artifact/definition"
 	"github.com/ferrypkg/ferry/artifact/gitrepo"
 	"github.com/ferrypkg/ferry/artifact/sbomexec"
 	"github.com/ferrypkg/ferry/deploy/install"
@@ -71,7 +72,7 @@ components:
 	if err := os.WriteFile(filepath.Join(defDir, "ferry.yaml"), []byte(def), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	d, err := artifact.LoadDefinition(defDir)
+	d, err := definition.Load(defDir)
 	if err != nil {
 		t.Fatal(err)
 	}

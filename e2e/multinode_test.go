@@ -32,6 +32,7 @@ import (
 
 	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/artifact/chart"
+	"github.com/ferrypkg/ferry/artifact/definition"
 	"github.com/ferrypkg/ferry/deploy"
 	"github.com/ferrypkg/ferry/deploy/rollout"
 	"github.com/ferrypkg/ferry/e2e/internal/harness"
@@ -708,7 +709,7 @@ func pushResumes(ctx context.Context, t *testing.T, c *harness.Cluster) {
 	if err := os.WriteFile(filepath.Join(dir, "ferry.yaml"), []byte(def), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	pdef, err := artifact.LoadDefinition(dir)
+	pdef, err := definition.Load(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"oras.land/oras-go/v2/registry/remote"
 
 	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/artifact/definition"
 	"github.com/ferrypkg/ferry/artifact/zarf/zarftest"
 	"github.com/ferrypkg/ferry/deploy/rollout"
 	"github.com/ferrypkg/ferry/e2e/internal/harness"
@@ -133,7 +134,7 @@ func deployZarf(ctx context.Context, t *testing.T, c *harness.Cluster, pkg *arti
 	// Zarf's SBOM of the image (imported only) went with it: a referrer of
 	// its manifest in the in-cluster registry.
 	refs := registryReferrers(ctx, t, c, "shop/app", zarfDigest)
-	if sboms := comp.Images[0].SBOMs; len(refs) != len(sboms) || len(sboms) == 1 && (refs[0].Digest != sboms[0].Digest || refs[0].ArtifactType != artifact.ArtifactTypeSyft) {
+	if sboms := comp.Images[0].SBOMs; len(refs) != len(sboms) || len(sboms) == 1 && (refs[0].Digest != sboms[0].Digest || refs[0].ArtifactType != definition.ArtifactTypeSyft) {
 		t.Fatalf("referrers of the image in the cluster: %+v, want the SBOMs %+v", refs, sboms)
 	}
 	repoArt := comp.Repositories[0]

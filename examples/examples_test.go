@@ -37,6 +37,7 @@ import (
 
 	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/artifact/chart"
+	"github.com/ferrypkg/ferry/artifact/definition"
 	"github.com/ferrypkg/ferry/artifact/gitrepo"
 	"github.com/ferrypkg/ferry/internal/testsupport/fixture"
 	"github.com/ferrypkg/ferry/registry/registrytest"
@@ -53,7 +54,7 @@ type example struct {
 // created is an example's definition and the package made from it.
 type created struct {
 	dir    string
-	def    *artifact.Definition
+	def    *definition.Definition
 	pkg    *artifact.Reader
 	report *artifact.Report
 }
@@ -76,7 +77,7 @@ var examples = map[string]example{
 			Image struct{ Repository, Tag string }
 		}
 		readYAML(t, filepath.Join(e.dir, "charts/web/values.yaml"), &values)
-		ref, err := artifact.NormalizeImageRef(values.Image.Repository + ":" + values.Image.Tag)
+		ref, err := definition.NormalizeImageRef(values.Image.Repository + ":" + values.Image.Tag)
 		if err != nil || ref != c.Images[0].Ref {
 			t.Errorf("the chart runs %s (%v), the package carries %s", ref, err, c.Images[0].Ref)
 		}
@@ -107,7 +108,7 @@ var examples = map[string]example{
 				t.Errorf("%s: stored %s %s, upstream %s: want a new index", img.Ref, img.MediaType, img.Digest, img.OriginalDigest)
 			}
 		}
-		if e.def.SBOM.Format != artifact.SBOMFormatCycloneDX {
+		if e.def.SBOM.Format != definition.SBOMFormatCycloneDX {
 			t.Errorf("sbom format %q", e.def.SBOM.Format)
 		}
 	}},
@@ -196,7 +197,7 @@ func TestExamples(t *testing.T) {
 			if ex.prepare != nil {
 				ex.prepare(t, dir)
 			}
-			def, err := artifact.LoadDefinition(dir)
+			def, err := definition.Load(dir)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -229,7 +230,7 @@ func TestExamples(t *testing.T) {
 // checkAgainstDefinition checks what every package must record of its
 // definition: name, version, components, their items, and images by the
 // digests upstream served, on the definition's platforms only.
-func checkAgainstDefinition(t *testing.T, def *artifact.Definition, rep *artifact.Report, up *upstream) {
+func checkAgainstDefinition(t *testing.T, def *definition.Definition, rep *artifact.Report, up *upstream) {
 	t.Helper()
 	if rep.Name != def.Metadata.Name || rep.Version != def.Metadata.Version {
 		t.Errorf("package %s %s, defined as %s %s", rep.Name, rep.Version, def.Metadata.Name, def.Metadata.Version)
@@ -270,7 +271,7 @@ var imageLine = regexp.MustCompile(`(?m)^\s*(?:-\s*)?image:\s*"?([^"\s{}]+)"?\s*
 // checkManifestImages checks that every image a manifest bundle names is
 // an image of its component: the cluster can only run images the package
 // carries.
-func checkManifestImages(t *testing.T, dir string, def *artifact.Definition) {
+func checkManifestImages(t *testing.T, dir string, def *definition.Definition) {
 	t.Helper()
 	for _, c := range def.Components {
 		var carried []string
@@ -288,7 +289,7 @@ func checkManifestImages(t *testing.T, dir string, def *artifact.Definition) {
 						t.Fatal(err)
 					}
 					for _, match := range imageLine.FindAllSubmatch(data, -1) {
-						ref, err := artifact.NormalizeImageRef(string(match[1]))
+						ref, err := definition.NormalizeImageRef(string(match[1]))
 						if err != nil || !slices.Contains(carried, ref) {
 							t.Errorf("%s runs %s, which component %s does not carry (%v)", p, match[1], c.Name, err)
 						}
@@ -336,7 +337,7 @@ func newUpstream(t *testing.T) *upstream {
 }
 
 // serve pushes an image for every registry image of def not served yet.
-func (u *upstream) serve(t *testing.T, def *artifact.Definition) {
+func (u *upstream) serve(t *testing.T, def *definition.Definition) {
 	t.Helper()
 	u.mu.Lock()
 	defer u.mu.Unlock()

@@ -11,6 +11,7 @@ import (
 	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/artifact/chart"
 	"github.com/ferrypkg/ferry/artifact/chartrender"
+	"github.com/ferrypkg/ferry/artifact/definition"
 	"github.com/ferrypkg/ferry/internal/testsupport/thirdparty"
 )
 
@@ -36,7 +37,7 @@ func BenchmarkFindImagesThirdParty(b *testing.B) {
 		body += "  - name: " + c.Name + "\n    charts:\n      - path: " + c.Name + "\n        namespace: " + c.Name + "\n"
 	}
 	writeFile(b, filepath.Join(dir, "ferry.yaml"), "apiVersion: ferry.dev/v1alpha1\nkind: Package\nmetadata: {name: tp, version: '1'}\n"+body)
-	def, err := artifact.LoadDefinition(dir)
+	def, err := definition.Load(dir)
 	if err != nil {
 		b.Fatal(err)
 	}

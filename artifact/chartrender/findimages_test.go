@@ -22,6 +22,7 @@ import (
 	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/artifact/chart"
 	"github.com/ferrypkg/ferry/artifact/chartrender"
+	"github.com/ferrypkg/ferry/artifact/definition"
 	"github.com/ferrypkg/ferry/internal/testsupport/fixture"
 	"github.com/ferrypkg/ferry/registry/registrytest"
 )
@@ -93,9 +94,9 @@ func pushChart(t *testing.T, repoRef, name, version, image string) {
 	}
 }
 
-func load(t testing.TB, dir string) *artifact.Definition {
+func load(t testing.TB, dir string) *definition.Definition {
 	t.Helper()
-	def, err := artifact.LoadDefinition(dir)
+	def, err := definition.Load(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +196,7 @@ func TestFindImagesChartHostile(t *testing.T) {
 				o.KubeVersion = "not-a-version"
 			}
 			_, err := artifact.FindImages(context.Background(), load(t, dir), o)
-			var de *artifact.DefinitionError
+			var de *definition.Error
 			if !errors.As(err, &de) || de.Line != 7 {
 				t.Fatalf("error %v, want a *DefinitionError at line 7", err)
 			}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/artifact/chartrender"
+	"github.com/ferrypkg/ferry/artifact/definition"
 )
 
 // exponentialInclude is a template including itself twice at each of 40
@@ -62,7 +63,7 @@ var hostileLimits = chartrender.Limits{Memory: 256 << 20, Timeout: 5 * time.Seco
 
 // writeChart writes a chart named name into dir/charts/name with files,
 // and a definition of one component with it; it returns the definition.
-func writeChart(t testing.TB, dir, name string, files map[string]string) *artifact.Definition {
+func writeChart(t testing.TB, dir, name string, files map[string]string) *definition.Definition {
 	t.Helper()
 	writeFile(t, filepath.Join(dir, "charts", name, "Chart.yaml"), "apiVersion: v2\nname: "+name+"\nversion: 1.0.0\n")
 	for f, body := range files {

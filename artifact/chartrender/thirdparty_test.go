@@ -19,6 +19,7 @@ import (
 	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/artifact/chart"
 	"github.com/ferrypkg/ferry/artifact/chartrender"
+	"github.com/ferrypkg/ferry/artifact/definition"
 	"github.com/ferrypkg/ferry/internal/testsupport/peertool"
 	"github.com/ferrypkg/ferry/internal/testsupport/thirdparty"
 )
@@ -168,14 +169,14 @@ func emptyIfNil(s []string) []string {
 
 // writeDef writes a definition of one component c whose body follows, and
 // parses it.
-func writeDef(t *testing.T, dir, body string) *artifact.Definition {
+func writeDef(t *testing.T, dir, body string) *definition.Definition {
 	t.Helper()
 	data := "apiVersion: ferry.dev/v1alpha1\nkind: Package\nmetadata:\n  name: fi\n  version: 1.0.0\ncomponents:\n  - name: c\n" + body
 	p := filepath.Join(dir, "ferry.yaml")
 	if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	def, err := artifact.LoadDefinition(p)
+	def, err := definition.Load(p)
 	if err != nil {
 		t.Fatal(err)
 	}

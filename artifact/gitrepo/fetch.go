@@ -14,6 +14,7 @@ import (
 	"oras.land/oras-go/v2/content"
 
 	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/artifact/definition"
 	"github.com/ferrypkg/ferry/internal/gitcred"
 	"github.com/ferrypkg/ferry/internal/redact"
 	"github.com/ferrypkg/ferry/internal/scratch"
@@ -33,7 +34,7 @@ var _ artifact.GitFetcher = Fetcher{}
 
 // FetchGit resolves src to a commit and pushes its artifact to dst. A
 // local src.Path is read inside dir only (OpenLocal).
-func (f Fetcher) FetchGit(ctx context.Context, src artifact.RepositoryDef, dir *os.Root, dst content.Pusher) (artifact.Repository, ocispec.Descriptor, error) {
+func (f Fetcher) FetchGit(ctx context.Context, src definition.Repository, dir *os.Root, dst content.Pusher) (artifact.Repository, ocispec.Descriptor, error) {
 	s := Source{URL: src.URL, Path: src.Path, Root: dir, Ref: src.Ref}
 	var r *git.Repository
 	var err error

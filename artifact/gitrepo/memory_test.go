@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/artifact/definition"
 )
 
 // TestMain runs createChild when this binary is started as runCreate's child.
@@ -30,7 +31,7 @@ func TestMain(m *testing.M) {
 // prints its peak RSS (VmHWM, bytes); it exits 3 with the error on stderr
 // when create fails.
 func createChild(dir, out string) {
-	def, err := artifact.LoadDefinition(dir)
+	def, err := definition.Load(dir)
 	if err == nil {
 		_, err = artifact.Create(context.Background(), def, artifact.CreateOptions{Output: out, Git: Fetcher{}})
 	}

@@ -19,6 +19,7 @@ import (
 	"oras.land/oras-go/v2/content/memory"
 
 	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/artifact/definition"
 	"github.com/ferrypkg/ferry/internal/testsupport/fixture"
 	"github.com/ferrypkg/ferry/internal/testsupport/peertool"
 	"github.com/ferrypkg/ferry/registry/registrytest"
@@ -42,10 +43,10 @@ func gitServer(t *testing.T, dir, user, pass string) string {
 	return srv.URL + "/" + filepath.Base(dir)
 }
 
-// definition writes a ferry.yaml carrying a local clone of dir (as
+// gitDefinition writes a ferry.yaml carrying a local clone of dir (as
 // https://git.example.com/org/fleet.git, at main, with history) and the
 // repository at url (at the tag v1, tree only).
-func definition(t *testing.T, dir, url string) *artifact.Definition {
+func gitDefinition(t *testing.T, dir, url string) *definition.Definition {
 	t.Helper()
 	defDir := t.TempDir()
 	gitRun(t, "", "clone", "-q", dir, filepath.Join(defDir, "fleet"))
@@ -61,7 +62,7 @@ components:
 	if err := os.WriteFile(filepath.Join(defDir, "ferry.yaml"), []byte(yaml), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	def, err := artifact.LoadDefinition(defDir)
+	def, err := definition.Load(defDir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +83,7 @@ func TestPackage(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Setenv("NETRC", netrc)
-	def := definition(t, dir, url)
+	def := gitDefinition(t, dir, url)
 
 	var roots []string
 	var cfg *artifact.Config
@@ -209,7 +210,7 @@ func TestCredentials(t *testing.T) {
 	gitcfg := filepath.Join(home, "gitconfig")
 	t.Setenv("GIT_CONFIG_GLOBAL", gitcfg)
 	t.Setenv("GIT_CONFIG_NOSYSTEM", "1")
-	src := artifact.RepositoryDef{URL: url, Ref: "main"}
+	src := definition.Repository{URL: url, Ref: "main"}
 	fetch := func() (artifact.Repository, error) {
 		rec, _, err := Fetcher{}.FetchGit(ctx, src, nil, memory.New())
 		return rec, err
@@ -265,14 +266,14 @@ components:
     repositories:
       - {url: "git@git.example.com:org/fleet", path: fleet, ref: dev}
 `
-	def, err := artifact.ParseDefinition(filepath.Join(defDir, "ferry.yaml"), []byte(yaml))
+	def, err := definition.Parse(filepath.Join(defDir, "ferry.yaml"), []byte(yaml))
 	if err != nil {
 		t.Fatal(err)
 	}
 	def.Dir = defDir
 	out := filepath.Join(t.TempDir(), "x.tar")
 	_, err = artifact.Create(ctx, def, artifact.CreateOptions{Output: out, Git: Fetcher{}})
-	var de *artifact.DefinitionError
+	var de *definition.Error
 	if !errors.As(err, &de) || de.Line != 10 || !strings.Contains(err.Error(), "is the same as https://git.example.com/org/fleet.git") {
 		t.Errorf("the same repository twice: %v", err)
 	}
@@ -319,7 +320,7 @@ components:
     repositories:
       - {url: "` + url + `"}
 `
-	def, err := artifact.ParseDefinition(filepath.Join(defDir, "ferry.yaml"), []byte(yaml))
+	def, err := definition.Parse(filepath.Join(defDir, "ferry.yaml"), []byte(yaml))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,6 +24,7 @@ import (
 	"oras.land/oras-go/v2/content/oci"
 
 	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/artifact/definition"
 	"github.com/ferrypkg/ferry/internal/childproc"
 	"github.com/ferrypkg/ferry/internal/scratch"
 )
@@ -94,7 +95,7 @@ func (g Generator) GenerateSBOM(ctx context.Context, src content.Fetcher, req ar
 	if req.Manifest.MediaType != ocispec.MediaTypeImageManifest && req.Manifest.MediaType != "application/vnd.docker.distribution.manifest.v2+json" {
 		return nil, fmt.Errorf("%s: media type %q is not an image manifest", req.Manifest.Digest, req.Manifest.MediaType)
 	}
-	format, err := artifact.ParseSBOMFormat(string(req.Format))
+	format, err := definition.ParseSBOMFormat(string(req.Format))
 	if err != nil {
 		return nil, err
 	}
@@ -214,7 +215,7 @@ func run(ctx context.Context, helper string, args []string, tmp string, lim Limi
 }
 
 // check checks that doc is one JSON document of format.
-func check(doc []byte, format artifact.SBOMFormat) error {
+func check(doc []byte, format definition.SBOMFormat) error {
 	var head struct {
 		SPDXVersion string `json:"spdxVersion"`
 		BOMFormat   string `json:"bomFormat"`
@@ -227,9 +228,9 @@ func check(doc []byte, format artifact.SBOMFormat) error {
 		return errors.New("its output is more than one JSON document")
 	}
 	switch {
-	case format == artifact.SBOMFormatCycloneDX && head.BOMFormat != "CycloneDX":
+	case format == definition.SBOMFormatCycloneDX && head.BOMFormat != "CycloneDX":
 		return fmt.Errorf("its output is not a CycloneDX document (bomFormat %q)", head.BOMFormat)
-	case format == artifact.SBOMFormatSPDX && !strings.HasPrefix(head.SPDXVersion, "SPDX-"):
+	case format == definition.SBOMFormatSPDX && !strings.HasPrefix(head.SPDXVersion, "SPDX-"):
 		return fmt.Errorf("its output is not an SPDX document (spdxVersion %q)", head.SPDXVersion)
 	}
 	return nil

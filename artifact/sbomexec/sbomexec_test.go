@@ -16,6 +16,7 @@ import (
 	"oras.land/oras-go/v2/content/memory"
 
 	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/artifact/definition"
 	"github.com/ferrypkg/ferry/artifact/sbomexec"
 	"github.com/ferrypkg/ferry/artifact/sbomexec/sbomexectest"
 	"github.com/ferrypkg/ferry/internal/testsupport/fixture"
@@ -56,12 +57,12 @@ func TestGenerateSBOM(t *testing.T) {
 	mem, desc := fixtureImage(t)
 	ctx := context.Background()
 	for _, c := range []struct {
-		format artifact.SBOMFormat
+		format definition.SBOMFormat
 		want   []string
 	}{
 		{"", []string{`"spdxVersion":"SPDX-2.`, `"created":"2023-11-14T22:13:20Z"`, `"Tool: ferry-test"`,
 			`"documentNamespace":"https://ferry.dev/spdx/` + desc.Digest.Encoded() + `"`, `"libferry1"`, `"` + fixture.GoModule + `"`}},
-		{artifact.SBOMFormatCycloneDX, []string{`"bomFormat":"CycloneDX"`, `"timestamp":"2023-11-14T22:13:20Z"`, `"libferry1"`, `"ferry-tools"`}},
+		{definition.SBOMFormatCycloneDX, []string{`"bomFormat":"CycloneDX"`, `"timestamp":"2023-11-14T22:13:20Z"`, `"libferry1"`, `"ferry-tools"`}},
 	} {
 		req := artifact.SBOMRequest{Ref: "example.com/app:1.0", Manifest: desc, Platform: "linux/amd64", Format: c.format, Created: time.Unix(1700000000, 0)}
 		doc, err := gen.GenerateSBOM(ctx, mem, req)
@@ -125,7 +126,7 @@ func fakeHelper(t *testing.T, body string) string {
 func TestGenerateHelper(t *testing.T) {
 	mem, desc := fakeImage(t)
 	ctx := context.Background()
-	req := artifact.SBOMRequest{Ref: "example.com/app:1.0", Manifest: desc, Format: artifact.SBOMFormatCycloneDX, Created: time.Unix(0, 0)}
+	req := artifact.SBOMRequest{Ref: "example.com/app:1.0", Manifest: desc, Format: definition.SBOMFormatCycloneDX, Created: time.Unix(0, 0)}
 
 	args := filepath.Join(t.TempDir(), "args")
 	// The script records its arguments and checks the layout: index.json
@@ -145,14 +146,14 @@ echo '{"bomFormat":"CycloneDX","specVersion":"1.6"}'`), ToolVersion: "v9"}
 
 	for _, c := range []struct {
 		name, script string
-		format       artifact.SBOMFormat
+		format       definition.SBOMFormat
 		want         string
 	}{
 		{"exit 1", "echo warming up >&2; echo 'ferry-sbom: read image: no such layer' >&2; exit 1", "", "ferry-sbom: read image: no such layer (exit status 1)"},
 		{"not JSON", "echo 'not json'", "", "its output is not a JSON document"},
 		{"two documents", `echo '{"spdxVersion":"SPDX-2.3"} {}'`, "", "more than one JSON document"},
-		{"other format", `echo '{"bomFormat":"CycloneDX"}'`, artifact.SBOMFormatSPDX, `its output is not an SPDX document (spdxVersion "")`},
-		{"empty", "exit 0", artifact.SBOMFormatCycloneDX, "its output is not a JSON document: EOF"},
+		{"other format", `echo '{"bomFormat":"CycloneDX"}'`, definition.SBOMFormatSPDX, `its output is not an SPDX document (spdxVersion "")`},
+		{"empty", "exit 0", definition.SBOMFormatCycloneDX, "its output is not a JSON document: EOF"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			req := req

@@ -19,6 +19,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/artifact/definition"
 	"github.com/ferrypkg/ferry/internal/confine"
 )
 
@@ -164,17 +165,17 @@ func (a *archive) openParts(header, base string) (io.Reader, error) {
 
 // ReadDefinition reads the zarf.yaml at path, for Convert: a regular file
 // (a FIFO or a device is refused without blocking) of at most
-// artifact.MaxDefinitionSize bytes.
+// definition.MaxSize bytes.
 func ReadDefinition(path string) ([]byte, error) {
 	f, fi, err := openRegular(path, true)
 	if err != nil {
 		return nil, named(path, err)
 	}
 	defer f.Close()
-	if fi.Size() > artifact.MaxDefinitionSize {
-		return nil, fmt.Errorf("%s is %w: %d bytes, more than %d", path, confine.ErrTooLarge, fi.Size(), artifact.MaxDefinitionSize)
+	if fi.Size() > definition.MaxSize {
+		return nil, fmt.Errorf("%s is %w: %d bytes, more than %d", path, confine.ErrTooLarge, fi.Size(), definition.MaxSize)
 	}
-	data, err := confine.ReadAll(f, path, artifact.MaxDefinitionSize)
+	data, err := confine.ReadAll(f, path, definition.MaxSize)
 	return data, pathError(err)
 }
 

@@ -23,7 +23,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/artifact/definition"
 )
 
 // Zarf's header values.
@@ -232,10 +232,10 @@ func (c *converter) run(doc *yaml.Node) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	if len(out) > artifact.MaxDefinitionSize {
-		return nil, c.errf(0, "", "the ferry definition it converts to would be %s bytes, more than a definition may hold (%s)", count(len(out)), count(artifact.MaxDefinitionSize))
+	if len(out) > definition.MaxSize {
+		return nil, c.errf(0, "", "the ferry definition it converts to would be %s bytes, more than a definition may hold (%s)", count(len(out)), count(definition.MaxSize))
 	}
-	if _, err := artifact.ParseDefinition(filepath.Join(c.odir, artifact.DefinitionFileName), out); err != nil {
+	if _, err := definition.Parse(filepath.Join(c.odir, definition.FileName), out); err != nil {
 		return nil, fmt.Errorf("%s: the converted definition is not valid: %w", c.shown, err)
 	}
 	// The zarf.yaml's gaps in the order of its lines, then those of the
@@ -316,7 +316,7 @@ func (c *converter) pkg(root *yaml.Node) (*ferryDef, error) {
 	if r, err := filepath.Rel(c.odir, c.file); err == nil {
 		source = filepath.ToSlash(r)
 	}
-	def := &ferryDef{APIVersion: artifact.APIVersion, Kind: artifact.DefinitionKind, source: source}
+	def := &ferryDef{source: source}
 	if !o.has("metadata") {
 		return nil, c.errf(root.Line, "metadata", "missing")
 	}
@@ -402,7 +402,7 @@ func (c *converter) metadata(n *yaml.Node, def *ferryDef) error {
 		if c.arch == "skeleton" {
 			return c.errf(o.line("architecture"), "metadata.architecture", "a skeleton package (zarf package publish of a definition) carries no content: convert the definition it was published from")
 		}
-		def.Platforms = []string{"linux/" + c.arch}
+		def.Platforms = []definition.Platform{{OS: "linux", Architecture: c.arch}}
 	}
 	for _, k := range []string{"url", "image", "authors", "documentation", "source", "vendor"} {
 		if v, _ := c.str(o, k); v != "" {
@@ -433,7 +433,7 @@ func (c *converter) metadata(n *yaml.Node, def *ferryDef) error {
 
 // component converts one component; nil when Zarf would leave it out
 // (flavor, architecture).
-func (c *converter) component(n *yaml.Node, field string) (*ferryComp, error) {
+func (c *converter) component(n *yaml.Node, field string) (*definition.Component, error) {
 	o, err := c.object(n, field, "ZarfComponent")
 	if err != nil {
 		return nil, err
@@ -452,7 +452,7 @@ func (c *converter) component(n *yaml.Node, field string) (*ferryComp, error) {
 		return nil, err
 	}
 	c.comp = name
-	comp := &ferryComp{Name: name}
+	comp := &definition.Component{Name: name}
 	if comp.Description, err = c.str(o, "description"); err != nil {
 		return nil, err
 	}
@@ -465,7 +465,7 @@ func (c *converter) component(n *yaml.Node, field string) (*ferryComp, error) {
 		return nil, err
 	}
 	required := req != nil && *req
-	comp.Required = &required
+	comp.Required = required
 	if !required && dflt != nil && *dflt {
 		c.gap(o.line("default"), o.f("default"), fmt.Sprintf("component %s is selected by default: zarf package deploy --components a,b deploys it too unless the list excludes it (-%s)", name, name), "ferry deploy --components a,b deploys the required components and those named: name it too")
 	}
@@ -496,15 +496,15 @@ func (c *converter) component(n *yaml.Node, field string) (*ferryComp, error) {
 		if item.Kind != yaml.ScalarNode {
 			return c.errf(item.Line, f, "must be a string")
 		}
-		if _, err := artifact.NormalizeImageRef(item.Value); err != nil {
+		if _, err := definition.NormalizeImageRef(item.Value); err != nil {
 			return c.errf(item.Line, f, "%v", err)
 		}
 		if c.built {
-			comp.Images = append(comp.Images, ferryImage{Ref: item.Value, Layout: "images"})
-			ref, _ := artifact.NormalizeImageRef(item.Value)
+			comp.Images = append(comp.Images, definition.Image{Ref: item.Value, Layout: "images"})
+			ref, _ := definition.NormalizeImageRef(item.Value)
 			c.images = append(c.images, ref)
 		} else {
-			comp.Images = append(comp.Images, item.Value)
+			comp.Images = append(comp.Images, definition.Image{Ref: item.Value})
 		}
 		return nil
 	}); err != nil {

@@ -10,13 +10,13 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/artifact/definition"
 	"github.com/ferrypkg/ferry/artifact/zarf"
 )
 
 // convertDir converts dir/zarf.yaml into dir/ferry.yaml (and the files it
 // makes) and returns the parsed definition.
-func convertDir(t *testing.T, dir string, opts zarf.ConvertOptions) (*zarf.Result, *artifact.Definition) {
+func convertDir(t *testing.T, dir string, opts zarf.ConvertOptions) (*zarf.Result, *definition.Definition) {
 	t.Helper()
 	file := filepath.Join(dir, "zarf.yaml")
 	data, err := os.ReadFile(file)
@@ -39,7 +39,7 @@ func convertDir(t *testing.T, dir string, opts zarf.ConvertOptions) (*zarf.Resul
 			t.Fatal(err)
 		}
 	}
-	def, err := artifact.ParseDefinition(filepath.Join(out, "ferry.yaml"), res.Definition)
+	def, err := definition.Parse(filepath.Join(out, "ferry.yaml"), res.Definition)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, res.Definition)
 	}
@@ -71,7 +71,7 @@ func TestConvertFull(t *testing.T) {
 	dir := copyFixture(t, "full")
 	res, def := convertDir(t, dir, zarf.ConvertOptions{Set: map[string]string{"version": "1.2.3"}, Architecture: "amd64"})
 
-	if def.Metadata != (artifact.Metadata{Name: "shop", Version: "1.2.3", Description: "the shop"}) {
+	if def.Metadata != (definition.Metadata{Name: "shop", Version: "1.2.3", Description: "the shop"}) {
 		t.Errorf("metadata = %+v", def.Metadata)
 	}
 	if len(def.Platforms) != 1 || def.Platforms[0].String() != "linux/amd64" {
@@ -94,7 +94,7 @@ func TestConvertFull(t *testing.T) {
 	if len(web.Images) != 2 || web.Images[0].Ref != "docker.io/library/nginx:1.27" {
 		t.Errorf("images = %+v", web.Images)
 	}
-	wantCharts := []artifact.ChartDef{
+	wantCharts := []definition.Chart{
 		{Path: "chart", Namespace: "shop", ReleaseName: "shop"},
 		{URL: "oci://ghcr.io/stefanprodan/charts/podinfo", Version: "6.7.0", Namespace: "podinfo", ReleaseName: "info"},
 		{Path: "zarf-charts/redis-ha-4.2.0.tgz", ReleaseName: "redis"},
@@ -113,7 +113,7 @@ func TestConvertFull(t *testing.T) {
 	if !strings.Contains(rendered, "name: k-web") {
 		t.Errorf("the kustomization rendered as\n%s", rendered)
 	}
-	wantFiles := []artifact.FileDef{
+	wantFiles := []definition.File{
 		{Source: "files/tool.sh", Target: "/usr/local/bin/tool", Mode: 0o700},
 		{Source: "files/conf.d/a.conf", Target: "/etc/shop/a.conf", Mode: 0o644},
 		{Source: "files/conf.d/b.conf", Target: "/etc/shop/b.conf", Mode: 0o644},
@@ -218,7 +218,7 @@ func TestConvertDir(t *testing.T) {
 	sub := filepath.Join(dir, "out")
 	data, _ := os.ReadFile(filepath.Join(dir, "zarf.yaml"))
 	_, err := zarf.Convert(filepath.Join(dir, "zarf.yaml"), data, zarf.ConvertOptions{Set: map[string]string{"VERSION": "1"}, Dir: sub})
-	var de *artifact.DefinitionError
+	var de *definition.Error
 	if !errors.As(err, &de) || de.Line != 19 || !strings.Contains(de.Msg, "outside the ferry definition's folder") {
 		t.Errorf("err = %v", err)
 	}
@@ -247,7 +247,7 @@ func TestConvertErrors(t *testing.T) {
 				t.Fatal(err)
 			}
 			_, err := zarf.Convert(filepath.Join(dir, "zarf.yaml"), []byte(tc.yaml), zarf.ConvertOptions{})
-			var de *artifact.DefinitionError
+			var de *definition.Error
 			if !errors.As(err, &de) {
 				t.Fatalf("err = %v, want a DefinitionError", err)
 			}

@@ -10,7 +10,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/artifact/definition"
 	"github.com/ferrypkg/ferry/internal/yamlbound"
 )
 
@@ -22,7 +22,7 @@ import (
 // or an empty file is an error.
 func decode(file string, data []byte) (*yaml.Node, error) {
 	errf := func(line int, format string, args ...any) error {
-		return &artifact.DefinitionError{File: file, Line: line, Msg: fmt.Sprintf(format, args...)}
+		return &definition.Error{File: file, Line: line, Msg: fmt.Sprintf(format, args...)}
 	}
 	if bound, n := yamlbound.Bound(data); bound > MaxNodes {
 		return nil, errf(0, "too much YAML for a Zarf definition: its %s ':', '-', '?', ',', '[' and '{' could make %s nodes, more than %s", count(n), count(bound), count(MaxNodes))

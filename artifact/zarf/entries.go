@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/artifact/definition"
 	"github.com/ferrypkg/ferry/internal/confine"
 )
 
@@ -68,7 +69,7 @@ func (x *extraction) outerFile(tr *tar.Reader, h *tar.Header, name string) error
 	var err error
 	switch name {
 	case ZarfYAML:
-		x.def, err = x.keep(tr, h, name, artifact.MaxDefinitionSize)
+		x.def, err = x.keep(tr, h, name, definition.MaxSize)
 		return err
 	case SignatureFile:
 		x.sig, err = x.keep(tr, h, name, artifact.MaxSignaturePayload)

@@ -18,6 +18,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/artifact/definition"
 	"github.com/ferrypkg/ferry/artifact/key"
 	"github.com/ferrypkg/ferry/artifact/zarf"
 )
@@ -147,7 +148,7 @@ func TestExtractImport(t *testing.T) {
 	if err := os.WriteFile(defFile, res.Definition, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	def, err := artifact.LoadDefinition(defFile)
+	def, err := definition.Load(defFile)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, res.Definition)
 	}

@@ -2,79 +2,20 @@ package zarf
 
 import (
 	"bytes"
-	"fmt"
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/ferrypkg/ferry/artifact/definition"
 )
 
-// ferryDef is the ferry.yaml Convert writes, its fields in the order of
-// docs/definition.md.
+// ferryDef is the ferry.yaml Convert writes: the definition, and the
+// header comments saying where it came from.
 type ferryDef struct {
-	APIVersion string      `yaml:"apiVersion"`
-	Kind       string      `yaml:"kind"`
-	Metadata   ferryMeta   `yaml:"metadata"`
-	Platforms  []string    `yaml:"platforms,omitempty"`
-	Components []ferryComp `yaml:"components,omitempty"`
+	definition.Definition
 
 	source   string
 	comments []string
-}
-
-type ferryMeta struct {
-	Name        string `yaml:"name"`
-	Version     string `yaml:"version"`
-	Description string `yaml:"description,omitempty"`
-}
-
-type ferryComp struct {
-	Name         string          `yaml:"name"`
-	Description  string          `yaml:"description,omitempty"`
-	Required     *bool           `yaml:"required,omitempty"`
-	Images       []any           `yaml:"images,omitempty"`
-	Charts       []ferryChart    `yaml:"charts,omitempty"`
-	Manifests    []ferryManifest `yaml:"manifests,omitempty"`
-	Files        []ferryFile     `yaml:"files,omitempty"`
-	Repositories []ferryRepo     `yaml:"repositories,omitempty"`
-}
-
-// ferryImage is an image of a local OCI layout.
-type ferryImage struct {
-	Ref    string `yaml:"ref"`
-	Layout string `yaml:"layout"`
-}
-
-type ferryChart struct {
-	Path        string `yaml:"path,omitempty"`
-	URL         string `yaml:"url,omitempty"`
-	Version     string `yaml:"version,omitempty"`
-	Namespace   string `yaml:"namespace,omitempty"`
-	ReleaseName string `yaml:"releaseName,omitempty"`
-}
-
-type ferryManifest struct {
-	Name      string   `yaml:"name"`
-	Namespace string   `yaml:"namespace,omitempty"`
-	Files     []string `yaml:"files"`
-}
-
-type ferryFile struct {
-	Source string   `yaml:"source"`
-	Target string   `yaml:"target"`
-	Mode   fileMode `yaml:"mode"`
-}
-
-type ferryRepo struct {
-	URL  string `yaml:"url"`
-	Path string `yaml:"path,omitempty"`
-	Ref  string `yaml:"ref,omitempty"`
-}
-
-// fileMode is written in octal, as ferry.yaml reads it (0644).
-type fileMode int32
-
-func (m fileMode) MarshalYAML() (any, error) {
-	return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!int", Value: fmt.Sprintf("0%03o", int32(m))}, nil
 }
 
 // encode writes the definition with a header saying where it came from.
@@ -98,7 +39,7 @@ func (d *ferryDef) encode() ([]byte, error) {
 	}
 	out = append(out, "components:\n"...)
 	for i := range d.Components {
-		item, err := encodeYAML([]ferryComp{d.Components[i]})
+		item, err := encodeYAML([]definition.Component{d.Components[i]})
 		if err != nil {
 			return nil, err
 		}

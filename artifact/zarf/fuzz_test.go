@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/artifact/definition"
 	"github.com/ferrypkg/ferry/artifact/zarf"
 )
 
@@ -40,7 +40,7 @@ func FuzzConvert(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if _, err := artifact.ParseDefinition(filepath.Join(dir, "ferry.yaml"), res.Definition); err != nil {
+		if _, err := definition.Parse(filepath.Join(dir, "ferry.yaml"), res.Definition); err != nil {
 			t.Fatalf("an invalid definition: %v\n%s", err, res.Definition)
 		}
 	})

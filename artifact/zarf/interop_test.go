@@ -12,6 +12,7 @@ import (
 	"oras.land/oras-go/v2/registry/remote"
 
 	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/artifact/definition"
 	"github.com/ferrypkg/ferry/artifact/zarf"
 	"github.com/ferrypkg/ferry/artifact/zarf/zarftest"
 	"github.com/ferrypkg/ferry/internal/testsupport/fixture"
@@ -95,7 +96,7 @@ func TestZarfInterop(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Zarf's SBOM of %s: %v", imageRef, err)
 	}
-	if s := imported.Config.Components[0].Images[0].SBOMs; len(ires.SBOMs) != 1 || len(s) != 1 || s[0].ArtifactType != artifact.ArtifactTypeSyft || s[0].Subject.String() != zarfDigest {
+	if s := imported.Config.Components[0].Images[0].SBOMs; len(ires.SBOMs) != 1 || len(s) != 1 || s[0].ArtifactType != definition.ArtifactTypeSyft || s[0].Subject.String() != zarfDigest {
 		t.Errorf("Zarf's SBOMs: import found %+v, ferry.json records %+v", ires.SBOMs, s)
 	}
 	r, err := artifact.Open(ctx, imported.Path)

@@ -8,7 +8,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/artifact/definition"
 )
 
 // object is one mapping of zarf.yaml whose keys were checked against the
@@ -184,5 +184,5 @@ func (c *converter) strs(o *object, key string) ([]string, []int, error) {
 }
 
 func (c *converter) errf(line int, field, format string, args ...any) error {
-	return &artifact.DefinitionError{File: c.shown, Line: line, Field: clip(field), Msg: clipLine(fmt.Sprintf(format, args...))}
+	return &definition.Error{File: c.shown, Line: line, Field: clip(field), Msg: clipLine(fmt.Sprintf(format, args...))}
 }

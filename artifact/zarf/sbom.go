@@ -16,6 +16,7 @@ import (
 	"oras.land/oras-go/v2/content"
 
 	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/artifact/definition"
 	"github.com/ferrypkg/ferry/internal/confine"
 )
 
@@ -151,7 +152,7 @@ func (c *converter) layoutManifests() (map[string]digest.Digest, error) {
 	out := map[string]digest.Digest{}
 	for _, key := range []string{ocispec.AnnotationRefName, ocispec.AnnotationBaseImageName} {
 		for _, m := range idx.Manifests {
-			if ref, err := artifact.NormalizeImageRef(m.Annotations[key]); err == nil {
+			if ref, err := definition.NormalizeImageRef(m.Annotations[key]); err == nil {
 				out[ref] = m.Digest
 			}
 		}
@@ -181,8 +182,8 @@ func (s SBOMs) GenerateSBOM(ctx context.Context, src content.Fetcher, req artifa
 // GenerateSBOMFormat implements artifact.SBOMFormatGenerator: Zarf's
 // document of req.Manifest as req.Ref, read again bounded and checked to
 // be one JSON object with Syft's "schema", in SBOMFormatSyft.
-func (s SBOMs) GenerateSBOMFormat(ctx context.Context, src content.Fetcher, req artifact.SBOMRequest) ([]byte, artifact.SBOMFormat, error) {
-	ref, _ := artifact.NormalizeImageRef(req.Ref)
+func (s SBOMs) GenerateSBOMFormat(ctx context.Context, src content.Fetcher, req artifact.SBOMRequest) ([]byte, definition.SBOMFormat, error) {
+	ref, _ := definition.NormalizeImageRef(req.Ref)
 	for _, i := range s.Images {
 		if i.Ref != ref || i.Manifest != req.Manifest.Digest {
 			continue
@@ -199,7 +200,7 @@ func (s SBOMs) GenerateSBOMFormat(ctx context.Context, src content.Fetcher, req 
 		if err := json.Unmarshal(doc, &head); err != nil || head.Schema == nil {
 			return nil, "", fmt.Errorf("%w: Zarf's SBOM %s is not a Syft JSON document", artifact.ErrCorrupt, filepath.Base(i.Path))
 		}
-		return doc, artifact.SBOMFormatSyft, nil
+		return doc, definition.SBOMFormatSyft, nil
 	}
 	switch g := s.Next.(type) {
 	case nil:
@@ -210,7 +211,7 @@ func (s SBOMs) GenerateSBOMFormat(ctx context.Context, src content.Fetcher, req 
 		doc, err := g.GenerateSBOM(ctx, src, req)
 		format := req.Format
 		if format == "" {
-			format = artifact.SBOMFormatSPDX
+			format = definition.SBOMFormatSPDX
 		}
 		return doc, format, err
 	}

@@ -19,6 +19,7 @@ import (
 	"oras.land/oras-go/v2/content/oci"
 
 	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/artifact/definition"
 	"github.com/ferrypkg/ferry/artifact/zarf"
 	"github.com/ferrypkg/ferry/internal/testsupport/fixture"
 )
@@ -124,11 +125,11 @@ func importSBOMs(t *testing.T, archive string, next artifact.SBOMGenerator) (*za
 	if err != nil {
 		return nil, nil, err
 	}
-	defFile := filepath.Join(pkg.Dir, artifact.DefinitionFileName)
+	defFile := filepath.Join(pkg.Dir, definition.FileName)
 	if err := os.WriteFile(defFile, res.Definition, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	def, err := artifact.LoadDefinition(defFile)
+	def, err := definition.Load(defFile)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, res.Definition)
 	}
@@ -185,14 +186,14 @@ func TestImportSBOMs(t *testing.T) {
 			}
 			imgRecs := created.Config.Components[0].Images
 			appSBOMs, dbSBOMs := imgRecs[0].SBOMs, imgRecs[1].SBOMs
-			if len(appSBOMs) != 1 || appSBOMs[0].ArtifactType != artifact.ArtifactTypeSyft || appSBOMs[0].Subject != app.Digest || appSBOMs[0].Platform != "linux/amd64" {
+			if len(appSBOMs) != 1 || appSBOMs[0].ArtifactType != definition.ArtifactTypeSyft || appSBOMs[0].Subject != app.Digest || appSBOMs[0].Platform != "linux/amd64" {
 				t.Errorf("ferry.json: the app's SBOMs %+v", appSBOMs)
 			}
 			wantDB := 0
 			if tc.next != nil {
 				wantDB = 1
 			}
-			if len(dbSBOMs) != wantDB || wantDB == 1 && (dbSBOMs[0].ArtifactType != artifact.ArtifactTypeSPDX || dbSBOMs[0].Subject != imgs["example.com/shop/db:2.0"].Digest) {
+			if len(dbSBOMs) != wantDB || wantDB == 1 && (dbSBOMs[0].ArtifactType != definition.ArtifactTypeSPDX || dbSBOMs[0].Subject != imgs["example.com/shop/db:2.0"].Digest) {
 				t.Errorf("ferry.json: the db's SBOMs %+v, want %d SPDX", dbSBOMs, wantDB)
 			}
 			r, err := artifact.Open(ctx, created.Path)
@@ -239,9 +240,9 @@ func TestImportSBOMRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defFile := filepath.Join(pkg.Dir, artifact.DefinitionFileName)
+	defFile := filepath.Join(pkg.Dir, definition.FileName)
 	os.WriteFile(defFile, res.Definition, 0o600)
-	def, err := artifact.LoadDefinition(defFile)
+	def, err := definition.Load(defFile)
 	if err != nil {
 		t.Fatal(err)
 	}

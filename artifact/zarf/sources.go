@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/artifact/definition"
 	"github.com/ferrypkg/ferry/internal/confine"
 	"github.com/ferrypkg/ferry/internal/yamlbound"
 	"gopkg.in/yaml.v3"
@@ -46,7 +47,7 @@ func gitSplitRef(u string) (string, string, bool) {
 	return get("proto") + get("hostPath") + "/" + get("repo") + get("git"), get("ref"), true
 }
 
-func (c *converter) chart(n *yaml.Node, field string) (*ferryChart, error) {
+func (c *converter) chart(n *yaml.Node, field string) (*definition.Chart, error) {
 	o, err := c.object(n, field, "ZarfChart")
 	if err != nil {
 		return nil, err
@@ -56,7 +57,7 @@ func (c *converter) chart(n *yaml.Node, field string) (*ferryChart, error) {
 	if name == "" {
 		return nil, c.errf(n.Line, o.f("name"), "missing")
 	}
-	ch := &ferryChart{Namespace: get("namespace"), ReleaseName: get("releaseName")}
+	ch := &definition.Chart{Namespace: get("namespace"), ReleaseName: get("releaseName")}
 	// Zarf names the release after the chart's Zarf name; ferry after
 	// Chart.yaml's: say it.
 	if ch.ReleaseName == "" {
@@ -165,7 +166,7 @@ func (c *converter) chart(n *yaml.Node, field string) (*ferryChart, error) {
 // regular file inside odir is an error; one too large to look into is
 // left to create.
 func (c *converter) checkLocalChart(o *object, dir, version string) error {
-	data, err := c.readFile(path.Join(dir, "Chart.yaml"), artifact.MaxDefinitionSize)
+	data, err := c.readFile(path.Join(dir, "Chart.yaml"), definition.MaxSize)
 	switch {
 	case errors.Is(err, fs.ErrNotExist), errors.Is(err, confine.ErrTooLarge), errors.Is(err, errIsFolder):
 		return nil // a .tgz, or missing: create says so
@@ -202,7 +203,7 @@ func sanitize(s string) string {
 	}, s)
 }
 
-func (c *converter) manifest(n *yaml.Node, field string) (*ferryManifest, error) {
+func (c *converter) manifest(n *yaml.Node, field string) (*definition.Manifest, error) {
 	o, err := c.object(n, field, "ZarfManifest")
 	if err != nil {
 		return nil, err
@@ -212,7 +213,7 @@ func (c *converter) manifest(n *yaml.Node, field string) (*ferryManifest, error)
 	if !nameRE.MatchString(name) {
 		return nil, c.errf(o.line("name"), o.f("name"), "%q is not a valid ferry manifest name (lowercase letters, digits, '-' and '.')", name)
 	}
-	m := &ferryManifest{Name: name, Namespace: ns}
+	m := &definition.Manifest{Name: name, Namespace: ns}
 	files, lines, err := c.strs(o, "files")
 	if err != nil {
 		return nil, err
@@ -333,7 +334,7 @@ func shaCheck(sum, p string) string {
 
 // fileEntry converts one Zarf file: a local file, a local folder (one
 // ferry file per regular file below it), or a URL (a placeholder path).
-func (c *converter) fileEntry(n *yaml.Node, field string, idx int) ([]ferryFile, error) {
+func (c *converter) fileEntry(n *yaml.Node, field string, idx int) ([]definition.File, error) {
 	o, err := c.object(n, field, "ZarfFile")
 	if err != nil {
 		return nil, err
@@ -350,7 +351,7 @@ func (c *converter) fileEntry(n *yaml.Node, field string, idx int) ([]ferryFile,
 	}
 	// Zarf's modes (src/pkg/packager/layout/assemble.go): 0700 for an
 	// executable file or a folder, else 0600.
-	mode := fileMode(0o600)
+	mode := int64(0o600)
 	if exe != nil && *exe {
 		mode = 0o700
 	}
@@ -374,7 +375,7 @@ func (c *converter) fileEntry(n *yaml.Node, field string, idx int) ([]ferryFile,
 		}
 		p := localPlaceholder(FilesDir, u)
 		c.gap(o.line("source"), o.f("source"), "a file downloaded at create: "+u, fmt.Sprintf("source %s: download it there first (`curl -fLo %s %s`%s)", p, p, u, shaCheck(sum, p)))
-		return []ferryFile{{Source: p, Target: target, Mode: mode}}, nil
+		return []definition.File{{Source: p, Target: target, Mode: mode}}, nil
 	}
 	p, err := c.rel(o.line("source"), o.f("source"), src)
 	if err != nil {
@@ -395,7 +396,7 @@ func (c *converter) fileEntry(n *yaml.Node, field string, idx int) ([]ferryFile,
 // localFiles is the ferry files of the file or folder p (relative to
 // odir): mode for a file (-1: its own), each its own below a folder. It is
 // read through odir; a folder's entries count to MaxFiles.
-func (c *converter) localFiles(o *object, p, target string, mode fileMode) ([]ferryFile, error) {
+func (c *converter) localFiles(o *object, p, target string, mode int64) ([]definition.File, error) {
 	f, fi, err := c.open(p)
 	if err != nil {
 		return nil, c.errf(o.line("source"), o.f("source"), "%v", err)
@@ -406,15 +407,15 @@ func (c *converter) localFiles(o *object, p, target string, mode fileMode) ([]fe
 			return nil, c.errf(o.line("source"), o.f("source"), "more than %s files in the files entries", count(MaxFiles))
 		}
 		if mode < 0 {
-			mode = fileMode(fi.Mode().Perm())
+			mode = int64(fi.Mode().Perm())
 		}
 		if err := c.scanTokens(p); err != nil {
 			return nil, c.errf(o.line("source"), o.f("source"), "%v", err)
 		}
-		return []ferryFile{{Source: p, Target: target, Mode: mode}}, nil
+		return []definition.File{{Source: p, Target: target, Mode: mode}}, nil
 	}
 	// A folder: Zarf copies it whole to target; ferry carries files.
-	var out []ferryFile
+	var out []definition.File
 	var links []string
 	err = fs.WalkDir(c.fsys(), p, func(fp string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -435,7 +436,7 @@ func (c *converter) localFiles(o *object, p, target string, mode fileMode) ([]fe
 			return err
 		}
 		r := strings.TrimPrefix(strings.TrimPrefix(fp, p), "/")
-		out = append(out, ferryFile{Source: fp, Target: path.Join(target, r), Mode: fileMode(info.Mode().Perm())})
+		out = append(out, definition.File{Source: fp, Target: path.Join(target, r), Mode: int64(info.Mode().Perm())})
 		return c.scanTokens(fp)
 	})
 	if err != nil {
@@ -477,7 +478,7 @@ var (
 	shortCommit = regexp.MustCompile(`^[0-9a-f]{7,39}$`)
 )
 
-func (c *converter) repo(n *yaml.Node, field string) (*ferryRepo, error) {
+func (c *converter) repo(n *yaml.Node, field string) (*definition.Repository, error) {
 	if n.Kind != yaml.ScalarNode {
 		return nil, c.errf(n.Line, field, "must be a string")
 	}
@@ -485,7 +486,7 @@ func (c *converter) repo(n *yaml.Node, field string) (*ferryRepo, error) {
 	if !ok {
 		return nil, c.errf(n.Line, field, "%q is not a git URL Zarf accepts (scheme://host/path[@ref])", n.Value)
 	}
-	r := &ferryRepo{URL: base}
+	r := &definition.Repository{URL: base, History: true}
 	if c.built {
 		// Zarf's folder (transform.GitURLtoFolderName): the repository's
 		// name and the CRC-32 of the URL with its @ref.

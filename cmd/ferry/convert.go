@@ -11,7 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/artifact/definition"
 	"github.com/ferrypkg/ferry/artifact/zarf"
 	"github.com/ferrypkg/ferry/cmd/ferry/internal/cli"
 	"github.com/ferrypkg/ferry/internal/atomicfile"
@@ -130,10 +130,10 @@ func convertOne(arg, out string, force bool, opts zarf.ConvertOptions) (convertJ
 		return rep, err
 	}
 	if out == "" {
-		out = filepath.Join(filepath.Dir(src), artifact.DefinitionFileName)
+		out = filepath.Join(filepath.Dir(src), definition.FileName)
 	}
-	if filepath.Base(out) != artifact.DefinitionFileName {
-		return rep, fmt.Errorf("-f %s: a definition is a file named %s (ferry package create reads the folder)", out, artifact.DefinitionFileName)
+	if filepath.Base(out) != definition.FileName {
+		return rep, fmt.Errorf("-f %s: a definition is a file named %s (ferry package create reads the folder)", out, definition.FileName)
 	}
 	if _, err := os.Stat(out); err == nil && !force {
 		return rep, fmt.Errorf("%s exists: --force overwrites it", out)

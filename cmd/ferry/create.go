@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/artifact/definition"
 	"github.com/ferrypkg/ferry/artifact/gitrepo"
 	"github.com/ferrypkg/ferry/artifact/sbomexec"
 	"github.com/ferrypkg/ferry/cmd/ferry/internal/cli"
@@ -74,7 +75,7 @@ refused, naming it.`,
 			if len(args) == 1 {
 				src = args[0]
 			}
-			def, err := artifact.LoadDefinition(src)
+			def, err := definition.Load(src)
 			if err != nil {
 				return err
 			}
@@ -86,8 +87,8 @@ refused, naming it.`,
 				def.SBOM.Disabled = !sbomOn
 			}
 			if cmd.Flags().Changed("sbom-format") {
-				if def.SBOM.Format, err = artifact.ParseSBOMFormat(sbomFormat); err != nil || sbomFormat == "" {
-					return fmt.Errorf("--sbom-format must be %s or %s, not %q", artifact.SBOMFormatSPDX, artifact.SBOMFormatCycloneDX, sbomFormat)
+				if def.SBOM.Format, err = definition.ParseSBOMFormat(sbomFormat); err != nil || sbomFormat == "" {
+					return fmt.Errorf("--sbom-format must be %s or %s, not %q", definition.SBOMFormatSPDX, definition.SBOMFormatCycloneDX, sbomFormat)
 				}
 			}
 			epoch, err := artifact.SourceDateEpoch()
@@ -203,8 +204,8 @@ func repositoriesOf(cfg *artifact.Config) []artifact.Repository {
 // sbomGenerator returns the generator of def's SBOMs: none when def has
 // them off or has no image, else one running the ferry-sbom helper, which
 // must then be found.
-func sbomGenerator(def *artifact.Definition) (artifact.SBOMGenerator, error) {
-	if def.SBOM.Disabled || !slices.ContainsFunc(def.Components, func(c artifact.ComponentDef) bool { return len(c.Images) > 0 || c.FindImages }) {
+func sbomGenerator(def *definition.Definition) (artifact.SBOMGenerator, error) {
+	if def.SBOM.Disabled || !slices.ContainsFunc(def.Components, func(c definition.Component) bool { return len(c.Images) > 0 || c.FindImages }) {
 		return nil, nil
 	}
 	helper, err := sbomexec.FindHelper()
@@ -220,7 +221,7 @@ func sbomGenerator(def *artifact.Definition) (artifact.SBOMGenerator, error) {
 // definitionFiles are the files a definition names directly (itself, its
 // manifest files, carried files, chart archives, policy keys), which
 // create must not write its package over.
-func definitionFiles(def *artifact.Definition) []string {
+func definitionFiles(def *definition.Definition) []string {
 	files := []string{def.File}
 	in := func(p string) { files = append(files, filepath.Join(def.Dir, p)) }
 	for _, c := range def.Components {

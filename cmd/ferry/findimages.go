@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/artifact/definition"
 	"github.com/ferrypkg/ferry/cmd/ferry/internal/cli"
 	"github.com/ferrypkg/ferry/deploy"
 )
@@ -63,7 +64,7 @@ chart past a limit is refused, naming it.`,
 			if len(args) == 1 {
 				src = args[0]
 			}
-			def, err := artifact.LoadDefinition(src)
+			def, err := definition.Load(src)
 			if err != nil {
 				return err
 			}
@@ -90,7 +91,7 @@ chart past a limit is refused, naming it.`,
 				}
 			}
 			if write && n > 0 {
-				if err := artifact.AddImagesToDefinitionFile(def.File, missing); err != nil {
+				if err := definition.AddImagesToFile(def.File, missing); err != nil {
 					return err
 				}
 			}
@@ -118,7 +119,7 @@ chart past a limit is refused, naming it.`,
 }
 
 // printFound prints what find-images found, component by component.
-func printFound(cmd *cobra.Command, def *artifact.Definition, found *artifact.FoundImages, missing int, written bool) {
+func printFound(cmd *cobra.Command, def *definition.Definition, found *artifact.FoundImages, missing int, written bool) {
 	out := cmd.OutOrStdout()
 	var table bytes.Buffer
 	tw := tabwriter.NewWriter(&table, 0, 4, 2, ' ', 0)

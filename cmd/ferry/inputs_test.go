@@ -16,7 +16,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/artifact/definition"
 	"github.com/ferrypkg/ferry/artifact/zarf"
 	"github.com/ferrypkg/ferry/internal/inputs"
 )
@@ -94,7 +94,7 @@ func TestInputRegisterCoversCommands(t *testing.T) {
 // TestInputRegisterCoversDefinition: every field of ferry.yaml is in the
 // register.
 func TestInputRegisterCoversDefinition(t *testing.T) {
-	fields, err := artifact.DefinitionFields()
+	fields, err := definition.Fields()
 	if err != nil {
 		t.Fatal(err)
 	}

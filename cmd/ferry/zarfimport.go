@@ -9,6 +9,7 @@ import (
 
 	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/artifact/chart"
+	"github.com/ferrypkg/ferry/artifact/definition"
 	"github.com/ferrypkg/ferry/artifact/gitrepo"
 	"github.com/ferrypkg/ferry/artifact/zarf"
 	"github.com/ferrypkg/ferry/cmd/ferry/internal/cli"
@@ -80,11 +81,11 @@ reports it.`,
 			if err != nil {
 				return err
 			}
-			defFile := filepath.Join(pkg.Dir, artifact.DefinitionFileName)
+			defFile := filepath.Join(pkg.Dir, definition.FileName)
 			if err := os.WriteFile(defFile, res.Definition, 0o600); err != nil {
 				return err
 			}
-			def, err := artifact.LoadDefinition(defFile)
+			def, err := definition.Load(defFile)
 			if err != nil {
 				return err
 			}
@@ -139,7 +140,7 @@ reports it.`,
 			for _, c := range created.Config.Components {
 				for _, i := range c.Images {
 					for _, s := range i.SBOMs {
-						if s.ArtifactType == artifact.ArtifactTypeSyft {
+						if s.ArtifactType == definition.ArtifactTypeSyft {
 							zarfSBOMs++
 						} else {
 							ferrySBOMs++

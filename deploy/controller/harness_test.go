@@ -37,6 +37,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/artifact/definition"
 	"github.com/ferrypkg/ferry/artifact/key"
 	"github.com/ferrypkg/ferry/deploy/api/v1alpha1"
 	"github.com/ferrypkg/ferry/deploy/controller"
@@ -117,7 +118,7 @@ func newWorld(t *testing.T) *world {
 		t.Fatal(err)
 	}
 	other := pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: otherDER})
-	def, err := artifact.LoadDefinition(dir)
+	def, err := definition.Load(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

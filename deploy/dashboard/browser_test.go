@@ -14,6 +14,7 @@ import (
 
 	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/artifact/chart"
+	"github.com/ferrypkg/ferry/artifact/definition"
 	"github.com/ferrypkg/ferry/internal/testsupport/browser"
 )
 
@@ -101,7 +102,7 @@ func TestUploadPartsInBrowser(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	def, err := artifact.LoadDefinition(src)
+	def, err := definition.Load(src)
 	if err != nil {
 		t.Fatal(err)
 	}

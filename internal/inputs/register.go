@@ -109,7 +109,7 @@ func cli() []Entry {
 	return concat(
 		// package create
 		[]Entry{
-			{Where: create + " ARGS", Kind: YAML, Bound: "a folder holding ferry.yaml, or the file: at most 4 MiB (artifact.MaxDefinitionSize), a regular file; every field as the ferry.yaml entries say", Try: "package create {} -f {out}" + noSBOM},
+			{Where: create + " ARGS", Kind: YAML, Bound: "a folder holding ferry.yaml, or the file: at most 4 MiB (definition.MaxSize), a regular file; every field as the ferry.yaml entries say", Try: "package create {} -f {out}" + noSBOM},
 			{Where: create + " --file", Kind: Output, Bound: boundOutput, Try: "package create {def} -f {}" + noSBOM},
 			{Where: create + " --sign-key", Kind: File, Bound: boundKeyFile, Try: "package create {def} -f {out} --sign-key {}" + noSBOM},
 		},

@@ -15,6 +15,7 @@ import (
 
 	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/artifact/chart"
+	"github.com/ferrypkg/ferry/artifact/definition"
 	"github.com/ferrypkg/ferry/internal/testsupport/fixture"
 	"github.com/ferrypkg/ferry/internal/testsupport/peertool"
 	"github.com/ferrypkg/ferry/registry"
@@ -59,7 +60,7 @@ func mirrorPackage(t *testing.T) (*artifact.Reader, map[string]string) {
 	}
 	def := "apiVersion: ferry.dev/v1alpha1\nkind: Package\nmetadata: {name: mirrored, version: 2.0.0}\nplatforms: [linux/amd64]\ncomponents:\n  - name: c\n    images:\n      - {ref: docker.io/library/app:1.0, layout: images, tag: app}\n      - {ref: ghcr.io/org/tool:v1, layout: images, tag: tool}\n"
 	os.WriteFile(filepath.Join(dir, "ferry.yaml"), []byte(def), 0o644)
-	d, err := artifact.LoadDefinition(dir)
+	d, err := definition.Load(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

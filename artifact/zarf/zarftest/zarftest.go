@@ -20,6 +20,7 @@ import (
 
 	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/artifact/chart"
+	"github.com/ferrypkg/ferry/artifact/definition"
 	"github.com/ferrypkg/ferry/artifact/gitrepo"
 	"github.com/ferrypkg/ferry/artifact/key"
 	"github.com/ferrypkg/ferry/artifact/zarf"
@@ -246,7 +247,7 @@ func (p *Package) Convert(ctx context.Context, t testing.TB, opts artifact.Creat
 		t.Fatal(err)
 	}
 	WriteFile(t, filepath.Join(p.Src, "ferry.yaml"), string(res.Definition))
-	def, err := artifact.LoadDefinition(p.Src)
+	def, err := definition.Load(p.Src)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -284,7 +285,7 @@ func (p *Package) Import(ctx context.Context, t testing.TB, opts artifact.Create
 		t.Fatal(err)
 	}
 	WriteFile(t, filepath.Join(pkg.Dir, "ferry.yaml"), string(res.Definition))
-	def, err := artifact.LoadDefinition(pkg.Dir)
+	def, err := definition.Load(pkg.Dir)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, res.Definition)
 	}

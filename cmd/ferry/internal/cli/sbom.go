@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/artifact/definition"
 )
 
 // sbomRow is one SBOM as `package sbom PKG -o json` lists it.
@@ -51,7 +52,7 @@ first. With --key, the package's signature is verified too.`,
 				return err
 			}
 			if platform != "" {
-				if _, err := artifact.ParsePlatform(platform); err != nil {
+				if _, err := definition.ParsePlatform(platform); err != nil {
 					return fmt.Errorf("--platform: %w", err)
 				}
 			}
@@ -127,7 +128,7 @@ func printSBOMs(cmd *cobra.Command, cfg *artifact.Config, asJSON bool) error {
 
 // sbomFormatName is the --sbom-format name of an SBOM artifactType.
 func sbomFormatName(artifactType string) string {
-	for _, f := range artifact.SBOMFormats {
+	for _, f := range definition.SBOMFormats {
 		if f.ArtifactType() == artifactType {
 			return string(f)
 		}
@@ -148,7 +149,7 @@ func writeSBOMs(cmd *cobra.Command, docs []artifact.SBOMDocument, dir string, as
 	}
 	var out []written
 	for _, d := range docs {
-		ext := artifact.SBOMFormat(sbomFormatName(d.ArtifactType)).FileName()
+		ext := definition.SBOMFormat(sbomFormatName(d.ArtifactType)).FileName()
 		name := safe.Replace(d.Image) + "_" + safe.Replace(d.Platform) + strings.TrimPrefix(ext, "sbom")
 		p := filepath.Join(dir, name)
 		if err := os.WriteFile(p, d.Data, 0o644); err != nil {

@@ -1,12 +1,12 @@
-package artifact_test
+package definition_test
 
 import (
+	"github.com/ferrypkg/ferry/artifact/definition"
+
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/ferrypkg/ferry/artifact"
 )
 
 const editDef = `# the shop, as we ship it
@@ -34,7 +34,7 @@ components:
 `
 
 func TestAddImagesToDefinition(t *testing.T) {
-	out, err := artifact.AddImagesToDefinition("ferry.yaml", []byte(editDef), map[string][]string{
+	out, err := definition.AddImages("ferry.yaml", []byte(editDef), map[string][]string{
 		"app":   {"docker.io/library/nginx:1.27", "docker.io/shop/worker:2.4.0", "ghcr.io/shop/api:2.4.0"},
 		"db":    {"docker.io/library/postgres:17"},
 		"flow":  {"b.io/y:2"},
@@ -73,7 +73,7 @@ components:
 	if string(out) != want {
 		t.Errorf("got\n%s\nwant\n%s", out, want)
 	}
-	def, err := artifact.ParseDefinition("ferry.yaml", out)
+	def, err := definition.Parse("ferry.yaml", out)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,14 +82,14 @@ components:
 	}
 
 	// Nothing to add: the bytes as they were, formatting and all.
-	same, err := artifact.AddImagesToDefinition("ferry.yaml", []byte(editDef), map[string][]string{"app": {"nginx:1.27"}})
+	same, err := definition.AddImages("ferry.yaml", []byte(editDef), map[string][]string{"app": {"nginx:1.27"}})
 	if err != nil || string(same) != editDef {
 		t.Errorf("nothing to add changed the file (%v):\n%s", err, same)
 	}
-	if _, err := artifact.AddImagesToDefinition("ferry.yaml", []byte(editDef), map[string][]string{"nope": {"x:1"}}); err == nil || !strings.Contains(err.Error(), `no component "nope"`) {
+	if _, err := definition.AddImages("ferry.yaml", []byte(editDef), map[string][]string{"nope": {"x:1"}}); err == nil || !strings.Contains(err.Error(), `no component "nope"`) {
 		t.Errorf("unknown component: %v", err)
 	}
-	if _, err := artifact.AddImagesToDefinition("ferry.yaml", []byte("kind: [\n"), nil); err == nil || !strings.HasPrefix(err.Error(), "ferry.yaml:") {
+	if _, err := definition.AddImages("ferry.yaml", []byte("kind: [\n"), nil); err == nil || !strings.HasPrefix(err.Error(), "ferry.yaml:") {
 		t.Errorf("bad definition: %v", err)
 	}
 }
@@ -103,16 +103,16 @@ func TestAddImagesToDefinitionFile(t *testing.T) {
 	if err := os.Symlink("ferry.yaml", filepath.Join(dir, "link.yaml")); err != nil {
 		t.Fatal(err)
 	}
-	if err := artifact.AddImagesToDefinitionFile(filepath.Join(dir, "nope"), map[string][]string{"app": {"x.io/y:1"}}); err == nil {
+	if err := definition.AddImagesToFile(filepath.Join(dir, "nope"), map[string][]string{"app": {"x.io/y:1"}}); err == nil {
 		t.Error("a missing file was accepted")
 	}
-	if err := artifact.AddImagesToDefinitionFile(dir, map[string][]string{"nope": {"x.io/y:1"}}); err == nil {
+	if err := definition.AddImagesToFile(dir, map[string][]string{"nope": {"x.io/y:1"}}); err == nil {
 		t.Error("an unknown component was accepted")
 	}
 	if data, _ := os.ReadFile(p); string(data) != editDef {
 		t.Fatal("a failed edit changed the file")
 	}
-	if err := artifact.AddImagesToDefinitionFile(filepath.Join(dir, "link.yaml"), map[string][]string{"app": {"x.io/y:1"}}); err != nil {
+	if err := definition.AddImagesToFile(filepath.Join(dir, "link.yaml"), map[string][]string{"app": {"x.io/y:1"}}); err != nil {
 		t.Fatal(err)
 	}
 	fi, err := os.Lstat(p)
@@ -138,11 +138,11 @@ func FuzzAddImagesToDefinition(f *testing.F) {
 	f.Add([]byte(editDef), "app", "x.io/y:1")
 	f.Add([]byte("apiVersion: ferry.dev/v1alpha1\nkind: Package\nmetadata: {name: a, version: '1'}\ncomponents: [{name: c, images: }]\n"), "c", "nginx")
 	f.Fuzz(func(t *testing.T, data []byte, comp, ref string) {
-		out, err := artifact.AddImagesToDefinition("ferry.yaml", data, map[string][]string{comp: {ref}})
+		out, err := definition.AddImages("ferry.yaml", data, map[string][]string{comp: {ref}})
 		if err != nil {
 			return
 		}
-		if _, err := artifact.ParseDefinition("ferry.yaml", out); err != nil {
+		if _, err := definition.Parse("ferry.yaml", out); err != nil {
 			t.Fatalf("edit gave an invalid definition: %v", err)
 		}
 	})

@@ -1,4 +1,4 @@
-package artifact
+package definition
 
 import (
 	"fmt"
@@ -41,7 +41,7 @@ func (f *Folder) Close() error { return f.root.Close() }
 func (f *Folder) Root() *os.Root { return f.root }
 
 // name is rel, a path the definition names, checked and slash-separated.
-func (f *Folder) name(rel string) (string, error) {
+func (f *Folder) CleanPath(rel string) (string, error) {
 	if err := checkRelPath(rel); err != nil {
 		return "", err
 	}
@@ -50,7 +50,7 @@ func (f *Folder) name(rel string) (string, error) {
 
 // Stat describes rel, links followed inside the folder.
 func (f *Folder) Stat(rel string) (fs.FileInfo, error) {
-	n, err := f.name(rel)
+	n, err := f.CleanPath(rel)
 	if err != nil {
 		return nil, err
 	}
@@ -59,7 +59,7 @@ func (f *Folder) Stat(rel string) (fs.FileInfo, error) {
 
 // Open opens the regular file rel.
 func (f *Folder) Open(rel string) (*os.File, fs.FileInfo, error) {
-	n, err := f.name(rel)
+	n, err := f.CleanPath(rel)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -68,7 +68,7 @@ func (f *Folder) Open(rel string) (*os.File, fs.FileInfo, error) {
 
 // ReadFile reads the regular file rel, at most max bytes.
 func (f *Folder) ReadFile(rel string, max int64) ([]byte, error) {
-	n, err := f.name(rel)
+	n, err := f.CleanPath(rel)
 	if err != nil {
 		return nil, err
 	}
@@ -82,7 +82,7 @@ func (f *Folder) FS() fs.FS { return confine.FS(f.root) }
 // Sub is the sub-folder rel as an fs.FS, for stores that read a folder (an
 // OCI layout).
 func (f *Folder) Sub(rel string) (fs.FS, error) {
-	n, err := f.name(rel)
+	n, err := f.CleanPath(rel)
 	if err != nil {
 		return nil, err
 	}

@@ -1,4 +1,4 @@
-package artifact
+package definition
 
 import (
 	"errors"
@@ -12,17 +12,17 @@ import (
 )
 
 // defParser reads a definition's YAML nodes into its types: each error a
-// DefinitionError that names the file, the line and the field (the
+// Error that names the file, the line and the field (the
 // sections themselves are in defsections.go).
 type defParser struct {
 	file string
 	// fields, when set, collects every field path the parser knows of the
-	// mappings it walks, present in the document or not (DefinitionFields).
+	// mappings it walks, present in the document or not (Fields).
 	fields map[string]bool
 }
 
 func (p *defParser) errf(line int, field, format string, args ...any) error {
-	return &DefinitionError{File: p.file, Line: line, Field: field, Msg: fmt.Sprintf(format, args...)}
+	return &Error{File: p.file, Line: line, Field: field, Msg: fmt.Sprintf(format, args...)}
 }
 
 var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)

@@ -1,4 +1,4 @@
-package artifact
+package definition
 
 import (
 	"fmt"
@@ -13,13 +13,13 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// DefinitionFileName is the file a package definition folder holds.
-const DefinitionFileName = "ferry.yaml"
+// FileName is the file a package definition folder holds.
+const FileName = "ferry.yaml"
 
 // APIVersion and Kind are the only accepted header values of a definition.
 const (
-	APIVersion     = "ferry.dev/v1alpha1"
-	DefinitionKind = "Package"
+	APIVersion = "ferry.dev/v1alpha1"
+	Kind       = "Package"
 )
 
 // Definition is a parsed, validated ferry.yaml.
@@ -29,20 +29,20 @@ type Definition struct {
 	File, Dir  string
 	Metadata   Metadata
 	Platforms  []Platform
-	Components []ComponentDef
+	Components []Component
 	// SBOM says whether and how create makes SBOMs (top-level `sbom:`).
-	SBOM SBOMDef
+	SBOM SBOM
 	// ImagePolicies are the image verification policies (`imagePolicies:`);
 	// Verify names the one every image is checked against unless its
 	// component or itself names another (`verify:`; VerifyNone for none).
-	ImagePolicies []ImagePolicyDef
+	ImagePolicies []ImagePolicy
 	Verify        string
 	verifyLine    int
 }
 
-// SBOMDef is the definition's `sbom:` section. The zero value makes SPDX
+// SBOM is the definition's `sbom:` section. The zero value makes SPDX
 // SBOMs (when create is given an SBOMGenerator).
-type SBOMDef struct {
+type SBOM struct {
 	// Disabled is `enabled: false`.
 	Disabled bool
 	// Format is the document format; "" is SBOMFormatSPDX.
@@ -52,29 +52,32 @@ type SBOMDef struct {
 
 // Metadata names and describes a package.
 type Metadata struct {
-	Name, Version, Description string
+	Name        string `yaml:"name"`
+	Version     string `yaml:"version"`
+	Description string `yaml:"description,omitempty"`
 }
 
-// ComponentDef is one component of a definition.
-type ComponentDef struct {
-	Name, Description string
-	Required          bool
+// Component is one component of a definition.
+type Component struct {
+	Name        string `yaml:"name"`
+	Description string `yaml:"description,omitempty"`
+	Required    bool   `yaml:"required"`
 	// FindImages (`findImages: true`) makes create add the images the
 	// component's charts and manifests use that Images does not list (as
 	// FindImages finds them, charts rendered with their default values).
-	FindImages bool
+	FindImages bool `yaml:"findImages,omitempty"`
 	// Verify names the image policy of the component's images (see
 	// Definition.Verify).
-	Verify       string
-	Images       []ImageDef
-	Charts       []ChartDef
-	Manifests    []ManifestDef
-	Files        []FileDef
-	Repositories []RepositoryDef
-	Line         int
+	Verify       string       `yaml:"verify,omitempty"`
+	Images       []Image      `yaml:"images,omitempty"`
+	Charts       []Chart      `yaml:"charts,omitempty"`
+	Manifests    []Manifest   `yaml:"manifests,omitempty"`
+	Files        []File       `yaml:"files,omitempty"`
+	Repositories []Repository `yaml:"repositories,omitempty"`
+	Line         int          `yaml:"-"`
 }
 
-// RepositoryDef is a git repository to carry at one commit. URL is its
+// Repository is a git repository to carry at one commit. URL is its
 // identity (what GitRepository and Argo CD Application objects name):
 // https://, http://, ssh:// or scp-like git@host:path; it is cloned
 // unless Path names a local clone (inside the definition's folder) to
@@ -82,15 +85,15 @@ type ComponentDef struct {
 // commit (the remote's HEAD when empty); create resolves it once. History
 // (default true) carries every commit up to it too, as a git bundle, so
 // that the in-cluster git server can serve it.
-type RepositoryDef struct {
+type Repository struct {
 	URL, Path, Ref string
 	History        bool
 	Line           int
 }
 
-// ImageDef is an image source: a registry reference, or (with Layout) a
+// Image is an image source: a registry reference, or (with Layout) a
 // manifest inside a local OCI layout directory found by Tag.
-type ImageDef struct {
+type Image struct {
 	// Ref is the normalized original reference, e.g. docker.io/library/nginx:1.27.
 	Ref string
 	// Layout is the OCI layout directory, relative to the definition; empty
@@ -108,26 +111,29 @@ type ImageDef struct {
 	Line   int
 }
 
-// ChartDef is a Helm chart source: a chart folder or .tgz (Path), or an OCI
+// Chart is a Helm chart source: a chart folder or .tgz (Path), or an OCI
 // registry (URL oci://… with Version).
-type ChartDef struct {
-	Path, URL, Version string
+type Chart struct {
+	Path    string `yaml:"path,omitempty"`
+	URL     string `yaml:"url,omitempty"`
+	Version string `yaml:"version,omitempty"`
 	// Namespace and ReleaseName say where deploy installs the chart: the
 	// namespace "default" and the chart's name when empty.
-	Namespace, ReleaseName string
-	Line                   int
+	Namespace   string `yaml:"namespace,omitempty"`
+	ReleaseName string `yaml:"releaseName,omitempty"`
+	Line        int    `yaml:"-"`
 }
 
-// ManifestDef is a bundle of Kubernetes manifests: YAML files and folders.
-type ManifestDef struct {
-	Name      string
-	Namespace string
-	Files     []string
-	Line      int
+// Manifest is a bundle of Kubernetes manifests: YAML files and folders.
+type Manifest struct {
+	Name      string   `yaml:"name"`
+	Namespace string   `yaml:"namespace,omitempty"`
+	Files     []string `yaml:"files"`
+	Line      int      `yaml:"-"`
 }
 
-// FileDef is a plain file carried to Target.
-type FileDef struct {
+// File is a plain file carried to Target.
+type File struct {
 	Source, Target string
 	Mode           int64
 	Line           int
@@ -165,10 +171,10 @@ func HostPlatform() Platform {
 	return Platform{OS: "linux", Architecture: runtime.GOARCH}
 }
 
-// DefinitionError is a problem in a definition, located by file, line and
+// Error is a problem in a definition, located by file, line and
 // field. Err, when set, is the cause (an item create could not resolve or
 // read), which errors.Is and errors.As see through it; Msg says it.
-type DefinitionError struct {
+type Error struct {
 	File  string
 	Line  int
 	Field string
@@ -176,7 +182,7 @@ type DefinitionError struct {
 	Err   error
 }
 
-func (e *DefinitionError) Error() string {
+func (e *Error) Error() string {
 	loc := e.File
 	if e.Line > 0 {
 		loc += ":" + strconv.Itoa(e.Line)
@@ -187,39 +193,39 @@ func (e *DefinitionError) Error() string {
 	return loc + ": " + e.Msg
 }
 
-func (e *DefinitionError) Unwrap() error { return e.Err }
+func (e *Error) Unwrap() error { return e.Err }
 
-// MaxDefinitionSize bounds a definition file (ferry.yaml, zarf.yaml).
-const MaxDefinitionSize = 4 << 20
+// MaxSize bounds a definition file (ferry.yaml, zarf.yaml).
+const MaxSize = 4 << 20
 
-// MaxDefinitionNodes bounds the YAML nodes of a ferry.yaml (200,000, an
+// MaxNodes bounds the YAML nodes of a ferry.yaml (200,000, an
 // alias counted as what it stands for), and before it is parsed, its text
 // to what can make no more (internal/yamlbound): a definition of 10,000
 // images has about 40,000.
-const MaxDefinitionNodes = 200_000
+const MaxNodes = 200_000
 
-// LoadDefinition reads and validates a definition from a ferry.yaml file or
+// Load reads and validates a definition from a ferry.yaml file or
 // a folder holding one.
-func LoadDefinition(path string) (*Definition, error) {
+func Load(path string) (*Definition, error) {
 	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
-		path = filepath.Join(path, DefinitionFileName)
+		path = filepath.Join(path, FileName)
 	}
-	data, err := confine.ReadPath(path, MaxDefinitionSize)
+	data, err := confine.ReadPath(path, MaxSize)
 	if err != nil {
 		return nil, fmt.Errorf("read definition: %w", err)
 	}
-	return ParseDefinition(path, data)
+	return Parse(path, data)
 }
 
-// ParseDefinition parses and validates ferry.yaml content. file names the
+// Parse parses and validates ferry.yaml content. file names the
 // definition in errors; relative paths resolve against its folder.
-func ParseDefinition(file string, data []byte) (*Definition, error) {
+func Parse(file string, data []byte) (*Definition, error) {
 	return (&defParser{file: file}).definition(file, data)
 }
 
 func (p *defParser) definition(file string, data []byte) (*Definition, error) {
 	def := &Definition{File: file, Dir: filepath.Dir(file)}
-	if err := yamlbound.Check(data, MaxDefinitionNodes); err != nil {
+	if err := yamlbound.Check(data, MaxNodes); err != nil {
 		return nil, p.errf(0, "", "%v", err)
 	}
 	var doc yaml.Node
@@ -234,7 +240,7 @@ func (p *defParser) definition(file string, data []byte) (*Definition, error) {
 	if doc.Kind != yaml.DocumentNode || len(doc.Content) != 1 {
 		return nil, p.errf(doc.Line, "", "empty definition")
 	}
-	if _, line, err := yamlbound.Count(&doc, MaxDefinitionNodes); err != nil {
+	if _, line, err := yamlbound.Count(&doc, MaxNodes); err != nil {
 		return nil, p.errf(line, "", "%v", err)
 	}
 	root := doc.Content[0]
@@ -272,8 +278,8 @@ func (p *defParser) definition(file string, data []byte) (*Definition, error) {
 	if apiVersion != APIVersion {
 		return nil, p.errf(p.lineOf(root, "apiVersion"), "apiVersion", "must be %q, got %q", APIVersion, apiVersion)
 	}
-	if kind != DefinitionKind {
-		return nil, p.errf(p.lineOf(root, "kind"), "kind", "must be %q, got %q", DefinitionKind, kind)
+	if kind != Kind {
+		return nil, p.errf(p.lineOf(root, "kind"), "kind", "must be %q, got %q", Kind, kind)
 	}
 	if !seen["metadata"] {
 		return nil, p.errf(root.Line, "metadata", "missing")

@@ -1,4 +1,4 @@
-package artifact
+package definition
 
 import (
 	"bytes"
@@ -16,7 +16,7 @@ import (
 	"github.com/ferrypkg/ferry/internal/confine"
 )
 
-// AddImagesToDefinition returns the ferry.yaml content data (file names it
+// AddImages returns the ferry.yaml content data (file names it
 // in errors) with images added to the `images:` list of components, by
 // component name, after the images already listed (a list is made where
 // there is none). The rest of the document is kept: comments, the order of
@@ -24,8 +24,8 @@ import (
 // are. An image already listed (in any spelling), and a component with no
 // image to add, are left alone; a component the definition does not have
 // is an error, and so is a result that is not a valid definition.
-func AddImagesToDefinition(file string, data []byte, images map[string][]string) ([]byte, error) {
-	if _, err := ParseDefinition(file, data); err != nil {
+func AddImages(file string, data []byte, images map[string][]string) ([]byte, error) {
+	if _, err := Parse(file, data); err != nil {
 		return nil, err
 	}
 	var doc yaml.Node
@@ -53,7 +53,7 @@ func AddImagesToDefinition(file string, data []byte, images map[string][]string)
 			}
 		}
 		if comp == nil {
-			return nil, &DefinitionError{File: file, Field: "components", Msg: fmt.Sprintf("no component %q", name)}
+			return nil, &Error{File: file, Field: "components", Msg: fmt.Sprintf("no component %q", name)}
 		}
 		changed = addImages(p, comp, images[name]) || changed
 	}
@@ -69,7 +69,7 @@ func AddImagesToDefinition(file string, data []byte, images map[string][]string)
 	if err := enc.Close(); err != nil {
 		return nil, err
 	}
-	if _, err := ParseDefinition(file, buf.Bytes()); err != nil {
+	if _, err := Parse(file, buf.Bytes()); err != nil {
 		return nil, fmt.Errorf("the edited definition: %w", err)
 	}
 	return buf.Bytes(), nil
@@ -95,7 +95,7 @@ func addImages(p *defParser, comp *yaml.Node, refs []string) bool {
 	}
 	var add []*yaml.Node
 	for _, ref := range refs {
-		if slices.ContainsFunc(listed, func(l string) bool { return sameImage(l, ref) }) {
+		if slices.ContainsFunc(listed, func(l string) bool { return SameImage(l, ref) }) {
 			continue
 		}
 		listed = append(listed, ref)
@@ -139,13 +139,13 @@ func indentOf(root *yaml.Node) int {
 	return 2
 }
 
-// AddImagesToDefinitionFile adds images to the definition file at path (a
-// ferry.yaml, or a folder holding one) as AddImagesToDefinition does, and
+// AddImagesToFile adds images to the definition file at path (a
+// ferry.yaml, or a folder holding one) as AddImages does, and
 // writes it back atomically with its mode, if anything was added: on any
 // error the file is left as it was. A link is written through to its target.
-func AddImagesToDefinitionFile(path string, images map[string][]string) error {
+func AddImagesToFile(path string, images map[string][]string) error {
 	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
-		path = filepath.Join(path, DefinitionFileName)
+		path = filepath.Join(path, FileName)
 	}
 	real, err := filepath.EvalSymlinks(path)
 	if err != nil {
@@ -158,11 +158,11 @@ func AddImagesToDefinitionFile(path string, images map[string][]string) error {
 	if !fi.Mode().IsRegular() {
 		return errors.New(path + " is not a regular file")
 	}
-	data, err := confine.ReadPath(real, MaxDefinitionSize)
+	data, err := confine.ReadPath(real, MaxSize)
 	if err != nil {
 		return fmt.Errorf("read definition: %w", err)
 	}
-	out, err := AddImagesToDefinition(path, data, images)
+	out, err := AddImages(path, data, images)
 	if err != nil || bytes.Equal(out, data) {
 		return err
 	}

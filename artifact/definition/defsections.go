@@ -1,4 +1,4 @@
-package artifact
+package definition
 
 import (
 	"errors"
@@ -65,8 +65,8 @@ func (p *defParser) platforms(n *yaml.Node, field string, dst *[]Platform) error
 	})
 }
 
-func (p *defParser) component(n *yaml.Node, field string) (ComponentDef, error) {
-	c := ComponentDef{Required: true, Line: n.Line}
+func (p *defParser) component(n *yaml.Node, field string) (Component, error) {
+	c := Component{Required: true, Line: n.Line}
 	err := p.mapping(n, field, map[string]func(*yaml.Node, string) error{
 		"name":        func(v *yaml.Node, f string) error { return p.str(v, f, &c.Name) },
 		"description": func(v *yaml.Node, f string) error { return p.str(v, f, &c.Description) },
@@ -135,8 +135,8 @@ func NormalizeImageRef(s string) (string, error) {
 	return reference.TagNameOnly(named).String(), nil
 }
 
-func (p *defParser) image(n *yaml.Node, field string) (ImageDef, error) {
-	img := ImageDef{Line: n.Line}
+func (p *defParser) image(n *yaml.Node, field string) (Image, error) {
+	img := Image{Line: n.Line}
 	var ref string
 	if n.Kind == yaml.ScalarNode {
 		if err := p.str(n, field, &ref); err != nil {
@@ -188,8 +188,8 @@ func (p *defParser) image(n *yaml.Node, field string) (ImageDef, error) {
 	return img, nil
 }
 
-func (p *defParser) chart(n *yaml.Node, field string) (ChartDef, error) {
-	ch := ChartDef{Line: n.Line}
+func (p *defParser) chart(n *yaml.Node, field string) (Chart, error) {
+	ch := Chart{Line: n.Line}
 	err := p.mapping(n, field, map[string]func(*yaml.Node, string) error{
 		"path":    func(v *yaml.Node, f string) error { return p.path(v, f, &ch.Path) },
 		"url":     func(v *yaml.Node, f string) error { return p.str(v, f, &ch.URL) },
@@ -231,8 +231,8 @@ func (p *defParser) chart(n *yaml.Node, field string) (ChartDef, error) {
 // in the package): none is accepted.
 var gitURL = regexp.MustCompile(`^((https?|ssh|git)://[^/?#]+/[^?#]*[^/?#]|[A-Za-z0-9._~-]+@[A-Za-z0-9.-]+:[^/?#][^?#]*|[A-Za-z0-9.-]+\.[A-Za-z]+:[^/?#][^?#]*)$`)
 
-func (p *defParser) repository(n *yaml.Node, field string) (RepositoryDef, error) {
-	rd := RepositoryDef{Line: n.Line, History: true}
+func (p *defParser) repository(n *yaml.Node, field string) (Repository, error) {
+	rd := Repository{Line: n.Line, History: true}
 	err := p.mapping(n, field, map[string]func(*yaml.Node, string) error{
 		"url":     func(v *yaml.Node, f string) error { return p.str(v, f, &rd.URL) },
 		"path":    func(v *yaml.Node, f string) error { return p.path(v, f, &rd.Path) },
@@ -264,8 +264,8 @@ func (p *defParser) repository(n *yaml.Node, field string) (RepositoryDef, error
 	return rd, nil
 }
 
-func (p *defParser) manifest(n *yaml.Node, field string) (ManifestDef, error) {
-	m := ManifestDef{Line: n.Line}
+func (p *defParser) manifest(n *yaml.Node, field string) (Manifest, error) {
+	m := Manifest{Line: n.Line}
 	err := p.mapping(n, field, map[string]func(*yaml.Node, string) error{
 		"name":      func(v *yaml.Node, f string) error { return p.str(v, f, &m.Name) },
 		"namespace": func(v *yaml.Node, f string) error { return p.str(v, f, &m.Namespace) },
@@ -293,8 +293,8 @@ func (p *defParser) manifest(n *yaml.Node, field string) (ManifestDef, error) {
 	return m, nil
 }
 
-func (p *defParser) fileDef(n *yaml.Node, field string) (FileDef, error) {
-	fd := FileDef{Line: n.Line, Mode: 0o644}
+func (p *defParser) fileDef(n *yaml.Node, field string) (File, error) {
+	fd := File{Line: n.Line, Mode: 0o644}
 	err := p.mapping(n, field, map[string]func(*yaml.Node, string) error{
 		"source": func(v *yaml.Node, f string) error { return p.path(v, f, &fd.Source) },
 		"target": func(v *yaml.Node, f string) error { return p.str(v, f, &fd.Target) },
@@ -355,7 +355,7 @@ func checkRelPath(s string) error {
 }
 
 // sbom parses the `sbom:` section: enabled (default true) and format.
-func (p *defParser) sbom(n *yaml.Node, field string, dst *SBOMDef) error {
+func (p *defParser) sbom(n *yaml.Node, field string, dst *SBOM) error {
 	enabled := true
 	var format string
 	dst.Line = n.Line
@@ -375,4 +375,26 @@ func (p *defParser) sbom(n *yaml.Node, field string, dst *SBOMDef) error {
 	})
 	dst.Disabled = !enabled
 	return err
+}
+
+// sameImage reports whether two normalized references name the same image:
+// the same repository, and the same digest when both have one, else the
+// same tag.
+func SameImage(a, b string) bool {
+	if a == b {
+		return true
+	}
+	na, err1 := reference.ParseNormalizedNamed(a)
+	nb, err2 := reference.ParseNormalizedNamed(b)
+	if err1 != nil || err2 != nil || na.Name() != nb.Name() {
+		return false
+	}
+	da, okA := na.(reference.Digested)
+	db, okB := nb.(reference.Digested)
+	if okA && okB {
+		return da.Digest() == db.Digest()
+	}
+	ta, okA := na.(reference.Tagged)
+	tb, okB := nb.(reference.Tagged)
+	return okA && okB && ta.Tag() == tb.Tag()
 }

@@ -1,18 +1,14 @@
-package artifact_test
+package definition_test
 
 import (
+	"github.com/ferrypkg/ferry/artifact/definition"
+
 	"errors"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 
-	"oras.land/oras-go/v2/errdef"
-
-	"github.com/ferrypkg/ferry/artifact"
-	"github.com/ferrypkg/ferry/artifact/chart"
 	"github.com/ferrypkg/ferry/internal/confine"
 )
 
@@ -41,7 +37,7 @@ components:
 `
 
 func TestParseDefinition(t *testing.T) {
-	def, err := artifact.ParseDefinition("pkg/ferry.yaml", []byte(validDef))
+	def, err := definition.Parse("pkg/ferry.yaml", []byte(validDef))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +51,7 @@ func TestParseDefinition(t *testing.T) {
 	if c.Files[0].Mode != 0o600 || !c.Required || def.Dir != "pkg" {
 		t.Errorf("file mode %o, required %v, dir %q", c.Files[0].Mode, c.Required, def.Dir)
 	}
-	if len(def.Platforms) != 1 || def.Platforms[0] != artifact.HostPlatform() {
+	if len(def.Platforms) != 1 || def.Platforms[0] != definition.HostPlatform() {
 		t.Errorf("default platforms = %v", def.Platforms)
 	}
 }
@@ -102,7 +98,7 @@ func TestParseDefinitionErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := artifact.ParseDefinition("ferry.yaml", []byte(tt.yaml))
+			_, err := definition.Parse("ferry.yaml", []byte(tt.yaml))
 			if err == nil {
 				t.Fatalf("no error, want %q", tt.want)
 			}
@@ -115,87 +111,18 @@ func TestParseDefinitionErrors(t *testing.T) {
 			if strings.Contains(err.Error(), "hunt") {
 				t.Errorf("error shows the password: %q", err)
 			}
-			var de *artifact.DefinitionError
+			var de *definition.Error
 			if !errors.As(err, &de) {
-				t.Errorf("error %T is not a *DefinitionError", err)
+				t.Errorf("error %T is not a *Error", err)
 			}
 		})
-	}
-}
-
-// TestCreateBadSources: errors found while resolving name the item.
-func TestCreateBadSources(t *testing.T) {
-	w := newWorld(t)
-	head := "apiVersion: ferry.dev/v1alpha1\nkind: Package\nmetadata:\n  name: bad\n  version: 1.0.0\nplatforms: [linux/amd64]\ncomponents:\n  - name: a\n"
-	os.Symlink("/etc", filepath.Join(w.Dir, "escape"))
-	writeFile(t, filepath.Join(w.Dir, "manifests", "broken.yaml"), "apiVersion: v1\nkind: [\n")
-	writeFile(t, filepath.Join(w.Dir, "manifests", "notk8s.yaml"), "hello: world\n")
-	tests := []struct {
-		name, body, want string
-		is               error // the cause, when it is a sentinel
-	}{
-		{"unknown tag", "    images: [" + w.Host + "/library/web:nope]\n", "ferry.yaml:9: components[0].images[0]: resolve", errdef.ErrNotFound},
-		{"unreachable registry", "    images: [127.0.0.1:1/x/y:1]\n", "ferry.yaml:9: components[0].images[0]: resolve 127.0.0.1:1/x/y:1", syscall.ECONNREFUSED},
-		{"platform missing", "    images: [" + w.Host + "/team/worker:2.0]\n", "", nil},
-		{"layout tag missing", "    images:\n      - ref: x/y:9\n        layout: images\n", "components[0].images[0]: image \"9\" not found in OCI layout images", nil},
-		{"symlink escape", "    files:\n      - source: escape/hostname\n        target: /x\n", "escape/hostname leads outside the definition's folder", confine.ErrEscapes},
-		{"missing file", "    files:\n      - source: nope.txt\n        target: /x\n", "components[0].files[0]: ", fs.ErrNotExist},
-		{"broken manifest", "    manifests:\n      - name: m\n        files: [manifests/broken.yaml]\n", "components[0].manifests[0]: manifests/broken.yaml: invalid YAML", nil},
-		{"not kubernetes", "    manifests:\n      - name: m\n        files: [manifests/notk8s.yaml]\n", "is not a Kubernetes object", nil},
-		{"chart not a chart", "    charts:\n      - path: files\n", "components[0].charts[0]: load chart files", nil},
-		{"remote chart is an image", "    charts:\n      - url: oci://" + w.Host + "/team/worker\n        version: \"2.0\"\n", "is not a Helm chart", nil},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			body := tt.body
-			if tt.name == "platform missing" {
-				body = strings.Replace(head, "linux/amd64", "linux/s390x", 1) + body
-			} else {
-				body = head + body
-			}
-			path := filepath.Join(w.Dir, "ferry.yaml")
-			writeFile(t, path, body)
-			def, err := artifact.LoadDefinition(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			out := filepath.Join(t.TempDir(), "out.tar.zst")
-			_, err = artifact.Create(t.Context(), def, artifact.CreateOptions{Charts: chart.Packager{}, Output: out})
-			if err == nil {
-				t.Fatal("create succeeded")
-			}
-			want := tt.want
-			if tt.name == "platform missing" {
-				want = "image is linux/amd64 only; the package's platforms are linux/s390x"
-			}
-			if !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "\n") {
-				t.Fatalf("error %q, want %q", err, want)
-			}
-			var de *artifact.DefinitionError
-			if !errors.As(err, &de) || !strings.HasPrefix(de.Field, "components[0].") {
-				t.Errorf("error %v is not a *DefinitionError naming the item", err)
-			}
-			if tt.is != nil && !errors.Is(err, tt.is) {
-				t.Errorf("error %v is not %v", err, tt.is)
-			}
-			assertNoOutput(t, filepath.Dir(out))
-		})
-	}
-}
-
-// assertNoOutput fails when dir holds any file: no package, no temp file.
-func assertNoOutput(t testing.TB, dir string) {
-	t.Helper()
-	ents, _ := os.ReadDir(dir)
-	for _, e := range ents {
-		t.Errorf("left behind: %s", e.Name())
 	}
 }
 
 // A definition path that never ends (a device) is refused unread, a
 // planted huge file from its size.
 func TestLoadDefinitionBounded(t *testing.T) {
-	_, err := artifact.LoadDefinition("/dev/zero")
+	_, err := definition.Load("/dev/zero")
 	if !errors.Is(err, confine.ErrNotRegular) || strings.Contains(err.Error(), "\n") {
 		t.Fatalf("/dev/zero as a definition: %v", err)
 	}
@@ -203,10 +130,10 @@ func TestLoadDefinitionBounded(t *testing.T) {
 	if err := os.WriteFile(big, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Truncate(big, artifact.MaxDefinitionSize+1); err != nil {
+	if err := os.Truncate(big, definition.MaxSize+1); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := artifact.LoadDefinition(big); !errors.Is(err, confine.ErrTooLarge) {
+	if _, err := definition.Load(big); !errors.Is(err, confine.ErrTooLarge) {
 		t.Fatalf("a definition over the bound: %v", err)
 	}
 }
@@ -218,27 +145,12 @@ func TestDefinitionRefusesControlCharacters(t *testing.T) {
 		{"metadata: {name: x, version: 1.0.0, description: \"a\\e[31mred\"}\ncomponents: [{name: c, files: [{source: f, target: /f}]}]\n", `metadata.description: holds the control character "\x1b"`},
 		{"metadata: {name: x, version: 1.0.0}\ncomponents: [{name: c, files: [{source: f, target: \"/etc/x\\nfake\"}]}]\n", "invalid target: it holds a control character or a line end"},
 	} {
-		_, err := artifact.ParseDefinition("ferry.yaml", []byte("apiVersion: ferry.dev/v1alpha1\nkind: Package\n"+tc.yaml))
+		_, err := definition.Parse("ferry.yaml", []byte("apiVersion: ferry.dev/v1alpha1\nkind: Package\n"+tc.yaml))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%q: %v, want %q", tc.yaml, err, tc.want)
 		}
 	}
-	if _, err := artifact.ParseDefinition("ferry.yaml", []byte("apiVersion: ferry.dev/v1alpha1\nkind: Package\nmetadata: {name: x, version: 1.0.0, description: \"two\\nlines\\tand a tab\"}\ncomponents: [{name: c, files: [{source: f, target: /f}]}]\n")); err != nil {
+	if _, err := definition.Parse("ferry.yaml", []byte("apiVersion: ferry.dev/v1alpha1\nkind: Package\nmetadata: {name: x, version: 1.0.0, description: \"two\\nlines\\tand a tab\"}\ncomponents: [{name: c, files: [{source: f, target: /f}]}]\n")); err != nil {
 		t.Errorf("line ends and tabs in a description: %v", err)
-	}
-}
-
-// SOURCE_DATE_EPOCH outside 1970–9999 is refused: neither a tar header
-// nor an RFC 3339 time holds it.
-func TestSourceDateEpochRange(t *testing.T) {
-	for _, v := range []string{"-1", "253402300800", "9223372036854775807", "x"} {
-		t.Setenv("SOURCE_DATE_EPOCH", v)
-		if _, err := artifact.SourceDateEpoch(); err == nil {
-			t.Errorf("SOURCE_DATE_EPOCH=%s accepted", v)
-		}
-	}
-	t.Setenv("SOURCE_DATE_EPOCH", "253402300799")
-	if ts, err := artifact.SourceDateEpoch(); err != nil || ts.Year() != 9999 {
-		t.Errorf("the last second of 9999: %v, %v", ts, err)
 	}
 }

@@ -1,4 +1,4 @@
-package artifact
+package definition
 
 import (
 	"fmt"
@@ -32,21 +32,21 @@ import (
 // VerifyNone is the `verify:` value that says no policy applies.
 const VerifyNone = "none"
 
-// ImagePolicyDef is an entry of the definition's `imagePolicies:`; create
+// ImagePolicy is an entry of the definition's `imagePolicies:`; create
 // reads its files into an imagesig.Policy.
-type ImagePolicyDef struct {
+type ImagePolicy struct {
 	Name     string
 	Required bool
 	// Authorities: a signature must verify against one of them.
-	Authorities  []AuthorityDef
+	Authorities  []Authority
 	Attestations []imagesig.Attestation
 	Line         int
 }
 
-// AuthorityDef is one authority of a policy: a public key file (Key) or,
+// Authority is one authority of a policy: a public key file (Key) or,
 // keyless, a Sigstore trusted root file and the certificate identities
 // allowed.
-type AuthorityDef struct {
+type Authority struct {
 	Name        string
 	Key         string
 	TrustedRoot string
@@ -72,7 +72,7 @@ var predicateTypes = map[string]string{
 // policyNameRE is the form of a policy name: a DNS label.
 var policyNameRE = labelRE
 
-func (p *defParser) imagePolicies(n *yaml.Node, field string, dst *[]ImagePolicyDef) error {
+func (p *defParser) imagePolicies(n *yaml.Node, field string, dst *[]ImagePolicy) error {
 	seen := map[string]int{}
 	return p.seq(n, field, func(item *yaml.Node, f string) error {
 		pol, err := p.imagePolicy(item, f)
@@ -88,8 +88,8 @@ func (p *defParser) imagePolicies(n *yaml.Node, field string, dst *[]ImagePolicy
 	})
 }
 
-func (p *defParser) imagePolicy(n *yaml.Node, field string) (ImagePolicyDef, error) {
-	pol := ImagePolicyDef{Required: true, Line: n.Line}
+func (p *defParser) imagePolicy(n *yaml.Node, field string) (ImagePolicy, error) {
+	pol := ImagePolicy{Required: true, Line: n.Line}
 	err := p.mapping(n, field, map[string]func(*yaml.Node, string) error{
 		"name":     func(v *yaml.Node, f string) error { return p.str(v, f, &pol.Name) },
 		"required": func(v *yaml.Node, f string) error { return p.boolean(v, f, &pol.Required) },
@@ -122,8 +122,8 @@ func (p *defParser) imagePolicy(n *yaml.Node, field string) (ImagePolicyDef, err
 	return pol, nil
 }
 
-func (p *defParser) authority(n *yaml.Node, field string) (AuthorityDef, error) {
-	a := AuthorityDef{Line: n.Line}
+func (p *defParser) authority(n *yaml.Node, field string) (Authority, error) {
+	a := Authority{Line: n.Line}
 	keyless := false
 	err := p.mapping(n, field, map[string]func(*yaml.Node, string) error{
 		"name": func(v *yaml.Node, f string) error { return p.str(v, f, &a.Name) },
@@ -142,7 +142,7 @@ func (p *defParser) authority(n *yaml.Node, field string) (AuthorityDef, error) 
 	return a, nil
 }
 
-func (p *defParser) keyless(n *yaml.Node, field string, a *AuthorityDef) error {
+func (p *defParser) keyless(n *yaml.Node, field string, a *Authority) error {
 	err := p.mapping(n, field, map[string]func(*yaml.Node, string) error{
 		"trustedRoot": func(v *yaml.Node, f string) error { return p.path(v, f, &a.TrustedRoot) },
 		"identities": func(v *yaml.Node, f string) error {
@@ -243,9 +243,10 @@ func (p *defParser) checkVerifyNames(def *Definition) error {
 	return nil
 }
 
-// imagePolicyName is the policy that applies to image ii of component ci:
-// the image's, else the component's, else the definition's; "" for none.
-func (d *Definition) imagePolicyName(c ComponentDef, img ImageDef) string {
+// ImagePolicyName is the name of the policy that applies to image img of
+// component c: the image's, else the component's, else the definition's;
+// "" for none.
+func (d *Definition) ImagePolicyName(c Component, img Image) string {
 	name := d.Verify
 	if c.Verify != "" {
 		name = c.Verify

@@ -1,16 +1,16 @@
-package artifact_test
+package definition_test
 
 import (
+	"github.com/ferrypkg/ferry/artifact/definition"
+
 	"strings"
 	"testing"
-
-	"github.com/ferrypkg/ferry/artifact"
 )
 
 const policyHead = "apiVersion: ferry.dev/v1alpha1\nkind: Package\nmetadata:\n  name: demo\n  version: 1.0.0\n"
 
 func TestParseImagePolicies(t *testing.T) {
-	def, err := artifact.ParseDefinition("ferry.yaml", []byte(policyHead+`imagePolicies:
+	def, err := definition.Parse("ferry.yaml", []byte(policyHead+`imagePolicies:
   - name: publisher
     authorities:
       - key: keys/pub.pem
@@ -78,7 +78,7 @@ func TestParseImagePolicyErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := artifact.ParseDefinition("ferry.yaml", []byte(tt.yaml))
+			_, err := definition.Parse("ferry.yaml", []byte(tt.yaml))
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("got %v, want %q", err, tt.want)
 			}

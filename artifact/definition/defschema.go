@@ -1,4 +1,4 @@
-package artifact
+package definition
 
 import (
 	"fmt"
@@ -41,11 +41,11 @@ components:
     repositories: [{url: https://example.com/r.git, path: r, ref: main, history: true}]
 `
 
-// DefinitionFields lists every field of a definition the parser knows, as
+// Fields lists every field of a definition the parser knows, as
 // paths with list indexes written [] ("components[].files[].source"),
 // sorted: the schema the register of inputs (internal/inputs) is checked
 // against.
-func DefinitionFields() ([]string, error) {
+func Fields() ([]string, error) {
 	p := &defParser{file: "ferry.yaml", fields: map[string]bool{}}
 	if _, err := p.definition("ferry.yaml", []byte(everyField)); err != nil {
 		return nil, fmt.Errorf("the schema's own definition: %w", err)
