@@ -137,26 +137,6 @@ func Create(ctx context.Context, def *definition.Definition, opts CreateOptions)
 	return &CreateResult{Path: out, Root: pkg.root, Config: pkg.config, Size: size, Blobs: len(pkg.blobs), Found: b.found}, nil
 }
 
-// blob is one blob of a package being built: small ones are held in memory,
-// large ones are opened from their source when written.
-type blob struct {
-	desc ocispec.Descriptor
-	data []byte
-	open func(ctx context.Context) (io.ReadCloser, error)
-}
-
-// plan is a package ready to be written.
-type plan struct {
-	blobs      map[digest.Digest]*blob
-	configData []byte
-	config     *Config
-	root       ocispec.Descriptor
-	// index lists index.json's entries: the root, then signatures.
-	index     []ocispec.Descriptor
-	indexJSON []byte
-	mtime     time.Time
-}
-
 type builder struct {
 	def  *definition.Definition
 	opts CreateOptions
@@ -458,38 +438,6 @@ func (b *builder) build(ctx context.Context) (*plan, error) {
 		return nil, err
 	}
 	return &b.plan, nil
-}
-
-// sign adds key's signature over the root to a new package.
-func (p *plan) sign(key Signer) error {
-	si, _, err := addSignature(key, p.root, p.config.Name, p.config, nil)
-	if err != nil {
-		return err
-	}
-	for d, data := range si.blobs {
-		p.blobs[d] = &blob{desc: ocispec.Descriptor{Digest: d, Size: int64(len(data))}, data: data}
-	}
-	p.blobs[si.desc.Digest].desc = si.desc
-	p.index = withSignature(p.root.Digest, p.index, si.desc)
-	p.indexJSON, err = layoutIndex(p.root, p.config.Version, p.index[1:])
-	return err
-}
-
-// layoutIndex renders index.json: the root, tagged with the version, then
-// any signatures.
-func layoutIndex(root ocispec.Descriptor, version string, extra []ocispec.Descriptor) ([]byte, error) {
-	r := root
-	r.Annotations = map[string]string{ocispec.AnnotationRefName: version}
-	return indexJSON(append([]ocispec.Descriptor{r}, extra...))
-}
-
-// indexJSON renders an index.json listing entries.
-func indexJSON(entries []ocispec.Descriptor) ([]byte, error) {
-	return json.Marshal(ocispec.Index{
-		Versioned: specs.Versioned{SchemaVersion: 2},
-		MediaType: ocispec.MediaTypeImageIndex,
-		Manifests: entries,
-	})
 }
 
 func (b *builder) progress(p Progress) {

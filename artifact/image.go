@@ -243,18 +243,3 @@ func (b *builder) platformList() string {
 	}
 	return strings.Join(s, ", ")
 }
-
-// fetchSmall fetches a manifest-sized blob, verified against its descriptor.
-func fetchSmall(ctx context.Context, src content.Fetcher, desc ocispec.Descriptor) ([]byte, error) {
-	if err := checkDescriptor(desc); err != nil {
-		return nil, err
-	}
-	if desc.Size > MaxManifestSize {
-		return nil, fmt.Errorf("%s: %d bytes is too large for a manifest or config", desc.Digest, desc.Size)
-	}
-	data, err := content.FetchAll(ctx, src, desc)
-	if err != nil {
-		return nil, &BlobError{Op: "fetch", Digest: desc.Digest, Err: err}
-	}
-	return data, nil
-}

@@ -1,24 +1,18 @@
 package artifact
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"slices"
 	"strings"
-	"time"
 
 	"github.com/distribution/reference"
 	"github.com/ferrypkg/ferry/artifact/definition"
 	"github.com/opencontainers/go-digest"
-	specs "github.com/opencontainers/image-spec/specs-go"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"oras.land/oras-go/v2"
 	"oras.land/oras-go/v2/content"
-	"oras.land/oras-go/v2/errdef"
 )
 
 // SBOMs: at create, one software bill of materials per image platform
@@ -39,47 +33,6 @@ func sbomFormatOf(t string) (definition.SBOMFormat, bool) {
 	return "", false
 }
 
-// SBOMRequest says which image manifest an SBOMGenerator describes, and how.
-type SBOMRequest struct {
-	// Ref is the image's original reference, e.g. docker.io/library/nginx:1.27.
-	Ref string
-	// Manifest is the image manifest of one platform; the Fetcher given
-	// with the request holds it, its config and its layers.
-	Manifest ocispec.Descriptor
-	// Platform is the manifest's platform, os/arch[/variant].
-	Platform string
-	// Format is the document format; "" is SBOMFormatSPDX.
-	Format definition.SBOMFormat
-	// Created is the time the document must state as its creation time,
-	// so that the same image gives the same bytes.
-	Created time.Time
-}
-
-// SBOMGenerator makes the SBOM of an image manifest. Package
-// artifact/sbomexec has one that runs the ferry-sbom helper (Syft).
-type SBOMGenerator interface {
-	// GenerateSBOM returns the document describing req.Manifest, whose
-	// blobs src holds (unverified: the generator checks each against its
-	// descriptor). The same request must give the same bytes.
-	GenerateSBOM(ctx context.Context, src content.Fetcher, req SBOMRequest) ([]byte, error)
-}
-
-// SBOMFormatGenerator is an SBOMGenerator that may answer in a format
-// other than req.Format: one serving documents already made, such as the
-// Syft documents of a Zarf package. Create calls GenerateSBOMFormat
-// instead of GenerateSBOM and records the format it returns.
-type SBOMFormatGenerator interface {
-	SBOMGenerator
-	// GenerateSBOMFormat is GenerateSBOM, also returning the document's
-	// format.
-	GenerateSBOMFormat(ctx context.Context, src content.Fetcher, req SBOMRequest) ([]byte, definition.SBOMFormat, error)
-}
-
-// ErrNoSBOM is returned by an SBOMGenerator that has no document for a
-// manifest (one serving documents already made): create records no SBOM
-// for that manifest and goes on.
-var ErrNoSBOM = errors.New("no SBOM for this manifest")
-
 // ErrSBOMNotCarried means a package holds no SBOM of an image (it was
 // created without them).
 var ErrSBOMNotCarried = errors.New("no SBOM in the package")
@@ -93,89 +46,6 @@ type SBOM struct {
 	ArtifactType string        `json:"artifactType"`
 	// Size is the referrer manifest's size plus its config's and document's.
 	Size int64 `json:"size"`
-}
-
-// keptManifest is an image manifest create keeps, with its platform.
-type keptManifest struct {
-	desc     ocispec.Descriptor
-	platform string
-}
-
-// sboms makes the SBOM of each kept manifest of image ref and adds it as a
-// referrer; it returns the root index entries and the ferry.json records.
-func (b *builder) sboms(ctx context.Context, component, ref string, kept []keptManifest) ([]ocispec.Descriptor, []SBOM, error) {
-	if b.opts.SBOM == nil || b.def.SBOM.Disabled {
-		return nil, nil, nil
-	}
-	format := b.def.SBOM.Format
-	if format == "" {
-		format = definition.SBOMFormatSPDX
-	}
-	var entries []ocispec.Descriptor
-	var recs []SBOM
-	for _, k := range kept {
-		req := SBOMRequest{Ref: ref, Manifest: k.desc, Platform: k.platform, Format: format, Created: b.plan.mtime}
-		format := format
-		var doc []byte
-		var err error
-		if g, ok := b.opts.SBOM.(SBOMFormatGenerator); ok {
-			doc, format, err = g.GenerateSBOMFormat(ctx, builderFetcher{b}, req)
-			if err == nil && !slices.Contains(definition.SBOMFormats, format) {
-				err = fmt.Errorf("unknown SBOM format %q", format)
-			}
-		} else {
-			doc, err = b.opts.SBOM.GenerateSBOM(ctx, builderFetcher{b}, req)
-		}
-		switch {
-		case errors.Is(err, ErrNoSBOM):
-			continue
-		case err != nil:
-			return nil, nil, fmt.Errorf("SBOM of %s (%s, %s): %w", ref, k.platform, k.desc.Digest, err)
-		case len(doc) > MaxSBOMSize:
-			return nil, nil, fmt.Errorf("SBOM of %s (%s, %s): %d bytes is more than %d", ref, k.platform, k.desc.Digest, len(doc), MaxSBOMSize)
-		}
-		layer := b.addData(format.ArtifactType(), doc)
-		layer.Annotations = map[string]string{ocispec.AnnotationTitle: format.FileName()}
-		empty := b.addData(ocispec.MediaTypeEmptyJSON, ocispec.DescriptorEmptyJSON.Data)
-		empty.Data = ocispec.DescriptorEmptyJSON.Data
-		subject := ocispec.Descriptor{MediaType: k.desc.MediaType, Digest: k.desc.Digest, Size: k.desc.Size}
-		m := ocispec.Manifest{
-			Versioned:    specs.Versioned{SchemaVersion: 2},
-			MediaType:    ocispec.MediaTypeImageManifest,
-			ArtifactType: format.ArtifactType(),
-			Config:       empty,
-			Layers:       []ocispec.Descriptor{layer},
-			Subject:      &subject,
-		}
-		md, _, err := b.addJSON(ocispec.MediaTypeImageManifest, m)
-		if err != nil {
-			return nil, nil, err
-		}
-		md.ArtifactType = format.ArtifactType()
-		md.Annotations = map[string]string{
-			AnnotationKind: KindSBOM, AnnotationComponent: component,
-			AnnotationImageRef: ref, AnnotationPlatform: k.platform,
-		}
-		entries = append(entries, md)
-		recs = append(recs, SBOM{Platform: k.platform, Subject: k.desc.Digest, Digest: md.Digest,
-			ArtifactType: format.ArtifactType(), Size: md.Size + empty.Size + layer.Size})
-		b.progress(Progress{Phase: PhaseResolve, Item: "sbom " + ref + " " + k.platform})
-	}
-	return entries, recs, nil
-}
-
-// builderFetcher fetches the blobs of a package being built.
-type builderFetcher struct{ b *builder }
-
-func (f builderFetcher) Fetch(ctx context.Context, desc ocispec.Descriptor) (io.ReadCloser, error) {
-	bl, ok := f.b.plan.blobs[desc.Digest]
-	switch {
-	case !ok:
-		return nil, fmt.Errorf("%s: %w", desc.Digest, errdef.ErrNotFound)
-	case bl.data != nil:
-		return io.NopCloser(bytes.NewReader(bl.data)), nil
-	}
-	return bl.open(ctx)
 }
 
 // checkSBOMs checks the SBOM entries of a package root against the graph:
