@@ -12,6 +12,7 @@ import (
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
+	"github.com/ferrypkg/ferry/artifact/internal/graph"
 	"github.com/ferrypkg/ferry/internal/atomicfile"
 	"github.com/ferrypkg/ferry/internal/readahead"
 )
@@ -60,31 +61,31 @@ func newZstdWriter(w io.Writer) (*zstd.Encoder, error) {
 // ordered lists the plan's blobs in canonical order (see canonicalOrder),
 // each with its canonical descriptor, whose media type decides how the blob
 // is stored: the same graph then always gives the same archive.
-func (p *plan) ordered() ([]*blob, error) {
-	descs, err := canonicalOrder(p.index, func(d ocispec.Descriptor) ([]byte, error) {
-		b, ok := p.blobs[d.Digest]
-		if !ok || b.data == nil {
+func (p *Plan) ordered() ([]*Blob, error) {
+	descs, err := graph.CanonicalOrder(p.Index, func(d ocispec.Descriptor) ([]byte, error) {
+		b, ok := p.Blobs[d.Digest]
+		if !ok || b.Data == nil {
 			return nil, fmt.Errorf("manifest %s is not held in memory", d.Digest)
 		}
-		return b.data, nil
+		return b.Data, nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	list := make([]*blob, 0, len(descs))
+	list := make([]*Blob, 0, len(descs))
 	for _, d := range descs {
-		b, ok := p.blobs[d.Digest]
+		b, ok := p.Blobs[d.Digest]
 		if !ok {
 			return nil, fmt.Errorf("blob %s missing", d.Digest)
 		}
-		list = append(list, &blob{desc: d, data: b.data, open: b.open})
+		list = append(list, &Blob{Desc: d, Data: b.Data, Open: b.Open})
 	}
 	return list, nil
 }
 
-// writeArchive writes the package: ferry.json, oci-layout, index.json, then
+// WriteArchive writes the package: ferry.json, oci-layout, index.json, then
 // every blob once, children before parents, each verified as it is copied.
-func (p *plan) writeArchive(ctx context.Context, w io.Writer, format Format, progress ProgressFunc) (err error) {
+func (p *Plan) WriteArchive(ctx context.Context, w io.Writer, format Format, progress ProgressFunc) (err error) {
 	var frames *frameWriter
 	if format == FormatTarZstd {
 		if frames, err = newFrameWriter(w); err != nil {
@@ -97,14 +98,14 @@ func (p *plan) writeArchive(ctx context.Context, w io.Writer, format Format, pro
 		}()
 		w = frames
 	}
-	aw := &archiveWriter{tw: tar.NewWriter(w), frames: frames, mtime: p.mtime, prefetch: make([]byte, 4*copyBufferSize)}
-	if err := aw.file(ConfigFileName, p.configData); err != nil {
+	aw := &archiveWriter{tw: tar.NewWriter(w), frames: frames, mtime: p.Mtime, prefetch: make([]byte, 4*copyBufferSize)}
+	if err := aw.file(ConfigFileName, p.ConfigData); err != nil {
 		return err
 	}
 	if err := aw.file(layoutFileName, layoutFileData); err != nil {
 		return err
 	}
-	if err := aw.file(indexFileName, p.indexJSON); err != nil {
+	if err := aw.file(indexFileName, p.IndexJSON); err != nil {
 		return err
 	}
 	if err := aw.dir(blobsDir); err != nil {
@@ -119,7 +120,7 @@ func (p *plan) writeArchive(ctx context.Context, w io.Writer, format Format, pro
 	}
 	var total int64
 	for _, b := range blobs {
-		total += b.desc.Size
+		total += b.Desc.Size
 	}
 	for _, b := range blobs {
 		if err := ctx.Err(); err != nil {
@@ -129,7 +130,7 @@ func (p *plan) writeArchive(ctx context.Context, w io.Writer, format Format, pro
 			return err
 		}
 		if progress != nil {
-			progress(Progress{Phase: PhaseWrite, Desc: b.desc, Bytes: b.desc.Size, TotalBytes: total, TotalBlobs: len(blobs)})
+			progress(Progress{Phase: PhaseWrite, Desc: b.Desc, Bytes: b.Desc.Size, TotalBytes: total, TotalBlobs: len(blobs)})
 		}
 	}
 	return aw.tw.Close()
@@ -162,32 +163,32 @@ func (a *archiveWriter) file(name string, data []byte) error {
 func blobPath(d digest.Digest) string { return blobsDir + d.Algorithm().String() + "/" + d.Encoded() }
 
 // blob copies one blob into the archive, checking size and digest.
-func (a *archiveWriter) blob(ctx context.Context, b *blob) error {
-	stored := a.frames != nil && b.desc.Size > 0 && storedMediaType(b.desc.MediaType)
+func (a *archiveWriter) blob(ctx context.Context, b *Blob) error {
+	stored := a.frames != nil && b.Desc.Size > 0 && storedMediaType(b.Desc.MediaType)
 	body := func() error {
-		_, err := a.tw.Write(b.data)
+		_, err := a.tw.Write(b.Data)
 		return err
 	}
-	if b.data == nil {
-		if !b.desc.Digest.Algorithm().Available() {
-			return fmt.Errorf("blob %s: unsupported digest algorithm", b.desc.Digest)
+	if b.Data == nil {
+		if !b.Desc.Digest.Algorithm().Available() {
+			return fmt.Errorf("blob %s: unsupported digest algorithm", b.Desc.Digest)
 		}
-		rc, err := b.open(ctx)
+		rc, err := b.Open(ctx)
 		if err != nil {
-			return &BlobError{Op: "fetch", Digest: b.desc.Digest, Err: err}
+			return &BlobError{Op: "fetch", Digest: b.Desc.Digest, Err: err}
 		}
 		defer rc.Close()
-		pr := readahead.New(io.LimitReader(rc, b.desc.Size+1), a.prefetch, b.desc.Digest.Algorithm().Hash())
+		pr := readahead.New(io.LimitReader(rc, b.Desc.Size+1), a.prefetch, b.Desc.Digest.Algorithm().Hash())
 		defer pr.Close()
-		body = func() error { return copyVerified(ctx, a.tw, pr, b.desc) }
+		body = func() error { return copyVerified(ctx, a.tw, pr, b.Desc) }
 	}
-	if err := a.header(blobPath(b.desc.Digest), tar.TypeReg, 0o644, b.desc.Size); err != nil {
+	if err := a.header(blobPath(b.Desc.Digest), tar.TypeReg, 0o644, b.Desc.Size); err != nil {
 		return err
 	}
 	if !stored {
 		return body()
 	}
-	if err := a.frames.beginRaw(b.desc.Size); err != nil {
+	if err := a.frames.beginRaw(b.Desc.Size); err != nil {
 		return err
 	}
 	if err := body(); err != nil {
@@ -225,7 +226,7 @@ func copyVerified(ctx context.Context, w io.Writer, pr *readahead.Reader, desc o
 	return nil
 }
 
-// writeFileAtomic writes path (mode 0644) as atomicfile.Write does.
-func writeFileAtomic(path string, write func(io.Writer) error) (int64, error) {
+// WriteFileAtomic writes path (mode 0644) as atomicfile.Write does.
+func WriteFileAtomic(path string, write func(io.Writer) error) (int64, error) {
 	return atomicfile.Write(path, 0o644, write)
 }

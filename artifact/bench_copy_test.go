@@ -15,6 +15,7 @@ import (
 	"oras.land/oras-go/v2/content/oci"
 
 	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/artifact/build"
 	"github.com/ferrypkg/ferry/artifact/chart"
 	"github.com/ferrypkg/ferry/artifact/definition"
 	"github.com/ferrypkg/ferry/internal/testsupport/fixture"
@@ -44,7 +45,7 @@ func BenchmarkCopy(b *testing.B) {
 		b.Fatal(err)
 	}
 	pkg := filepath.Join(b.TempDir(), "copy.tar.zst")
-	if _, err := artifact.Create(ctx, def, artifact.CreateOptions{Charts: chart.Packager{}, Output: pkg}); err != nil {
+	if _, err := build.Create(ctx, def, build.CreateOptions{Charts: chart.Packager{}, Output: pkg}); err != nil {
 		b.Fatal(err)
 	}
 	oneFrame := filepath.Join(b.TempDir(), "one-frame.tar.zst")

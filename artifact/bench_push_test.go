@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/artifact/build"
 	"github.com/ferrypkg/ferry/artifact/chart"
 	"github.com/ferrypkg/ferry/artifact/definition"
 	"github.com/ferrypkg/ferry/internal/testsupport/benchenv"
@@ -271,7 +271,7 @@ func benchPackage(b *testing.B, mib int) (pkg, layout string) {
 		b.Fatal(err)
 	}
 	pkg = filepath.Join(b.TempDir(), "bench.tar.zst")
-	if _, err := artifact.Create(context.Background(), def, artifact.CreateOptions{Charts: chart.Packager{}, Output: pkg}); err != nil {
+	if _, err := build.Create(context.Background(), def, build.CreateOptions{Charts: chart.Packager{}, Output: pkg}); err != nil {
 		b.Fatal(err)
 	}
 	return pkg, filepath.Join(dir, "images")

@@ -44,9 +44,9 @@ type refError struct {
 func (e *refError) Error() string { return e.msg }
 func (e *refError) Unwrap() error { return e.err }
 
-// withRef wraps err, the cause of op on ref, naming ref once: "resolve R:
+// WithRef wraps err, the cause of op on ref, naming ref once: "resolve R:
 // not found", not "resolve R: R: not found".
-func withRef(op, ref string, err error) error {
+func WithRef(op, ref string, err error) error {
 	if rest, ok := strings.CutPrefix(err.Error(), ref+": "); ok {
 		return &refError{msg: op + " " + ref + ": " + rest, err: err}
 	}

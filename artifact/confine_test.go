@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/artifact/build"
 	"github.com/ferrypkg/ferry/artifact/chart"
 	"github.com/ferrypkg/ferry/artifact/definition"
 	"github.com/ferrypkg/ferry/internal/confine"
@@ -101,7 +101,7 @@ func TestCreateConfined(t *testing.T) {
 			outDir := t.TempDir()
 			done := make(chan error, 1)
 			go func() {
-				_, err := artifact.Create(t.Context(), def, artifact.CreateOptions{Charts: chart.Packager{}, Output: filepath.Join(outDir, "out.tar.zst")})
+				_, err := build.Create(t.Context(), def, build.CreateOptions{Charts: chart.Packager{}, Output: filepath.Join(outDir, "out.tar.zst")})
 				done <- err
 			}()
 			select {
@@ -127,7 +127,7 @@ func TestCreateConfined(t *testing.T) {
 	writeFile(t, filepath.Join(w.Dir, "ferry.yaml"), head+"    charts: [{path: chartlink-inside}]\n")
 	def, err := definition.Load(filepath.Join(w.Dir, "ferry.yaml"))
 	must(err)
-	if _, err := artifact.Create(t.Context(), def, artifact.CreateOptions{Charts: chart.Packager{}, Output: filepath.Join(t.TempDir(), "ok.tar.zst")}); err != nil {
+	if _, err := build.Create(t.Context(), def, build.CreateOptions{Charts: chart.Packager{}, Output: filepath.Join(t.TempDir(), "ok.tar.zst")}); err != nil {
 		t.Fatalf("a chart linked inside the folder: %v", err)
 	}
 }

@@ -105,7 +105,7 @@ func Copy(ctx context.Context, src oras.ReadOnlyTarget, srcRef string, dst oras.
 	}
 	root, err := src.Resolve(ctx, srcRef)
 	if err != nil {
-		return nil, withRef("resolve", targetName(src, srcRef), err)
+		return nil, WithRef("resolve", targetName(src, srcRef), err)
 	}
 	if d, err := digest.Parse(dstRef); err == nil && d != root.Digest {
 		return nil, fmt.Errorf("the package root is %s", root.Digest)

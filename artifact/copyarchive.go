@@ -27,7 +27,7 @@ type Archive struct {
 	// verb names the copy in its write errors ("pull", "verify").
 	verb string
 	// After Copy: what was written, its size, the signatures checked.
-	plan       *plan
+	plan       *Plan
 	size       int64
 	signatures []VerifiedSignature
 }
@@ -68,9 +68,9 @@ func (a *Archive) copyTo(ctx context.Context, src oras.ReadOnlyTarget, ref strin
 			return nil, err
 		}
 	}
-	write := func(w io.Writer) error { return p.writeArchive(ctx, w, a.format, opts.Progress) }
+	write := func(w io.Writer) error { return p.WriteArchive(ctx, w, a.format, opts.Progress) }
 	if a.path != "" {
-		a.size, err = writeFileAtomic(a.path, write)
+		a.size, err = WriteFileAtomic(a.path, write)
 	} else {
 		cw := &countingWriter{w: a.w}
 		err = write(cw)
@@ -80,9 +80,9 @@ func (a *Archive) copyTo(ctx context.Context, src oras.ReadOnlyTarget, ref strin
 		return nil, fmt.Errorf("%s %s: %w", a.verb, targetName(src, ref), err)
 	}
 	a.plan = p
-	res := &CopyResult{Root: p.root, Copied: len(p.blobs)}
-	for _, b := range p.blobs {
-		res.BytesCopied += b.desc.Size
+	res := &CopyResult{Root: p.Root, Copied: len(p.Blobs)}
+	for _, b := range p.Blobs {
+		res.BytesCopied += b.Desc.Size
 	}
 	return res, nil
 }

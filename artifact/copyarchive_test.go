@@ -12,6 +12,7 @@ import (
 	"oras.land/oras-go/v2/errdef"
 
 	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/artifact/build"
 	"github.com/ferrypkg/ferry/artifact/chart"
 	"github.com/ferrypkg/ferry/artifact/definition"
 )
@@ -31,7 +32,7 @@ func TestCopyIntoArchive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	created, err := artifact.Create(ctx, def, artifact.CreateOptions{Charts: chart.Packager{}, Output: filepath.Join(dir, "p.tar.zst"), SignKey: priv})
+	created, err := build.Create(ctx, def, build.CreateOptions{Charts: chart.Packager{}, Output: filepath.Join(dir, "p.tar.zst"), SignKey: priv})
 	if err != nil {
 		t.Fatal(err)
 	}

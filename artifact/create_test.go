@@ -21,6 +21,7 @@ import (
 	"oras.land/oras-go/v2/errdef"
 
 	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/artifact/build"
 	"github.com/ferrypkg/ferry/artifact/chart"
 	"github.com/ferrypkg/ferry/artifact/definition"
 	"github.com/ferrypkg/ferry/internal/confine"
@@ -183,14 +184,14 @@ func TestCreateReproducible(t *testing.T) {
 
 	// SOURCE_DATE_EPOCH sets the created time, reproducibly.
 	t.Setenv("SOURCE_DATE_EPOCH", "1700000000")
-	epoch, err := artifact.SourceDateEpoch()
+	epoch, err := build.SourceDateEpoch()
 	if err != nil || epoch == nil {
 		t.Fatalf("SourceDateEpoch = %v, %v", epoch, err)
 	}
 	def, _ := definition.Load(w.Dir)
 	var roots []digest.Digest
 	for _, name := range []string{"c.tar.zst", "d.tar.zst"} {
-		res, err := artifact.Create(context.Background(), def, artifact.CreateOptions{Charts: chart.Packager{}, Output: filepath.Join(dir, name), Epoch: epoch})
+		res, err := build.Create(context.Background(), def, build.CreateOptions{Charts: chart.Packager{}, Output: filepath.Join(dir, name), Epoch: epoch})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -249,7 +250,7 @@ func TestOutputMustBeARegularFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, out := range []string{fifo, dir} {
-		_, err := artifact.Create(context.Background(), def, artifact.CreateOptions{Charts: chart.Packager{}, Output: out})
+		_, err := build.Create(context.Background(), def, build.CreateOptions{Charts: chart.Packager{}, Output: out})
 		if err == nil || !strings.Contains(err.Error(), "not a regular file") {
 			t.Fatalf("create -o %s: %v", out, err)
 		}
@@ -299,19 +300,19 @@ func TestImagePlatformFromDefinition(t *testing.T) {
 		return d
 	}
 	out := filepath.Join(t.TempDir(), "p.tar")
-	_, err = artifact.Create(ctx, def("{ref: example.com/app:noplat, layout: images}"), artifact.CreateOptions{Charts: chart.Packager{}, Output: out})
+	_, err = build.Create(ctx, def("{ref: example.com/app:noplat, layout: images}"), build.CreateOptions{Charts: chart.Packager{}, Output: out})
 	var de *definition.Error
 	if !errors.As(err, &de) || de.Field != "components[0].images[0]" || !strings.Contains(err.Error(), "image example.com/app:noplat: its config sha256:") || !strings.Contains(err.Error(), "`platform: os/arch`") {
 		t.Fatalf("an image with no platform: %v", err)
 	}
-	res, err := artifact.Create(ctx, def("{ref: example.com/app:noplat, layout: images, platform: linux/amd64}"), artifact.CreateOptions{Charts: chart.Packager{}, Output: out})
+	res, err := build.Create(ctx, def("{ref: example.com/app:noplat, layout: images, platform: linux/amd64}"), build.CreateOptions{Charts: chart.Packager{}, Output: out})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if p := res.Config.Components[0].Images[0].Platforms; len(p) != 1 || p[0] != "linux/amd64" {
 		t.Fatalf("recorded platforms %v", p)
 	}
-	_, err = artifact.Create(ctx, def("{ref: example.com/app:amd64, layout: images, platform: linux/arm64}"), artifact.CreateOptions{Charts: chart.Packager{}, Output: out})
+	_, err = build.Create(ctx, def("{ref: example.com/app:amd64, layout: images, platform: linux/arm64}"), build.CreateOptions{Charts: chart.Packager{}, Output: out})
 	if !errors.As(err, &de) || de.Field != "components[0].images[0]" || !strings.Contains(err.Error(), "image example.com/app:amd64 is linux/amd64 (its config") {
 		t.Fatalf("a contradicting platform: %v", err)
 	}
@@ -337,7 +338,7 @@ func TestCreateManifestFilesBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := filepath.Join(t.TempDir(), "many.tar.zst")
-	_, err = artifact.Create(context.Background(), def, artifact.CreateOptions{Output: out})
+	_, err = build.Create(context.Background(), def, build.CreateOptions{Output: out})
 	if err == nil || !strings.Contains(err.Error(), "more than 10000 manifest files") {
 		t.Fatalf("%d files in one manifests entry: %v", artifact.MaxManifestFiles+1, err)
 	}
@@ -381,7 +382,7 @@ func TestCreateBadSources(t *testing.T) {
 				t.Fatal(err)
 			}
 			out := filepath.Join(t.TempDir(), "out.tar.zst")
-			_, err = artifact.Create(t.Context(), def, artifact.CreateOptions{Charts: chart.Packager{}, Output: out})
+			_, err = build.Create(t.Context(), def, build.CreateOptions{Charts: chart.Packager{}, Output: out})
 			if err == nil {
 				t.Fatal("create succeeded")
 			}
@@ -418,12 +419,12 @@ func assertNoOutput(t testing.TB, dir string) {
 func TestSourceDateEpochRange(t *testing.T) {
 	for _, v := range []string{"-1", "253402300800", "9223372036854775807", "x"} {
 		t.Setenv("SOURCE_DATE_EPOCH", v)
-		if _, err := artifact.SourceDateEpoch(); err == nil {
+		if _, err := build.SourceDateEpoch(); err == nil {
 			t.Errorf("SOURCE_DATE_EPOCH=%s accepted", v)
 		}
 	}
 	t.Setenv("SOURCE_DATE_EPOCH", "253402300799")
-	if ts, err := artifact.SourceDateEpoch(); err != nil || ts.Year() != 9999 {
+	if ts, err := build.SourceDateEpoch(); err != nil || ts.Year() != 9999 {
 		t.Errorf("the last second of 9999: %v, %v", ts, err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/ferrypkg/ferry/artifact/internal/graph"
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 )
@@ -120,7 +121,7 @@ func (r *Reader) setDelta(data []byte) error {
 	}
 	h := &deltaHead{info: info, data: data, omitted: make(map[digest.Digest]ocispec.Descriptor, len(info.Omitted))}
 	for _, d := range info.Omitted {
-		if err := checkDescriptor(d); err != nil {
+		if err := graph.CheckDescriptor(d); err != nil {
 			return fmt.Errorf("%w: %s: %w", ErrCorrupt, deltaFileName, err)
 		}
 		if _, dup := h.omitted[d.Digest]; dup {

@@ -19,6 +19,7 @@ import (
 	"oras.land/oras-go/v2/registry/remote"
 
 	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/artifact/build"
 	"github.com/ferrypkg/ferry/artifact/chart"
 	"github.com/ferrypkg/ferry/artifact/definition"
 	"github.com/ferrypkg/ferry/internal/testsupport/fixture"
@@ -87,7 +88,7 @@ func makeDeltaPair(t testing.TB, layerSize int, sk artifact.Signer) deltaPair {
 			t.Fatal(err)
 		}
 		*path = filepath.Join(t.TempDir(), fmt.Sprintf("app-%d.tar.zst", v+1))
-		if _, err := artifact.Create(ctx, d, artifact.CreateOptions{Charts: chart.Packager{}, Output: *path}); err != nil {
+		if _, err := build.Create(ctx, d, build.CreateOptions{Charts: chart.Packager{}, Output: *path}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/ferrypkg/ferry/artifact/internal/graph"
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"golang.org/x/sync/errgroup"
@@ -146,7 +147,7 @@ func (p *pusher) complete(ctx context.Context, d *deltaHead) (*completion, error
 	}
 	var kept int64
 	for _, o := range omitted {
-		if isContainer(o.MediaType) {
+		if graph.IsContainer(o.MediaType) {
 			if kept += o.Size; o.Size > MaxManifestSize || kept > MaxGraphSize {
 				return nil, fmt.Errorf("%w: %s: the manifests it leaves out total more than %d bytes", ErrCorrupt, deltaFileName, MaxGraphSize)
 			}
@@ -159,7 +160,7 @@ func (p *pusher) complete(ctx context.Context, d *deltaHead) (*completion, error
 	c.nodes = map[digest.Digest][]byte{}
 	var manifests []ocispec.Descriptor
 	for _, o := range omitted {
-		if isContainer(o.MediaType) {
+		if graph.IsContainer(o.MediaType) {
 			manifests = append(manifests, o)
 		} else {
 			c.blobs = append(c.blobs, o)
@@ -265,7 +266,7 @@ func (c *completion) bring(ctx context.Context, dst store) error {
 	}
 	var manifests []ocispec.Descriptor
 	for _, o := range c.from {
-		if isContainer(o.MediaType) {
+		if graph.IsContainer(o.MediaType) {
 			manifests = append(manifests, o)
 			continue
 		}
@@ -281,9 +282,9 @@ func (c *completion) bring(ctx context.Context, dst store) error {
 			return v
 		}
 		height[d] = 0
-		kids, _ := children(mediaType, c.nodes[d])
+		kids, _ := graph.Children(mediaType, c.nodes[d])
 		for _, k := range kids {
-			if from[k.Digest] && isContainer(k.MediaType) {
+			if from[k.Digest] && graph.IsContainer(k.MediaType) {
 				height[d] = max(height[d], h(k.Digest, k.MediaType)+1)
 			}
 		}
@@ -320,7 +321,7 @@ func readBack(ctx context.Context, dst store, desc ocispec.Descriptor) ([]byte, 
 	vr := content.NewVerifyReader(rc, desc)
 	var keep *bytes.Buffer
 	var w io.Writer = io.Discard
-	if isContainer(desc.MediaType) {
+	if graph.IsContainer(desc.MediaType) {
 		keep = bytes.NewBuffer(make([]byte, 0, desc.Size))
 		w = keep
 	}

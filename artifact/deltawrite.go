@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/ferrypkg/ferry/artifact/internal/graph"
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 )
@@ -65,7 +66,7 @@ func Delta(ctx context.Context, r *Reader, have *Receipt, out string, opts Delta
 		format = FormatFromPath(out)
 	}
 	res := &DeltaResult{Path: out, Root: r.root, Omitted: len(plan.info.Omitted), OmittedSize: plan.info.OmittedSize()}
-	size, err := writeFileAtomic(out, func(w io.Writer) error {
+	size, err := WriteFileAtomic(out, func(w io.Writer) error {
 		n, bytes, err := plan.write(ctx, r, w, format, opts.Progress)
 		res.Carried, res.CarriedSize = n, bytes
 		return err
@@ -93,7 +94,7 @@ func planDelta(r *Reader, sum *Summary, have *Receipt) (*deltaPlan, error) {
 	keep := map[digest.Digest]bool{r.root.Digest: true}
 	for _, s := range signatureEntries(r.root.Digest, r.index.Manifests) {
 		keep[s.Digest] = true
-		kids, err := children(s.MediaType, sum.Nodes[s.Digest].Data)
+		kids, err := graph.Children(s.MediaType, sum.Nodes[s.Digest].Data)
 		if err != nil {
 			return nil, err
 		}
@@ -125,8 +126,8 @@ func planDelta(r *Reader, sum *Summary, have *Receipt) (*deltaPlan, error) {
 		descs[d.Digest] = rootDescriptor(d)
 		size, held := have.Blobs[d.Digest]
 		out := held && size == d.Size && !keep[d.Digest]
-		if n, ok := sum.Nodes[d.Digest]; ok && isContainer(d.MediaType) {
-			kids, _ := children(d.MediaType, n.Data) // parsed by the walk
+		if n, ok := sum.Nodes[d.Digest]; ok && graph.IsContainer(d.MediaType) {
+			kids, _ := graph.Children(d.MediaType, n.Data) // parsed by the walk
 			for _, k := range kids {
 				if !visit(k) {
 					out = false
@@ -205,7 +206,7 @@ func (p *deltaPlan) write(ctx context.Context, r *Reader, w io.Writer, format Fo
 			if !ok {
 				return nil
 			}
-			b := &blob{desc: desc, open: func(context.Context) (io.ReadCloser, error) { return io.NopCloser(rd), nil }}
+			b := &Blob{Desc: desc, Open: func(context.Context) (io.ReadCloser, error) { return io.NopCloser(rd), nil }}
 			if err := aw.blob(ctx, b); err != nil {
 				return err
 			}

@@ -8,10 +8,11 @@ import (
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
 	"github.com/ferrypkg/ferry/artifact/imagesig"
+	"github.com/ferrypkg/ferry/artifact/internal/graph"
 )
 
-// evidenceKind is the imagesig kind of evidence of artifactType t, or "".
-func evidenceKind(t string) string {
+// EvidenceKind is the imagesig kind of evidence of artifactType t, or "".
+func EvidenceKind(t string) string {
 	switch {
 	case t == ArtifactTypeCosignSignature:
 		return imagesig.KindSignature
@@ -23,8 +24,8 @@ func evidenceKind(t string) string {
 	return ""
 }
 
-// cosignTags are cosign's tag-scheme suffixes and the kind each holds.
-var cosignTags = []struct{ suffix, kind string }{
+// CosignTagSuffixes are cosign's tag-scheme suffixes and the kind each holds.
+var CosignTagSuffixes = []struct{ Suffix, Kind string }{
 	{".sig", imagesig.KindSignature},
 	{".att", imagesig.KindAttestation},
 }
@@ -37,32 +38,32 @@ func CosignTag(d digest.Digest, suffix string) string {
 
 // tagKind is the kind of evidence cosign stores under tag, or "".
 func tagKind(tag string) string {
-	for _, t := range cosignTags {
-		if strings.HasSuffix(tag, t.suffix) {
-			return t.kind
+	for _, t := range CosignTagSuffixes {
+		if strings.HasSuffix(tag, t.Suffix) {
+			return t.Kind
 		}
 	}
 	return ""
 }
 
-// manifestArtifactType is m's artifactType, else its config's media type.
-func manifestArtifactType(m *ocispec.Manifest) string {
+// ManifestArtifactType is m's artifactType, else its config's media type.
+func ManifestArtifactType(m *ocispec.Manifest) string {
 	if m.ArtifactType != "" {
 		return m.ArtifactType
 	}
 	return m.Config.MediaType
 }
 
-// checkEvidenceShape bounds an evidence manifest's blobs.
-func checkEvidenceShape(m *ocispec.Manifest) error {
+// CheckEvidenceShape bounds an evidence manifest's blobs.
+func CheckEvidenceShape(m *ocispec.Manifest) error {
 	if len(m.Layers) > MaxEvidenceLayers {
 		return fmt.Errorf("%d layers, more than the %d a signature manifest may have", len(m.Layers), MaxEvidenceLayers)
 	}
 	for _, d := range append([]ocispec.Descriptor{m.Config}, m.Layers...) {
-		if err := checkDescriptor(d); err != nil {
+		if err := graph.CheckDescriptor(d); err != nil {
 			return err
 		}
-		if isContainer(d.MediaType) {
+		if graph.IsContainer(d.MediaType) {
 			return fmt.Errorf("%s: a signature manifest's blob may not be a %q", d.Digest, d.MediaType)
 		}
 		if d.Size > MaxEvidenceBlobSize {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/artifact/build"
 	"github.com/ferrypkg/ferry/artifact/chart"
 	"github.com/ferrypkg/ferry/artifact/definition"
 	"github.com/ferrypkg/ferry/artifact/key"
@@ -54,7 +55,7 @@ func examplePackage(dir string) string {
 		log.Fatal(err)
 	}
 	epoch := time.Unix(1700000000, 0)
-	res, err := artifact.Create(context.Background(), def, artifact.CreateOptions{Output: filepath.Join(dir, "hello.tar.zst"), Epoch: &epoch, Charts: chart.Packager{}})
+	res, err := build.Create(context.Background(), def, build.CreateOptions{Output: filepath.Join(dir, "hello.tar.zst"), Epoch: &epoch, Charts: chart.Packager{}})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -79,7 +80,7 @@ func ExampleCreate() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	_, err = artifact.Create(context.Background(), def, artifact.CreateOptions{Output: filepath.Join(dir, "hello.tar.zst")})
+	_, err = build.Create(context.Background(), def, build.CreateOptions{Output: filepath.Join(dir, "hello.tar.zst")})
 	fmt.Println(err != nil) // the sources are not there yet
 
 	path := examplePackage(dir)
@@ -158,7 +159,7 @@ func ExampleVerify() {
 	epoch := time.Unix(1700000000, 0)
 	def, _ := definition.Parse(filepath.Join(dir, "ferry.yaml"), []byte(exampleDefinition))
 	examplePackage(dir) // the sources
-	res, err := artifact.Create(ctx, def, artifact.CreateOptions{Output: filepath.Join(dir, "signed.tar"), Epoch: &epoch, SignKey: signer})
+	res, err := build.Create(ctx, def, build.CreateOptions{Output: filepath.Join(dir, "signed.tar"), Epoch: &epoch, SignKey: signer})
 	if err != nil {
 		log.Fatal(err)
 	}

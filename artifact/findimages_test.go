@@ -11,19 +11,19 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/artifact/build"
 	"github.com/ferrypkg/ferry/artifact/chart"
 	"github.com/ferrypkg/ferry/artifact/definition"
 	"github.com/ferrypkg/ferry/internal/testsupport/fixture"
 )
 
-func findImages(t *testing.T, dir string, opts artifact.FindImagesOptions) (*artifact.FoundImages, error) {
+func findImages(t *testing.T, dir string, opts build.FindImagesOptions) (*build.FoundImages, error) {
 	t.Helper()
 	def, err := definition.Load(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return artifact.FindImages(context.Background(), def, opts)
+	return build.FindImages(context.Background(), def, opts)
 }
 
 func checkList(t *testing.T, what string, got []string, want ...string) {
@@ -98,7 +98,7 @@ components:
       - name: all
         files: [m]
 `)
-	found, err := findImages(t, dir, artifact.FindImagesOptions{})
+	found, err := findImages(t, dir, build.FindImagesOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +120,7 @@ components:
 		"quay.io/thanos/thanos:v0.36", "registry.example:5000/tools/backup:2")
 	checkList(t, "present", c.Present, "docker.io/library/nginx:1.27", "ghcr.io/a/b:1.0@sha256:"+hex64)
 	checkList(t, "unused", c.Unused, "quay.io/prometheus/prometheus:v2.0.0")
-	nginx := c.Images[slices.IndexFunc(c.Images, func(i artifact.FoundImage) bool { return i.Ref == "docker.io/library/nginx:1.27" })]
+	nginx := c.Images[slices.IndexFunc(c.Images, func(i build.FoundImage) bool { return i.Ref == "docker.io/library/nginx:1.27" })]
 	checkList(t, "nginx used by", nginx.Where, "manifests all: Deployment web", "manifests all: Pod debug")
 }
 
@@ -130,7 +130,7 @@ components:
 func TestFindImagesHostile(t *testing.T) {
 	tests := []struct {
 		name, files, def string
-		opts             artifact.FindImagesOptions
+		opts             build.FindImagesOptions
 		want             []string
 	}{
 		{
@@ -192,7 +192,7 @@ func TestCreateFindImagesNeedsRenderer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = artifact.Create(context.Background(), def, artifact.CreateOptions{Charts: chart.Packager{}, Output: filepath.Join(t.TempDir(), "p.tar")})
+	_, err = build.Create(context.Background(), def, build.CreateOptions{Charts: chart.Packager{}, Output: filepath.Join(t.TempDir(), "p.tar")})
 	if err == nil || !strings.Contains(err.Error(), "ferry.yaml:7: components[0].charts[0]: chart charts/app: finding its images needs a chart renderer") {
 		t.Fatalf("create without a renderer: %v", err)
 	}
@@ -219,7 +219,7 @@ func ExampleFindImages() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	found, err := artifact.FindImages(context.Background(), def, artifact.FindImagesOptions{})
+	found, err := build.FindImages(context.Background(), def, build.FindImagesOptions{})
 	if err != nil {
 		log.Fatal(err)
 	}

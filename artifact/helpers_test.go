@@ -22,6 +22,7 @@ import (
 	"oras.land/oras-go/v2/registry/remote"
 
 	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/artifact/build"
 	"github.com/ferrypkg/ferry/artifact/chart"
 	"github.com/ferrypkg/ferry/artifact/definition"
 	"github.com/ferrypkg/ferry/internal/testsupport/fixture"
@@ -207,13 +208,13 @@ func pushChart(t testing.TB, ctx context.Context, repoRef, name, version string)
 }
 
 // create builds the world's package into dir/name.
-func create(t testing.TB, w *world, out string) *artifact.CreateResult {
+func create(t testing.TB, w *world, out string) *build.CreateResult {
 	t.Helper()
 	def, err := definition.Load(w.Dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := artifact.Create(context.Background(), def, artifact.CreateOptions{Charts: chart.Packager{}, Output: out})
+	res, err := build.Create(context.Background(), def, build.CreateOptions{Charts: chart.Packager{}, Output: out})
 	if err != nil {
 		t.Fatalf("create: %v", err)
 	}

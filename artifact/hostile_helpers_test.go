@@ -19,6 +19,7 @@ import (
 	"helm.sh/helm/v3/pkg/chartutil"
 
 	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/artifact/build"
 	"github.com/ferrypkg/ferry/artifact/chart"
 	"github.com/ferrypkg/ferry/artifact/definition"
 	"github.com/ferrypkg/ferry/artifact/key"
@@ -28,7 +29,7 @@ import (
 // smallPackage creates a package with no images (no registry needed): one
 // file of fileSize random bytes and one manifest bundle. It returns the
 // archive's path (format by out's extension).
-func smallPackage(t testing.TB, out string, fileSize int) *artifact.CreateResult {
+func smallPackage(t testing.TB, out string, fileSize int) *build.CreateResult {
 	t.Helper()
 	dir := t.TempDir()
 	writeFile(t, filepath.Join(dir, "files", "data.bin"), string(fixture.NewLayer(fixture.Rand(7), fileSize).Data))
@@ -46,7 +47,7 @@ components:
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := artifact.Create(context.Background(), def, artifact.CreateOptions{Charts: chart.Packager{}, Output: out})
+	res, err := build.Create(context.Background(), def, build.CreateOptions{Charts: chart.Packager{}, Output: out})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,6 +19,7 @@ import (
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
 	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/artifact/build"
 	"github.com/ferrypkg/ferry/artifact/chart"
 	"github.com/ferrypkg/ferry/artifact/definition"
 	"github.com/ferrypkg/ferry/internal/testsupport/fixture"
@@ -431,7 +432,7 @@ components:
 	var firstBytes []byte
 	for i := range 6 {
 		out := filepath.Join(t.TempDir(), "p.tar")
-		res, err := artifact.Create(context.Background(), def, artifact.CreateOptions{Charts: chart.Packager{}, Output: out})
+		res, err := build.Create(context.Background(), def, build.CreateOptions{Charts: chart.Packager{}, Output: out})
 		if err != nil {
 			t.Fatal(err)
 		}

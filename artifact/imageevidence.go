@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/ferrypkg/ferry/artifact/internal/graph"
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 )
@@ -104,8 +105,8 @@ func checkImageSignatures(cfg *Config, root *ocispec.Index, node func(digest.Dig
 			continue // checkConfig reports images ferry.json does not list
 		}
 		im.graph[m.Digest] = true
-		if data, ok := node(m.Digest); ok && isIndex(m.MediaType) {
-			kids, _ := children(m.MediaType, data)
+		if data, ok := node(m.Digest); ok && graph.IsIndex(m.MediaType) {
+			kids, _ := graph.Children(m.MediaType, data)
 			for _, k := range kids {
 				im.graph[k.Digest] = true
 			}
@@ -127,14 +128,14 @@ func checkImageSignatures(cfg *Config, root *ocispec.Index, node func(digest.Dig
 			return fmt.Errorf("%w: image %s has more than %d signatures", ErrCorrupt, ref, MaxImageEvidence)
 		}
 		data, ok := node(m.Digest)
-		if !ok || !isManifest(m.MediaType) || m.Size > MaxManifestSize {
+		if !ok || !graph.IsManifest(m.MediaType) || m.Size > MaxManifestSize {
 			return fmt.Errorf("%w: signature %s of %s is not an image manifest", ErrCorrupt, m.Digest, ref)
 		}
 		var sm ocispec.Manifest
 		if err := json.Unmarshal(data, &sm); err != nil {
 			return fmt.Errorf("%w: signature %s of %s: %w", ErrCorrupt, m.Digest, ref, err)
 		}
-		if err := checkEvidenceShape(&sm); err != nil {
+		if err := CheckEvidenceShape(&sm); err != nil {
 			return fmt.Errorf("%w: signature %s of %s: %w", ErrCorrupt, m.Digest, ref, err)
 		}
 		if a[AnnotationSignedIndex] != "" {
@@ -155,8 +156,8 @@ func checkImageSignatures(cfg *Config, root *ocispec.Index, node func(digest.Dig
 		case tag != "" && (kind == "" || tag != CosignTag(subject, tag[strings.LastIndexByte(tag, '.'):])):
 			return fmt.Errorf("%w: signature %s of %s: tag %q is not cosign's for %s", ErrCorrupt, m.Digest, ref, tag, subject)
 		case tag == "":
-			kind = evidenceKind(manifestArtifactType(&sm))
-			if kind == "" || sm.Subject == nil || sm.Subject.Digest != subject || m.ArtifactType != manifestArtifactType(&sm) {
+			kind = EvidenceKind(ManifestArtifactType(&sm))
+			if kind == "" || sm.Subject == nil || sm.Subject.Digest != subject || m.ArtifactType != ManifestArtifactType(&sm) {
 				return fmt.Errorf("%w: signature %s of %s is not a signature or attestation referrer of %s", ErrCorrupt, m.Digest, ref, subject)
 			}
 		}

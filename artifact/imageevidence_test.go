@@ -23,6 +23,7 @@ import (
 	"oras.land/oras-go/v2/content/oci"
 
 	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/artifact/build"
 	"github.com/ferrypkg/ferry/artifact/definition"
 	"github.com/ferrypkg/ferry/artifact/imagesig"
 	"github.com/ferrypkg/ferry/internal/testsupport/fixture"
@@ -115,13 +116,13 @@ func (w *evidenceWorld) ref(name string, d digest.Digest) string {
 	return w.host + "/sig/" + name + "@" + d.String()
 }
 
-func (w *evidenceWorld) create(t *testing.T, out string) *artifact.CreateResult {
+func (w *evidenceWorld) create(t *testing.T, out string) *build.CreateResult {
 	t.Helper()
 	def, err := definition.Load(w.dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := artifact.Create(context.Background(), def, artifact.CreateOptions{Output: out})
+	res, err := build.Create(context.Background(), def, build.CreateOptions{Output: out})
 	if err != nil {
 		t.Fatalf("create: %v", err)
 	}
@@ -475,7 +476,7 @@ components:
 				t.Fatal(err)
 			}
 			out := filepath.Join(t.TempDir(), "evil.tar")
-			_, err = artifact.Create(ctx, def, artifact.CreateOptions{Output: out})
+			_, err = build.Create(ctx, def, build.CreateOptions{Output: out})
 			if err == nil || !strings.Contains(err.Error(), "signatures of image "+ref) || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "\n") {
 				t.Fatalf("create: %v, want one line naming %s with %q", err, ref, c.want)
 			}
@@ -531,7 +532,7 @@ components:
 		t.Fatal(err)
 	}
 	out := filepath.Join(t.TempDir(), "layout.tar")
-	fromLayout, err := artifact.Create(ctx, def, artifact.CreateOptions{Output: out})
+	fromLayout, err := build.Create(ctx, def, build.CreateOptions{Output: out})
 	if err != nil {
 		t.Fatalf("create: %v", err)
 	}

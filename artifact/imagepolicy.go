@@ -12,6 +12,7 @@ import (
 	"oras.land/oras-go/v2/content"
 
 	"github.com/ferrypkg/ferry/artifact/imagesig"
+	"github.com/ferrypkg/ferry/artifact/internal/graph"
 )
 
 // Bounds of the files an image policy names.
@@ -26,8 +27,8 @@ const (
 // imagesig.ErrNoSignature or imagesig.ErrUnverified, too).
 var ErrImagePolicy = errors.New("image policy not satisfied")
 
-// findPolicy returns the policy named name of policies.
-func findPolicy(policies []imagesig.Policy, name string) *imagesig.Policy {
+// FindPolicy returns the policy named name of policies.
+func FindPolicy(policies []imagesig.Policy, name string) *imagesig.Policy {
 	for i := range policies {
 		if policies[i].Name == name {
 			return &policies[i]
@@ -42,7 +43,7 @@ func ImagePolicy(cfg *Config, img Image) (*imagesig.Policy, error) {
 	if img.Policy == "" {
 		return nil, nil
 	}
-	pol := findPolicy(cfg.ImagePolicies, img.Policy)
+	pol := FindPolicy(cfg.ImagePolicies, img.Policy)
 	if pol == nil {
 		return nil, fmt.Errorf("%w: image %s names policy %q, which ferry.json does not carry", ErrCorrupt, img.Ref, img.Policy)
 	}
@@ -160,14 +161,14 @@ func platformManifests(ctx context.Context, fetch content.Fetcher, img Image, en
 			mediaType = e.MediaType // as the package or the registry holds it
 		}
 	}
-	if !isIndex(mediaType) {
+	if !graph.IsIndex(mediaType) {
 		return []digest.Digest{img.Digest}, nil
 	}
 	data, err := fetchEntry(ctx, fetch, img.Digest, entries)
 	if err != nil {
 		return nil, fmt.Errorf("index %s: %w", img.Digest, err)
 	}
-	kids, err := children(mediaType, data)
+	kids, err := graph.Children(mediaType, data)
 	if err != nil {
 		return nil, fmt.Errorf("index %s: %w", img.Digest, err)
 	}
@@ -208,7 +209,7 @@ func signedIndexData(ctx context.Context, fetch content.Fetcher, orig digest.Dig
 		if e.Annotations[AnnotationSignedIndex] != orig.String() {
 			continue
 		}
-		data, err := fetchSmall(ctx, fetch, e)
+		data, err := FetchManifest(ctx, fetch, e)
 		if err != nil {
 			return nil, err
 		}
@@ -219,7 +220,7 @@ func signedIndexData(ctx context.Context, fetch content.Fetcher, orig digest.Dig
 		if len(m.Layers) != 1 || m.Layers[0].Digest != orig {
 			return nil, fmt.Errorf("%w: its carrier %s does not hold it", ErrCorrupt, e.Digest)
 		}
-		return fetchSmall(ctx, fetch, m.Layers[0])
+		return FetchManifest(ctx, fetch, m.Layers[0])
 	}
 	return nil, errors.New("not carried")
 }
@@ -229,7 +230,7 @@ func signedIndexData(ctx context.Context, fetch content.Fetcher, orig digest.Dig
 func fetchEntry(ctx context.Context, fetch content.Fetcher, d digest.Digest, entries []ocispec.Descriptor) ([]byte, error) {
 	for _, e := range entries {
 		if e.Digest == d {
-			return fetchSmall(ctx, fetch, ocispec.Descriptor{MediaType: e.MediaType, Digest: e.Digest, Size: e.Size})
+			return FetchManifest(ctx, fetch, ocispec.Descriptor{MediaType: e.MediaType, Digest: e.Digest, Size: e.Size})
 		}
 	}
 	return nil, fmt.Errorf("%s: %w", d, errNotListed)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/artifact/build"
 	"github.com/ferrypkg/ferry/artifact/definition"
 	"github.com/ferrypkg/ferry/artifact/imagesig"
 	_ "github.com/ferrypkg/ferry/artifact/imagesig/sigstore" // the verification engine, as the full binary links it
@@ -55,13 +56,13 @@ components:
 %s`, strings.ReplaceAll(b.String(), "HOST", w.host)))
 }
 
-func (w *evidenceWorld) tryCreate(t *testing.T, out string, sign artifact.Signer) (*artifact.CreateResult, error) {
+func (w *evidenceWorld) tryCreate(t *testing.T, out string, sign artifact.Signer) (*build.CreateResult, error) {
 	t.Helper()
 	def, err := definition.Load(w.dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return artifact.Create(context.Background(), def, artifact.CreateOptions{Output: out, SignKey: sign})
+	return build.Create(context.Background(), def, build.CreateOptions{Output: out, SignKey: sign})
 }
 
 // TestImagePolicyAtCreate: create checks each image against the policy the
@@ -185,7 +186,7 @@ components:
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, err = artifact.Create(ctx, d, artifact.CreateOptions{Output: out, SignKey: sign})
+		_, err = build.Create(ctx, d, build.CreateOptions{Output: out, SignKey: sign})
 		return err
 	}
 

@@ -154,5 +154,5 @@ func ReadConfig(ctx context.Context, src oras.ReadOnlyTarget, ref string) (*Conf
 	if err != nil {
 		return nil, ocispec.Descriptor{}, err
 	}
-	return p.config, p.root, nil
+	return p.Config, p.Root, nil
 }

@@ -24,6 +24,7 @@ import (
 	"oras.land/oras-go/v2/registry/remote/auth"
 
 	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/artifact/build"
 	"github.com/ferrypkg/ferry/artifact/chart"
 	"github.com/ferrypkg/ferry/artifact/definition"
 	"github.com/ferrypkg/ferry/internal/testsupport/peertool"
@@ -165,7 +166,7 @@ func TestConcurrentPushes(t *testing.T) {
 	for i := range 8 {
 		d := *def
 		d.Metadata.Version = fmt.Sprintf("1.0.%d", i)
-		res, err := artifact.Create(context.Background(), &d, artifact.CreateOptions{Charts: chart.Packager{}, Output: filepath.Join(t.TempDir(), "p.tar.zst")})
+		res, err := build.Create(context.Background(), &d, build.CreateOptions{Charts: chart.Packager{}, Output: filepath.Join(t.TempDir(), "p.tar.zst")})
 		if err != nil {
 			t.Fatal(err)
 		}

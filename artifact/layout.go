@@ -13,6 +13,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/ferrypkg/ferry/artifact/internal/graph"
 	"github.com/ferrypkg/ferry/internal/confine"
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
@@ -31,18 +32,18 @@ func (w *walker) walkDir(ctx context.Context) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if err := checkDescriptor(d); err != nil {
+		if err := graph.CheckDescriptor(d); err != nil {
 			return corruptIn("", err)
 		}
 		if _, omitted := w.r.delta.omittedBlob(d.Digest); omitted {
 			return nil // a delta leaves it out
 		}
-		if isContainer(d.MediaType) {
+		if graph.IsContainer(d.MediaType) {
 			data, err := w.r.readBlobFile(d)
 			if err != nil {
 				return err
 			}
-			kids, err := children(d.MediaType, data)
+			kids, err := graph.Children(d.MediaType, data)
 			if err != nil {
 				return fmt.Errorf("%w: blob %s: %w", ErrCorrupt, d.Digest, err)
 			}

@@ -100,9 +100,9 @@ func ListReferrers(ctx context.Context, repo registry.ReferrerLister, subject oc
 	})
 }
 
-// listFailed is err, the failure of a listing, with what says what was
+// ListFailed is err, the failure of a listing, with what says what was
 // listed unless err (a ListLimitError) says it already.
-func listFailed(what string, err error) error {
+func ListFailed(what string, err error) error {
 	if errors.Is(err, ErrListLimit) {
 		return err
 	}

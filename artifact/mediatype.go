@@ -1,7 +1,9 @@
 // Package artifact is ferry's package model: the package config
 // (ferry.json), and reading and writing packages as OCI image layouts,
-// either as a directory or as a .tar/.tar.zst archive. Create builds one
-// from a definition (ferry.yaml, package artifact/definition).
+// either as a directory or as a .tar/.tar.zst archive; signing and
+// verifying; and moving packages between oras targets (Copy). Package
+// artifact/build makes one from a definition (ferry.yaml, package
+// artifact/definition).
 package artifact
 
 // Media types and annotations of a ferry package. See docs/design/package-format.md.

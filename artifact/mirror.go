@@ -178,7 +178,7 @@ func Mirror(ctx context.Context, r *Reader, host string, opts MirrorOptions) (*M
 // signedIndexEntries lists the root entries carrying an image's original
 // index, by component|ref.
 func signedIndexEntries(ctx context.Context, src content.Fetcher, root ocispec.Descriptor) (map[string][]ocispec.Descriptor, error) {
-	data, err := fetchSmall(ctx, src, root)
+	data, err := FetchManifest(ctx, src, root)
 	if err != nil {
 		return nil, err
 	}

@@ -13,12 +13,13 @@ import (
 	"testing"
 
 	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/artifact/build"
 	"github.com/ferrypkg/ferry/registry/registrytest"
 )
 
 // splitPackage creates a small package of a 9 MiB file as dir/small<ext>
 // and splits it into parts of partMiB MiB.
-func splitPackage(t *testing.T, ext string, partMiB int64) (*artifact.CreateResult, *artifact.Parts) {
+func splitPackage(t *testing.T, ext string, partMiB int64) (*build.CreateResult, *artifact.Parts) {
 	t.Helper()
 	res := smallPackage(t, filepath.Join(t.TempDir(), "small"+ext), 9<<20)
 	ps, err := artifact.Split(context.Background(), res.Path, artifact.SplitOptions{PartSize: partMiB << 20})

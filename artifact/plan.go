@@ -7,50 +7,58 @@ import (
 	"io"
 	"time"
 
+	"github.com/ferrypkg/ferry/artifact/internal/graph"
 	"github.com/opencontainers/go-digest"
 	specs "github.com/opencontainers/image-spec/specs-go"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"oras.land/oras-go/v2/content"
 )
 
-// blob is one blob of a package being built: small ones are held in memory,
-// large ones are opened from their source when written.
-type blob struct {
-	desc ocispec.Descriptor
-	data []byte
-	open func(ctx context.Context) (io.ReadCloser, error)
+// Blob is one blob of a package being written: small ones are held in
+// memory (Data), large ones opened from their source when written (Open).
+type Blob struct {
+	Desc ocispec.Descriptor
+	Data []byte
+	Open func(ctx context.Context) (io.ReadCloser, error)
 }
 
-// plan is a package ready to be written.
-type plan struct {
-	blobs      map[digest.Digest]*blob
-	configData []byte
-	config     *Config
-	root       ocispec.Descriptor
-	// index lists index.json's entries: the root, then signatures.
-	index     []ocispec.Descriptor
-	indexJSON []byte
-	mtime     time.Time
+// Plan is a package ready to be written as an archive (WriteArchive):
+// what build.Create assembles from a definition, and what Pull and Verify
+// read from a target before they write it.
+type Plan struct {
+	// Blobs are every blob of the package, by digest.
+	Blobs map[digest.Digest]*Blob
+	// ConfigData is ferry.json's bytes, Config what they say.
+	ConfigData []byte
+	Config     *Config
+	// Root is the package root.
+	Root ocispec.Descriptor
+	// Index lists index.json's entries: the root, then signatures;
+	// IndexJSON is index.json's bytes (LayoutIndex).
+	Index     []ocispec.Descriptor
+	IndexJSON []byte
+	// Mtime is the archive entries' modification time.
+	Mtime time.Time
 }
 
-// sign adds key's signature over the root to a new package.
-func (p *plan) sign(key Signer) error {
-	si, _, err := addSignature(key, p.root, p.config.Name, p.config, nil)
+// Sign adds key's signature over the root to a new package.
+func (p *Plan) Sign(key Signer) error {
+	si, _, err := addSignature(key, p.Root, p.Config.Name, p.Config, nil)
 	if err != nil {
 		return err
 	}
 	for d, data := range si.blobs {
-		p.blobs[d] = &blob{desc: ocispec.Descriptor{Digest: d, Size: int64(len(data))}, data: data}
+		p.Blobs[d] = &Blob{Desc: ocispec.Descriptor{Digest: d, Size: int64(len(data))}, Data: data}
 	}
-	p.blobs[si.desc.Digest].desc = si.desc
-	p.index = withSignature(p.root.Digest, p.index, si.desc)
-	p.indexJSON, err = layoutIndex(p.root, p.config.Version, p.index[1:])
+	p.Blobs[si.desc.Digest].Desc = si.desc
+	p.Index = withSignature(p.Root.Digest, p.Index, si.desc)
+	p.IndexJSON, err = LayoutIndex(p.Root, p.Config.Version, p.Index[1:])
 	return err
 }
 
-// layoutIndex renders index.json: the root, tagged with the version, then
+// LayoutIndex renders index.json: the root, tagged with the version, then
 // any signatures.
-func layoutIndex(root ocispec.Descriptor, version string, extra []ocispec.Descriptor) ([]byte, error) {
+func LayoutIndex(root ocispec.Descriptor, version string, extra []ocispec.Descriptor) ([]byte, error) {
 	r := root
 	r.Annotations = map[string]string{ocispec.AnnotationRefName: version}
 	return indexJSON(append([]ocispec.Descriptor{r}, extra...))
@@ -65,9 +73,9 @@ func indexJSON(entries []ocispec.Descriptor) ([]byte, error) {
 	})
 }
 
-// fetchSmall fetches a manifest-sized blob, verified against its descriptor.
-func fetchSmall(ctx context.Context, src content.Fetcher, desc ocispec.Descriptor) ([]byte, error) {
-	if err := checkDescriptor(desc); err != nil {
+// FetchManifest fetches a manifest-sized blob, verified against its descriptor.
+func FetchManifest(ctx context.Context, src content.Fetcher, desc ocispec.Descriptor) ([]byte, error) {
+	if err := graph.CheckDescriptor(desc); err != nil {
 		return nil, err
 	}
 	if desc.Size > MaxManifestSize {

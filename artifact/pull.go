@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ferrypkg/ferry/artifact/internal/graph"
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"oras.land/oras-go/v2"
@@ -56,7 +57,7 @@ func Pull(ctx context.Context, src oras.ReadOnlyTarget, ref, out string, opts Pu
 	if err != nil {
 		return nil, err
 	}
-	return &PullResult{Path: out, Root: res.Root, Config: a.plan.config, Size: a.Size(), Blobs: res.Copied, Signatures: a.signatures}, nil
+	return &PullResult{Path: out, Root: res.Root, Config: a.plan.Config, Size: a.Size(), Blobs: res.Copied, Signatures: a.signatures}, nil
 }
 
 // planFrom reads the graph of the package ref names in src (a registry
@@ -65,25 +66,25 @@ func Pull(ctx context.Context, src oras.ReadOnlyTarget, ref, out string, opts Pu
 // indexes, ferry.json and signature payloads are fetched and verified
 // (bounded by MaxManifestSize each); the signature is found by cosign's
 // tag, else among the root's referrers when src lists them.
-func planFrom(ctx context.Context, src oras.ReadOnlyTarget, ref string) (*plan, error) {
+func planFrom(ctx context.Context, src oras.ReadOnlyTarget, ref string) (*Plan, error) {
 	name := targetName(src, ref)
 	root, err := src.Resolve(ctx, ref)
 	if err != nil {
-		return nil, withRef("resolve", name, err)
+		return nil, WithRef("resolve", name, err)
 	}
 	if d, err := digest.Parse(ref); err == nil && d != root.Digest {
 		return nil, fmt.Errorf("%s: the registry answered with %s", name, root.Digest)
 	}
-	p := &plan{blobs: map[digest.Digest]*blob{}}
+	p := &Plan{Blobs: map[digest.Digest]*Blob{}}
 	fetch := func(d ocispec.Descriptor) ([]byte, error) {
-		if b, ok := p.blobs[d.Digest]; ok && b.data != nil {
-			return b.data, nil
+		if b, ok := p.Blobs[d.Digest]; ok && b.Data != nil {
+			return b.Data, nil
 		}
-		data, err := fetchSmall(ctx, src, d)
+		data, err := FetchManifest(ctx, src, d)
 		if err != nil {
 			return nil, err
 		}
-		p.blobs[d.Digest] = &blob{desc: rootDescriptor(d), data: data}
+		p.Blobs[d.Digest] = &Blob{Desc: rootDescriptor(d), Data: data}
 		return data, nil
 	}
 	rootData, err := fetch(root)
@@ -95,8 +96,8 @@ func planFrom(ctx context.Context, src oras.ReadOnlyTarget, ref string) (*plan, 
 		return nil, fmt.Errorf("%w: %s is not a ferry package (media type %s)", ErrNotPackage, name, root.MediaType)
 	}
 	root.ArtifactType = ArtifactTypePackage
-	p.root = rootDescriptor(root)
-	p.root.ArtifactType = ArtifactTypePackage
+	p.Root = rootDescriptor(root)
+	p.Root.ArtifactType = ArtifactTypePackage
 	// ferry.json: root → package manifest → config.
 	for _, m := range idx.Manifests {
 		if m.Annotations[AnnotationKind] != KindPackage {
@@ -110,7 +111,7 @@ func planFrom(ctx context.Context, src oras.ReadOnlyTarget, ref string) (*plan, 
 		if err := json.Unmarshal(mdata, &pm); err != nil || pm.Config.MediaType != MediaTypeConfig {
 			return nil, fmt.Errorf("%w: package manifest %s has no ferry config", ErrCorrupt, m.Digest)
 		}
-		cdata, err := fetchSmall(ctx, src, pm.Config)
+		cdata, err := FetchManifest(ctx, src, pm.Config)
 		if err != nil {
 			return nil, err
 		}
@@ -118,23 +119,23 @@ func planFrom(ctx context.Context, src oras.ReadOnlyTarget, ref string) (*plan, 
 		if err := json.Unmarshal(cdata, &cfg); err != nil {
 			return nil, fmt.Errorf("%w: %s: %w", ErrCorrupt, ConfigFileName, err)
 		}
-		p.config, p.configData = &cfg, cdata
-		p.blobs[pm.Config.Digest] = &blob{desc: rootDescriptor(pm.Config), data: cdata}
+		p.Config, p.ConfigData = &cfg, cdata
+		p.Blobs[pm.Config.Digest] = &Blob{Desc: rootDescriptor(pm.Config), Data: cdata}
 	}
-	if p.config == nil {
+	if p.Config == nil {
 		return nil, fmt.Errorf("%w: %s has no package manifest", ErrCorrupt, name)
 	}
-	p.mtime = archiveTime(p.config)
+	p.Mtime = archiveTime(p.Config)
 	// Signatures are found by cosign's tag convention, else among the
 	// root's referrers (a copy by `oras copy -r` carries no tag).
-	p.index = []ocispec.Descriptor{p.root}
+	p.Index = []ocispec.Descriptor{p.Root}
 	sigTag := SignatureTag(root.Digest)
 	sig, err := findSignature(ctx, src, root)
 	switch {
 	case err == nil:
 		sig = rootDescriptor(sig)
 		sig.Annotations = map[string]string{ocispec.AnnotationRefName: sigTag}
-		if _, err := checkIndex(append([]ocispec.Descriptor{p.root}, sig)); err != nil {
+		if _, err := checkIndex(append([]ocispec.Descriptor{p.Root}, sig)); err != nil {
 			return nil, fmt.Errorf("%s: %w", name, err)
 		}
 		data, err := fetch(sig)
@@ -144,38 +145,38 @@ func planFrom(ctx context.Context, src oras.ReadOnlyTarget, ref string) (*plan, 
 		if err := checkSignatureManifest(root.Digest, data, fetch); err != nil {
 			return nil, fmt.Errorf("%s: %s: %w", name, sigTag, err)
 		}
-		p.index = append(p.index, sig)
+		p.Index = append(p.Index, sig)
 	case !errors.Is(err, errdef.ErrNotFound):
 		return nil, err
 	}
-	descs, err := canonicalOrder(p.index, fetch)
+	descs, err := graph.CanonicalOrder(p.Index, fetch)
 	if err != nil {
 		return nil, err
 	}
 	// Every manifest and index is fetched and verified by now.
 	node := func(d digest.Digest) ([]byte, bool) {
-		if b, ok := p.blobs[d]; ok && b.data != nil {
-			return b.data, true
+		if b, ok := p.Blobs[d]; ok && b.Data != nil {
+			return b.Data, true
 		}
 		return nil, false
 	}
 	if err := checkSBOMs(&idx, node); err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	if err := checkImageSignatures(p.config, &idx, node); err != nil {
+	if err := checkImageSignatures(p.Config, &idx, node); err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	if missing := checkConfigSBOMs(p.config, &idx, node); len(missing) > 0 {
+	if missing := checkConfigSBOMs(p.Config, &idx, node); len(missing) > 0 {
 		return nil, fmt.Errorf("%s: %w: %s lists what the package does not hold: %s", name, ErrCorrupt, ConfigFileName, strings.Join(missing, ", "))
 	}
 	for _, d := range descs {
-		if _, ok := p.blobs[d.Digest]; ok {
+		if _, ok := p.Blobs[d.Digest]; ok {
 			continue
 		}
 		d := d
-		p.blobs[d.Digest] = &blob{desc: d, open: func(ctx context.Context) (io.ReadCloser, error) { return src.Fetch(ctx, d) }}
+		p.Blobs[d.Digest] = &Blob{Desc: d, Open: func(ctx context.Context) (io.ReadCloser, error) { return src.Fetch(ctx, d) }}
 	}
-	if p.indexJSON, err = layoutIndex(p.root, p.config.Version, p.index[1:]); err != nil {
+	if p.IndexJSON, err = LayoutIndex(p.Root, p.Config.Version, p.Index[1:]); err != nil {
 		return nil, err
 	}
 	return p, nil
@@ -193,7 +194,7 @@ func signatureReferrer(ctx context.Context, repo registry.ReferrerLister, src co
 			if d.MediaType != ocispec.MediaTypeImageManifest || d.Size > MaxManifestSize {
 				continue
 			}
-			data, err := fetchSmall(ctx, src, d)
+			data, err := FetchManifest(ctx, src, d)
 			if err != nil {
 				continue
 			}

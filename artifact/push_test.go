@@ -17,6 +17,7 @@ import (
 	"oras.land/oras-go/v2/registry/remote"
 
 	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/artifact/build"
 	"github.com/ferrypkg/ferry/artifact/chart"
 	"github.com/ferrypkg/ferry/artifact/definition"
 	"github.com/ferrypkg/ferry/internal/testsupport/fixture"
@@ -95,7 +96,7 @@ func TestPushStreams(t *testing.T) {
 	out := t.TempDir()
 	for _, f := range []artifact.Format{artifact.FormatTarZstd, artifact.FormatTar} {
 		p := filepath.Join(out, "big"+f.Ext())
-		if _, err := artifact.Create(ctx, def, artifact.CreateOptions{Charts: chart.Packager{}, Output: p, Format: f}); err != nil {
+		if _, err := build.Create(ctx, def, build.CreateOptions{Charts: chart.Packager{}, Output: p, Format: f}); err != nil {
 			t.Fatal(err)
 		}
 	}

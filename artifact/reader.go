@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/ferrypkg/ferry/artifact/internal/graph"
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 )
@@ -390,7 +391,7 @@ func (r *Reader) setHead(configData, layout, index []byte) error {
 func checkIndex(entries []ocispec.Descriptor) (ocispec.Descriptor, error) {
 	var roots []ocispec.Descriptor
 	for _, d := range entries {
-		if err := checkDescriptor(d); err != nil {
+		if err := graph.CheckDescriptor(d); err != nil {
 			return ocispec.Descriptor{}, corruptIn("index.json", err)
 		}
 		if d.ArtifactType == ArtifactTypePackage {

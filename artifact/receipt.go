@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ferrypkg/ferry/artifact/internal/graph"
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"oras.land/oras-go/v2"
@@ -58,7 +59,7 @@ func ParseReceipt(data []byte) (*Receipt, error) {
 		return nil, fmt.Errorf("not a receipt: media type %q, not %s", rc.MediaType, MediaTypeReceipt)
 	}
 	for d, size := range rc.Blobs {
-		if err := checkDescriptor(ocispec.Descriptor{Digest: d, Size: size}); err != nil {
+		if err := graph.CheckDescriptor(ocispec.Descriptor{Digest: d, Size: size}); err != nil {
 			return nil, fmt.Errorf("receipt: %w", err)
 		}
 	}
@@ -144,8 +145,8 @@ func Have(ctx context.Context, src oras.ReadOnlyTarget, ref string) (*Receipt, e
 		return nil, err
 	}
 	out := newReceipt(targetName(src, ref))
-	for d, b := range p.blobs {
-		out.Blobs[d] = b.desc.Size
+	for d, b := range p.Blobs {
+		out.Blobs[d] = b.Desc.Size
 	}
 	return out, nil
 }
@@ -167,7 +168,7 @@ func HaveRegistry(ctx context.Context, reg registry.Registry, name, prefix strin
 		}
 		return nil
 	}); err != nil {
-		return nil, listFailed("list the repositories of "+name, err)
+		return nil, ListFailed("list the repositories of "+name, err)
 	}
 	for _, name := range repos {
 		repo, err := reg.Repository(ctx, name)
@@ -176,22 +177,22 @@ func HaveRegistry(ctx context.Context, reg registry.Registry, name, prefix strin
 		}
 		var tags []string
 		if err := ListTags(ctx, repo, func(page []string) error { tags = append(tags, page...); return nil }); err != nil {
-			return nil, listFailed("list the tags of "+name, err)
+			return nil, ListFailed("list the tags of "+name, err)
 		}
 		var visit func(d ocispec.Descriptor) error
 		visit = func(d ocispec.Descriptor) error {
-			if err := checkDescriptor(d); err != nil {
+			if err := graph.CheckDescriptor(d); err != nil {
 				return fmt.Errorf("%s: %w", name, err)
 			}
 			if seen[d.Digest] {
 				return nil
 			}
-			if !isContainer(d.MediaType) {
+			if !graph.IsContainer(d.MediaType) {
 				seen[d.Digest] = true
 				out.Blobs[d.Digest] = d.Size
 				return nil
 			}
-			data, err := fetchSmall(ctx, repo, d)
+			data, err := FetchManifest(ctx, repo, d)
 			if errors.Is(err, errdef.ErrNotFound) {
 				return nil // a child of an index copied in part: not held
 			}
@@ -203,7 +204,7 @@ func HaveRegistry(ctx context.Context, reg registry.Registry, name, prefix strin
 			}
 			seen[d.Digest] = true
 			out.Blobs[d.Digest] = d.Size
-			kids, err := children(d.MediaType, data)
+			kids, err := graph.Children(d.MediaType, data)
 			if err != nil {
 				return fmt.Errorf("%s: manifest %s: %w", name, d.Digest, err)
 			}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/distribution/reference"
 	"github.com/ferrypkg/ferry/artifact/definition"
+	"github.com/ferrypkg/ferry/artifact/internal/graph"
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"oras.land/oras-go/v2"
@@ -66,8 +67,8 @@ func checkSBOMs(root *ocispec.Index, node func(digest.Digest) ([]byte, bool)) er
 			graphs[key] = g
 		}
 		g[m.Digest] = true
-		if data, ok := node(m.Digest); ok && isIndex(m.MediaType) {
-			kids, _ := children(m.MediaType, data)
+		if data, ok := node(m.Digest); ok && graph.IsIndex(m.MediaType) {
+			kids, _ := graph.Children(m.MediaType, data)
 			for _, k := range kids {
 				g[k.Digest] = true
 			}
@@ -173,7 +174,7 @@ func ReadSBOMs(ctx context.Context, src oras.ReadOnlyTarget, ref, image, platfor
 			return nil, fmt.Errorf("%w: SBOM %s of %s is not in the package graph", ErrCorrupt, s.Digest, img.Ref)
 		}
 		layer := m.Layers[0]
-		if err := checkDescriptor(layer); err != nil {
+		if err := graph.CheckDescriptor(layer); err != nil {
 			return nil, fmt.Errorf("%w: SBOM %s: %w", ErrCorrupt, s.Digest, err)
 		}
 		if layer.Size > MaxSBOMSize {

@@ -18,6 +18,7 @@ import (
 	"oras.land/oras-go/v2/content/oci"
 
 	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/artifact/build"
 	"github.com/ferrypkg/ferry/artifact/definition"
 	"github.com/ferrypkg/ferry/artifact/sbomexec/sbomexectest"
 	"github.com/ferrypkg/ferry/internal/testsupport/fixture"
@@ -98,7 +99,7 @@ components:
 
 // syft returns a generator running the real ferry-sbom helper (Syft),
 // built once per test binary.
-func syft(t testing.TB) artifact.SBOMGenerator {
+func syft(t testing.TB) build.SBOMGenerator {
 	t.Helper()
 	gen, err := sbomexectest.Generator()
 	if err != nil {
@@ -108,14 +109,14 @@ func syft(t testing.TB) artifact.SBOMGenerator {
 }
 
 // createSBOMs creates the package of dir.
-func createSBOMs(t testing.TB, dir, out string, opts artifact.CreateOptions) *artifact.CreateResult {
+func createSBOMs(t testing.TB, dir, out string, opts build.CreateOptions) *build.CreateResult {
 	t.Helper()
 	def, err := definition.Load(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	opts.Output = out
-	res, err := artifact.Create(context.Background(), def, opts)
+	res, err := build.Create(context.Background(), def, opts)
 	if err != nil {
 		t.Fatalf("create: %v", err)
 	}
@@ -131,7 +132,7 @@ func TestCreateSBOMs(t *testing.T) {
 	ctx := context.Background()
 	dir := sbomWorld(t, "")
 	out := filepath.Join(t.TempDir(), "p.tar")
-	res := createSBOMs(t, dir, out, artifact.CreateOptions{SBOM: syft(t)})
+	res := createSBOMs(t, dir, out, build.CreateOptions{SBOM: syft(t)})
 	a := loadArchive(t, out)
 	entries := map[digest.Digest]ocispec.Descriptor{}
 	for _, m := range a.index0(t, a.root).Manifests {
@@ -188,26 +189,26 @@ func TestCreateSBOMs(t *testing.T) {
 		t.Errorf("total size %d, want images %d + SBOMs %d", rep.TotalSize, imgSize, sbomSize)
 	}
 
-	again := createSBOMs(t, dir, filepath.Join(t.TempDir(), "p.tar"), artifact.CreateOptions{SBOM: syft(t)})
+	again := createSBOMs(t, dir, filepath.Join(t.TempDir(), "p.tar"), build.CreateOptions{SBOM: syft(t)})
 	if again.Root.Digest != res.Root.Digest {
 		t.Errorf("the same inputs gave another root: %s, then %s", res.Root.Digest, again.Root.Digest)
 	}
 
 	for name, c := range map[string]struct {
 		extra string
-		gen   artifact.SBOMGenerator
+		gen   build.SBOMGenerator
 	}{
 		"no generator": {"", nil},
 		"disabled":     {"sbom: {enabled: false}\n", syft(t)},
 	} {
-		res := createSBOMs(t, sbomWorld(t, c.extra), filepath.Join(t.TempDir(), "p.tar"), artifact.CreateOptions{SBOM: c.gen})
+		res := createSBOMs(t, sbomWorld(t, c.extra), filepath.Join(t.TempDir(), "p.tar"), build.CreateOptions{SBOM: c.gen})
 		for _, img := range res.Config.Components[0].Images {
 			if len(img.SBOMs) != 0 {
 				t.Errorf("%s: %s has SBOMs", name, img.Ref)
 			}
 		}
 	}
-	cdx := createSBOMs(t, sbomWorld(t, "sbom: {format: cyclonedx-json}\n"), filepath.Join(t.TempDir(), "p.tar"), artifact.CreateOptions{SBOM: syft(t)})
+	cdx := createSBOMs(t, sbomWorld(t, "sbom: {format: cyclonedx-json}\n"), filepath.Join(t.TempDir(), "p.tar"), build.CreateOptions{SBOM: syft(t)})
 	if s := cdx.Config.Components[0].Images[1].SBOMs; len(s) != 1 || s[0].ArtifactType != definition.ArtifactTypeCycloneDX {
 		t.Errorf("format: cyclonedx-json gave %+v", s)
 	}
@@ -304,7 +305,7 @@ func TestVerifySBOMTamper(t *testing.T) {
 	alice, alicePub := keyPair(t, keys, "alice")
 	dir := sbomWorld(t, "")
 	out := filepath.Join(t.TempDir(), "p.tar")
-	res := createSBOMs(t, dir, out, artifact.CreateOptions{SBOM: syft(t), SignKey: alice})
+	res := createSBOMs(t, dir, out, build.CreateOptions{SBOM: syft(t), SignKey: alice})
 	if _, err := verifyFile(out, alicePub); err != nil {
 		t.Fatalf("the untampered package: %v", err)
 	}
@@ -327,7 +328,7 @@ func TestVerifySBOMTamper(t *testing.T) {
 	// Unsigned (nothing else objects first), the subject made the "app"
 	// image's arm64 manifest, not "one"'s.
 	unsigned := filepath.Join(t.TempDir(), "p.tar")
-	createSBOMs(t, dir, unsigned, artifact.CreateOptions{SBOM: syft(t)})
+	createSBOMs(t, dir, unsigned, build.CreateOptions{SBOM: syft(t)})
 	other := res.Config.Components[0].Images[0].SBOMs[1].Subject
 	moved := rewriteSBOM(t, loadArchive(t, unsigned), 1, 0, func(m *ocispec.Manifest, doc []byte) []byte {
 		m.Subject.Digest = other
@@ -349,7 +350,7 @@ func TestSBOMOrasInterop(t *testing.T) {
 	ctx := context.Background()
 	host := registrytest.New(t)
 	out := filepath.Join(t.TempDir(), "p.tar")
-	res := createSBOMs(t, sbomWorld(t, ""), out, artifact.CreateOptions{SBOM: syft(t)})
+	res := createSBOMs(t, sbomWorld(t, ""), out, build.CreateOptions{SBOM: syft(t)})
 	if _, err := pushFile(t, out, host+"/pkgs/sboms:1.0.0", artifact.PushOptions{Remote: artifact.RemoteOptions{PlainHTTP: true}}); err != nil {
 		t.Fatal(err)
 	}
@@ -413,19 +414,19 @@ func TestSBOMOrasInterop(t *testing.T) {
 // made, by image reference; ErrNoSBOM for any other image.
 type servedSBOMs map[string][]byte
 
-func (s servedSBOMs) GenerateSBOM(ctx context.Context, src content.Fetcher, req artifact.SBOMRequest) ([]byte, error) {
+func (s servedSBOMs) GenerateSBOM(ctx context.Context, src content.Fetcher, req build.SBOMRequest) ([]byte, error) {
 	doc, _, err := s.GenerateSBOMFormat(ctx, src, req)
 	return doc, err
 }
 
-func (s servedSBOMs) GenerateSBOMFormat(_ context.Context, _ content.Fetcher, req artifact.SBOMRequest) ([]byte, definition.SBOMFormat, error) {
+func (s servedSBOMs) GenerateSBOMFormat(_ context.Context, _ content.Fetcher, req build.SBOMRequest) ([]byte, definition.SBOMFormat, error) {
 	if doc, ok := s[req.Ref]; ok {
 		return doc, definition.SBOMFormatSyft, nil
 	}
-	return nil, "", artifact.ErrNoSBOM
+	return nil, "", build.ErrNoSBOM
 }
 
-var _ artifact.SBOMFormatGenerator = servedSBOMs{}
+var _ build.SBOMFormatGenerator = servedSBOMs{}
 
 // TestCreateServedSBOMs: an SBOMFormatGenerator's documents are stored in
 // the format it names (Syft JSON: artifactType application/vnd.syft+json,
@@ -436,7 +437,7 @@ func TestCreateServedSBOMs(t *testing.T) {
 	ctx := context.Background()
 	doc := []byte(`{"artifacts":[{"name":"libferry1"}],"schema":{"version":"16.0.34"}}`)
 	out := filepath.Join(t.TempDir(), "p.tar")
-	res := createSBOMs(t, sbomWorld(t, ""), out, artifact.CreateOptions{SBOM: servedSBOMs{"example.com/org/one:1.0": doc}})
+	res := createSBOMs(t, sbomWorld(t, ""), out, build.CreateOptions{SBOM: servedSBOMs{"example.com/org/one:1.0": doc}})
 	imgs := res.Config.Components[0].Images
 	if len(imgs[0].SBOMs) != 0 || len(imgs[1].SBOMs) != 1 || imgs[1].SBOMs[0].ArtifactType != definition.ArtifactTypeSyft || imgs[1].SBOMs[0].Subject != imgs[1].Digest {
 		t.Fatalf("SBOMs %+v and %+v", imgs[0].SBOMs, imgs[1].SBOMs)
@@ -459,7 +460,7 @@ func TestCreateServedSBOMs(t *testing.T) {
 		t.Fatal(err)
 	}
 	big := make([]byte, artifact.MaxSBOMSize+1)
-	_, err = artifact.Create(ctx, def, artifact.CreateOptions{SBOM: servedSBOMs{"example.com/org/one:1.0": big}, Output: filepath.Join(t.TempDir(), "p.tar")})
+	_, err = build.Create(ctx, def, build.CreateOptions{SBOM: servedSBOMs{"example.com/org/one:1.0": big}, Output: filepath.Join(t.TempDir(), "p.tar")})
 	if err == nil || !strings.Contains(err.Error(), "is more than 67108864") || strings.Contains(err.Error(), "\n") {
 		t.Errorf("an oversized document: %v", err)
 	}

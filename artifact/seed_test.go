@@ -8,7 +8,7 @@ import (
 
 	"oras.land/oras-go/v2/content/oci"
 
-	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/artifact/build"
 	"github.com/ferrypkg/ferry/artifact/chart"
 	"github.com/ferrypkg/ferry/artifact/definition"
 	"github.com/ferrypkg/ferry/internal/testsupport/fixture"
@@ -39,7 +39,7 @@ func TestFuzzSeedArchive(t *testing.T) {
 			t.Fatal(err)
 		}
 		os.MkdirAll(filepath.Dir(seed), 0o755)
-		if _, err := artifact.Create(ctx, def, artifact.CreateOptions{Charts: chart.Packager{}, Output: seed}); err != nil {
+		if _, err := build.Create(ctx, def, build.CreateOptions{Charts: chart.Packager{}, Output: seed}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -155,16 +155,16 @@ func localSignatures(r *Reader, sum *Summary) ([]signature, error) {
 }
 
 // signatures reads the signatures a remote package has for its root.
-func (p *plan) signatures(ctx context.Context, src content.Fetcher) ([]signature, error) {
+func (p *Plan) signatures(ctx context.Context, src content.Fetcher) ([]signature, error) {
 	var manifests [][]byte
-	for _, d := range p.index[1:] {
-		b, ok := p.blobs[d.Digest]
-		if !ok || b.data == nil {
+	for _, d := range p.Index[1:] {
+		b, ok := p.Blobs[d.Digest]
+		if !ok || b.Data == nil {
 			return nil, fmt.Errorf("signature manifest %s not fetched", d.Digest)
 		}
-		manifests = append(manifests, b.data)
+		manifests = append(manifests, b.Data)
 	}
 	return readSignatures(manifests, func(d ocispec.Descriptor) ([]byte, error) {
-		return fetchSmall(ctx, src, d)
+		return FetchManifest(ctx, src, d)
 	})
 }

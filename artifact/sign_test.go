@@ -16,6 +16,7 @@ import (
 	"oras.land/oras-go/v2"
 
 	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/artifact/build"
 	"github.com/ferrypkg/ferry/artifact/chart"
 	"github.com/ferrypkg/ferry/artifact/definition"
 	"github.com/ferrypkg/ferry/artifact/key"
@@ -140,7 +141,7 @@ func TestSignVerify(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cr, err := artifact.Create(ctx, def, artifact.CreateOptions{Charts: chart.Packager{}, Output: signed, SignKey: alice})
+	cr, err := build.Create(ctx, def, build.CreateOptions{Charts: chart.Packager{}, Output: signed, SignKey: alice})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -302,7 +303,7 @@ func TestVerifyTamper(t *testing.T) {
 		t.Fatal(err)
 	}
 	def.Metadata.Version = "2.0.0"
-	if _, err := artifact.Create(ctx, def, artifact.CreateOptions{Charts: chart.Packager{}, Output: other, SignKey: alice}); err != nil {
+	if _, err := build.Create(ctx, def, build.CreateOptions{Charts: chart.Packager{}, Output: other, SignKey: alice}); err != nil {
 		t.Fatal(err)
 	}
 	o := loadArchive(t, other)

@@ -26,7 +26,7 @@ type pkgGraph struct {
 	// ferry.json read (each verified), and the other blobs to fetch.
 	r    *Reader
 	sum  *Summary
-	plan *plan
+	plan *Plan
 }
 
 // readGraph reads the graph of the package ref names in src. A package
@@ -55,7 +55,7 @@ func readGraph(ctx context.Context, src oras.ReadOnlyTarget, ref string, progres
 	if err != nil {
 		return nil, err
 	}
-	return &pkgGraph{src: src, ref: ref, name: targetName(src, ref), root: p.root, config: p.config, index: p.index, plan: p}, nil
+	return &pkgGraph{src: src, ref: ref, name: targetName(src, ref), root: p.Root, config: p.Config, index: p.Index, plan: p}, nil
 }
 
 // isRoot reports whether ref names the package root ("" does).
@@ -84,8 +84,8 @@ func (g *pkgGraph) node(d digest.Digest) ([]byte, bool) {
 		n, ok := g.sum.Nodes[d]
 		return n.Data, ok
 	}
-	if b, ok := g.plan.blobs[d]; ok && b.data != nil {
-		return b.data, true
+	if b, ok := g.plan.Blobs[d]; ok && b.Data != nil {
+		return b.Data, true
 	}
 	return nil, false
 }

@@ -85,7 +85,7 @@ func Split(ctx context.Context, src string, opts SplitOptions) (*Parts, error) {
 // atomically, or parts of the size they had.
 func (r *Reader) writeArchiveFile(write func(io.Writer) error) error {
 	if r.parts == nil {
-		_, err := writeFileAtomic(r.path, write)
+		_, err := WriteFileAtomic(r.path, write)
 		return err
 	}
 	ps, err := writeParts(strings.TrimSuffix(r.parts.index, PartsIndexSuffix), r.parts.ps.PartSize, r.root.Digest, write)

@@ -68,7 +68,7 @@ func (s *repoStore) pushManifest(ctx context.Context, desc ocispec.Descriptor, d
 }
 
 func (s *repoStore) fetchManifest(ctx context.Context, desc ocispec.Descriptor) ([]byte, error) {
-	return fetchSmall(ctx, s.repo.Manifests(), desc)
+	return FetchManifest(ctx, s.repo.Manifests(), desc)
 }
 
 // tag sends the manifest again with its tag: one PUT, as a registry
@@ -112,7 +112,7 @@ func (s targetStore) pushManifest(ctx context.Context, desc ocispec.Descriptor, 
 }
 
 func (s targetStore) fetchManifest(ctx context.Context, desc ocispec.Descriptor) ([]byte, error) {
-	return fetchSmall(ctx, s.t, desc)
+	return FetchManifest(ctx, s.t, desc)
 }
 
 func (s targetStore) tag(ctx context.Context, desc ocispec.Descriptor, _ []byte, tag string) error {

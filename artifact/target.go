@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 
+	"github.com/ferrypkg/ferry/artifact/internal/graph"
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"oras.land/oras-go/v2"
@@ -89,7 +90,7 @@ var errFetched = errors.New("fetched")
 
 // Fetch returns the blob's bytes, verified as they are read.
 func (r *Reader) Fetch(ctx context.Context, desc ocispec.Descriptor) (io.ReadCloser, error) {
-	if err := checkDescriptor(desc); err != nil {
+	if err := graph.CheckDescriptor(desc); err != nil {
 		return nil, err
 	}
 	if data, ok := r.pending.get(desc); ok {

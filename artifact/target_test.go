@@ -16,6 +16,7 @@ import (
 	"oras.land/oras-go/v2/errdef"
 
 	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/artifact/build"
 	"github.com/ferrypkg/ferry/artifact/chart"
 	"github.com/ferrypkg/ferry/artifact/definition"
 )
@@ -34,12 +35,12 @@ func TestCopyBetweenTargets(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := artifact.Create(ctx, def, artifact.CreateOptions{Charts: chart.Packager{}, Output: filepath.Join(dir, "p.tar.zst"), SignKey: priv})
+	res, err := build.Create(ctx, def, build.CreateOptions{Charts: chart.Packager{}, Output: filepath.Join(dir, "p.tar.zst"), SignKey: priv})
 	if err != nil {
 		t.Fatal(err)
 	}
 	tarPath := filepath.Join(dir, "p.tar")
-	if _, err := artifact.Create(ctx, def, artifact.CreateOptions{Charts: chart.Packager{}, Output: tarPath, SignKey: priv}); err != nil {
+	if _, err := build.Create(ctx, def, build.CreateOptions{Charts: chart.Packager{}, Output: tarPath, SignKey: priv}); err != nil {
 		t.Fatal(err)
 	}
 	sigTag := artifact.SignatureTag(res.Root.Digest)

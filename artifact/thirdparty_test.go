@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/artifact/build"
 	"github.com/ferrypkg/ferry/artifact/chart"
 	"github.com/ferrypkg/ferry/artifact/definition"
 	"github.com/ferrypkg/ferry/internal/testsupport/peertool"
@@ -53,7 +54,7 @@ components:
 					t.Fatal(err)
 				}
 				archive = filepath.Join(t.TempDir(), fmt.Sprintf("%s-%d.tar", c.Name, i))
-				res, err := artifact.Create(ctx, def, artifact.CreateOptions{Charts: chart.Packager{}, Output: archive})
+				res, err := build.Create(ctx, def, build.CreateOptions{Charts: chart.Packager{}, Output: archive})
 				if err != nil {
 					t.Fatalf("create: %v", err)
 				}
@@ -127,7 +128,7 @@ components:
 		t.Fatal(err)
 	}
 	out := filepath.Join(t.TempDir(), "kyverno.tar")
-	_, err = artifact.Create(context.Background(), def, artifact.CreateOptions{Charts: chart.Packager{}, Output: out})
+	_, err = build.Create(context.Background(), def, build.CreateOptions{Charts: chart.Packager{}, Output: out})
 	if err == nil {
 		t.Fatal("create packaged a chart whose dependencies are missing")
 	}
@@ -150,7 +151,7 @@ components:
 	for _, name := range []string{"kyverno-api", "openreports", "reports-server"} {
 		writeFile(t, filepath.Join(dir, "charts", "kyverno", "charts", name, "Chart.yaml"), "apiVersion: v2\nname: "+name+"\nversion: 0.1.0\n")
 	}
-	if _, err := artifact.Create(context.Background(), def, artifact.CreateOptions{Charts: chart.Packager{}, Output: out}); err != nil {
+	if _, err := build.Create(context.Background(), def, build.CreateOptions{Charts: chart.Packager{}, Output: out}); err != nil {
 		t.Fatalf("create with the dependencies in charts/: %v", err)
 	}
 }

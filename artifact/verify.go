@@ -87,7 +87,7 @@ func Verify(ctx context.Context, src oras.ReadOnlyTarget, ref string, opts Verif
 		if _, err = Copy(ctx, src, ref, a, "", CopyOptions{Keys: opts.Keys, Progress: withPhase(opts.Progress, PhaseRead)}); err != nil {
 			return nil, err
 		}
-		g = &pkgGraph{src: src, ref: ref, name: targetName(src, ref), root: a.plan.root, config: a.plan.config, index: a.plan.index, plan: a.plan}
+		g = &pkgGraph{src: src, ref: ref, name: targetName(src, ref), root: a.plan.Root, config: a.plan.Config, index: a.plan.Index, plan: a.plan}
 		valid = a.signatures
 	}
 	res := &VerifyResult{Report: g.report(), Signatures: valid}
@@ -101,7 +101,7 @@ func Verify(ctx context.Context, src oras.ReadOnlyTarget, ref string, opts Verif
 
 // verifyImages checks each image of the package that names a policy.
 func (g *pkgGraph) verifyImages(ctx context.Context) ([]VerifiedImage, error) {
-	data, err := fetchSmall(ctx, g.src, g.root)
+	data, err := FetchManifest(ctx, g.src, g.root)
 	if err != nil {
 		return nil, err
 	}
@@ -139,28 +139,28 @@ func (g *pkgGraph) verifyImages(ctx context.Context) ([]VerifiedImage, error) {
 
 // report describes a planned package: its manifests verified, its other
 // blobs counted from their descriptors.
-func (p *plan) report() *Report {
+func (p *Plan) report() *Report {
 	var size int64
-	for _, b := range p.blobs {
-		size += b.desc.Size
+	for _, b := range p.Blobs {
+		size += b.Desc.Size
 	}
-	return newReport(p.config, p.root, p.index, len(p.blobs), size)
+	return newReport(p.Config, p.Root, p.Index, len(p.Blobs), size)
 }
 
 // checkSignatures verifies the signatures over a planned package's root.
-func (p *plan) checkSignatures(ctx context.Context, src oras.ReadOnlyTarget, ref string, keys []Verifier) ([]VerifiedSignature, error) {
+func (p *Plan) checkSignatures(ctx context.Context, src oras.ReadOnlyTarget, ref string, keys []Verifier) ([]VerifiedSignature, error) {
 	name := targetName(src, ref)
 	sigs, err := p.signatures(ctx, src)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	if len(sigs) == 0 {
-		tag := SignatureTag(p.root.Digest)
+		tag := SignatureTag(p.Root.Digest)
 		repoName := targetName(src, "")
 		return nil, fmt.Errorf("%s: %w over the package root %s: none at the tag %s:%s nor among the root's referrers: %w",
-			name, ErrNoSignature, p.root.Digest, repoName, tag, ErrSignatureLeftBehind)
+			name, ErrNoSignature, p.Root.Digest, repoName, tag, ErrSignatureLeftBehind)
 	}
-	valid, err := checkSignatures(p.root.Digest, sigs, keys)
+	valid, err := checkSignatures(p.Root.Digest, sigs, keys)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
+	"github.com/ferrypkg/ferry/artifact/internal/graph"
 	"github.com/ferrypkg/ferry/internal/readahead"
 )
 
@@ -363,7 +364,7 @@ func (w *walker) finish() (*Summary, error) {
 			return nil
 		}
 		reached[d.Digest] = true
-		if !isContainer(d.MediaType) {
+		if !graph.IsContainer(d.MediaType) {
 			return nil
 		}
 		data, ok := w.kept[d.Digest]
@@ -381,12 +382,12 @@ func (w *walker) finish() (*Summary, error) {
 			return fmt.Errorf("%w: manifest %s is not a JSON manifest or index", ErrCorrupt, d.Digest)
 		}
 		sum.Nodes[d.Digest] = Node{Descriptor: d, Data: data}
-		kids, err := children(d.MediaType, data)
+		kids, err := graph.Children(d.MediaType, data)
 		if err != nil {
 			return fmt.Errorf("%w: blob %s: %w", ErrCorrupt, d.Digest, err)
 		}
 		for _, k := range kids {
-			if err := checkDescriptor(k); err != nil {
+			if err := graph.CheckDescriptor(k); err != nil {
 				return fmt.Errorf("%w: blob %s: %w", ErrCorrupt, d.Digest, err)
 			}
 			if err := visit(k); err != nil {

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"sync"
 
+	"github.com/ferrypkg/ferry/artifact/internal/graph"
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"oras.land/oras-go/v2/content"
@@ -42,7 +43,7 @@ func (p *pendingBlobs) get(desc ocispec.Descriptor) ([]byte, bool) {
 // takes blobs of at most MaxManifestSize bytes (errdef.ErrUnsupported
 // beyond). A blob the package has is errdef.ErrAlreadyExists.
 func (r *Reader) Push(ctx context.Context, expected ocispec.Descriptor, body io.Reader) error {
-	if err := checkDescriptor(expected); err != nil {
+	if err := graph.CheckDescriptor(expected); err != nil {
 		return err
 	}
 	if r.isDir {
@@ -50,7 +51,7 @@ func (r *Reader) Push(ctx context.Context, expected ocispec.Descriptor, body io.
 		if _, err := os.Lstat(p); err == nil {
 			return fmt.Errorf("%s: %s: %w", r.name, expected.Digest, errdef.ErrAlreadyExists)
 		}
-		_, err := writeFileAtomic(p, func(w io.Writer) error { return copyChecked(w, body, expected) })
+		_, err := WriteFileAtomic(p, func(w io.Writer) error { return copyChecked(w, body, expected) })
 		return err
 	}
 	if expected.Size > MaxManifestSize {
@@ -157,7 +158,7 @@ func (r *Reader) tagDir(entries []ocispec.Descriptor, sig ocispec.Descriptor, ol
 	for _, m := range old {
 		stale = append(stale, m)
 		if data, err := r.readBlobFile(m); err == nil {
-			if kids, err := children(m.MediaType, data); err == nil {
+			if kids, err := graph.Children(m.MediaType, data); err == nil {
 				stale = append(stale, kids...)
 			}
 		}
@@ -166,7 +167,7 @@ func (r *Reader) tagDir(entries []ocispec.Descriptor, sig ocispec.Descriptor, ol
 	if err != nil {
 		return err
 	}
-	if _, err := writeFileAtomic(filepath.Join(r.path, indexFileName), func(w io.Writer) error { _, err := w.Write(idx); return err }); err != nil {
+	if _, err := WriteFileAtomic(filepath.Join(r.path, indexFileName), func(w io.Writer) error { _, err := w.Write(idx); return err }); err != nil {
 		return err
 	}
 	r.index.Manifests = entries
@@ -231,10 +232,10 @@ func (r *Reader) tagArchive(ctx context.Context, entries []ocispec.Descriptor, s
 // the old archive as a cursor passes it — the canonical order of the new
 // graph keeps the old one's order for every blob both hold. Written to a
 // temporary file and renamed over the old archive.
-func (r *Reader) rewriteArchive(ctx context.Context, entries, descs []ocispec.Descriptor, fetch jsonFetcher, progress ProgressFunc) error {
-	p := &plan{blobs: map[digest.Digest]*blob{}, configData: r.configData, config: r.config, root: r.root, index: entries, mtime: archiveTime(r.config)}
+func (r *Reader) rewriteArchive(ctx context.Context, entries, descs []ocispec.Descriptor, fetch graph.JSONFetcher, progress ProgressFunc) error {
+	p := &Plan{Blobs: map[digest.Digest]*Blob{}, ConfigData: r.configData, Config: r.config, Root: r.root, Index: entries, Mtime: archiveTime(r.config)}
 	var err error
-	if p.indexJSON, err = indexJSON(entries); err != nil {
+	if p.IndexJSON, err = indexJSON(entries); err != nil {
 		return err
 	}
 	return r.withTar(func(a *archiveStream) error {
@@ -245,12 +246,12 @@ func (r *Reader) rewriteArchive(ctx context.Context, entries, descs []ocispec.De
 		cur := &tarCursor{tr: tr}
 		for _, d := range descs {
 			if data, err := fetch(d); err == nil {
-				p.blobs[d.Digest] = &blob{desc: d, data: data}
+				p.Blobs[d.Digest] = &Blob{Desc: d, Data: data}
 				continue
 			}
-			p.blobs[d.Digest] = &blob{desc: d, open: cur.open(d.Digest)}
+			p.Blobs[d.Digest] = &Blob{Desc: d, Open: cur.open(d.Digest)}
 		}
-		return r.writeArchiveFile(func(w io.Writer) error { return p.writeArchive(ctx, w, r.format, progress) })
+		return r.writeArchiveFile(func(w io.Writer) error { return p.WriteArchive(ctx, w, r.format, progress) })
 	})
 }
 
@@ -289,5 +290,5 @@ func (r *Reader) signedOrder(entries []ocispec.Descriptor, sig ocispec.Descripto
 	if err := checkSignatureManifest(r.root.Digest, data, fetch); err != nil {
 		return nil, err
 	}
-	return canonicalOrder(entries, fetch)
+	return graph.CanonicalOrder(entries, fetch)
 }

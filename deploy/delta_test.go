@@ -19,6 +19,7 @@ import (
 	crfake "sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/artifact/build"
 	"github.com/ferrypkg/ferry/artifact/chart"
 	"github.com/ferrypkg/ferry/artifact/definition"
 	"github.com/ferrypkg/ferry/artifact/key"
@@ -70,7 +71,7 @@ func deltaVersion(t *testing.T, version, content string, sk artifact.Signer) str
 		t.Fatal(err)
 	}
 	out := filepath.Join(t.TempDir(), "app-"+version+".tar.zst")
-	if _, err := artifact.Create(context.Background(), def, artifact.CreateOptions{Charts: chart.Packager{}, Output: out, SignKey: sk}); err != nil {
+	if _, err := build.Create(context.Background(), def, build.CreateOptions{Charts: chart.Packager{}, Output: out, SignKey: sk}); err != nil {
 		t.Fatal(err)
 	}
 	return out

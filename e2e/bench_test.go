@@ -17,6 +17,7 @@ import (
 	"oras.land/oras-go/v2/content/oci"
 
 	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/artifact/build"
 	"github.com/ferrypkg/ferry/artifact/chart"
 	"github.com/ferrypkg/ferry/artifact/definition"
 	"github.com/ferrypkg/ferry/artifact/key"
@@ -99,7 +100,7 @@ func BenchmarkDeploy(b *testing.B) {
 	}
 	priv, pub := testKeys(b)
 	pkg := filepath.Join(b.TempDir(), "bench.tar.zst")
-	if _, err := artifact.Create(ctx, d, artifact.CreateOptions{Charts: chart.Packager{}, Output: pkg, SignKey: priv}); err != nil {
+	if _, err := build.Create(ctx, d, build.CreateOptions{Charts: chart.Packager{}, Output: pkg, SignKey: priv}); err != nil {
 		b.Fatal(err)
 	}
 	st := &rollout.State{Client: c.Client, Namespace: cluster.DefaultNamespace}
@@ -256,7 +257,7 @@ func imagePackage(ctx context.Context, b *testing.B, name string, mib int, seed 
 		b.Fatal(err)
 	}
 	pkg := filepath.Join(b.TempDir(), name+".tar.zst")
-	if _, err := artifact.Create(ctx, d, artifact.CreateOptions{Charts: chart.Packager{}, Output: pkg, SignKey: priv}); err != nil {
+	if _, err := build.Create(ctx, d, build.CreateOptions{Charts: chart.Packager{}, Output: pkg, SignKey: priv}); err != nil {
 		b.Fatal(err)
 	}
 	return pkg

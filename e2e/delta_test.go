@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/artifact/build"
 	"github.com/ferrypkg/ferry/artifact/definition"
 	"github.com/ferrypkg/ferry/artifact/key"
 	"github.com/ferrypkg/ferry/deploy/rollout"
@@ -156,7 +157,7 @@ func deltaPackage(ctx context.Context, t *testing.T, version string, gen uint64,
 		t.Fatal(err)
 	}
 	pkg := filepath.Join(t.TempDir(), "e2e-delta-"+version+".tar")
-	if _, err := artifact.Create(ctx, d, artifact.CreateOptions{Output: pkg, Format: artifact.FormatTar, SignKey: priv}); err != nil {
+	if _, err := build.Create(ctx, d, build.CreateOptions{Output: pkg, Format: artifact.FormatTar, SignKey: priv}); err != nil {
 		t.Fatal(err)
 	}
 	return pkg, size

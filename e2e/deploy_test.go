@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/artifact/build"
 	"github.com/ferrypkg/ferry/artifact/chart"
 	"github.com/ferrypkg/ferry/artifact/definition"
 	"github.com/ferrypkg/ferry/deploy"
@@ -156,7 +157,7 @@ func appPackageWith(ctx context.Context, t *testing.T, c *harness.Cluster, name 
 		t.Fatal(err)
 	}
 	pkg := filepath.Join(t.TempDir(), name+".tar.zst")
-	if _, err := artifact.Create(ctx, d, artifact.CreateOptions{Charts: chart.Packager{}, Output: pkg, SignKey: priv}); err != nil {
+	if _, err := build.Create(ctx, d, build.CreateOptions{Charts: chart.Packager{}, Output: pkg, SignKey: priv}); err != nil {
 		t.Fatal(err)
 	}
 	return pkg, pub

@@ -32,6 +32,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/artifact/build"
 	"github.com/ferrypkg/ferry/artifact/definition"
 	"github.com/ferrypkg/ferry/artifact/gitrepo"
 	"github.com/ferrypkg/ferry/artifact/key"
@@ -446,7 +447,7 @@ func createPackage(ctx context.Context, t *testing.T, dir, def string, priv *key
 		t.Fatal(err)
 	}
 	pkg := filepath.Join(t.TempDir(), "pkg.tar")
-	if _, err := artifact.Create(ctx, d, artifact.CreateOptions{Output: pkg, Git: gitrepo.Fetcher{}, SignKey: priv}); err != nil {
+	if _, err := build.Create(ctx, d, build.CreateOptions{Output: pkg, Git: gitrepo.Fetcher{}, SignKey: priv}); err != nil {
 		t.Fatal(err)
 	}
 	r, err := artifact.Open(ctx, pkg)

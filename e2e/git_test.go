@@ -24,7 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 
-	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/artifact/build"
 	"github.com/ferrypkg/ferry/artifact/definition"
 	"github.com/ferrypkg/ferry/artifact/gitrepo"
 	"github.com/ferrypkg/ferry/artifact/sbomexec"
@@ -79,7 +79,7 @@ components:
 	priv, pub, _ := trustNewKey(ctx, t, c)
 	pkg := filepath.Join(t.TempDir(), "e2e-git.tar")
 	sboms := sbomexec.Generator{Path: filepath.Join(binDir(t), sbomexec.HelperName)}
-	created, err := artifact.Create(ctx, d, artifact.CreateOptions{Output: pkg, Git: gitrepo.Fetcher{}, SBOM: sboms, SignKey: priv})
+	created, err := build.Create(ctx, d, build.CreateOptions{Output: pkg, Git: gitrepo.Fetcher{}, SBOM: sboms, SignKey: priv})
 	if err != nil {
 		t.Fatal(err)
 	}

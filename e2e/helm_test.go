@@ -25,6 +25,7 @@ import (
 	"oras.land/oras-go/v2/registry/remote/auth"
 
 	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/artifact/build"
 	"github.com/ferrypkg/ferry/artifact/chart"
 	"github.com/ferrypkg/ferry/artifact/definition"
 	"github.com/ferrypkg/ferry/artifact/key"
@@ -152,7 +153,7 @@ components:
 		t.Fatal(err)
 	}
 	pkg := filepath.Join(t.TempDir(), "e2e-helm-"+version+format.Ext())
-	if _, err := artifact.Create(ctx, d, artifact.CreateOptions{Charts: chart.Packager{}, Output: pkg, Format: format, SignKey: priv}); err != nil {
+	if _, err := build.Create(ctx, d, build.CreateOptions{Charts: chart.Packager{}, Output: pkg, Format: format, SignKey: priv}); err != nil {
 		t.Fatal(err)
 	}
 	return pkg, digests

@@ -31,6 +31,7 @@ import (
 	"oras.land/oras-go/v2/registry/remote/auth"
 
 	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/artifact/build"
 	"github.com/ferrypkg/ferry/artifact/chart"
 	"github.com/ferrypkg/ferry/artifact/definition"
 	"github.com/ferrypkg/ferry/deploy"
@@ -715,7 +716,7 @@ func pushResumes(ctx context.Context, t *testing.T, c *harness.Cluster) {
 	}
 	priv, pub := testKeys(t)
 	pkg := filepath.Join(t.TempDir(), "resume.tar")
-	if _, err := artifact.Create(ctx, pdef, artifact.CreateOptions{Charts: chart.Packager{}, Output: pkg, SignKey: priv, Format: artifact.FormatTar}); err != nil {
+	if _, err := build.Create(ctx, pdef, build.CreateOptions{Charts: chart.Packager{}, Output: pkg, SignKey: priv, Format: artifact.FormatTar}); err != nil {
 		t.Fatal(err)
 	}
 	r, err := artifact.Open(ctx, pkg)

@@ -29,6 +29,7 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/artifact/build"
 	"github.com/ferrypkg/ferry/artifact/chart"
 	"github.com/ferrypkg/ferry/artifact/definition"
 	"github.com/ferrypkg/ferry/artifact/key"
@@ -123,7 +124,7 @@ components:
 		t.Fatal(err)
 	}
 	pkg := filepath.Join(t.TempDir(), name+"-"+version+".tar")
-	if _, err := artifact.Create(ctx, d, artifact.CreateOptions{Charts: chart.Packager{}, Output: pkg, Format: artifact.FormatTar, SignKey: priv}); err != nil {
+	if _, err := build.Create(ctx, d, build.CreateOptions{Charts: chart.Packager{}, Output: pkg, Format: artifact.FormatTar, SignKey: priv}); err != nil {
 		t.Fatal(err)
 	}
 	return pkg, image
@@ -595,7 +596,7 @@ func manifestPackage(ctx context.Context, t *testing.T, name string, priv *key.P
 		t.Fatal(err)
 	}
 	pkg := filepath.Join(t.TempDir(), name+".tar")
-	if _, err := artifact.Create(ctx, d, artifact.CreateOptions{Output: pkg, Format: artifact.FormatTar, SignKey: priv}); err != nil {
+	if _, err := build.Create(ctx, d, build.CreateOptions{Output: pkg, Format: artifact.FormatTar, SignKey: priv}); err != nil {
 		t.Fatal(err)
 	}
 	return pkg

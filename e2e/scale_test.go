@@ -26,6 +26,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/artifact/build"
 	"github.com/ferrypkg/ferry/artifact/definition"
 	"github.com/ferrypkg/ferry/artifact/key"
 	"github.com/ferrypkg/ferry/deploy"
@@ -241,7 +242,7 @@ func imagesPackage(ctx context.Context, t *testing.T, name string, k int, priv *
 		t.Fatal(err)
 	}
 	pkg := filepath.Join(t.TempDir(), name+".tar")
-	if _, err := artifact.Create(ctx, d, artifact.CreateOptions{Output: pkg, Format: artifact.FormatTar, SignKey: priv}); err != nil {
+	if _, err := build.Create(ctx, d, build.CreateOptions{Output: pkg, Format: artifact.FormatTar, SignKey: priv}); err != nil {
 		t.Fatal(err)
 	}
 	return pkg

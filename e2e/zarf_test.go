@@ -12,7 +12,7 @@ import (
 	"oras.land/oras-go/v2"
 	"oras.land/oras-go/v2/registry/remote"
 
-	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/artifact/build"
 	"github.com/ferrypkg/ferry/artifact/definition"
 	"github.com/ferrypkg/ferry/artifact/zarf/zarftest"
 	"github.com/ferrypkg/ferry/deploy/rollout"
@@ -65,10 +65,10 @@ func TestZarfDeploy(t *testing.T) {
 	priv, pub := testKeys(t)
 	dir := t.TempDir()
 	start = time.Now()
-	res, converted := zp.Convert(ctx, t, artifact.CreateOptions{Output: filepath.Join(dir, "converted.tar.zst"), SignKey: priv})
+	res, converted := zp.Convert(ctx, t, build.CreateOptions{Output: filepath.Join(dir, "converted.tar.zst"), SignKey: priv})
 	t.Logf("TIMING convert + create: %.1fs (%d gaps)", time.Since(start).Seconds(), len(res.Gaps))
 	start = time.Now()
-	im := zp.Import(ctx, t, artifact.CreateOptions{Output: filepath.Join(dir, "imported.tar.zst"), SignKey: priv})
+	im := zp.Import(ctx, t, build.CreateOptions{Output: filepath.Join(dir, "imported.tar.zst"), SignKey: priv})
 	t.Logf("TIMING import + create: %.1fs (%d gaps)", time.Since(start).Seconds(), len(im.Result.Gaps))
 	zarfDigest := zarftest.ImageDigest(t, im.Zarf)
 	if zarfDigest != img.Manifest.Digest.String() {
@@ -87,7 +87,7 @@ func TestZarfDeploy(t *testing.T) {
 	})
 	for _, p := range []struct {
 		name  string
-		pkg   *artifact.CreateResult
+		pkg   *build.CreateResult
 		sboms int // Zarf's SBOM of the image, imported only
 	}{{"converted", converted, 0}, {"imported", im.Created, 1}} {
 		t.Run(p.name, func(t *testing.T) { deployZarf(ctx, t, c, p.pkg, pub.Name, zp.Commit, zarfDigest, p.sboms) })
@@ -97,7 +97,7 @@ func TestZarfDeploy(t *testing.T) {
 // deployZarf deploys pkg with `ferry deploy`, checks its Deployments' Pods
 // run the image by zarfDigest, then removes it with `ferry remove` and
 // checks nothing of it is left.
-func deployZarf(ctx context.Context, t *testing.T, c *harness.Cluster, pkg *artifact.CreateResult, pubPath, commit, zarfDigest string, sboms int) {
+func deployZarf(ctx context.Context, t *testing.T, c *harness.Cluster, pkg *build.CreateResult, pubPath, commit, zarfDigest string, sboms int) {
 	name := pkg.Config.Name
 	comp := pkg.Config.Components[0]
 	if len(comp.Images) == 1 && len(comp.Images[0].SBOMs) != sboms {

@@ -36,6 +36,7 @@ import (
 	"oras.land/oras-go/v2/registry/remote/auth"
 
 	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/artifact/build"
 	"github.com/ferrypkg/ferry/artifact/chart"
 	"github.com/ferrypkg/ferry/artifact/definition"
 	"github.com/ferrypkg/ferry/artifact/gitrepo"
@@ -203,7 +204,7 @@ func TestExamples(t *testing.T) {
 			}
 			up.serve(t, def)
 			out := filepath.Join(t.TempDir(), def.Metadata.Name+"-"+def.Metadata.Version+".tar.zst")
-			res, err := artifact.Create(ctx, def, artifact.CreateOptions{
+			res, err := build.Create(ctx, def, build.CreateOptions{
 				Output: out, Remote: up.remote(), Charts: chart.Packager{}, Git: gitrepo.Fetcher{},
 			})
 			if err != nil {

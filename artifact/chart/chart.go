@@ -26,6 +26,7 @@ import (
 	"helm.sh/helm/v3/pkg/ignore"
 
 	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/artifact/build"
 	"github.com/ferrypkg/ferry/internal/confine"
 	"github.com/ferrypkg/ferry/internal/scratch"
 )
@@ -33,7 +34,7 @@ import (
 // Packager packages charts with Helm's SDK. The zero value is ready.
 type Packager struct{}
 
-var _ artifact.ChartPackager = Packager{}
+var _ build.ChartPackager = Packager{}
 
 // PackageChart loads the chart at name in fsys (a folder or a .tgz
 // archive) with Helm's loader, which validates it: Read, then Package, in

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/artifact/build"
 	"github.com/ferrypkg/ferry/artifact/chart"
 	"github.com/ferrypkg/ferry/artifact/chartrender"
 	"github.com/ferrypkg/ferry/artifact/definition"
@@ -41,9 +41,9 @@ func BenchmarkFindImagesThirdParty(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	run := func(charts artifact.ChartPackager, render artifact.ChartRenderer, close func() error) (wall, cpu time.Duration) {
+	run := func(charts build.ChartPackager, render build.ChartRenderer, close func() error) (wall, cpu time.Duration) {
 		start, startCPU := time.Now(), cpuTime()
-		if _, err := artifact.FindImages(context.Background(), def, artifact.FindImagesOptions{Charts: charts, Render: render}); err != nil {
+		if _, err := build.FindImages(context.Background(), def, build.FindImagesOptions{Charts: charts, Render: render}); err != nil {
 			b.Fatal(err)
 		}
 		if err := close(); err != nil {
@@ -80,7 +80,7 @@ func BenchmarkHostileCharts(b *testing.B) {
 			for b.Loop() {
 				r := &chartrender.Limited{}
 				start := time.Now()
-				_, err := artifact.FindImages(context.Background(), def, artifact.FindImagesOptions{Charts: r, Render: r})
+				_, err := build.FindImages(context.Background(), def, build.FindImagesOptions{Charts: r, Render: r})
 				d := time.Since(start)
 				r.Close()
 				var le *chartrender.LimitError

@@ -11,7 +11,7 @@ import (
 
 	"helm.sh/helm/v3/pkg/chart/loader"
 
-	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/artifact/build"
 	"github.com/ferrypkg/ferry/artifact/chart"
 	"github.com/ferrypkg/ferry/internal/childproc"
 )
@@ -93,7 +93,7 @@ type releaseRequest struct {
 // answer is the child's answer to a request: what was asked, or why not.
 type answer struct {
 	Archive, Config []byte
-	Manifests       []artifact.RenderedManifest
+	Manifests       []build.RenderedManifest
 	// Err is Helm's error, one line; OverOutput says the rendering was
 	// more than the request's Output.
 	Err        string
@@ -113,7 +113,7 @@ func answerOf(req request, bulk [][]byte) (a answer) {
 		a.Archive, a.Config, err = chart.Package(chart.Source{Files: files}, req.Package.MTime)
 	case req.Render != nil && len(bulk) == 1:
 		r := req.Render
-		a.Manifests, err = render(bulk[0], artifact.ChartRelease{Name: r.Name, Namespace: r.Namespace, KubeVersion: r.KubeVersion, Values: r.Values.tree()})
+		a.Manifests, err = render(bulk[0], build.ChartRelease{Name: r.Name, Namespace: r.Namespace, KubeVersion: r.KubeVersion, Values: r.Values.tree()})
 	case req.Release != nil && len(bulk) == 1:
 		if a.OverOutput, err = renderRelease(bulk[0], req.Release, req.Output); a.OverOutput {
 			return answer{OverOutput: true}
@@ -209,7 +209,7 @@ func decodeAnswer(msg []byte) (answer, error) {
 		if err != nil {
 			return answer{}, err
 		}
-		a.Manifests = append(a.Manifests, artifact.RenderedManifest{Source: m.Source, Test: m.Test, Data: data})
+		a.Manifests = append(a.Manifests, build.RenderedManifest{Source: m.Source, Test: m.Test, Data: data})
 	}
 	if len(rest) > 0 {
 		return answer{}, errors.New("an answer with bytes past its end")

@@ -10,7 +10,7 @@ import (
 
 	"helm.sh/helm/v3/pkg/chart/loader"
 
-	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/artifact/build"
 	"github.com/ferrypkg/ferry/artifact/chart"
 )
 
@@ -47,7 +47,7 @@ func TestValuesCarried(t *testing.T) {
 // TestAnswerEncoding: an answer's bytes come back whole, in place; one cut
 // short or with bytes past its end is an error.
 func TestAnswerEncoding(t *testing.T) {
-	a := answer{Archive: []byte("tgz"), Config: []byte("{}"), Manifests: []artifact.RenderedManifest{
+	a := answer{Archive: []byte("tgz"), Config: []byte("{}"), Manifests: []build.RenderedManifest{
 		{Data: []byte("kind: A\n")}, {Source: "t/hook.yaml", Data: []byte{}, Test: true},
 	}}
 	msg := a.encode()
@@ -82,7 +82,7 @@ func TestLimitedEndsIdleChild(t *testing.T) {
 		return l.proc != nil
 	}
 	for i := range 2 {
-		if _, err := l.RenderChart(context.Background(), archive, artifact.ChartRelease{Name: "idle"}); err != nil {
+		if _, err := l.RenderChart(context.Background(), archive, build.ChartRelease{Name: "idle"}); err != nil {
 			t.Fatal(err)
 		}
 		if !kept() {

@@ -20,6 +20,7 @@ import (
 	"oras.land/oras-go/v2/registry/remote"
 
 	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/artifact/build"
 	"github.com/ferrypkg/ferry/artifact/chart"
 	"github.com/ferrypkg/ferry/artifact/chartrender"
 	"github.com/ferrypkg/ferry/artifact/definition"
@@ -31,7 +32,7 @@ import (
 // packaged and rendered in a child (this test binary, see TestMain).
 var limited = &chartrender.Limited{}
 
-var opts = artifact.FindImagesOptions{Charts: limited, Render: limited}
+var opts = build.FindImagesOptions{Charts: limited, Render: limited}
 
 func writeFile(t testing.TB, p, body string) {
 	t.Helper()
@@ -127,7 +128,7 @@ components:
       - url: oci://%s/charts/db
         version: 2.3.4
 `, host))
-	found, err := artifact.FindImages(context.Background(), load(t, dir), opts)
+	found, err := build.FindImages(context.Background(), load(t, dir), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +143,7 @@ components:
 
 	withSet := opts
 	withSet.Values = map[string]any{"image": "nginx:1.27"}
-	found, err = artifact.FindImages(context.Background(), load(t, dir), withSet)
+	found, err = build.FindImages(context.Background(), load(t, dir), withSet)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,7 +152,7 @@ components:
 	}
 
 	// The namespace reaches the templates.
-	rendered, err := chartrender.Renderer{}.RenderChart(context.Background(), packaged(t, filepath.Join(dir, "charts", "app")), artifact.ChartRelease{Name: "front", Namespace: "shop"})
+	rendered, err := chartrender.Renderer{}.RenderChart(context.Background(), packaged(t, filepath.Join(dir, "charts", "app")), build.ChartRelease{Name: "front", Namespace: "shop"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +196,7 @@ func TestFindImagesChartHostile(t *testing.T) {
 			if tt.name == "bad kube version" {
 				o.KubeVersion = "not-a-version"
 			}
-			_, err := artifact.FindImages(context.Background(), load(t, dir), o)
+			_, err := build.FindImages(context.Background(), load(t, dir), o)
 			var de *definition.Error
 			if !errors.As(err, &de) || de.Line != 7 {
 				t.Fatalf("error %v, want a *DefinitionError at line 7", err)
@@ -251,7 +252,7 @@ components:
 `, worker))
 	def := load(t, dir)
 	var events []string
-	res, err := artifact.Create(ctx, def, artifact.CreateOptions{
+	res, err := build.Create(ctx, def, build.CreateOptions{
 		Charts: limited, Render: limited, Output: filepath.Join(t.TempDir(), "p.tar"),
 		Progress: func(p artifact.Progress) {
 			if strings.HasPrefix(p.Item, "found image ") {

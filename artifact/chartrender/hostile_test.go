@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/artifact/build"
 	"github.com/ferrypkg/ferry/artifact/chartrender"
 	"github.com/ferrypkg/ferry/artifact/definition"
 )
@@ -85,7 +85,7 @@ func TestHostileChartsBounded(t *testing.T) {
 			r := &chartrender.Limited{Limits: hostileLimits}
 			defer r.Close()
 			start := time.Now()
-			_, err := artifact.FindImages(context.Background(), def, artifact.FindImagesOptions{Charts: r, Render: r})
+			_, err := build.FindImages(context.Background(), def, build.FindImagesOptions{Charts: r, Render: r})
 			took := time.Since(start)
 			if err == nil {
 				t.Fatal("rendered")
@@ -148,17 +148,17 @@ func TestLimitedKeepsItsChild(t *testing.T) {
 		return strings.Count(string(b), "\n")
 	}
 	for i := range 3 {
-		if _, err := artifact.FindImages(ctx, ok, artifact.FindImagesOptions{Charts: r, Render: r}); err != nil {
+		if _, err := build.FindImages(ctx, ok, build.FindImagesOptions{Charts: r, Render: r}); err != nil {
 			t.Fatalf("chart %d: %v", i, err)
 		}
 	}
 	if n := count(); n != 1 {
 		t.Errorf("3 charts packaged and rendered by %d children, want 1", n)
 	}
-	if _, err := artifact.FindImages(ctx, bad, artifact.FindImagesOptions{Charts: r, Render: r}); err == nil {
+	if _, err := build.FindImages(ctx, bad, build.FindImagesOptions{Charts: r, Render: r}); err == nil {
 		t.Fatal("the hostile chart rendered")
 	}
-	if _, err := artifact.FindImages(ctx, ok, artifact.FindImagesOptions{Charts: r, Render: r}); err != nil {
+	if _, err := build.FindImages(ctx, ok, build.FindImagesOptions{Charts: r, Render: r}); err != nil {
 		t.Fatalf("after a refusal: %v", err)
 	}
 	if n := count(); n != 2 {

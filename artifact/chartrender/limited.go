@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/artifact/build"
 	"github.com/ferrypkg/ferry/artifact/chart"
 	"github.com/ferrypkg/ferry/internal/childproc"
 )
@@ -50,8 +51,8 @@ type Limited struct {
 var keepIdle = 10 * time.Second
 
 var (
-	_ artifact.ChartRenderer = (*Limited)(nil)
-	_ artifact.ChartPackager = (*Limited)(nil)
+	_ build.ChartRenderer = (*Limited)(nil)
+	_ build.ChartPackager = (*Limited)(nil)
 )
 
 // LimitError is a chart refused because its child passed one of its
@@ -97,7 +98,7 @@ func (l *Limited) PackageChart(ctx context.Context, fsys fs.FS, name string, mti
 
 // RenderChart implements artifact.ChartRenderer as Renderer does, in the
 // child.
-func (l *Limited) RenderChart(ctx context.Context, archive []byte, rel artifact.ChartRelease) ([]artifact.RenderedManifest, error) {
+func (l *Limited) RenderChart(ctx context.Context, archive []byte, rel build.ChartRelease) ([]build.RenderedManifest, error) {
 	if int64(len(archive)) > artifact.MaxChartSize {
 		return nil, fmt.Errorf("larger than %d bytes", artifact.MaxChartSize)
 	}

@@ -23,6 +23,7 @@ import (
 	"helm.sh/helm/v3/pkg/release"
 
 	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/artifact/build"
 )
 
 // Renderer renders charts with Helm's SDK as `helm template` does, in
@@ -31,18 +32,18 @@ import (
 // Limited is the bounded one.
 type Renderer struct{}
 
-var _ artifact.ChartRenderer = Renderer{}
+var _ build.ChartRenderer = Renderer{}
 
 // RenderChart renders the chart archive for rel, hooks and the CRDs of
 // crds/ folders included, and returns the release's manifest (every
 // template's documents, each after a "# Source: <template>" line) then
 // each hook, test hooks marked. Errors are Helm's, unprefixed: the caller
 // names the chart.
-func (Renderer) RenderChart(_ context.Context, archive []byte, rel artifact.ChartRelease) ([]artifact.RenderedManifest, error) {
+func (Renderer) RenderChart(_ context.Context, archive []byte, rel build.ChartRelease) ([]build.RenderedManifest, error) {
 	return render(archive, rel)
 }
 
-func render(archive []byte, rel artifact.ChartRelease) ([]artifact.RenderedManifest, error) {
+func render(archive []byte, rel build.ChartRelease) ([]build.RenderedManifest, error) {
 	if int64(len(archive)) > artifact.MaxChartSize {
 		return nil, fmt.Errorf("larger than %d bytes", artifact.MaxChartSize)
 	}
@@ -52,7 +53,7 @@ func render(archive []byte, rel artifact.ChartRelease) ([]artifact.RenderedManif
 	}
 	kv := rel.KubeVersion
 	if kv == "" {
-		kv = artifact.DefaultKubeVersion
+		kv = build.DefaultKubeVersion
 	}
 	kubeVersion, err := chartutil.ParseKubeVersion(kv)
 	if err != nil {
@@ -76,11 +77,11 @@ func render(archive []byte, rel artifact.ChartRelease) ([]artifact.RenderedManif
 
 // manifestsOf is a rendered release's manifest, then each hook, test hooks
 // marked.
-func manifestsOf(out *release.Release) []artifact.RenderedManifest {
-	manifests := []artifact.RenderedManifest{{Data: []byte(out.Manifest)}}
+func manifestsOf(out *release.Release) []build.RenderedManifest {
+	manifests := []build.RenderedManifest{{Data: []byte(out.Manifest)}}
 	for _, h := range out.Hooks {
 		test := len(h.Events) > 0 && !slices.ContainsFunc(h.Events, func(e release.HookEvent) bool { return e != release.HookTest })
-		manifests = append(manifests, artifact.RenderedManifest{
+		manifests = append(manifests, build.RenderedManifest{
 			Source: h.Path, Data: []byte("# Source: " + h.Path + "\n" + h.Manifest + "\n"), Test: test,
 		})
 	}

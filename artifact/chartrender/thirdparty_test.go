@@ -16,7 +16,7 @@ import (
 	"github.com/distribution/reference"
 	"sigs.k8s.io/yaml"
 
-	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/artifact/build"
 	"github.com/ferrypkg/ferry/artifact/chart"
 	"github.com/ferrypkg/ferry/artifact/chartrender"
 	"github.com/ferrypkg/ferry/artifact/definition"
@@ -57,8 +57,8 @@ var pinned = map[string]struct{ images, test []string }{
 }
 
 func TestDefaultKubeVersion(t *testing.T) {
-	if artifact.DefaultKubeVersion != thirdparty.KubeVersion {
-		t.Errorf("artifact.DefaultKubeVersion %s, the e2e cluster's %s", artifact.DefaultKubeVersion, thirdparty.KubeVersion)
+	if build.DefaultKubeVersion != thirdparty.KubeVersion {
+		t.Errorf("artifact.DefaultKubeVersion %s, the e2e cluster's %s", build.DefaultKubeVersion, thirdparty.KubeVersion)
 	}
 }
 
@@ -72,7 +72,7 @@ func TestFindImagesThirdParty(t *testing.T) {
 			dir := t.TempDir()
 			c.Copy(t, dir)
 			def := writeDef(t, dir, "    images:\n      - busybox:1.35\n      - nginx:1.27\n    charts:\n      - path: "+c.Name+"\n        namespace: "+c.Name+"\n")
-			found, err := artifact.FindImages(context.Background(), def, artifact.FindImagesOptions{
+			found, err := build.FindImages(context.Background(), def, build.FindImagesOptions{
 				Charts: limited, Render: limited, Values: c.Values,
 			})
 			if err != nil {
@@ -130,7 +130,7 @@ func TestRenderThirdPartyBytes(t *testing.T) {
 			if err != nil || !bytes.Equal(archive, inProcess) {
 				t.Fatalf("packaged in the child: %d bytes, in this process: %d bytes, %v", len(archive), len(inProcess), err)
 			}
-			rel := artifact.ChartRelease{Name: c.Name, Namespace: c.Name, Values: c.Values}
+			rel := build.ChartRelease{Name: c.Name, Namespace: c.Name, Values: c.Values}
 			got, err := limited.RenderChart(ctx, archive, rel)
 			if err != nil {
 				t.Fatal(err)
@@ -152,7 +152,7 @@ func TestRenderThirdPartyBytes(t *testing.T) {
 
 // templateOutput is what `helm template` prints of a rendering: the
 // release's manifest, then each hook after a document separator.
-func templateOutput(m []artifact.RenderedManifest) string {
+func templateOutput(m []build.RenderedManifest) string {
 	out := strings.TrimSpace(string(m[0].Data)) + "\n"
 	for _, h := range m[1:] {
 		out += "---\n" + string(h.Data)

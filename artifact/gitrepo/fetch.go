@@ -14,6 +14,7 @@ import (
 	"oras.land/oras-go/v2/content"
 
 	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/artifact/build"
 	"github.com/ferrypkg/ferry/artifact/definition"
 	"github.com/ferrypkg/ferry/internal/gitcred"
 	"github.com/ferrypkg/ferry/internal/redact"
@@ -30,7 +31,7 @@ type Fetcher struct {
 	Credentials gitcred.Helper
 }
 
-var _ artifact.GitFetcher = Fetcher{}
+var _ build.GitFetcher = Fetcher{}
 
 // FetchGit resolves src to a commit and pushes its artifact to dst. A
 // local src.Path is read inside dir only (OpenLocal).

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/artifact/build"
 	"github.com/ferrypkg/ferry/artifact/definition"
 )
 
@@ -33,7 +33,7 @@ func TestMain(m *testing.M) {
 func createChild(dir, out string) {
 	def, err := definition.Load(dir)
 	if err == nil {
-		_, err = artifact.Create(context.Background(), def, artifact.CreateOptions{Output: out, Git: Fetcher{}})
+		_, err = build.Create(context.Background(), def, build.CreateOptions{Output: out, Git: Fetcher{}})
 	}
 	fmt.Printf("rss %d\n", peakRSS())
 	if err != nil {

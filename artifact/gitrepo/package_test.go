@@ -19,6 +19,7 @@ import (
 	"oras.land/oras-go/v2/content/memory"
 
 	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/artifact/build"
 	"github.com/ferrypkg/ferry/artifact/definition"
 	"github.com/ferrypkg/ferry/internal/testsupport/fixture"
 	"github.com/ferrypkg/ferry/internal/testsupport/peertool"
@@ -90,7 +91,7 @@ func TestPackage(t *testing.T) {
 	var pkg string
 	for i := range 2 {
 		pkg = filepath.Join(t.TempDir(), "gitops.tar")
-		res, err := artifact.Create(ctx, def, artifact.CreateOptions{Output: pkg, Git: Fetcher{}})
+		res, err := build.Create(ctx, def, build.CreateOptions{Output: pkg, Git: Fetcher{}})
 		if err != nil {
 			t.Fatalf("create %d: %v", i, err)
 		}
@@ -272,12 +273,12 @@ components:
 	}
 	def.Dir = defDir
 	out := filepath.Join(t.TempDir(), "x.tar")
-	_, err = artifact.Create(ctx, def, artifact.CreateOptions{Output: out, Git: Fetcher{}})
+	_, err = build.Create(ctx, def, build.CreateOptions{Output: out, Git: Fetcher{}})
 	var de *definition.Error
 	if !errors.As(err, &de) || de.Line != 10 || !strings.Contains(err.Error(), "is the same as https://git.example.com/org/fleet.git") {
 		t.Errorf("the same repository twice: %v", err)
 	}
-	if _, err := artifact.Create(ctx, def, artifact.CreateOptions{Output: out}); !errors.As(err, &de) || !strings.Contains(err.Error(), "git fetcher") {
+	if _, err := build.Create(ctx, def, build.CreateOptions{Output: out}); !errors.As(err, &de) || !strings.Contains(err.Error(), "git fetcher") {
 		t.Errorf("no fetcher: %v", err)
 	}
 	if _, err := os.Stat(out); !errors.Is(err, os.ErrNotExist) {
@@ -326,7 +327,7 @@ components:
 	}
 	def.Dir = defDir
 	pkg := filepath.Join(t.TempDir(), "big.tar")
-	res, err := artifact.Create(ctx, def, artifact.CreateOptions{Output: pkg, Git: Fetcher{}})
+	res, err := build.Create(ctx, def, build.CreateOptions{Output: pkg, Git: Fetcher{}})
 	if err != nil {
 		t.Fatal(err)
 	}

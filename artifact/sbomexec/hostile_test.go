@@ -18,6 +18,7 @@ import (
 	"oras.land/oras-go/v2/content/memory"
 
 	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/artifact/build"
 	"github.com/ferrypkg/ferry/artifact/sbomexec"
 	"github.com/ferrypkg/ferry/artifact/sbomexec/sbomexectest"
 	"github.com/ferrypkg/ferry/internal/testsupport/fixture"
@@ -82,7 +83,7 @@ func TestHostileImagesBounded(t *testing.T) {
 				t.Fatal(err)
 			}
 			start := time.Now()
-			_, err = gen.GenerateSBOM(ctx, mem, artifact.SBOMRequest{Ref: "example.com/hostile:1", Manifest: desc, Created: time.Unix(0, 0)})
+			_, err = gen.GenerateSBOM(ctx, mem, build.SBOMRequest{Ref: "example.com/hostile:1", Manifest: desc, Created: time.Unix(0, 0)})
 			var he *sbomexec.HelperError
 			if !errors.As(err, &he) || !errors.Is(err, sbomexec.ErrLimit) || strings.Contains(err.Error(), "\n") {
 				t.Fatalf("%v, want a one-line ErrLimit", err)
@@ -102,7 +103,7 @@ func TestHelperTimeLimit(t *testing.T) {
 	pidFile := filepath.Join(t.TempDir(), "pid")
 	gen := sbomexec.Generator{Path: fakeHelper(t, "sleep 300 & echo $! > "+pidFile+"; wait"), Limits: sbomexec.Limits{Timeout: time.Second}}
 	start := time.Now()
-	_, err := gen.GenerateSBOM(context.Background(), mem, artifact.SBOMRequest{Ref: "example.com/slow:1", Manifest: desc})
+	_, err := gen.GenerateSBOM(context.Background(), mem, build.SBOMRequest{Ref: "example.com/slow:1", Manifest: desc})
 	if !errors.Is(err, sbomexec.ErrLimit) || !strings.Contains(err.Error(), "the SBOM helper passed its limit of 1s") {
 		t.Fatalf("%v, want ErrLimit (time)", err)
 	}
@@ -145,7 +146,7 @@ func BenchmarkSBOMHostile(b *testing.B) {
 			}
 			for b.Loop() {
 				start := time.Now()
-				_, err := gen.GenerateSBOM(ctx, mem, artifact.SBOMRequest{Ref: "example.com/hostile:1", Manifest: desc, Created: time.Unix(0, 0)})
+				_, err := gen.GenerateSBOM(ctx, mem, build.SBOMRequest{Ref: "example.com/hostile:1", Manifest: desc, Created: time.Unix(0, 0)})
 				d := time.Since(start)
 				var he *sbomexec.HelperError
 				if !errors.As(err, &he) || !errors.Is(err, sbomexec.ErrLimit) {

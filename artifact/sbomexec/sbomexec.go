@@ -24,6 +24,7 @@ import (
 	"oras.land/oras-go/v2/content/oci"
 
 	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/artifact/build"
 	"github.com/ferrypkg/ferry/artifact/definition"
 	"github.com/ferrypkg/ferry/internal/childproc"
 	"github.com/ferrypkg/ferry/internal/scratch"
@@ -88,10 +89,10 @@ type Limits struct {
 // of its Limits.
 var ErrLimit = errors.New("the SBOM helper passed its limit")
 
-var _ artifact.SBOMGenerator = Generator{}
+var _ build.SBOMGenerator = Generator{}
 
 // GenerateSBOM implements artifact.SBOMGenerator.
-func (g Generator) GenerateSBOM(ctx context.Context, src content.Fetcher, req artifact.SBOMRequest) ([]byte, error) {
+func (g Generator) GenerateSBOM(ctx context.Context, src content.Fetcher, req build.SBOMRequest) ([]byte, error) {
 	if req.Manifest.MediaType != ocispec.MediaTypeImageManifest && req.Manifest.MediaType != "application/vnd.docker.distribution.manifest.v2+json" {
 		return nil, fmt.Errorf("%s: media type %q is not an image manifest", req.Manifest.Digest, req.Manifest.MediaType)
 	}

@@ -15,7 +15,7 @@ import (
 	"oras.land/oras-go/v2/content"
 	"oras.land/oras-go/v2/content/memory"
 
-	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/artifact/build"
 	"github.com/ferrypkg/ferry/artifact/definition"
 	"github.com/ferrypkg/ferry/artifact/sbomexec"
 	"github.com/ferrypkg/ferry/artifact/sbomexec/sbomexectest"
@@ -64,7 +64,7 @@ func TestGenerateSBOM(t *testing.T) {
 			`"documentNamespace":"https://ferry.dev/spdx/` + desc.Digest.Encoded() + `"`, `"libferry1"`, `"` + fixture.GoModule + `"`}},
 		{definition.SBOMFormatCycloneDX, []string{`"bomFormat":"CycloneDX"`, `"timestamp":"2023-11-14T22:13:20Z"`, `"libferry1"`, `"ferry-tools"`}},
 	} {
-		req := artifact.SBOMRequest{Ref: "example.com/app:1.0", Manifest: desc, Platform: "linux/amd64", Format: c.format, Created: time.Unix(1700000000, 0)}
+		req := build.SBOMRequest{Ref: "example.com/app:1.0", Manifest: desc, Platform: "linux/amd64", Format: c.format, Created: time.Unix(1700000000, 0)}
 		doc, err := gen.GenerateSBOM(ctx, mem, req)
 		if err != nil {
 			t.Fatalf("%q: %v", c.format, err)
@@ -103,7 +103,7 @@ func (f tamperFetcher) Fetch(ctx context.Context, d ocispec.Descriptor) (io.Read
 func TestGenerateChecksBlobs(t *testing.T) {
 	mem, desc := fixtureImage(t)
 	gen := sbomexec.Generator{Path: fakeHelper(t, "echo ran >&2; exit 1")}
-	_, err := gen.GenerateSBOM(context.Background(), tamperFetcher{mem}, artifact.SBOMRequest{Ref: "example.com/app:1.0", Manifest: desc})
+	_, err := gen.GenerateSBOM(context.Background(), tamperFetcher{mem}, build.SBOMRequest{Ref: "example.com/app:1.0", Manifest: desc})
 	if !errors.Is(err, content.ErrMismatchedDigest) {
 		t.Fatalf("a tampered layer: %v, want content.ErrMismatchedDigest", err)
 	}
@@ -126,7 +126,7 @@ func fakeHelper(t *testing.T, body string) string {
 func TestGenerateHelper(t *testing.T) {
 	mem, desc := fakeImage(t)
 	ctx := context.Background()
-	req := artifact.SBOMRequest{Ref: "example.com/app:1.0", Manifest: desc, Format: definition.SBOMFormatCycloneDX, Created: time.Unix(0, 0)}
+	req := build.SBOMRequest{Ref: "example.com/app:1.0", Manifest: desc, Format: definition.SBOMFormatCycloneDX, Created: time.Unix(0, 0)}
 
 	args := filepath.Join(t.TempDir(), "args")
 	// The script records its arguments and checks the layout: index.json
@@ -200,7 +200,7 @@ func TestFindHelper(t *testing.T) {
 	if _, err := sbomexec.FindHelper(); !errors.Is(err, sbomexec.ErrHelperNotFound) {
 		t.Errorf("nowhere: %v", err)
 	}
-	if _, err := (sbomexec.Generator{}).GenerateSBOM(context.Background(), memory.New(), artifact.SBOMRequest{Manifest: ocispec.Descriptor{MediaType: ocispec.MediaTypeImageManifest}}); !errors.Is(err, sbomexec.ErrHelperNotFound) {
+	if _, err := (sbomexec.Generator{}).GenerateSBOM(context.Background(), memory.New(), build.SBOMRequest{Manifest: ocispec.Descriptor{MediaType: ocispec.MediaTypeImageManifest}}); !errors.Is(err, sbomexec.ErrHelperNotFound) {
 		t.Errorf("the zero Generator, no helper: %v", err)
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/artifact/build"
 	"github.com/ferrypkg/ferry/artifact/definition"
 	"github.com/ferrypkg/ferry/artifact/key"
 	"github.com/ferrypkg/ferry/artifact/zarf"
@@ -172,7 +173,7 @@ func TestExtractImport(t *testing.T) {
 	if strings.Contains(joined, "build record") || strings.Contains(joined, "aggregateChecksum") {
 		t.Errorf("a built package's own records reported:\n%s", joined)
 	}
-	created, err := artifact.Create(context.Background(), def, artifact.CreateOptions{Output: filepath.Join(dir, "built.tar.zst")})
+	created, err := build.Create(context.Background(), def, build.CreateOptions{Output: filepath.Join(dir, "built.tar.zst")})
 	if err != nil {
 		t.Fatal(err)
 	}

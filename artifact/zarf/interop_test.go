@@ -12,6 +12,7 @@ import (
 	"oras.land/oras-go/v2/registry/remote"
 
 	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/artifact/build"
 	"github.com/ferrypkg/ferry/artifact/definition"
 	"github.com/ferrypkg/ferry/artifact/zarf"
 	"github.com/ferrypkg/ferry/artifact/zarf/zarftest"
@@ -48,10 +49,10 @@ func TestZarfInterop(t *testing.T) {
 	dir := t.TempDir()
 
 	// Convert + create.
-	res, converted := zp.Convert(ctx, t, artifact.CreateOptions{Output: filepath.Join(dir, "converted.tar.zst")})
+	res, converted := zp.Convert(ctx, t, build.CreateOptions{Output: filepath.Join(dir, "converted.tar.zst")})
 
 	// Import.
-	im := zp.Import(ctx, t, artifact.CreateOptions{Output: filepath.Join(dir, "imported.tar.zst")})
+	im := zp.Import(ctx, t, build.CreateOptions{Output: filepath.Join(dir, "imported.tar.zst")})
 	pkg, ires, imported := im.Zarf, im.Result, im.Created
 	if !pkg.Verified {
 		t.Error("Zarf's signature not verified")

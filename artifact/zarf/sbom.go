@@ -16,6 +16,7 @@ import (
 	"oras.land/oras-go/v2/content"
 
 	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/artifact/build"
 	"github.com/ferrypkg/ferry/artifact/definition"
 	"github.com/ferrypkg/ferry/internal/confine"
 )
@@ -168,13 +169,13 @@ func (c *converter) layoutManifests() (map[string]digest.Digest, error) {
 // gets no SBOM. So Zarf's document wins where there is one.
 type SBOMs struct {
 	Images []ImageSBOM
-	Next   artifact.SBOMGenerator
+	Next   build.SBOMGenerator
 }
 
-var _ artifact.SBOMFormatGenerator = SBOMs{}
+var _ build.SBOMFormatGenerator = SBOMs{}
 
 // GenerateSBOM implements artifact.SBOMGenerator.
-func (s SBOMs) GenerateSBOM(ctx context.Context, src content.Fetcher, req artifact.SBOMRequest) ([]byte, error) {
+func (s SBOMs) GenerateSBOM(ctx context.Context, src content.Fetcher, req build.SBOMRequest) ([]byte, error) {
 	doc, _, err := s.GenerateSBOMFormat(ctx, src, req)
 	return doc, err
 }
@@ -182,7 +183,7 @@ func (s SBOMs) GenerateSBOM(ctx context.Context, src content.Fetcher, req artifa
 // GenerateSBOMFormat implements artifact.SBOMFormatGenerator: Zarf's
 // document of req.Manifest as req.Ref, read again bounded and checked to
 // be one JSON object with Syft's "schema", in SBOMFormatSyft.
-func (s SBOMs) GenerateSBOMFormat(ctx context.Context, src content.Fetcher, req artifact.SBOMRequest) ([]byte, definition.SBOMFormat, error) {
+func (s SBOMs) GenerateSBOMFormat(ctx context.Context, src content.Fetcher, req build.SBOMRequest) ([]byte, definition.SBOMFormat, error) {
 	ref, _ := definition.NormalizeImageRef(req.Ref)
 	for _, i := range s.Images {
 		if i.Ref != ref || i.Manifest != req.Manifest.Digest {
@@ -204,8 +205,8 @@ func (s SBOMs) GenerateSBOMFormat(ctx context.Context, src content.Fetcher, req 
 	}
 	switch g := s.Next.(type) {
 	case nil:
-		return nil, "", artifact.ErrNoSBOM
-	case artifact.SBOMFormatGenerator:
+		return nil, "", build.ErrNoSBOM
+	case build.SBOMFormatGenerator:
 		return g.GenerateSBOMFormat(ctx, src, req)
 	default:
 		doc, err := g.GenerateSBOM(ctx, src, req)

@@ -19,6 +19,7 @@ import (
 	"oras.land/oras-go/v2/content/oci"
 
 	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/artifact/build"
 	"github.com/ferrypkg/ferry/artifact/definition"
 	"github.com/ferrypkg/ferry/artifact/zarf"
 	"github.com/ferrypkg/ferry/internal/testsupport/fixture"
@@ -108,13 +109,13 @@ func sbomPackage(t *testing.T, dir string, sboms map[string][]byte, plain bool) 
 // document, naming the image.
 type spdxGen struct{}
 
-func (spdxGen) GenerateSBOM(_ context.Context, _ content.Fetcher, req artifact.SBOMRequest) ([]byte, error) {
+func (spdxGen) GenerateSBOM(_ context.Context, _ content.Fetcher, req build.SBOMRequest) ([]byte, error) {
 	return []byte(`{"spdxVersion":"SPDX-2.3","name":"` + req.Ref + `"}`), nil
 }
 
 // importSBOMs extracts and imports archive and creates its ferry package
 // with gen (zarf.SBOMs serving the import's documents, over next).
-func importSBOMs(t *testing.T, archive string, next artifact.SBOMGenerator) (*zarf.Result, *artifact.CreateResult, error) {
+func importSBOMs(t *testing.T, archive string, next build.SBOMGenerator) (*zarf.Result, *build.CreateResult, error) {
 	t.Helper()
 	dir := t.TempDir()
 	pkg, err := zarf.Extract(archive, filepath.Join(dir, "x"), nil)
@@ -133,7 +134,7 @@ func importSBOMs(t *testing.T, archive string, next artifact.SBOMGenerator) (*za
 	if err != nil {
 		t.Fatalf("%v\n%s", err, res.Definition)
 	}
-	created, err := artifact.Create(context.Background(), def, artifact.CreateOptions{
+	created, err := build.Create(context.Background(), def, build.CreateOptions{
 		Output: filepath.Join(dir, "p.tar.zst"), SBOM: zarf.SBOMs{Images: res.SBOMs, Next: next},
 	})
 	if err != nil {
@@ -160,7 +161,7 @@ func TestImportSBOMs(t *testing.T) {
 	}, false)
 	for _, tc := range []struct {
 		name string
-		next artifact.SBOMGenerator
+		next build.SBOMGenerator
 	}{{"zarf only", nil}, {"with --sbom", spdxGen{}}} {
 		t.Run(tc.name, func(t *testing.T) {
 			res, created, err := importSBOMs(t, archive, tc.next)
@@ -246,7 +247,7 @@ func TestImportSBOMRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = artifact.Create(context.Background(), def, artifact.CreateOptions{Output: filepath.Join(t.TempDir(), "p.tar"), SBOM: zarf.SBOMs{Images: res.SBOMs}})
+	_, err = build.Create(context.Background(), def, build.CreateOptions{Output: filepath.Join(t.TempDir(), "p.tar"), SBOM: zarf.SBOMs{Images: res.SBOMs}})
 	if err == nil || !strings.Contains(err.Error(), "is not a Syft JSON document") {
 		t.Errorf("an SPDX document as Zarf's: %v", err)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/artifact/build"
 	"github.com/ferrypkg/ferry/artifact/definition"
 	"github.com/ferrypkg/ferry/artifact/gitrepo"
 	"github.com/ferrypkg/ferry/artifact/sbomexec"
@@ -91,7 +92,7 @@ refused, naming it.`,
 					return fmt.Errorf("--sbom-format must be %s or %s, not %q", definition.SBOMFormatSPDX, definition.SBOMFormatCycloneDX, sbomFormat)
 				}
 			}
-			epoch, err := artifact.SourceDateEpoch()
+			epoch, err := build.SourceDateEpoch()
 			if err != nil {
 				return err
 			}
@@ -112,7 +113,7 @@ refused, naming it.`,
 			if err != nil {
 				return err
 			}
-			opts := artifact.CreateOptions{Charts: charts, Render: charts, SBOM: gen, Git: gitrepo.Fetcher{}, Output: file.Path, Format: artifact.Format(format), Remote: ro, Epoch: epoch}
+			opts := build.CreateOptions{Charts: charts, Render: charts, SBOM: gen, Git: gitrepo.Fetcher{}, Output: file.Path, Format: artifact.Format(format), Remote: ro, Epoch: epoch}
 			if opts.Output == "" && opts.Format != "" {
 				opts.Output = def.Metadata.Name + "-" + def.Metadata.Version + opts.Format.Ext()
 			}
@@ -123,7 +124,7 @@ refused, naming it.`,
 			}
 			progress, done := cli.NewProgress(cmd)
 			opts.Progress = progress
-			res, err := artifact.Create(cmd.Context(), def, opts)
+			res, err := build.Create(cmd.Context(), def, opts)
 			done()
 			if err != nil {
 				return renderAdvice(err)
@@ -184,7 +185,7 @@ func partsOf(ps *artifact.Parts) []artifact.Part {
 
 // foundOf lists, by component, the images create added for components
 // with `findImages: true`.
-func foundOf(res *artifact.CreateResult) map[string][]string {
+func foundOf(res *build.CreateResult) map[string][]string {
 	out := map[string][]string{}
 	for _, c := range res.Found {
 		out[c.Name] = c.Missing
@@ -204,7 +205,7 @@ func repositoriesOf(cfg *artifact.Config) []artifact.Repository {
 // sbomGenerator returns the generator of def's SBOMs: none when def has
 // them off or has no image, else one running the ferry-sbom helper, which
 // must then be found.
-func sbomGenerator(def *definition.Definition) (artifact.SBOMGenerator, error) {
+func sbomGenerator(def *definition.Definition) (build.SBOMGenerator, error) {
 	if def.SBOM.Disabled || !slices.ContainsFunc(def.Components, func(c definition.Component) bool { return len(c.Images) > 0 || c.FindImages }) {
 		return nil, nil
 	}

@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/artifact/build"
 	"github.com/ferrypkg/ferry/artifact/definition"
 	"github.com/ferrypkg/ferry/cmd/ferry/internal/cli"
 	"github.com/ferrypkg/ferry/deploy"
@@ -76,7 +76,7 @@ chart past a limit is refused, naming it.`,
 			if err != nil {
 				return err
 			}
-			found, err := artifact.FindImages(cmd.Context(), def, artifact.FindImagesOptions{
+			found, err := build.FindImages(cmd.Context(), def, build.FindImagesOptions{
 				Charts: charts, Render: charts, Remote: ro, Values: values, KubeVersion: kubeVersion,
 			})
 			if err != nil {
@@ -111,7 +111,7 @@ chart past a limit is refused, naming it.`,
 	cmd.Flags().BoolVar(&write, "write", false, "add the missing images to ferry.yaml")
 	cmd.Flags().BoolVar(&check, "check", false, "exit 1 when an image is missing (unless --write added it)")
 	cmd.Flags().StringArrayVar(&set, "set", nil, "chart value KEY=VALUE, as helm --set and deploy --set (repeatable; given to every chart)")
-	cmd.Flags().StringVar(&kubeVersion, "kube-version", artifact.DefaultKubeVersion, "the Kubernetes version charts are rendered for (.Capabilities.KubeVersion)")
+	cmd.Flags().StringVar(&kubeVersion, "kube-version", build.DefaultKubeVersion, "the Kubernetes version charts are rendered for (.Capabilities.KubeVersion)")
 	remote.RegisterTLS(cmd)
 	output.Register(cmd)
 	render.register(cmd)
@@ -119,7 +119,7 @@ chart past a limit is refused, naming it.`,
 }
 
 // printFound prints what find-images found, component by component.
-func printFound(cmd *cobra.Command, def *definition.Definition, found *artifact.FoundImages, missing int, written bool) {
+func printFound(cmd *cobra.Command, def *definition.Definition, found *build.FoundImages, missing int, written bool) {
 	out := cmd.OutOrStdout()
 	var table bytes.Buffer
 	tw := tabwriter.NewWriter(&table, 0, 4, 2, ' ', 0)

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/artifact/build"
 	"github.com/ferrypkg/ferry/artifact/chart"
 	"github.com/ferrypkg/ferry/artifact/definition"
 	"github.com/ferrypkg/ferry/artifact/gitrepo"
@@ -99,11 +100,11 @@ reports it.`,
 				def.SBOM.Disabled = false
 				gen = zarf.SBOMs{Images: res.SBOMs, Next: gen}
 			}
-			epoch, err := artifact.SourceDateEpoch()
+			epoch, err := build.SourceDateEpoch()
 			if err != nil {
 				return err
 			}
-			opts := artifact.CreateOptions{Charts: chart.Packager{}, Git: gitrepo.Fetcher{}, SBOM: gen, Output: file.Path, Epoch: epoch}
+			opts := build.CreateOptions{Charts: chart.Packager{}, Git: gitrepo.Fetcher{}, SBOM: gen, Output: file.Path, Epoch: epoch}
 			if signKey != "" {
 				if opts.SignKey, err = loadSignKey(cmd, signKey); err != nil {
 					return err
@@ -111,7 +112,7 @@ reports it.`,
 			}
 			progress, done := cli.NewProgress(cmd)
 			opts.Progress = progress
-			created, err := artifact.Create(cmd.Context(), def, opts)
+			created, err := build.Create(cmd.Context(), def, opts)
 			done()
 			if err != nil {
 				return err

@@ -37,6 +37,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/artifact/build"
 	"github.com/ferrypkg/ferry/artifact/definition"
 	"github.com/ferrypkg/ferry/artifact/key"
 	"github.com/ferrypkg/ferry/deploy/api/v1alpha1"
@@ -122,7 +123,7 @@ func newWorld(t *testing.T) *world {
 	if err != nil {
 		t.Fatal(err)
 	}
-	created, err := artifact.Create(ctx, def, artifact.CreateOptions{Output: filepath.Join(dir, "hello.tar"), SignKey: signer})
+	created, err := build.Create(ctx, def, build.CreateOptions{Output: filepath.Join(dir, "hello.tar"), SignKey: signer})
 	if err != nil {
 		t.Fatal(err)
 	}

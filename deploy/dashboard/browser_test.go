@@ -13,6 +13,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/artifact/build"
 	"github.com/ferrypkg/ferry/artifact/chart"
 	"github.com/ferrypkg/ferry/artifact/definition"
 	"github.com/ferrypkg/ferry/internal/testsupport/browser"
@@ -107,7 +108,7 @@ func TestUploadPartsInBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := t.TempDir()
-	res, err := artifact.Create(context.Background(), def, artifact.CreateOptions{Charts: chart.Packager{}, Output: filepath.Join(out, "parted.tar")})
+	res, err := build.Create(context.Background(), def, build.CreateOptions{Charts: chart.Packager{}, Output: filepath.Join(out, "parted.tar")})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"oras.land/oras-go/v2/content/oci"
 
 	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/artifact/build"
 	"github.com/ferrypkg/ferry/artifact/chart"
 	"github.com/ferrypkg/ferry/artifact/definition"
 	"github.com/ferrypkg/ferry/internal/testsupport/fixture"
@@ -64,7 +65,7 @@ func mirrorPackage(t *testing.T) (*artifact.Reader, map[string]string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := artifact.Create(ctx, d, artifact.CreateOptions{Charts: chart.Packager{}, Output: filepath.Join(t.TempDir(), "m.tar.zst")})
+	res, err := build.Create(ctx, d, build.CreateOptions{Charts: chart.Packager{}, Output: filepath.Join(t.TempDir(), "m.tar.zst")})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,6 +19,7 @@ import (
 	"testing"
 
 	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/artifact/build"
 	"github.com/ferrypkg/ferry/artifact/chart"
 	"github.com/ferrypkg/ferry/artifact/definition"
 	"github.com/ferrypkg/ferry/artifact/gitrepo"
@@ -235,7 +236,7 @@ spec:
 // Convert converts p's zarf.yaml (convert) and creates a ferry package from
 // it with opts (Charts and Git filled in when unset), as `ferry convert`
 // then `ferry create` do.
-func (p *Package) Convert(ctx context.Context, t testing.TB, opts artifact.CreateOptions) (*zarf.Result, *artifact.CreateResult) {
+func (p *Package) Convert(ctx context.Context, t testing.TB, opts build.CreateOptions) (*zarf.Result, *build.CreateResult) {
 	t.Helper()
 	file := filepath.Join(p.Src, "zarf.yaml")
 	data, err := os.ReadFile(file)
@@ -251,7 +252,7 @@ func (p *Package) Convert(ctx context.Context, t testing.TB, opts artifact.Creat
 	if err != nil {
 		t.Fatal(err)
 	}
-	created, err := artifact.Create(ctx, def, withSources(opts))
+	created, err := build.Create(ctx, def, withSources(opts))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -264,13 +265,13 @@ type Imported struct {
 	Zarf *zarf.Package
 	// Result is what import made of it; Created the ferry package.
 	Result  *zarf.Result
-	Created *artifact.CreateResult
+	Created *build.CreateResult
 }
 
 // Import extracts p.Built (its signature verified with p.PublicKey), imports
 // it and creates a ferry package with opts (Charts, Git and Zarf's SBOMs
 // filled in), as `ferry import` does.
-func (p *Package) Import(ctx context.Context, t testing.TB, opts artifact.CreateOptions) *Imported {
+func (p *Package) Import(ctx context.Context, t testing.TB, opts build.CreateOptions) *Imported {
 	t.Helper()
 	pub, err := artifact.LoadPublicKey(p.PublicKey)
 	if err != nil {
@@ -293,14 +294,14 @@ func (p *Package) Import(ctx context.Context, t testing.TB, opts artifact.Create
 	if opts.SBOM == nil {
 		opts.SBOM = zarf.SBOMs{Images: res.SBOMs}
 	}
-	created, err := artifact.Create(ctx, def, opts)
+	created, err := build.Create(ctx, def, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return &Imported{Zarf: pkg, Result: res, Created: created}
 }
 
-func withSources(opts artifact.CreateOptions) artifact.CreateOptions {
+func withSources(opts build.CreateOptions) build.CreateOptions {
 	if opts.Charts == nil {
 		opts.Charts = chart.Packager{}
 	}

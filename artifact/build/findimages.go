@@ -1,4 +1,4 @@
-package artifact
+package build
 
 import (
 	"context"
@@ -9,7 +9,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/artifact/definition"
+	"github.com/ferrypkg/ferry/artifact/internal/graph"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"oras.land/oras-go/v2/content"
 )
@@ -60,7 +62,7 @@ type FindImagesOptions struct {
 	Charts ChartPackager
 	Render ChartRenderer
 	// Remote says how to reach registries for oci:// charts.
-	Remote RemoteOptions
+	Remote artifact.RemoteOptions
 	// Values are given to every chart, as deploy's --set gives them; nil
 	// renders the charts' defaults.
 	Values map[string]any
@@ -180,15 +182,15 @@ func (f *imageFinder) chart(ctx context.Context, cd definition.Chart, found imag
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
-	ns, rel := Chart{Name: name, Namespace: cd.Namespace, ReleaseName: cd.ReleaseName}.Release()
+	ns, rel := artifact.Chart{Name: name, Namespace: cd.Namespace, ReleaseName: cd.ReleaseName}.Release()
 	manifests, err := f.opts.Render.RenderChart(ctx, archive, ChartRelease{Name: rel, Namespace: ns, Values: f.opts.Values, KubeVersion: f.opts.KubeVersion})
 	if err != nil {
 		return fmt.Errorf("%s: render: %w", what, err)
 	}
 	var size int
 	for _, m := range manifests {
-		if size += len(m.Data); size > MaxManifestBundleSize {
-			return fmt.Errorf("%s renders more than %d bytes", what, MaxManifestBundleSize)
+		if size += len(m.Data); size > artifact.MaxManifestBundleSize {
+			return fmt.Errorf("%s renders more than %d bytes", what, artifact.MaxManifestBundleSize)
 		}
 	}
 	for _, m := range manifests {
@@ -220,8 +222,8 @@ func (f *imageFinder) chartArchive(ctx context.Context, cd definition.Chart) ([]
 		if err != nil {
 			return nil, "", err
 		}
-		if !fi.IsDir() && fi.Size() > MaxChartSize {
-			return nil, "", fmt.Errorf("larger than %d bytes", MaxChartSize)
+		if !fi.IsDir() && fi.Size() > artifact.MaxChartSize {
+			return nil, "", fmt.Errorf("larger than %d bytes", artifact.MaxChartSize)
 		}
 		if archive, config, err = f.opts.Charts.PackageChart(ctx, f.folder.FS(), name, time.Unix(0, 0).UTC()); err != nil {
 			return nil, "", fmt.Errorf("load: %w", err)
@@ -245,32 +247,32 @@ func (f *imageFinder) remoteChart(ctx context.Context, cd definition.Chart) (arc
 	}
 	desc, err := repo.Resolve(ctx, repo.Reference.Reference)
 	if err != nil {
-		return nil, nil, withRef("resolve chart", ref, err)
+		return nil, nil, artifact.WithRef("resolve chart", ref, err)
 	}
-	data, err := fetchSmall(ctx, repo, desc)
+	data, err := artifact.FetchManifest(ctx, repo, desc)
 	if err != nil {
 		return nil, nil, err
 	}
 	var m ocispec.Manifest
-	if err := json.Unmarshal(data, &m); err != nil || m.Config.MediaType != MediaTypeHelmConfig {
+	if err := json.Unmarshal(data, &m); err != nil || m.Config.MediaType != artifact.MediaTypeHelmConfig {
 		return nil, nil, fmt.Errorf("%s is not a Helm chart", ref)
 	}
-	if config, err = fetchSmall(ctx, repo, m.Config); err != nil {
+	if config, err = artifact.FetchManifest(ctx, repo, m.Config); err != nil {
 		return nil, nil, err
 	}
-	i := slices.IndexFunc(m.Layers, func(l ocispec.Descriptor) bool { return l.MediaType == MediaTypeHelmChart })
+	i := slices.IndexFunc(m.Layers, func(l ocispec.Descriptor) bool { return l.MediaType == artifact.MediaTypeHelmChart })
 	if i < 0 {
-		return nil, nil, fmt.Errorf("%s has no %s layer", ref, MediaTypeHelmChart)
+		return nil, nil, fmt.Errorf("%s has no %s layer", ref, artifact.MediaTypeHelmChart)
 	}
 	layer := m.Layers[i]
-	if err := checkDescriptor(layer); err != nil {
+	if err := graph.CheckDescriptor(layer); err != nil {
 		return nil, nil, err
 	}
-	if layer.Size > MaxChartSize {
-		return nil, nil, fmt.Errorf("%s: the chart is larger than %d bytes", ref, MaxChartSize)
+	if layer.Size > artifact.MaxChartSize {
+		return nil, nil, fmt.Errorf("%s: the chart is larger than %d bytes", ref, artifact.MaxChartSize)
 	}
 	if archive, err = content.FetchAll(ctx, repo, layer); err != nil {
-		return nil, nil, &BlobError{Op: "fetch", Digest: layer.Digest, Err: err}
+		return nil, nil, &artifact.BlobError{Op: "fetch", Digest: layer.Digest, Err: err}
 	}
 	return archive, config, nil
 }
@@ -288,7 +290,7 @@ func (b *builder) findImages(ctx context.Context, ci int, cd definition.Componen
 	var added []definition.Image
 	for _, ref := range found.Missing {
 		added = append(added, definition.Image{Ref: ref, Line: cd.Line})
-		b.progress(Progress{Phase: PhaseResolve, Item: "found image " + ref})
+		b.progress(artifact.Progress{Phase: artifact.PhaseResolve, Item: "found image " + ref})
 	}
 	return added, nil
 }

@@ -1,4 +1,4 @@
-package artifact
+package build
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"oras.land/oras-go/v2/content"
 
+	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/artifact/definition"
 	"github.com/ferrypkg/ferry/artifact/imagesig"
 	"github.com/ferrypkg/ferry/internal/scratch"
@@ -31,22 +32,22 @@ type CreateOptions struct {
 	Output string
 	// Format is the archive format; if empty, taken from Output's extension,
 	// FormatTarZstd by default.
-	Format Format
+	Format artifact.Format
 	// Remote says how to reach registries for images and charts.
-	Remote RemoteOptions
+	Remote artifact.RemoteOptions
 	// Epoch is the time written where a time must appear (tar mtimes, the
 	// created annotation); if nil, the Unix epoch and no created annotation.
 	// SourceDateEpoch reads it from SOURCE_DATE_EPOCH.
 	Epoch *time.Time
 	// Progress, if set, receives progress reports.
-	Progress ProgressFunc
+	Progress artifact.ProgressFunc
 	// Charts packages the definition's charts in folders and .tgz files;
 	// without one such a definition fails. Package artifact/chart has
 	// Helm's (chart.Packager{}).
 	Charts ChartPackager
 	// SignKey, if set, signs the root digest; the signature is stored in
 	// the package as Sign stores it.
-	SignKey Signer
+	SignKey artifact.Signer
 	// SBOM, if set, makes an SBOM of every image platform manifest kept
 	// (unless the definition says `sbom: {enabled: false}`), in the
 	// definition's format, SPDX JSON by default. Package artifact/sbomexec
@@ -69,14 +70,14 @@ type CreateOptions struct {
 // a Path is a local repository: Path is slash-separated and relative to
 // dir, the definition's folder, and nothing outside dir may be read for it.
 type GitFetcher interface {
-	FetchGit(ctx context.Context, src definition.Repository, dir *os.Root, dst content.Pusher) (Repository, ocispec.Descriptor, error)
+	FetchGit(ctx context.Context, src definition.Repository, dir *os.Root, dst content.Pusher) (artifact.Repository, ocispec.Descriptor, error)
 }
 
 // CreateResult describes a created package.
 type CreateResult struct {
 	Path   string
 	Root   ocispec.Descriptor
-	Config *Config
+	Config *artifact.Config
 	// Size is the archive's size in bytes; Blobs the number of distinct blobs.
 	Size  int64
 	Blobs int
@@ -116,31 +117,31 @@ func Create(ctx context.Context, def *definition.Definition, opts CreateOptions)
 		return nil, err
 	}
 	if opts.SignKey != nil {
-		if err := pkg.sign(opts.SignKey); err != nil {
+		if err := pkg.Sign(opts.SignKey); err != nil {
 			return nil, err
 		}
 	}
 	out := opts.Output
 	if out == "" {
-		out = def.Metadata.Name + "-" + def.Metadata.Version + FormatTarZstd.Ext()
+		out = def.Metadata.Name + "-" + def.Metadata.Version + artifact.FormatTarZstd.Ext()
 	}
 	format := opts.Format
 	if format == "" {
-		format = FormatFromPath(out)
+		format = artifact.FormatFromPath(out)
 	}
-	size, err := writeFileAtomic(out, func(w io.Writer) error {
-		return pkg.writeArchive(ctx, w, format, opts.Progress)
+	size, err := artifact.WriteFileAtomic(out, func(w io.Writer) error {
+		return pkg.WriteArchive(ctx, w, format, opts.Progress)
 	})
 	if err != nil {
 		return nil, err
 	}
-	return &CreateResult{Path: out, Root: pkg.root, Config: pkg.config, Size: size, Blobs: len(pkg.blobs), Found: b.found}, nil
+	return &CreateResult{Path: out, Root: pkg.Root, Config: pkg.Config, Size: size, Blobs: len(pkg.Blobs), Found: b.found}, nil
 }
 
 type builder struct {
 	def  *definition.Definition
 	opts CreateOptions
-	plan plan
+	plan artifact.Plan
 	// folder is the definition's folder: every file it names is read
 	// through it.
 	folder *definition.Folder
@@ -164,32 +165,32 @@ func (b *builder) cleanup() {
 }
 
 // repository resolves a git repository to a commit and adds its artifact.
-func (b *builder) repository(ctx context.Context, gd definition.Repository) (ocispec.Descriptor, Repository, error) {
+func (b *builder) repository(ctx context.Context, gd definition.Repository) (ocispec.Descriptor, artifact.Repository, error) {
 	if b.opts.Git == nil {
-		return ocispec.Descriptor{}, Repository{}, errors.New("git repositories need a git fetcher (this build of ferry has none)")
+		return ocispec.Descriptor{}, artifact.Repository{}, errors.New("git repositories need a git fetcher (this build of ferry has none)")
 	}
 	rel := gd.Path
 	if gd.Path != "" {
 		n, err := b.folder.CleanPath(gd.Path)
 		if err != nil {
-			return ocispec.Descriptor{}, Repository{}, err
+			return ocispec.Descriptor{}, artifact.Repository{}, err
 		}
 		gd.Path = n
 	}
 	dst := &blobPusher{b: b}
 	rec, desc, err := b.opts.Git.FetchGit(ctx, gd, b.folder.Root(), dst)
 	if err != nil {
-		return ocispec.Descriptor{}, Repository{}, err
+		return ocispec.Descriptor{}, artifact.Repository{}, err
 	}
 	if prev, dup := b.repos[rec.Key]; dup {
-		return ocispec.Descriptor{}, Repository{}, fmt.Errorf("repository %s is the same as %s, already in the package", rec.URL, prev)
+		return ocispec.Descriptor{}, artifact.Repository{}, fmt.Errorf("repository %s is the same as %s, already in the package", rec.URL, prev)
 	}
 	if b.repos == nil {
 		b.repos = map[string]string{}
 	}
 	b.repos[rec.Key] = rec.URL
-	if _, ok := b.plan.blobs[desc.Digest]; !ok {
-		return ocispec.Descriptor{}, Repository{}, fmt.Errorf("the git fetcher did not store the manifest %s of %s", desc.Digest, rec.URL)
+	if _, ok := b.plan.Blobs[desc.Digest]; !ok {
+		return ocispec.Descriptor{}, artifact.Repository{}, fmt.Errorf("the git fetcher did not store the manifest %s of %s", desc.Digest, rec.URL)
 	}
 	rec.Source = filepath.ToSlash(rel)
 	rec.Digest, rec.Size = desc.Digest, dst.size
@@ -207,12 +208,12 @@ type blobPusher struct {
 // be read (and checked again) when the archive is written.
 func (p *blobPusher) Push(_ context.Context, d ocispec.Descriptor, r io.Reader) error {
 	p.size += d.Size
-	if d.Size <= MaxManifestSize {
+	if d.Size <= artifact.MaxManifestSize {
 		data, err := content.ReadAll(r, d)
 		if err != nil {
 			return err
 		}
-		p.b.add(&blob{desc: d, data: data})
+		p.b.add(&artifact.Blob{Desc: d, Data: data})
 		return nil
 	}
 	if p.b.spool == nil {
@@ -238,34 +239,34 @@ func (p *blobPusher) Push(_ context.Context, d ocispec.Descriptor, r io.Reader) 
 	if err != nil {
 		return err
 	}
-	p.b.add(&blob{desc: d, open: func(context.Context) (io.ReadCloser, error) { return os.Open(path) }})
+	p.b.add(&artifact.Blob{Desc: d, Open: func(context.Context) (io.ReadCloser, error) { return os.Open(path) }})
 	return nil
 }
 
 func newBuilder(def *definition.Definition, opts CreateOptions) *builder {
 	b := &builder{def: def, opts: opts}
-	b.plan.blobs = map[digest.Digest]*blob{}
-	b.plan.mtime = time.Unix(0, 0).UTC()
+	b.plan.Blobs = map[digest.Digest]*artifact.Blob{}
+	b.plan.Mtime = time.Unix(0, 0).UTC()
 	if opts.Epoch != nil {
-		b.plan.mtime = opts.Epoch.UTC()
+		b.plan.Mtime = opts.Epoch.UTC()
 	}
 	return b
 }
 
-func (b *builder) add(bl *blob) {
-	if prev, ok := b.plan.blobs[bl.desc.Digest]; ok {
-		if prev.data == nil && bl.data != nil {
-			prev.data, prev.open = bl.data, nil
+func (b *builder) add(bl *artifact.Blob) {
+	if prev, ok := b.plan.Blobs[bl.Desc.Digest]; ok {
+		if prev.Data == nil && bl.Data != nil {
+			prev.Data, prev.Open = bl.Data, nil
 		}
 		return
 	}
-	b.plan.blobs[bl.desc.Digest] = bl
+	b.plan.Blobs[bl.Desc.Digest] = bl
 }
 
 // addData stores data as a blob and returns its descriptor.
 func (b *builder) addData(mediaType string, data []byte) ocispec.Descriptor {
 	d := content.NewDescriptorFromBytes(mediaType, data)
-	b.add(&blob{desc: d, data: data})
+	b.add(&artifact.Blob{Desc: d, Data: data})
 	return d
 }
 
@@ -277,20 +278,20 @@ func (b *builder) addJSON(mediaType string, v any) (ocispec.Descriptor, []byte, 
 	if err != nil {
 		return ocispec.Descriptor{}, nil, err
 	}
-	if len(data) > MaxManifestSize {
+	if len(data) > artifact.MaxManifestSize {
 		what := mediaType
-		if mediaType == MediaTypeConfig {
+		if mediaType == artifact.MediaTypeConfig {
 			what = "ferry.json"
 		}
-		return ocispec.Descriptor{}, nil, fmt.Errorf("the package would hold a %s of %d bytes, more than the %d a package allows: too many files, images, charts or manifests for one package (split it into several)", what, len(data), MaxManifestSize)
+		return ocispec.Descriptor{}, nil, fmt.Errorf("the package would hold a %s of %d bytes, more than the %d a package allows: too many files, images, charts or manifests for one package (split it into several)", what, len(data), artifact.MaxManifestSize)
 	}
 	return b.addData(mediaType, data), data, nil
 }
 
-func (b *builder) build(ctx context.Context) (*plan, error) {
+func (b *builder) build(ctx context.Context) (*artifact.Plan, error) {
 	def := b.def
-	cfg := &Config{
-		SchemaVersion: ConfigSchemaVersion,
+	cfg := &artifact.Config{
+		SchemaVersion: artifact.ConfigSchemaVersion,
 		Name:          def.Metadata.Name,
 		Version:       def.Metadata.Version,
 		Description:   def.Metadata.Description,
@@ -309,7 +310,7 @@ func (b *builder) build(ctx context.Context) (*plan, error) {
 	var rootEntries []ocispec.Descriptor
 	var layers []ocispec.Descriptor
 	for ci, cd := range def.Components {
-		comp := Component{Name: cd.Name, Description: cd.Description, Required: cd.Required}
+		comp := artifact.Component{Name: cd.Name, Description: cd.Description, Required: cd.Required}
 		if cd.FindImages {
 			added, err := b.findImages(ctx, ci, cd)
 			if err != nil {
@@ -332,11 +333,11 @@ func (b *builder) build(ctx context.Context) (*plan, error) {
 				return nil, &definition.Error{File: def.File, Line: img.Line, Field: field, Msg: err.Error(), Err: err}
 			}
 			comp.Images = append(comp.Images, rec)
-			stored.Annotations = map[string]string{AnnotationKind: KindImage, AnnotationComponent: cd.Name, AnnotationImageRef: img.Ref}
+			stored.Annotations = map[string]string{artifact.AnnotationKind: artifact.KindImage, artifact.AnnotationComponent: cd.Name, artifact.AnnotationImageRef: img.Ref}
 			rootEntries = append(rootEntries, stored)
 			rootEntries = append(rootEntries, sboms...)
 			rootEntries = append(rootEntries, sigs...)
-			b.progress(Progress{Phase: PhaseResolve, Item: img.Ref})
+			b.progress(artifact.Progress{Phase: artifact.PhaseResolve, Item: img.Ref})
 		}
 		for hi, ch := range cd.Charts {
 			field := fmt.Sprintf("components[%d].charts[%d]", ci, hi)
@@ -346,11 +347,11 @@ func (b *builder) build(ctx context.Context) (*plan, error) {
 			}
 			comp.Charts = append(comp.Charts, rec)
 			mdesc.Annotations = map[string]string{
-				AnnotationKind: KindChart, AnnotationComponent: cd.Name,
+				artifact.AnnotationKind: artifact.KindChart, artifact.AnnotationComponent: cd.Name,
 				ocispec.AnnotationTitle: rec.Name, ocispec.AnnotationVersion: rec.Version,
 			}
 			rootEntries = append(rootEntries, mdesc)
-			b.progress(Progress{Phase: PhaseResolve, Item: "chart " + rec.Name})
+			b.progress(artifact.Progress{Phase: artifact.PhaseResolve, Item: "chart " + rec.Name})
 		}
 		for gi, gd := range cd.Repositories {
 			field := fmt.Sprintf("components[%d].repositories[%d]", ci, gi)
@@ -359,9 +360,9 @@ func (b *builder) build(ctx context.Context) (*plan, error) {
 				return nil, &definition.Error{File: def.File, Line: gd.Line, Field: field, Msg: err.Error(), Err: err}
 			}
 			comp.Repositories = append(comp.Repositories, rec)
-			mdesc.Annotations = map[string]string{AnnotationKind: KindGit, AnnotationComponent: cd.Name, AnnotationGitURL: rec.URL}
+			mdesc.Annotations = map[string]string{artifact.AnnotationKind: artifact.KindGit, artifact.AnnotationComponent: cd.Name, artifact.AnnotationGitURL: rec.URL}
 			rootEntries = append(rootEntries, mdesc)
-			b.progress(Progress{Phase: PhaseResolve, Item: "git " + rec.URL + " " + rec.Revision})
+			b.progress(artifact.Progress{Phase: artifact.PhaseResolve, Item: "git " + rec.URL + " " + rec.Revision})
 		}
 		for mi, md := range cd.Manifests {
 			field := fmt.Sprintf("components[%d].manifests[%d]", ci, mi)
@@ -369,9 +370,9 @@ func (b *builder) build(ctx context.Context) (*plan, error) {
 			if err != nil {
 				return nil, &definition.Error{File: def.File, Line: md.Line, Field: field, Msg: err.Error(), Err: err}
 			}
-			d := b.addData(MediaTypeManifestBundle, data)
-			comp.Manifests = append(comp.Manifests, Manifest{Name: md.Name, Namespace: md.Namespace, Files: files, Digest: d.Digest, Size: d.Size})
-			d.Annotations = map[string]string{AnnotationComponent: cd.Name, ocispec.AnnotationTitle: md.Name}
+			d := b.addData(artifact.MediaTypeManifestBundle, data)
+			comp.Manifests = append(comp.Manifests, artifact.Manifest{Name: md.Name, Namespace: md.Namespace, Files: files, Digest: d.Digest, Size: d.Size})
+			d.Annotations = map[string]string{artifact.AnnotationComponent: cd.Name, ocispec.AnnotationTitle: md.Name}
 			layers = append(layers, d)
 		}
 		for fi, fd := range cd.Files {
@@ -380,25 +381,25 @@ func (b *builder) build(ctx context.Context) (*plan, error) {
 			if err != nil {
 				return nil, &definition.Error{File: def.File, Line: fd.Line, Field: field, Msg: err.Error(), Err: err}
 			}
-			comp.Files = append(comp.Files, File{Source: filepath.ToSlash(fd.Source), Target: fd.Target, Mode: fd.Mode, Digest: d.Digest, Size: d.Size})
-			d.Annotations = map[string]string{AnnotationComponent: cd.Name, ocispec.AnnotationTitle: fd.Target}
+			comp.Files = append(comp.Files, artifact.File{Source: filepath.ToSlash(fd.Source), Target: fd.Target, Mode: fd.Mode, Digest: d.Digest, Size: d.Size})
+			d.Annotations = map[string]string{artifact.AnnotationComponent: cd.Name, ocispec.AnnotationTitle: fd.Target}
 			layers = append(layers, d)
 		}
 		cfg.Components = append(cfg.Components, comp)
 	}
 
-	cfgDesc, cfgData, err := b.addJSON(MediaTypeConfig, cfg)
+	cfgDesc, cfgData, err := b.addJSON(artifact.MediaTypeConfig, cfg)
 	if err != nil {
 		return nil, err
 	}
 	if layers == nil {
 		layers = []ocispec.Descriptor{}
 	}
-	pkgAnn := map[string]string{AnnotationPackageName: cfg.Name, AnnotationPackageVersion: cfg.Version}
+	pkgAnn := map[string]string{artifact.AnnotationPackageName: cfg.Name, artifact.AnnotationPackageVersion: cfg.Version}
 	pkgManifest := ocispec.Manifest{
 		Versioned:    specs.Versioned{SchemaVersion: 2},
 		MediaType:    ocispec.MediaTypeImageManifest,
-		ArtifactType: ArtifactTypePackage,
+		ArtifactType: artifact.ArtifactTypePackage,
 		Config:       cfgDesc,
 		Layers:       layers,
 		Annotations:  pkgAnn,
@@ -407,13 +408,13 @@ func (b *builder) build(ctx context.Context) (*plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	pkgDesc.ArtifactType = ArtifactTypePackage
-	pkgDesc.Annotations = map[string]string{AnnotationKind: KindPackage}
+	pkgDesc.ArtifactType = artifact.ArtifactTypePackage
+	pkgDesc.Annotations = map[string]string{artifact.AnnotationKind: artifact.KindPackage}
 
 	rootAnn := map[string]string{
-		ocispec.AnnotationRefName: cfg.Version,
-		AnnotationPackageName:     cfg.Name,
-		AnnotationPackageVersion:  cfg.Version,
+		ocispec.AnnotationRefName:         cfg.Version,
+		artifact.AnnotationPackageName:    cfg.Name,
+		artifact.AnnotationPackageVersion: cfg.Version,
 	}
 	if cfg.Created != "" {
 		rootAnn[ocispec.AnnotationCreated] = cfg.Created
@@ -421,7 +422,7 @@ func (b *builder) build(ctx context.Context) (*plan, error) {
 	root := ocispec.Index{
 		Versioned:    specs.Versioned{SchemaVersion: 2},
 		MediaType:    ocispec.MediaTypeImageIndex,
-		ArtifactType: ArtifactTypePackage,
+		ArtifactType: artifact.ArtifactTypePackage,
 		Manifests:    append([]ocispec.Descriptor{pkgDesc}, rootEntries...),
 		Annotations:  rootAnn,
 	}
@@ -429,18 +430,18 @@ func (b *builder) build(ctx context.Context) (*plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	rootDesc.ArtifactType = ArtifactTypePackage
-	b.plan.config, b.plan.configData = cfg, cfgData
-	b.plan.root = rootDesc
-	b.plan.index = []ocispec.Descriptor{rootDesc}
-	b.plan.indexJSON, err = layoutIndex(rootDesc, cfg.Version, nil)
+	rootDesc.ArtifactType = artifact.ArtifactTypePackage
+	b.plan.Config, b.plan.ConfigData = cfg, cfgData
+	b.plan.Root = rootDesc
+	b.plan.Index = []ocispec.Descriptor{rootDesc}
+	b.plan.IndexJSON, err = artifact.LayoutIndex(rootDesc, cfg.Version, nil)
 	if err != nil {
 		return nil, err
 	}
 	return &b.plan, nil
 }
 
-func (b *builder) progress(p Progress) {
+func (b *builder) progress(p artifact.Progress) {
 	if b.opts.Progress != nil {
 		b.opts.Progress(p)
 	}
@@ -459,9 +460,9 @@ func (b *builder) file(fd definition.File) (ocispec.Descriptor, error) {
 	if err != nil {
 		return ocispec.Descriptor{}, fmt.Errorf("%s: %w", fd.Source, err)
 	}
-	d := ocispec.Descriptor{MediaType: MediaTypeFile, Digest: dg.Digest(), Size: n}
+	d := ocispec.Descriptor{MediaType: artifact.MediaTypeFile, Digest: dg.Digest(), Size: n}
 	src := fd.Source
-	b.add(&blob{desc: d, open: func(context.Context) (io.ReadCloser, error) {
+	b.add(&artifact.Blob{Desc: d, Open: func(context.Context) (io.ReadCloser, error) {
 		f, _, err := b.folder.Open(src)
 		return f, err
 	}})

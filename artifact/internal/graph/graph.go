@@ -1,4 +1,7 @@
-package artifact
+// Package graph walks OCI graphs: which media types are manifests and
+// indexes, the children of each, descriptors checked before they are
+// fetched, and the canonical order a package archive writes blobs in.
+package graph
 
 import (
 	"encoding/json"
@@ -15,28 +18,28 @@ const (
 	mediaTypeDockerList     = "application/vnd.docker.distribution.manifest.list.v2+json"
 )
 
-// isIndex reports whether mediaType is an image index or manifest list.
-func isIndex(mediaType string) bool {
+// IsIndex reports whether mediaType is an image index or manifest list.
+func IsIndex(mediaType string) bool {
 	return mediaType == ocispec.MediaTypeImageIndex || mediaType == mediaTypeDockerList
 }
 
-// isManifest reports whether mediaType is an image manifest.
-func isManifest(mediaType string) bool {
+// IsManifest reports whether mediaType is an image manifest.
+func IsManifest(mediaType string) bool {
 	return mediaType == ocispec.MediaTypeImageManifest || mediaType == mediaTypeDockerManifest
 }
 
-// children lists the descriptors a manifest or index refers to (config and
+// Children lists the descriptors a manifest or index refers to (config and
 // layers, or manifests). Subjects are not children: a referrer points at its
 // subject, it does not contain it.
-func children(mediaType string, data []byte) ([]ocispec.Descriptor, error) {
+func Children(mediaType string, data []byte) ([]ocispec.Descriptor, error) {
 	switch {
-	case isManifest(mediaType):
+	case IsManifest(mediaType):
 		var m ocispec.Manifest
 		if err := json.Unmarshal(data, &m); err != nil {
 			return nil, fmt.Errorf("parse manifest: %w", err)
 		}
 		return append([]ocispec.Descriptor{m.Config}, m.Layers...), nil
-	case isIndex(mediaType):
+	case IsIndex(mediaType):
 		var idx ocispec.Index
 		if err := json.Unmarshal(data, &idx); err != nil {
 			return nil, fmt.Errorf("parse index: %w", err)
@@ -46,11 +49,11 @@ func children(mediaType string, data []byte) ([]ocispec.Descriptor, error) {
 	return nil, nil
 }
 
-// isContainer reports whether a blob of this media type refers to others.
-func isContainer(mediaType string) bool { return isManifest(mediaType) || isIndex(mediaType) }
+// IsContainer reports whether a blob of this media type refers to others.
+func IsContainer(mediaType string) bool { return IsManifest(mediaType) || IsIndex(mediaType) }
 
-// checkDescriptor rejects descriptors that could not name a stored blob.
-func checkDescriptor(d ocispec.Descriptor) error {
+// CheckDescriptor rejects descriptors that could not name a stored blob.
+func CheckDescriptor(d ocispec.Descriptor) error {
 	if err := d.Digest.Validate(); err != nil {
 		return fmt.Errorf("invalid digest %q: %w", d.Digest, err)
 	}
@@ -63,16 +66,16 @@ func checkDescriptor(d ocispec.Descriptor) error {
 	return nil
 }
 
-// jsonFetcher returns the bytes of a manifest or index.
-type jsonFetcher func(d ocispec.Descriptor) ([]byte, error)
+// JSONFetcher returns the bytes of a manifest or index.
+type JSONFetcher func(d ocispec.Descriptor) ([]byte, error)
 
-// canonicalOrder lists every blob reachable from roots, each once, in the
+// CanonicalOrder lists every blob reachable from roots, each once, in the
 // order a package archive stores them: for each root in turn, the blobs it
 // adds, sorted by height (leaves 0, a parent above each child) and then by
 // first visit in a depth-first walk following descriptor order (config, then
 // layers; manifests of an index in order). The order depends only on the
 // graph, so create, pull and sign write the same bytes.
-func canonicalOrder(roots []ocispec.Descriptor, fetch jsonFetcher) ([]ocispec.Descriptor, error) {
+func CanonicalOrder(roots []ocispec.Descriptor, fetch JSONFetcher) ([]ocispec.Descriptor, error) {
 	type entry struct {
 		desc          ocispec.Descriptor
 		height, visit int
@@ -89,17 +92,17 @@ func canonicalOrder(roots []ocispec.Descriptor, fetch jsonFetcher) ([]ocispec.De
 			}
 			e := &entry{desc: ocispec.Descriptor{MediaType: d.MediaType, Digest: d.Digest, Size: d.Size}, visit: len(seen)}
 			seen[d.Digest] = e
-			if isContainer(d.MediaType) {
+			if IsContainer(d.MediaType) {
 				data, err := fetch(d)
 				if err != nil {
 					return 0, err
 				}
-				kids, err := children(d.MediaType, data)
+				kids, err := Children(d.MediaType, data)
 				if err != nil {
 					return 0, fmt.Errorf("%s: %w", d.Digest, err)
 				}
 				for _, k := range kids {
-					if err := checkDescriptor(k); err != nil {
+					if err := CheckDescriptor(k); err != nil {
 						return 0, err
 					}
 					h, err := walk(k)

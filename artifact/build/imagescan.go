@@ -1,4 +1,4 @@
-package artifact
+package build
 
 import (
 	"bufio"
@@ -9,6 +9,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/artifact/definition"
 	"github.com/ferrypkg/ferry/internal/podspec"
 )
@@ -55,7 +56,7 @@ func scanManifests(m RenderedManifest, what string, found imageSet) error {
 		return scanObject(o, what, source, m.Test, found)
 	}
 	sc := bufio.NewScanner(bytes.NewReader(m.Data))
-	sc.Buffer(nil, MaxManifestBundleSize+1)
+	sc.Buffer(nil, artifact.MaxManifestBundleSize+1)
 	for sc.Scan() {
 		line := sc.Text()
 		if line == "---" || strings.HasPrefix(line, "--- ") {

@@ -1,4 +1,4 @@
-package artifact
+package build
 
 import (
 	"bytes"
@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/artifact/definition"
 	specs "github.com/opencontainers/image-spec/specs-go"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
@@ -59,7 +60,7 @@ var ErrNoSBOM = errors.New("no SBOM for this manifest")
 
 // sboms makes the SBOM of each kept manifest of image ref and adds it as a
 // referrer; it returns the root index entries and the ferry.json records.
-func (b *builder) sboms(ctx context.Context, component, ref string, kept []keptManifest) ([]ocispec.Descriptor, []SBOM, error) {
+func (b *builder) sboms(ctx context.Context, component, ref string, kept []keptManifest) ([]ocispec.Descriptor, []artifact.SBOM, error) {
 	if b.opts.SBOM == nil || b.def.SBOM.Disabled {
 		return nil, nil, nil
 	}
@@ -68,9 +69,9 @@ func (b *builder) sboms(ctx context.Context, component, ref string, kept []keptM
 		format = definition.SBOMFormatSPDX
 	}
 	var entries []ocispec.Descriptor
-	var recs []SBOM
+	var recs []artifact.SBOM
 	for _, k := range kept {
-		req := SBOMRequest{Ref: ref, Manifest: k.desc, Platform: k.platform, Format: format, Created: b.plan.mtime}
+		req := SBOMRequest{Ref: ref, Manifest: k.desc, Platform: k.platform, Format: format, Created: b.plan.Mtime}
 		format := format
 		var doc []byte
 		var err error
@@ -87,8 +88,8 @@ func (b *builder) sboms(ctx context.Context, component, ref string, kept []keptM
 			continue
 		case err != nil:
 			return nil, nil, fmt.Errorf("SBOM of %s (%s, %s): %w", ref, k.platform, k.desc.Digest, err)
-		case len(doc) > MaxSBOMSize:
-			return nil, nil, fmt.Errorf("SBOM of %s (%s, %s): %d bytes is more than %d", ref, k.platform, k.desc.Digest, len(doc), MaxSBOMSize)
+		case len(doc) > artifact.MaxSBOMSize:
+			return nil, nil, fmt.Errorf("SBOM of %s (%s, %s): %d bytes is more than %d", ref, k.platform, k.desc.Digest, len(doc), artifact.MaxSBOMSize)
 		}
 		layer := b.addData(format.ArtifactType(), doc)
 		layer.Annotations = map[string]string{ocispec.AnnotationTitle: format.FileName()}
@@ -109,13 +110,13 @@ func (b *builder) sboms(ctx context.Context, component, ref string, kept []keptM
 		}
 		md.ArtifactType = format.ArtifactType()
 		md.Annotations = map[string]string{
-			AnnotationKind: KindSBOM, AnnotationComponent: component,
-			AnnotationImageRef: ref, AnnotationPlatform: k.platform,
+			artifact.AnnotationKind: artifact.KindSBOM, artifact.AnnotationComponent: component,
+			artifact.AnnotationImageRef: ref, artifact.AnnotationPlatform: k.platform,
 		}
 		entries = append(entries, md)
-		recs = append(recs, SBOM{Platform: k.platform, Subject: k.desc.Digest, Digest: md.Digest,
+		recs = append(recs, artifact.SBOM{Platform: k.platform, Subject: k.desc.Digest, Digest: md.Digest,
 			ArtifactType: format.ArtifactType(), Size: md.Size + empty.Size + layer.Size})
-		b.progress(Progress{Phase: PhaseResolve, Item: "sbom " + ref + " " + k.platform})
+		b.progress(artifact.Progress{Phase: artifact.PhaseResolve, Item: "sbom " + ref + " " + k.platform})
 	}
 	return entries, recs, nil
 }
@@ -124,14 +125,14 @@ func (b *builder) sboms(ctx context.Context, component, ref string, kept []keptM
 type builderFetcher struct{ b *builder }
 
 func (f builderFetcher) Fetch(ctx context.Context, desc ocispec.Descriptor) (io.ReadCloser, error) {
-	bl, ok := f.b.plan.blobs[desc.Digest]
+	bl, ok := f.b.plan.Blobs[desc.Digest]
 	switch {
 	case !ok:
 		return nil, fmt.Errorf("%s: %w", desc.Digest, errdef.ErrNotFound)
-	case bl.data != nil:
-		return io.NopCloser(bytes.NewReader(bl.data)), nil
+	case bl.Data != nil:
+		return io.NopCloser(bytes.NewReader(bl.Data)), nil
 	}
-	return bl.open(ctx)
+	return bl.Open(ctx)
 }
 
 // keptManifest is an image manifest create keeps, with its platform.

@@ -1,4 +1,4 @@
-package artifact
+package build
 
 import (
 	"context"
@@ -8,7 +8,9 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/artifact/definition"
+	"github.com/ferrypkg/ferry/artifact/internal/graph"
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"oras.land/oras-go/v2/content"
@@ -43,7 +45,7 @@ func (b *builder) imageSource(ctx context.Context, img definition.Image) (conten
 	}
 	desc, err := repo.Resolve(ctx, repo.Reference.Reference)
 	if err != nil {
-		return nil, ocispec.Descriptor{}, "", withRef("resolve", img.Ref, err)
+		return nil, ocispec.Descriptor{}, "", artifact.WithRef("resolve", img.Ref, err)
 	}
 	return repo, desc, img.Ref, nil
 }
@@ -52,16 +54,16 @@ func (b *builder) imageSource(ctx context.Context, img definition.Image) (conten
 // signatures and attestations its source holds for it, and returns its
 // stored descriptor with the record for ferry.json, the platform manifests
 // it keeps, and the root entries of its signatures.
-func (b *builder) image(ctx context.Context, component string, img definition.Image) (ocispec.Descriptor, Image, []keptManifest, []ocispec.Descriptor, error) {
+func (b *builder) image(ctx context.Context, component string, img definition.Image) (ocispec.Descriptor, artifact.Image, []keptManifest, []ocispec.Descriptor, error) {
 	src, desc, source, err := b.imageSource(ctx, img)
 	if err != nil {
-		return desc, Image{}, nil, nil, err
+		return desc, artifact.Image{}, nil, nil, err
 	}
-	rec := Image{Ref: img.Ref, Source: source, OriginalDigest: desc.Digest}
-	if err := checkDescriptor(desc); err != nil {
+	rec := artifact.Image{Ref: img.Ref, Source: source, OriginalDigest: desc.Digest}
+	if err := graph.CheckDescriptor(desc); err != nil {
 		return desc, rec, nil, nil, err
 	}
-	data, err := fetchSmall(ctx, src, desc)
+	data, err := artifact.FetchManifest(ctx, src, desc)
 	if err != nil {
 		return desc, rec, nil, nil, err
 	}
@@ -69,7 +71,7 @@ func (b *builder) image(ctx context.Context, component string, img definition.Im
 	seen := map[digest.Digest]bool{}
 	var kept []keptManifest
 	switch {
-	case isIndex(desc.MediaType):
+	case graph.IsIndex(desc.MediaType):
 		stored, k, err := b.selectPlatforms(ctx, src, desc, data, seen)
 		if err != nil {
 			return desc, rec, nil, nil, err
@@ -78,7 +80,7 @@ func (b *builder) image(ctx context.Context, component string, img definition.Im
 		for _, m := range kept {
 			rec.Platforms = append(rec.Platforms, m.platform)
 		}
-	case isManifest(desc.MediaType):
+	case graph.IsManifest(desc.MediaType):
 		platform, err := b.manifestPlatform(ctx, src, data, img)
 		if err != nil {
 			return desc, rec, nil, nil, err
@@ -96,7 +98,7 @@ func (b *builder) image(ctx context.Context, component string, img definition.Im
 	}
 	rec.Digest, rec.MediaType = desc.Digest, desc.MediaType
 	for d := range seen {
-		rec.Size += b.plan.blobs[d].desc.Size
+		rec.Size += b.plan.Blobs[d].Desc.Size
 	}
 	stored := ocispec.Descriptor{MediaType: desc.MediaType, Digest: desc.Digest, Size: desc.Size}
 	sigs, recs, err := b.imageEvidence(ctx, src, component, img.Ref, orig, origData, stored, kept)
@@ -138,14 +140,14 @@ func (b *builder) selectPlatforms(ctx context.Context, src content.ReadOnlyStora
 		return desc, platforms, b.node(ctx, src, desc, data, seen)
 	case len(selected) == 1:
 		one := selected[0]
-		oneData, err := fetchSmall(ctx, src, one)
+		oneData, err := artifact.FetchManifest(ctx, src, one)
 		if err != nil {
 			return desc, nil, err
 		}
 		return ocispec.Descriptor{MediaType: one.MediaType, Digest: one.Digest, Size: one.Size}, platforms, b.node(ctx, src, one, oneData, seen)
 	}
 	for _, m := range selected {
-		mdata, err := fetchSmall(ctx, src, m)
+		mdata, err := artifact.FetchManifest(ctx, src, m)
 		if err != nil {
 			return desc, nil, err
 		}
@@ -162,16 +164,16 @@ func (b *builder) selectPlatforms(ctx context.Context, src content.ReadOnlyStora
 // node adds a manifest or index (already fetched as data) and everything
 // below it.
 func (b *builder) node(ctx context.Context, src content.ReadOnlyStorage, desc ocispec.Descriptor, data []byte, seen map[digest.Digest]bool) error {
-	kids, err := children(desc.MediaType, data)
+	kids, err := graph.Children(desc.MediaType, data)
 	if err != nil {
 		return fmt.Errorf("%s: %w", desc.Digest, err)
 	}
 	for _, k := range kids {
-		if err := checkDescriptor(k); err != nil {
+		if err := graph.CheckDescriptor(k); err != nil {
 			return err
 		}
-		if isContainer(k.MediaType) {
-			kdata, err := fetchSmall(ctx, src, k)
+		if graph.IsContainer(k.MediaType) {
+			kdata, err := artifact.FetchManifest(ctx, src, k)
 			if err != nil {
 				return err
 			}
@@ -182,10 +184,10 @@ func (b *builder) node(ctx context.Context, src content.ReadOnlyStorage, desc oc
 		}
 		seen[k.Digest] = true
 		k := ocispec.Descriptor{MediaType: k.MediaType, Digest: k.Digest, Size: k.Size}
-		b.add(&blob{desc: k, open: func(ctx context.Context) (io.ReadCloser, error) { return src.Fetch(ctx, k) }})
+		b.add(&artifact.Blob{Desc: k, Open: func(ctx context.Context) (io.ReadCloser, error) { return src.Fetch(ctx, k) }})
 	}
 	seen[desc.Digest] = true
-	b.add(&blob{desc: ocispec.Descriptor{MediaType: desc.MediaType, Digest: desc.Digest, Size: desc.Size}, data: data})
+	b.add(&artifact.Blob{Desc: ocispec.Descriptor{MediaType: desc.MediaType, Digest: desc.Digest, Size: desc.Size}, Data: data})
 	return nil
 }
 
@@ -196,7 +198,7 @@ func (b *builder) manifestPlatform(ctx context.Context, src content.ReadOnlyStor
 	if err := json.Unmarshal(data, &m); err != nil {
 		return definition.Platform{}, fmt.Errorf("image %s: parse manifest: %w", def.Ref, err)
 	}
-	cfgData, err := fetchSmall(ctx, src, m.Config)
+	cfgData, err := artifact.FetchManifest(ctx, src, m.Config)
 	if err != nil {
 		return definition.Platform{}, fmt.Errorf("image %s: %w", def.Ref, err)
 	}

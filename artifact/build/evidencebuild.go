@@ -1,4 +1,4 @@
-package artifact
+package build
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"io"
 	"sort"
 
+	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/artifact/internal/graph"
 	"github.com/opencontainers/go-digest"
 	specs "github.com/opencontainers/image-spec/specs-go"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
@@ -42,8 +44,8 @@ func findEvidence(ctx context.Context, src content.ReadOnlyStorage, subjects []o
 		if seen[e.desc.Digest] {
 			return nil
 		}
-		if len(found) >= MaxImageEvidence {
-			return fmt.Errorf("more than %d signature and attestation manifests", MaxImageEvidence)
+		if len(found) >= artifact.MaxImageEvidence {
+			return fmt.Errorf("more than %d signature and attestation manifests", artifact.MaxImageEvidence)
 		}
 		seen[e.desc.Digest] = true
 		found = append(found, e)
@@ -53,8 +55,8 @@ func findEvidence(ctx context.Context, src content.ReadOnlyStorage, subjects []o
 		s := ocispec.Descriptor{MediaType: s.MediaType, Digest: s.Digest, Size: s.Size}
 		// cosign's tag scheme.
 		if r, ok := src.(content.Resolver); ok {
-			for _, t := range cosignTags {
-				tag := CosignTag(s.Digest, t.suffix)
+			for _, t := range artifact.CosignTagSuffixes {
+				tag := artifact.CosignTag(s.Digest, t.Suffix)
 				desc, err := r.Resolve(ctx, tag)
 				switch {
 				case errors.Is(err, errdef.ErrNotFound):
@@ -66,7 +68,7 @@ func findEvidence(ctx context.Context, src content.ReadOnlyStorage, subjects []o
 				if err != nil {
 					return nil, fmt.Errorf("%s: %w", tag, err)
 				}
-				e.tag, e.kind = tag, t.kind
+				e.tag, e.kind = tag, t.Kind
 				if err := keep(e); err != nil {
 					return nil, err
 				}
@@ -75,7 +77,7 @@ func findEvidence(ctx context.Context, src content.ReadOnlyStorage, subjects []o
 		// OCI 1.1 referrers.
 		refs, err := listReferrers(ctx, src, s)
 		if err != nil {
-			return nil, listFailed("referrers of "+s.Digest.String(), err)
+			return nil, artifact.ListFailed("referrers of "+s.Digest.String(), err)
 		}
 		for _, d := range refs {
 			e, err := fetchEvidence(ctx, src, d, s.Digest, true)
@@ -101,11 +103,11 @@ func listReferrers(ctx context.Context, src content.ReadOnlyStorage, subject oci
 	errEnough := errors.New("enough")
 	add := func(ds []ocispec.Descriptor) error {
 		for _, d := range ds {
-			if evidenceKind(d.ArtifactType) == "" {
+			if artifact.EvidenceKind(d.ArtifactType) == "" {
 				continue
 			}
 			out = append(out, d)
-			if len(out) > MaxImageEvidence {
+			if len(out) > artifact.MaxImageEvidence {
 				return errEnough
 			}
 		}
@@ -113,10 +115,10 @@ func listReferrers(ctx context.Context, src content.ReadOnlyStorage, subject oci
 	}
 	switch s := src.(type) {
 	case registry.ReferrerLister:
-		err := ListReferrers(ctx, s, subject, "", add)
+		err := artifact.ListReferrers(ctx, s, subject, "", add)
 		switch {
 		case errors.Is(err, errEnough):
-			return nil, fmt.Errorf("more than %d signature and attestation referrers", MaxImageEvidence)
+			return nil, fmt.Errorf("more than %d signature and attestation referrers", artifact.MaxImageEvidence)
 		case errors.Is(err, errdef.ErrNotFound), errors.Is(err, errdef.ErrUnsupported):
 			return nil, nil
 		case err != nil:
@@ -134,7 +136,7 @@ func listReferrers(ctx context.Context, src content.ReadOnlyStorage, subject oci
 			if p.MediaType != ocispec.MediaTypeImageManifest {
 				continue
 			}
-			data, err := fetchSmall(ctx, src, p)
+			data, err := artifact.FetchManifest(ctx, src, p)
 			if err != nil {
 				return nil, err
 			}
@@ -142,11 +144,11 @@ func listReferrers(ctx context.Context, src content.ReadOnlyStorage, subject oci
 			if json.Unmarshal(data, &m) != nil || m.Subject == nil || m.Subject.Digest != subject.Digest {
 				continue
 			}
-			p.ArtifactType = manifestArtifactType(&m)
+			p.ArtifactType = artifact.ManifestArtifactType(&m)
 			cands = append(cands, p)
 		}
 		if err := add(cands); err != nil {
-			return nil, fmt.Errorf("more than %d signature and attestation referrers", MaxImageEvidence)
+			return nil, fmt.Errorf("more than %d signature and attestation referrers", artifact.MaxImageEvidence)
 		}
 	}
 	// A registry's order is not the same each time; ferry.json's is.
@@ -160,10 +162,10 @@ func listReferrers(ctx context.Context, src content.ReadOnlyStorage, subject oci
 // at most MaxEvidenceBlobSize; a referrer must name subject.
 func fetchEvidence(ctx context.Context, src content.Fetcher, desc ocispec.Descriptor, subject digest.Digest, referrer bool) (evidenceManifest, error) {
 	e := evidenceManifest{subject: subject}
-	if !isManifest(desc.MediaType) {
+	if !graph.IsManifest(desc.MediaType) {
 		return e, fmt.Errorf("%s is a %q, not an image manifest", desc.Digest, desc.MediaType)
 	}
-	data, err := fetchSmall(ctx, src, desc)
+	data, err := artifact.FetchManifest(ctx, src, desc)
 	if err != nil {
 		return e, err
 	}
@@ -171,7 +173,7 @@ func fetchEvidence(ctx context.Context, src content.Fetcher, desc ocispec.Descri
 		return e, fmt.Errorf("%s: parse manifest: %w", desc.Digest, err)
 	}
 	e.data = data
-	if err := checkEvidenceShape(&e.manifest); err != nil {
+	if err := artifact.CheckEvidenceShape(&e.manifest); err != nil {
 		return e, fmt.Errorf("%s: %w", desc.Digest, err)
 	}
 	e.desc = ocispec.Descriptor{MediaType: desc.MediaType, Digest: desc.Digest, Size: desc.Size}
@@ -179,8 +181,8 @@ func fetchEvidence(ctx context.Context, src content.Fetcher, desc ocispec.Descri
 		if e.manifest.Subject == nil || e.manifest.Subject.Digest != subject {
 			return e, fmt.Errorf("%s is listed as a referrer of %s but does not name it as its subject", desc.Digest, subject)
 		}
-		e.artifactType = manifestArtifactType(&e.manifest)
-		e.kind = evidenceKind(e.artifactType)
+		e.artifactType = artifact.ManifestArtifactType(&e.manifest)
+		e.kind = artifact.EvidenceKind(e.artifactType)
 	}
 	return e, nil
 }
@@ -189,7 +191,7 @@ func fetchEvidence(ctx context.Context, src content.Fetcher, desc ocispec.Descri
 // descriptor orig with bytes origData, stored as stored, with the platform
 // manifests kept) to the package, and returns the root entries and the
 // records for ferry.json.
-func (b *builder) imageEvidence(ctx context.Context, src content.ReadOnlyStorage, component, ref string, orig ocispec.Descriptor, origData []byte, stored ocispec.Descriptor, kept []keptManifest) ([]ocispec.Descriptor, []ImageSignature, error) {
+func (b *builder) imageEvidence(ctx context.Context, src content.ReadOnlyStorage, component, ref string, orig ocispec.Descriptor, origData []byte, stored ocispec.Descriptor, kept []keptManifest) ([]ocispec.Descriptor, []artifact.ImageSignature, error) {
 	subjects := []ocispec.Descriptor{orig}
 	if stored.Digest != orig.Digest {
 		subjects = append(subjects, stored)
@@ -204,7 +206,7 @@ func (b *builder) imageEvidence(ctx context.Context, src content.ReadOnlyStorage
 		return nil, nil, fmt.Errorf("signatures of image %s: %w", ref, err)
 	}
 	var entries []ocispec.Descriptor
-	var recs []ImageSignature
+	var recs []artifact.ImageSignature
 	signsOriginal := false
 	for _, e := range found {
 		m := e.manifest
@@ -212,22 +214,22 @@ func (b *builder) imageEvidence(ctx context.Context, src content.ReadOnlyStorage
 		for _, d := range append([]ocispec.Descriptor{m.Config}, m.Layers...) {
 			d := ocispec.Descriptor{MediaType: d.MediaType, Digest: d.Digest, Size: d.Size}
 			size += d.Size
-			b.add(&blob{desc: d, open: func(ctx context.Context) (io.ReadCloser, error) { return src.Fetch(ctx, d) }})
+			b.add(&artifact.Blob{Desc: d, Open: func(ctx context.Context) (io.ReadCloser, error) { return src.Fetch(ctx, d) }})
 		}
-		b.add(&blob{desc: e.desc, data: e.data})
+		b.add(&artifact.Blob{Desc: e.desc, Data: e.data})
 		entry := e.desc
 		entry.ArtifactType = e.artifactType
 		entry.Annotations = map[string]string{
-			AnnotationKind: KindImageSignature, AnnotationComponent: component, AnnotationImageRef: ref,
-			AnnotationSignatureSubject: e.subject.String(),
+			artifact.AnnotationKind: artifact.KindImageSignature, artifact.AnnotationComponent: component, artifact.AnnotationImageRef: ref,
+			artifact.AnnotationSignatureSubject: e.subject.String(),
 		}
 		if e.tag != "" {
-			entry.Annotations[AnnotationSignatureTag] = e.tag
+			entry.Annotations[artifact.AnnotationSignatureTag] = e.tag
 		}
 		entries = append(entries, entry)
-		recs = append(recs, ImageSignature{Kind: e.kind, Subject: e.subject, Digest: e.desc.Digest, ArtifactType: e.artifactType, Tag: e.tag, Size: size})
+		recs = append(recs, artifact.ImageSignature{Kind: e.kind, Subject: e.subject, Digest: e.desc.Digest, ArtifactType: e.artifactType, Tag: e.tag, Size: size})
 		signsOriginal = signsOriginal || (e.subject == orig.Digest && stored.Digest != orig.Digest)
-		b.progress(Progress{Phase: PhaseResolve, Item: e.kind + " " + ref + " " + e.subject.String()})
+		b.progress(artifact.Progress{Phase: artifact.PhaseResolve, Item: e.kind + " " + ref + " " + e.subject.String()})
 	}
 	if signsOriginal {
 		carrier, size, err := b.signedIndex(component, ref, orig, origData, stored)
@@ -248,16 +250,16 @@ func (b *builder) imageEvidence(ctx context.Context, src content.ReadOnlyStorage
 // the comment at the top of this file) and returns its root entry and size
 // with its blobs.
 func (b *builder) signedIndex(component, ref string, orig ocispec.Descriptor, origData []byte, stored ocispec.Descriptor) (ocispec.Descriptor, int64, error) {
-	layer := ocispec.Descriptor{MediaType: MediaTypeSignedIndex, Digest: orig.Digest, Size: int64(len(origData)),
-		Annotations: map[string]string{AnnotationSignedIndexMediaType: orig.MediaType}}
-	b.add(&blob{desc: ocispec.Descriptor{MediaType: MediaTypeSignedIndex, Digest: orig.Digest, Size: layer.Size}, data: origData})
+	layer := ocispec.Descriptor{MediaType: artifact.MediaTypeSignedIndex, Digest: orig.Digest, Size: int64(len(origData)),
+		Annotations: map[string]string{artifact.AnnotationSignedIndexMediaType: orig.MediaType}}
+	b.add(&artifact.Blob{Desc: ocispec.Descriptor{MediaType: artifact.MediaTypeSignedIndex, Digest: orig.Digest, Size: layer.Size}, Data: origData})
 	empty := b.addData(ocispec.MediaTypeEmptyJSON, ocispec.DescriptorEmptyJSON.Data)
 	empty.Data = ocispec.DescriptorEmptyJSON.Data
 	subject := ocispec.Descriptor{MediaType: stored.MediaType, Digest: stored.Digest, Size: stored.Size}
 	m := ocispec.Manifest{
 		Versioned:    specs.Versioned{SchemaVersion: 2},
 		MediaType:    ocispec.MediaTypeImageManifest,
-		ArtifactType: ArtifactTypeSignedIndex,
+		ArtifactType: artifact.ArtifactTypeSignedIndex,
 		Config:       empty,
 		Layers:       []ocispec.Descriptor{layer},
 		Subject:      &subject,
@@ -266,10 +268,10 @@ func (b *builder) signedIndex(component, ref string, orig ocispec.Descriptor, or
 	if err != nil {
 		return md, 0, err
 	}
-	md.ArtifactType = ArtifactTypeSignedIndex
+	md.ArtifactType = artifact.ArtifactTypeSignedIndex
 	md.Annotations = map[string]string{
-		AnnotationKind: KindImageSignature, AnnotationComponent: component, AnnotationImageRef: ref,
-		AnnotationSignedIndex: orig.Digest.String(),
+		artifact.AnnotationKind: artifact.KindImageSignature, artifact.AnnotationComponent: component, artifact.AnnotationImageRef: ref,
+		artifact.AnnotationSignedIndex: orig.Digest.String(),
 	}
 	return md, md.Size + empty.Size + layer.Size, nil
 }

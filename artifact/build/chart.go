@@ -1,4 +1,4 @@
-package artifact
+package build
 
 import (
 	"context"
@@ -9,7 +9,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/artifact/definition"
+	"github.com/ferrypkg/ferry/artifact/internal/graph"
 	"github.com/opencontainers/go-digest"
 	specs "github.com/opencontainers/image-spec/specs-go"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
@@ -40,34 +42,34 @@ type chartMeta struct {
 
 // chart adds a Helm chart as a Helm OCI artifact and returns its manifest's
 // descriptor and record.
-func (b *builder) chart(ctx context.Context, cd definition.Chart) (ocispec.Descriptor, Chart, error) {
+func (b *builder) chart(ctx context.Context, cd definition.Chart) (ocispec.Descriptor, artifact.Chart, error) {
 	if cd.URL != "" {
 		return b.remoteChart(ctx, cd)
 	}
 	name, err := b.folder.CleanPath(cd.Path)
 	if err != nil {
-		return ocispec.Descriptor{}, Chart{}, err
+		return ocispec.Descriptor{}, artifact.Chart{}, err
 	}
 	fi, err := b.folder.Stat(cd.Path)
 	if err != nil {
-		return ocispec.Descriptor{}, Chart{}, err
+		return ocispec.Descriptor{}, artifact.Chart{}, err
 	}
 	if b.opts.Charts == nil {
-		return ocispec.Descriptor{}, Chart{}, fmt.Errorf("chart %s: no chart packager given (CreateOptions.Charts; package artifact/chart has Helm's)", cd.Path)
+		return ocispec.Descriptor{}, artifact.Chart{}, fmt.Errorf("chart %s: no chart packager given (CreateOptions.Charts; package artifact/chart has Helm's)", cd.Path)
 	}
-	if !fi.IsDir() && fi.Size() > MaxChartSize {
-		return ocispec.Descriptor{}, Chart{}, fmt.Errorf("chart %s is larger than %d bytes", cd.Path, MaxChartSize)
+	if !fi.IsDir() && fi.Size() > artifact.MaxChartSize {
+		return ocispec.Descriptor{}, artifact.Chart{}, fmt.Errorf("chart %s is larger than %d bytes", cd.Path, artifact.MaxChartSize)
 	}
-	tgz, config, err := b.opts.Charts.PackageChart(ctx, b.folder.FS(), name, b.plan.mtime)
+	tgz, config, err := b.opts.Charts.PackageChart(ctx, b.folder.FS(), name, b.plan.Mtime)
 	if err != nil {
-		return ocispec.Descriptor{}, Chart{}, fmt.Errorf("load chart %s: %w", cd.Path, err)
+		return ocispec.Descriptor{}, artifact.Chart{}, fmt.Errorf("load chart %s: %w", cd.Path, err)
 	}
 	var meta chartMeta
 	if err := json.Unmarshal(config, &meta); err != nil {
-		return ocispec.Descriptor{}, Chart{}, fmt.Errorf("chart %s: its metadata: %w", cd.Path, err)
+		return ocispec.Descriptor{}, artifact.Chart{}, fmt.Errorf("chart %s: its metadata: %w", cd.Path, err)
 	}
-	cfgDesc := b.addData(MediaTypeHelmConfig, config)
-	layer := b.addData(MediaTypeHelmChart, tgz)
+	cfgDesc := b.addData(artifact.MediaTypeHelmConfig, config)
+	layer := b.addData(artifact.MediaTypeHelmChart, tgz)
 	ann := map[string]string{ocispec.AnnotationTitle: meta.Name, ocispec.AnnotationVersion: meta.Version}
 	if meta.Description != "" {
 		ann[ocispec.AnnotationDescription] = meta.Description
@@ -84,55 +86,55 @@ func (b *builder) chart(ctx context.Context, cd definition.Chart) (ocispec.Descr
 	}
 	mdesc, _, err := b.addJSON(ocispec.MediaTypeImageManifest, m)
 	if err != nil {
-		return ocispec.Descriptor{}, Chart{}, err
+		return ocispec.Descriptor{}, artifact.Chart{}, err
 	}
-	rec := Chart{Name: meta.Name, Version: meta.Version, AppVersion: meta.AppVersion, Source: filepath.ToSlash(cd.Path),
+	rec := artifact.Chart{Name: meta.Name, Version: meta.Version, AppVersion: meta.AppVersion, Source: filepath.ToSlash(cd.Path),
 		Digest: mdesc.Digest, Size: mdesc.Size + cfgDesc.Size + layer.Size, Namespace: cd.Namespace, ReleaseName: cd.ReleaseName}
 	return mdesc, rec, nil
 }
 
 // remoteChart copies a chart stored in an OCI registry as it is, so its
 // digest stays the publisher's.
-func (b *builder) remoteChart(ctx context.Context, cd definition.Chart) (ocispec.Descriptor, Chart, error) {
+func (b *builder) remoteChart(ctx context.Context, cd definition.Chart) (ocispec.Descriptor, artifact.Chart, error) {
 	ref := strings.TrimPrefix(cd.URL, "oci://") + ":" + strings.ReplaceAll(cd.Version, "+", "_")
 	repo, err := b.opts.Remote.Repository(ref)
 	if err != nil {
-		return ocispec.Descriptor{}, Chart{}, err
+		return ocispec.Descriptor{}, artifact.Chart{}, err
 	}
 	desc, err := repo.Resolve(ctx, repo.Reference.Reference)
 	if err != nil {
-		return ocispec.Descriptor{}, Chart{}, withRef("resolve chart", ref, err)
+		return ocispec.Descriptor{}, artifact.Chart{}, artifact.WithRef("resolve chart", ref, err)
 	}
-	if !isManifest(desc.MediaType) {
-		return ocispec.Descriptor{}, Chart{}, fmt.Errorf("%s is not a Helm chart (media type %s)", ref, desc.MediaType)
+	if !graph.IsManifest(desc.MediaType) {
+		return ocispec.Descriptor{}, artifact.Chart{}, fmt.Errorf("%s is not a Helm chart (media type %s)", ref, desc.MediaType)
 	}
-	data, err := fetchSmall(ctx, repo, desc)
+	data, err := artifact.FetchManifest(ctx, repo, desc)
 	if err != nil {
-		return ocispec.Descriptor{}, Chart{}, err
+		return ocispec.Descriptor{}, artifact.Chart{}, err
 	}
 	var m ocispec.Manifest
 	if err := json.Unmarshal(data, &m); err != nil {
-		return ocispec.Descriptor{}, Chart{}, fmt.Errorf("%s: parse manifest: %w", ref, err)
+		return ocispec.Descriptor{}, artifact.Chart{}, fmt.Errorf("%s: parse manifest: %w", ref, err)
 	}
-	if m.Config.MediaType != MediaTypeHelmConfig {
-		return ocispec.Descriptor{}, Chart{}, fmt.Errorf("%s is not a Helm chart (config media type %s)", ref, m.Config.MediaType)
+	if m.Config.MediaType != artifact.MediaTypeHelmConfig {
+		return ocispec.Descriptor{}, artifact.Chart{}, fmt.Errorf("%s is not a Helm chart (config media type %s)", ref, m.Config.MediaType)
 	}
-	cfgData, err := fetchSmall(ctx, repo, m.Config)
+	cfgData, err := artifact.FetchManifest(ctx, repo, m.Config)
 	if err != nil {
-		return ocispec.Descriptor{}, Chart{}, err
+		return ocispec.Descriptor{}, artifact.Chart{}, err
 	}
 	var meta chartMeta
 	if err := json.Unmarshal(cfgData, &meta); err != nil {
-		return ocispec.Descriptor{}, Chart{}, fmt.Errorf("%s: parse chart metadata: %w", ref, err)
+		return ocispec.Descriptor{}, artifact.Chart{}, fmt.Errorf("%s: parse chart metadata: %w", ref, err)
 	}
 	size := desc.Size
 	for _, l := range m.Layers {
 		size += l.Size
 	}
 	if err := b.node(ctx, repo, desc, data, map[digest.Digest]bool{}); err != nil {
-		return ocispec.Descriptor{}, Chart{}, err
+		return ocispec.Descriptor{}, artifact.Chart{}, err
 	}
-	rec := Chart{Name: meta.Name, Version: meta.Version, AppVersion: meta.AppVersion, Source: cd.URL,
+	rec := artifact.Chart{Name: meta.Name, Version: meta.Version, AppVersion: meta.AppVersion, Source: cd.URL,
 		Digest: desc.Digest, Size: size + m.Config.Size, Namespace: cd.Namespace, ReleaseName: cd.ReleaseName}
 	return ocispec.Descriptor{MediaType: desc.MediaType, Digest: desc.Digest, Size: desc.Size}, rec, nil
 }

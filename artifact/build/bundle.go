@@ -1,4 +1,4 @@
-package artifact
+package build
 
 import (
 	"bytes"
@@ -11,6 +11,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/artifact/definition"
 	"github.com/ferrypkg/ferry/internal/yamlbound"
 )
@@ -35,8 +36,8 @@ func manifestBundle(f *definition.Folder, md definition.Manifest) ([]byte, []str
 					return err
 				}
 				if !d.IsDir() && (strings.HasSuffix(p, ".yaml") || strings.HasSuffix(p, ".yml") || strings.HasSuffix(p, ".json")) {
-					if len(names)+len(paths) >= MaxManifestFiles {
-						return fmt.Errorf("%s: more than %d manifest files in one manifests entry", rel, MaxManifestFiles)
+					if len(names)+len(paths) >= artifact.MaxManifestFiles {
+						return fmt.Errorf("%s: more than %d manifest files in one manifests entry", rel, artifact.MaxManifestFiles)
 					}
 					paths = append(paths, p)
 				}
@@ -54,7 +55,7 @@ func manifestBundle(f *definition.Folder, md definition.Manifest) ([]byte, []str
 			paths = []string{n}
 		}
 		for _, p := range paths {
-			data, err := f.ReadFile(p, MaxManifestBundleSize)
+			data, err := f.ReadFile(p, artifact.MaxManifestBundleSize)
 			if err != nil {
 				return nil, nil, err
 			}
@@ -65,8 +66,8 @@ func manifestBundle(f *definition.Folder, md definition.Manifest) ([]byte, []str
 			fmt.Fprintf(&buf, "---\n# Source: %s\n", p)
 			buf.Write(bytes.TrimSuffix(data, []byte("\n")))
 			buf.WriteByte('\n')
-			if buf.Len() > MaxManifestBundleSize {
-				return nil, nil, fmt.Errorf("the manifests add up to more than %d bytes", MaxManifestBundleSize)
+			if buf.Len() > artifact.MaxManifestBundleSize {
+				return nil, nil, fmt.Errorf("the manifests add up to more than %d bytes", artifact.MaxManifestBundleSize)
 			}
 		}
 	}
@@ -76,7 +77,7 @@ func manifestBundle(f *definition.Folder, md definition.Manifest) ([]byte, []str
 // checkYAMLStream parses every document of a YAML stream and requires each
 // non-empty one to be a Kubernetes object (a mapping with apiVersion and kind).
 func checkYAMLStream(data []byte) error {
-	if err := yamlbound.Check(data, MaxManifestNodes); err != nil {
+	if err := yamlbound.Check(data, artifact.MaxManifestNodes); err != nil {
 		return err
 	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))

@@ -1,4 +1,4 @@
-package artifact
+package build
 
 import (
 	"bytes"
@@ -8,6 +8,7 @@ import (
 
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
+	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/artifact/definition"
 	"github.com/ferrypkg/ferry/artifact/imagesig"
 )
@@ -50,16 +51,16 @@ func (b *builder) imagePolicy(d definition.ImagePolicy) (imagesig.Policy, error)
 		auth := imagesig.Authority{Name: a.Name}
 		switch {
 		case a.Key != "":
-			data, err := b.folder.ReadFile(a.Key, MaxKeyFileSize)
+			data, err := b.folder.ReadFile(a.Key, artifact.MaxKeyFileSize)
 			if err != nil {
 				return pol, fmt.Errorf("key %s: %w", a.Key, err)
 			}
-			if _, err := ParsePublicKey(a.Key, data); err != nil {
+			if _, err := artifact.ParsePublicKey(a.Key, data); err != nil {
 				return pol, err
 			}
 			auth.Key = &imagesig.KeyAuthority{PEM: string(data)}
 		default:
-			data, err := b.folder.ReadFile(a.TrustedRoot, MaxTrustedRootSize)
+			data, err := b.folder.ReadFile(a.TrustedRoot, artifact.MaxTrustedRootSize)
 			if err != nil {
 				return pol, fmt.Errorf("trusted root %s: %w", a.TrustedRoot, err)
 			}
@@ -80,17 +81,17 @@ func (b *builder) imagePolicy(d definition.ImagePolicy) (imagesig.Policy, error)
 // checkImagePolicy checks the image create added (rec, stored as stored,
 // with its image-signature entries evidence) against the policy the
 // definition names for it, if any, and records the policy's name.
-func (b *builder) checkImagePolicy(ctx context.Context, c definition.Component, img definition.Image, rec *Image, stored ocispec.Descriptor, evidence []ocispec.Descriptor) error {
+func (b *builder) checkImagePolicy(ctx context.Context, c definition.Component, img definition.Image, rec *artifact.Image, stored ocispec.Descriptor, evidence []ocispec.Descriptor) error {
 	name := b.def.ImagePolicyName(c, img)
 	if name == "" {
 		return nil
 	}
-	pol := findPolicy(b.policies, name)
+	pol := artifact.FindPolicy(b.policies, name)
 	if pol == nil {
 		return fmt.Errorf("policy %q is not defined", name)
 	}
 	rec.Policy = name
 	entries := append([]ocispec.Descriptor{stored}, evidence...)
-	_, err := VerifyImage(ctx, builderFetcher{b}, pol, *rec, entries)
+	_, err := artifact.VerifyImage(ctx, builderFetcher{b}, pol, *rec, entries)
 	return err
 }
