@@ -8,11 +8,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/klauspost/compress/zstd"
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
 	"github.com/ferrypkg/ferry/artifact/internal/graph"
+	"github.com/ferrypkg/ferry/artifact/internal/zstdframe"
 	"github.com/ferrypkg/ferry/internal/atomicfile"
 	"github.com/ferrypkg/ferry/internal/readahead"
 )
@@ -52,12 +52,6 @@ var layoutFileData = []byte(`{"imageLayoutVersion":"1.0.0"}`)
 // copyBufferSize is the buffer used to move blob bytes.
 const copyBufferSize = 1 << 20
 
-// newZstdWriter returns the encoder every ferry archive is written with; its
-// settings are fixed so the same package always compresses to the same bytes.
-func newZstdWriter(w io.Writer) (*zstd.Encoder, error) {
-	return zstd.NewWriter(w, zstd.WithEncoderLevel(zstd.SpeedDefault), zstd.WithEncoderConcurrency(2), zstd.WithWindowSize(4<<20))
-}
-
 // ordered lists the plan's blobs in canonical order (see canonicalOrder),
 // each with its canonical descriptor, whose media type decides how the blob
 // is stored: the same graph then always gives the same archive.
@@ -86,9 +80,9 @@ func (p *Plan) ordered() ([]*Blob, error) {
 // WriteArchive writes the package: ferry.json, oci-layout, index.json, then
 // every blob once, children before parents, each verified as it is copied.
 func (p *Plan) WriteArchive(ctx context.Context, w io.Writer, format Format, progress ProgressFunc) (err error) {
-	var frames *frameWriter
+	var frames *zstdframe.Writer
 	if format == FormatTarZstd {
-		if frames, err = newFrameWriter(w); err != nil {
+		if frames, err = zstdframe.NewWriter(w); err != nil {
 			return err
 		}
 		defer func() {
@@ -139,7 +133,7 @@ func (p *Plan) WriteArchive(ctx context.Context, w io.Writer, format Format, pro
 type archiveWriter struct {
 	tw *tar.Writer
 	// frames, for tar.zst, stores compressed blobs in raw blocks.
-	frames *frameWriter
+	frames *zstdframe.Writer
 	mtime  time.Time
 	// prefetch holds the chunks a blob's source is read ahead into, so
 	// fetching (disk, network) overlaps with hashing and compressing.
@@ -164,7 +158,7 @@ func blobPath(d digest.Digest) string { return blobsDir + d.Algorithm().String()
 
 // blob copies one blob into the archive, checking size and digest.
 func (a *archiveWriter) blob(ctx context.Context, b *Blob) error {
-	stored := a.frames != nil && b.Desc.Size > 0 && storedMediaType(b.Desc.MediaType)
+	stored := a.frames != nil && b.Desc.Size > 0 && zstdframe.StoredMediaType(b.Desc.MediaType)
 	body := func() error {
 		_, err := a.tw.Write(b.Data)
 		return err
@@ -188,13 +182,13 @@ func (a *archiveWriter) blob(ctx context.Context, b *Blob) error {
 	if !stored {
 		return body()
 	}
-	if err := a.frames.beginRaw(b.Desc.Size); err != nil {
+	if err := a.frames.BeginRaw(b.Desc.Size); err != nil {
 		return err
 	}
 	if err := body(); err != nil {
 		return err
 	}
-	return a.frames.endRaw()
+	return a.frames.EndRaw()
 }
 
 // copyVerified copies exactly desc.Size bytes from pr, which hashes them,

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/opencontainers/go-digest"
+	"github.com/ferrypkg/ferry/artifact/internal/corrupt"
 )
 
 // BlobError is an error about one blob (or manifest) of a package: the
@@ -13,26 +13,11 @@ import (
 // cause, wrapped: errors.Is(err, ErrCorrupt) or errdef.ErrNotFound still
 // match, and errors.As gives the digest, as oras-go's CopyError does for a
 // copy.
-type BlobError struct {
-	Op     string
-	Digest digest.Digest
-	Err    error
-}
-
-var _ error = (*BlobError)(nil)
-
-func (e *BlobError) Error() string {
-	if e.Err == errDigestMismatch {
-		return fmt.Sprintf("%v: blob %s does not match its digest", ErrCorrupt, e.Digest)
-	}
-	return fmt.Sprintf("%s %s: %v", e.Op, e.Digest, e.Err)
-}
-
-func (e *BlobError) Unwrap() error { return e.Err }
+type BlobError = corrupt.BlobError
 
 // errDigestMismatch is the cause of a BlobError for content that does not
 // hash to its digest.
-var errDigestMismatch = fmt.Errorf("%w: does not match its digest", ErrCorrupt)
+var errDigestMismatch = corrupt.ErrDigestMismatch
 
 // refError is an error about a reference whose cause already names it, as
 // oras-go's do ("R: not found"): its message names the reference once.

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/ferrypkg/ferry/artifact/internal/graph"
+	"github.com/ferrypkg/ferry/artifact/internal/zstdframe"
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 )
@@ -163,9 +164,9 @@ func planDelta(r *Reader, sum *Summary, have *Receipt) (*deltaPlan, error) {
 // blobs it carries in r's stored order (children before parents), each
 // verified by the walk that reads it from r.
 func (p *deltaPlan) write(ctx context.Context, r *Reader, w io.Writer, format Format, progress ProgressFunc) (n int, size int64, err error) {
-	var frames *frameWriter
+	var frames *zstdframe.Writer
 	if format == FormatTarZstd {
-		if frames, err = newFrameWriter(w); err != nil {
+		if frames, err = zstdframe.NewWriter(w); err != nil {
 			return 0, 0, err
 		}
 		defer func() {

@@ -1,6 +1,10 @@
 package artifact
 
-import "time"
+import (
+	"time"
+
+	"github.com/ferrypkg/ferry/artifact/internal/zstdframe"
+)
 
 // Limits on what ferry reads from a package, whatever its source (archive,
 // layout folder, registry). Real packages stay far below each of them; a
@@ -30,7 +34,7 @@ const (
 	// MaxZstdWindow bounds the window a .tar.zst frame may declare, which
 	// is the memory its decoder needs (8 MiB: what zstd levels 1 to 19
 	// use; ferry writes 4 MiB; --ultra and --long archives are refused).
-	MaxZstdWindow = 8 << 20
+	MaxZstdWindow = zstdframe.MaxWindow
 
 	// MaxExpansion bounds how many times its compressed size a .tar.zst may
 	// expand to, counted from the start of the archive, once it has given
@@ -39,7 +43,7 @@ const (
 	// and its gzip layers 1×). The sizes ferry.json records, shared blobs
 	// counted each time, may add up to at most this many times the archive's
 	// size too.
-	MaxExpansion = 100
+	MaxExpansion = zstdframe.MaxExpansion
 
 	// MaxChartSize bounds a chart archive (.tgz) put into a package: it is
 	// held in memory (64 MiB; Helm's loader refuses a chart that expands past 100 MiB).
@@ -88,10 +92,6 @@ const (
 	// about 1,500. A larger list is refused, never held whole.
 	MaxGitRefList = 32 << 20
 )
-
-// expansionFloor is how many decompressed bytes a .tar.zst may give before
-// MaxExpansion applies (256 KiB): a very small archive may expand more.
-const expansionFloor = 256 << 10
 
 // Limits on the SBOM helper (ferry-sbom, Syft), which create runs on every
 // image platform it keeps: images come from registries nobody here

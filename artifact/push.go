@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sync/errgroup"
 	"oras.land/oras-go/v2/errdef"
 
+	"github.com/ferrypkg/ferry/artifact/internal/corrupt"
 	"github.com/ferrypkg/ferry/internal/readahead"
 )
 
@@ -393,16 +394,10 @@ func rootDescriptor(d ocispec.Descriptor) ocispec.Descriptor {
 
 // corruptBlobError is the error of a verifyingReader whose content does
 // not match its digest.
-func corruptBlobError(d digest.Digest) *BlobError {
-	return &BlobError{Op: "blob", Digest: d, Err: errDigestMismatch}
-}
+func corruptBlobError(d digest.Digest) *BlobError { return corrupt.Blob(d) }
 
 // isCorruptBlob reports whether err is a corruptBlobError, and returns it.
-func isCorruptBlob(err error) (*BlobError, bool) {
-	var be *BlobError
-	ok := errors.As(err, &be) && be.Err == errDigestMismatch
-	return be, ok
-}
+func isCorruptBlob(err error) (*BlobError, bool) { return corrupt.IsBlob(err) }
 
 // verifyingReader yields a blob's bytes from a readahead.Reader that hashes
 // them and, instead of a clean EOF, an error when they do not hash to the

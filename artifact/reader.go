@@ -15,7 +15,9 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/ferrypkg/ferry/artifact/internal/corrupt"
 	"github.com/ferrypkg/ferry/artifact/internal/graph"
+	"github.com/ferrypkg/ferry/artifact/internal/zstdframe"
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 )
@@ -25,7 +27,7 @@ var (
 	// ErrNotPackage means the input is not a ferry package.
 	ErrNotPackage = errors.New("not a ferry package")
 	// ErrCorrupt means the package is damaged or tampered with.
-	ErrCorrupt = errors.New("package is corrupt")
+	ErrCorrupt = corrupt.Err
 	// ErrUnsafeEntry means an archive entry could escape its folder or is not a plain file.
 	ErrUnsafeEntry = errors.New("unsafe archive entry")
 )
@@ -159,17 +161,17 @@ func (r *Reader) openArchive() error {
 		}
 		r.format = FormatTar
 		if z != nil {
-			r.format, size = FormatTarZstd, z.size
+			r.format, size = FormatTarZstd, z.Size
 			// A frame still being decoded that ends at the end of the file:
 			// the archive is one zstd frame (zstd or tar --zstd made it).
-			r.oneFrame = z.decoding && z.next == z.size
+			r.oneFrame = z.Decoding && z.Next == z.Size
 		}
 		return r.readDelta(tr)
 	})
 	if err != nil {
 		return err
 	}
-	if claimed := claimedSize(r.config) - r.delta.omittedSize(); r.format == FormatTarZstd && claimed > expansionFloor+MaxExpansion*size {
+	if claimed := claimedSize(r.config) - r.delta.omittedSize(); r.format == FormatTarZstd && claimed > zstdframe.ExpansionFloor+MaxExpansion*size {
 		return fmt.Errorf("%w: %s accounts for %d bytes of blobs, more than %d times the archive's %d bytes (a zstd bomb?)", ErrCorrupt, ConfigFileName, claimed, MaxExpansion, size)
 	}
 	return nil
@@ -190,8 +192,8 @@ func (r *Reader) withTar(fn func(*archiveStream) error) error {
 	var magic [4]byte
 	_, _ = f.ReadAt(magic[:], 0)
 	var src io.Reader = f
-	if isZstd(magic[:]) {
-		if a.z, err = newZstReader(f, size); err != nil {
+	if zstdframe.IsZstd(magic[:]) {
+		if a.z, err = zstdframe.NewReader(f, size); err != nil {
 			return err
 		}
 		defer a.z.Close()
@@ -205,7 +207,7 @@ func (r *Reader) withTar(fn func(*archiveStream) error) error {
 // and under them the zstd reader (z, nil for a plain tar) and the file.
 type archiveStream struct {
 	tr   *tar.Reader
-	z    *zstReader
+	z    *zstdframe.Reader
 	f    archiveFile
 	size int64
 }
@@ -222,7 +224,7 @@ func (a *archiveStream) end() error {
 	var left int64 // file bytes after what is being read
 	skippable := 0
 	if a.z != nil {
-		src, left, skippable = a.z, a.z.rest(), a.z.skippable
+		src, left, skippable = a.z, a.z.Rest(), a.z.Skippable
 	} else {
 		pos, err := a.f.Seek(0, io.SeekCurrent)
 		if err != nil {
@@ -243,7 +245,7 @@ func (a *archiveStream) end() error {
 		return err
 	case n > MaxTarPadding:
 		return fmt.Errorf("%w: more than %d bytes follow the archive's end", ErrCorrupt, MaxTarPadding)
-	case a.z != nil && a.z.skippable > skippable:
+	case a.z != nil && a.z.Skippable > skippable:
 		return fmt.Errorf("%w: a zstd skippable frame follows the archive's end", ErrCorrupt)
 	}
 	return nil
@@ -474,18 +476,6 @@ func checkEntry(h *tar.Header) error {
 	return nil
 }
 
-// corruptIn wraps err, a failure reading what (a part of the package, or
-// "" for the package itself), in ErrCorrupt — once: an err that already is
-// one gets only the context, so that no message says "package is corrupt"
-// twice.
-func corruptIn(what string, err error) error {
-	switch {
-	case errors.Is(err, ErrCorrupt) && what == "":
-		return err
-	case errors.Is(err, ErrCorrupt):
-		return fmt.Errorf("%s: %w", what, err)
-	case what == "":
-		return fmt.Errorf("%w: %w", ErrCorrupt, err)
-	}
-	return fmt.Errorf("%w: %s: %w", ErrCorrupt, what, err)
-}
+// corruptIn wraps err, a failure reading what, in ErrCorrupt, once (see
+// corrupt.In).
+func corruptIn(what string, err error) error { return corrupt.In(what, err) }

@@ -15,6 +15,7 @@ import (
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
 	"github.com/ferrypkg/ferry/artifact/internal/graph"
+	"github.com/ferrypkg/ferry/artifact/internal/zstdframe"
 	"github.com/ferrypkg/ferry/internal/readahead"
 )
 
@@ -119,7 +120,7 @@ type walker struct {
 	copyBuf  []byte
 	// deltaSeen is set once a delta's ferry-delta.json entry is read.
 	deltaSeen bool
-	z         *zstReader // what archive/tar reads, if the archive is zstd
+	z         *zstdframe.Reader // what archive/tar reads, if the archive is zstd
 }
 
 // sizeBudget is the most bytes of blobs a package whose ferry.json is cfg
@@ -301,11 +302,11 @@ func (w *walker) blob(desc ocispec.Descriptor, src io.Reader) error {
 
 // rawBlob returns the large blob desc, about to be read from src, an
 // archive's tar entry, as a rawBlob (see zeroCopy).
-func (w *walker) rawBlob(desc ocispec.Descriptor, src io.Reader, keep *bytes.Buffer) (*rawBlob, bool) {
+func (w *walker) rawBlob(desc ocispec.Descriptor, src io.Reader, keep *bytes.Buffer) (*zstdframe.RawBlob, bool) {
 	if !w.zeroCopy || w.z == nil || w.fn == nil || keep != nil || desc.Size <= MaxManifestSize {
 		return nil, false
 	}
-	return newRawBlob(src, w.z, desc, w.buf), true
+	return zstdframe.NewRawBlob(src, w.z, desc, w.buf), true
 }
 
 // seen counts a blob; the walk that checks the graph records its size. (Of

@@ -1,4 +1,4 @@
-package artifact
+package zstdframe
 
 import (
 	"bytes"
@@ -7,19 +7,20 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/ferrypkg/ferry/artifact/internal/corrupt"
 	"github.com/klauspost/compress/zstd"
 )
 
-// zstReader reads a .tar.zst archive frame by frame. The raw frames that
+// Reader reads a .tar.zst archive frame by frame. The raw frames that
 // frameWriter writes are read straight from the file, with no decoder and
 // no copy, and Seek passes over them without reading: a push walk that
 // leaves a layer to another walk skips it for free. Any other frame goes
 // through the zstd decoder, bounded to the frame. Only forward Seeks
 // relative to the current position are supported, which is what
 // archive/tar uses to skip an entry's data.
-type zstReader struct {
+type Reader struct {
 	f    io.ReaderAt
-	size int64 // file size
+	Size int64 // file size
 	off  int64 // file offset: in a raw frame, of the next byte; else of the next frame
 	pos  int64 // position in the decompressed stream
 	dec  *zstd.Decoder
@@ -28,27 +29,27 @@ type zstReader struct {
 	rawLeft   int64 // its content bytes not yet read
 	blockLeft int   // bytes left in its current block; 0 at a block boundary
 
-	decoding bool  // dec is decoding a frame ending at next
-	next     int64 // file offset after the frame dec decodes
+	Decoding bool  // dec is decoding a frame ending at next
+	Next     int64 // file offset after the frame dec decodes
 	// skippable counts the skippable frames passed.
-	skippable int
+	Skippable int
 	hdr       [18]byte
 	win       []byte // frameEnd's window of block headers
 }
 
-func newZstReader(f io.ReaderAt, size int64) (*zstReader, error) {
+func NewReader(f io.ReaderAt, size int64) (*Reader, error) {
 	dec, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true),
-		zstd.WithDecoderMaxWindow(MaxZstdWindow), zstd.WithDecoderMaxMemory(MaxZstdWindow))
+		zstd.WithDecoderMaxWindow(MaxWindow), zstd.WithDecoderMaxMemory(MaxWindow))
 	if err != nil {
 		return nil, err
 	}
-	return &zstReader{f: f, size: size, dec: dec}, nil
+	return &Reader{f: f, Size: size, dec: dec}, nil
 }
 
 // Close releases the decoder.
-func (z *zstReader) Close() { z.dec.Close() }
+func (z *Reader) Close() { z.dec.Close() }
 
-func (z *zstReader) Read(p []byte) (int, error) {
+func (z *Reader) Read(p []byte) (int, error) {
 	for {
 		switch {
 		case z.raw && z.rawLeft > 0:
@@ -66,23 +67,23 @@ func (z *zstReader) Read(p []byte) (int, error) {
 			return k, nil
 		case z.raw:
 			z.raw = false
-		case z.decoding:
+		case z.Decoding:
 			n, err := z.dec.Read(p)
 			z.pos += int64(n)
 			if err == io.EOF {
-				z.decoding, z.off = false, z.next
+				z.Decoding, z.off = false, z.Next
 				err = nil
 			}
 			if err != nil {
 				return n, z.decodeError(err)
 			}
-			if z.pos > expansionFloor && z.pos/MaxExpansion > z.next {
-				return n, fmt.Errorf("%w: the archive expands to more than %d times its size (a zstd bomb?)", ErrCorrupt, MaxExpansion)
+			if z.pos > ExpansionFloor && z.pos/MaxExpansion > z.Next {
+				return n, fmt.Errorf("%w: the archive expands to more than %d times its size (a zstd bomb?)", corrupt.Err, MaxExpansion)
 			}
 			if n > 0 {
 				return n, nil
 			}
-		case z.off >= z.size:
+		case z.off >= z.Size:
 			return 0, io.EOF
 		default:
 			if err := z.frame(); err != nil {
@@ -92,17 +93,17 @@ func (z *zstReader) Read(p []byte) (int, error) {
 	}
 }
 
-// rest is how many bytes of the file follow the frame being decoded, or,
+// Rest is how many bytes of the file follow the frame being decoded, or,
 // in a raw frame or between frames, the current offset.
-func (z *zstReader) rest() int64 {
-	if z.decoding {
-		return z.size - z.next
+func (z *Reader) Rest() int64 {
+	if z.Decoding {
+		return z.Size - z.Next
 	}
-	return z.size - z.off
+	return z.Size - z.off
 }
 
 // advance moves n bytes on in the current raw block.
-func (z *zstReader) advance(n int64) {
+func (z *Reader) advance(n int64) {
 	z.off += n
 	z.pos += n
 	z.rawLeft -= n
@@ -111,7 +112,7 @@ func (z *zstReader) advance(n int64) {
 
 // rawBlock reads the header of a raw frame's next block, which must be the
 // block frameWriter writes there.
-func (z *zstReader) rawBlock() error {
+func (z *Reader) rawBlock() error {
 	size, err := rawBlockAt(z.f, z.off, z.rawLeft, z.hdr[:3])
 	if err != nil {
 		return err
@@ -152,14 +153,14 @@ func rawBlockHeader(rawLeft int64) (int64, uint32) {
 // block header want.
 func checkRawHeader(hdr []byte, want uint32, off int64) error {
 	if uint32(hdr[0])|uint32(hdr[1])<<8|uint32(hdr[2])<<16 != want {
-		return fmt.Errorf("%w: zstd raw block at offset %d is damaged", ErrCorrupt, off)
+		return fmt.Errorf("%w: zstd raw block at offset %d is damaged", corrupt.Err, off)
 	}
 	return nil
 }
 
 // frame starts the frame at z.off.
-func (z *zstReader) frame() error {
-	h := z.hdr[:min(int64(len(z.hdr)), z.size-z.off)]
+func (z *Reader) frame() error {
+	h := z.hdr[:min(int64(len(z.hdr)), z.Size-z.off)]
 	if _, err := z.f.ReadAt(h, z.off); err != nil && !errors.Is(err, io.EOF) {
 		return err
 	}
@@ -176,31 +177,31 @@ func (z *zstReader) frame() error {
 	if err := z.dec.Reset(io.NewSectionReader(z.f, z.off, end-z.off)); err != nil {
 		return z.decodeError(err)
 	}
-	z.decoding, z.next = true, end
+	z.Decoding, z.Next = true, end
 	return nil
 }
 
-// decodeError maps a decoder's error to ErrCorrupt, naming the frame.
-func (z *zstReader) decodeError(err error) error {
+// decodeError maps a decoder's error to corrupt.Err, naming the frame.
+func (z *Reader) decodeError(err error) error {
 	if errors.Is(err, io.ErrUnexpectedEOF) {
 		return err
 	}
 	if errors.Is(err, zstd.ErrWindowSizeExceeded) || errors.Is(err, zstd.ErrDecoderSizeExceeded) {
-		return fmt.Errorf("%w: the zstd frame at offset %d needs a window over %d MiB, more than a package may use", ErrCorrupt, z.off, MaxZstdWindow>>20)
+		return fmt.Errorf("%w: the zstd frame at offset %d needs a window over %d MiB, more than a package may use", corrupt.Err, z.off, MaxWindow>>20)
 	}
-	return fmt.Errorf("%w: zstd frame at offset %d: %w", ErrCorrupt, z.off, err)
+	return fmt.Errorf("%w: zstd frame at offset %d: %w", corrupt.Err, z.off, err)
 }
 
 // frameEnd finds where the frame at z.off, whose first bytes are h, ends,
 // from its header and its blocks' headers (RFC 8878, section 3.1).
-func (z *zstReader) frameEnd(h []byte) (int64, error) {
+func (z *Reader) frameEnd(h []byte) (int64, error) {
 	if len(h) >= 8 && binary.LittleEndian.Uint32(h)&0xfffffff0 == 0x184d2a50 {
 		// A skippable frame: magic, size, data.
-		z.skippable++
+		z.Skippable++
 		return z.off + 8 + int64(binary.LittleEndian.Uint32(h[4:8])), nil
 	}
 	if len(h) < 6 || !bytes.Equal(h[:4], zstdMagic) {
-		return 0, fmt.Errorf("%w: no zstd frame at offset %d", ErrCorrupt, z.off)
+		return 0, fmt.Errorf("%w: no zstd frame at offset %d", corrupt.Err, z.off)
 	}
 	fhd := h[4]
 	single := fhd>>5&1 == 1
@@ -244,7 +245,7 @@ func (z *zstReader) frameEnd(h []byte) (int64, error) {
 		case 1: // RLE: one byte stands for size bytes
 			size = 1
 		case 3:
-			return 0, fmt.Errorf("%w: reserved zstd block type at offset %d", ErrCorrupt, at)
+			return 0, fmt.Errorf("%w: reserved zstd block type at offset %d", corrupt.Err, at)
 		}
 		at += 3 + size
 		if bh&1 == 1 {
@@ -254,15 +255,15 @@ func (z *zstReader) frameEnd(h []byte) (int64, error) {
 	if fhd>>2&1 == 1 {
 		at += 4 // content checksum
 	}
-	if at > z.size {
-		return 0, fmt.Errorf("%w: archive is truncated", ErrCorrupt)
+	if at > z.Size {
+		return 0, fmt.Errorf("%w: archive is truncated", corrupt.Err)
 	}
 	return at, nil
 }
 
 // Seek skips forward: offset ≥ 0 from the current position (io.SeekCurrent).
 // Raw frames are passed over without reading; others are decoded.
-func (z *zstReader) Seek(offset int64, whence int) (int64, error) {
+func (z *Reader) Seek(offset int64, whence int) (int64, error) {
 	if whence != io.SeekCurrent || offset < 0 {
 		return z.pos, errors.New("zstd archive: only forward seeks from the current position")
 	}
@@ -297,16 +298,16 @@ func (z *zstReader) Seek(offset int64, whence int) (int64, error) {
 		z.rawLeft -= size
 		offset -= size
 	}
-	if z.off > z.size {
-		return z.pos, fmt.Errorf("%w: archive is truncated", ErrCorrupt)
+	if z.off > z.Size {
+		return z.pos, fmt.Errorf("%w: archive is truncated", corrupt.Err)
 	}
 	return z.pos, nil
 }
 
-// truncated maps a short read's error to ErrCorrupt.
+// truncated maps a short read's error to corrupt.Err.
 func truncated(err error) error {
 	if err == nil || errors.Is(err, io.EOF) {
-		return fmt.Errorf("%w: archive is truncated", ErrCorrupt)
+		return fmt.Errorf("%w: archive is truncated", corrupt.Err)
 	}
 	return err
 }

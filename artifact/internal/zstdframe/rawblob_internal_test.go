@@ -1,4 +1,4 @@
-package artifact
+package zstdframe
 
 import (
 	"bytes"
@@ -13,13 +13,14 @@ import (
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
+	"github.com/ferrypkg/ferry/artifact/internal/corrupt"
 	"github.com/ferrypkg/ferry/internal/testsupport/fixture"
 )
 
 // rawArchive writes head (compressed), body (a raw frame) and a tail to a
 // file, and returns it opened, with a zstReader that has read head, as
 // archive/tar leaves it after an entry's header.
-func rawArchive(t *testing.T, head, body []byte, raw bool) (*os.File, *zstReader) {
+func rawArchive(t *testing.T, head, body []byte, raw bool) (*os.File, *Reader) {
 	t.Helper()
 	var data []byte
 	if raw {
@@ -32,7 +33,7 @@ func rawArchive(t *testing.T, head, body []byte, raw bool) (*os.File, *zstReader
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { f.Close() })
-	z, err := newZstReader(f, int64(len(data)))
+	z, err := NewReader(f, int64(len(data)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,11 +92,11 @@ func TestRawBlob(t *testing.T) {
 		for _, desc := range []ocispec.Descriptor{good, bad} {
 			wantEnd := error(io.EOF)
 			if desc.Digest != good.Digest {
-				wantEnd = corruptBlobError(desc.Digest)
+				wantEnd = corrupt.Blob(desc.Digest)
 			}
 			t.Run(fmt.Sprintf("read/raw=%v/%s", raw, desc.Digest.Encoded()[:8]), func(t *testing.T) {
 				_, z := rawArchive(t, head, body, raw)
-				b := newRawBlob(io.LimitReader(z, desc.Size), z, desc, make([]byte, 1<<20))
+				b := NewRawBlob(io.LimitReader(z, desc.Size), z, desc, make([]byte, 1<<20))
 				defer b.Close()
 				var got bytes.Buffer
 				_, err := io.CopyBuffer(&got, struct{ io.Reader }{b}, make([]byte, 1000))
@@ -108,7 +109,7 @@ func TestRawBlob(t *testing.T) {
 			})
 			t.Run(fmt.Sprintf("send/raw=%v/%s", raw, desc.Digest.Encoded()[:8]), func(t *testing.T) {
 				_, z := rawArchive(t, head, body, raw)
-				b := newRawBlob(io.LimitReader(z, desc.Size), z, desc, make([]byte, 1<<20))
+				b := NewRawBlob(io.LimitReader(z, desc.Size), z, desc, make([]byte, 1<<20))
 				defer b.Close()
 				c, got := tcpPair(t)
 				// As net/http does: a first read into its buffer, then the rest
@@ -141,7 +142,7 @@ func sameEnd(err, want error, eofIsNil bool) bool {
 	if want == io.EOF {
 		return err == io.EOF || (eofIsNil && err == nil)
 	}
-	_, corrupt := isCorruptBlob(err)
+	_, corrupt := corrupt.IsBlob(err)
 	return corrupt
 }
 
@@ -153,7 +154,7 @@ func TestRawBlobDamaged(t *testing.T) {
 	desc := ocispec.Descriptor{Digest: digest.FromBytes(body), Size: int64(len(body))}
 
 	f, z := rawArchive(t, head, body, true)
-	b := newRawBlob(io.LimitReader(z, desc.Size), z, desc, make([]byte, 1<<20))
+	b := NewRawBlob(io.LimitReader(z, desc.Size), z, desc, make([]byte, 1<<20))
 	if _, err := b.Read(make([]byte, 100)); err != nil || b.cur == nil {
 		t.Fatal(err)
 	}
@@ -167,13 +168,13 @@ func TestRawBlobDamaged(t *testing.T) {
 		t.Fatal(err)
 	}
 	c, _ := tcpPair(t)
-	if _, err := b.SendTo(c, -1); !errors.Is(err, ErrCorrupt) {
-		t.Fatalf("damaged block header: %v, want ErrCorrupt", err)
+	if _, err := b.SendTo(c, -1); !errors.Is(err, corrupt.Err) {
+		t.Fatalf("damaged block header: %v, want corrupt.Err", err)
 	}
 	c.Close()
 
 	_, z = rawArchive(t, head, body, true)
-	b = newRawBlob(io.LimitReader(z, desc.Size), z, desc, make([]byte, 1<<20))
+	b = NewRawBlob(io.LimitReader(z, desc.Size), z, desc, make([]byte, 1<<20))
 	if _, err := b.Read(make([]byte, 100)); err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,8 @@
-package artifact
+// Package zstdframe is the .tar.zst side of the package format: the
+// writer that stores already-compressed blobs as raw zstd frames, the
+// reader that walks frames with bounded windows and expansion, and the
+// raw blob that sends a stored blob straight from its frames.
+package zstdframe
 
 import (
 	"bytes"
@@ -9,6 +13,22 @@ import (
 
 	"github.com/klauspost/compress/zstd"
 )
+
+// MaxWindow bounds the window a .tar.zst frame may declare, which is the
+// memory its decoder needs (8 MiB: what zstd levels 1 to 19 use; ferry
+// writes 4 MiB; --ultra and --long archives are refused).
+const MaxWindow = 8 << 20
+
+// MaxExpansion bounds how many times its compressed size a .tar.zst may
+// expand to, counted from the start of the archive, once it has given more
+// than expansionFloor bytes (a zstd bomb: 269 KB to 8 GiB is 31,000×; a
+// real package's JSON, YAML and uncompressed layers give 2–20×, and its
+// gzip layers 1×).
+const MaxExpansion = 100
+
+// ExpansionFloor is how many decompressed bytes a .tar.zst may give before
+// MaxExpansion applies (256 KiB): a very small archive may expand more.
+const ExpansionFloor = 256 << 10
 
 // A .tar.zst archive is a series of zstd frames. The tar stream goes through
 // the encoder, except the bodies of blobs that are compressed already (gzip
@@ -34,16 +54,16 @@ const (
 
 var zstdMagic = []byte{0x28, 0xb5, 0x2f, 0xfd}
 
-// isZstd reports whether a file starting with magic is a zstd stream: a
+// IsZstd reports whether a file starting with magic is a zstd stream: a
 // frame, or a skippable frame (0x184D2A50 to 0x184D2A5F, little-endian:
 // RFC 8878, section 3.1.2), which a stream may open with.
-func isZstd(magic []byte) bool {
+func IsZstd(magic []byte) bool {
 	return bytes.Equal(magic, zstdMagic) || len(magic) == 4 && magic[0]&0xf0 == 0x50 && magic[1] == 0x2a && magic[2] == 0x4d && magic[3] == 0x18
 }
 
-// storedMediaType reports whether a blob of media type mt is compressed
+// StoredMediaType reports whether a blob of media type mt is compressed
 // already and goes into the archive in raw blocks.
-func storedMediaType(mt string) bool {
+func StoredMediaType(mt string) bool {
 	for _, s := range []string{"+gzip", "+zstd", ".gzip", ".zstd"} {
 		if strings.HasSuffix(mt, s) {
 			return true
@@ -52,9 +72,9 @@ func storedMediaType(mt string) bool {
 	return false
 }
 
-// frameWriter writes an archive's zstd frames: through enc, or, between
+// Writer writes an archive's zstd frames: through enc, or, between
 // beginRaw and endRaw, as one frame of raw blocks.
-type frameWriter struct {
+type Writer struct {
 	out   io.Writer
 	enc   *zstd.Encoder
 	raw   bool
@@ -63,15 +83,15 @@ type frameWriter struct {
 	hdr   [3]byte
 }
 
-func newFrameWriter(out io.Writer) (*frameWriter, error) {
-	enc, err := newZstdWriter(out)
+func NewWriter(out io.Writer) (*Writer, error) {
+	enc, err := NewEncoder(out)
 	if err != nil {
 		return nil, err
 	}
-	return &frameWriter{out: out, enc: enc}, nil
+	return &Writer{out: out, enc: enc}, nil
 }
 
-func (f *frameWriter) Write(p []byte) (int, error) {
+func (f *Writer) Write(p []byte) (int, error) {
 	if !f.raw {
 		return f.enc.Write(p)
 	}
@@ -106,7 +126,7 @@ func (f *frameWriter) Write(p []byte) (int, error) {
 
 // writeBlock writes one raw block: the frame's last when nothing is left
 // after it.
-func (f *frameWriter) writeBlock(b []byte) error {
+func (f *Writer) writeBlock(b []byte) error {
 	h := uint32(len(b)) << 3 // Block_Type 0 (raw)
 	if f.left == 0 {
 		h |= 1 // Last_Block
@@ -119,9 +139,9 @@ func (f *frameWriter) writeBlock(b []byte) error {
 	return err
 }
 
-// beginRaw ends the current compressed frame and starts a raw frame of size
+// BeginRaw ends the current compressed frame and starts a raw frame of size
 // bytes (size > 0).
-func (f *frameWriter) beginRaw(size int64) error {
+func (f *Writer) BeginRaw(size int64) error {
 	if err := f.enc.Close(); err != nil {
 		return err
 	}
@@ -139,9 +159,9 @@ func (f *frameWriter) beginRaw(size int64) error {
 	return nil
 }
 
-// endRaw checks the raw frame is complete and goes back to the encoder,
+// EndRaw checks the raw frame is complete and goes back to the encoder,
 // which starts a new frame.
-func (f *frameWriter) endRaw() error {
+func (f *Writer) EndRaw() error {
 	if f.left != 0 || len(f.block) != 0 {
 		return fmt.Errorf("raw frame: %d bytes short", f.left)
 	}
@@ -151,4 +171,10 @@ func (f *frameWriter) endRaw() error {
 }
 
 // Close ends the last frame.
-func (f *frameWriter) Close() error { return f.enc.Close() }
+func (f *Writer) Close() error { return f.enc.Close() }
+
+// NewEncoder returns the encoder every ferry archive is written with; its
+// settings are fixed so the same package always compresses to the same bytes.
+func NewEncoder(w io.Writer) (*zstd.Encoder, error) {
+	return zstd.NewWriter(w, zstd.WithEncoderLevel(zstd.SpeedDefault), zstd.WithEncoderConcurrency(2), zstd.WithWindowSize(4<<20))
+}

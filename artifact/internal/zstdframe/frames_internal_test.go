@@ -1,4 +1,4 @@
-package artifact
+package zstdframe
 
 import (
 	"bytes"
@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/ferrypkg/ferry/artifact/internal/corrupt"
 	"github.com/klauspost/compress/zstd"
 )
 
@@ -15,14 +16,14 @@ import (
 func writeFrames(t *testing.T, head, body, tail []byte, chunks []int) []byte {
 	t.Helper()
 	var out bytes.Buffer
-	f, err := newFrameWriter(&out)
+	f, err := NewWriter(&out)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := f.Write(head); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.beginRaw(int64(len(body))); err != nil {
+	if err := f.BeginRaw(int64(len(body))); err != nil {
 		t.Fatal(err)
 	}
 	for i, rest := 0, body; len(rest) > 0; i++ {
@@ -32,7 +33,7 @@ func writeFrames(t *testing.T, head, body, tail []byte, chunks []int) []byte {
 		}
 		rest = rest[n:]
 	}
-	if err := f.endRaw(); err != nil {
+	if err := f.EndRaw(); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := f.Write(tail); err != nil {
@@ -76,11 +77,11 @@ func TestFrameWriterRawFrames(t *testing.T) {
 }
 
 func TestFrameWriterSizeChecked(t *testing.T) {
-	f, err := newFrameWriter(io.Discard)
+	f, err := NewWriter(io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := f.beginRaw(10); err != nil {
+	if err := f.BeginRaw(10); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := f.Write(make([]byte, 11)); err == nil {
@@ -89,7 +90,7 @@ func TestFrameWriterSizeChecked(t *testing.T) {
 	if _, err := f.Write(make([]byte, 9)); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.endRaw(); err == nil {
+	if err := f.EndRaw(); err == nil {
 		t.Fatal("ending a raw frame 1 byte short succeeded")
 	}
 }
@@ -103,9 +104,9 @@ func TestZstReader(t *testing.T) {
 	head, tail := bytes.Repeat([]byte("head "), 3000), bytes.Repeat([]byte("tail "), 3000)
 	want := append(append(append([]byte{}, head...), body...), tail...)
 	ours := writeFrames(t, head, body, tail, []int{len(body)})
-	open := func(t *testing.T, data []byte) *zstReader {
+	open := func(t *testing.T, data []byte) *Reader {
 		t.Helper()
-		z, err := newZstReader(bytes.NewReader(data), int64(len(data)))
+		z, err := NewReader(bytes.NewReader(data), int64(len(data)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -161,14 +162,14 @@ func TestZstReader(t *testing.T) {
 		damaged[i-3] ^= 0x08 // first block's size
 		truncatedData := ours[:i+rawBlockSize+100]
 		for name, data := range map[string][]byte{"block header": damaged, "truncated": truncatedData} {
-			if _, err := io.ReadAll(open(t, data)); !errors.Is(err, ErrCorrupt) {
-				t.Fatalf("%s: %v, want ErrCorrupt", name, err)
+			if _, err := io.ReadAll(open(t, data)); !errors.Is(err, corrupt.Err) {
+				t.Fatalf("%s: %v, want corrupt.Err", name, err)
 			}
 		}
 		// Skipping past the end of a truncated raw frame fails too.
 		z := open(t, truncatedData)
 		io.ReadFull(z, make([]byte, len(head)))
-		if _, err := z.Seek(int64(len(body)), io.SeekCurrent); !errors.Is(err, ErrCorrupt) {
+		if _, err := z.Seek(int64(len(body)), io.SeekCurrent); !errors.Is(err, corrupt.Err) {
 			t.Fatalf("seek past a truncated frame: %v", err)
 		}
 	})

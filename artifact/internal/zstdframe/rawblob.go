@@ -1,4 +1,4 @@
-package artifact
+package zstdframe
 
 import (
 	"errors"
@@ -11,6 +11,7 @@ import (
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
+	"github.com/ferrypkg/ferry/artifact/internal/corrupt"
 	"github.com/ferrypkg/ferry/internal/readahead"
 	"github.com/ferrypkg/ferry/internal/zerocopy"
 )
@@ -19,7 +20,7 @@ import (
 // list of spans stays small whatever the blob's size).
 const rawWindow = 64 << 20
 
-// rawBlob is a large blob read from a package archive that, when it lies
+// RawBlob is a large blob read from a package archive that, when it lies
 // whole in a raw frame (as ferry writes layers), is sent from the file:
 // its bytes are the file's, between block headers. Uploaded over plain TCP
 // (zerocopy.Sender) it is sent by the kernel (sendfile) block by block,
@@ -34,9 +35,9 @@ const rawWindow = 64 << 20
 // rest is raw, and where. (An HTTP transport reads a body's first bytes
 // into its buffer anyway before it hands the connection over.) What tar
 // did not read it passes over at its next entry, by Seek.
-type rawBlob struct {
+type RawBlob struct {
 	src  io.Reader // the tar entry
-	z    *zstReader
+	z    *Reader
 	desc ocispec.Descriptor
 	h    hash.Hash
 	buf  []byte // the read-ahead's chunks, or hashing's
@@ -50,18 +51,18 @@ type rawBlob struct {
 	err error // sticky: the verdict at the end, or a failure
 }
 
-func newRawBlob(src io.Reader, z *zstReader, desc ocispec.Descriptor, buf []byte) *rawBlob {
-	return &rawBlob{src: src, z: z, desc: desc, h: desc.Digest.Algorithm().Hash(), buf: buf}
+func NewRawBlob(src io.Reader, z *Reader, desc ocispec.Descriptor, buf []byte) *RawBlob {
+	return &RawBlob{src: src, z: z, desc: desc, h: desc.Digest.Algorithm().Hash(), buf: buf}
 }
 
 // Close stops the read-ahead, if any.
-func (b *rawBlob) Close() {
+func (b *RawBlob) Close() {
 	if b.ra != nil {
 		b.ra.Close()
 	}
 }
 
-func (b *rawBlob) Read(p []byte) (int, error) {
+func (b *RawBlob) Read(p []byte) (int, error) {
 	if b.err != nil {
 		return 0, b.err
 	}
@@ -102,7 +103,7 @@ func (b *rawBlob) Read(p []byte) (int, error) {
 // SendTo sends the blob from where it is to c (at most limit bytes; all if
 // limit < 0): sendfile(2) per block, each block hashed right after it is
 // sent (sendHashed), in windows of rawWindow.
-func (b *rawBlob) SendTo(c *net.TCPConn, limit int64) (int64, error) {
+func (b *RawBlob) SendTo(c *net.TCPConn, limit int64) (int64, error) {
 	if b.err != nil {
 		return 0, b.err
 	}
@@ -152,9 +153,9 @@ func (b *rawBlob) SendTo(c *net.TCPConn, limit int64) (int64, error) {
 }
 
 // end gives the verdict on the whole blob, hashed by h.
-func (b *rawBlob) end(h hash.Hash) error {
+func (b *RawBlob) end(h hash.Hash) error {
 	if digest.NewDigest(b.desc.Digest.Algorithm(), h) != b.desc.Digest {
-		b.err = corruptBlobError(b.desc.Digest)
+		b.err = corrupt.Blob(b.desc.Digest)
 	} else {
 		b.err = io.EOF
 	}
@@ -162,7 +163,7 @@ func (b *rawBlob) end(h hash.Hash) error {
 }
 
 // fail keeps err, other than nil, as the blob's.
-func (b *rawBlob) fail(err error) error {
+func (b *RawBlob) fail(err error) error {
 	if err != nil && b.err == nil {
 		b.err = err
 	}
@@ -240,7 +241,7 @@ func (c *rawCursor) spans(n int64) ([]span, error) {
 		var hdr uint32
 		if c.blockLeft == 0 {
 			if c.rawLeft <= 0 {
-				return nil, fmt.Errorf("%w: a blob runs past its raw frame", ErrCorrupt)
+				return nil, fmt.Errorf("%w: a blob runs past its raw frame", corrupt.Err)
 			}
 			c.blockLeft, hdr = rawBlockHeader(c.rawLeft)
 			c.off += 3
@@ -317,7 +318,7 @@ func sendHashed(c *net.TCPConn, h hash.Hash, f *os.File, spans []span, buf []byt
 		return nil
 	})
 	if errors.Is(err, zerocopy.ErrFileChanged) {
-		err = corruptIn("", err)
+		err = corrupt.In("", err)
 	}
 	return sent, err
 }
