@@ -128,6 +128,7 @@ MAX_FILE_LINES ?= 600
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt: $$out"; exit 1; fi
 	@MAX_FILE_LINES=$(MAX_FILE_LINES) bash hack/long-files.sh
+	@$(GO) run ./hack/layers
 	$(GO) vet ./...
 	cd sbomgen && $(GO) vet ./...
 

@@ -7,7 +7,8 @@
 //     internal → internal; nothing imports cmd);
 //   - test support (internal/testsupport and packages named …test) is
 //     imported only by tests, other test support, e2e, hack and examples;
-//   - no package holds more than MaxPackageLines production lines;
+//   - no package holds more than MaxPackageLines production lines, but
+//     those in over, each held to its own bound;
 //   - docs/architecture.md's code map names every package.
 //
 // It prints one line per breach and exits 1 if there is any.
@@ -32,6 +33,22 @@ import (
 const MaxPackageLines = 5000
 
 const module = "github.com/ferrypkg/ferry"
+
+// over lists the packages allowed more than MaxPackageLines: each is held
+// to its bound, so that it does not grow, and says why it is over.
+var over = map[string]struct {
+	lines int
+	why   string
+}{
+	// Measured at issue 50 with a cross-reference of each further cut
+	// (identifiers that would cross it, unexported today): the Reader, its
+	// walk, parts and deltas read as one package, and the streaming push
+	// are one engine. Carrying (split, delta, receipt) would export 50,
+	// with parts and deltas read 66; transfer (push, pull, copy, mirror,
+	// uploads) 43; the verifying side 49. Definition, build, the zstd
+	// frames, the graph helpers and the corrupt-package errors moved out.
+	"artifact": {8100, "one engine: see hack/layers"},
+}
 
 // may lists, per top-level folder, the top-level folders its production
 // code may import (its own included).
@@ -92,6 +109,12 @@ func check() ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	return breachesOf(pkgs, named, lines)
+}
+
+// breachesOf checks pkgs against the layers, their sizes (counted by
+// count) and the packages the code map names.
+func breachesOf(pkgs []pkg, named map[string]bool, count func(pkg) (int, error)) ([]string, error) {
 	var breaches []string
 	for _, p := range pkgs {
 		rel := strings.TrimPrefix(strings.TrimPrefix(p.ImportPath, module), "/")
@@ -116,11 +139,13 @@ func check() ([]string, error) {
 				breaches = append(breaches, fmt.Sprintf("%s imports %s: %s may import only %s", rel, irel, top, strings.Join(allowed, ", ")))
 			}
 		}
-		n, err := lines(p)
+		n, err := count(p)
 		if err != nil {
 			return nil, err
 		}
-		if n > MaxPackageLines {
+		if o, ok := over[rel]; ok && n > o.lines {
+			breaches = append(breaches, fmt.Sprintf("%s: %d production lines, more than the %d it is held to (%s)", rel, n, o.lines, o.why))
+		} else if !ok && n > MaxPackageLines {
 			breaches = append(breaches, fmt.Sprintf("%s: %d production lines, more than %d", rel, n, MaxPackageLines))
 		}
 		if !named[rel] {
