@@ -92,7 +92,7 @@ func (p *Plan) WriteArchive(ctx context.Context, w io.Writer, format Format, pro
 		}()
 		w = frames
 	}
-	aw := &archiveWriter{tw: tar.NewWriter(w), frames: frames, mtime: p.Mtime, prefetch: make([]byte, 4*copyBufferSize)}
+	aw := &archiveWriter{tw: tar.NewWriter(w), frames: frames, mtime: p.Mtime, prefetch: make([]byte, 4*copyBufferSize), progress: progress}
 	if err := aw.file(ConfigFileName, p.ConfigData); err != nil {
 		return err
 	}
@@ -138,6 +138,8 @@ type archiveWriter struct {
 	// prefetch holds the chunks a blob's source is read ahead into, so
 	// fetching (disk, network) overlaps with hashing and compressing.
 	prefetch []byte
+	// progress, if set, hears of large blobs as they are read.
+	progress ProgressFunc
 }
 
 func (a *archiveWriter) header(name string, typ byte, mode, size int64) error {
@@ -172,7 +174,8 @@ func (a *archiveWriter) blob(ctx context.Context, b *Blob) error {
 			return &BlobError{Op: "fetch", Digest: b.Desc.Digest, Err: err}
 		}
 		defer rc.Close()
-		pr := readahead.New(io.LimitReader(rc, b.Desc.Size+1), a.prefetch, b.Desc.Digest.Algorithm().Hash())
+		src := withPartial(rc, newPartial(a.progress, PhaseWrite, b.Desc))
+		pr := readahead.New(io.LimitReader(src, b.Desc.Size+1), a.prefetch, b.Desc.Digest.Algorithm().Hash())
 		defer pr.Close()
 		body = func() error { return copyVerified(ctx, a.tw, pr, b.Desc) }
 	}

@@ -1,6 +1,11 @@
 package artifact
 
-import ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+import (
+	"io"
+	"sync/atomic"
+
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+)
 
 // Phase is what a progress event reports.
 type Phase string
@@ -20,6 +25,11 @@ const (
 // blob, an item of the work (Item: an image resolved, a release installed).
 // TotalBlobs and TotalBytes are the whole operation's, when known (0
 // otherwise), so that a renderer can show how far it is.
+//
+// A blob of PartialStep bytes or more that moves (uploaded, fetched,
+// written) is reported while it moves too: Partial events, each with the
+// bytes of it moved so far, at least PartialStep apart, before its own
+// event. A renderer that counts blobs skips them.
 type Progress struct {
 	Phase      Phase
 	Desc       ocispec.Descriptor
@@ -28,6 +38,62 @@ type Progress struct {
 	Item       string
 	TotalBlobs int
 	TotalBytes int64
+	Partial    bool
+}
+
+// PartialStep is how many bytes of a moving blob apart its Partial
+// progress events are (4 MiB).
+const PartialStep = 4 << 20
+
+// partial reports the bytes of one blob as they move, as Partial events
+// of phase; nil (no ProgressFunc, or a blob too small) reports nothing.
+// add is safe for concurrent use.
+type partial struct {
+	fn    ProgressFunc
+	phase Phase
+	desc  ocispec.Descriptor
+	n     atomic.Int64
+	next  atomic.Int64
+}
+
+func newPartial(fn ProgressFunc, phase Phase, desc ocispec.Descriptor) *partial {
+	if fn == nil || desc.Size < PartialStep {
+		return nil
+	}
+	p := &partial{fn: fn, phase: phase, desc: desc}
+	p.next.Store(PartialStep)
+	return p
+}
+
+// add counts n more bytes moved.
+func (p *partial) add(n int64) {
+	if p == nil || n <= 0 {
+		return
+	}
+	total := p.n.Add(n)
+	if next := p.next.Load(); total >= next && total < p.desc.Size && p.next.CompareAndSwap(next, total+PartialStep) {
+		p.fn(Progress{Phase: p.phase, Desc: p.desc, Bytes: total, Partial: true})
+	}
+}
+
+// partialReader counts what is read through it.
+type partialReader struct {
+	r io.Reader
+	p *partial
+}
+
+func (r *partialReader) Read(b []byte) (int, error) {
+	n, err := r.r.Read(b)
+	r.p.add(int64(n))
+	return n, err
+}
+
+// withPartial is r counted by p; r itself when p is nil.
+func withPartial(r io.Reader, p *partial) io.Reader {
+	if p == nil {
+		return r
+	}
+	return &partialReader{r: r, p: p}
 }
 
 // ProgressFunc receives progress events. Events of one operation may come

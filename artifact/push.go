@@ -251,7 +251,7 @@ func (p *pusher) blob(ctx context.Context, desc ocispec.Descriptor, body func() 
 
 // upload uploads one blob (or mounts it from MountFrom).
 func (p *pusher) upload(ctx context.Context, desc ocispec.Descriptor, body func() io.Reader, buf []byte) error {
-	if err := p.dst.pushBlob(ctx, desc, body(), buf, true); err != nil {
+	if err := p.dst.pushBlob(ctx, desc, movingBody(body(), newPartial(p.progress, PhaseCopy, desc)), buf, true); err != nil {
 		if ce, ok := isCorruptBlob(err); ok {
 			return ce
 		}

@@ -744,7 +744,7 @@ func pushResumes(ctx context.Context, t *testing.T, c *harness.Cluster) {
 	var once sync.Once
 	deleted := make(chan string, 1)
 	progress := func(p artifact.Progress) {
-		if p.Phase != artifact.PhaseRead || read.Add(p.Bytes) < total {
+		if p.Phase != artifact.PhaseRead || p.Partial || read.Add(p.Bytes) < total {
 			return
 		}
 		once.Do(func() {

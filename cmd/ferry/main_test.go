@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -65,8 +66,22 @@ func TestCLICreateInspect(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("create exit %d: %s", code, stderr)
 	}
-	if !strings.Contains(out, `"path": "cli-0.1.0.tar.zst"`) || stderr != "" {
+	if !strings.Contains(out, `"path": "cli-0.1.0.tar.zst"`) {
 		t.Fatalf("create printed %q / %q", out, stderr)
+	}
+	// With -o json, stderr carries progress for tools: a JSON object a line.
+	writes := 0
+	for _, line := range strings.Split(strings.TrimSpace(stderr), "\n") {
+		var ev struct{ Event, Phase, Digest string }
+		if err := json.Unmarshal([]byte(line), &ev); err != nil || ev.Event != "progress" {
+			t.Fatalf("stderr line %q is not a JSON progress event (%v)", line, err)
+		}
+		if ev.Phase == "write" && ev.Digest != "" {
+			writes++
+		}
+	}
+	if writes == 0 {
+		t.Errorf("no write progress events on stderr: %q", stderr)
 	}
 	out, stderr, code = runFerry(t, dir, "package", "inspect", "cli-0.1.0.tar.zst")
 	if code != 0 || !strings.Contains(out, "cli 0.1.0") || !strings.Contains(out, "/f.txt") {

@@ -49,6 +49,9 @@ type RawBlob struct {
 	cur *rawCursor
 	ra  *readahead.Reader
 	err error // sticky: the verdict at the end, or a failure
+	// Sent, if set, hears of the bytes SendTo sends, each block as it
+	// goes.
+	Sent func(n int64)
 }
 
 func NewRawBlob(src io.Reader, z *Reader, desc ocispec.Descriptor, buf []byte) *RawBlob {
@@ -137,7 +140,7 @@ func (b *RawBlob) SendTo(c *net.TCPConn, limit int64) (int64, error) {
 		if err != nil {
 			return first + sent, b.fail(err)
 		}
-		n, err := sendHashed(c, b.h, b.f, spans, b.buf)
+		n, err := sendHashed(c, b.h, b.f, spans, b.buf, b.Sent)
 		sent += n
 		if err != nil {
 			return first + sent, b.fail(err)
@@ -256,7 +259,8 @@ func (c *rawCursor) spans(n int64) ([]span, error) {
 
 // sendHashed sends f's spans to c in order, by sendfile(2), and feeds h
 // each span's bytes right after it is sent, checking the block headers
-// between them; it returns how many bytes it sent. The spans are
+// between them; it returns how many bytes it sent, and tells sent (if
+// set) of each span. The spans are
 // contiguous but for those headers: their bytes are handed out by one
 // zerocopy.Region — mapped 4 MiB at a time, not read into a buffer (read
 // into buf where mapping is not possible) —, not read one block and one
@@ -268,7 +272,7 @@ func (c *rawCursor) spans(n int64) ([]span, error) {
 // same pages moments later, and the two reads share the cache instead of
 // each fetching it from memory. Mapping instead of reading cut client CPU
 // too.
-func sendHashed(c *net.TCPConn, h hash.Hash, f *os.File, spans []span, buf []byte) (int64, error) {
+func sendHashed(c *net.TCPConn, h hash.Hash, f *os.File, spans []span, buf []byte, sentFn func(int64)) (int64, error) {
 	if len(spans) == 0 {
 		return 0, nil
 	}
@@ -291,6 +295,9 @@ func sendHashed(c *net.TCPConn, h hash.Hash, f *os.File, spans []span, buf []byt
 		for _, s := range spans {
 			n, err := zerocopy.SendFile(c, f, s.off, s.n)
 			sent += n
+			if sentFn != nil {
+				sentFn(n)
+			}
 			if err != nil {
 				return err
 			}

@@ -134,28 +134,46 @@ type progressBar struct {
 	blobs int   // blobs of this phase so far
 	bytes int64 // their bytes (those a registry had count too: done)
 	moved int64 // bytes that moved
+	// moving are the bytes moved so far of blobs still moving (Partial
+	// events), by digest.
+	moving map[string]int64
+	total  int64 // the phase's bytes, when an event has said
 }
 
-// NewProgress returns a ProgressFunc for cmd's stderr, or nil when stderr is
-// not a terminal.
+// NewProgress returns a ProgressFunc for cmd's stderr: a line redrawn on a
+// terminal; with -o json, one JSON object a line (progressEvent) for
+// tools; else nil.
 func NewProgress(cmd *cobra.Command) (artifact.ProgressFunc, func()) {
 	w := cmd.ErrOrStderr()
+	if f := cmd.Flags().Lookup("output"); f != nil && f.Value.String() == "json" {
+		return jsonProgress(w), func() {}
+	}
 	if !isTerminal(w) {
 		return nil, func() {}
 	}
-	p := &progressBar{w: w, start: time.Now()}
+	p := &progressBar{w: w, start: time.Now(), moving: map[string]int64{}}
 	return p.report, p.done
 }
 
 // report adds one event to the phase's counts and redraws the line at most
-// ten times a second (and at a phase's last blob, when its total is known).
+// ten times a second (and at a phase's last blob, when its total is known):
+// the bytes done, counting those of blobs still moving, the rate, and the
+// time left when the phase's bytes are known.
 func (p *progressBar) report(ev artifact.Progress) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if ev.Phase != p.phase {
-		p.phase, p.blobs, p.bytes, p.moved, p.start = ev.Phase, 0, 0, 0, time.Now()
+		p.phase, p.blobs, p.bytes, p.moved, p.total, p.start = ev.Phase, 0, 0, 0, 0, time.Now()
+		clear(p.moving)
 	}
-	if ev.Desc.Digest != "" {
+	if ev.TotalBytes > 0 {
+		p.total = ev.TotalBytes
+	}
+	switch {
+	case ev.Partial:
+		p.moving[string(ev.Desc.Digest)] = ev.Bytes
+	case ev.Desc.Digest != "":
+		delete(p.moving, string(ev.Desc.Digest))
 		p.blobs++
 		p.bytes += ev.Desc.Size
 		p.moved += ev.Bytes
@@ -165,7 +183,12 @@ func (p *progressBar) report(ev artifact.Progress) {
 		return
 	}
 	p.last = now
-	rate := float64(p.moved) / now.Sub(p.start).Seconds()
+	var inFlight int64
+	for _, n := range p.moving {
+		inFlight += n
+	}
+	elapsed := now.Sub(p.start).Seconds()
+	rate := float64(p.moved+inFlight) / elapsed
 	var line string
 	switch {
 	case ev.Desc.Digest == "":
@@ -174,15 +197,53 @@ func (p *progressBar) report(ev artifact.Progress) {
 			line = "resolved " + ev.Item
 		}
 	case ev.TotalBlobs > 0:
-		line = fmt.Sprintf("%s %d/%d blobs, %s/%s, %s/s", ev.Phase, p.blobs, ev.TotalBlobs, HumanBytes(p.bytes), HumanBytes(ev.TotalBytes), HumanBytes(int64(rate)))
+		line = fmt.Sprintf("%s %d/%d blobs, %s/%s, %s/s%s", ev.Phase, p.blobs, ev.TotalBlobs, HumanBytes(p.bytes+inFlight), HumanBytes(p.total), HumanBytes(int64(rate)), timeLeft(p.total-p.bytes-inFlight, rate, elapsed))
 	default:
-		line = fmt.Sprintf("%s %d blobs, %s, %s/s", ev.Phase, p.blobs, HumanBytes(p.bytes), HumanBytes(int64(rate)))
+		line = fmt.Sprintf("%s %d blobs, %s, %s/s", ev.Phase, p.blobs, HumanBytes(p.bytes+inFlight), HumanBytes(int64(rate)))
 	}
 	if len(line) > 100 {
 		line = line[:100]
 	}
 	fmt.Fprintf(p.w, "\r\033[K%s", line)
 	p.shown = true
+}
+
+// timeLeft says ", N left" for left bytes at rate, once a second of it
+// has given a rate worth dividing by.
+func timeLeft(left int64, rate, elapsed float64) string {
+	if left <= 0 || rate <= 0 || elapsed < 1 {
+		return ""
+	}
+	return ", " + (time.Duration(float64(left)/rate) * time.Second).Round(time.Second).String() + " left"
+}
+
+// progressEvent is one progress event as -o json writes it to stderr, a
+// line each: a blob (digest, size, the bytes that moved for it; partial
+// while it is still moving), or an item of the work.
+type progressEvent struct {
+	Event      string `json:"event"` // "progress"
+	Phase      string `json:"phase"`
+	Digest     string `json:"digest,omitempty"`
+	Size       int64  `json:"size,omitempty"`
+	Bytes      int64  `json:"bytes,omitempty"`
+	Partial    bool   `json:"partial,omitempty"`
+	Skipped    bool   `json:"skipped,omitempty"`
+	Item       string `json:"item,omitempty"`
+	TotalBlobs int    `json:"totalBlobs,omitempty"`
+	TotalBytes int64  `json:"totalBytes,omitempty"`
+}
+
+// jsonProgress writes each event to w as a progressEvent line.
+func jsonProgress(w io.Writer) artifact.ProgressFunc {
+	var mu sync.Mutex
+	enc := json.NewEncoder(w)
+	return func(ev artifact.Progress) {
+		e := progressEvent{Event: "progress", Phase: string(ev.Phase), Digest: string(ev.Desc.Digest), Size: ev.Desc.Size, Bytes: ev.Bytes,
+			Partial: ev.Partial, Skipped: ev.Skipped, Item: ev.Item, TotalBlobs: ev.TotalBlobs, TotalBytes: ev.TotalBytes}
+		mu.Lock()
+		enc.Encode(e)
+		mu.Unlock()
+	}
 }
 
 func (p *progressBar) done() {
