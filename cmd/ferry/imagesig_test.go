@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -72,6 +73,11 @@ func TestCLIInspectImageSignatures(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("inspect does not show %q:\n%s", want, out)
 		}
+	}
+	// The signature rows (two digests and a tag each) do not widen the
+	// image's row: its reference and digest stay close.
+	if gap := regexp.MustCompile(`one:1\.0( +)→`).FindStringSubmatch(out); gap == nil || len(gap[1]) > 8 {
+		t.Errorf("the image row is widened by its signature rows:\n%s", out)
 	}
 	out, _, _ = runFerry(t, dir, "package", "inspect", pkg, "-o", "json")
 	var rep struct {

@@ -160,7 +160,9 @@ func printReport(cmd *cobra.Command, rep *artifact.Report, archiveSize int64) {
 				if sg.Tag != "" {
 					how = "tag " + sg.Tag
 				}
-				fmt.Fprintf(tw, "  \t  %s of %s\t%s\t%s\t%s\n", sg.Kind, sg.Subject, sg.Digest, how, HumanBytes(sg.Size))
+				// No tab: a line's last cell is no column's, so these long
+				// rows (two digests and a tag) do not widen the image rows.
+				fmt.Fprintf(tw, "      %s of %s: %s, %s, %s\n", sg.Kind, sg.Subject, sg.Digest, how, HumanBytes(sg.Size))
 			}
 			if i.Policy != "" {
 				fmt.Fprintf(tw, "  \t  policy %s (checked at create; package verify --images checks it again)\n", i.Policy)
