@@ -56,5 +56,5 @@ func repoRoot() string {
 	if !ok {
 		return ""
 	}
-	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", "..", ".."))
 }
