@@ -83,14 +83,33 @@ type FoundImages struct {
 // test hooks and not listed (deploy never runs them). A listed image
 // matches a found one of the same repository and the same digest when
 // both have one, else the same tag.
+//
+// Maybe are image-like strings found outside image fields (container
+// arguments, commands and environment values, ConfigMap data,
+// annotations), neither images nor listed: images the software may pull
+// (cert-manager's ACME solver, given to its controller as an argument;
+// Istio's proxy, named in its injector's values), or words that only look
+// like one. A listed image that matches one is Present. Placeholders are
+// the known placeholders (see Placeholders) found in image fields: never
+// images, never in Missing.
 // Each list is sorted.
 type ComponentImages struct {
-	Name    string       `json:"name"`
-	Images  []FoundImage `json:"images"`
-	Missing []string     `json:"missing"`
-	Unused  []string     `json:"unused"`
-	Present []string     `json:"present"`
-	Test    []string     `json:"test"`
+	Name         string        `json:"name"`
+	Images       []FoundImage  `json:"images"`
+	Missing      []string      `json:"missing"`
+	Unused       []string      `json:"unused"`
+	Present      []string      `json:"present"`
+	Test         []string      `json:"test"`
+	Maybe        []FoundImage  `json:"maybe"`
+	Placeholders []Placeholder `json:"placeholders"`
+}
+
+// Placeholder is a known placeholder found where an image goes: its
+// reference, normalized, why it is not an image, and where it is written.
+type Placeholder struct {
+	Ref   string   `json:"ref"`
+	Why   string   `json:"why"`
+	Where []string `json:"where"`
 }
 
 // FoundImage is an image a component's charts or manifests use: its
@@ -142,7 +161,7 @@ type imageFinder struct {
 // component finds the images of one component and compares them with the
 // ones it lists.
 func (f *imageFinder) component(ctx context.Context, ci int, cd definition.Component) (ComponentImages, error) {
-	found := imageSet{}
+	found := newScan()
 	for hi, ch := range cd.Charts {
 		if err := f.chart(ctx, ch, found); err != nil {
 			field := fmt.Sprintf("components[%d].charts[%d]", ci, hi)
@@ -170,7 +189,7 @@ func (f *imageFinder) component(ctx context.Context, ci int, cd definition.Compo
 }
 
 // chart renders one chart and adds the images of what it renders to found.
-func (f *imageFinder) chart(ctx context.Context, cd definition.Chart, found imageSet) error {
+func (f *imageFinder) chart(ctx context.Context, cd definition.Chart, found *scan) error {
 	what := "chart " + cd.URL
 	if cd.Path != "" {
 		what = "chart " + cd.Path
