@@ -89,9 +89,12 @@ type FoundImages struct {
 // annotations), neither images nor listed: images the software may pull
 // (cert-manager's ACME solver, given to its controller as an argument;
 // Istio's proxy, named in its injector's values), or words that only look
-// like one. A listed image that matches one is Present. Placeholders are
+// like one. A listed image that matches one is Present, and in Images
+// marked Maybe. Placeholders are
 // the known placeholders (see Placeholders) found in image fields: never
-// images, never in Missing.
+// images, never in Missing. MaybeLimited says that the search for
+// them stopped early: past MaxMaybe of them, or past 4 MiB of distinct
+// image-like words, too many for a person to choose among.
 // Each list is sorted.
 type ComponentImages struct {
 	Name         string        `json:"name"`
@@ -102,6 +105,7 @@ type ComponentImages struct {
 	Test         []string      `json:"test"`
 	Maybe        []FoundImage  `json:"maybe"`
 	Placeholders []Placeholder `json:"placeholders"`
+	MaybeLimited bool          `json:"maybeLimited,omitempty"`
 }
 
 // Placeholder is a known placeholder found where an image goes: its
@@ -114,11 +118,14 @@ type Placeholder struct {
 
 // FoundImage is an image a component's charts or manifests use: its
 // reference, normalized as the definition's (docker.io/library/nginx:1.27),
-// whether only test hooks use it, and where it is used, e.g. "chart
-// kyverno: Deployment kyverno-admission-controller", sorted.
+// whether only test hooks use it, whether it is a maybe image (found
+// outside image fields; among the images because the component lists it),
+// and where it is used, e.g. "chart kyverno: Deployment
+// kyverno-admission-controller", sorted.
 type FoundImage struct {
 	Ref   string   `json:"ref"`
 	Test  bool     `json:"test,omitempty"`
+	Maybe bool     `json:"maybe,omitempty"`
 	Where []string `json:"where"`
 }
 

@@ -7,7 +7,6 @@ import (
 
 	"github.com/distribution/reference"
 
-	"github.com/ferrypkg/ferry/artifact/definition"
 	"github.com/ferrypkg/ferry/internal/podspec"
 )
 
@@ -20,6 +19,10 @@ var Placeholders = map[string]string{
 	// is created.
 	"docker.io/library/auto:latest": "Istio's injector replaces it with its proxy image when the Pod is created",
 }
+
+// MaxMaybe is how many maybe images FindImages lists for a component at
+// most; past it, ComponentImages.MaybeLimited says that more may be.
+const MaxMaybe = 256
 
 // maxImageLike is the longest string read as an image-like reference (a
 // name is at most 255 characters, a tag 128, a digest 71 and more).
@@ -179,21 +182,63 @@ func isWordBreak(b byte) bool {
 	return false
 }
 
+// maxParsed is how many words a scan remembers the parse of; a word past
+// it is parsed each time it is seen.
+const maxParsed = 1 << 16
+
+// maxParsedBytes is how many bytes of distinct words a scan gives the
+// reference parser (a few µs a word); past it, the scan stops looking for
+// maybe images and says so (ComponentImages.MaybeLimited). Real charts
+// give it a few KiB.
+const maxParsedBytes = 4 << 20
+
+// parsed is what the reference parser made of a word: its normalized
+// reference ("" when it is none), and whether it has a tag or digest.
+type parsed struct {
+	ref    string
+	pinned bool
+}
+
 // addMaybe adds w to s.maybe when a reference parser reads it as an image
 // reference, and when strict, one with a tag or digest.
 func (s *scan) addMaybe(w, where string, strict bool) {
+	p, ok := s.parsed[w]
+	if !ok && s.maybeLimited {
+		return // a new word could only be one more past the limit
+	}
+	if !ok {
+		if s.parsedBytes += len(w); s.parsedBytes > maxParsedBytes {
+			s.maybeLimited = true
+			return
+		}
+		p = parseImageLike(w)
+		if len(s.parsed) < maxParsed {
+			s.parsed[w] = p
+		}
+	}
+	if p.ref == "" || strict && !p.pinned || Placeholders[p.ref] != "" {
+		return
+	}
+	if len(s.maybe) >= MaxMaybe && s.maybe[p.ref] == nil {
+		s.maybeLimited = true
+		return
+	}
+	s.maybe.add(p.ref, where, false)
+}
+
+// parseImageLike parses w as an image reference; only the characters of
+// one are let through to the parser.
+func parseImageLike(w string) parsed {
+	for i := 0; i < len(w); i++ {
+		if b := w[i]; !(b >= 'a' && b <= 'z' || b >= '0' && b <= '9' || b >= 'A' && b <= 'Z' || strings.IndexByte("._-/:@", b) >= 0) {
+			return parsed{}
+		}
+	}
 	named, err := reference.ParseNormalizedNamed(w)
 	if err != nil {
-		return
+		return parsed{}
 	}
 	_, tagged := named.(reference.Tagged)
 	_, digested := named.(reference.Digested)
-	if strict && !tagged && !digested {
-		return
-	}
-	ref, err := definition.NormalizeImageRef(w)
-	if err != nil || Placeholders[ref] != "" {
-		return
-	}
-	s.maybe.add(ref, where, false)
+	return parsed{ref: reference.TagNameOnly(named).String(), pinned: tagged || digested}
 }

@@ -19,10 +19,16 @@ import (
 // placeholders written where an image goes.
 type scan struct {
 	images, maybe, placeholders imageSet
+	parsed                      map[string]parsed
+	// parsedBytes counts the bytes of distinct words parsed;
+	// maybeLimited says that the scan stopped looking for maybe images,
+	// past MaxMaybe of them or maxParsedBytes.
+	parsedBytes  int
+	maybeLimited bool
 }
 
 func newScan() *scan {
-	return &scan{images: imageSet{}, maybe: imageSet{}, placeholders: imageSet{}}
+	return &scan{images: imageSet{}, maybe: imageSet{}, placeholders: imageSet{}, parsed: map[string]parsed{}}
 }
 
 // image adds an image found in an image field, or a placeholder.
@@ -183,11 +189,12 @@ func scanImageFields(v any, where string, test bool, found *scan) {
 }
 
 // compareImages compares the images found with those a component lists.
-// A listed image that matches a maybe image is present; the other maybe
-// images, and the placeholders, are reported apart.
+// A listed image that matches a maybe image is present, and among the
+// images; the other maybe images, and the placeholders, are reported
+// apart.
 func compareImages(component string, listed []string, found *scan) ComponentImages {
 	c := ComponentImages{Name: component, Images: []FoundImage{}, Missing: []string{}, Unused: []string{}, Present: []string{}, Test: []string{},
-		Maybe: []FoundImage{}, Placeholders: []Placeholder{}}
+		Maybe: []FoundImage{}, Placeholders: []Placeholder{}, MaybeLimited: found.maybeLimited}
 	used := make([]bool, len(listed))
 	for ref, u := range found.maybe {
 		if found.images[ref] != nil {
@@ -199,7 +206,9 @@ func compareImages(component string, listed []string, found *scan) ComponentImag
 				used[i], matched = true, true
 			}
 		}
-		if !matched {
+		if matched {
+			c.Images = append(c.Images, FoundImage{Ref: ref, Maybe: true, Where: u.sorted()})
+		} else {
 			c.Maybe = append(c.Maybe, FoundImage{Ref: ref, Where: u.sorted()})
 		}
 	}

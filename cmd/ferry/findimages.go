@@ -185,6 +185,9 @@ func printFound(cmd *cobra.Command, def *definition.Definition, found *build.Fou
 				fmt.Fprintf(tw, "  %s\t%s\t%s\n", r.what, ref, where[ref])
 			}
 		}
+		if c.MaybeLimited {
+			fmt.Fprintf(tw, "  maybe\t…\tthe search for maybe images stopped: too many image-like strings\n")
+		}
 		for _, p := range c.Placeholders {
 			fmt.Fprintf(tw, "  placeholder\t%s\t%s; not carried: %s\n", p.Ref, whereOf(p.Where), p.Why)
 		}
