@@ -138,8 +138,12 @@ type FoundImage struct {
 // ReplicationController, PodTemplate), and, in any other object but a
 // CustomResourceDefinition, a string field named `image` that reads as an
 // image reference with a registry, a path, a tag or a digest (a custom
-// resource's image). Every file is read through the definition's Folder,
-// as Create reads it, within Create's limits.
+// resource's image). Known placeholders there (Placeholders) are reported
+// apart; image-like strings elsewhere (container arguments, commands and
+// environment values, ConfigMap data, annotations) are the maybe images,
+// reported apart and never missing. Every file is read through the
+// definition's Folder, as Create reads it, within Create's limits; the
+// search for maybe images stops, saying so, past MaxMaybe of them.
 func FindImages(ctx context.Context, def *definition.Definition, opts FindImagesOptions) (*FoundImages, error) {
 	folder, err := def.OpenFolder()
 	if err != nil {
