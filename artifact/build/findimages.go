@@ -83,23 +83,49 @@ type FoundImages struct {
 // test hooks and not listed (deploy never runs them). A listed image
 // matches a found one of the same repository and the same digest when
 // both have one, else the same tag.
+//
+// Maybe are image-like strings found outside image fields (container
+// arguments, commands and environment values, ConfigMap data,
+// annotations), neither images nor listed: images the software may pull
+// (cert-manager's ACME solver, given to its controller as an argument;
+// Istio's proxy, named in its injector's values), or words that only look
+// like one. A listed image that matches one is Present, and in Images
+// marked Maybe. Placeholders are
+// the known placeholders (see Placeholders) found in image fields: never
+// images, never in Missing. MaybeLimited says that the search for
+// them stopped early: past MaxMaybe of them, or past 4 MiB of distinct
+// image-like words, too many for a person to choose among.
 // Each list is sorted.
 type ComponentImages struct {
-	Name    string       `json:"name"`
-	Images  []FoundImage `json:"images"`
-	Missing []string     `json:"missing"`
-	Unused  []string     `json:"unused"`
-	Present []string     `json:"present"`
-	Test    []string     `json:"test"`
+	Name         string        `json:"name"`
+	Images       []FoundImage  `json:"images"`
+	Missing      []string      `json:"missing"`
+	Unused       []string      `json:"unused"`
+	Present      []string      `json:"present"`
+	Test         []string      `json:"test"`
+	Maybe        []FoundImage  `json:"maybe"`
+	Placeholders []Placeholder `json:"placeholders"`
+	MaybeLimited bool          `json:"maybeLimited,omitempty"`
+}
+
+// Placeholder is a known placeholder found where an image goes: its
+// reference, normalized, why it is not an image, and where it is written.
+type Placeholder struct {
+	Ref   string   `json:"ref"`
+	Why   string   `json:"why"`
+	Where []string `json:"where"`
 }
 
 // FoundImage is an image a component's charts or manifests use: its
 // reference, normalized as the definition's (docker.io/library/nginx:1.27),
-// whether only test hooks use it, and where it is used, e.g. "chart
-// kyverno: Deployment kyverno-admission-controller", sorted.
+// whether only test hooks use it, whether it is a maybe image (found
+// outside image fields; among the images because the component lists it),
+// and where it is used, e.g. "chart kyverno: Deployment
+// kyverno-admission-controller", sorted.
 type FoundImage struct {
 	Ref   string   `json:"ref"`
 	Test  bool     `json:"test,omitempty"`
+	Maybe bool     `json:"maybe,omitempty"`
 	Where []string `json:"where"`
 }
 
@@ -112,8 +138,12 @@ type FoundImage struct {
 // ReplicationController, PodTemplate), and, in any other object but a
 // CustomResourceDefinition, a string field named `image` that reads as an
 // image reference with a registry, a path, a tag or a digest (a custom
-// resource's image). Every file is read through the definition's Folder,
-// as Create reads it, within Create's limits.
+// resource's image). Known placeholders there (Placeholders) are reported
+// apart; image-like strings elsewhere (container arguments, commands and
+// environment values, ConfigMap data, annotations) are the maybe images,
+// reported apart and never missing. Every file is read through the
+// definition's Folder, as Create reads it, within Create's limits; the
+// search for maybe images stops, saying so, past MaxMaybe of them.
 func FindImages(ctx context.Context, def *definition.Definition, opts FindImagesOptions) (*FoundImages, error) {
 	folder, err := def.OpenFolder()
 	if err != nil {
@@ -142,7 +172,7 @@ type imageFinder struct {
 // component finds the images of one component and compares them with the
 // ones it lists.
 func (f *imageFinder) component(ctx context.Context, ci int, cd definition.Component) (ComponentImages, error) {
-	found := imageSet{}
+	found := newScan()
 	for hi, ch := range cd.Charts {
 		if err := f.chart(ctx, ch, found); err != nil {
 			field := fmt.Sprintf("components[%d].charts[%d]", ci, hi)
@@ -170,7 +200,7 @@ func (f *imageFinder) component(ctx context.Context, ci int, cd definition.Compo
 }
 
 // chart renders one chart and adds the images of what it renders to found.
-func (f *imageFinder) chart(ctx context.Context, cd definition.Chart, found imageSet) error {
+func (f *imageFinder) chart(ctx context.Context, cd definition.Chart, found *scan) error {
 	what := "chart " + cd.URL
 	if cd.Path != "" {
 		what = "chart " + cd.Path

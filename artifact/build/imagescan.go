@@ -14,6 +14,32 @@ import (
 	"github.com/ferrypkg/ferry/internal/podspec"
 )
 
+// scan gathers what the objects of a component hold: its images, the
+// image-like strings found elsewhere (maybe images), and the known
+// placeholders written where an image goes.
+type scan struct {
+	images, maybe, placeholders imageSet
+	parsed                      map[string]parsed
+	// parsedBytes counts the bytes of distinct words parsed;
+	// maybeLimited says that the scan stopped looking for maybe images,
+	// past MaxMaybe of them or maxParsedBytes.
+	parsedBytes  int
+	maybeLimited bool
+}
+
+func newScan() *scan {
+	return &scan{images: imageSet{}, maybe: imageSet{}, placeholders: imageSet{}, parsed: map[string]parsed{}}
+}
+
+// image adds an image found in an image field, or a placeholder.
+func (s *scan) image(ref, where string, test bool) {
+	if Placeholders[ref] != "" {
+		s.placeholders.add(ref, where, test)
+		return
+	}
+	s.images.add(ref, where, test)
+}
+
 // imageSet gathers the images found, by normalized reference.
 type imageSet map[string]*foundUse
 
@@ -34,10 +60,20 @@ func (s imageSet) add(ref, where string, test bool) {
 	u.notTest = u.notTest || !test
 }
 
-// scanManifests adds the images of every object of m to found; what names
+// sorted lists where an image is used, sorted.
+func (u *foundUse) sorted() []string {
+	where := make([]string, 0, len(u.where))
+	for w := range u.where {
+		where = append(where, w)
+	}
+	sort.Strings(where)
+	return where
+}
+
+// scanManifests adds what every object of m holds to found; what names
 // where m comes from ("chart kyverno", "manifests web") in found's records
 // and in errors, which name the template or file too.
-func scanManifests(m RenderedManifest, what string, found imageSet) error {
+func scanManifests(m RenderedManifest, what string, found *scan) error {
 	source := m.Source
 	var doc bytes.Buffer
 	flush := func() error {
@@ -77,8 +113,9 @@ func scanManifests(m RenderedManifest, what string, found imageSet) error {
 	return flush()
 }
 
-// scanObject adds the images one object uses to found.
-func scanObject(obj map[string]any, what, source string, test bool, found imageSet) error {
+// scanObject adds the images one object uses to found, and unless it is a
+// test hook, its maybe images.
+func scanObject(obj map[string]any, what, source string, test bool, found *scan) error {
 	kind, _ := obj["kind"].(string)
 	name := kind
 	if md, ok := obj["metadata"].(map[string]any); ok && md["name"] != nil {
@@ -109,9 +146,15 @@ func scanObject(obj map[string]any, what, source string, test bool, found imageS
 			if err != nil {
 				return fmt.Errorf("%s: %s: %s[%d]: %w", source, name, c.Field, c.Index, err)
 			}
-			found.add(ref, where, test)
+			found.image(ref, where, test)
+		}
+		if !test {
+			found.maybeObject(obj, kind, where)
 		}
 		return nil
+	}
+	if !test {
+		found.maybeObject(obj, kind, where)
 	}
 	for k, v := range obj {
 		if k != "metadata" {
@@ -124,14 +167,14 @@ func scanObject(obj map[string]any, what, source string, test bool, found imageS
 // scanImageFields adds the values of the string fields named `image`
 // inside v that read as image references: with a registry or path, a tag
 // or a digest (a bare word is too often something else).
-func scanImageFields(v any, where string, test bool, found imageSet) {
+func scanImageFields(v any, where string, test bool, found *scan) {
 	switch v := v.(type) {
 	case map[string]any:
 		for k, e := range v {
 			if s, ok := e.(string); ok && k == "image" {
 				if strings.ContainsAny(s, "/:@") {
 					if ref, err := definition.NormalizeImageRef(s); err == nil {
-						found.add(ref, where, test)
+						found.image(ref, where, test)
 					}
 				}
 				continue
@@ -146,16 +189,34 @@ func scanImageFields(v any, where string, test bool, found imageSet) {
 }
 
 // compareImages compares the images found with those a component lists.
-func compareImages(component string, listed []string, found imageSet) ComponentImages {
-	c := ComponentImages{Name: component, Images: []FoundImage{}, Missing: []string{}, Unused: []string{}, Present: []string{}, Test: []string{}}
+// A listed image that matches a maybe image is present, and among the
+// images; the other maybe images, and the placeholders, are reported
+// apart.
+func compareImages(component string, listed []string, found *scan) ComponentImages {
+	c := ComponentImages{Name: component, Images: []FoundImage{}, Missing: []string{}, Unused: []string{}, Present: []string{}, Test: []string{},
+		Maybe: []FoundImage{}, Placeholders: []Placeholder{}, MaybeLimited: found.maybeLimited}
 	used := make([]bool, len(listed))
-	for ref, u := range found {
-		where := make([]string, 0, len(u.where))
-		for w := range u.where {
-			where = append(where, w)
+	for ref, u := range found.maybe {
+		if found.images[ref] != nil {
+			continue
 		}
-		sort.Strings(where)
-		c.Images = append(c.Images, FoundImage{Ref: ref, Test: !u.notTest, Where: where})
+		matched := false
+		for i, l := range listed {
+			if definition.SameImage(l, ref) {
+				used[i], matched = true, true
+			}
+		}
+		if matched {
+			c.Images = append(c.Images, FoundImage{Ref: ref, Maybe: true, Where: u.sorted()})
+		} else {
+			c.Maybe = append(c.Maybe, FoundImage{Ref: ref, Where: u.sorted()})
+		}
+	}
+	for ref, u := range found.placeholders {
+		c.Placeholders = append(c.Placeholders, Placeholder{Ref: ref, Why: Placeholders[ref], Where: u.sorted()})
+	}
+	for ref, u := range found.images {
+		c.Images = append(c.Images, FoundImage{Ref: ref, Test: !u.notTest, Where: u.sorted()})
 		matched := false
 		for i, l := range listed {
 			if definition.SameImage(l, ref) {
@@ -181,7 +242,10 @@ func compareImages(component string, listed []string, found imageSet) ComponentI
 		}
 		seen[l] = true
 	}
-	sort.Slice(c.Images, func(i, j int) bool { return c.Images[i].Ref < c.Images[j].Ref })
+	for _, l := range [][]FoundImage{c.Images, c.Maybe} {
+		sort.Slice(l, func(i, j int) bool { return l[i].Ref < l[j].Ref })
+	}
+	sort.Slice(c.Placeholders, func(i, j int) bool { return c.Placeholders[i].Ref < c.Placeholders[j].Ref })
 	for _, s := range [][]string{c.Missing, c.Unused, c.Present, c.Test} {
 		sort.Strings(s)
 	}

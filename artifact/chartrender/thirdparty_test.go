@@ -3,6 +3,7 @@ package chartrender_test
 import (
 	"bytes"
 	"context"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -98,6 +99,10 @@ func TestFindImagesThirdParty(t *testing.T) {
 			if !slices.Equal(images, pin.images) || !slices.Equal(test, pin.test) {
 				t.Errorf("found %q, test hooks %q; pinned %q, %q", images, test, pin.images, pin.test)
 			}
+			// Nothing image-like outside image fields, no placeholder.
+			if len(got.Maybe)+len(got.Placeholders) != 0 {
+				t.Errorf("maybe %+v, placeholders %+v; want none", got.Maybe, got.Placeholders)
+			}
 			// The diff against the two images listed.
 			if !slices.Equal(got.Missing, pin.images) {
 				t.Errorf("missing %q, want %q", got.Missing, pin.images)
@@ -108,6 +113,107 @@ func TestFindImagesThirdParty(t *testing.T) {
 			}
 			if !slices.Equal(got.Unused, wantUnused) || !slices.Equal(got.Present, wantPresent) || !slices.Equal(got.Test, emptyIfNil(wantTestOnly)) {
 				t.Errorf("unused %q present %q test %q; want %q %q %q", got.Unused, got.Present, got.Test, wantUnused, wantPresent, wantTestOnly)
+			}
+		})
+	}
+}
+
+// pinnedImageLike are, for each chart of thirdparty.ImageLike rendered with
+// its defaults, its images, its maybe images with where each is, and its
+// placeholders.
+var pinnedImageLike = map[string]struct {
+	images       []string
+	maybe        map[string][]string
+	placeholders []string
+}{
+	"cert-manager@v1.21.2": {
+		images: []string{
+			"quay.io/jetstack/cert-manager-cainjector:v0.0.0",
+			"quay.io/jetstack/cert-manager-controller:v0.0.0",
+			"quay.io/jetstack/cert-manager-startupapicheck:v0.0.0",
+			"quay.io/jetstack/cert-manager-webhook:v0.0.0",
+		},
+		maybe: map[string][]string{
+			"quay.io/jetstack/cert-manager-acmesolver:v0.0.0": {"chart cert-manager: Deployment cert-manager: container cert-manager-controller args"},
+		},
+	},
+	"istiod@v0.0.0-20260423205519-b01690e6db7d": {
+		images: []string{"registry.istio.io/testing/pilot:latest"},
+		maybe: map[string][]string{
+			"docker.io/library/busybox:1.28": {"chart istiod: ConfigMap istio-sidecar-injector: data.config"},
+			"registry.istio.io/testing/proxyv2:latest": {
+				"chart istiod: ConfigMap istio-sidecar-injector: data.values",
+				"chart istiod: ConfigMap values: data.merged-values",
+			},
+		},
+	},
+	"gateway@v0.0.0-20260423205519-b01690e6db7d": {
+		placeholders: []string{"docker.io/library/auto:latest"},
+	},
+}
+
+// TestFindImagesImageLike: for real charts that pass images outside
+// image fields or write placeholders, FindImages finds the images `helm
+// template` output runs but the placeholders, reports the placeholders
+// and the maybe images apart, and adds neither to Missing; a maybe image
+// listed is present, among the images marked maybe.
+func TestFindImagesImageLike(t *testing.T) {
+	helm := peertool.Require(t, "helm")
+	for _, c := range thirdparty.ImageLike {
+		t.Run(c.Name, func(t *testing.T) {
+			pin, ok := pinnedImageLike[c.Name+"@"+c.Version]
+			if !ok {
+				t.Fatalf("nothing pinned for %s@%s", c.Name, c.Version)
+			}
+			var listed []string
+			for ref := range pin.maybe {
+				listed = append(listed, ref)
+			}
+			sort.Strings(listed)
+			dir := t.TempDir()
+			c.Copy(t, dir)
+			body := "    charts:\n      - path: " + c.Name + "\n        namespace: " + c.Name + "\n"
+			for _, list := range [][]string{nil, listed[:min(1, len(listed))]} {
+				images := body
+				if len(list) > 0 {
+					images = "    images:\n      - " + list[0] + "\n" + body
+				}
+				found, err := build.FindImages(context.Background(), writeDef(t, dir, images), build.FindImagesOptions{Charts: limited, Render: limited, Values: c.Values})
+				if err != nil {
+					t.Fatal(err)
+				}
+				got := found.Components[0]
+				var sure []string
+				maybe := map[string][]string{}
+				for _, i := range got.Images {
+					if i.Maybe {
+						maybe[i.Ref] = i.Where
+					} else {
+						sure = append(sure, i.Ref)
+					}
+				}
+				for _, m := range got.Maybe {
+					maybe[m.Ref] = m.Where
+				}
+				var placeholders []string
+				for _, p := range got.Placeholders {
+					placeholders = append(placeholders, p.Ref)
+					if p.Why == "" || len(p.Where) == 0 || !strings.HasPrefix(p.Where[0], "chart "+c.Name+": ") {
+						t.Errorf("placeholder %+v", p)
+					}
+				}
+				if len(list) > 0 && !slices.Equal(got.Present, list) {
+					t.Errorf("listed %q: present %q", list, got.Present)
+				}
+				if !slices.Equal(sure, pin.images) || !slices.Equal(got.Missing, emptyIfNil(pin.images)) ||
+					!maps.EqualFunc(maybe, pin.maybe, slices.Equal) || len(got.Maybe) != len(pin.maybe)-len(list) || !slices.Equal(placeholders, pin.placeholders) {
+					t.Errorf("images %q missing %q maybe %q (%d unlisted) placeholders %q; pinned %q %q %q", sure, got.Missing, maybe, len(got.Maybe), placeholders, pin.images, pin.maybe, pin.placeholders)
+				}
+			}
+			// Helm's own rendering runs the same images, and the placeholders.
+			wantImages, _ := helmTemplateImages(t, helm, dir, c)
+			if all := slices.Sorted(slices.Values(slices.Concat(pin.images, pin.placeholders))); !slices.Equal(all, wantImages) {
+				t.Errorf("helm template runs %q; pinned images and placeholders %q", wantImages, all)
 			}
 		})
 	}

@@ -159,6 +159,9 @@ refused, naming it.`,
 				for _, ref := range c.Missing {
 					fmt.Fprintf(cmd.OutOrStdout(), "found image %s (component %s, findImages)\n", ref, c.Name)
 				}
+				for _, m := range c.Maybe {
+					fmt.Fprintf(cmd.OutOrStdout(), "maybe image %s (component %s, findImages): not carried unless listed in images\n", m.Ref, c.Name)
+				}
 			}
 			return nil
 		},

@@ -123,6 +123,72 @@ func TestCLIFindImages(t *testing.T) {
 	}
 }
 
+// TestCLIFindImagesMaybe: image-like strings outside image fields are
+// listed as maybe and placeholders as not carried; neither counts for
+// --check nor is added by --write; --write-maybe adds the maybe ones,
+// which are then present.
+func TestCLIFindImagesMaybe(t *testing.T) {
+	dir := t.TempDir()
+	def := "apiVersion: ferry.dev/v1alpha1\nkind: Package\nmetadata: {name: fm, version: 0.1.0}\ncomponents:\n  - name: ctl\n    images:\n      - ghcr.io/example/ctl:1\n    manifests: [{name: m, files: [m.yaml]}]\n"
+	writeFile(t, filepath.Join(dir, "ferry.yaml"), def)
+	writeFile(t, filepath.Join(dir, "m.yaml"), `apiVersion: apps/v1
+kind: Deployment
+metadata: {name: ctl}
+spec: {template: {spec: {containers: [{name: ctl, image: ghcr.io/example/ctl:1, args: [--solver-image=quay.io/example/solver:1, --level=default:info], env: [{name: HELPER, value: ghcr.io/example/helper:2}]}]}}}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: gw}
+spec: {template: {spec: {containers: [{name: istio-proxy, image: auto}]}}}
+`)
+	out, stderr, code := runFerry(t, dir, "package", "find-images", "--check")
+	want := `component ctl
+  present      ghcr.io/example/ctl:1          manifests m: Deployment ctl
+  maybe        ghcr.io/example/helper:2       manifests m: Deployment ctl: container ctl env HELPER
+  maybe        quay.io/example/solver:1       manifests m: Deployment ctl: container ctl args
+  placeholder  docker.io/library/auto:latest  manifests m: Deployment gw; not carried: Istio's injector replaces it with its proxy image when the Pod is created
+no image missing from ferry.yaml
+2 maybe images not added; --write-maybe adds them, or list those to carry in ferry.yaml
+`
+	if code != 0 || stderr != "" || out != want {
+		t.Fatalf("find-images --check: exit %d %s\n%s\nwant\n%s", code, stderr, out, want)
+	}
+
+	out, _, code = runFerry(t, dir, "package", "find-images", "-o", "json")
+	var res struct {
+		Components []struct {
+			Maybe []struct {
+				Ref   string
+				Where []string
+			}
+			Placeholders []struct{ Ref, Why string }
+			Missing      []string
+		}
+		Missing, Maybe int
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil || code != 0 {
+		t.Fatalf("-o json: exit %d, %v\n%s", code, err, out)
+	}
+	if c := res.Components[0]; res.Missing != 0 || res.Maybe != 2 || len(c.Missing) != 0 || len(c.Maybe) != 2 ||
+		c.Maybe[1].Ref != "quay.io/example/solver:1" || len(c.Placeholders) != 1 || c.Placeholders[0].Ref != "docker.io/library/auto:latest" {
+		t.Errorf("-o json: %+v", res)
+	}
+
+	out, _, code = runFerry(t, dir, "package", "find-images", "--write")
+	if data, _ := os.ReadFile(filepath.Join(dir, "ferry.yaml")); code != 0 || string(data) != def || !strings.Contains(out, "2 maybe images not added") {
+		t.Errorf("--write: exit %d, wrote\n%s\n%s", code, data, out)
+	}
+	out, _, code = runFerry(t, dir, "package", "find-images", "--write-maybe")
+	data, _ := os.ReadFile(filepath.Join(dir, "ferry.yaml"))
+	if wantDef := strings.Replace(def, "ctl:1\n", "ctl:1\n      - ghcr.io/example/helper:2\n      - quay.io/example/solver:1\n", 1); code != 0 || string(data) != wantDef || !strings.Contains(out, "added 2 maybe images to ferry.yaml\n") {
+		t.Errorf("--write-maybe: exit %d, wrote\n%s\nwant\n%s\n%s", code, data, wantDef, out)
+	}
+	out, _, _ = runFerry(t, dir, "package", "find-images")
+	if !strings.Contains(out, "  present      quay.io/example/solver:1       manifests m: Deployment ctl: container ctl args\n") || strings.Contains(out, "maybe") {
+		t.Errorf("after --write-maybe:\n%s", out)
+	}
+}
+
 // TestCLICreateFindImages: with `findImages: true`, create carries the
 // images the component's manifests run and says so.
 func TestCLICreateFindImages(t *testing.T) {
@@ -150,9 +216,10 @@ func TestCLICreateFindImages(t *testing.T) {
 	}
 	image := host + "/team/app:1.0"
 	writeFile(t, filepath.Join(dir, "ferry.yaml"), "apiVersion: ferry.dev/v1alpha1\nkind: Package\nmetadata: {name: cf, version: 0.1.0}\nplatforms: [linux/"+runtime.GOARCH+"]\ncomponents:\n  - name: app\n    findImages: true\n    manifests: [{name: m, files: [m.yaml]}]\n")
-	writeFile(t, filepath.Join(dir, "m.yaml"), "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec: {containers: [{name: c, image: '"+image+"'}]}\n")
+	writeFile(t, filepath.Join(dir, "m.yaml"), "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec: {containers: [{name: c, image: '"+image+"', args: [--helper=ghcr.io/example/helper:2]}]}\n")
 	out, stderr, code := runFerry(t, dir, "package", "create", "-f", "cf.tar", "--sbom=false")
-	if code != 0 || !strings.Contains(out, "found image "+image+" (component app, findImages)\n") {
+	if code != 0 || !strings.Contains(out, "found image "+image+" (component app, findImages)\n") ||
+		!strings.Contains(out, "maybe image ghcr.io/example/helper:2 (component app, findImages): not carried unless listed in images\n") {
 		t.Fatalf("create: exit %d\n%s%s", code, out, stderr)
 	}
 	out, _, code = runFerry(t, dir, "package", "inspect", "cf.tar")

@@ -120,7 +120,7 @@ func cli() []Entry {
 		[]Entry{
 			{Where: find + " ARGS", Kind: YAML, Bound: "as package create's", Try: "package find-images {}"},
 		},
-		none(find, "--check", "--write", "--set", "--kube-version", "--render-memory", "--render-timeout"),
+		none(find, "--check", "--write", "--write-maybe", "--set", "--kube-version", "--render-memory", "--render-timeout"),
 		tlsOnly(find, "package find-images {def}"),
 		output(find),
 		// package convert

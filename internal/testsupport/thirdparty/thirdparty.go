@@ -70,6 +70,32 @@ var Charts = []Chart{
 // repositories, which charts/ does not hold.
 var Kyverno119 = Chart{Name: "kyverno", Module: "github.com/kyverno/kyverno", Version: "v1.19.1", Path: "charts/kyverno"}
 
+// ImageLike are charts that pass images outside image fields, or write a
+// placeholder where an image goes, which find-images reports apart (maybe
+// images, placeholders); they are rendered only, never deployed:
+//
+//   - cert-manager: the ACME HTTP-01 solver's image is an argument of the
+//     controller's container (--acme-http01-solver-image=…); its module's
+//     chart has version and appVersion v0.0.0 (the release tool sets them).
+//   - istiod (Istio's control plane): the sidecar injector's proxy image is
+//     named in a ConfigMap's JSON values as global.hub, global.tag and
+//     global.proxy.image, joined by the injector; its injection templates
+//     name an init image (busybox:1.28) as text.
+//   - istio-gateway: a Deployment whose image is `auto`, the placeholder
+//     Istio's injector replaces with its proxy image.
+//
+// Istio tags its releases without a "v", so the proxy serves its module
+// at pseudo-versions only: this one is main of 2026-04-23. Its charts
+// name the hub and tag its builds push to (registry.istio.io/testing,
+// latest); a release's charts name docker.io/istio and the release.
+var ImageLike = []Chart{
+	{Name: "cert-manager", Module: "github.com/cert-manager/cert-manager", Version: "v1.21.2", Path: "deploy/charts/cert-manager"},
+	{Name: "istiod", Module: "istio.io/istio", Version: istio, Path: "manifests/charts/istio-control/istio-discovery"},
+	{Name: "gateway", Module: "istio.io/istio", Version: istio, Path: "manifests/charts/gateway"},
+}
+
+const istio = "v0.0.0-20260423205519-b01690e6db7d"
+
 // ByName returns the chart of Charts with that name.
 func ByName(t testing.TB, name string) Chart {
 	t.Helper()
