@@ -1,9 +1,13 @@
 package artifact
 
 import (
+	"bytes"
 	"io"
+	"net"
 	"sync/atomic"
 
+	"github.com/ferrypkg/ferry/artifact/internal/zstdframe"
+	"github.com/ferrypkg/ferry/internal/zerocopy"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 )
 
@@ -100,3 +104,36 @@ func withPartial(r io.Reader, p *partial) io.Reader {
 // from several goroutines at once (a push's parallel streams): a
 // ProgressFunc must be safe for concurrent use and return quickly.
 type ProgressFunc func(Progress)
+
+// movingBody is an upload's body counted by p as it is sent: read, or sent
+// from the file by a zerocopy.Sender (a raw blob reports each window it
+// sends). body itself when p is nil, or when body is held in memory (one
+// PUT sends it).
+func movingBody(body io.Reader, p *partial) io.Reader {
+	if _, inMemory := body.(*bytes.Reader); p == nil || inMemory {
+		return body
+	}
+	if rb, ok := body.(*zstdframe.RawBlob); ok {
+		rb.Sent = p.add // each window, as it is sent
+		return &partialSender{partialReader: partialReader{r: body, p: p}, counted: true}
+	}
+	if _, ok := body.(zerocopy.Sender); ok {
+		return &partialSender{partialReader: partialReader{r: body, p: p}}
+	}
+	return &partialReader{r: body, p: p}
+}
+
+// partialSender is a zerocopy.Sender counted by its partial: what it
+// sends, unless the Sender counts it itself.
+type partialSender struct {
+	partialReader
+	counted bool
+}
+
+func (s *partialSender) SendTo(c *net.TCPConn, limit int64) (int64, error) {
+	n, err := s.r.(zerocopy.Sender).SendTo(c, limit)
+	if !s.counted {
+		s.p.add(n)
+	}
+	return n, err
+}

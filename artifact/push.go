@@ -376,17 +376,6 @@ func (p *pusher) blobConcurrent(ctx context.Context, desc ocispec.Descriptor, da
 	return nil
 }
 
-// bigWrites hands an upload's bytes to the HTTP transport in large writes
-// (io.Copy prefers WriteTo), not through its 4 KiB buffer.
-type bigWrites struct {
-	r   io.Reader
-	buf []byte
-}
-
-func (b *bigWrites) Read(p []byte) (int, error) { return b.r.Read(p) }
-
-func (b *bigWrites) WriteTo(w io.Writer) (int64, error) { return readahead.Copy(w, b.r, b.buf) }
-
 // rootDescriptor strips a descriptor to what a registry needs to tag it.
 func rootDescriptor(d ocispec.Descriptor) ocispec.Descriptor {
 	return ocispec.Descriptor{MediaType: d.MediaType, Digest: d.Digest, Size: d.Size}

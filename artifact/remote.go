@@ -16,6 +16,7 @@ import (
 	"oras.land/oras-go/v2/registry/remote/credentials"
 	"oras.land/oras-go/v2/registry/remote/retry"
 
+	"github.com/ferrypkg/ferry/artifact/internal/transport"
 	"github.com/ferrypkg/ferry/internal/confine"
 	"github.com/ferrypkg/ferry/internal/zerocopy"
 )
@@ -142,12 +143,12 @@ func (o RemoteOptions) client() (*auth.Client, error) {
 		}
 		window, rate := o.StallWindow, o.MinRate
 		if window == 0 {
-			window = DefaultStallWindow
+			window = transport.DefaultStallWindow
 		}
 		if rate <= 0 {
-			rate = DefaultMinRate
+			rate = transport.DefaultMinRate
 		}
-		c.Transport = &stallTransport{next: next, window: window, minRate: rate}
+		c.Transport = &transport.StallTransport{Next: next, Window: window, MinRate: rate}
 		base = &c
 	}
 	return &auth.Client{Client: base, Credential: cred, Cache: auth.NewCache(), Header: http.Header{"User-Agent": {"ferry"}}}, nil
@@ -162,4 +163,30 @@ func isLoopback(host string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// Stall detection on a registry's answers (RemoteOptions.StallWindow,
+// MinRate), as the git fetcher uses it too.
+const (
+	// DefaultStallWindow is how long a reader may wait on a registry's
+	// response (its headers, or the next bytes of its body) before the
+	// rate it got is judged (1 min).
+	DefaultStallWindow = transport.DefaultStallWindow
+	// DefaultMinRate is the slowest a registry may send while ferry waits
+	// on it (16 KiB/s). Slower, and the transfer is given up as stalled.
+	DefaultMinRate = transport.DefaultMinRate
+)
+
+// ErrStalled is wrapped by the error of a transfer given up because the
+// registry sent too little for too long.
+var ErrStalled = transport.ErrStalled
+
+// NewStallTransport is next, giving up a request whose answer does not
+// start within window, or whose body comes slower than minRate bytes a
+// second while it is waited on, with an error wrapping ErrStalled — as
+// RemoteOptions does for a registry, but for a POST's answer too (a git
+// server answers a POST with the pack). A window or minRate ≤ 0 is
+// DefaultStallWindow or DefaultMinRate.
+func NewStallTransport(next http.RoundTripper, window time.Duration, minRate int64) http.RoundTripper {
+	return transport.NewStallTransport(next, window, minRate)
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 
+	"github.com/ferrypkg/ferry/artifact/internal/transport"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"oras.land/oras-go/v2"
 	"oras.land/oras-go/v2/errdef"
@@ -56,7 +57,7 @@ func (s *repoStore) pushBlob(ctx context.Context, desc ocispec.Descriptor, body 
 	if mount {
 		from = s.mountFrom
 	}
-	return pushBlob(ctx, s.repo, desc, body, buf, from)
+	return transport.PushBlob(ctx, s.repo, desc, body, buf, from)
 }
 
 func (s *repoStore) manifestExists(ctx context.Context, desc ocispec.Descriptor) (bool, error) {

@@ -1,4 +1,8 @@
-package artifact
+// Package transport is how artifact talks HTTP to a registry beyond what
+// oras-go does: a blob upload in three requests that leaves nothing behind
+// when refused half-way (PushBlob), and stall detection on answers
+// (StallTransport).
+package transport
 
 import (
 	"bytes"
@@ -15,7 +19,8 @@ import (
 	"oras.land/oras-go/v2/registry/remote"
 	"oras.land/oras-go/v2/registry/remote/auth"
 
-	"github.com/ferrypkg/ferry/artifact/internal/zstdframe"
+	"github.com/ferrypkg/ferry/artifact/internal/corrupt"
+	"github.com/ferrypkg/ferry/internal/readahead"
 	"github.com/ferrypkg/ferry/internal/redact"
 	"github.com/ferrypkg/ferry/internal/zerocopy"
 )
@@ -24,7 +29,7 @@ import (
 // push has failed, and the DELETE that cancels a failed upload.
 const uploadCancelTimeout = 10 * time.Second
 
-// pushBlob uploads one blob as crane does — a POST that opens an upload
+// PushBlob uploads one blob as crane does — a POST that opens an upload
 // session (mounting from mountFrom, a repository of the same registry, when
 // set), a PATCH with the whole body, a PUT that commits it under its digest
 // — so that a push refused half-way leaves nothing in the registry's upload
@@ -49,7 +54,7 @@ const uploadCancelTimeout = 10 * time.Second
 //
 // The body goes to the HTTP transport in writes of len(buf) (from 4 KiB if
 // buf is nil).
-func pushBlob(ctx context.Context, repo *remote.Repository, desc ocispec.Descriptor, body io.Reader, buf []byte, mountFrom string) error {
+func PushBlob(ctx context.Context, repo *remote.Repository, desc ocispec.Descriptor, body io.Reader, buf []byte, mountFrom string) error {
 	ref := repo.Reference
 	scoped := auth.AppendRepositoryScope(ctx, ref, auth.ActionPull, auth.ActionPush)
 	scheme := "https"
@@ -145,7 +150,7 @@ type wholeIfCorrupt struct {
 
 func (c *wholeIfCorrupt) Read(p []byte) (int, error) {
 	n, err := c.r.Read(p)
-	if _, ok := isCorruptBlob(err); ok {
+	if _, ok := corrupt.IsBlob(err); ok {
 		c.err = err
 		return n, io.EOF
 	}
@@ -163,7 +168,7 @@ func (c *wholeIfCorrupt) SendTo(tc *net.TCPConn, limit int64) (int64, error) {
 		return zerocopy.Copy(tc, c, limit)
 	}
 	n, err := s.SendTo(tc, limit)
-	if _, ok := isCorruptBlob(err); ok {
+	if _, ok := corrupt.IsBlob(err); ok {
 		c.err = err
 		return n, nil
 	}
@@ -227,35 +232,13 @@ func errorDetail(r io.Reader) string {
 	return ": " + strings.Join(strings.Fields(string(b)), " ")
 }
 
-// movingBody is an upload's body counted by p as it is sent: read, or sent
-// from the file by a zerocopy.Sender (a raw blob reports each window it
-// sends). body itself when p is nil, or when body is held in memory (one
-// PUT sends it).
-func movingBody(body io.Reader, p *partial) io.Reader {
-	if _, inMemory := body.(*bytes.Reader); p == nil || inMemory {
-		return body
-	}
-	if rb, ok := body.(*zstdframe.RawBlob); ok {
-		rb.Sent = p.add // each window, as it is sent
-		return &partialSender{partialReader: partialReader{r: body, p: p}, counted: true}
-	}
-	if _, ok := body.(zerocopy.Sender); ok {
-		return &partialSender{partialReader: partialReader{r: body, p: p}}
-	}
-	return &partialReader{r: body, p: p}
+// bigWrites hands an upload's bytes to the HTTP transport in large writes
+// (io.Copy prefers WriteTo), not through its 4 KiB buffer.
+type bigWrites struct {
+	r   io.Reader
+	buf []byte
 }
 
-// partialSender is a zerocopy.Sender counted by its partial: what it
-// sends, unless the Sender counts it itself.
-type partialSender struct {
-	partialReader
-	counted bool
-}
+func (b *bigWrites) Read(p []byte) (int, error) { return b.r.Read(p) }
 
-func (s *partialSender) SendTo(c *net.TCPConn, limit int64) (int64, error) {
-	n, err := s.r.(zerocopy.Sender).SendTo(c, limit)
-	if !s.counted {
-		s.p.add(n)
-	}
-	return n, err
-}
+func (b *bigWrites) WriteTo(w io.Writer) (int64, error) { return readahead.Copy(w, b.r, b.buf) }

@@ -1,4 +1,4 @@
-package artifact
+package transport
 
 import (
 	"context"
@@ -26,15 +26,15 @@ const (
 // registry sent too little for too long.
 var ErrStalled = errors.New("stalled")
 
-// stallTransport gives up a GET or HEAD whose response body arrives slower
+// StallTransport gives up a GET or HEAD whose response body arrives slower
 // than minRate while it is being waited on (time the reader spends
 // elsewhere — writing what it read, waiting on another blob — does not
 // count), or whose headers do not arrive within window. Without it a registry that
 // sends a blob at 1 KiB/s holds a pull forever.
-type stallTransport struct {
-	next    http.RoundTripper
-	window  time.Duration
-	minRate int64
+type StallTransport struct {
+	Next    http.RoundTripper
+	Window  time.Duration
+	MinRate int64
 	posts   bool // a POST's answer judged too
 }
 
@@ -51,20 +51,20 @@ func NewStallTransport(next http.RoundTripper, window time.Duration, minRate int
 	if minRate <= 0 {
 		minRate = DefaultMinRate
 	}
-	return &stallTransport{next: next, window: window, minRate: minRate, posts: true}
+	return &StallTransport{Next: next, Window: window, MinRate: minRate, posts: true}
 }
 
-func (t *stallTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+func (t *StallTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if req.Method != http.MethodGet && req.Method != http.MethodHead && !(t.posts && req.Method == http.MethodPost) {
 		// An upload's pace is ferry's own; a registry may take long to
 		// commit a large one (S3 assembles its parts).
-		return t.next.RoundTrip(req)
+		return t.Next.RoundTrip(req)
 	}
 	ctx, cancel := context.WithCancelCause(req.Context())
-	headers := time.AfterFunc(t.window, func() {
-		cancel(fmt.Errorf("%w: %s sent no answer in %s", ErrStalled, req.URL.Host, t.window))
+	headers := time.AfterFunc(t.Window, func() {
+		cancel(fmt.Errorf("%w: %s sent no answer in %s", ErrStalled, req.URL.Host, t.Window))
 	})
-	resp, err := t.next.RoundTrip(req.WithContext(ctx))
+	resp, err := t.Next.RoundTrip(req.WithContext(ctx))
 	headers.Stop()
 	if err != nil {
 		if cause := context.Cause(ctx); errors.Is(cause, ErrStalled) {
@@ -83,7 +83,7 @@ type stallBody struct {
 	rc     io.ReadCloser
 	ctx    context.Context
 	cancel context.CancelCauseFunc
-	t      *stallTransport
+	t      *StallTransport
 	host   string
 
 	mu     sync.Mutex
@@ -93,7 +93,7 @@ type stallBody struct {
 
 func (b *stallBody) Read(p []byte) (int, error) {
 	b.mu.Lock()
-	left := b.t.window - b.waited
+	left := b.t.Window - b.waited
 	b.mu.Unlock()
 	// A Read that waits out the rest of the window with nothing to show
 	// is given up from outside: it may never return by itself.
@@ -101,7 +101,7 @@ func (b *stallBody) Read(p []byte) (int, error) {
 		b.mu.Lock()
 		got := b.got
 		b.mu.Unlock()
-		if got < b.t.minRate*int64(b.t.window/time.Second) {
+		if got < b.t.MinRate*int64(b.t.Window/time.Second) {
 			b.cancel(b.stalled(got))
 		}
 	})
@@ -112,8 +112,8 @@ func (b *stallBody) Read(p []byte) (int, error) {
 	b.waited += time.Since(start)
 	b.got += int64(n)
 	var stalled error
-	if b.waited >= b.t.window {
-		if b.got < b.t.minRate*int64(b.waited/time.Second) {
+	if b.waited >= b.t.Window {
+		if b.got < b.t.MinRate*int64(b.waited/time.Second) {
 			stalled = b.stalled(b.got)
 		}
 		b.waited, b.got = 0, 0
@@ -132,7 +132,7 @@ func (b *stallBody) Read(p []byte) (int, error) {
 }
 
 func (b *stallBody) stalled(got int64) error {
-	return fmt.Errorf("%w: %s sent %d bytes in %s, slower than %d KiB/s", ErrStalled, b.host, got, b.t.window, b.t.minRate>>10)
+	return fmt.Errorf("%w: %s sent %d bytes in %s, slower than %d KiB/s", ErrStalled, b.host, got, b.t.Window, b.t.MinRate>>10)
 }
 
 func (b *stallBody) Close() error {
