@@ -239,11 +239,11 @@ func (c *converter) fillPackageTemplates(data []byte) ([]byte, error) {
 		}
 	}
 	if len(missing) > 0 {
-		where := "none given"
+		msg := ErrNoTemplateValue.Error()
 		if c.opts.Config != nil {
-			where = "neither set nor in " + c.opts.Config.File + "'s package.create.set"
+			msg += " (" + c.opts.Config.File + "'s package.create.set gives none either)"
 		}
-		return nil, &definition.Error{File: c.shown, Msg: clipLine(fmt.Sprintf("%v (%s): %s", ErrNoTemplateValue, where, firstOf(missing))), Err: ErrNoTemplateValue}
+		return nil, &definition.Error{File: c.shown, Msg: clipLine(msg + ": " + firstOf(missing)), Err: ErrNoTemplateValue}
 	}
 	return out, nil
 }
