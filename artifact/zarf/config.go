@@ -65,6 +65,10 @@ func FindConfig(dir string) (string, error) {
 // read.
 func ReadConfig(p string) (*Config, error) {
 	data, err := confine.ReadPath(p, MaxConfigSize)
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return nil, fmt.Errorf("Zarf config file %s: %w", p, pe.Err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("Zarf config file %w", err)
 	}

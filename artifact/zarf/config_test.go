@@ -127,6 +127,13 @@ func TestReadConfig(t *testing.T) {
 	}
 }
 
+func TestReadConfigMissing(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "zarf-config.toml")
+	if _, err := zarf.ReadConfig(p); err == nil || err.Error() != "Zarf config file "+p+": no such file or directory" || !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("err = %v", err)
+	}
+}
+
 // A folder without a zarf.yaml is searched below, as `convert DIR` does.
 func TestFindDefinitions(t *testing.T) {
 	root := zarfRepo(t)

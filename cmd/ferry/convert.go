@@ -60,8 +60,11 @@ conditions, values files, fields Zarf itself does not know, and the
 
 As zarf package create does: --flavor keeps the components of that flavor,
 --architecture (default metadata.architecture, else this machine's) those
-of that architecture, --set fills ###ZARF_PKG_TMPL_KEY###; kustomizations
-are rendered now into zarf-kustomize/. Charts, manifests and files Zarf
+of that architecture, --set fills ###ZARF_PKG_TMPL_KEY###, as does the Zarf
+config file's package.create.set (zarf-config.toml, .yaml, .yml or .json:
+the one $ZARF_CONFIG names, else beside the zarf.yaml, else in the current
+folder; --set wins); kustomizations are rendered now into zarf-kustomize/.
+A folder without a zarf.yaml of its own converts every zarf.yaml below it. Charts, manifests and files Zarf
 downloads at create become paths under zarf-charts/, zarf-manifests/ and
 zarf-files/, with the command that fetches each: create refuses the
 definition until they are there.
