@@ -19,7 +19,6 @@ import (
 	"runtime"
 	"sort"
 	"strconv"
-	"strings"
 
 	"gopkg.in/yaml.v3"
 
@@ -50,8 +49,14 @@ type ConvertOptions struct {
 	Architecture string
 	// Set holds package template values (###ZARF_PKG_TMPL_KEY###), as
 	// `zarf package create --set KEY=VALUE`; keys are upper-cased as Zarf
-	// does. A template without a value is an error.
+	// does. They win over Config's. A template without a value is an
+	// error (ErrNoTemplateValue).
 	Set map[string]string
+	// Config is the Zarf config file's values (ReadConfig), as zarf
+	// package create and deploy take them: package.create.set fills
+	// package templates where Set does not, package.deploy.set is named
+	// in the report of the variables it gives values to. Nil: none.
+	Config *Config
 }
 
 // Gap is something of a zarf.yaml (or of a file it names) that the ferry
@@ -244,50 +249,6 @@ func (c *converter) run(doc *yaml.Node) (*Result, error) {
 	return &Result{Definition: out, Files: c.files, Gaps: append(c.gaps, c.tokenGaps...)}, nil
 }
 
-// fillPackageTemplates replaces ###ZARF_PKG_TMPL_KEY### (and the deprecated
-// ###ZARF_PKG_VAR_KEY###) with opts.Set in the text of zarf.yaml, as Zarf
-// does in its YAML, so lines stay; comment lines are left as they are. A
-// template without a value is an error, as with `zarf package create
-// --confirm`, naming the first and counting the others.
-func (c *converter) fillPackageTemplates(data []byte) ([]byte, error) {
-	if !bytes.Contains(data, []byte("###ZARF_PKG_")) {
-		return data, nil
-	}
-	set := map[string]string{}
-	for k, v := range c.opts.Set {
-		set[strings.ToUpper(k)] = v
-	}
-	var missing []string
-	out := make([]byte, 0, len(data))
-	for i, rest := 0, data; len(rest) > 0; i++ {
-		l, next, found := bytes.Cut(rest, []byte("\n"))
-		rest = next
-		if bytes.HasPrefix(bytes.TrimSpace(l), []byte("#")) || !bytes.Contains(l, []byte("###ZARF_PKG_")) {
-			out = append(out, l...)
-		} else {
-			out = append(out, pkgTemplate.ReplaceAllFunc(l, func(m []byte) []byte {
-				sub := pkgTemplate.FindSubmatch(m)
-				v, ok := set[string(sub[2])]
-				if !ok {
-					missing = append(missing, fmt.Sprintf("%s (line %d)", clip(string(m)), i+1))
-					return m
-				}
-				if string(sub[1]) == "VAR" {
-					c.gap(i+1, "", string(m)+" is Zarf's deprecated package variable syntax", "filled from --set "+string(sub[2])+" as ###ZARF_PKG_TMPL_"+string(sub[2])+"### would be")
-				}
-				return []byte(v)
-			})...)
-		}
-		if found {
-			out = append(out, '\n')
-		}
-	}
-	if len(missing) > 0 {
-		return nil, c.errf(0, "", "package templates without a value: %s: give each with --set KEY=VALUE (as zarf package create --set)", firstOf(missing))
-	}
-	return out, nil
-}
-
 // pkg converts the top level.
 func (c *converter) pkg(root *yaml.Node) (*ferryDef, error) {
 	o, err := c.object(root, "", "ZarfPackage")
@@ -344,7 +305,11 @@ func (c *converter) pkg(root *yaml.Node) (*ferryDef, error) {
 		}
 		name, _ := c.str(vo, "name")
 		dflt, _ := c.str(vo, "default")
-		c.gap(item.Line, f, fmt.Sprintf("variable %s (default %q): zarf package deploy asks for it or takes --set and replaces ###ZARF_VAR_%s###", name, dflt, name), "ferry templates nothing: a chart value given with `ferry deploy --set`, or the value written into the manifest (each use is reported below)")
+		given := fmt.Sprintf("default %q", dflt)
+		if _, ok := c.deployValue(name); ok {
+			given += "; " + c.opts.Config.File + "'s package.deploy.set gives it a value"
+		}
+		c.gap(item.Line, f, fmt.Sprintf("variable %s (%s): zarf package deploy asks for it or takes --set and replaces ###ZARF_VAR_%s###", name, given, name), "ferry templates nothing: a chart value given with `ferry deploy --set`, or the value written into the manifest (each use is reported below)")
 		return nil
 	}); err != nil {
 		return nil, err
@@ -492,12 +457,18 @@ func (c *converter) component(n *yaml.Node, field string) (*definition.Component
 		}
 		c.gap(o.line("import"), o.f("import"), what+": not resolved, only this component's own fields are converted", "flatten first: `zarf dev inspect definition . > flat/zarf.yaml` (Zarf composes imports, flavors and templates) and convert that")
 	}
+	var sigs []cosignArtifact
 	if err := c.list(o, "images", func(item *yaml.Node, f string) error {
 		if item.Kind != yaml.ScalarNode {
 			return c.errf(item.Line, f, "must be a string")
 		}
-		if _, err := definition.NormalizeImageRef(item.Value); err != nil {
+		ref, err := definition.NormalizeImageRef(item.Value)
+		if err != nil {
 			return c.errf(item.Line, f, "%v", err)
+		}
+		if cosignTag.MatchString(ref) {
+			sigs = append(sigs, cosignArtifact{ref: ref, line: item.Line, field: f})
+			return nil
 		}
 		if c.built {
 			comp.Images = append(comp.Images, definition.Image{Ref: item.Value, Layout: "images"})
@@ -510,6 +481,7 @@ func (c *converter) component(n *yaml.Node, field string) (*definition.Component
 	}); err != nil {
 		return nil, err
 	}
+	c.cosignGaps(sigs, comp.Images)
 	if err := c.list(o, "charts", func(item *yaml.Node, f string) error {
 		ch, err := c.chart(item, f)
 		if ch != nil {

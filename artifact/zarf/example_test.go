@@ -51,5 +51,5 @@ components:
 	//         version: 6.7.0
 	//         namespace: podinfo
 	//         releaseName: podinfo
-	// zarf.yaml:18: components[0].actions.onDeploy.after[0]: onDeploy after: command "kubectl -n podinfo rollout status deploy/podinfo" — none: ferry deploy runs no commands; in the cluster, a Helm hook Job or a Job in the component's manifests
+	// zarf.yaml:18: components[0].actions.onDeploy.after[0]: onDeploy after: command "kubectl -n podinfo rollout status deploy/podinfo" — none: ferry deploy runs no commands; in the cluster, a Helm post-install hook Job or a Job in the component's manifests
 }

@@ -4,9 +4,12 @@ import (
 	"fmt"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/ferrypkg/ferry/artifact/definition"
 )
 
 // only applies only.flavor and only.cluster.architecture as zarf package
@@ -52,10 +55,24 @@ func (c *converter) actions(n *yaml.Node, field string) error {
 	if err != nil {
 		return err
 	}
-	nearest := map[string]string{
-		"onCreate": "none in ferry.yaml: run it before `ferry package create` (a Makefile or CI step)",
-		"onDeploy": "none: ferry deploy runs no commands; in the cluster, a Helm hook Job or a Job in the component's manifests",
-		"onRemove": "none: ferry remove runs no commands; a Helm pre-delete hook Job in a chart",
+	nearest := func(op, when string) string {
+		switch op + "." + when {
+		case "onCreate.before":
+			return "none in ferry.yaml: run it before `ferry package create` (a Makefile or CI step)"
+		case "onCreate.after", "onCreate.onSuccess":
+			return "none in ferry.yaml: run it after `ferry package create` succeeds (a Makefile or CI step)"
+		case "onCreate.onFailure":
+			return "none in ferry.yaml: run it when `ferry package create` fails (a Makefile or CI step)"
+		case "onDeploy.before":
+			return "none: ferry deploy runs no commands; in the cluster, a Helm pre-install hook Job in a chart"
+		case "onDeploy.after", "onDeploy.onSuccess":
+			return "none: ferry deploy runs no commands; in the cluster, a Helm post-install hook Job or a Job in the component's manifests"
+		case "onRemove.before":
+			return "none: ferry remove runs no commands; a Helm pre-delete hook Job in a chart"
+		case "onRemove.after", "onRemove.onSuccess":
+			return "none: ferry remove runs no commands; a Helm post-delete hook Job in a chart"
+		}
+		return "none: ferry runs no commands when " + strings.ToLower(strings.TrimPrefix(op, "on")) + " fails; it reports the failure and stops"
 	}
 	for _, op := range o.order {
 		so, err := c.object(o.vals[op], o.f(op), "ZarfComponentActionSet")
@@ -81,7 +98,7 @@ func (c *converter) actions(n *yaml.Node, field string) error {
 					first, _, _ := strings.Cut(strings.TrimSpace(cmd), "\n")
 					what = fmt.Sprintf("command %q", first)
 				}
-				near := nearest[op]
+				near := nearest(op, when)
 				if ao.has("wait") {
 					wo, err := c.object(ao.vals["wait"], ao.f("wait"), "ZarfComponentActionWait")
 					if err != nil {
@@ -156,4 +173,53 @@ func localPlaceholder(folder, u string) string {
 		base = "download"
 	}
 	return folder + "/" + base
+}
+
+// cosignTag is a reference whose tag is cosign's tag of a signature, an
+// attestation or an attached SBOM of the manifest it names:
+// REPO:sha256-HEX.sig, .att, .sbom. Zarf lists them as images.
+var cosignTag = regexp.MustCompile(`^(.+):sha256-([0-9a-f]{64})\.(sig|att|sbom)$`)
+
+// cosignArtifact is an image entry of a zarf.yaml that is cosign's.
+type cosignArtifact struct {
+	ref, field string
+	line       int
+}
+
+// cosignGaps reports the cosign tags of a component's images, which are
+// left out of images: ferry's create carries the signatures and
+// attestations of each image it fetches by cosign's tags and as
+// referrers (artifact/build), and makes SBOMs itself.
+func (c *converter) cosignGaps(sigs []cosignArtifact, images []definition.Image) {
+	for _, s := range sigs {
+		m := cosignTag.FindStringSubmatch(s.ref)
+		repo, subject := m[1], repoDigest(m[1], m[2])
+		what := map[string]string{"sig": "signature", "att": "attestation", "sbom": "attached SBOM"}[m[3]]
+		near := "left out of images: ferry's create carries the cosign signatures and attestations of each image it fetches, found by this tag, beside the image (`ferry package inspect` lists them)"
+		if m[3] == "sbom" {
+			near = "left out of images: ferry carries no cosign attached SBOM; `ferry package create` makes an SBOM of each image itself"
+		}
+		if !slices.ContainsFunc(images, func(i definition.Image) bool { return sameRepo(i.Ref, repo) }) {
+			near += "; no image of this component is from " + repo + ": add " + subject + " to images to carry it"
+		}
+		c.gap(s.line, s.field, fmt.Sprintf("cosign's %s of %s (its tag %s), which Zarf carries as an image", what, subject, strings.TrimPrefix(s.ref, repo+":")), near)
+	}
+}
+
+func repoDigest(repo, hex string) string { return repo + "@sha256:" + hex }
+
+// sameRepo reports whether the image ref is from the repository repo
+// (both normalized).
+func sameRepo(ref, repo string) bool {
+	n, err := definition.NormalizeImageRef(ref)
+	if err != nil {
+		return false
+	}
+	if i := strings.Index(n, "@"); i >= 0 {
+		n = n[:i]
+	}
+	if i := strings.LastIndex(n, ":"); i > strings.LastIndex(n, "/") {
+		n = n[:i]
+	}
+	return n == repo
 }

@@ -45,6 +45,25 @@ const (
 	// printed about them stays short.
 	MaxQuoted = 256
 
+	// MaxConfigSize bounds a Zarf config file (zarf-config.toml, .yaml,
+	// .yml, .json) convert reads: 256 KiB (Zarf's own are under 3 KB, a
+	// TLS key included).
+	MaxConfigSize = 256 << 10
+
+	// MaxConfigNesting bounds, before a Zarf config file in TOML is
+	// parsed, its '{' (inline tables) and the '.' of any one line (dotted
+	// keys): 256 each. The TOML library's time grows with the square of
+	// their depth (60 KB of dotted key costs it 9 s and 10 GiB); at 256 it
+	// spends a few milliseconds.
+	MaxConfigNesting = 256
+
+	// MaxWalk bounds the files and folders convert looks through below a
+	// folder that holds no zarf.yaml (100,000), and MaxDefinitions the
+	// zarf.yaml files it finds there (1,000; Zarf v0.60.0's repository
+	// holds 109).
+	MaxWalk        = 100_000
+	MaxDefinitions = 1_000
+
 	// maxTokenScan bounds a file scanned for Zarf's deploy-time templates
 	// (8 MiB): a larger one, or one holding a NUL byte, is not scanned.
 	maxTokenScan = 8 << 20

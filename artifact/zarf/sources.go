@@ -365,8 +365,7 @@ func (c *converter) fileEntry(n *yaml.Node, field string, idx int) ([]definition
 		return c.localFiles(o, fmt.Sprintf("components/%s/files/%d/%s", c.comp, idx, path.Base(filepath.ToSlash(target))), target, -1)
 	}
 	if ep, _ := c.str(o, "extractPath"); ep != "" {
-		c.gap(o.line("extractPath"), o.f("extractPath"), fmt.Sprintf("%s taken out of the archive %s", ep, src), "extract it first into the definition's folder and name it as source")
-		return nil, nil
+		return c.extracted(o, idx, src, ep, sum, target, mode), nil
 	}
 	if isURL(src) {
 		u, s := splitShasum(src)
@@ -391,6 +390,33 @@ func (c *converter) fileEntry(n *yaml.Node, field string, idx int) ([]definition
 		}
 	}
 	return c.localFiles(o, p, target, mode)
+}
+
+// extracted is the ferry file of a Zarf file that zarf package create
+// takes out of the archive src (a URL or a local file; sum its sha256):
+// a path under FilesDir, named as the file's source so that create
+// refuses the definition until it is there, and the command that puts it
+// there.
+func (c *converter) extracted(o *object, idx int, src, ep, sum, target string, mode int64) []definition.File {
+	p := fmt.Sprintf("%s/%s/%d/%s", FilesDir, c.comp, idx, path.Base(filepath.ToSlash(ep)))
+	archive, fetch := src, ""
+	if isURL(src) {
+		u, s := splitShasum(src)
+		if sum == "" {
+			sum = s
+		}
+		archive = "/tmp/" + path.Base(strings.SplitN(u, "?", 2)[0])
+		fetch = fmt.Sprintf("curl -fLo %s %s%s && ", archive, u, shaCheck(sum, archive))
+	} else if sum != "" {
+		fetch = strings.TrimPrefix(shaCheck(sum, archive), " && ") + " && "
+	}
+	take := fmt.Sprintf("tar -xOf %s %s > %s", archive, ep, p)
+	if strings.HasSuffix(strings.ToLower(archive), ".zip") {
+		take = fmt.Sprintf("unzip -p %s %s > %s", archive, ep, p)
+	}
+	c.gap(o.line("extractPath"), o.f("extractPath"), fmt.Sprintf("%s taken out of the archive %s at create", ep, src),
+		fmt.Sprintf("source %s: extract it there first (`%smkdir -p %s && %s`)", p, fetch, path.Dir(p), take))
+	return []definition.File{{Source: p, Target: target, Mode: mode}}
 }
 
 // localFiles is the ferry files of the file or folder p (relative to

@@ -79,14 +79,19 @@ func (c *converter) scanBytes(p string, data []byte) {
 				continue
 			}
 			seen[string(tok)] = true
-			c.tokenGaps = append(c.tokenGaps, Gap{File: name, Line: line, What: clip(string(tok)) + " is replaced by zarf package deploy", Nearest: tokenNearest(string(tok))})
+			c.tokenGaps = append(c.tokenGaps, Gap{File: name, Line: line, What: clip(string(tok)) + " is replaced by zarf package deploy", Nearest: c.tokenNearest(string(tok))})
 		}
 	}
 }
 
-func tokenNearest(tok string) string {
+func (c *converter) tokenNearest(tok string) string {
 	switch {
-	case strings.HasPrefix(tok, "###ZARF_VAR_"), strings.HasPrefix(tok, "###ZARF_CONST_"):
+	case strings.HasPrefix(tok, "###ZARF_VAR_"):
+		if _, ok := c.deployValue(strings.TrimSuffix(strings.TrimPrefix(tok, "###ZARF_VAR_"), "###")); ok {
+			return "ferry deploys it as it is: write the value " + c.opts.Config.File + "'s package.deploy.set gives it, or make it a chart value set with `ferry deploy --set`"
+		}
+		fallthrough
+	case strings.HasPrefix(tok, "###ZARF_CONST_"):
 		return "ferry deploys it as it is: write the value, or make it a chart value set with `ferry deploy --set`"
 	case tok == "###ZARF_REGISTRY###":
 		return "ferry rewrites workload images to its registry itself: write the image's original reference"
@@ -94,4 +99,14 @@ func tokenNearest(tok string) string {
 		return "ferry points Flux and Argo CD objects at its git server itself: write the repository's original URL"
 	}
 	return "ferry deploys it as it is: write the value it stands for"
+}
+
+// deployValue is the value the Zarf config file's package.deploy.set
+// gives the variable name, as zarf package deploy takes it.
+func (c *converter) deployValue(name string) (string, bool) {
+	if c.opts.Config == nil {
+		return "", false
+	}
+	v, ok := c.opts.Config.DeploySet[strings.ToUpper(name)]
+	return v, ok
 }

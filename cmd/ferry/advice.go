@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/ferrypkg/ferry/artifact/zarf"
 	"github.com/ferrypkg/ferry/cmd/ferry/internal/cli"
 	"github.com/ferrypkg/ferry/deploy"
 	"github.com/ferrypkg/ferry/deploy/install"
@@ -27,6 +28,7 @@ var advice = []cli.Advice{
 	cli.AdviseIs(reach.ErrNoReadyPod, "run `ferry init` to repair it: it moves ferry's Pods off a node that is down"),
 	cli.AdviseIs(upload.ErrNoToken, "use a kubeconfig with a token (OIDC, or `kubectl create token`), or deploy without --via-agent"),
 	cli.AdviseIs(inject.ErrStrands, "pass --migrate to copy every repository first"),
+	cli.AdviseIs(zarf.ErrNoTemplateValue, "give each with --set KEY=VALUE, or under [package.create.set] in a zarf-config.toml beside the zarf.yaml, as zarf package create takes them"),
 	{Is: func(err error) bool {
 		var be *install.BinaryError
 		return errors.As(err, &be)

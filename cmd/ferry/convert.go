@@ -22,6 +22,7 @@ type convertJSON struct {
 	Source     string     `json:"source"`
 	Definition string     `json:"definition,omitempty"`
 	Files      []string   `json:"files,omitempty"`
+	Config     string     `json:"config,omitempty"`
 	Gaps       []zarf.Gap `json:"gaps"`
 	Error      string     `json:"error,omitempty"`
 }
@@ -59,8 +60,11 @@ conditions, values files, fields Zarf itself does not know, and the
 
 As zarf package create does: --flavor keeps the components of that flavor,
 --architecture (default metadata.architecture, else this machine's) those
-of that architecture, --set fills ###ZARF_PKG_TMPL_KEY###; kustomizations
-are rendered now into zarf-kustomize/. Charts, manifests and files Zarf
+of that architecture, --set fills ###ZARF_PKG_TMPL_KEY###, as does the Zarf
+config file's package.create.set (zarf-config.toml, .yaml, .yml or .json:
+the one $ZARF_CONFIG names, else beside the zarf.yaml, else in the current
+folder; --set wins); kustomizations are rendered now into zarf-kustomize/.
+A folder without a zarf.yaml of its own converts every zarf.yaml below it. Charts, manifests and files Zarf
 downloads at create become paths under zarf-charts/, zarf-manifests/ and
 zarf-files/, with the command that fetches each: create refuses the
 definition until they are there.
@@ -76,16 +80,23 @@ An existing ferry.yaml is kept unless --force.`,
 			if file != "" && len(args) > 1 {
 				return errors.New("-f names the ferry.yaml of a single zarf.yaml; with several, each is written next to its zarf.yaml")
 			}
+			srcs, err := zarfDefinitions(args)
+			if err != nil {
+				return err
+			}
+			if file != "" && len(srcs) > 1 {
+				return fmt.Errorf("-f names the ferry.yaml of a single zarf.yaml; %s holds %d", args[0], len(srcs))
+			}
 			var reports []convertJSON
 			failed, gaps := 0, 0
-			for _, arg := range args {
-				rep, err := convertOne(arg, file, force, zarf.ConvertOptions{Flavor: flavor, Architecture: arch, Set: set})
-				if err != nil && len(args) == 1 && !output.JSON() {
+			for _, src := range srcs {
+				rep, err := convertOne(src, file, force, zarf.ConvertOptions{Flavor: flavor, Architecture: arch, Set: set})
+				if err != nil && len(srcs) == 1 && !output.JSON() {
 					return err
 				}
 				if err != nil {
 					failed++
-					rep.Error = err.Error()
+					rep.Error = cli.Advise(err, advice).Error()
 				}
 				gaps += len(rep.Gaps)
 				reports = append(reports, rep)
@@ -100,7 +111,7 @@ An existing ferry.yaml is kept unless --force.`,
 			}
 			switch {
 			case failed > 0:
-				return fmt.Errorf("%d of %s not converted", failed, plural(len(args), "definition"))
+				return fmt.Errorf("%d of %s not converted", failed, plural(len(srcs), "definition"))
 			case strict && gaps > 0:
 				return fmt.Errorf("--strict: %s (see above)", plural(gaps, "gap"))
 			}
@@ -117,17 +128,20 @@ An existing ferry.yaml is kept unless --force.`,
 	return cmd
 }
 
-// convertOne converts the zarf.yaml arg names (or the one in the folder
-// arg) and writes the ferry.yaml and the files it names.
-func convertOne(arg, out string, force bool, opts zarf.ConvertOptions) (convertJSON, error) {
-	src := arg
-	if fi, err := os.Stat(arg); err == nil && fi.IsDir() {
-		src = filepath.Join(arg, "zarf.yaml")
-	}
+// convertOne converts the zarf.yaml src and writes the ferry.yaml and the
+// files it names, with the Zarf config file that zarf package create
+// would read (zarfConfig).
+func convertOne(src, out string, force bool, opts zarf.ConvertOptions) (convertJSON, error) {
 	rep := convertJSON{Source: src, Gaps: []zarf.Gap{}}
 	data, err := zarf.ReadDefinition(src)
 	if err != nil {
 		return rep, err
+	}
+	if opts.Config, err = zarfConfig(filepath.Dir(src)); err != nil {
+		return rep, err
+	}
+	if opts.Config != nil {
+		rep.Config = opts.Config.File
 	}
 	if out == "" {
 		out = filepath.Join(filepath.Dir(src), definition.FileName)
@@ -195,6 +209,10 @@ func printConverted(out, errOut io.Writer, rep convertJSON) {
 		if len(rep.Files) > 0 {
 			written += " and " + strings.Join(rep.Files, ", ")
 		}
-		fmt.Fprintf(out, "%s: wrote %s (%s)\n", rep.Source, written, plural(len(rep.Gaps), "gap"))
+		read := ""
+		if rep.Config != "" {
+			read = "; values from " + rep.Config
+		}
+		fmt.Fprintf(out, "%s: wrote %s (%s%s)\n", rep.Source, written, plural(len(rep.Gaps), "gap"), read)
 	}
 }

@@ -77,3 +77,50 @@ func TestCLIConvert(t *testing.T) {
 		t.Errorf("batch with an error:\n%s%s", out, stderr)
 	}
 }
+
+// The Zarf config file is read as zarf package create reads it: beside
+// the zarf.yaml, else in the current folder, or the one ZARF_CONFIG
+// names; --set wins over it. A folder with no zarf.yaml of its own is
+// searched below.
+func TestCLIConvertZarfConfig(t *testing.T) {
+	dir := t.TempDir()
+	tmpl := "kind: ZarfPackageConfig\nmetadata:\n  name: tp\n  version: \"###ZARF_PKG_TMPL_VERSION###\"\n  description: \"###ZARF_PKG_TMPL_WHAT###\"\ncomponents:\n  - name: c\n    required: true\n"
+	writeFile(t, filepath.Join(dir, "pkgs", "one", "zarf.yaml"), tmpl)
+	writeFile(t, filepath.Join(dir, "pkgs", "two", "zarf.yaml"), tmpl)
+	writeFile(t, filepath.Join(dir, "pkgs", "two", "zarf-config.yaml"), "package:\n  create:\n    set:\n      version: 2.0.0\n      what: beside\n")
+	writeFile(t, filepath.Join(dir, "zarf-config.toml"), "[package.create.set]\nversion = '1.0.0'\nwhat = 'root'\n")
+
+	out, stderr, code := runFerry(t, dir, "package", "convert", "pkgs", "--set", "WHAT=flag")
+	if code != 0 {
+		t.Fatalf("convert: %d\n%s%s", code, out, stderr)
+	}
+	for _, want := range []string{
+		"pkgs/one/zarf.yaml: wrote pkgs/one/ferry.yaml (0 gaps; values from zarf-config.toml)",
+		"pkgs/two/zarf.yaml: wrote pkgs/two/ferry.yaml (0 gaps; values from pkgs/two/zarf-config.yaml)",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	for d, want := range map[string]string{"one": "version: 1.0.0\n  description: flag\n", "two": "version: 2.0.0\n  description: flag\n"} {
+		got, _ := os.ReadFile(filepath.Join(dir, "pkgs", d, "ferry.yaml"))
+		if !strings.Contains(string(got), want) {
+			t.Errorf("%s/ferry.yaml:\n%s\nwant %q", d, got, want)
+		}
+	}
+
+	// ZARF_CONFIG names the file; a bad one is refused in one line.
+	writeFile(t, filepath.Join(dir, "bad.toml"), "[package.create.set]\nversion = ['x']\n")
+	_, stderr, code = runFerryEnv(t, dir, []string{"ZARF_CONFIG=bad.toml"}, "package", "convert", "pkgs/one", "--force")
+	wantFail(t, "", stderr, code, "Zarf config file bad.toml: package.create.set.version: a list, not a string, a number or a boolean")
+	// Without a value: the advice names both ways of giving one.
+	_, stderr, code = runFerryEnv(t, dir, []string{"ZARF_CONFIG=pkgs/two/zarf-config.yaml"}, "package", "convert", filepath.Join(dir, "pkgs", "one"), "--force", "--set", "version=")
+	if code != 0 {
+		t.Errorf("an empty value set: %s", stderr)
+	}
+	writeFile(t, filepath.Join(dir, "empty", "zarf.yaml"), tmpl)
+	_, stderr, code = runFerry(t, filepath.Join(dir, "empty"), "package", "convert", ".")
+	wantFail(t, "", stderr, code, "zarf.yaml: package templates without a value: ###ZARF_PKG_TMPL_VERSION### (line 4) and 1 more (give each with --set KEY=VALUE, or under [package.create.set] in a zarf-config.toml")
+	_, stderr, code = runFerry(t, filepath.Join(dir, "empty"), "package", "convert", t.TempDir())
+	wantFail(t, "", stderr, code, "holds no zarf.yaml, nor does any folder below it")
+}

@@ -453,6 +453,7 @@ func fill(w, item string, fx hostileFixtures, dir, out string) string {
 	host, _, _ := strings.Cut(item, "/")
 	w = strings.ReplaceAll(w, "{host}", host)
 	w = strings.ReplaceAll(w, "{}", item)
+	w = strings.ReplaceAll(w, "{outdir}", filepath.Dir(out))
 	w = strings.ReplaceAll(w, "{out}", out)
 	if strings.Contains(w, "{root}") {
 		root := filepath.Join(dir, "root")

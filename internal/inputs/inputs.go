@@ -76,8 +76,9 @@ type Entry struct {
 	// Try is how the hostile test reaches the input: a ferry command line
 	// (for a definition field, the component's YAML) where {} stands for
 	// the hostile item and {pkg}, {pub}, {key}, {def}, {kube}, {reg},
-	// {out}, {root} for good fixtures the test makes. Empty for a kind the
-	// test does not feed, or where Test names the test that does.
+	// {out} (its folder {outdir}), {root} for good fixtures the test
+	// makes. Empty for a kind the test does not feed, or where Test names
+	// the test that does.
 	Try string
 	// Budget overrides the test's time and memory budget for this input,
 	// for inputs the issue gives a budget of their own (chart rendering).

@@ -125,7 +125,7 @@ func cli() []Entry {
 		output(find),
 		// package convert
 		[]Entry{
-			{Where: convert + " ARGS", Kind: YAML, Bound: "zarf.yaml files or folders holding one: at most 4 MiB each, node and component counts bounded; every field as the zarf.yaml entries say", Try: "package convert {}"},
+			{Where: convert + " ARGS", Kind: YAML, Bound: "zarf.yaml files, or folders holding one or, below them, several (at most 100,000 entries looked through, 1,000 zarf.yaml found, links not followed): at most 4 MiB each, node and component counts bounded; every field as the zarf.yaml entries say; the Zarf config file beside each (or in the current folder) as env ZARF_CONFIG's", Try: "package convert {}"},
 			{Where: convert + " --file", Kind: Output, Bound: boundOutput, Try: "package convert {zarfdef} -f {}"},
 		},
 		none(convert, "--architecture", "--flavor", "--force", "--set", "--strict"),
@@ -350,6 +350,7 @@ func environment() []Entry {
 	return []Entry{
 		{Where: "env KUBECONFIG", Kind: YAML, Bound: boundKubconfig, Try: "KUBECONFIG={} list"},
 		{Where: "env DOCKER_CONFIG", Kind: File, Bound: "its config.json a regular file of at most 4 MiB (artifact.MaxDockerConfigSize), checked before it is read; a credential helper it names runs as docker runs it (the user's own command)", Try: "DOCKER_CONFIG={dockerdir} package inspect {reg}/test/pkg:0.1.0", Accepts: []string{"missing"}},
+		{Where: "env ZARF_CONFIG", Kind: YAML, Bound: "the Zarf config file convert reads (else zarf-config.{json,toml,yaml,yml} beside the zarf.yaml or in the current folder): a regular file of at most 256 KiB opened without blocking; TOML with at most 256 '{' and 256 '.' a line before it is parsed, YAML held to 200,000 nodes with aliases expanded; only package.create.set and package.deploy.set read, their values scalars", Try: "ZARF_CONFIG={} package convert {zarfdef} -f {outdir}/ferry.yaml"},
 		{Where: "env NETRC", Kind: File, Bound: "a regular file of at most 1 MiB (internal/gitcred)"},
 		{Where: "env FERRY_REGISTRY_PASSWORD", Kind: None, Bound: "a password: never printed"},
 		{Where: "env COSIGN_PASSWORD", Kind: None, Bound: "a key's password: never printed"},

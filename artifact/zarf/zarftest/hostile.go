@@ -109,7 +109,7 @@ func HostileDefinitions(t testing.TB, dir string) []Hostile {
 	for i := 0; tmpl.Len() < 4<<20-100; i++ {
 		fmt.Fprintf(&tmpl, "      x ###ZARF_PKG_TMPL_V%d###\n", i)
 	}
-	def("200k templates without a value", tmpl.String(), `package templates without a value: ###ZARF_PKG_TMPL_V0### \(line 8\) and [0-9,]+ more: give each`, nil)
+	def("200k templates without a value", tmpl.String(), `package templates without a value: ###ZARF_PKG_TMPL_V0### \(line 8\) and [0-9,]+ more`, nil)
 	def("a 4 MiB name", "kind: ZarfPackageConfig\nmetadata:\n  name: "+strings.Repeat("A", 4<<20-100)+"\n", `metadata.name: "A+… \([0-9,]+ bytes\)`, nil)
 	return hs
 }

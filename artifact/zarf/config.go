@@ -1,0 +1,291 @@
+package zarf
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/BurntSushi/toml"
+	"gopkg.in/yaml.v3"
+
+	"github.com/ferrypkg/ferry/artifact/definition"
+	"github.com/ferrypkg/ferry/internal/confine"
+	"github.com/ferrypkg/ferry/internal/yamlbound"
+)
+
+// ConfigName is the name of Zarf's config file without its extension:
+// zarf-config.toml, .yaml, .yml or .json.
+const ConfigName = "zarf-config"
+
+// ConfigExts are the extensions of a Zarf config file ferry reads, in the
+// order Zarf (viper) looks for them in a folder.
+var ConfigExts = []string{".json", ".toml", ".yaml", ".yml"}
+
+// Config is what convert takes from a Zarf config file: the values Zarf's
+// `package create` and `package deploy` take from it as if given with
+// --set. Keys are upper-cased, as Zarf upper-cases them.
+type Config struct {
+	// File is the config file as named.
+	File string
+	// CreateSet is package.create.set: package template values
+	// (###ZARF_PKG_TMPL_KEY###).
+	CreateSet map[string]string
+	// DeploySet is package.deploy.set: variable values (###ZARF_VAR_KEY###).
+	DeploySet map[string]string
+}
+
+// FindConfig returns the Zarf config file in dir (the first of
+// zarf-config.json, .toml, .yaml and .yml there, as Zarf looks for it), or
+// "" when it holds none.
+func FindConfig(dir string) (string, error) {
+	for _, ext := range ConfigExts {
+		p := filepath.Join(dir, ConfigName+ext)
+		if _, err := os.Lstat(p); err == nil {
+			return p, nil
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			return "", pathError(err)
+		}
+	}
+	return "", nil
+}
+
+// ReadConfig reads the Zarf config file p (TOML, YAML or JSON by its
+// extension), held to MaxConfigSize bytes and, before it is parsed, to
+// MaxConfigNesting: a regular file, opened without blocking. Keys are
+// matched without regard to case, as Zarf (viper) matches them; a value of
+// package.create.set or package.deploy.set must be a string, a number or a
+// boolean. Other keys (log_level, package.deploy.components…) are not
+// read.
+func ReadConfig(p string) (*Config, error) {
+	data, err := confine.ReadPath(p, MaxConfigSize)
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return nil, fmt.Errorf("Zarf config file %s: %w", p, pe.Err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("Zarf config file %w", err)
+	}
+	doc, err := parseConfig(p, data)
+	if err != nil {
+		return nil, fmt.Errorf("Zarf config file %s: %w", p, err)
+	}
+	cfg := &Config{File: p}
+	pkg := child(doc, "package")
+	if cfg.CreateSet, err = setValues(child(child(pkg, "create"), "set"), "package.create.set"); err != nil {
+		return nil, fmt.Errorf("Zarf config file %s: %w", p, err)
+	}
+	if cfg.DeploySet, err = setValues(child(child(pkg, "deploy"), "set"), "package.deploy.set"); err != nil {
+		return nil, fmt.Errorf("Zarf config file %s: %w", p, err)
+	}
+	return cfg, nil
+}
+
+// parseConfig parses data by p's extension into nested maps.
+func parseConfig(p string, data []byte) (map[string]any, error) {
+	doc := map[string]any{}
+	switch ext := strings.ToLower(filepath.Ext(p)); ext {
+	case ".toml":
+		// The TOML library's time grows with the square of inline-table
+		// and dotted-key depth: bound both before it runs.
+		if n := bytes.Count(data, []byte("{")); n > MaxConfigNesting {
+			return nil, fmt.Errorf("%s '{', more than %d", count(n), MaxConfigNesting)
+		}
+		for i, l := range bytes.Split(data, []byte("\n")) {
+			if n := bytes.Count(l, []byte(".")); n > MaxConfigNesting {
+				return nil, fmt.Errorf("line %d: %s '.', more than %d", i+1, count(n), MaxConfigNesting)
+			}
+		}
+		if _, err := toml.Decode(string(data), &doc); err != nil {
+			return nil, fmt.Errorf("invalid TOML: %s", clip(err.Error()))
+		}
+	case ".yaml", ".yml":
+		if err := yamlbound.Check(data, MaxNodes); err != nil {
+			return nil, err
+		}
+		var n yaml.Node
+		if err := yaml.Unmarshal(data, &n); err != nil {
+			return nil, fmt.Errorf("invalid YAML: %s", clip(strings.TrimPrefix(err.Error(), "yaml: ")))
+		}
+		if _, line, err := yamlbound.Count(&n, MaxNodes); err != nil {
+			return nil, fmt.Errorf("line %d: %s", line, clip(err.Error()))
+		}
+		if err := n.Decode(&doc); err != nil && n.Kind != 0 {
+			return nil, fmt.Errorf("invalid YAML: %s", clip(strings.TrimPrefix(err.Error(), "yaml: ")))
+		}
+	case ".json":
+		if err := json.Unmarshal(data, &doc); err != nil {
+			return nil, fmt.Errorf("invalid JSON: %s", clip(err.Error()))
+		}
+	default:
+		return nil, fmt.Errorf("%q: a Zarf config file is .toml, .yaml, .yml or .json", clip(ext))
+	}
+	return doc, nil
+}
+
+// child is the map under key of m, matched without regard to case; nil
+// when there is none.
+func child(m map[string]any, key string) map[string]any {
+	for _, k := range sortedKeys(m) {
+		if strings.EqualFold(k, key) {
+			if c, ok := m[k].(map[string]any); ok {
+				return c
+			}
+		}
+	}
+	return nil
+}
+
+func sortedKeys(m map[string]any) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// setValues is the values of a set table, keys upper-cased, as Zarf
+// (viper's GetStringMapString, then strings.ToUpper) takes them.
+func setValues(m map[string]any, field string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, k := range sortedKeys(m) {
+		var s string
+		switch v := m[k].(type) {
+		case string:
+			s = v
+		case bool:
+			s = strconv.FormatBool(v)
+		case int:
+			s = strconv.Itoa(v)
+		case int64:
+			s = strconv.FormatInt(v, 10)
+		case uint64:
+			s = strconv.FormatUint(v, 10)
+		case float64:
+			s = strconv.FormatFloat(v, 'f', -1, 64)
+		case fmt.Stringer: // a TOML or YAML date
+			s = v.String()
+		default:
+			return nil, fmt.Errorf("%s.%s: a %s, not a string, a number or a boolean", field, clip(k), kindOf(v))
+		}
+		out[strings.ToUpper(k)] = s
+	}
+	return out, nil
+}
+
+func kindOf(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case []any:
+		return "list"
+	case map[string]any:
+		return "table"
+	}
+	return fmt.Sprintf("%T", v)
+}
+
+// ErrNoTemplateValue is a package template (###ZARF_PKG_TMPL_KEY###) of a
+// zarf.yaml that neither ConvertOptions.Set nor the Zarf config file gives
+// a value.
+var ErrNoTemplateValue = errors.New("package templates without a value")
+
+// fillPackageTemplates replaces ###ZARF_PKG_TMPL_KEY### (and the deprecated
+// ###ZARF_PKG_VAR_KEY###) with opts.Set, else the config file's
+// package.create.set, in the text of zarf.yaml, as Zarf does in its YAML,
+// so lines stay; comment lines are left as they are. A template without a
+// value is an error, as with `zarf package create --confirm`, naming the
+// first and counting the others.
+func (c *converter) fillPackageTemplates(data []byte) ([]byte, error) {
+	if !bytes.Contains(data, []byte("###ZARF_PKG_")) {
+		return data, nil
+	}
+	set, from := map[string]string{}, map[string]string{}
+	if cfg := c.opts.Config; cfg != nil {
+		for k, v := range cfg.CreateSet {
+			set[k], from[k] = v, cfg.File+"'s package.create.set"
+		}
+	}
+	for k, v := range c.opts.Set {
+		set[strings.ToUpper(k)], from[strings.ToUpper(k)] = v, "the value set"
+	}
+	var missing []string
+	out := make([]byte, 0, len(data))
+	for i, rest := 0, data; len(rest) > 0; i++ {
+		l, next, found := bytes.Cut(rest, []byte("\n"))
+		rest = next
+		if bytes.HasPrefix(bytes.TrimSpace(l), []byte("#")) || !bytes.Contains(l, []byte("###ZARF_PKG_")) {
+			out = append(out, l...)
+		} else {
+			out = append(out, pkgTemplate.ReplaceAllFunc(l, func(m []byte) []byte {
+				sub := pkgTemplate.FindSubmatch(m)
+				key := string(sub[2])
+				v, ok := set[key]
+				if !ok {
+					missing = append(missing, fmt.Sprintf("%s (line %d)", clip(string(m)), i+1))
+					return m
+				}
+				if string(sub[1]) == "VAR" {
+					c.gap(i+1, "", string(m)+" is Zarf's deprecated package variable syntax", "filled from "+from[key]+" for "+key+" as ###ZARF_PKG_TMPL_"+key+"### would be")
+				}
+				return []byte(v)
+			})...)
+		}
+		if found {
+			out = append(out, '\n')
+		}
+	}
+	if len(missing) > 0 {
+		msg := ErrNoTemplateValue.Error()
+		if c.opts.Config != nil {
+			msg += " (" + c.opts.Config.File + "'s package.create.set gives none either)"
+		}
+		return nil, &definition.Error{File: c.shown, Msg: clipLine(msg + ": " + firstOf(missing)), Err: ErrNoTemplateValue}
+	}
+	return out, nil
+}
+
+// FindDefinitions returns the zarf.yaml of dir, or, when dir holds none,
+// every zarf.yaml in the folders below it, in lexical order: links are
+// not followed and folders whose names start with '.' are skipped. The
+// walk visits at most MaxWalk entries and finds at most MaxDefinitions;
+// finding none is an error naming dir.
+func FindDefinitions(dir string) ([]string, error) {
+	own := filepath.Join(dir, ZarfYAML)
+	if _, err := os.Lstat(own); err == nil {
+		return []string{own}, nil
+	}
+	var found []string
+	seen := 0
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if seen++; seen > MaxWalk {
+			return fmt.Errorf("more than %s files and folders below it", count(MaxWalk))
+		}
+		if d.IsDir() && p != dir && strings.HasPrefix(d.Name(), ".") {
+			return filepath.SkipDir
+		}
+		if d.Name() == ZarfYAML && !d.IsDir() {
+			if found = append(found, p); len(found) > MaxDefinitions {
+				return fmt.Errorf("more than %s zarf.yaml files below it", count(MaxDefinitions))
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", dir, bare(err))
+	}
+	if len(found) == 0 {
+		return nil, fmt.Errorf("%s holds no %s, nor does any folder below it", dir, ZarfYAML)
+	}
+	return found, nil
+}
