@@ -168,11 +168,3 @@ func printFound(cmd *cobra.Command, def *definition.Definition, found *build.Fou
 		fmt.Fprintf(out, "no image missing from %s\n", def.File)
 	}
 }
-
-// plural is "1 image", "2 images".
-func plural(n int, noun string) string {
-	if n == 1 {
-		return "1 " + noun
-	}
-	return fmt.Sprintf("%d %ss", n, noun)
-}
