@@ -1,9 +1,11 @@
 package build
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/ferrypkg/ferry/artifact/definition"
 )
@@ -79,6 +81,8 @@ func Check(ctx context.Context, def *definition.Definition, opts CheckOptions) (
 			return nil, err
 		}
 	}
+	// In the file's order, as an editor goes through them.
+	slices.SortStableFunc(c.res.Problems, func(a, b error) int { return cmp.Compare(lineOf(a), lineOf(b)) })
 	return c.res, nil
 }
 
@@ -91,6 +95,15 @@ type checker struct {
 	// findImages pass and the entries' own would report a chart or a
 	// manifest twice.
 	seen map[string]bool
+}
+
+// lineOf is the line of the definition err names, 0 if none.
+func lineOf(err error) int {
+	var e *definition.Error
+	if errors.As(err, &e) {
+		return e.Line
+	}
+	return 0
 }
 
 func (c *checker) problem(err error) {

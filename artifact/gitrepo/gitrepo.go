@@ -187,6 +187,9 @@ func OpenLocal(root *os.Root, dir string) (*git.Repository, error) {
 			dot, err = chrootGitPath(root, dir, target)
 		}
 	case errors.Is(err, fs.ErrNotExist):
+		if _, err := work.Stat("HEAD"); errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("%s is not a git repository (it holds neither .git nor HEAD)", dir)
+		}
 		dot, err = work, nil // bare
 	}
 	if err != nil {
