@@ -17,6 +17,7 @@ import (
 	"oras.land/oras-go/v2/registry/remote/retry"
 
 	"github.com/ferrypkg/ferry/internal/confine"
+	"github.com/ferrypkg/ferry/internal/unreachable"
 	"github.com/ferrypkg/ferry/internal/zerocopy"
 )
 
@@ -133,6 +134,15 @@ func (o RemoteOptions) client() (*auth.Client, error) {
 			t.TLSClientConfig = o.TLS.Clone()
 		}
 		base = &http.Client{Transport: retry.NewTransport(t)}
+	}
+	{
+		c := *base
+		next := c.Transport
+		if next == nil {
+			next = http.DefaultTransport
+		}
+		c.Transport = unreachable.Transport{Next: next}
+		base = &c
 	}
 	if o.StallWindow >= 0 {
 		c := *base
