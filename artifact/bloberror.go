@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/ferrypkg/ferry/artifact/internal/corrupt"
+	"github.com/ferrypkg/ferry/internal/unreachable"
 )
 
 // BlobError is an error about one blob (or manifest) of a package: the
@@ -32,6 +33,9 @@ func (e *refError) Unwrap() error { return e.err }
 // WithRef wraps err, the cause of op on ref, naming ref once: "resolve R:
 // not found", not "resolve R: R: not found".
 func WithRef(op, ref string, err error) error {
+	if unreachable.Of(err) != nil {
+		return withCause(op, ref, err)
+	}
 	if rest, ok := strings.CutPrefix(err.Error(), ref+": "); ok {
 		return &refError{msg: op + " " + ref + ": " + rest, err: err}
 	}

@@ -9,6 +9,8 @@ import (
 	"oras.land/oras-go/v2/content"
 	"oras.land/oras-go/v2/registry"
 	"oras.land/oras-go/v2/registry/remote"
+
+	"github.com/ferrypkg/ferry/internal/unreachable"
 )
 
 // Every listing ferry asks of a registry — its repositories (the catalog),
@@ -106,7 +108,7 @@ func ListFailed(what string, err error) error {
 	if errors.Is(err, ErrListLimit) {
 		return err
 	}
-	return fmt.Errorf("%s: %w", what, err)
+	return fmt.Errorf("%s: %w", what, unreachable.Said(err))
 }
 
 // registryName names a registry in messages: its host, when known.

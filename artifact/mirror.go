@@ -98,7 +98,7 @@ func Mirror(ctx context.Context, r *Reader, host string, opts MirrorOptions) (*M
 	progress := withPhase(opts.Progress, PhasePush)
 	pushed, err := Copy(ctx, r, "", src, cfg.Version, CopyOptions{Progress: progress})
 	if err != nil {
-		return nil, fmt.Errorf("push %s: %w", pkgRef, err)
+		return nil, withCause("push", pkgRef, err)
 	}
 	res := &MirrorResult{Package: pkgRepo + ":" + cfg.Version, Root: r.root.Digest.String(), BytesPushed: pushed.BytesCopied}
 	// What these copies count is not BytesPushed: their blobs are mounted,

@@ -75,7 +75,7 @@ func Push(ctx context.Context, r *Reader, ref string, opts PushOptions) (*PushRe
 		Progress: withPhase(opts.Progress, PhasePush),
 	})
 	if err != nil {
-		return nil, fmt.Errorf("push %s: %w", ref, err)
+		return nil, withCause("push", ref, err)
 	}
 	return &PushResult{Root: res.Root, Ref: ref, Pushed: res.Copied, Skipped: res.Skipped, BytesPushed: res.BytesCopied, Unchanged: res.Unchanged}, nil
 }

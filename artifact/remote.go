@@ -18,6 +18,7 @@ import (
 
 	"github.com/ferrypkg/ferry/artifact/internal/transport"
 	"github.com/ferrypkg/ferry/internal/confine"
+	"github.com/ferrypkg/ferry/internal/unreachable"
 	"github.com/ferrypkg/ferry/internal/zerocopy"
 )
 
@@ -134,6 +135,15 @@ func (o RemoteOptions) client() (*auth.Client, error) {
 			t.TLSClientConfig = o.TLS.Clone()
 		}
 		base = &http.Client{Transport: retry.NewTransport(t)}
+	}
+	{
+		c := *base
+		next := c.Transport
+		if next == nil {
+			next = http.DefaultTransport
+		}
+		c.Transport = unreachable.Transport{Next: next}
+		base = &c
 	}
 	if o.StallWindow >= 0 {
 		c := *base

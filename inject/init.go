@@ -21,6 +21,7 @@ import (
 	"github.com/ferrypkg/ferry/internal/cluster"
 	"github.com/ferrypkg/ferry/internal/cluster/kube"
 	"github.com/ferrypkg/ferry/internal/cluster/reach"
+	"github.com/ferrypkg/ferry/internal/unreachable"
 )
 
 // The registry account and the defaults of InitOptions; the names of what
@@ -168,7 +169,9 @@ type StepError struct {
 	Err  error
 }
 
-func (e *StepError) Error() string { return "init: " + e.Step + ": " + e.Err.Error() }
+func (e *StepError) Error() string {
+	return "init: " + e.Step + ": " + unreachable.Said(e.Err).Error()
+}
 
 func (e *StepError) Unwrap() error { return e.Err }
 

@@ -167,6 +167,11 @@ type imageFinder struct {
 	def    *definition.Definition
 	folder *definition.Folder
 	opts   FindImagesOptions
+	// problem, when set, is given each chart's and manifest's error,
+	// and the finder goes on without them (Check); offline skips charts
+	// in registries.
+	problem func(error)
+	offline bool
 }
 
 // component finds the images of one component and compares them with the
@@ -174,9 +179,16 @@ type imageFinder struct {
 func (f *imageFinder) component(ctx context.Context, ci int, cd definition.Component) (ComponentImages, error) {
 	found := newScan()
 	for hi, ch := range cd.Charts {
+		if f.offline && ch.URL != "" {
+			continue
+		}
 		if err := f.chart(ctx, ch, found); err != nil {
 			field := fmt.Sprintf("components[%d].charts[%d]", ci, hi)
-			return ComponentImages{}, &definition.Error{File: f.def.File, Line: ch.Line, Field: field, Msg: err.Error(), Err: err}
+			err = &definition.Error{File: f.def.File, Line: ch.Line, Field: field, Msg: err.Error(), Err: err}
+			if f.problem == nil {
+				return ComponentImages{}, err
+			}
+			f.problem(err)
 		}
 	}
 	for mi, md := range cd.Manifests {
@@ -189,7 +201,11 @@ func (f *imageFinder) component(ctx context.Context, ci int, cd definition.Compo
 		}()
 		if err != nil {
 			field := fmt.Sprintf("components[%d].manifests[%d]", ci, mi)
-			return ComponentImages{}, &definition.Error{File: f.def.File, Line: md.Line, Field: field, Msg: err.Error(), Err: err}
+			err = &definition.Error{File: f.def.File, Line: md.Line, Field: field, Msg: err.Error(), Err: err}
+			if f.problem == nil {
+				return ComponentImages{}, err
+			}
+			f.problem(err)
 		}
 	}
 	listed := make([]string, len(cd.Images))

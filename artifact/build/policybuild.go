@@ -17,6 +17,20 @@ import (
 // their key and trusted root files through the definition's folder, into
 // what ferry.json carries.
 func (b *builder) imagePolicies() ([]imagesig.Policy, error) {
+	var out []imagesig.Policy
+	for _, d := range b.usedPolicies() {
+		pol, err := b.imagePolicy(d)
+		if err != nil {
+			return nil, b.policyError(d, err)
+		}
+		out = append(out, pol)
+	}
+	return out, nil
+}
+
+// usedPolicies are the definition's policies that some image uses, in
+// the definition's order.
+func (b *builder) usedPolicies() []definition.ImagePolicy {
 	used := map[string]bool{}
 	for _, c := range b.def.Components {
 		for _, img := range c.Images {
@@ -31,18 +45,18 @@ func (b *builder) imagePolicies() ([]imagesig.Policy, error) {
 			}
 		}
 	}
-	var out []imagesig.Policy
+	var out []definition.ImagePolicy
 	for _, d := range b.def.ImagePolicies {
-		if !used[d.Name] {
-			continue
+		if used[d.Name] {
+			out = append(out, d)
 		}
-		pol, err := b.imagePolicy(d)
-		if err != nil {
-			return nil, &definition.Error{File: b.def.File, Line: d.Line, Field: "imagePolicies." + d.Name, Msg: err.Error(), Err: err}
-		}
-		out = append(out, pol)
 	}
-	return out, nil
+	return out
+}
+
+// policyError locates err, a policy's, in the definition.
+func (b *builder) policyError(d definition.ImagePolicy, err error) error {
+	return &definition.Error{File: b.def.File, Line: d.Line, Field: "imagePolicies." + d.Name, Msg: err.Error(), Err: err}
 }
 
 func (b *builder) imagePolicy(d definition.ImagePolicy) (imagesig.Policy, error) {

@@ -1,10 +1,13 @@
 package definition
 
 import (
+	"cmp"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -217,6 +220,42 @@ func Load(path string) (*Definition, error) {
 	return Parse(path, data)
 }
 
+// Check reads a definition as Load does, but goes on past its mistakes:
+// it returns every problem it finds (at most MaxProblems, then one saying
+// how many more), each an *Error naming the file, the line and the field,
+// with the definition as far as it could be read. A definition that cannot
+// be read, is not YAML or passes its bounds gives one problem and no
+// definition; one without problems is what Load returns.
+func Check(path string) (*Definition, []error) {
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		path = filepath.Join(path, FileName)
+	}
+	data, err := confine.ReadPath(path, MaxSize)
+	if err != nil {
+		return nil, []error{fmt.Errorf("read definition: %w", err)}
+	}
+	p := &defParser{file: path, collect: true}
+	def, err := p.definition(path, data)
+	if err != nil {
+		return nil, append(p.problems, err)
+	}
+	// In the file's order, as an editor goes through them.
+	slices.SortStableFunc(p.problems, func(a, b error) int { return cmp.Compare(lineOf(a), lineOf(b)) })
+	if p.more > 0 {
+		p.problems = append(p.problems, p.errf(0, "", "%d more problems", p.more))
+	}
+	return def, p.problems
+}
+
+// lineOf is the line an *Error names, 0 for another error.
+func lineOf(err error) int {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Line
+	}
+	return 0
+}
+
 // Parse parses and validates ferry.yaml content. file names the
 // definition in errors; relative paths resolve against its folder.
 func Parse(file string, data []byte) (*Definition, error) {
@@ -264,10 +303,10 @@ func (p *defParser) definition(file string, data []byte) (*Definition, error) {
 		},
 		"components": func(n *yaml.Node, f string) error {
 			return p.seq(n, f, func(item *yaml.Node, f string) error {
+				// Kept even when refused, so that the indexes of the
+				// components after it stay those of the file (Check).
 				c, err := p.component(item, f)
-				if err == nil {
-					def.Components = append(def.Components, c)
-				}
+				def.Components = append(def.Components, c)
 				return err
 			})
 		},
@@ -276,13 +315,19 @@ func (p *defParser) definition(file string, data []byte) (*Definition, error) {
 		return nil, err
 	}
 	if apiVersion != APIVersion {
-		return nil, p.errf(p.lineOf(root, "apiVersion"), "apiVersion", "must be %q, got %q", APIVersion, apiVersion)
+		if err := p.fail(p.errf(p.lineOf(root, "apiVersion"), "apiVersion", "must be %q, got %q", APIVersion, apiVersion)); err != nil {
+			return nil, err
+		}
 	}
 	if kind != Kind {
-		return nil, p.errf(p.lineOf(root, "kind"), "kind", "must be %q, got %q", Kind, kind)
+		if err := p.fail(p.errf(p.lineOf(root, "kind"), "kind", "must be %q, got %q", Kind, kind)); err != nil {
+			return nil, err
+		}
 	}
 	if !seen["metadata"] {
-		return nil, p.errf(root.Line, "metadata", "missing")
+		if err := p.fail(p.errf(root.Line, "metadata", "missing")); err != nil {
+			return nil, err
+		}
 	}
 	if len(def.Platforms) == 0 {
 		def.Platforms = []Platform{HostPlatform()}
@@ -294,11 +339,14 @@ func (p *defParser) definition(file string, data []byte) (*Definition, error) {
 			line = n.Content[i].Line
 		}
 		if prev, dup := names[c.Name]; dup {
-			return nil, p.errf(line, fmt.Sprintf("components[%d].name", i), "duplicate component name %q (also components[%d])", c.Name, prev)
+			if err := p.fail(p.errf(line, fmt.Sprintf("components[%d].name", i), "duplicate component name %q (also components[%d])", c.Name, prev)); err != nil {
+				return nil, err
+			}
+			continue
 		}
 		names[c.Name] = i
 	}
-	if err := p.checkVerifyNames(def); err != nil {
+	if err := p.fail(p.checkVerifyNames(def)); err != nil {
 		return nil, err
 	}
 	return def, nil

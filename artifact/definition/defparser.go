@@ -19,6 +19,42 @@ type defParser struct {
 	// fields, when set, collects every field path the parser knows of the
 	// mappings it walks, present in the document or not (Fields).
 	fields map[string]bool
+	// collect, when set, makes the parser go on past a mistake: each is
+	// recorded in problems (see fail) and the walk continues (Check).
+	collect  bool
+	problems []error
+	// more counts the problems past MaxProblems, not recorded.
+	more int
+}
+
+// MaxProblems bounds the problems Check records of one definition; past
+// it they are counted, not kept.
+const MaxProblems = 100
+
+// fail returns err when the parser stops at the first mistake; when it
+// collects them, it records err and returns nil, so the caller goes on.
+// A mistake in a field already reported, or in a field holding one that
+// is (a list item whose ref was refused), is a consequence of the first
+// and is dropped.
+func (p *defParser) fail(err error) error {
+	if !p.collect || err == nil {
+		return err
+	}
+	var e *Error
+	if errors.As(err, &e) && e.Field != "" {
+		for _, prev := range p.problems {
+			var pe *Error
+			if errors.As(prev, &pe) && (pe.Field == e.Field || strings.HasPrefix(pe.Field, e.Field+".") || strings.HasPrefix(pe.Field, e.Field+"[")) {
+				return nil
+			}
+		}
+	}
+	if len(p.problems) < MaxProblems {
+		p.problems = append(p.problems, err)
+	} else {
+		p.more++
+	}
+	return nil
 }
 
 func (p *defParser) errf(line int, field, format string, args ...any) error {
@@ -66,13 +102,19 @@ func (p *defParser) mapping(n *yaml.Node, field string, handlers map[string]func
 		k, v := n.Content[i], n.Content[i+1]
 		h, ok := handlers[k.Value]
 		if !ok {
-			return p.errf(k.Line, join(field, k.Value), "unknown field")
+			if err := p.fail(p.errf(k.Line, join(field, k.Value), "unknown field")); err != nil {
+				return err
+			}
+			continue
 		}
 		if seen[k.Value] {
-			return p.errf(k.Line, join(field, k.Value), "duplicate field")
+			if err := p.fail(p.errf(k.Line, join(field, k.Value), "duplicate field")); err != nil {
+				return err
+			}
+			continue
 		}
 		seen[k.Value] = true
-		if err := h(v, join(field, k.Value)); err != nil {
+		if err := p.fail(h(v, join(field, k.Value))); err != nil {
 			return err
 		}
 	}
@@ -106,7 +148,7 @@ func (p *defParser) seq(n *yaml.Node, field string, each func(*yaml.Node, string
 		return p.errf(n.Line, field, "must be a list")
 	}
 	for i, item := range n.Content {
-		if err := each(item, fmt.Sprintf("%s[%d]", field, i)); err != nil {
+		if err := p.fail(each(item, fmt.Sprintf("%s[%d]", field, i))); err != nil {
 			return err
 		}
 	}

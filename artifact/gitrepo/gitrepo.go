@@ -38,6 +38,7 @@ import (
 	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/internal/confine"
 	"github.com/ferrypkg/ferry/internal/redact"
+	"github.com/ferrypkg/ferry/internal/unreachable"
 )
 
 // Flux's media types (fluxcd/pkg oci): OCIRepository extracts the first
@@ -149,6 +150,8 @@ func Open(ctx context.Context, src Source, cred *Credentials) (*git.Repository, 
 	if _, err := git6.PlainCloneContext(ctx, dir, opts); err != nil {
 		if errors.Is(err, ErrRefList) || errors.Is(err, artifact.ErrStalled) {
 			err = refusal(err) // go-git's words around it add nothing
+		} else {
+			err = unreachable.Said(err) // nor around a server that does not answer
 		}
 		return nil, fmt.Errorf("clone %s: %w", redact.URL(src.URL), redact.Error(err))
 	}
@@ -187,6 +190,9 @@ func OpenLocal(root *os.Root, dir string) (*git.Repository, error) {
 			dot, err = chrootGitPath(root, dir, target)
 		}
 	case errors.Is(err, fs.ErrNotExist):
+		if _, err := work.Stat("HEAD"); errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("%s is not a git repository (it holds neither .git nor HEAD)", dir)
+		}
 		dot, err = work, nil // bare
 	}
 	if err != nil {

@@ -20,7 +20,7 @@ import (
 func newCreateCmd() *cobra.Command {
 	var (
 		format, signKey string
-		sbomOn          bool
+		sbomOn, dryRun  bool
 		sbomFormat      string
 		partSize        string
 		remote          cli.RemoteFlags
@@ -35,7 +35,10 @@ func newCreateCmd() *cobra.Command {
   ferry package create
 
   # Package ./app into app.tar.zst, signed, without SBOMs (faster)
-  ferry package create ./app -f app.tar.zst --sign-key cosign.key --sbom=false`,
+  ferry package create ./app -f app.tar.zst --sign-key cosign.key --sbom=false
+
+  # Check ./app's definition and local files without fetching anything
+  ferry package create ./app --dry-run`,
 		Long: `Create a package from a ferry.yaml definition (default: the current folder).
 
 The package is one OCI image layout archived as .tar.zst (default) or .tar,
@@ -53,7 +56,12 @@ helpers (git credential fill, never a prompt); SSH uses the SSH agent and
 ~/.ssh/known_hosts. None of them is written into the package.
 Charts are loaded (and, for findImages: true, rendered) in a child process,
 each within --render-memory and --render-timeout: a chart past a limit is
-refused, naming it.`,
+refused, naming it.
+--dry-run makes every check that needs no network and writes nothing: the
+definition, its files and manifests, image policies, local charts packaged
+and rendered, images of OCI layouts (not their layers), local git
+repositories. It names every problem, one line each, and exits 1 on any;
+images, charts and repositories elsewhere are counted as not checked.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := output.Validate(); err != nil {
@@ -75,6 +83,9 @@ refused, naming it.`,
 			src := "."
 			if len(args) == 1 {
 				src = args[0]
+			}
+			if dryRun {
+				return checkDefinition(cmd, src, charts, charts, output.JSON())
 			}
 			def, err := definition.Load(src)
 			if err != nil {
@@ -173,6 +184,7 @@ refused, naming it.`,
 	cmd.Flags().BoolVar(&sbomOn, "sbom", true, "make an SBOM of every image platform (Syft; --sbom=false is faster; default: ferry.yaml's sbom.enabled, else true)")
 	cmd.Flags().StringVar(&sbomFormat, "sbom-format", "", "SBOM format: spdx-json or cyclonedx-json (default: ferry.yaml's sbom.format, else spdx-json)")
 	cmd.Flags().StringVar(&partSize, "part-size", "", "write the package as parts of this size (see package split): 4.7G, 700M (decimal) or 4GiB (binary)")
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "check the definition, its files, local charts and images without fetching or writing anything: one line per problem")
 	output.Register(cmd)
 	render.register(cmd)
 	return cmd

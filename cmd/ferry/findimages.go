@@ -235,11 +235,3 @@ func whereOf(where []string) string {
 	}
 	return w
 }
-
-// plural is "1 image", "2 images".
-func plural(n int, noun string) string {
-	if n == 1 {
-		return "1 " + noun
-	}
-	return fmt.Sprintf("%d %ss", n, noun)
-}

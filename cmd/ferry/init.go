@@ -17,6 +17,7 @@ import (
 	"github.com/ferrypkg/ferry/internal/cluster"
 	"github.com/ferrypkg/ferry/internal/cluster/reach"
 	"github.com/ferrypkg/ferry/internal/confine"
+	"github.com/ferrypkg/ferry/internal/unreachable"
 )
 
 // kubeFlags are the flags of commands that talk to a cluster.
@@ -64,6 +65,12 @@ func (f *kubeFlags) rules() (*clientcmd.ClientConfigLoadingRules, error) {
 	files := rules.Precedence
 	if f.kubeconfig != "" {
 		files = []string{f.kubeconfig}
+	}
+	if f.kubeconfig != "" {
+		// client-go would say "stat <path>: …".
+		if _, err := os.Stat(f.kubeconfig); err != nil {
+			return nil, fmt.Errorf("kubeconfig: %w", confine.Wrap(f.kubeconfig, err))
+		}
 	}
 	for _, p := range files {
 		if err := confine.CheckPath(p, maxKubeconfigSize); err != nil {
@@ -195,7 +202,7 @@ first (a Job on the registry's node; the registry serves pulls meanwhile).`,
 			opts.NodePort = int32(nodePort)
 			var note string
 			if opts.S3, opts.Replicas, note, err = storage.check(cmd.Context(), cs, opts.Namespace); err != nil {
-				return fmt.Errorf("init: storage: %w", err)
+				return fmt.Errorf("init: storage: %w", unreachable.Said(err))
 			}
 			opts.Migrate = storage.migrate
 			if exe, err := os.Executable(); err == nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/artifact/key"
 	"github.com/ferrypkg/ferry/cmd/ferry/internal/cli"
+	"github.com/ferrypkg/ferry/internal/confine"
 )
 
 // passwordEnv is where cosign, and so ferry, reads a key's password from.
@@ -59,7 +60,7 @@ func readPassword(cmd *cobra.Command, prompt string, confirm bool) ([]byte, erro
 // loadSignKey reads a private key, asking for its password as needed.
 func loadSignKey(cmd *cobra.Command, path string) (*key.Private, error) {
 	if _, err := os.Stat(path); err != nil {
-		return nil, fmt.Errorf("%w: %v", artifact.ErrKey, err)
+		return nil, fmt.Errorf("%w: %v", artifact.ErrKey, confine.Wrap(path, err))
 	}
 	pw, err := readPassword(cmd, "Enter password for private key: ", false)
 	if err != nil {

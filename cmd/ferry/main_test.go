@@ -103,7 +103,7 @@ func TestCLIBadInput(t *testing.T) {
 	}{
 		{"unknown field", []string{"package", "create", "bad", "-f", "x.tar.zst"}, "ferry: bad/ferry.yaml:5: metadata.colour: unknown field"},
 		{"escaping path", []string{"package", "create", "esc", "-f", "x.tar.zst"}, "ferry: esc/ferry.yaml:12: components[0].files[0].source: path \"../../etc/passwd\" escapes the definition's folder"},
-		{"missing definition", []string{"package", "create", "nowhere", "-f", "x.tar.zst"}, "ferry: read definition: open nowhere: no such file or directory"},
+		{"missing definition", []string{"package", "create", "nowhere", "-f", "x.tar.zst"}, "ferry: read definition: nowhere does not exist"},
 		{"garbage archive", []string{"package", "inspect", "garbage.tar.zst"}, "ferry: garbage.tar.zst: package is corrupt"},
 		{"missing archive", []string{"package", "inspect", "nope.tar.zst"}, "ferry: nope.tar.zst: no such file or directory"},
 		{"bad output flag", []string{"package", "inspect", "garbage.tar.zst", "-o", "yaml"}, "ferry: -o/--output must be text or json"},

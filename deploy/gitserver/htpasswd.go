@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"golang.org/x/crypto/bcrypt"
+
+	"github.com/ferrypkg/ferry/internal/confine"
 )
 
 // DefaultAuthCacheTTL is how long HtpasswdFile remembers credentials it
@@ -140,12 +142,12 @@ func readHtpasswd(path string) (map[string][]byte, string, error) {
 	// Not blocking on a FIFO put in its place.
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
-		return nil, "", fmt.Errorf("htpasswd: %w", err)
+		return nil, "", fmt.Errorf("htpasswd: %w", confine.Wrap(path, err))
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
-		return nil, "", fmt.Errorf("htpasswd: %w", err)
+		return nil, "", fmt.Errorf("htpasswd: %w", confine.Wrap(path, err))
 	}
 	if !fi.Mode().IsRegular() {
 		return nil, "", fmt.Errorf("htpasswd %s: not a regular file", path)

@@ -25,6 +25,7 @@ import (
 	"github.com/ferrypkg/ferry/inject"
 	"github.com/ferrypkg/ferry/internal/cluster"
 	"github.com/ferrypkg/ferry/internal/cluster/reach"
+	"github.com/ferrypkg/ferry/internal/unreachable"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 )
 
@@ -83,7 +84,9 @@ type StepError struct {
 	Err  error
 }
 
-func (e *StepError) Error() string { return "init: " + e.Step + ": " + e.Err.Error() }
+func (e *StepError) Error() string {
+	return "init: " + e.Step + ": " + unreachable.Said(e.Err).Error()
+}
 func (e *StepError) Unwrap() error { return e.Err }
 
 // Run bootstraps the registry, pushes its image into it (so that a replica

@@ -16,6 +16,7 @@ import (
 	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/deploy/agent"
 	"github.com/ferrypkg/ferry/internal/cluster"
+	"github.com/ferrypkg/ferry/internal/unreachable"
 )
 
 // Labels of the Secrets that record deployed packages, besides
@@ -108,7 +109,7 @@ func (s *State) Get(ctx context.Context, name string) (*Record, error) {
 func (s *State) List(ctx context.Context) ([]*Record, error) {
 	list, err := s.Client.CoreV1().Secrets(s.Namespace).List(ctx, metav1.ListOptions{LabelSelector: LabelPackage})
 	if err != nil {
-		return nil, fmt.Errorf("list deployed packages: %w", err)
+		return nil, fmt.Errorf("list deployed packages: %w", unreachable.Said(err))
 	}
 	var out []*Record
 	for i := range list.Items {

@@ -111,11 +111,12 @@ func CheckPath(path string, max int64) error {
 func openPath(path string, max int64) (*os.File, error) {
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
-		return nil, err
+		return nil, Wrap(path, err)
 	}
 	fi, err := f.Stat()
 	switch {
 	case err != nil:
+		err = Wrap(path, err)
 	case fi.IsDir():
 		err = fmt.Errorf("%s is a folder, not a file", path)
 	case !fi.Mode().IsRegular():
@@ -161,15 +162,46 @@ func ReadAll(r io.Reader, name string, max int64) ([]byte, error) {
 	return data, nil
 }
 
-// Wrap turns an error of an os.Root operation on name that was refused for
-// leading outside the root into one that names name and wraps ErrEscapes;
-// other errors are returned as they are.
+// Wrap turns an error of an os.Root (or os) operation on name into a
+// sentence about name: one refused for leading outside the root wraps
+// ErrEscapes; a *fs.PathError loses the system call it names ("openat",
+// "statat": Go's words, not the user's) and says what is wrong with name
+// ("x does not exist"), still wrapping its cause (errors.Is(err,
+// fs.ErrNotExist) holds). Other errors are returned as they are.
 func Wrap(name string, err error) error {
 	if escapes(err) {
 		return fmt.Errorf("%s %w", name, ErrEscapes)
 	}
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return &pathError{name: name, err: pe.Err}
+	}
 	return err
 }
+
+// pathError is a failed operation on a file, said of the file.
+type pathError struct {
+	name string
+	err  error
+}
+
+func (e *pathError) Error() string {
+	switch {
+	case errors.Is(e.err, fs.ErrNotExist):
+		return e.name + " does not exist"
+	case errors.Is(e.err, fs.ErrPermission):
+		return e.name + " may not be read (permission denied)"
+	case errors.Is(e.err, syscall.ENOTDIR):
+		return e.name + " does not exist: a part of its path is a file, not a folder"
+	case errors.Is(e.err, syscall.ELOOP):
+		return e.name + " is a loop of symbolic links"
+	case errors.Is(e.err, syscall.EISDIR):
+		return e.name + " is a folder, not a file"
+	}
+	return e.name + ": " + e.err.Error()
+}
+
+func (e *pathError) Unwrap() error { return e.err }
 
 // escapes reports an os.Root refusal of a path that leaves the root: an
 // absolute path, "..", or a symbolic link out. The os package exports no

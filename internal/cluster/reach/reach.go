@@ -29,6 +29,7 @@ import (
 
 	"github.com/ferrypkg/ferry/internal/cluster"
 	"github.com/ferrypkg/ferry/internal/cluster/kube"
+	"github.com/ferrypkg/ferry/internal/unreachable"
 )
 
 // Via says how ferry reaches the in-cluster registry.
@@ -204,7 +205,7 @@ func Registry(ctx context.Context, cs kubernetes.Interface, opts Options) (*Endp
 			return nil, fmt.Errorf("%w in namespace %s", ErrNoRegistry, opts.Namespace)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("read the registry's state: %w", err)
+			return nil, fmt.Errorf("read the registry's state: %w", unreachable.Said(err))
 		}
 		opts.NodeHost = cluster.StateFromData(s.Data).Registry
 	}

@@ -8,6 +8,7 @@ import (
 	"log"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/ferrypkg/ferry/internal/redact"
@@ -32,12 +33,33 @@ func Run(h Hooks) {
 	}
 	stop()
 	if err != nil {
-		err = Advise(err, append(artifactAdvice, h.Advice...))
-		// Whoever wrote the message (go-git and net/http put the URLs
-		// they were given into theirs), no credential reaches the
-		// terminal.
-		// Redacted whole, before the line is folded and cut.
-		fmt.Fprintln(os.Stderr, "ferry: "+OneLine(errors.New(redact.Text(err.Error()))))
+		ps := Problems{err}
+		errors.As(err, &ps)
+		for _, p := range ps {
+			fmt.Fprintln(os.Stderr, ErrorLine(p, h.Advice))
+		}
 		os.Exit(1)
 	}
+}
+
+// ErrorLine is the line err is printed as: "ferry: ", then err with the
+// advice the command line adds, redacted (whoever wrote the message —
+// go-git and net/http put the URLs they were given into theirs — no
+// credential reaches the terminal), folded to one line and cut.
+func ErrorLine(err error, advice []Advice) string {
+	err = Advise(err, append(artifactAdvice, advice...))
+	// Redacted whole, before the line is folded and cut.
+	return "ferry: " + OneLine(errors.New(redact.Text(err.Error())))
+}
+
+// Problems is an error of several problems found at once (a dry run's):
+// Run prints each on a line of its own.
+type Problems []error
+
+func (ps Problems) Error() string {
+	msgs := make([]string, len(ps))
+	for i, p := range ps {
+		msgs[i] = p.Error()
+	}
+	return strings.Join(msgs, "; ")
 }
