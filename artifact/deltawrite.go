@@ -180,7 +180,7 @@ func (p *deltaPlan) write(ctx context.Context, r *Reader, w io.Writer, format Fo
 	if err != nil {
 		return 0, 0, err
 	}
-	aw := &archiveWriter{tw: tar.NewWriter(w), frames: frames, mtime: archiveTime(r.config), prefetch: make([]byte, 4*copyBufferSize)}
+	aw := &archiveWriter{tw: tar.NewWriter(w), frames: frames, mtime: archiveTime(r.config), prefetch: make([]byte, 4*copyBufferSize), progress: progress}
 	for _, f := range []struct {
 		name string
 		data []byte

@@ -2,7 +2,9 @@ package artifact_test
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 
@@ -99,4 +101,48 @@ func TestProgressMovesInBytes(t *testing.T) {
 		t.Fatal(err)
 	}
 	pulled.check(t, "pull")
+}
+
+// TestSplitReportsProgress: a split reports the archive read (verified),
+// then its copy into parts in bytes, each part named, up to the whole.
+func TestSplitReportsProgress(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	genImageSet(t, dir, 64)
+	def, err := definition.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pkg := filepath.Join(t.TempDir(), "p.tar.zst")
+	res, err := build.Create(ctx, def, build.CreateOptions{Charts: chart.Packager{}, Output: pkg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	reads := 0
+	var writes []artifact.Progress
+	ps, err := artifact.Split(ctx, pkg, artifact.SplitOptions{PartSize: 16 << 20, Progress: func(ev artifact.Progress) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch ev.Phase {
+		case artifact.PhaseRead:
+			reads++
+		case artifact.PhaseWrite:
+			writes = append(writes, ev)
+		}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if reads == 0 || len(writes) < 4 {
+		t.Fatalf("%d read events, %d write events for %d parts", reads, len(writes), len(ps.Parts))
+	}
+	for i, ev := range writes {
+		if i > 0 && ev.Bytes <= writes[i-1].Bytes || ev.TotalBytes != res.Size || !strings.HasPrefix(ev.Item, "part ") {
+			t.Fatalf("write event %d: %+v (archive %d bytes)", i, ev, res.Size)
+		}
+	}
+	if last := writes[len(writes)-1]; last.Bytes != res.Size || last.Item != fmt.Sprintf("part %d of %d", len(ps.Parts), len(ps.Parts)) {
+		t.Errorf("last write event %+v, want all %d bytes in part %d", last, res.Size, len(ps.Parts))
+	}
 }

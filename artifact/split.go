@@ -25,6 +25,11 @@ type SplitOptions struct {
 	// the default is the package's path (of a split package, its archive's
 	// path: the index's without .parts.json).
 	Base string
+	// Progress, if set, receives PhaseRead events as the archive is
+	// verified, then PhaseWrite events as it is copied into parts: Item
+	// the part being written, Bytes the archive's bytes copied so far (at
+	// least PartialStep apart), TotalBytes its size.
+	Progress ProgressFunc
 }
 
 // Split writes the package archive at src (or the parts of a split one)
@@ -56,7 +61,7 @@ func Split(ctx context.Context, src string, opts SplitOptions) (*Parts, error) {
 		}
 	}
 	if r.parts == nil {
-		if _, err := r.Walk(ctx, nil, nil); err != nil {
+		if _, err := r.Walk(ctx, nil, opts.Progress); err != nil {
 			return nil, fmt.Errorf("split %s: %w", src, err)
 		}
 	}
@@ -72,7 +77,11 @@ func Split(ctx context.Context, src string, opts SplitOptions) (*Parts, error) {
 		return nil, fmt.Errorf("split %s: %d-byte parts would make more than %d parts of its %d bytes", src, opts.PartSize, MaxParts, size)
 	}
 	ps, err := writeParts(base, opts.PartSize, r.root.Digest, func(w io.Writer) error {
-		_, err := io.CopyBuffer(w, &ctxReader{ctx: ctx, r: f}, make([]byte, copyBufferSize))
+		var src io.Reader = &ctxReader{ctx: ctx, r: f}
+		if opts.Progress != nil {
+			src = &splitProgress{r: src, fn: opts.Progress, part: opts.PartSize, total: size, next: PartialStep}
+		}
+		_, err := io.CopyBuffer(w, src, make([]byte, copyBufferSize))
 		return err
 	})
 	if err != nil {
@@ -301,4 +310,23 @@ func (w *partWriter) abort() {
 	for _, t := range w.temps {
 		os.Remove(t)
 	}
+}
+
+// splitProgress reports a split's copy: the part being written and the
+// archive's bytes copied so far, each PartialStep.
+type splitProgress struct {
+	r           io.Reader
+	fn          ProgressFunc
+	part, total int64
+	n, next     int64
+}
+
+func (s *splitProgress) Read(p []byte) (int, error) {
+	n, err := s.r.Read(p)
+	s.n += int64(n)
+	if s.n >= s.next || err == io.EOF {
+		s.next = s.n + PartialStep
+		s.fn(Progress{Phase: PhaseWrite, Item: fmt.Sprintf("part %d of %d", min(s.n/s.part+1, (s.total+s.part-1)/s.part), (s.total+s.part-1)/s.part), Bytes: s.n, TotalBytes: s.total})
+	}
+	return n, err
 }

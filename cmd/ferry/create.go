@@ -144,7 +144,9 @@ images, charts and repositories elsewhere are counted as not checked.`,
 			if parts > 0 {
 				// The archive, signed, is split, then removed: only the
 				// parts and their index stay.
-				if split, err = artifact.Split(cmd.Context(), res.Path, artifact.SplitOptions{PartSize: parts}); err != nil {
+				split, err = artifact.Split(cmd.Context(), res.Path, artifact.SplitOptions{PartSize: parts, Progress: progress})
+				done()
+				if err != nil {
 					return err
 				}
 				if err := os.Remove(res.Path); err != nil {

@@ -191,6 +191,10 @@ func (p *progressBar) report(ev artifact.Progress) {
 	rate := float64(p.moved+inFlight) / elapsed
 	var line string
 	switch {
+	case ev.Desc.Digest == "" && ev.Bytes > 0 && ev.TotalBytes > 0:
+		// Work counted in bytes, not blobs (a split's parts).
+		r := float64(ev.Bytes) / elapsed
+		line = fmt.Sprintf("%s %s, %s/%s, %s/s%s", ev.Phase, ev.Item, HumanBytes(ev.Bytes), HumanBytes(ev.TotalBytes), HumanBytes(int64(r)), timeLeft(ev.TotalBytes-ev.Bytes, r, elapsed))
 	case ev.Desc.Digest == "":
 		line = string(ev.Phase) + " " + ev.Item
 		if ev.Phase == artifact.PhaseResolve {

@@ -58,7 +58,9 @@ left in place: remove it once the parts are where they go.`,
 			if n < artifact.MinPartSize {
 				return fmt.Errorf("--size %s: parts are at least 1MiB (%d bytes)", size, artifact.MinPartSize)
 			}
-			ps, err := artifact.Split(cmd.Context(), args[0], artifact.SplitOptions{PartSize: n, Base: file.Path})
+			progress, done := NewProgress(cmd)
+			ps, err := artifact.Split(cmd.Context(), args[0], artifact.SplitOptions{PartSize: n, Base: file.Path, Progress: progress})
+			done()
 			if err != nil {
 				return err
 			}
