@@ -88,10 +88,34 @@ var Kyverno119 = Chart{Name: "kyverno", Module: "github.com/kyverno/kyverno", Ve
 // at pseudo-versions only: this one is main of 2026-04-23. Its charts
 // name the hub and tag its builds push to (registry.istio.io/testing,
 // latest); a release's charts name docker.io/istio and the release.
+//
+// Three more, large and much installed, name every image in an image
+// field (with or without their optional parts: Hubble, SPIRE, the
+// default backend, a webhook provider), so that nothing of their
+// arguments, environment, ConfigMaps or annotations may be read as a
+// maybe image:
+//
+//   - cilium: an agent DaemonSet with six init containers, Envoy by
+//     digest, a ConfigMap of 164 keys; Hubble's TLS certificates are made
+//     anew at each rendering (genCA).
+//   - ingress-nginx: images by tag and digest, admission hook Jobs. Its
+//     controller tags (controller-v1.11.0) are no Go versions, so the
+//     proxy serves one pseudo-version, main of 2024-07-08: chart 4.11.0,
+//     controller v1.11.0.
+//   - external-dns: from chart 1.21 on, `policy` has no default and the
+//     schema requires it; upsert-only was the default before. Its v0.23.0
+//     module needs Go 1.27, so this is v0.22.0 (chart 1.21.1, image
+//     v0.21.0).
 var ImageLike = []Chart{
 	{Name: "cert-manager", Module: "github.com/cert-manager/cert-manager", Version: "v1.21.2", Path: "deploy/charts/cert-manager"},
 	{Name: "istiod", Module: "istio.io/istio", Version: istio, Path: "manifests/charts/istio-control/istio-discovery"},
 	{Name: "gateway", Module: "istio.io/istio", Version: istio, Path: "manifests/charts/gateway"},
+	{Name: "cilium", Module: "github.com/cilium/cilium", Version: "v1.20.2", Path: "install/kubernetes/cilium"},
+	{Name: "ingress-nginx", Module: "k8s.io/ingress-nginx", Version: "v0.0.0-20240708192948-52c50467d67d", Path: "charts/ingress-nginx"},
+	{
+		Name: "external-dns", Module: "sigs.k8s.io/external-dns", Version: "v0.22.0", Path: "charts/external-dns",
+		Values: map[string]any{"policy": "upsert-only"},
+	},
 }
 
 const istio = "v0.0.0-20260423205519-b01690e6db7d"
