@@ -129,7 +129,7 @@ func TestReadConfig(t *testing.T) {
 
 func TestReadConfigMissing(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "zarf-config.toml")
-	if _, err := zarf.ReadConfig(p); err == nil || err.Error() != "Zarf config file "+p+": no such file or directory" || !errors.Is(err, os.ErrNotExist) {
+	if _, err := zarf.ReadConfig(p); err == nil || err.Error() != "Zarf config file "+p+" does not exist" || !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("err = %v", err)
 	}
 }
