@@ -60,8 +60,9 @@ func FindConfig(dir string) (string, error) {
 
 // ReadConfig reads the Zarf config file p (TOML, YAML or JSON by its
 // extension), held to MaxConfigSize bytes and, before it is parsed, to
-// MaxConfigNesting and MaxConfigBrackets: a regular file, opened without blocking. Keys are
-// matched without regard to case, as Zarf (viper) matches them; a value of
+// MaxConfigNesting and MaxConfigBrackets: a regular file, opened without
+// blocking. Keys are matched without regard to case, as Zarf (viper)
+// matches them; a value of
 // package.create.set or package.deploy.set must be a string, a number or a
 // boolean. Other keys (log_level, package.deploy.components…) are not
 // read.
