@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
+	"unicode"
 
 	"github.com/BurntSushi/toml"
 	"gopkg.in/yaml.v3"
@@ -58,8 +60,9 @@ func FindConfig(dir string) (string, error) {
 
 // ReadConfig reads the Zarf config file p (TOML, YAML or JSON by its
 // extension), held to MaxConfigSize bytes and, before it is parsed, to
-// MaxConfigNesting: a regular file, opened without blocking. Keys are
-// matched without regard to case, as Zarf (viper) matches them; a value of
+// MaxConfigNesting and MaxConfigBrackets: a regular file, opened without
+// blocking. Keys are matched without regard to case, as Zarf (viper)
+// matches them; a value of
 // package.create.set or package.deploy.set must be a string, a number or a
 // boolean. Other keys (log_level, package.deploy.components…) are not
 // read.
@@ -96,6 +99,11 @@ func parseConfig(p string, data []byte) (map[string]any, error) {
 		// and dotted-key depth: bound both before it runs.
 		if n := bytes.Count(data, []byte("{")); n > MaxConfigNesting {
 			return nil, fmt.Errorf("%s '{', more than %d", count(n), MaxConfigNesting)
+		}
+		// Nested arrays cost it memory with their depth (262,000 '[' deep:
+		// 320 MiB); a table header is one or two.
+		if n := bytes.Count(data, []byte("[")); n > MaxConfigBrackets {
+			return nil, fmt.Errorf("%s '[', more than %s", count(n), count(MaxConfigBrackets))
 		}
 		for i, l := range bytes.Split(data, []byte("\n")) {
 			if n := bytes.Count(l, []byte(".")); n > MaxConfigNesting {
@@ -180,6 +188,9 @@ func setValues(m map[string]any, field string) (map[string]string, error) {
 	return out, nil
 }
 
+// isControl reports whether r is a control character other than a tab.
+func isControl(r rune) bool { return r != '\t' && unicode.IsControl(r) }
+
 func kindOf(v any) string {
 	switch v.(type) {
 	case nil:
@@ -217,30 +228,49 @@ func (c *converter) fillPackageTemplates(data []byte) ([]byte, error) {
 		set[strings.ToUpper(k)], from[strings.ToUpper(k)] = v, "the value set"
 	}
 	var missing []string
+	var bad error
 	out := make([]byte, 0, len(data))
-	for i, rest := 0, data; len(rest) > 0; i++ {
+	for i, rest := 0, data; len(rest) > 0 && bad == nil; i++ {
 		l, next, found := bytes.Cut(rest, []byte("\n"))
 		rest = next
-		if bytes.HasPrefix(bytes.TrimSpace(l), []byte("#")) || !bytes.Contains(l, []byte("###ZARF_PKG_")) {
-			out = append(out, l...)
-		} else {
-			out = append(out, pkgTemplate.ReplaceAllFunc(l, func(m []byte) []byte {
-				sub := pkgTemplate.FindSubmatch(m)
-				key := string(sub[2])
-				v, ok := set[key]
-				if !ok {
-					missing = append(missing, fmt.Sprintf("%s (line %d)", clip(string(m)), i+1))
-					return m
-				}
-				if string(sub[1]) == "VAR" {
-					c.gap(i+1, "", string(m)+" is Zarf's deprecated package variable syntax", "filled from "+from[key]+" for "+key+" as ###ZARF_PKG_TMPL_"+key+"### would be")
-				}
-				return []byte(v)
-			})...)
+		var matches [][]int
+		if !bytes.HasPrefix(bytes.TrimSpace(l), []byte("#")) {
+			matches = pkgTemplate.FindAllSubmatchIndex(l, -1)
 		}
+		last := 0
+		for _, m := range matches {
+			out = append(out, l[last:m[0]]...)
+			last = m[1]
+			tmpl, key := string(l[m[0]:m[1]]), string(l[m[4]:m[5]])
+			v, ok := set[key]
+			if !ok {
+				missing = append(missing, fmt.Sprintf("%s (line %d)", clip(tmpl), i+1))
+				out = append(out, tmpl...)
+				continue
+			}
+			if j := strings.IndexFunc(v, isControl); j >= 0 {
+				bad = c.errf(i+1, "", "%s: the value %s gives %s holds a control character (%U): a package template's value is written into the YAML's text", clip(tmpl), from[key], key, []rune(v[j:])[0])
+				break
+			}
+			// A value fills every template that names it: bound the text
+			// it makes as a zarf.yaml is bounded, before making it (256 KiB
+			// under 180,000 templates would be 44 GiB).
+			if len(out)+len(v) > definition.MaxSize {
+				bad = c.errf(i+1, "", "filled with its package templates' values, it would be more than %s bytes, more than a zarf.yaml may hold", count(definition.MaxSize))
+				break
+			}
+			if string(l[m[2]:m[3]]) == "VAR" {
+				c.gap(i+1, "", tmpl+" is Zarf's deprecated package variable syntax", "filled from "+from[key]+" for "+key+" as ###ZARF_PKG_TMPL_"+key+"### would be")
+			}
+			out = append(out, v...)
+		}
+		out = append(out, l[last:]...)
 		if found {
 			out = append(out, '\n')
 		}
+	}
+	if bad != nil {
+		return nil, bad
 	}
 	if len(missing) > 0 {
 		msg := ErrNoTemplateValue.Error()
@@ -262,30 +292,74 @@ func FindDefinitions(dir string) ([]string, error) {
 	if _, err := os.Lstat(own); err == nil {
 		return []string{own}, nil
 	}
-	var found []string
-	seen := 0
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if seen++; seen > MaxWalk {
-			return fmt.Errorf("more than %s files and folders below it", count(MaxWalk))
-		}
-		if d.IsDir() && p != dir && strings.HasPrefix(d.Name(), ".") {
-			return filepath.SkipDir
-		}
-		if d.Name() == ZarfYAML && !d.IsDir() {
-			if found = append(found, p); len(found) > MaxDefinitions {
-				return fmt.Errorf("more than %s zarf.yaml files below it", count(MaxDefinitions))
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", dir, bare(err))
+	w := &walker{root: dir}
+	if err := w.walk(dir); err != nil {
+		return nil, err
 	}
+	found := w.found
 	if len(found) == 0 {
 		return nil, fmt.Errorf("%s holds no %s, nor does any folder below it", dir, ZarfYAML)
 	}
 	return found, nil
+}
+
+// walker finds the zarf.yaml files below a folder for FindDefinitions.
+type walker struct {
+	root  string
+	seen  int
+	found []string
+}
+
+// walk looks through dir, reading its entries a batch at a time so that
+// a folder of millions is refused at MaxWalk, before it is held whole
+// (os.ReadDir, and so filepath.WalkDir, reads a folder whole first).
+// Entries are visited in lexical order; links are neither followed nor
+// taken as a zarf.yaml.
+func (w *walker) walk(dir string) error {
+	if w.seen++; w.seen > MaxWalk {
+		return fmt.Errorf("%s: more than %s files and folders below it", clip(w.root), count(MaxWalk))
+	}
+	f, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("%s: %w", clip(dir), bare(err))
+	}
+	var entries []fs.DirEntry
+	for {
+		batch, err := f.ReadDir(1024)
+		entries = append(entries, batch...)
+		if w.seen+len(entries) > MaxWalk {
+			f.Close()
+			return fmt.Errorf("%s: more than %s files and folders below it", clip(w.root), count(MaxWalk))
+		}
+		if errors.Is(err, io.EOF) || err == nil && len(batch) == 0 {
+			break
+		}
+		if err != nil {
+			f.Close()
+			return fmt.Errorf("%s: %w", clip(dir), bare(err))
+		}
+	}
+	f.Close()
+	sort.Slice(entries, func(i, j int) bool { return entries[i].Name() < entries[j].Name() })
+	for _, d := range entries {
+		p := filepath.Join(dir, d.Name())
+		switch {
+		case d.IsDir():
+			if strings.HasPrefix(d.Name(), ".") {
+				w.seen++
+				continue
+			}
+			if err := w.walk(p); err != nil {
+				return err
+			}
+		default:
+			w.seen++
+			if d.Name() == ZarfYAML && d.Type()&fs.ModeSymlink == 0 {
+				if w.found = append(w.found, p); len(w.found) > MaxDefinitions {
+					return fmt.Errorf("%s: more than %s zarf.yaml files below it", clip(w.root), count(MaxDefinitions))
+				}
+			}
+		}
+	}
+	return nil
 }

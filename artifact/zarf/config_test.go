@@ -2,8 +2,10 @@ package zarf_test
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -154,5 +156,102 @@ func TestFindDefinitions(t *testing.T) {
 	}
 	if _, err := zarf.FindDefinitions(t.TempDir()); err == nil || !strings.Contains(err.Error(), "holds no zarf.yaml, nor does any folder below it") {
 		t.Errorf("an empty folder: %v", err)
+	}
+}
+
+// A package template's value fills every template naming it, and
+// metadata.architecture every ###ZARF_PKG_ARCH###: the text they make is
+// bounded as a zarf.yaml is, before it is made, and a value with a
+// control character (a line break rewriting the YAML) is refused naming
+// where it came from.
+func TestConvertTemplateFillBounded(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "zarf.yaml")
+	head := "kind: ZarfPackageConfig\nmetadata:\n  name: demo\n"
+	for _, tc := range []struct {
+		name string
+		data string
+		set  map[string]string
+		err  string
+	}{
+		{"config value", head + "  description: " + strings.Repeat("###ZARF_PKG_TMPL_X###", 180_000) + "\ncomponents:\n  - name: a\n",
+			map[string]string{"X": strings.Repeat("a", 250<<10)}, "zarf.yaml:4: filled with its package templates' values, it would be more than 4,194,304 bytes"},
+		{"architecture", head + "  architecture: " + strings.Repeat("b", 1<<20) + "\n  description: " + strings.Repeat("###ZARF_PKG_ARCH###", 150_000) + "\ncomponents:\n  - name: a\n",
+			nil, "150,000 ###ZARF_PKG_ARCH### would make 157,287,448,"},
+		{"line break", head + "  version: ###ZARF_PKG_TMPL_V###\ncomponents:\n  - name: a\n",
+			map[string]string{"V": "1\ncomponents: []"}, "###ZARF_PKG_TMPL_V###: the value the value set gives V holds a control character (U+000A)"},
+		{"escape", head + "  version: ###ZARF_PKG_TMPL_V###\ncomponents:\n  - name: a\n",
+			map[string]string{"V": "1\x1b[31m"}, "(U+001B)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			start := time.Now()
+			_, err := zarf.Convert(file, []byte(tc.data), zarf.ConvertOptions{Set: tc.set, Dir: dir})
+			if d := time.Since(start); d > 2*time.Second {
+				t.Errorf("took %s", d)
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.err) || strings.Contains(err.Error(), "\n") || len(err.Error()) > 1024 {
+				t.Errorf("err = %.300v, want one line saying %q", err, tc.err)
+			}
+		})
+	}
+}
+
+// Nested TOML arrays are bounded before the parse, as inline tables are.
+func TestReadConfigTOMLArrays(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "zarf-config.toml")
+	if err := os.WriteFile(p, []byte("a = "+strings.Repeat("[", 200_000)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := zarf.ReadConfig(p); err == nil || !strings.Contains(err.Error(), "200,000 '[', more than 4,096") {
+		t.Errorf("err = %v", err)
+	}
+}
+
+// The search below a folder reads a folder in batches, so a folder of
+// more entries than it looks through is refused before it is held whole;
+// a link named zarf.yaml is not taken, as links are not followed.
+func TestFindDefinitionsHostile(t *testing.T) {
+	dir := t.TempDir()
+	wide := filepath.Join(dir, "wide")
+	if err := os.Mkdir(wide, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for i := range zarf.MaxWalk + 1 {
+		f, err := os.Create(filepath.Join(wide, fmt.Sprintf("f%06d", i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+	}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	_, err := zarf.FindDefinitions(wide)
+	runtime.ReadMemStats(&after)
+	if err == nil || err.Error() != wide+": more than 100,000 files and folders below it" {
+		t.Errorf("err = %v", err)
+	}
+	if grew := after.TotalAlloc - before.TotalAlloc; grew > 64<<20 {
+		t.Errorf("allocated %d MiB", grew>>20)
+	}
+
+	links := filepath.Join(dir, "links")
+	for _, d := range []string{"a", "b"} {
+		if err := os.MkdirAll(filepath.Join(links, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink("/etc/passwd", filepath.Join(links, "a", "zarf.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("..", filepath.Join(links, "b", "up")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(links, "b", "zarf.yaml"), []byte("kind: ZarfPackageConfig\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	found, err := zarf.FindDefinitions(links)
+	if err != nil || len(found) != 1 || found[0] != filepath.Join(links, "b", "zarf.yaml") {
+		t.Errorf("found %q, %v; want b/zarf.yaml only", found, err)
 	}
 }

@@ -171,7 +171,12 @@ func Convert(file string, data []byte, opts ConvertOptions) (*Result, error) {
 	if c.arch == "" {
 		c.arch = runtime.GOARCH
 	}
-	if bytes.Contains(data, []byte(archTemplate)) {
+	if n := bytes.Count(data, []byte(archTemplate)); n > 0 {
+		// metadata.architecture fills every ###ZARF_PKG_ARCH###: bound
+		// what it makes before making it.
+		if size := len(data) + n*(len(c.arch)-len(archTemplate)); size > definition.MaxSize {
+			return nil, c.errf(0, "", "filled with the architecture %q, its %s %s would make %s bytes, more than a zarf.yaml may hold (%s)", clip(c.arch), count(n), archTemplate, count(size), count(definition.MaxSize))
+		}
 		if doc, err = decode(file, bytes.ReplaceAll(data, []byte(archTemplate), []byte(c.arch))); err != nil {
 			return nil, err
 		}

@@ -57,6 +57,12 @@ const (
 	// spends a few milliseconds.
 	MaxConfigNesting = 256
 
+	// MaxConfigBrackets bounds the '[' of a Zarf config file in TOML
+	// (table headers and arrays), counted before it is parsed: 4,096.
+	// The TOML library holds a nested array's depth on its stack and in
+	// its state; at this count it costs a few MiB.
+	MaxConfigBrackets = 4096
+
 	// MaxWalk bounds the files and folders convert looks through below a
 	// folder that holds no zarf.yaml (100,000), and MaxDefinitions the
 	// zarf.yaml files it finds there (1,000; Zarf v0.60.0's repository

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -87,7 +89,9 @@ An existing ferry.yaml is kept unless --force.`,
 			if file != "" && len(srcs) > 1 {
 				return fmt.Errorf("-f names the ferry.yaml of a single zarf.yaml; %s holds %d", args[0], len(srcs))
 			}
-			var reports []convertJSON
+			// Each report is printed as it is made and not kept: 1,000
+			// definitions of 49,000 gaps each are 49 million gaps.
+			reports := jsonArray{w: cmd.OutOrStdout()}
 			failed, gaps := 0, 0
 			for _, src := range srcs {
 				rep, err := convertOne(src, file, force, zarf.ConvertOptions{Flavor: flavor, Architecture: arch, Set: set})
@@ -99,13 +103,16 @@ An existing ferry.yaml is kept unless --force.`,
 					rep.Error = cli.Advise(err, advice).Error()
 				}
 				gaps += len(rep.Gaps)
-				reports = append(reports, rep)
-				if !output.JSON() {
+				if output.JSON() {
+					if err := reports.add(rep); err != nil {
+						return err
+					}
+				} else {
 					printConverted(cmd.OutOrStdout(), cmd.ErrOrStderr(), rep)
 				}
 			}
 			if output.JSON() {
-				if err := cli.WriteJSON(cmd.OutOrStdout(), reports); err != nil {
+				if err := reports.close(); err != nil {
 					return err
 				}
 			}
@@ -215,4 +222,36 @@ func printConverted(out, errOut io.Writer, rep convertJSON) {
 		}
 		fmt.Fprintf(out, "%s: wrote %s (%s%s)\n", rep.Source, written, plural(len(rep.Gaps), "gap"), read)
 	}
+}
+
+// jsonArray writes a JSON array an element at a time, as cli.WriteJSON
+// writes the whole slice.
+type jsonArray struct {
+	w io.Writer
+	n int
+}
+
+func (a *jsonArray) add(v any) error {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetIndent("  ", "  ")
+	if err := enc.Encode(v); err != nil {
+		return err
+	}
+	sep := "[\n  "
+	if a.n > 0 {
+		sep = ",\n  "
+	}
+	a.n++
+	_, err := io.WriteString(a.w, sep+strings.TrimSuffix(b.String(), "\n"))
+	return err
+}
+
+func (a *jsonArray) close() error {
+	end := "\n]\n"
+	if a.n == 0 {
+		end = "[]\n"
+	}
+	_, err := io.WriteString(a.w, end)
+	return err
 }

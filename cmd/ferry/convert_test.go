@@ -1,11 +1,15 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/ferrypkg/ferry/artifact/zarf"
+	"github.com/ferrypkg/ferry/cmd/ferry/internal/cli"
 )
 
 const zarfDef = `kind: ZarfPackageConfig
@@ -123,4 +127,29 @@ func TestCLIConvertZarfConfig(t *testing.T) {
 	wantFail(t, "", stderr, code, "zarf.yaml: package templates without a value: ###ZARF_PKG_TMPL_VERSION### (line 4) and 1 more (give each with --set KEY=VALUE, or under [package.create.set] in a zarf-config.toml")
 	_, stderr, code = runFerry(t, filepath.Join(dir, "empty"), "package", "convert", t.TempDir())
 	wantFail(t, "", stderr, code, "holds no zarf.yaml, nor does any folder below it")
+}
+
+// convert -o json prints each report as it is made (1,000 definitions of
+// 49,000 gaps each would be 49 million gaps held), the same bytes as the
+// whole slice written at once.
+func TestConvertJSONArrayStreams(t *testing.T) {
+	reps := []convertJSON{{Source: "a/zarf.yaml", Gaps: []zarf.Gap{{File: "a/zarf.yaml", Line: 3, What: "<x> & y"}}}, {Source: "b/zarf.yaml", Gaps: []zarf.Gap{}, Error: "e"}}
+	for n := range len(reps) + 1 {
+		var want, got bytes.Buffer
+		if err := cli.WriteJSON(&want, append([]convertJSON{}, reps[:n]...)); err != nil {
+			t.Fatal(err)
+		}
+		a := jsonArray{w: &got}
+		for _, r := range reps[:n] {
+			if err := a.add(r); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := a.close(); err != nil {
+			t.Fatal(err)
+		}
+		if got.String() != want.String() {
+			t.Errorf("%d reports:\n%s\nwant\n%s", n, got.String(), want.String())
+		}
+	}
 }
