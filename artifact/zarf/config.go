@@ -75,6 +75,29 @@ func ReadConfig(p string) (*Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("Zarf config file %w", err)
 	}
+	return readConfig(p, data)
+}
+
+// ReadConfigIn reads the Zarf config file name in the folder dir as
+// ReadConfig does, confined to dir: a link that leads out of it is
+// refused, as the files a zarf.yaml names are (FindConfig's file, which
+// nobody named, must not read what lies elsewhere).
+func ReadConfigIn(dir, name string) (*Config, error) {
+	p := filepath.Join(dir, name)
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, fmt.Errorf("Zarf config file %s: %w", p, confine.Wrap(dir, err))
+	}
+	defer root.Close()
+	data, err := confine.ReadFile(root, name, MaxConfigSize)
+	if err != nil {
+		return nil, fmt.Errorf("Zarf config file %s: %w", p, err)
+	}
+	return readConfig(p, data)
+}
+
+// readConfig parses the config file p's data.
+func readConfig(p string, data []byte) (*Config, error) {
 	doc, err := parseConfig(p, data)
 	if err != nil {
 		return nil, fmt.Errorf("Zarf config file %s: %w", p, err)

@@ -255,3 +255,30 @@ func TestFindDefinitionsHostile(t *testing.T) {
 		t.Errorf("found %q, %v; want b/zarf.yaml only", found, err)
 	}
 }
+
+// A config file found beside a zarf.yaml is read inside its folder: a
+// link out of it is refused, one inside followed.
+func TestReadConfigInStaysInFolder(t *testing.T) {
+	outside := filepath.Join(t.TempDir(), "secret.toml")
+	if err := os.WriteFile(outside, []byte("[package.create.set]\nx = \"1\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := os.Symlink(outside, filepath.Join(dir, "zarf-config.toml")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := zarf.ReadConfigIn(dir, "zarf-config.toml"); err == nil || strings.Contains(err.Error(), "\n") {
+		t.Errorf("a config linked out of its folder: %v, want one refusal", err)
+	}
+	in := t.TempDir()
+	if err := os.WriteFile(filepath.Join(in, "real.toml"), []byte("[package.create.set]\nx = \"1\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("real.toml", filepath.Join(in, "zarf-config.toml")); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := zarf.ReadConfigIn(in, "zarf-config.toml")
+	if err != nil || len(cfg.CreateSet) != 1 {
+		t.Errorf("a config linked inside its folder: %+v, %v", cfg, err)
+	}
+}

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 
 	"github.com/ferrypkg/ferry/artifact/zarf"
 )
@@ -26,7 +27,7 @@ func zarfConfig(dir string) (*zarf.Config, error) {
 			return nil, err
 		}
 		if p != "" {
-			return zarf.ReadConfig(p)
+			return zarf.ReadConfigIn(d, filepath.Base(p))
 		}
 	}
 	return nil, nil
