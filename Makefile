@@ -139,8 +139,9 @@ lint:
 clean:
 	rm -rf $(BIN) out
 
-## generate: the Package API's deep copies and CRD, from its Go types
+## generate: the Package and fleet APIs' deep copies and CRDs, from their Go types
 ## (controller-gen, pinned in tools/controller-gen/go.mod).
 generate:
 	@if [ ! -x $(TOOLS)/controller-gen ]; then (cd tools/controller-gen && GOBIN=$(TOOLS) $(GO) install tool) || exit 1; fi
 	$(TOOLS)/controller-gen object paths=./deploy/api/... crd:crdVersions=v1 output:crd:dir=./deploy/api/v1alpha1/crd
+	$(TOOLS)/controller-gen object paths=./deploy/fleet/api/... crd:crdVersions=v1 output:crd:dir=./deploy/fleet/api/v1alpha1/crd
