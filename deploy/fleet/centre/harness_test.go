@@ -53,6 +53,8 @@ type world struct {
 
 	mu    sync.Mutex
 	clock time.Time
+	// rounds counts the rounds of syncs run.
+	rounds int
 }
 
 func (w *world) now() time.Time {

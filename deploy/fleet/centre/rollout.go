@@ -3,6 +3,7 @@ package centre
 import (
 	"fmt"
 	"math"
+	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -142,29 +143,28 @@ func (ro *rollout) advance() {
 	}
 	last := lastWave(st.Members)
 	for {
+		for i := range st.Members {
+			if pm := &st.Members[i]; pm.Wave == st.Wave {
+				pm.State, pm.Message = ro.state(pm)
+			}
+		}
 		ready := true
 		for i := range st.Members {
 			pm := &st.Members[i]
-			if pm.Wave != st.Wave {
+			if pm.Wave != st.Wave || pm.State == StateReady {
 				continue
 			}
-			pm.State, pm.Message = ro.state(pm)
+			what := describe(st.Digest, st.Version)
 			switch {
 			case pm.State == StateRefused:
-				ro.halt(pm, fmt.Sprintf("member %s refused %s: %s", pm.Name, describe(st.Digest, st.Version), pm.Message))
+				ro.halt(fmt.Sprintf("member %s refused %s: %s", pm.Name, what, pm.Message))
 				return
-			case pm.State == StateReady:
 			case pm.Since != nil && ro.now.Sub(pm.Since.Time) > timeout:
-				why := fmt.Sprintf("member %s is not Ready at %s within %s", pm.Name, describe(st.Digest, st.Version), timeout)
-				if pm.Message != "" {
-					why += ": " + pm.Message
-				}
-				pm.State = StateFailed
-				ro.halt(pm, why)
+				pm.State, pm.Message = StateFailed, strings.TrimSuffix("not Ready within "+timeout.String()+": "+pm.Message, ": ")
+				ro.halt(fmt.Sprintf("member %s is not Ready at %s within %s", pm.Name, what, strings.TrimPrefix(pm.Message, "not Ready within ")))
 				return
-			default:
-				ready = false
 			}
+			ready = false
 		}
 		if !ready {
 			return
@@ -192,12 +192,9 @@ func (ro *rollout) give(wave int) {
 	}
 }
 
-// halt stops the rollout at pm: nobody is given anything new until the
+// halt stops the rollout: nobody is given anything new until the
 // placement asks for another version.
-func (ro *rollout) halt(pm *v1alpha1.PlacedMember, why string) {
-	if pm.Message == "" {
-		pm.Message = why
-	}
+func (ro *rollout) halt(why string) {
 	ro.p.Status.Phase, ro.p.Status.Message = v1alpha1.PhaseHalted, why
 	ro.finish(v1alpha1.PhaseHalted, why)
 }

@@ -1,0 +1,152 @@
+package centre_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ferrypkg/ferry/deploy/fleet/api/v1alpha1"
+	"github.com/ferrypkg/ferry/deploy/fleet/centre"
+	"github.com/ferrypkg/ferry/deploy/fleet/wire"
+)
+
+// TestSync: a member reads only its own desired state (the package placed
+// on its group, with the group's values); a report for another member,
+// another member's credential, a revoked or deleted member are refused;
+// a heartbeat that changes nothing writes lastSeen at most once per
+// interval.
+func TestSync(t *testing.T) {
+	w := newWorld(t)
+	ctx := t.Context()
+	v1 := w.push(pkgBuild(t, "app", "1.0.0", map[string][]byte{}), "apps/app:1.0.0")
+	w.place("app", "apps/app", "stable", map[string]string{"region": "east"}, `{"replicas":2}`, v1alpha1.Strategy{})
+	if _, err := w.c.Promote(ctx, "app", "stable", "1.0.0", "alice"); err != nil {
+		t.Fatal(err)
+	}
+	tok := w.token(centre.TokenOptions{Uses: 3})
+	east := w.join("east", tok, map[string]string{"region": "east"})
+	west := w.join("west", tok, map[string]string{"region": "west"})
+	w.reconcile()
+
+	if err := east.sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := west.sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if len(east.last.Packages) != 1 || len(west.last.Packages) != 0 {
+		t.Fatalf("desired: east %+v, west %+v", east.last, west.last)
+	}
+	p := east.last.Packages[0]
+	if p.Name != "app" || p.Placement != "app" || p.Repository != "apps/app" || p.Digest != v1.Root().Digest.String() ||
+		p.Version != "1.0.0" || string(p.Values) != `{"replicas":2}` || east.last.IntervalSeconds != 30 || east.last.Generation == "" {
+		t.Errorf("east's desired package: %+v", east.last)
+	}
+	if west.last.Generation == east.last.Generation {
+		t.Error("two desired states share a generation")
+	}
+	if d, err := w.c.Desired(ctx, "west"); err != nil || len(d.Packages) != 0 {
+		t.Errorf("Desired(west): %+v, %v", d, err)
+	}
+
+	t.Run("report recorded", func(t *testing.T) {
+		if err := east.sync(ctx); err != nil { // reports what it applied
+			t.Fatal(err)
+		}
+		m := w.member("east")
+		if len(m.Status.Packages) != 1 || !m.Status.Packages[0].Ready || m.Status.Agent != "test" || m.Status.LastSeen == nil {
+			t.Errorf("east's status: %+v", m.Status)
+		}
+		w.reconcile()
+		m = w.member("east")
+		if c := cond(m, v1alpha1.MemberReady); c != "True" {
+			t.Errorf("east Ready: %s", c)
+		}
+		// Nothing new, within the interval: no write.
+		rv := m.ResourceVersion
+		w.tick(10 * time.Second)
+		if err := east.sync(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if got := w.member("east").ResourceVersion; got != rv {
+			t.Error("a heartbeat that changed nothing within the interval was written")
+		}
+		w.tick(25 * time.Second)
+		if err := east.sync(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if got := w.member("east"); got.ResourceVersion == rv || !got.Status.LastSeen.Time.Equal(w.now()) {
+			t.Errorf("a heartbeat after the interval: lastSeen %v, want %v", got.Status.LastSeen, w.now())
+		}
+		// Three intervals without a report: stale.
+		w.tick(100 * time.Second)
+		w.reconcile()
+		if c := cond(w.member("east"), v1alpha1.MemberStale); c != "True" {
+			t.Errorf("east Stale after 100 s: %s", c)
+		}
+	})
+
+	refused := func(t *testing.T, cl *wire.Client, rep *wire.Report, status int, says string) {
+		t.Helper()
+		_, err := cl.Sync(ctx, rep)
+		got, msg := refusal(t, err)
+		if got != status || !strings.Contains(msg, says) {
+			t.Errorf("%d %q, want %d saying %q", got, msg, status, says)
+		}
+	}
+	t.Run("another member's report", func(t *testing.T) {
+		refused(t, west.cl, &wire.Report{Member: "east", Created: w.now()}, 403, `the report is member "east"'s, not member west's`)
+	})
+	t.Run("another member's credential", func(t *testing.T) {
+		_, secret, _ := wire.ParseCredential(west.cl.Credential)
+		forged := &wire.Client{URL: w.url, Pin: w.pin, Credential: "east." + secret}
+		refused(t, forged, &wire.Report{Member: "east", Created: w.now()}, 401, "the credential is not member east's")
+	})
+	t.Run("no credential", func(t *testing.T) {
+		status, msg := w.post(wire.PathSync, "", []byte(`{}`))
+		if status != 401 || !strings.Contains(msg, "no member credential") {
+			t.Errorf("%d %q", status, msg)
+		}
+	})
+	t.Run("revoked", func(t *testing.T) {
+		if err := w.c.Revoke(ctx, "west"); err != nil {
+			t.Fatal(err)
+		}
+		refused(t, west.cl, west.report(), 403, "member west is revoked")
+		if _, err := w.c.Desired(ctx, "west"); err == nil {
+			t.Error("a revoked member has a desired state")
+		}
+		if err := w.c.Revoke(ctx, "nobody"); err == nil || !strings.Contains(err.Error(), "nobody") {
+			t.Errorf("revoke an unknown member: %v", err)
+		}
+	})
+	t.Run("deleted", func(t *testing.T) {
+		if err := w.kc.Delete(ctx, w.member("east")); err != nil {
+			t.Fatal(err)
+		}
+		refused(t, east.cl, east.report(), 403, "member east is not in the fleet")
+		status, _ := w.post(wire.PathBundle, east.cl.Credential, mustJSON(t, wire.BundleRequest{Repository: "apps/app", Digest: v1.Root().Digest.String()}))
+		if status != 403 {
+			t.Errorf("bundle for a deleted member: %d", status)
+		}
+	})
+}
+
+func cond(m *v1alpha1.Member, typ string) string {
+	for _, c := range m.Status.Conditions {
+		if c.Type == typ {
+			return string(c.Status)
+		}
+	}
+	return ""
+}
+
+func mustJSON(t *testing.T, v any) []byte {
+	t.Helper()
+	data, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
