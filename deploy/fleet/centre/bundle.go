@@ -40,7 +40,7 @@ func (c *Centre) serveBundle(w http.ResponseWriter, r *http.Request) (string, er
 	}
 	rc, err := artifact.ParseReceipt(req.Receipt)
 	if err != nil {
-		return m.Name, refuse(http.StatusBadRequest, nil, "the bundle request's receipt: %v", err)
+		return m.Name, badReceipt("the bundle request", err)
 	}
 	d, err := c.desired(ctx, m)
 	if err != nil {

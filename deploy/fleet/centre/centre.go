@@ -76,7 +76,7 @@ var (
 	// ErrToken: a join token is unknown, wrong, expired or used up.
 	ErrToken = errors.New("the join token is refused")
 	// ErrReplay: an imported report is not newer than the member's last.
-	ErrReplay = errors.New("the report is not newer than the member's last")
+	ErrReplay = errors.New("the report is not newer than the member's last report")
 )
 
 // Centre is the fleet's centre. Client is required; the zero value of

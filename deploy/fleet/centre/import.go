@@ -73,7 +73,7 @@ func checkKnown(m *v1alpha1.Member, sr *wire.SignedReport, rep *wire.Report) err
 		return fmt.Errorf("member %s's report: %w", m.Name, err)
 	}
 	if last := m.Status.LastSeen; last != nil && !rep.Created.Truncate(time.Second).After(last.Time) {
-		return fmt.Errorf("member %s's report was made at %s: %w (%s)", m.Name,
+		return fmt.Errorf("member %s's report was made at %s: %w (made at %s)", m.Name,
 			rep.Created.UTC().Format(time.RFC3339), ErrReplay, last.UTC().Format(time.RFC3339))
 	}
 	return nil

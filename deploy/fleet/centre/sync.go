@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"regexp"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -100,7 +101,7 @@ func readReport(rep *wire.Report) (*report, error) {
 	if len(rep.Receipt) > 0 && !bytes.Equal(bytes.TrimSpace(rep.Receipt), []byte("null")) {
 		rc, err := artifact.ParseReceipt(rep.Receipt)
 		if err != nil {
-			return nil, refuse(http.StatusBadRequest, nil, "the report's receipt: %v", err)
+			return nil, badReceipt("the report", err)
 		}
 		if u.receipt, err = rc.Marshal(); err != nil {
 			return nil, err
@@ -108,6 +109,11 @@ func readReport(rep *wire.Report) (*report, error) {
 		u.receiptInfo = rc
 	}
 	return u, nil
+}
+
+// badReceipt refuses a receipt that does not parse.
+func badReceipt(where string, err error) error {
+	return refuse(http.StatusBadRequest, nil, "%s carries a receipt that is not one: %s", where, strings.TrimPrefix(err.Error(), "receipt: "))
 }
 
 // record writes what a report tells into the member's status: its
