@@ -39,7 +39,7 @@ const ns = centre.DefaultNamespace
 // world is a centre over a fake management cluster and a real registry,
 // served over real TLS with the certificate EnsureCA made.
 type world struct {
-	t      *testing.T
+	t      testing.TB
 	c      *centre.Centre
 	kc     client.WithWatch
 	host   string // the registry
@@ -77,7 +77,7 @@ func counter(m *sync.Map, key string) *atomic.Int64 {
 
 func (w *world) hitsOf(path string) int64 { return counter(&w.hits, path).Load() }
 
-func newWorld(t *testing.T, objs ...client.Object) *world {
+func newWorld(t testing.TB, objs ...client.Object) *world {
 	t.Helper()
 	ctx := t.Context()
 	scheme := runtime.NewScheme()
