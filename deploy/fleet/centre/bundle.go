@@ -2,6 +2,7 @@ package centre
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -101,9 +102,13 @@ func (c *Centre) delta(ctx context.Context, repository, d string, have *artifact
 	}
 	r, err := artifact.OpenAs(ctx, path, repository+"@"+d)
 	if err != nil {
+		_ = os.Remove(path) // damaged in the spool: pulled again next time
 		return nil, fmt.Errorf("open the spooled package %s@%s: %w", repository, d, err)
 	}
 	res, err := artifact.Delta(ctx, r, have, out, artifact.DeltaOptions{})
+	if errors.Is(err, artifact.ErrCorrupt) {
+		_ = os.Remove(path)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("the delta of %s@%s: %w", repository, d, err)
 	}

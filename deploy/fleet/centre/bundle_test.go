@@ -124,6 +124,28 @@ func TestBundle(t *testing.T) {
 		}
 	})
 
+	t.Run("damaged in the spool", func(t *testing.T) {
+		spooled, _ := filepath.Glob(filepath.Join(w.c.Spool, "packages", "*.tar"))
+		if len(spooled) != 1 {
+			t.Fatalf("spooled: %v", spooled)
+		}
+		data, err := os.ReadFile(spooled[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		data[len(data)/2] ^= 0xff
+		if err := os.WriteFile(spooled[0], data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, err = ask(x, none, "apps/big", root)
+		if status, msg := refusal(t, err); status != 500 || !strings.Contains(msg, "the delta of apps/big@"+root) {
+			t.Errorf("a bundle from a damaged spool: %d %q", status, msg)
+		}
+		if data, err := ask(x, none, "apps/big", root); err != nil || len(data) < 2*mib {
+			t.Errorf("the next bundle, pulled again: %d bytes, %v", len(data), err)
+		}
+	})
+
 	for _, tc := range []struct {
 		name, repo, digest string
 		m                  *member

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net/http"
 
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
@@ -47,7 +48,8 @@ func (c *Centre) storeReceipt(ctx context.Context, member string, data []byte) (
 		}
 	}
 	if err != nil {
-		return "", fmt.Errorf("store member %s's receipt in %s: %w", member, c.Registry, err)
+		// The member's report is not recorded: it reports again later.
+		return "", &problem{status: http.StatusServiceUnavailable, msg: oneLine(fmt.Sprintf("the centre cannot store member %s's receipt in %s now: %v", member, c.Registry, err))}
 	}
 	return desc.Digest.String(), nil
 }

@@ -3,6 +3,7 @@ package centre
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"net/http"
@@ -197,8 +198,11 @@ func (c *Centre) Revoke(ctx context.Context, member string) error {
 		m.Spec.Revoked = true
 		return c.Client.Update(ctx, m)
 	})
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		err = fmt.Errorf("revoke member %s: %w", member, err)
+	}
 	if err != nil {
-		return fmt.Errorf("revoke member %s: %w", member, err)
+		return err
 	}
 	c.kick()
 	return nil
