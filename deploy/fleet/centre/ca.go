@@ -95,7 +95,7 @@ func (c *Centre) authority(ctx context.Context) (*authority, error) {
 		}
 		err = c.Client.Create(ctx, &s)
 		if apierrors.IsAlreadyExists(err) {
-			err = c.Client.Get(ctx, c.key(CASecretName), &s)
+			err = c.fresh().Get(ctx, c.key(CASecretName), &s)
 		}
 	}
 	if err != nil {

@@ -83,9 +83,15 @@ var (
 // every other field works.
 type Centre struct {
 	// Client reads and writes the fleet's objects and Secrets in the
-	// management cluster (a scheme with core and fleet.ferry.dev/v1alpha1;
-	// a cache-backed client for a large fleet).
-	Client client.WithWatch
+	// management cluster (a scheme with core and fleet.ferry.dev/v1alpha1).
+	// For a large fleet, a cache-backed client (controller-runtime's
+	// cluster.GetClient): every request reads its Member, and every sync
+	// the groups, tracks and placements.
+	Client client.Client
+	// APIReader reads what must be fresh where Client may be a cache: a
+	// join token's uses (taken with optimistic concurrency) and an object
+	// read again after a conflicting write. Client if nil.
+	APIReader client.Reader
 	// Namespace holds the fleet's objects; DefaultNamespace if empty.
 	Namespace string
 	// Registry is the centre's registry (host[:port]): the tracks'
@@ -116,6 +122,13 @@ func (c *Centre) init() {
 		c.kicks = make(chan struct{}, 1)
 		c.bundles = make(chan struct{}, DefaultParallelBundles)
 	})
+}
+
+func (c *Centre) fresh() client.Reader {
+	if c.APIReader != nil {
+		return c.APIReader
+	}
+	return c.Client
 }
 
 func (c *Centre) ns() string {

@@ -132,7 +132,7 @@ func (c *Centre) record(ctx context.Context, m *v1alpha1.Member, u *report) erro
 	first, changed := true, false
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		if !first {
-			if err := c.Client.Get(ctx, client.ObjectKeyFromObject(m), m); err != nil {
+			if err := c.fresh().Get(ctx, client.ObjectKeyFromObject(m), m); err != nil {
 				return err
 			}
 		}

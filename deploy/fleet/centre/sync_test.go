@@ -1,11 +1,13 @@
 package centre_test
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/deploy/fleet/api/v1alpha1"
 	"github.com/ferrypkg/ferry/deploy/fleet/centre"
 	"github.com/ferrypkg/ferry/deploy/fleet/wire"
@@ -57,6 +59,25 @@ func TestSync(t *testing.T) {
 		m := w.member("east")
 		if len(m.Status.Packages) != 1 || !m.Status.Packages[0].Ready || m.Status.Agent != "test" || m.Status.LastSeen == nil {
 			t.Errorf("east's status: %+v", m.Status)
+		}
+		// A report carrying a receipt: kept in the registry, summed up in
+		// the status.
+		rc, err := artifact.Have(ctx, v1, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep := east.report()
+		rep.Receipt = receiptJSON(t, rc)
+		if _, err := east.cl.Sync(ctx, rep); err != nil {
+			t.Fatal(err)
+		}
+		m = w.member("east")
+		repo, err := w.remote.Repository(w.host + "/" + centre.ReceiptRepository + "/east")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := repo.Resolve(ctx, "latest"); err != nil || m.Status.ReceiptBlobs != len(rc.Blobs) || m.Status.ReceiptBytes != rc.Size() || !strings.HasPrefix(m.Status.Receipt, "sha256:") {
+			t.Errorf("the receipt: %v; status %s %d blobs %d bytes", err, m.Status.Receipt, m.Status.ReceiptBlobs, m.Status.ReceiptBytes)
 		}
 		w.reconcile()
 		m = w.member("east")
@@ -149,4 +170,48 @@ func mustJSON(t *testing.T, v any) []byte {
 		t.Fatal(err)
 	}
 	return data
+}
+
+// TestRun: Run reconciles as soon as a promotion or a member's report
+// changes something, and returns when its context ends.
+func TestRun(t *testing.T) {
+	w := newWorld(t)
+	v1 := w.push(pkgBuild(t, "app", "1.0.0", map[string][]byte{}), "apps/app:1.0.0").Root().Digest.String()
+	w.place("app", "apps/app", "stable", nil, "", v1alpha1.Strategy{})
+	m := w.join("m", w.token(centre.TokenOptions{}), nil)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- w.c.Run(ctx) }()
+	wait := func(what string, ok func(*v1alpha1.Placement) bool) time.Duration {
+		t.Helper()
+		start := time.Now()
+		for time.Since(start) < 10*time.Second {
+			if ok(w.placement("app")) {
+				return time.Since(start)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		t.Fatalf("%s: not within 10 s: %+v", what, w.placement("app").Status)
+		return 0
+	}
+	if _, err := w.c.Promote(t.Context(), "app", "stable", "1.0.0", "alice"); err != nil {
+		t.Fatal(err)
+	}
+	promoted := wait("the promotion seen", func(p *v1alpha1.Placement) bool { return p.Status.Digest == v1 })
+	for range 2 { // given it, then reporting it Ready
+		if err := m.sync(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ready := wait("the rollout complete", func(p *v1alpha1.Placement) bool { return p.Status.Phase == v1alpha1.PhaseComplete })
+	t.Logf("Run saw the promotion after %s, the member's Ready report after %s", promoted.Round(time.Millisecond), ready.Round(time.Millisecond))
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Error("Run did not return when its context ended")
+	}
 }

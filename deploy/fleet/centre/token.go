@@ -121,7 +121,7 @@ func (c *Centre) useToken(ctx context.Context, raw string) (map[string]string, s
 	var labels map[string]string
 	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		var s corev1.Secret
-		if err := c.Client.Get(ctx, c.key(TokenSecretPrefix+t.ID), &s); err != nil {
+		if err := c.fresh().Get(ctx, c.key(TokenSecretPrefix+t.ID), &s); err != nil {
 			if apierrors.IsNotFound(err) {
 				return refuse(http.StatusUnauthorized, ErrToken, "join token %s is not one the centre made (or it was deleted)", t.ID)
 			}
@@ -188,15 +188,15 @@ func checkLabels(labels map[string]string) error {
 // Member does the same and forgets it.
 func (c *Centre) Revoke(ctx context.Context, member string) error {
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		m, err := c.member(ctx, member)
-		if err != nil {
-			return err
+		var m v1alpha1.Member
+		if err := c.fresh().Get(ctx, c.key(member), &m); err != nil {
+			return notFound(err, "member %s is not in the fleet", member)
 		}
 		if m.Spec.Revoked {
 			return nil
 		}
 		m.Spec.Revoked = true
-		return c.Client.Update(ctx, m)
+		return c.Client.Update(ctx, &m)
 	})
 	if err != nil && !errors.Is(err, ErrNotFound) {
 		err = fmt.Errorf("revoke member %s: %w", member, err)

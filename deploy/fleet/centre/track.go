@@ -38,7 +38,7 @@ func (c *Centre) Promote(ctx context.Context, track, channel, ref, by string) (*
 	}
 	ch := v1alpha1.Channel{Name: channel, Digest: d.String(), Version: version}
 	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		if err := c.Client.Get(ctx, c.key(track), &t); err != nil {
+		if err := c.fresh().Get(ctx, c.key(track), &t); err != nil {
 			return err
 		}
 		i := -1
@@ -118,7 +118,7 @@ func refSep(ref string) string {
 func (c *Centre) Rollback(ctx context.Context, placement, by string) (*v1alpha1.Placement, error) {
 	var p v1alpha1.Placement
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		if err := c.Client.Get(ctx, c.key(placement), &p); err != nil {
+		if err := c.fresh().Get(ctx, c.key(placement), &p); err != nil {
 			return notFound(err, "placement %s is not in the fleet", placement)
 		}
 		st := p.Status
