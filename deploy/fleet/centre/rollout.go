@@ -3,7 +3,6 @@ package centre
 import (
 	"fmt"
 	"math"
-	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -106,7 +105,8 @@ func (ro *rollout) start(members []*v1alpha1.Member, want, version string) {
 
 // join keeps the placed members as the groups select them: a member no
 // longer selected (or revoked) leaves; a new one joins the last wave, with
-// the version that wave has.
+// the version that wave has (the current one until the wave is reached,
+// and while the rollout is halted).
 func (ro *rollout) join(members []*v1alpha1.Member) {
 	st := &ro.p.Status
 	last := lastWave(st.Members)
@@ -121,9 +121,6 @@ func (ro *rollout) join(members []*v1alpha1.Member) {
 			pm = v1alpha1.PlacedMember{Name: m.Name, Wave: last, Target: st.Current, State: StatePending}
 			if st.Phase == v1alpha1.PhaseProgressing && st.Wave >= last {
 				pm.Target, pm.Since, pm.State = st.Digest, ro.since(), StateUpdating
-			}
-			if pm.Target == "" {
-				pm.Target = st.Digest
 			}
 		}
 		out = append(out, pm)
@@ -160,8 +157,12 @@ func (ro *rollout) advance() {
 				ro.halt(fmt.Sprintf("member %s refused %s: %s", pm.Name, what, pm.Message))
 				return
 			case pm.Since != nil && ro.now.Sub(pm.Since.Time) > timeout:
-				pm.State, pm.Message = StateFailed, strings.TrimSuffix("not Ready within "+timeout.String()+": "+pm.Message, ": ")
-				ro.halt(fmt.Sprintf("member %s is not Ready at %s within %s", pm.Name, what, strings.TrimPrefix(pm.Message, "not Ready within ")))
+				late := timeout.String()
+				if pm.Message != "" {
+					late += ": " + pm.Message
+				}
+				pm.State, pm.Message = StateFailed, "not Ready within "+late
+				ro.halt(fmt.Sprintf("member %s is not Ready at %s within %s", pm.Name, what, late))
 				return
 			}
 			ready = false
