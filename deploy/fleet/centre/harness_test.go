@@ -253,7 +253,7 @@ func (m *member) wasGiven(d string) bool {
 
 // pkgFiles builds a package of version from files (name → content) and
 // returns its archive.
-func pkgBuild(t *testing.T, name, version string, files map[string][]byte) string {
+func pkgBuild(t testing.TB, name, version string, files map[string][]byte) string {
 	t.Helper()
 	dir := t.TempDir()
 	def := "apiVersion: ferry.dev/v1alpha1\nkind: Package\nmetadata: {name: " + name + ", version: " + version + "}\ncomponents:\n  - name: app\n    manifests:\n      - name: ns\n        files: [ns.yaml]\n"

@@ -42,7 +42,11 @@ func notFound(err error, format string, a ...any) error {
 
 // Handler serves the member endpoints of package wire (join, sync, bundle)
 // under their paths; anything else is 404. Each refusal is one sentence in
-// a wire.Problem. Requests are bounded by wire's Max* sizes.
+// a wire.Problem. Request bodies are bounded by wire's Max* sizes; time is
+// the server's to bound: serve it over TLS (EnsureCA) with an http.Server
+// whose ReadHeaderTimeout and ReadTimeout bound slow senders (a bundle
+// request carries up to 64 MiB) and whose WriteTimeout, if any, leaves a
+// bundle time to stream.
 func (c *Centre) Handler() http.Handler {
 	c.init()
 	return http.HandlerFunc(c.serveHTTP)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -214,4 +215,35 @@ func TestRun(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Error("Run did not return when its context ended")
 	}
+}
+
+// BenchmarkSync: heartbeats of 100 members over real TLS (keep-alive
+// connections), each a report of one package and the desired state
+// answered; the management cluster is the fake client, so this measures
+// the centre's own work, not an API server's.
+func BenchmarkSync(b *testing.B) {
+	w := newWorld(b)
+	w.push(pkgBuild(b, "app", "1.0.0", map[string][]byte{}), "apps/app:1.0.0")
+	w.place("app", "apps/app", "stable", nil, `{"replicas":2}`, v1alpha1.Strategy{})
+	if _, err := w.c.Promote(b.Context(), "app", "stable", "1.0.0", "bench"); err != nil {
+		b.Fatal(err)
+	}
+	ms := w.fleetOf(100, "")
+	w.reconcile()
+	for _, m := range ms {
+		if err := m.sync(b.Context()); err != nil {
+			b.Fatal(err)
+		}
+	}
+	var next atomic.Int64
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			m := ms[next.Add(1)%int64(len(ms))]
+			if err := m.sync(b.Context()); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
 }
