@@ -120,6 +120,9 @@ func parseState(data map[string][]byte) (*state, error) {
 		Mode: string(data[keyMode]), Credential: strings.TrimSpace(string(data[keyCredential])), Error: string(data[keyError]),
 		SiteKey: string(data[keySiteKey]), PublicKey: string(data[keyPublicKey]), CA: string(data[keyCA]),
 	}
+	if s.Name != "" && !wire.ValidMemberName(s.Name) {
+		return nil, fmt.Errorf("Secret %s: the member name %q is not a DNS label", SecretName, truncate(s.Name))
+	}
 	if raw := data[keyLabels]; len(raw) > 0 {
 		if err := json.Unmarshal(raw, &s.Labels); err != nil {
 			return nil, fmt.Errorf("Secret %s: labels: %w", SecretName, err)
