@@ -192,6 +192,9 @@ func (a *Agent) step(ctx context.Context) time.Duration {
 			return min(poll, a.st.joinNext.Sub(now))
 		}
 		if err := a.join(ctx, s); err != nil {
+			if ctx.Err() != nil {
+				return poll // stopping: not the join's fault
+			}
 			a.log().Warn("fleet: join failed", "centre", s.URL, "error", oneLine(err.Error()))
 			a.recordJoinError(ctx, s.Token, err)
 			if key != a.st.joinKey {
@@ -268,7 +271,7 @@ func (a *Agent) join(ctx context.Context, s *state) error {
 	c := a.client(s.URL, tok.CA, "", func(p []byte) { seenMu.Lock(); ca = p; seenMu.Unlock() })
 	resp, err := c.Join(ctx, wire.JoinRequest{Token: s.Token, Name: s.Name, Labels: s.Labels, PublicKey: s.PublicKey, Agent: a.Version})
 	if err != nil {
-		return fmt.Errorf("join the fleet at %s: %w", s.URL, err)
+		return centreError("join the fleet", s.URL, err)
 	}
 	if c.HTTP != nil {
 		c.HTTP.CloseIdleConnections()
@@ -305,6 +308,15 @@ func (a *Agent) join(ctx context.Context, s *state) error {
 	return nil
 }
 
+// centreError is err of what (join, sync) with the centre at url, which
+// it names once: the client's errors of transport name it already.
+func centreError(what, url string, err error) error {
+	if errors.Is(err, wire.ErrRefused) {
+		return fmt.Errorf("%s at %s: %w", what, url, err)
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}
+
 // recordJoinError keeps a failed join's sentence in the Secret, unless the
 // Secret moved on meanwhile (another token, a credential).
 func (a *Agent) recordJoinError(ctx context.Context, token string, err error) {
@@ -324,6 +336,9 @@ func (a *Agent) recordJoinError(ctx context.Context, token string, err error) {
 // recordSync keeps a sync's outcome in the Secret: its error, or, after a
 // success, no error and the time (at most once a minute).
 func (a *Agent) recordSync(ctx context.Context, cred string, err error) {
+	if ctx.Err() != nil {
+		return // stopping: not the sync's fault
+	}
 	now := a.now()
 	msg := ""
 	if err != nil {

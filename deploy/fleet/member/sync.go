@@ -99,7 +99,7 @@ func (a *Agent) sync(ctx context.Context, s *state) (*wire.Desired, error) {
 	}
 	d, err := c.Sync(ctx, rep)
 	if err != nil {
-		return nil, fmt.Errorf("sync with the centre at %s: %w", s.URL, err)
+		return nil, centreError("sync with the centre", s.URL, err)
 	}
 	if rep.Receipt != nil {
 		a.st.receiptSent = sum
