@@ -118,10 +118,11 @@ type receipt struct {
 
 // outcome is why a desired package does not run.
 type outcome struct {
-	digest, reason, message string
-	keys                    string
-	retryAt                 time.Time
-	wait                    time.Duration
+	digest, components string
+	reason, message    string
+	keys               string
+	retryAt            time.Time
+	wait               time.Duration
 }
 
 func (a *Agent) ns() string {

@@ -23,7 +23,7 @@ import (
 )
 
 // deploy fetches the bundle of p from the centre — the delta from what the
-// registry holds — and deploys it as the agent's upload endpoint deploys
+// package's repository holds — and deploys it as the agent's upload endpoint deploys
 // an upload: verified with the cluster's own trusted keys before anything
 // is pushed, its Package naming the key Secrets that verified it, with
 // p's values, components and timeout, labelled with p's placement, not

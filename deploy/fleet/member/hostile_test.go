@@ -37,6 +37,7 @@ func TestHostileCentre(t *testing.T) {
 		// (with reason).
 		want, reason string
 		bundles      int
+		maxBundle    int64
 	}{
 		{name: "desired state too large", set: func(c *centre) {
 			c.syncRaw = []byte(`{"packages":[{"name":"` + strings.Repeat("a", wire.MaxDesired) + `"}]}`)
@@ -83,6 +84,10 @@ func TestHostileCentre(t *testing.T) {
 			c.desired.Packages = []wire.DesiredPackage{good}
 			serve(app2)(c)
 		}, want: "not " + appd + " as asked", reason: ReasonBundleMismatch, bundles: 1},
+		{name: "bundle larger than the agent takes", set: func(c *centre) {
+			c.desired.Packages = []wire.DesiredPackage{good}
+			serve(app)(c)
+		}, want: "larger than the agent takes (65536 bytes)", reason: ReasonInvalidBundle, bundles: 1, maxBundle: 64 << 10},
 		{name: "unknown component", set: func(c *centre) {
 			p := good
 			p.Components = []string{"nope"}
@@ -94,6 +99,7 @@ func TestHostileCentre(t *testing.T) {
 			c := newCentre(t)
 			m := newMember(t, ours.pub)
 			a := joined(t, c, m)
+			a.MaxBundle = tc.maxBundle
 			c.set(tc.set)
 			_, err := a.SyncOnce(context.Background())
 			if tc.reason == "" {

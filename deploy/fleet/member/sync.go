@@ -180,7 +180,7 @@ func (a *Agent) ensure(ctx context.Context, c *wire.Client, p wire.DesiredPackag
 		a.fail(p, fmt.Errorf("read Package %s/%s: %w", a.ns(), p.Name, err))
 		return
 	}
-	if r, ok := a.st.refused[p.Name]; ok && r.digest == p.Digest {
+	if r, ok := a.st.refused[p.Name]; ok && r.digest == p.Digest && r.components == components(p) {
 		if r.keys == a.keysFingerprint(ctx) {
 			return
 		}
@@ -193,7 +193,7 @@ func (a *Agent) ensure(ctx context.Context, c *wire.Client, p wire.DesiredPackag
 	var ref *refusal
 	switch {
 	case errors.As(err, &ref):
-		a.st.refused[p.Name] = outcome{digest: p.Digest, reason: ref.reason, message: oneLine(err.Error()), keys: a.keysFingerprint(ctx)}
+		a.st.refused[p.Name] = outcome{digest: p.Digest, components: components(p), reason: ref.reason, message: oneLine(err.Error()), keys: a.keysFingerprint(ctx)}
 		delete(a.st.failed, p.Name)
 		a.log().Warn("fleet: package refused", "package", p.Name, "digest", p.Digest, "reason", ref.reason, "error", oneLine(err.Error()))
 	case err != nil:
@@ -238,6 +238,10 @@ func upToDate(pkg *pkgapi.Package, p wire.DesiredPackage) bool {
 	return pkg.Spec.Timeout != nil && pkg.Spec.Timeout.Duration == timeout
 }
 
+// components is what a refusal remembers of p's components: a refusal of
+// one it does not have is tried again when they change.
+func components(p wire.DesiredPackage) string { return strings.Join(sorted(p.Components), ",") }
+
 func sorted(s []string) []string {
 	s = slices.Clone(s)
 	slices.Sort(s)
@@ -249,6 +253,9 @@ func sorted(s []string) []string {
 func (a *Agent) prune(ctx context.Context) error {
 	var list pkgapi.PackageList
 	if err := a.Packages.List(ctx, &list, client.InNamespace(a.ns()), client.HasLabels{LabelPlacement}); err != nil {
+		if meta.IsNoMatchError(err) {
+			return nil // no Package API: nothing was placed
+		}
 		return fmt.Errorf("list the placed Packages of %s: %w", a.ns(), err)
 	}
 	var errs []error
