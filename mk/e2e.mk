@@ -45,4 +45,4 @@ e2e-down:
 .PHONY: e2e-bench
 BENCH_TARGETS += e2e-bench
 e2e-bench: e2e-build build
-	@FERRY_E2E_WORKERS=0 GO=$(GO) bash $(E2E_SCRIPTS)/test.sh -count=1 -run '^$$' -bench 'BenchmarkDeploy|BenchmarkTunnel|BenchmarkUpload|BenchmarkDashboard' -benchtime 1x -timeout 40m ./e2e/
+	@FERRY_E2E_WORKERS=0 GO=$(GO) bash $(E2E_SCRIPTS)/test.sh -count=1 -run '^$$' -bench 'BenchmarkDeploy|BenchmarkTunnel|BenchmarkUpload|BenchmarkDashboard|BenchmarkFleetScale' -benchtime 1x -timeout 40m ./e2e/

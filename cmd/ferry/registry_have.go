@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"oras.land/oras-go/v2/registry"
 	"oras.land/oras-go/v2/registry/remote/auth"
 
@@ -139,20 +141,12 @@ func receiptOf(cmd *cobra.Command, args []string, inCluster bool, kube *kubeFlag
 		if err != nil {
 			return nil, err
 		}
-		ep, err := via.open(cmd, cs, cfg, ns, "", "")
+		reg, name, ep, err := clusterRegistry(cmd, cs, cfg, via, ns)
 		if err != nil {
 			return nil, err
 		}
 		defer ep.Close()
-		state, account, err := cluster.ReadRegistry(ctx, cs.CoreV1().Secrets(ns))
-		if err != nil {
-			return nil, err
-		}
-		reg, err := artifact.RemoteOptions{PlainHTTP: true, Credential: auth.StaticCredential(ep.Host, auth.Credential{Username: account.Username, Password: account.Password}), Client: reach.RegistryClient()}.Registry(ep.Host)
-		if err != nil {
-			return nil, err
-		}
-		rc, err := artifact.HaveRegistry(ctx, reg, withPrefix(state.Registry, prefix), prefix)
+		rc, err := artifact.HaveRegistry(ctx, reg, withPrefix(name, prefix), prefix)
 		if err != nil {
 			return nil, tunnelCause(err, ep)
 		}
@@ -220,4 +214,25 @@ func withPrefix(host, prefix string) string {
 		return host
 	}
 	return host + "/" + strings.Trim(prefix, "/")
+}
+
+// clusterRegistry reaches the in-cluster registry of namespace ns as
+// deploy does (via): the registry, its name on the nodes, and the way
+// there, which the caller closes.
+func clusterRegistry(cmd *cobra.Command, cs kubernetes.Interface, cfg *rest.Config, via *viaFlag, ns string) (registry.Registry, string, *reach.Endpoint, error) {
+	ep, err := via.open(cmd, cs, cfg, ns, "", "")
+	if err != nil {
+		return nil, "", nil, err
+	}
+	state, account, err := cluster.ReadRegistry(cmd.Context(), cs.CoreV1().Secrets(ns))
+	if err != nil {
+		ep.Close()
+		return nil, "", nil, err
+	}
+	reg, err := artifact.RemoteOptions{PlainHTTP: true, Credential: auth.StaticCredential(ep.Host, auth.Credential{Username: account.Username, Password: account.Password}), Client: reach.RegistryClient()}.Registry(ep.Host)
+	if err != nil {
+		ep.Close()
+		return nil, "", nil, err
+	}
+	return reg, state.Registry, ep, nil
 }

@@ -17,6 +17,7 @@ const (
 // declared so that the hostile test knows they were looked at.
 var Register = concat(
 	cli(),
+	fleetCLI(),
 	definition(),
 	zarf(),
 	environment(),

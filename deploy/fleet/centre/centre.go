@@ -204,7 +204,7 @@ func (c *Centre) key(name string) client.ObjectKey {
 func (c *Centre) member(ctx context.Context, name string) (*v1alpha1.Member, error) {
 	var m v1alpha1.Member
 	if err := c.Client.Get(ctx, c.key(name), &m); err != nil {
-		return nil, notFound(err, "member %s is not in the fleet", name)
+		return nil, notFound(err, "member "+name, "member %s is not in the fleet", name)
 	}
 	return &m, nil
 }

@@ -32,12 +32,13 @@ func refuse(status int, is error, format string, a ...any) *problem {
 }
 
 // notFound turns the API server's NotFound into a refusal saying format
-// (404, ErrNotFound); other errors are wrapped as failures to read.
-func notFound(err error, format string, a ...any) error {
+// (404, ErrNotFound); other errors are failures to read what (a kind and
+// a name: "member m").
+func notFound(err error, what string, format string, a ...any) error {
 	if apierrors.IsNotFound(err) {
 		return refuse(http.StatusNotFound, ErrNotFound, format, a...)
 	}
-	return fmt.Errorf("%s: %w", strings.TrimSuffix(fmt.Sprintf(format, a...), "."), err)
+	return fmt.Errorf("read %s from the management cluster: %w", what, err)
 }
 
 // Handler serves the member endpoints of package wire (join, sync, bundle)

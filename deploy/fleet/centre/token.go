@@ -190,7 +190,7 @@ func (c *Centre) Revoke(ctx context.Context, member string) error {
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		var m v1alpha1.Member
 		if err := c.fresh().Get(ctx, c.key(member), &m); err != nil {
-			return notFound(err, "member %s is not in the fleet", member)
+			return notFound(err, "member "+member, "member %s is not in the fleet", member)
 		}
 		if m.Spec.Revoked {
 			return nil

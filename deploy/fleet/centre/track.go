@@ -30,7 +30,7 @@ func (c *Centre) Promote(ctx context.Context, track, channel, ref, by string) (*
 	}
 	var t v1alpha1.ReleaseTrack
 	if err := c.Client.Get(ctx, c.key(track), &t); err != nil {
-		return nil, notFound(err, "track %s is not in the fleet", track)
+		return nil, notFound(err, "track "+track, "track %s is not in the fleet", track)
 	}
 	d, version, err := c.resolve(ctx, t.Spec.Repository, ref)
 	if err != nil {
@@ -119,7 +119,7 @@ func (c *Centre) Rollback(ctx context.Context, placement, by string) (*v1alpha1.
 	var p v1alpha1.Placement
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		if err := c.fresh().Get(ctx, c.key(placement), &p); err != nil {
-			return notFound(err, "placement %s is not in the fleet", placement)
+			return notFound(err, "placement "+placement, "placement %s is not in the fleet", placement)
 		}
 		st := p.Status
 		to := st.Previous

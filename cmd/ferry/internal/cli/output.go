@@ -91,6 +91,9 @@ func (f *FileFlag) Validate(format artifact.Format) error {
 	if formatNames[strings.ToLower(f.Path)] {
 		return fmt.Errorf("-f %q: -f/--file is the archive to write; for %s output use -o %s (for a file of that name, -f ./%s)", f.Path, f.Path, f.Path, f.Path)
 	}
+	if fi, err := os.Stat(f.Path); err == nil && fi.IsDir() {
+		return fmt.Errorf("-f %s is a folder: name the file to write", f.Path)
+	}
 	if ext := archiveFormat(f.Path); format != "" && ext != "" && ext != format {
 		return fmt.Errorf("--format %s, but -f %s names a %s archive: drop --format or change the extension", format, f.Path, ext)
 	}
