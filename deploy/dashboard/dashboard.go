@@ -174,6 +174,7 @@ func New(opts Options) (*Server, error) {
 		s.mux.HandleFunc("POST /fleet/tracks/{name}/promote", s.promote)
 		s.mux.HandleFunc("GET /fleet/members/{name}", s.memberPage)
 		s.mux.HandleFunc("POST /fleet/members/{name}/bundle", s.bundle)
+		s.mux.HandleFunc("GET /fleet/members/{name}/values", s.values)
 		s.mux.HandleFunc("POST /fleet/import", s.importReport)
 	}
 	return s, nil

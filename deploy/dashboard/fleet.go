@@ -21,6 +21,7 @@ import (
 
 	"github.com/ferrypkg/ferry/artifact"
 	fleetv1 "github.com/ferrypkg/ferry/deploy/fleet/api/v1alpha1"
+	"github.com/ferrypkg/ferry/deploy/fleet/wire"
 )
 
 // FleetOptions turn on the fleet pages (under /fleet): the first cluster
@@ -57,6 +58,9 @@ type fleetActions interface {
 	Promote(ctx context.Context, track, channel, ref, by string) (*fleetv1.ReleaseTrack, error)
 	// Rollback pins a placement's previous version.
 	Rollback(ctx context.Context, placement, by string) (*fleetv1.Placement, error)
+	// Desired is what a member should run now: what a connected
+	// member's sync is answered, what a carried member's bundle carries.
+	Desired(ctx context.Context, member string) (*wire.Desired, error)
 }
 
 // bundleResult stands for the centre's BundleResult until it lands.

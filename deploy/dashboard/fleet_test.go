@@ -142,7 +142,7 @@ func TestFleetPlacementAndRollback(t *testing.T) {
 		"Track web , channel stable Rolling out 1.1.0 (" + shortDigest(dg(11)) + ") Phase Halted, wave 1",
 		"Halted member edge-3 refused " + dg(11) + ": no trusted key verifies it",
 		"Current 1.0.0 (" + shortDigest(dg(10)) + ") Previous " + shortDigest(dg(9)),
-		"Roll back to " + shortDigest(dg(9)),
+		"Roll back to 1.0.0 (" + shortDigest(dg(10)) + ")",
 	} {
 		if !strings.Contains(text(page), want) {
 			t.Errorf("the placement page lacks %q:\n%s", want, text(page))
@@ -179,19 +179,19 @@ func TestFleetPlacementAndRollback(t *testing.T) {
 		t.Errorf("the centre was asked %q", c)
 	}
 	_, page = get(t, e, "/fleet/placements/web-prod")
-	if want := "rollback asked by kubernetes-admin: placement web-prod is pinned to " + shortDigest(dg(9)); !strings.Contains(page, `<p class="notice" id="notice">`+want) {
+	if want := "rollback asked by kubernetes-admin: placement web-prod is pinned to " + shortDigest(dg(10)); !strings.Contains(page, `<p class="notice" id="notice">`+want) {
 		t.Errorf("after the rollback the page lacks %q:\n%s", want, text(page))
 	}
-	if !strings.Contains(text(page), "Track web , pinned to "+shortDigest(dg(9))) {
+	if !strings.Contains(text(page), "Track web , pinned to 1.0.0 ("+shortDigest(dg(10))+")") {
 		t.Errorf("the placement is not shown pinned:\n%s", text(page))
 	}
 	// The notice is shown once.
 	if _, page = get(t, e, "/fleet/placements/web-prod"); strings.Contains(page, `id="notice"`) {
 		t.Error("the notice is shown again")
 	}
-	// The centre refuses (no previous version): one line, 422.
+	// The centre refuses (no earlier version): one line, 422.
 	resp, body := post(t, e, "/fleet/placements/web-sea/rollback", page, nil)
-	if resp.StatusCode != http.StatusUnprocessableEntity || !strings.Contains(body, `<p class="error" id="error">rollback: placement web-sea has no previous version to roll back to</p>`) {
+	if resp.StatusCode != http.StatusUnprocessableEntity || !strings.Contains(body, `<p class="error" id="error">rollback: placement web-sea has no earlier version to roll back to</p>`) {
 		t.Errorf("a rollback the centre refuses: %s\n%s", resp.Status, text(body))
 	}
 	if !strings.Contains(body, `id="rollback-btn" disabled`) {
@@ -311,13 +311,13 @@ func TestFleetCarriedMember(t *testing.T) {
 		t.Fatalf("member: %d\n%s", status, text(page))
 	}
 	for _, want := range []string{"Member ship-1 Carried True", "Labels env=sea", "Last seen 3d ago", "Receipt " + shortDigest(dg(99)) + " copy 12 blobs, 345.0 MiB",
-		"web web-sea 1.0.0", "Placed here Package Placement Group Carry bundle web web-sea sea Download the bundle"} {
+		"web web-sea 1.0.0", "Desired state Package Placement Version Repository Carry it web web-sea 1.0.0 (" + shortDigest(dg(10)) + ") apps/web Download the bundle and its values"} {
 		if !strings.Contains(text(page), want) {
 			t.Errorf("the member page lacks %q:\n%s", want, text(page))
 		}
 	}
 	// A connected member has no bundle to download.
-	if _, p := get(t, e, "/fleet/members/edge-3"); strings.Contains(p, "Download the bundle") || !strings.Contains(text(p), "web web-prod prod") {
+	if _, p := get(t, e, "/fleet/members/edge-3"); strings.Contains(p, "Download the bundle") || !strings.Contains(text(p), "web web-prod 1.1.0 ("+shortDigest(dg(11))+") apps/web") {
 		t.Errorf("a connected member's page:\n%s", text(p))
 	}
 
@@ -331,6 +331,14 @@ func TestFleetCarriedMember(t *testing.T) {
 	}
 	if left, _ := os.ReadDir(e.spool); len(left) != 0 {
 		t.Errorf("the spool keeps %v after the bundle was sent", left)
+	}
+	// Its values, for the person deploying it.
+	resp, body = do(t, e.c, http.MethodGet, e.base+"/fleet/members/ship-1/values?package=web", nil, nil)
+	if resp.StatusCode != http.StatusOK || body != "{\"replicas\":1}\n" || resp.Header.Get("Content-Disposition") != `attachment; filename="ship-1-web.tar.zst.values.json"` {
+		t.Errorf("values: %s %q %q", resp.Status, resp.Header.Get("Content-Disposition"), body)
+	}
+	if resp, body := do(t, e.c, http.MethodGet, e.base+"/fleet/members/edge-1/values?package=web", nil, map[string]string{"Accept": "text/html"}); resp.StatusCode != http.StatusNotFound || !strings.Contains(body, `id="error">values of web: member edge-1 is given no values for package &#34;web&#34;`) {
+		t.Errorf("no values: %s\n%s", resp.Status, text(body))
 	}
 	resp, body = post(t, e, "/fleet/members/ship-1/bundle", page, url.Values{"package": {"db"}})
 	if resp.StatusCode != http.StatusUnprocessableEntity || !strings.Contains(body, `id="error">bundle of db: package db is not placed on member ship-1</p>`) {

@@ -7,6 +7,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1 "github.com/ferrypkg/ferry/deploy/fleet/api/v1alpha1"
+	"github.com/ferrypkg/ferry/deploy/fleet/wire"
 )
 
 // newCentre makes the centre's verbs over a user's client.
@@ -29,3 +30,4 @@ func (noCentre) Promote(context.Context, string, string, string, string) (*fleet
 func (noCentre) Rollback(context.Context, string, string) (*fleetv1.Placement, error) {
 	return nil, errNoCentre
 }
+func (noCentre) Desired(context.Context, string) (*wire.Desired, error) { return nil, errNoCentre }

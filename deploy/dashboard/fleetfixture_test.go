@@ -17,9 +17,11 @@ import (
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -28,6 +30,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	fleetv1 "github.com/ferrypkg/ferry/deploy/fleet/api/v1alpha1"
+	"github.com/ferrypkg/ferry/deploy/fleet/wire"
 )
 
 const fleetNS = "ferry-fleet"
@@ -97,7 +100,7 @@ func fleetObjects() []client.Object {
 					{Action: "rollout", From: dg(9), To: dg(10), Version: "1.0.0", By: "bob", Started: metav1.NewTime(now.Add(-47 * time.Hour)), Finished: ago(46 * time.Hour), Result: fleetv1.PhaseComplete},
 				}}},
 		&fleetv1.Placement{ObjectMeta: metav1.ObjectMeta{Namespace: fleetNS, Name: "web-sea"},
-			Spec:   fleetv1.PlacementSpec{Track: "web", Digest: dg(10), Targets: []fleetv1.PlacementTarget{{Group: "sea"}}},
+			Spec:   fleetv1.PlacementSpec{Track: "web", Digest: dg(10), Targets: []fleetv1.PlacementTarget{{Group: "sea", Values: &apiextensionsv1.JSON{Raw: []byte(`{"replicas":1}`)}}}},
 			Status: fleetv1.PlacementStatus{Digest: dg(10), Version: "1.0.0", Current: dg(10), Phase: fleetv1.PhaseComplete}},
 	}
 }
@@ -154,10 +157,14 @@ func (f *fakeActions) Rollback(ctx context.Context, name, by string) (*fleetv1.P
 	if err := f.cl.Get(ctx, client.ObjectKey{Namespace: fleetNS, Name: name}, &p); err != nil {
 		return nil, err
 	}
-	if p.Status.Previous == "" {
-		return nil, fmt.Errorf("placement %s has no previous version to roll back to", name)
+	to := p.Status.Previous
+	if p.Status.Current != "" && p.Status.Digest != p.Status.Current {
+		to = p.Status.Current
 	}
-	p.Spec.Digest, p.Spec.Channel = p.Status.Previous, ""
+	if to == "" {
+		return nil, fmt.Errorf("placement %s has no earlier version to roll back to", name)
+	}
+	p.Spec.Digest, p.Spec.Channel = to, ""
 	if err := f.cl.Update(ctx, &p); err != nil {
 		return nil, err
 	}
@@ -207,6 +214,57 @@ func (f *fakeActions) Import(ctx context.Context, data []byte) (*fleetv1.Member,
 		return nil, err
 	}
 	return &m, nil
+}
+
+// Desired is the centre's: for each placement, the first target whose
+// group selects the member; a connected member gets its rollout's target,
+// a carried one the placement's current version.
+func (f *fakeActions) Desired(ctx context.Context, member string) (*wire.Desired, error) {
+	var m fleetv1.Member
+	if err := f.cl.Get(ctx, client.ObjectKey{Namespace: fleetNS, Name: member}, &m); err != nil {
+		return nil, err
+	}
+	var groups fleetv1.MemberGroupList
+	var pl fleetv1.PlacementList
+	var tl fleetv1.ReleaseTrackList
+	for _, l := range []client.ObjectList{&groups, &pl, &tl} {
+		if err := f.cl.List(ctx, l, client.InNamespace(fleetNS)); err != nil {
+			return nil, err
+		}
+	}
+	selects := map[string]bool{}
+	for _, g := range groups.Items {
+		sel, err := metav1.LabelSelectorAsSelector(&g.Spec.Selector)
+		selects[g.Name] = err == nil && sel.Matches(labels.Set(m.Labels))
+	}
+	d := &wire.Desired{}
+	for _, p := range pl.Items {
+		for _, tg := range p.Spec.Targets {
+			if !selects[tg.Group] {
+				continue
+			}
+			dp := wire.DesiredPackage{Placement: p.Name, Digest: p.Status.Current}
+			for _, pm := range p.Status.Members {
+				if pm.Name == m.Name && m.Spec.Mode != fleetv1.Carried {
+					dp.Digest = pm.Target
+				}
+			}
+			for i := range tl.Items {
+				if t := &tl.Items[i]; t.Name == p.Spec.Track {
+					dp.Name, dp.Repository = trackPackage(t), t.Spec.Repository
+					vs := versions{}
+					vs.addTrack(t)
+					dp.Version = vs[dp.Digest]
+				}
+			}
+			if tg.Values != nil {
+				dp.Values = tg.Values.Raw
+			}
+			d.Packages = append(d.Packages, dp)
+			break
+		}
+	}
+	return d, nil
 }
 
 // fakeBundle is what the fake centre writes as a bundle.

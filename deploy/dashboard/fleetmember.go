@@ -8,16 +8,15 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1 "github.com/ferrypkg/ferry/deploy/fleet/api/v1alpha1"
+	"github.com/ferrypkg/ferry/deploy/fleet/wire"
 	"github.com/ferrypkg/ferry/internal/scratch"
 )
 
@@ -33,7 +32,7 @@ type memberView struct {
 	Receipted  string // its blobs and bytes
 	Conditions []metav1.Condition
 	Packages   []fleetv1.MemberPackage
-	Placed     []placedPackage
+	Desired    []desiredRow
 	Carried    bool
 	Notice     string
 	Error      string
@@ -42,9 +41,10 @@ type memberView struct {
 // From names the member for the import form: the page to come back to.
 func (v *memberView) From() string { return v.Row.Name }
 
-// placedPackage is a package a placement puts on the member.
-type placedPackage struct {
-	Placement, Track, Package, Group string
+// desiredRow is a package the centre gives the member now.
+type desiredRow struct {
+	Package, Placement, Repository, Version string
+	Values                                  bool
 }
 
 func (s *Server) memberPage(w http.ResponseWriter, r *http.Request) {
@@ -78,53 +78,18 @@ func (s *Server) memberView(w http.ResponseWriter, r *http.Request, status int, 
 		v.Receipted = strconv.Itoa(m.Status.ReceiptBlobs) + " blobs, " + humanBytes(m.Status.ReceiptBytes)
 	}
 	v.Conditions, v.Packages = m.Status.Conditions, m.Status.Packages
-	placed, err := s.placedOn(r, a, &m)
-	if err != nil {
-		v.Error = strings.TrimPrefix(v.Error+"; ", "; ") + err.Error()
-	}
-	v.Placed = placed
-	s.renderStatus(w, r, status, "member", v)
-}
-
-// placedOn are the packages placements put on m: for each placement, the
-// first of its targets whose group selects m.
-func (s *Server) placedOn(r *http.Request, a *actor, m *fleetv1.Member) ([]placedPackage, error) {
-	ctx, ns := r.Context(), client.InNamespace(s.fleetNamespace())
-	var groups fleetv1.MemberGroupList
-	if err := a.fc.List(ctx, &groups, ns); err != nil {
-		return nil, s.fleetError("list the groups", err)
-	}
-	var pl fleetv1.PlacementList
-	if err := a.fc.List(ctx, &pl, ns); err != nil {
-		return nil, s.fleetError("list the placements", err)
-	}
-	var tl fleetv1.ReleaseTrackList
-	if err := a.fc.List(ctx, &tl, ns); err != nil {
-		return nil, s.fleetError("list the tracks", err)
-	}
-	selects := map[string]bool{}
-	for _, g := range groups.Items {
-		sel, err := metav1.LabelSelectorAsSelector(&g.Spec.Selector)
-		selects[g.Name] = err == nil && sel.Matches(labels.Set(m.Labels))
-	}
-	var out []placedPackage
-	for _, p := range pl.Items {
-		for _, t := range p.Spec.Targets {
-			if !selects[t.Group] {
-				continue
-			}
-			pp := placedPackage{Placement: p.Name, Track: p.Spec.Track, Group: t.Group, Package: p.Spec.Track}
-			for i := range tl.Items {
-				if tl.Items[i].Name == p.Spec.Track {
-					pp.Package = trackPackage(&tl.Items[i])
-				}
-			}
-			out = append(out, pp)
-			break
+	if !v.Row.Revoked {
+		d, err := a.acts.Desired(ctx, name)
+		if err != nil {
+			v.Error = strings.TrimPrefix(v.Error+"; ", "; ") + "its desired state: " + oneLine(err.Error())
+			d = &wire.Desired{}
+		}
+		for _, p := range d.Packages {
+			v.Desired = append(v.Desired, desiredRow{Package: p.Name, Placement: p.Placement, Repository: p.Repository,
+				Version: firstOf(p.Version, shortDigest(p.Digest)) + " (" + shortDigest(p.Digest) + ")", Values: len(p.Values) > 0})
 		}
 	}
-	slices.SortFunc(out, func(x, y placedPackage) int { return strings.Compare(x.Package+x.Placement, y.Package+y.Placement) })
-	return out, nil
+	s.renderStatus(w, r, status, "member", v)
 }
 
 // bundle answers with a carried member's carry bundle of a package: the
@@ -172,6 +137,36 @@ func (s *Server) bundle(w http.ResponseWriter, r *http.Request) {
 	h.Set("Content-Length", strconv.FormatInt(fi.Size(), 10))
 	n, err := io.Copy(w, f)
 	s.log.Info("dashboard fleet bundle", "member", member, "package", pkg, "user", by, "bytes", n, "error", err)
+}
+
+// values answers with the values a carried member's package is given
+// (what the centre writes beside its bundle, <bundle>.values.json), for
+// the person deploying the bundle at the site.
+func (s *Server) values(w http.ResponseWriter, r *http.Request) {
+	a, ok := s.fleetActor(w, r)
+	if !ok {
+		return
+	}
+	member, pkg := r.PathValue("name"), r.URL.Query().Get("package")
+	d, err := a.acts.Desired(r.Context(), member)
+	if err != nil {
+		s.memberView(w, r, actionStatus(err), "", "values of "+pkg+": "+oneLine(err.Error()))
+		return
+	}
+	for _, p := range d.Packages {
+		if p.Name != pkg {
+			continue
+		}
+		if len(p.Values) == 0 {
+			break
+		}
+		h := w.Header()
+		h.Set("Content-Type", "application/json")
+		h.Set("Content-Disposition", fmt.Sprintf("attachment; filename=%q", member+"-"+pkg+".tar.zst.values.json"))
+		_, _ = w.Write(append(p.Values, '\n'))
+		return
+	}
+	s.memberView(w, r, http.StatusNotFound, "", fmt.Sprintf("values of %s: member %s is given no values for package %q", pkg, member, pkg))
 }
 
 // spool is where bundles are written.

@@ -106,6 +106,7 @@ type placementView struct {
 	view
 	Name, Track, Follows      string
 	Target, Current, Previous string
+	RollbackTo                string
 	Phase, Message            string
 	Wave                      int
 	Members                   []placedRow
@@ -157,6 +158,12 @@ func (s *Server) placementView(w http.ResponseWriter, r *http.Request, status in
 		v.Follows = "pinned to " + vs.name(p.Spec.Digest)
 	}
 	v.Target, v.Current, v.Previous = vs.name(p.Status.Digest), vs.name(p.Status.Current), vs.name(p.Status.Previous)
+	// The centre rolls back to what every member last ran Ready while a
+	// rollout is under way or halted, else to the version before it.
+	v.RollbackTo = v.Previous
+	if p.Status.Current != "" && p.Status.Digest != p.Status.Current {
+		v.RollbackTo = v.Current
+	}
 	v.Phase, v.Wave, v.Message = p.Status.Phase, p.Status.Wave, p.Status.Message
 	for _, m := range p.Status.Members {
 		row := placedRow{Name: m.Name, Target: vs.name(m.Target), State: m.State, Message: m.Message, Wave: m.Wave}
