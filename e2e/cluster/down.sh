@@ -173,8 +173,12 @@ for id in $sandbox_ids; do
 done
 [ -d /var/log/containers ] && find /var/log/containers -maxdepth 1 -type l -lname "$RUN/*" -delete
 # The registry's hostPath storage, and /var/lib/ferry when that leaves it empty.
-rm -rf --one-file-system "$HOST_STORAGE"
-rmdir "$(dirname "$HOST_STORAGE")" 2>/dev/null
+if [ -f "$STATE/control-plane-only" ]; then
+  rm -f "$STATE/control-plane-only" # a management cluster: the storage is another cluster's
+else
+  rm -rf --one-file-system "$HOST_STORAGE"
+  rmdir "$(dirname "$HOST_STORAGE")" 2>/dev/null
+fi
 # Folders that did not exist before up.sh, if they are empty now.
 if [ -f "$STATE/created" ]; then
   while read -r d; do

@@ -9,6 +9,10 @@
 # FERRY_E2E_WORKERS: worker nodes to join (default 2; 0: single node only).
 # FERRY_E2E_MULTINODE_RUN: the -run pattern of the second phase
 # (default ^TestMultiNode).
+# FERRY_E2E_CENTRE: 1 (default) also starts a second cluster's control plane,
+# the fleet centre's management cluster, in a namespace of its own
+# ($FERRY_E2E_NETNS-centre, state $FERRY_E2E_STATE-centre); the tests find it
+# through FERRY_E2E_CENTRE_KUBECONFIG and FERRY_E2E_CENTRE_NETNS.
 set -uo pipefail
 source "$(dirname "$0")/lib.sh"
 GO=${GO:-go}
@@ -16,12 +20,18 @@ GO=${GO:-go}
 
 now() { date +%s.%N; }
 secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", b - a }'; }
+CENTRE_STATE=$STATE-centre
+CENTRE_NETNS=$NETNS-centre
+centre() { FERRY_E2E_STATE=$CENTRE_STATE FERRY_E2E_NETNS=$CENTRE_NETNS "$@"; }
 up_s=- test_s=- down_s=- nodes_s=- mn_s=-
 rc=1
 finish() {
   trap - EXIT INT TERM
   local t; t=$(now)
   "$E2E_DIR/cluster/down.sh" || rc=1
+  if [ -e "/var/run/netns/$CENTRE_NETNS" ] || [ -e "$CENTRE_STATE/run" ]; then
+    centre "$E2E_DIR/cluster/down.sh" || rc=1
+  fi
   down_s=$(secs "$t" "$(now)")
   [ -n "${test_t0:-}" ] && [ "$test_s" = - ] && test_s="$(secs "$test_t0" "$t") (interrupted)"
   echo "e2e: cluster up ${up_s}s, tests ${test_s}s, workers join ${nodes_s}s, multi-node tests ${mn_s}s, down ${down_s}s; exit $rc" >&2
@@ -35,12 +45,20 @@ if [ -e "$NETNS_PATH" ] || [ -e "$RUN" ]; then
   log "removing the cluster a previous run left"
   "$E2E_DIR/cluster/down.sh" || exit 1
 fi
+if [ -e "/var/run/netns/$CENTRE_NETNS" ] || [ -e "$CENTRE_STATE/run" ]; then
+  log "removing the centre's cluster a previous run left"
+  centre "$E2E_DIR/cluster/down.sh" || exit 1
+fi
 
 # Modules the tests need are fetched here: the netns has no network.
 (cd "$REPO_DIR" && GOFLAGS="${GOFLAGS:-} -mod=readonly" "$GO" list -test -deps ./e2e/... >/dev/null) || exit 1
 
 t=$(now)
 "$E2E_DIR/cluster/up.sh" >/dev/null || exit 1
+if [ "${FERRY_E2E_CENTRE:-1}" = 1 ]; then
+  centre_kubeconfig=$(centre env FERRY_E2E_CONTROL_PLANE=1 "$E2E_DIR/cluster/up.sh") || exit 1
+  printf 'FERRY_E2E_CENTRE_KUBECONFIG=%q\nFERRY_E2E_CENTRE_NETNS=%q\n' "$centre_kubeconfig" "$CENTRE_NETNS" >> "$ENV_FILE"
+fi
 up_s=$(secs "$t" "$(now)")
 
 test_t0=$(now)

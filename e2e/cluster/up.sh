@@ -13,11 +13,17 @@
 # Needs root, the packages of deps.sh and the output of build.sh. On failure
 # it prints the failing component's log and tears the cluster down again
 # (FERRY_E2E_KEEP=1 keeps it for inspection; down.sh removes it).
+#
+# FERRY_E2E_CONTROL_PLANE=1 starts only etcd and the control plane (no
+# containerd, kubelet, kube-proxy or node): a management cluster, such as the
+# fleet centre's, in a namespace of its own (another FERRY_E2E_STATE and
+# FERRY_E2E_NETNS); it leaves the registry's hostPath storage alone.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 export T0
 
 [ "$(id -u)" = 0 ] || die "up.sh must run as root"
+CONTROL_PLANE_ONLY=${FERRY_E2E_CONTROL_PLANE:-0}
 for f in "$BIN/kube" "$IMG/tiny" "$IMG/tiny.tar"; do
   [ -e "$f" ] || die "$f missing: run e2e/cluster/build.sh first"
 done
@@ -130,7 +136,9 @@ if [ ! -f "$STATE/created" ]; then
 fi
 
 # The registry's hostPath storage: a fresh cluster starts with none.
-if [ -e "$HOST_STORAGE" ]; then
+if [ "$CONTROL_PLANE_ONLY" = 1 ]; then
+  touch "$STATE/control-plane-only"
+elif [ -e "$HOST_STORAGE" ]; then
   log "removing $HOST_STORAGE, registry storage an earlier cluster left"
   rm -rf --one-file-system "$HOST_STORAGE"
 fi
@@ -180,6 +188,18 @@ start kube-scheduler "$BIN/kube-scheduler" --kubeconfig="$KUBECONFIG_FILE" \
   --leader-elect=false --bind-address=127.0.0.1
 CURRENT=kube-controller-manager
 wait_for "service account default/default" 60 kapi /api/v1/namespaces/default/serviceaccounts/default
+
+if [ "$CONTROL_PLANE_ONLY" = 1 ]; then
+  CURRENT=
+  {
+    printf 'FERRY_E2E_KUBECONFIG=%q\n' "$KUBECONFIG_FILE"
+    printf 'FERRY_E2E_STATE=%q\n' "$STATE"
+    printf 'FERRY_E2E_NETNS=%q\n' "$NETNS"
+  } > "$ENV_FILE"
+  log "control plane up (no node)"
+  echo "$KUBECONFIG_FILE"
+  exit 0
+fi
 
 # ------------------------------------------------------------------ containerd
 start containerd containerd --config "$RUN/containerd/config.toml"

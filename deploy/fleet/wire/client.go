@@ -16,6 +16,7 @@ import (
 	"net/url"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // CAHash is the hex SHA-256 of a CA certificate's DER: what a token pins.
@@ -145,9 +146,25 @@ func (c *Client) do(ctx context.Context, path string, in any, auth bool) (*http.
 		if json.Unmarshal(data, &p) != nil || p.Error == "" {
 			p.Error = strings.TrimSpace(string(data))
 		}
-		return nil, &RefusedError{Status: resp.StatusCode, Message: truncate(oneLine(p.Error))}
+		return nil, &RefusedError{Status: resp.StatusCode, Message: clipRefusal(oneLine(p.Error))}
 	}
 	return resp, nil
+}
+
+// MaxRefusal bounds the sentence of a refusal the client keeps: the
+// centre's refusals name members, repositories and digests, longer than
+// truncate's 64 characters for what a caller sent.
+const MaxRefusal = 1024
+
+func clipRefusal(s string) string {
+	if len(s) <= MaxRefusal {
+		return s
+	}
+	s = s[:MaxRefusal]
+	for len(s) > 0 && !utf8.ValidString(s) {
+		s = s[:len(s)-1]
+	}
+	return s + "…"
 }
 
 func oneLine(s string) string {

@@ -1,0 +1,179 @@
+package centre
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	"github.com/ferrypkg/ferry/deploy/fleet/api/v1alpha1"
+	"github.com/ferrypkg/ferry/deploy/fleet/wire"
+)
+
+// problem is a refusal: its sentence, the HTTP status it is answered with,
+// and the sentinel it is (errors.Is), if any.
+type problem struct {
+	status int
+	msg    string
+	is     error
+}
+
+func (p *problem) Error() string { return p.msg }
+func (p *problem) Unwrap() error { return p.is }
+
+// refuse makes a refusal answered with status.
+func refuse(status int, is error, format string, a ...any) *problem {
+	return &problem{status: status, msg: oneLine(fmt.Sprintf(format, a...)), is: is}
+}
+
+// notFound turns the API server's NotFound into a refusal saying format
+// (404, ErrNotFound); other errors are wrapped as failures to read.
+func notFound(err error, format string, a ...any) error {
+	if apierrors.IsNotFound(err) {
+		return refuse(http.StatusNotFound, ErrNotFound, format, a...)
+	}
+	return fmt.Errorf("%s: %w", strings.TrimSuffix(fmt.Sprintf(format, a...), "."), err)
+}
+
+// Handler serves the member endpoints of package wire (join, sync, bundle)
+// under their paths; anything else is 404. Each refusal is one sentence in
+// a wire.Problem. Request bodies are bounded by wire's Max* sizes; time is
+// the server's to bound: serve it over TLS (EnsureCA) with an http.Server
+// whose ReadHeaderTimeout and ReadTimeout bound slow senders (a bundle
+// request carries up to 64 MiB) and whose WriteTimeout, if any, leaves a
+// bundle time to stream.
+func (c *Centre) Handler() http.Handler {
+	c.init()
+	return http.HandlerFunc(c.serveHTTP)
+}
+
+type endpoint func(w http.ResponseWriter, r *http.Request) (member string, err error)
+
+func (c *Centre) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	var serve endpoint
+	switch r.URL.Path {
+	case wire.PathJoin:
+		serve = c.serveJoin
+	case wire.PathSync:
+		serve = c.serveSync
+	case wire.PathBundle:
+		serve = c.serveBundle
+	default:
+		c.fail(w, r, "", refuse(http.StatusNotFound, nil, "no fleet endpoint at %s", truncate(r.URL.Path)))
+		return
+	}
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		c.fail(w, r, "", refuse(http.StatusMethodNotAllowed, nil, "POST to %s", r.URL.Path))
+		return
+	}
+	member, err := serve(w, r)
+	if err != nil {
+		c.fail(w, r, member, err)
+		return
+	}
+	level := c.log().Info
+	if r.URL.Path == wire.PathSync {
+		level = c.log().Debug
+	}
+	level("fleet "+strings.TrimPrefix(r.URL.Path, "/fleet/v1/"), "member", member, "took", time.Since(start).Round(time.Millisecond).String())
+}
+
+// fail answers err: a refusal with its status, anything else 500 (503 for
+// the API server's or the registry's unavailability); both as a
+// wire.Problem of one line, and logged.
+func (c *Centre) fail(w http.ResponseWriter, r *http.Request, member string, err error) {
+	status := http.StatusInternalServerError
+	var p *problem
+	switch {
+	case errors.As(err, &p):
+		status = p.status
+	case apierrors.IsServiceUnavailable(err) || apierrors.IsTimeout(err) || apierrors.IsServerTimeout(err):
+		status = http.StatusServiceUnavailable
+	}
+	msg := oneLine(err.Error())
+	if status == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="ferry-fleet"`)
+	}
+	writeJSON(w, status, wire.Problem{Error: msg})
+	c.log().Warn("fleet request refused", "path", truncate(r.URL.Path), "status", status, "member", member, "reason", msg, "remote", r.RemoteAddr)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	data, err := json.Marshal(v)
+	if err != nil {
+		status, data = http.StatusInternalServerError, []byte(`{"error":"the answer could not be encoded"}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(data, '\n'))
+}
+
+// readJSON reads a request's body of at most limit bytes into v: a larger
+// one is 413, one that is not JSON of v's shape 400.
+func readJSON(w http.ResponseWriter, r *http.Request, limit int64, what string, v any) error {
+	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		return refuse(http.StatusRequestEntityTooLarge, nil, "the %s is larger than the centre takes (%d bytes)", what, limit)
+	case err != nil:
+		return refuse(http.StatusBadRequest, nil, "the %s broke off: %v", what, err)
+	case len(data) == 0:
+		return refuse(http.StatusBadRequest, nil, "the %s is empty: send it as JSON", what)
+	}
+	if err := json.Unmarshal(data, v); err != nil {
+		return refuse(http.StatusBadRequest, nil, "the %s is not JSON of its shape: %v", what, err)
+	}
+	return nil
+}
+
+// authenticate finds the member whose credential the request bears: no
+// or a malformed credential is 401, a member deleted or revoked 403, a
+// wrong secret 401. It reads the Member on every request, so that a
+// revocation cuts it off at once.
+func (c *Centre) authenticate(r *http.Request) (*v1alpha1.Member, error) {
+	cred, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok || strings.TrimSpace(cred) == "" {
+		return nil, refuse(http.StatusUnauthorized, nil, "no member credential: send it as Authorization: Bearer <credential>")
+	}
+	name, secret, err := wire.ParseCredential(strings.TrimSpace(cred))
+	if err != nil {
+		return nil, refuse(http.StatusUnauthorized, nil, "%v", err)
+	}
+	m, err := c.member(r.Context(), name)
+	if errors.Is(err, ErrNotFound) {
+		return nil, refuse(http.StatusForbidden, ErrNotFound, "member %s is not in the fleet (deleted or never joined)", name)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if m.Spec.Revoked {
+		return nil, refuse(http.StatusForbidden, ErrRevoked, "member %s is revoked", name)
+	}
+	if m.Status.Credential == "" || !wire.SameHash(secret, m.Status.Credential) {
+		return nil, refuse(http.StatusUnauthorized, nil, "the credential is not member %s's", name)
+	}
+	return m, nil
+}
+
+// oneLine folds a message onto one line.
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
+}
+
+// truncate shortens what a caller sent before it is repeated.
+func truncate(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "…"
+	}
+	return s
+}
