@@ -15,6 +15,7 @@ import (
 
 	"github.com/ferrypkg/ferry/cmd/ferry/internal/cli"
 	"github.com/ferrypkg/ferry/deploy/dashboard"
+	"github.com/ferrypkg/ferry/deploy/fleet/centre"
 	"github.com/ferrypkg/ferry/internal/cluster"
 	"github.com/ferrypkg/ferry/internal/confine"
 )
@@ -141,7 +142,7 @@ type dashboardFleetFlags struct {
 func (f *dashboardFleetFlags) register(cmd *cobra.Command) {
 	fl := cmd.Flags()
 	fl.BoolVar(&f.on, "fleet", false, "show the fleet's pages: the context is the fleet's management cluster")
-	fl.StringVar(&f.namespace, "fleet-namespace", "ferry-fleet", "the fleet's namespace in the management cluster")
+	fl.StringVar(&f.namespace, "fleet-namespace", centre.DefaultNamespace, "the fleet's namespace in the management cluster")
 	fl.StringVar(&f.registry, "fleet-registry", "", "the centre's registry (host[:port]): promoting a tag, importing a report and making a bundle read it")
 	f.remote.Register(cmd)
 }

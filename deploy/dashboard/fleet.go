@@ -21,6 +21,7 @@ import (
 
 	"github.com/ferrypkg/ferry/artifact"
 	fleetv1 "github.com/ferrypkg/ferry/deploy/fleet/api/v1alpha1"
+	"github.com/ferrypkg/ferry/deploy/fleet/centre"
 	"github.com/ferrypkg/ferry/deploy/fleet/wire"
 )
 
@@ -28,8 +29,8 @@ import (
 // is then the fleet's management cluster, whose fleet.ferry.dev objects
 // they show and change as the dashboard's user.
 type FleetOptions struct {
-	// Namespace holds the fleet's objects; "ferry-fleet" (the centre's
-	// default) if empty.
+	// Namespace holds the fleet's objects; centre.DefaultNamespace
+	// (ferry-fleet) if empty.
 	Namespace string
 	// Registry is the centre's registry (host[:port]): what a promotion
 	// resolves a tag in, where receipts are kept and bundles are made
@@ -38,22 +39,19 @@ type FleetOptions struct {
 	// Remote says how to reach Registry.
 	Remote artifact.RemoteOptions
 	// Spool holds carry bundles while they are written and sent (each
-	// removed once sent), and the packages they are made from; the
-	// system's temporary folder if empty.
+	// removed once sent) and, as the centre's Spool, the packages they
+	// are made from (a cache); the system's temporary folder if empty.
 	Spool string
 }
 
-// defaultFleetNamespace is the centre's default namespace.
-const defaultFleetNamespace = "ferry-fleet"
-
 // fleetActions are the centre's verbs the fleet pages call, each with a
-// client acting as the dashboard's user (package deploy/fleet/centre's
-// Centre has them).
+// client acting as the dashboard's user (centre.Centre has them; tests
+// fake them where a registry is not worth its set-up).
 type fleetActions interface {
 	// Import reads a carried member's signed report.
 	Import(ctx context.Context, data []byte) (*fleetv1.Member, error)
 	// Bundle writes a carried member's carry bundle of package pkg to out.
-	Bundle(ctx context.Context, member, pkg, out string) (*bundleResult, error)
+	Bundle(ctx context.Context, member, pkg, out string) (*centre.BundleResult, error)
 	// Promote puts ref (a digest or a tag) on a track's channel.
 	Promote(ctx context.Context, track, channel, ref, by string) (*fleetv1.ReleaseTrack, error)
 	// Rollback pins a placement's previous version.
@@ -61,11 +59,6 @@ type fleetActions interface {
 	// Desired is what a member should run now: what a connected
 	// member's sync is answered, what a carried member's bundle carries.
 	Desired(ctx context.Context, member string) (*wire.Desired, error)
-}
-
-// bundleResult stands for the centre's BundleResult until it lands.
-type bundleResult struct {
-	Size int64
 }
 
 // fleetScheme reads core and fleet.ferry.dev/v1alpha1 objects.
@@ -84,7 +77,7 @@ func newFleetClient(cfg *rest.Config) (client.WithWatch, error) {
 // fleetNamespace is where the fleet's objects are.
 func (s *Server) fleetNamespace() string {
 	if s.opts.Fleet == nil || s.opts.Fleet.Namespace == "" {
-		return defaultFleetNamespace
+		return centre.DefaultNamespace
 	}
 	return s.opts.Fleet.Namespace
 }

@@ -1,33 +1,45 @@
 package dashboard
 
 import (
-	"context"
 	"errors"
+	"net/http"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	fleetv1 "github.com/ferrypkg/ferry/deploy/fleet/api/v1alpha1"
-	"github.com/ferrypkg/ferry/deploy/fleet/wire"
+	"github.com/ferrypkg/ferry/deploy/fleet/centre"
 )
 
-// newCentre makes the centre's verbs over a user's client.
-// TODO(dash): the real deploy/fleet/centre once it lands.
-func newCentre(*FleetOptions) func(client.WithWatch) fleetActions {
-	return func(client.WithWatch) fleetActions { return noCentre{} }
+// The centre has the verbs the fleet pages call.
+var _ fleetActions = (*centre.Centre)(nil)
+
+// newCentre makes the centre's verbs over a user's client: the centre of
+// `ferry fleet serve`, its rollout engine not run (that is the serving
+// centre's), its registry the dashboard's --fleet-registry.
+func newCentre(o *FleetOptions) func(client.WithWatch) fleetActions {
+	var fo FleetOptions
+	if o != nil {
+		fo = *o
+	}
+	return func(cl client.WithWatch) fleetActions {
+		return &centre.Centre{Client: cl, Namespace: fo.Namespace, Registry: fo.Registry, Remote: fo.Remote, Spool: fo.Spool}
+	}
 }
 
-var errNoCentre = errors.New("the fleet centre is not in this build of ferry")
-
-type noCentre struct{}
-
-func (noCentre) Import(context.Context, []byte) (*fleetv1.Member, error) { return nil, errNoCentre }
-func (noCentre) Bundle(context.Context, string, string, string) (*bundleResult, error) {
-	return nil, errNoCentre
+// actionStatus is the status a refused centre verb answers with: the API
+// server's when it is one (a user RBAC refuses: 403), the centre's
+// refusals by their kind, else 422 (the centre would not do it).
+func actionStatus(err error) int {
+	var se interface{ Status() metav1.Status }
+	switch {
+	case errors.As(err, &se) && se.Status().Code != 0:
+		return int(se.Status().Code)
+	case errors.Is(err, centre.ErrNotFound):
+		return http.StatusNotFound
+	case errors.Is(err, centre.ErrRevoked), errors.Is(err, centre.ErrToken):
+		return http.StatusForbidden
+	case errors.Is(err, centre.ErrReplay):
+		return http.StatusConflict
+	}
+	return http.StatusUnprocessableEntity
 }
-func (noCentre) Promote(context.Context, string, string, string, string) (*fleetv1.ReleaseTrack, error) {
-	return nil, errNoCentre
-}
-func (noCentre) Rollback(context.Context, string, string) (*fleetv1.Placement, error) {
-	return nil, errNoCentre
-}
-func (noCentre) Desired(context.Context, string) (*wire.Desired, error) { return nil, errNoCentre }

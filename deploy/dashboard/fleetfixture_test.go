@@ -30,6 +30,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	fleetv1 "github.com/ferrypkg/ferry/deploy/fleet/api/v1alpha1"
+	"github.com/ferrypkg/ferry/deploy/fleet/centre"
 	"github.com/ferrypkg/ferry/deploy/fleet/wire"
 )
 
@@ -270,7 +271,7 @@ func (f *fakeActions) Desired(ctx context.Context, member string) (*wire.Desired
 // fakeBundle is what the fake centre writes as a bundle.
 const fakeBundle = "a carry bundle: the delta from the receipt"
 
-func (f *fakeActions) Bundle(ctx context.Context, member, pkg, out string) (*bundleResult, error) {
+func (f *fakeActions) Bundle(ctx context.Context, member, pkg, out string) (*centre.BundleResult, error) {
 	f.record("bundle %s %s", member, pkg)
 	if pkg != "web" {
 		return nil, fmt.Errorf("package %s is not placed on member %s", pkg, member)
@@ -278,7 +279,7 @@ func (f *fakeActions) Bundle(ctx context.Context, member, pkg, out string) (*bun
 	if err := os.WriteFile(out, []byte(fakeBundle), 0o600); err != nil {
 		return nil, err
 	}
-	return &bundleResult{Size: int64(len(fakeBundle))}, nil
+	return &centre.BundleResult{Member: member, Package: pkg}, nil
 }
 
 // fakeKube answers what the dashboard asks the management cluster's API

@@ -115,7 +115,8 @@ func (s *Server) bundle(w http.ResponseWriter, r *http.Request) {
 	name := member + "-" + pkg + ".tar.zst"
 	out := filepath.Join(dir.Path, name)
 	by := s.by(r, a)
-	if _, err := a.acts.Bundle(r.Context(), member, pkg, out); err != nil {
+	res, err := a.acts.Bundle(r.Context(), member, pkg, out)
+	if err != nil {
 		s.log.Warn("dashboard fleet bundle refused", "member", member, "package", pkg, "user", by, "error", err)
 		s.memberView(w, r, actionStatus(err), "", "bundle of "+pkg+": "+oneLine(err.Error()))
 		return
@@ -136,7 +137,7 @@ func (s *Server) bundle(w http.ResponseWriter, r *http.Request) {
 	h.Set("Content-Disposition", fmt.Sprintf("attachment; filename=%q", name))
 	h.Set("Content-Length", strconv.FormatInt(fi.Size(), 10))
 	n, err := io.Copy(w, f)
-	s.log.Info("dashboard fleet bundle", "member", member, "package", pkg, "user", by, "bytes", n, "error", err)
+	s.log.Info("dashboard fleet bundle", "member", member, "package", pkg, "digest", res.Digest, "receipt", res.Receipt, "user", by, "bytes", n, "error", err)
 }
 
 // values answers with the values a carried member's package is given
@@ -259,14 +260,4 @@ func readStatus(err error) int {
 		return http.StatusRequestEntityTooLarge
 	}
 	return http.StatusBadRequest
-}
-
-// actionStatus is the status a refused centre verb answers with: the API
-// server's when it is one, else 422 (the centre would not do it).
-func actionStatus(err error) int {
-	var se interface{ Status() metav1.Status }
-	if errors.As(err, &se) && se.Status().Code != 0 {
-		return int(se.Status().Code)
-	}
-	return http.StatusUnprocessableEntity
 }
