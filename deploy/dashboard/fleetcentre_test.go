@@ -61,6 +61,34 @@ func webPackage(t *testing.T, version string, a, b []byte) string {
 	return out
 }
 
+// useCentre makes e's actions the real centre's (as `ferry dashboard
+// --fleet` wires them), over an in-process registry holding web 1.2.0,
+// and returns the registry's host and how to reach it.
+func (e *fleetEnv) useCentre(t *testing.T) (string, artifact.RemoteOptions) {
+	t.Helper()
+	host := registrytest.New(t)
+	remote := artifact.RemoteOptions{Credential: auth.StaticCredential(host, auth.EmptyCredential)}
+	r, err := artifact.Open(t.Context(), webPackage(t, "1.2.0", []byte("a"), []byte("b")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := artifact.Push(t.Context(), r, host+"/apps/web:1.2.0", artifact.PushOptions{Remote: remote}); err != nil {
+		t.Fatal(err)
+	}
+	e.srv.fleetActions = newCentre(&FleetOptions{Namespace: fleetNS, Registry: host, Remote: remote, Spool: e.spool})
+	return host, remote
+}
+
+// placement is e's placement name.
+func (e *fleetEnv) placement(t *testing.T, name string) *fleetv1.Placement {
+	t.Helper()
+	var p fleetv1.Placement
+	if err := e.cl.Get(context.Background(), client.ObjectKey{Namespace: fleetNS, Name: name}, &p); err != nil {
+		t.Fatal(err)
+	}
+	return &p
+}
+
 // The fleet's pages over the real centre (the verbs `ferry dashboard
 // --fleet` wires: newCentre) and a real registry, the management cluster
 // a fake: a carried site's life by the dashboard alone. A tag promoted by
