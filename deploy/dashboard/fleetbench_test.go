@@ -1,8 +1,11 @@
 package dashboard
 
 import (
+	"context"
 	"fmt"
 	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -10,10 +13,16 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1 "github.com/ferrypkg/ferry/deploy/fleet/api/v1alpha1"
+	"github.com/ferrypkg/ferry/deploy/fleet/centre"
 )
 
 // bigFleet is n connected members, each with three labels and two
@@ -105,5 +114,91 @@ func TestFleetPageTime(t *testing.T) {
 	t.Log(line)
 	if err := os.WriteFile(filepath.Join(t.ArtifactDir(), "fleet-page-time.txt"), []byte(line), 0o644); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// EnvFleetBenchKubeconfig names a kubeconfig of a real API server for
+// BenchmarkFleetPageAPIServer (e2e/cluster/up.sh with
+// FERRY_E2E_CONTROL_PLANE=1 starts one).
+const EnvFleetBenchKubeconfig = "FERRY_FLEET_BENCH_KUBECONFIG"
+
+// BenchmarkFleetPageAPIServer is BenchmarkFleetPage against a real API
+// server: the fleet's CRDs applied, 1,000 Members (their status written
+// through the status subresource) in a namespace of its own, the page
+// read with the dashboard's own client of the cluster, as the kubeconfig's
+// user. Skipped unless $FERRY_FLEET_BENCH_KUBECONFIG names the cluster.
+func BenchmarkFleetPageAPIServer(b *testing.B) {
+	path := os.Getenv(EnvFleetBenchKubeconfig)
+	if path == "" {
+		b.Skipf("%s is not set: a real API server's kubeconfig", EnvFleetBenchKubeconfig)
+	}
+	ctx := b.Context()
+	cfg, err := clientcmd.BuildConfigFromFlags("", path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	setup := rest.CopyConfig(cfg)
+	setup.QPS, setup.Burst = 500, 1000
+	ext, err := apiextensionsclient.NewForConfig(setup)
+	if err != nil {
+		b.Fatal(err)
+	}
+	cl, err := newFleetClient(setup)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := (&centre.Centre{Client: cl}).EnsureCRDs(ctx, ext); err != nil {
+		b.Fatal(err)
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "fleet-bench-"}}
+	if err := cl.Create(ctx, ns); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = cl.Delete(context.Background(), ns) })
+	start := time.Now()
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(16)
+	for _, o := range bigFleet(1000) {
+		m := o.(*fleetv1.Member)
+		m.Namespace = ns.Name
+		g.Go(func() error {
+			status := m.Status
+			if err := cl.Create(gctx, m); err != nil {
+				return err
+			}
+			m.Status = status
+			return cl.Status().Update(gctx, m)
+		})
+	}
+	if err := g.Wait(); err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("1,000 Members created with their status in %v", time.Since(start).Round(time.Millisecond))
+
+	ts := httptest.NewUnstartedServer(nil)
+	srv, err := New(Options{Clusters: []Cluster{{Name: "centre", Config: cfg}}, Namespace: "ferry", Hosts: HostsFor(ts.Listener.Addr().String()),
+		Fleet: &FleetOptions{Namespace: ns.Name}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ts.Config.Handler = srv
+	ts.Start()
+	b.Cleanup(ts.Close)
+	jar, _ := cookiejar.New(nil)
+	e := &fleetEnv{base: ts.URL, srv: srv, c: &http.Client{Jar: jar}}
+	first, page := fleetPageTime(b, e) // the session, the client's discovery
+	if n := strings.Count(page, `<tr class="member"`); n != 1000 {
+		b.Fatalf("the page shows %d members, want 1000", n)
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		fleetPageTime(b, e)
+	}
+	ms := float64(b.Elapsed().Microseconds()) / 1000 / float64(b.N)
+	b.ReportMetric(ms, "ms/op")
+	fmt.Printf("fleet page of 1,000 members from an API server: %.1f ms (budget %d ms; the first, with discovery, %v), %d KiB\n",
+		ms, fleetPageBudget.Milliseconds(), first.Round(time.Millisecond), len(page)/1024)
+	if ms > float64(fleetPageBudget.Milliseconds()) {
+		b.Errorf("the fleet page of 1,000 members took %.1f ms, budget %v", ms, fleetPageBudget)
 	}
 }

@@ -127,6 +127,9 @@ func (s *Server) bundle(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer f.Close()
+	// Sent from the open file: the folder goes now, not after the last
+	// byte has reached the browser.
+	_ = dir.Remove()
 	fi, err := f.Stat()
 	if err != nil {
 		s.memberView(w, r, http.StatusInternalServerError, "", "bundle of "+pkg+": "+oneLine(err.Error()))
