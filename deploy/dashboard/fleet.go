@@ -120,19 +120,23 @@ func (s *Server) by(r *http.Request, a *actor) string {
 		return u
 	}
 	a.fleetMu.Lock()
-	defer a.fleetMu.Unlock()
-	if a.who == "" {
-		a.who = "kubeconfig"
-		ssr, err := a.cs.AuthenticationV1().SelfSubjectReviews().Create(r.Context(), &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
-		if err == nil && ssr.Status.UserInfo.Username != "" {
-			a.who = ssr.Status.UserInfo.Username
-		}
+	who := a.who
+	a.fleetMu.Unlock()
+	if who != "" {
+		return who
 	}
-	return a.who
+	who = "kubeconfig"
+	ssr, err := a.cs.AuthenticationV1().SelfSubjectReviews().Create(r.Context(), &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+	if err == nil && ssr.Status.UserInfo.Username != "" {
+		who = ssr.Status.UserInfo.Username
+	}
+	a.fleetMu.Lock()
+	a.who = who
+	a.fleetMu.Unlock()
+	return who
 }
 
-// fleetState is the state of a member or one of its packages, as the
-// pages say it.
+// The states of a member's package, as the pages say them.
 const (
 	stateReady    = "Ready"
 	stateUpdating = "Updating"
