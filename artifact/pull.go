@@ -235,9 +235,9 @@ func targetName(src oras.ReadOnlyTarget, ref string) string {
 		return r.String()
 	case *Reader:
 		if ref == "" {
-			return t.path
+			return t.name
 		}
-		return t.path + ":" + ref
+		return t.name + ":" + ref
 	}
 	return ref
 }

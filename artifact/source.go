@@ -46,10 +46,10 @@ func readGraph(ctx context.Context, src oras.ReadOnlyTarget, ref string, progres
 		// checked against the whole graph when the delta is completed.
 		if !sum.partial {
 			if err := checkConfig(r, sum); err != nil {
-				return nil, fmt.Errorf("%s: %w", r.Path(), err)
+				return nil, fmt.Errorf("%s: %w", r.name, err)
 			}
 		}
-		return &pkgGraph{src: src, ref: ref, name: r.Path(), root: r.root, config: r.config, index: r.Index().Manifests, r: r, sum: sum}, nil
+		return &pkgGraph{src: src, ref: ref, name: r.name, root: r.root, config: r.config, index: r.Index().Manifests, r: r, sum: sum}, nil
 	}
 	p, err := planFrom(ctx, src, ref)
 	if err != nil {

@@ -64,6 +64,10 @@ type Deploy struct {
 	// reach.DefaultAttempts if ≤ 0.
 	PushAttempts int
 
+	// Labels are set on the Package (those it has already are kept): the
+	// fleet member marks the Packages a placement put there.
+	Labels map[string]string
+
 	// NoWait returns once the Package is applied, without waiting for the
 	// controller.
 	NoWait bool
@@ -135,7 +139,7 @@ func (d *Deploy) Run(ctx context.Context, r *artifact.Reader) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	pkg, request, err := ApplyPackage(ctx, d.Packages, d.Namespace, r.Config().Name, spec)
+	pkg, request, err := ApplyPackage(ctx, d.Packages, d.Namespace, r.Config().Name, spec, d.Labels)
 	if err != nil {
 		return nil, err
 	}

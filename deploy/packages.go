@@ -89,16 +89,16 @@ func EnsureKeySecret(ctx context.Context, cs kubernetes.Interface, ns string, pe
 
 // ApplyPackage creates the Package name in namespace ns, or sets the spec
 // of the one there, with a new RequestAnnotation so that the controller
-// answers even when the spec did not change. It returns the object written
-// and its request.
-func ApplyPackage(ctx context.Context, c client.Client, ns, name string, spec v1alpha1.PackageSpec) (*v1alpha1.Package, string, error) {
+// answers even when the spec did not change. labels are set on it (the
+// others it has are kept). It returns the object written and its request.
+func ApplyPackage(ctx context.Context, c client.Client, ns, name string, spec v1alpha1.PackageSpec, labels map[string]string) (*v1alpha1.Package, string, error) {
 	request := strconv.FormatInt(time.Now().UnixNano(), 36)
 	var pkg v1alpha1.Package
 	err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &pkg)
 	switch {
 	case apierrors.IsNotFound(err):
 		pkg = v1alpha1.Package{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: map[string]string{v1alpha1.RequestAnnotation: request}},
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels, Annotations: map[string]string{v1alpha1.RequestAnnotation: request}},
 			Spec:       spec,
 		}
 		err = c.Create(ctx, &pkg)
@@ -111,6 +111,12 @@ func ApplyPackage(ctx context.Context, c client.Client, ns, name string, spec v1
 			pkg.Annotations = map[string]string{}
 		}
 		pkg.Annotations[v1alpha1.RequestAnnotation] = request
+		for k, v := range labels {
+			if pkg.Labels == nil {
+				pkg.Labels = map[string]string{}
+			}
+			pkg.Labels[k] = v
+		}
 		err = c.Update(ctx, &pkg)
 	}
 	if err != nil {

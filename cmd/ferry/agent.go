@@ -16,7 +16,9 @@ import (
 	// The engine of imagesig.Policy.Verify, for the agent's Verifier.
 	"github.com/ferrypkg/ferry/artifact"
 	_ "github.com/ferrypkg/ferry/artifact/imagesig/sigstore"
+	"github.com/ferrypkg/ferry/cmd/ferry/internal/cli"
 	"github.com/ferrypkg/ferry/deploy/agent"
+	"github.com/ferrypkg/ferry/deploy/fleet/member"
 	"github.com/ferrypkg/ferry/deploy/install"
 	"github.com/ferrypkg/ferry/deploy/rollout"
 	"github.com/ferrypkg/ferry/deploy/upload"
@@ -93,7 +95,14 @@ Outside a Pod, --kubeconfig (or $KUBECONFIG) names the cluster.`,
 				return fmt.Errorf("--tls-cert/--tls-key: %w", err)
 			}
 			log.Info("serving", "addr", addr, "namespace", namespace, "registry", registry, "requireKnown", requireKnown, "uploads", uploadDir)
-			err = agent.Serve(cmd.Context(), wh, agent.ServeOptions{
+			// The fleet member's loop: idle until `ferry fleet join`
+			// writes its Secret.
+			ctx, stop := context.WithCancel(cmd.Context())
+			defer stop()
+			fleet := &member.Agent{Client: cs, Packages: pc, Namespace: namespace, Spool: uploadDir, MaxBundle: uploadMax,
+				Version: cli.CurrentVersion().Version, Logger: log}
+			go func() { _ = fleet.Run(ctx) }()
+			err = agent.Serve(ctx, wh, agent.ServeOptions{
 				Addr: addr, CertFile: certFile, KeyFile: keyFile, Logger: log,
 				Handlers: map[string]http.Handler{upload.Path: up},
 				Ready:    func(ctx context.Context) error { _, err := cache.Rewriter(ctx); return err },
@@ -113,7 +122,7 @@ Outside a Pod, --kubeconfig (or $KUBECONFIG) names the cluster.`,
 	f.StringVar(&keyFile, "tls-key", "", "serving key (PEM)")
 	f.StringVar(&addr, "addr", agent.DefaultAddr, "address to serve HTTPS on ("+cluster.AgentPathMutate+", "+cluster.AgentPathHealth+")")
 	f.StringVar(&uploadDir, "upload-dir", "", "where uploaded packages are spooled while verified and pushed (default: the temporary directory)")
-	f.Int64Var(&uploadMax, "upload-max-bytes", 0, "refuse uploads larger than this (0: no bound but the disk's)")
+	f.Int64Var(&uploadMax, "upload-max-bytes", 0, "refuse uploads, and fleet bundles, larger than this (0: no bound but the disk's)")
 	f.BoolVar(&requireKnown, "require-known", false, "refuse Pods with an image in no deployed package")
 	f.BoolVarP(&verbose, "verbose", "v", false, "log every review, not only rewrites and refusals")
 	_ = cmd.MarkFlagRequired("tls-cert")

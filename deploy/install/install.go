@@ -26,6 +26,7 @@ import (
 
 	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/deploy/api/v1alpha1"
+	"github.com/ferrypkg/ferry/deploy/fleet/member"
 	"github.com/ferrypkg/ferry/inject"
 	"github.com/ferrypkg/ferry/internal/cluster"
 	"github.com/ferrypkg/ferry/internal/cluster/kube"
@@ -392,7 +393,9 @@ func (in *installer) tls(ctx context.Context) (map[string][]byte, bool, error) {
 // secret into other namespaces: create any Secret, get and update only
 // those of its name. For uploads, it reads the registry's Service, creates
 // and updates Packages in ferry's namespace, and reviews its callers'
-// tokens and permissions (TokenReview, SubjectAccessReview).
+// tokens and permissions (TokenReview, SubjectAccessReview). As a fleet
+// member, it updates its Secret (member.SecretName) in ferry's namespace
+// and deletes the Packages no placement wants any more.
 func (in *installer) rbac(ctx context.Context) error {
 	l := labels()
 	meta := metav1.ObjectMeta{Name: Name, Namespace: in.ns, Labels: l}
@@ -406,7 +409,8 @@ func (in *installer) rbac(ctx context.Context) error {
 	if err := kube.Upsert(ctx, rbac.Roles(in.ns), &rbacv1.Role{ObjectMeta: meta, Rules: []rbacv1.PolicyRule{
 		{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "list", "watch"}},
 		{APIGroups: []string{""}, Resources: []string{"services"}, ResourceNames: []string{cluster.RegistryName, GitName}, Verbs: []string{"get"}},
-		{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"packages"}, Verbs: []string{"get", "list", "watch", "create", "update"}},
+		{APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: []string{member.SecretName}, Verbs: []string{"update"}},
+		{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"packages"}, Verbs: []string{"get", "list", "watch", "create", "update", "delete"}},
 	}}, func(cur, want *rbacv1.Role) { cur.Labels, cur.Rules = want.Labels, want.Rules }); err != nil {
 		return err
 	}

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -24,6 +25,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/ferrypkg/ferry/deploy/api/v1alpha1"
+	"github.com/ferrypkg/ferry/deploy/fleet/member"
 	"github.com/ferrypkg/ferry/inject/loader"
 	"github.com/ferrypkg/ferry/internal/cluster"
 )
@@ -256,4 +258,44 @@ func TestPrepare(t *testing.T) {
 		t.Fatalf("no namespace: %v", err)
 	}
 
+}
+
+// TestAgentRBAC: the agent may update, of the Secrets of ferry's
+// namespace, only those it keeps (the fleet member's among them), and may
+// delete Packages there (those no fleet placement wants any more) but
+// nothing elsewhere.
+func TestAgentRBAC(t *testing.T) {
+	cs := fake.NewClientset()
+	in := &installer{cs: cs, ns: "ferry"}
+	if err := in.rbac(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	role, err := cs.RbacV1().Roles("ferry").Get(context.Background(), Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var updates, packages []string
+	for _, r := range role.Rules {
+		switch {
+		case slices.Contains(r.Resources, "secrets") && slices.Contains(r.Verbs, "update"):
+			updates = append(updates, r.ResourceNames...)
+			if len(r.ResourceNames) == 0 {
+				t.Fatalf("the agent may update every Secret of ferry's namespace: %+v", r)
+			}
+		case slices.Contains(r.Resources, "packages"):
+			packages = append(packages, r.Verbs...)
+		}
+	}
+	if !slices.Equal(updates, []string{member.SecretName}) || !slices.Contains(packages, "delete") {
+		t.Fatalf("the agent's Role: updates Secrets %v, Packages %v", updates, packages)
+	}
+	wide, err := cs.RbacV1().ClusterRoles().Get(context.Background(), clusterName("ferry"), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range wide.Rules {
+		if slices.Contains(r.Verbs, "delete") || slices.Contains(r.ResourceNames, member.SecretName) {
+			t.Fatalf("the agent's ClusterRole reaches beyond ferry's namespace: %+v", r)
+		}
+	}
 }

@@ -50,6 +50,13 @@ const (
 	// Request is a request to a server ferry runs (agent, git server,
 	// dashboard, registry).
 	Request Kind = "request"
+	// Answer is an answer of a server ferry speaks to that is not a
+	// registry (the fleet's centre); the test its entry names feeds it.
+	Answer Kind = "answer"
+	// Object is what ferry reads of an object of the cluster it runs in
+	// (a Secret's keys), written by another command or by hand; the API
+	// server bounds the object (1 MiB a Secret), its entry the rest.
+	Object Kind = "object"
 )
 
 // Fed reports whether the hostile test feeds inputs of kind k a corpus
@@ -68,7 +75,8 @@ type Entry struct {
 	// arguments), "ferry package create --values" (a flag), "ferry.yaml
 	// components[].files[].source" (a definition field), "zarf.yaml
 	// ZarfFile.source" (a Zarf schema field), "env KUBECONFIG", "answer …"
-	// (a registry's), "request …" (to a server).
+	// (a registry's, the fleet centre's), "request …" (to a server),
+	// "secret NAME KEY" (a key of a Secret in ferry's namespace).
 	Where string
 	Kind  Kind
 	// Bound says what holds the input: its limits and how it is opened.
@@ -105,7 +113,7 @@ type Budget struct {
 var DefaultBudget = Budget{Seconds: 20, MiB: 256}
 
 // Family is the first word of an entry's Where: "ferry", "ferry.yaml",
-// "zarf.yaml", "env", "answer" or "request".
+// "zarf.yaml", "env", "answer", "request" or "secret".
 func (e Entry) Family() string {
 	f, _, _ := strings.Cut(e.Where, " ")
 	return f

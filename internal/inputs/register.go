@@ -22,6 +22,7 @@ var Register = concat(
 	environment(),
 	answers(),
 	requests(),
+	fleetMember(),
 )
 
 func concat(parts ...[]Entry) []Entry {

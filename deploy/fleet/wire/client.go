@@ -137,6 +137,12 @@ func (c *Client) do(ctx context.Context, path string, in any, auth bool) (*http.
 	}
 	resp, err := c.http().Do(req)
 	if err != nil {
+		// Not net/http's `Post "URL/fleet/v1/…":`: the sentence names the
+		// centre once.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
 		return nil, fmt.Errorf("reach the centre at %s: %w", c.URL, err)
 	}
 	if resp.StatusCode != http.StatusOK {
