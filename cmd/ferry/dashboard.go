@@ -13,7 +13,9 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/ferrypkg/ferry/cmd/ferry/internal/cli"
 	"github.com/ferrypkg/ferry/deploy/dashboard"
+	"github.com/ferrypkg/ferry/deploy/fleet/centre"
 	"github.com/ferrypkg/ferry/internal/cluster"
 	"github.com/ferrypkg/ferry/internal/confine"
 )
@@ -26,6 +28,7 @@ func newDashboardCmd() *cobra.Command {
 		namespace, addr   string
 		certFile, keyFile string
 		verbose           bool
+		fleet             dashboardFleetFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "dashboard",
@@ -39,12 +42,25 @@ On 127.0.0.1 (the default) it acts with your kubeconfig's credentials, so the
 cluster's RBAC applies to you as it does to kubectl. On any other address it
 needs --tls-cert and --tls-key, and every browser logs in with a Kubernetes
 bearer token (checked with a TokenReview) that it then acts with; --host names
-the names it is reached by.`,
+the names it is reached by.
+
+With --fleet the context (the first of --contexts) names the fleet's
+management cluster, and the dashboard adds the fleet's pages: its members,
+a packages x members matrix, placements and their rollouts (with a
+rollback), tracks (with a promote form), and each carried member's bundle
+and report. --fleet-registry names the centre's registry, which promoting
+a tag, importing a report and making a bundle read; the registry flags say
+how to reach it.`,
 		Example: `  ferry dashboard                        # http://127.0.0.1:8480, the current context
   ferry dashboard --all-contexts
-  ferry dashboard --addr 0.0.0.0:8443 --tls-cert tls.crt --tls-key tls.key --host ferry.example.internal`,
+  ferry dashboard --addr 0.0.0.0:8443 --tls-cert tls.crt --tls-key tls.key --host ferry.example.internal
+  ferry dashboard --context centre --fleet --fleet-registry registry.example:5000`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			fleetOpts, err := fleet.options(cmd)
+			if err != nil {
+				return err
+			}
 			loopback := dashboard.Loopback(addr)
 			if !loopback && (certFile == "" || keyFile == "") {
 				return errors.New("--addr is not on loopback: pass --tls-cert and --tls-key (off loopback the dashboard needs TLS and a login)")
@@ -61,7 +77,7 @@ the names it is reached by.`,
 			log := jsonLogger(cmd, verbose)
 			srv, err := dashboard.New(dashboard.Options{
 				Clusters: clusters, Namespace: namespace, Hosts: dashboard.HostsFor(l.Addr().String(), names...),
-				Login: !loopback, TLS: certFile != "", AllowPaths: loopback, Logger: log,
+				Login: !loopback, TLS: certFile != "", AllowPaths: loopback, Logger: log, Fleet: fleetOpts,
 			})
 			if err != nil {
 				return err
@@ -111,8 +127,41 @@ the names it is reached by.`,
 	f.StringSliceVar(&names, "host", nil, "names the dashboard is reached by (host or host:port), besides its address: other Host headers are refused")
 	f.StringVar(&certFile, "tls-cert", "", "serving certificate (PEM)")
 	f.StringVar(&keyFile, "tls-key", "", "serving key (PEM)")
-	f.BoolVarP(&verbose, "verbose", "v", false, "log every request refused and every upload")
+	f.BoolVarP(&verbose, "verbose", "v", false, "log every request refused, every upload and every fleet action")
+	fleet.register(cmd)
 	return cmd
+}
+
+// dashboardFleetFlags turn on the fleet's pages.
+type dashboardFleetFlags struct {
+	on                  bool
+	namespace, registry string
+	remote              cli.RemoteFlags
+}
+
+func (f *dashboardFleetFlags) register(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.BoolVar(&f.on, "fleet", false, "show the fleet's pages: the context is the fleet's management cluster")
+	fl.StringVar(&f.namespace, "fleet-namespace", centre.DefaultNamespace, "the fleet's namespace in the management cluster")
+	fl.StringVar(&f.registry, "fleet-registry", "", "the centre's registry (host[:port]): promoting a tag, importing a report and making a bundle read it")
+	f.remote.Register(cmd)
+}
+
+// options are the fleet's dashboard options, or nil without --fleet.
+func (f *dashboardFleetFlags) options(cmd *cobra.Command) (*dashboard.FleetOptions, error) {
+	if !f.on {
+		for _, name := range []string{"fleet-namespace", "fleet-registry", "plain-http", "ca-file", "insecure", "username", "password-stdin"} {
+			if cmd.Flags().Changed(name) {
+				return nil, fmt.Errorf("--%s needs --fleet", name)
+			}
+		}
+		return nil, nil
+	}
+	ro, err := f.remote.Options(cmd, f.registry)
+	if err != nil {
+		return nil, err
+	}
+	return &dashboard.FleetOptions{Namespace: f.namespace, Registry: f.registry, Remote: ro}, nil
 }
 
 // dashboardClusters are the kubeconfig's contexts to show, each with its

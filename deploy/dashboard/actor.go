@@ -36,6 +36,11 @@ type actor struct {
 	regMu sync.Mutex
 	ep    *reach.Endpoint
 	reg   *remote.Registry
+
+	fleetMu sync.Mutex
+	fc      client.WithWatch // the management cluster's fleet objects
+	acts    fleetActions     // the centre's verbs over fc
+	who     string           // the kubeconfig's user, as the API server names it
 }
 
 // actor returns the request's actor in cluster c: the kubeconfig's

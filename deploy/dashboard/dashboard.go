@@ -42,6 +42,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/ferrypkg/ferry/deploy/fleet/wire"
 )
 
 //go:embed templates/*.html
@@ -80,8 +83,11 @@ type Options struct {
 	// AllowPaths lets the inspect page open archives by a path on the
 	// dashboard's machine (only sensible when the browser is on it).
 	AllowPaths bool
-	// Logger receives a line per refused request and per upload; nil
-	// discards.
+	// Fleet, if set, adds the fleet pages: the first cluster is the
+	// fleet's management cluster.
+	Fleet *FleetOptions
+	// Logger receives a line per refused request, per upload and per
+	// fleet action; nil discards.
 	Logger *slog.Logger
 }
 
@@ -98,6 +104,14 @@ type Server struct {
 	mu       sync.Mutex
 	sessions map[string]*session // by id
 	actors   map[string]*actor   // by cluster and credential
+	flashes  flash
+
+	// fleetClient and fleetActions make an actor's client of the
+	// management cluster and the centre's verbs over it (tests swap
+	// them).
+	fleetClient  func(*rest.Config) (client.WithWatch, error)
+	fleetActions func(client.WithWatch) fleetActions
+	maxReport    int64 // bounds an imported report: wire.MaxReportFile
 }
 
 // session is one browser's.
@@ -128,6 +142,7 @@ func New(opts Options) (*Server, error) {
 		opts: opts, mux: http.NewServeMux(), secret: make([]byte, 32),
 		cop: http.NewCrossOriginProtection(), log: opts.Logger, started: time.Now(),
 		sessions: map[string]*session{}, actors: map[string]*actor{},
+		fleetClient: newFleetClient, fleetActions: newCentre(opts.Fleet), maxReport: wire.MaxReportFile,
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -149,6 +164,19 @@ func New(opts Options) (*Server, error) {
 	s.mux.HandleFunc("GET /c/{cluster}/upload", s.uploadPage)
 	s.mux.HandleFunc("POST /c/{cluster}/upload", s.upload)
 	s.mux.HandleFunc("POST /c/{cluster}/inspect", s.inspect)
+	if opts.Fleet != nil {
+		s.mux.HandleFunc("GET /fleet", s.fleetPage)
+		s.mux.HandleFunc("GET /fleet/matrix", s.matrixPage)
+		s.mux.HandleFunc("GET /fleet/rollouts", s.rolloutsPage)
+		s.mux.HandleFunc("GET /fleet/placements/{name}", s.placementPage)
+		s.mux.HandleFunc("POST /fleet/placements/{name}/rollback", s.rollback)
+		s.mux.HandleFunc("GET /fleet/tracks/{name}", s.trackPage)
+		s.mux.HandleFunc("POST /fleet/tracks/{name}/promote", s.promote)
+		s.mux.HandleFunc("GET /fleet/members/{name}", s.memberPage)
+		s.mux.HandleFunc("POST /fleet/members/{name}/bundle", s.bundle)
+		s.mux.HandleFunc("GET /fleet/members/{name}/values", s.values)
+		s.mux.HandleFunc("POST /fleet/import", s.importReport)
+	}
 	return s, nil
 }
 
@@ -325,8 +353,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 	token := strings.TrimSpace(r.PostFormValue("token"))
 	fail := func(status int, msg string) {
 		s.log.Warn("dashboard login refused", "reason", msg, "remote", r.RemoteAddr)
-		w.WriteHeader(status)
-		s.render(w, r, "login", &loginView{view: s.view(r, "Log in"), Error: msg})
+		s.renderStatus(w, r, status, "login", &loginView{view: s.view(r, "Log in"), Error: msg})
 	}
 	if token == "" {
 		fail(http.StatusUnauthorized, "paste a Kubernetes bearer token (kubectl create token NAME, or your OIDC id-token)")

@@ -41,7 +41,7 @@ func start(t *testing.T, login bool) (string, *http.Client, *Server) {
 	return ts.URL, c, srv
 }
 
-func do(t *testing.T, c *http.Client, method, u string, body io.Reader, hdr map[string]string) (*http.Response, string) {
+func do(t testing.TB, c *http.Client, method, u string, body io.Reader, hdr map[string]string) (*http.Response, string) {
 	t.Helper()
 	req, err := http.NewRequest(method, u, body)
 	if err != nil {

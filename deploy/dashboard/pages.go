@@ -36,11 +36,12 @@ type view struct {
 	Login    bool
 	Clusters []string
 	Cluster  string
+	Fleet    bool
 }
 
 func (s *Server) view(r *http.Request, title string) view {
 	sess := sessionOf(r)
-	v := view{Title: title, CSRF: s.csrfToken(sess), Login: s.opts.Login, Cluster: r.PathValue("cluster")}
+	v := view{Title: title, CSRF: s.csrfToken(sess), Login: s.opts.Login, Cluster: r.PathValue("cluster"), Fleet: s.opts.Fleet != nil}
 	for _, c := range s.opts.Clusters {
 		v.Clusters = append(v.Clusters, c.Name)
 	}
@@ -70,12 +71,18 @@ type loginView struct {
 // render executes page into a buffer first: a template that fails leaves
 // no half-written page.
 func (s *Server) render(w http.ResponseWriter, r *http.Request, page string, data any) {
+	s.renderStatus(w, r, http.StatusOK, page, data)
+}
+
+// renderStatus renders page with status.
+func (s *Server) renderStatus(w http.ResponseWriter, r *http.Request, status int, page string, data any) {
 	var buf bytes.Buffer
 	if err := s.pages[page].ExecuteTemplate(&buf, "layout", data); err != nil {
 		s.fail(w, r, fmt.Errorf("render %s: %w", page, err))
 		return
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(status)
 	_, _ = buf.WriteTo(w)
 }
 
@@ -445,12 +452,13 @@ var funcs = template.FuncMap{
 	"join":  strings.Join,
 	// pathEscape makes a cluster's name one path segment of a URL.
 	"pathEscape": url.PathEscape,
+	"pkgState":   packageState,
 }
 
 // parsePages parses each page with the layout.
 func parsePages() (map[string]*template.Template, error) {
 	pages := map[string]*template.Template{}
-	for _, p := range []string{"error", "login", "packages", "package", "registry", "upload"} {
+	for _, p := range []string{"error", "login", "packages", "package", "registry", "upload", "fleet", "matrix", "rollouts", "placement", "track", "member"} {
 		t, err := template.New(p).Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+p+".html")
 		if err != nil {
 			return nil, err

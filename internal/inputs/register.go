@@ -215,8 +215,11 @@ func cli() []Entry {
 			{Where: serve + " --root", Kind: Folder, Bound: "distribution's filesystem driver's folder"},
 			{Where: serve + " --storage", Kind: URL, Bound: boundStorage},
 		},
-		none(dash, "--addr", "--all-contexts", "--contexts", "--host", "--namespace", "--verbose"),
+		none(dash, "--addr", "--all-contexts", "--contexts", "--host", "--namespace", "--verbose", "--fleet", "--fleet-namespace", "--fleet-registry"),
 		kube(dash, "dashboard --addr 127.0.0.1:0"),
+		// The registry flags are read before --addr is checked: off
+		// loopback without TLS, the dashboard then refuses to start.
+		remote(dash, "dashboard --addr 0.0.0.0:0 --fleet --fleet-registry {reg}"),
 		none(agent, "--addr", "--namespace", "--pull-secret", "--registry", "--require-known", "--upload-max-bytes", "--verbose"),
 		kube(agent, "agent --addr 127.0.0.1:0 --tls-cert {tlscert} --tls-key {tlskey}"),
 		none(probe, "--addr", "--wait"),
@@ -386,7 +389,7 @@ func requests() []Entry {
 		{Where: "request agent upload", Kind: Request, Bound: "--upload-max-bytes; the archive verified before anything is pushed", Test: "deploy/upload hostile tests"},
 		{Where: "request agent admission review", Kind: Request, Bound: "a body of at most 3 MiB (the API server's own)", Test: "deploy/agent tests"},
 		{Where: "request git server", Kind: Request, Bound: "--timeout per request; wants and haves bounded; wrong passwords slowed (internal/authlimit)", Test: "deploy/gitserver FuzzUploadPack and hostile tests"},
-		{Where: "request dashboard", Kind: Request, Bound: "Host header checked; uploads as the agent's; login slowed after wrong passwords", Test: "deploy/dashboard tests"},
+		{Where: "request dashboard", Kind: Request, Bound: "Host header checked; uploads as the agent's; login slowed after wrong passwords; a fleet report imported: at most 96 MiB (wire.MaxReportFile), its form read as a stream", Test: "deploy/dashboard tests"},
 		{Where: "request registry", Kind: Request, Bound: "distribution's own bounds; wrong passwords slowed (internal/authlimit)", Test: "conformance suite"},
 		{Where: "request fleet join", Kind: Request, Bound: "a body of at most 64 KiB (wire.MaxJoinRequest); the name, labels and public key checked before the token is looked at; the token's secret compared by its SHA-256 in constant time, its expiry and uses checked, a use taken with optimistic concurrency", Test: fleetTest},
 		{Where: "request fleet sync", Kind: Request, Bound: "the member's credential compared by its SHA-256 in constant time against its Member, read on every request (revoked or deleted: 403); a body of at most 4 MiB (wire.MaxReport): at most 256 packages, names and digests checked, free text cut to a line; the receipt's every digest checked", Test: fleetTest},
