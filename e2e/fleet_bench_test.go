@@ -91,7 +91,7 @@ func BenchmarkFleetScale(b *testing.B) {
 	}
 	const interval = 30 * time.Second
 	fc := &fleetCentre{t: b, c: mc, ferry: filepath.Join(binDir(b), "ferry"), registry: "127.0.0.1:5101"}
-	fc.start(ctx, "registry", "registry", "serve", "--addr", fc.registry, "--storage", b.TempDir())
+	fc.start(ctx, "registry", "registry", "serve", "--addr", fc.registry, "--root", b.TempDir())
 	line := fc.start(ctx, "centre", "fleet", "serve", "--kubeconfig", mc.Kubeconfig, "--registry", fc.registry,
 		"--addr", "127.0.0.1:8444", "--interval", interval.String(), "-n", "ferry-fleet-bench")
 	m := reServing.FindStringSubmatch(line)

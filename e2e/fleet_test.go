@@ -181,9 +181,9 @@ func TestFleet(t *testing.T) {
 	}
 
 	fc := &fleetCentre{t: t, c: mc, ferry: filepath.Join(bin, "ferry"), registry: "127.0.0.1:5100"}
-	fc.start(ctx, "registry", "registry", "serve", "--addr", fc.registry, "--storage", t.TempDir())
+	fc.start(ctx, "registry", "registry", "serve", "--addr", fc.registry, "--root", t.TempDir())
 	line := fc.start(ctx, "centre", "fleet", "serve", "--kubeconfig", mc.Kubeconfig, "--registry", fc.registry,
-		"--addr", "127.0.0.1:8443", "--host", "10.200.0.1", "--interval", "2s")
+		"--addr", "127.0.0.1:8443", "--host", "10.200.0.1", "--interval", "5s")
 	m := reServing.FindStringSubmatch(line)
 	if m == nil {
 		t.Fatalf("fleet serve printed %q", line)

@@ -29,6 +29,7 @@ import (
 	"github.com/ferrypkg/ferry/cmd/ferry/internal/cli"
 	"github.com/ferrypkg/ferry/deploy/fleet/api/v1alpha1"
 	"github.com/ferrypkg/ferry/deploy/fleet/centre"
+	"github.com/ferrypkg/ferry/deploy/fleet/member"
 	"github.com/ferrypkg/ferry/deploy/fleet/wire"
 )
 
@@ -143,6 +144,9 @@ the delta from what its registry holds.`,
 			}
 			if registry == "" {
 				return errors.New("--registry is required: the registry the tracks' packages are in")
+			}
+			if interval < member.MinInterval || interval > member.MaxInterval {
+				return fmt.Errorf("--interval %s: members keep a heartbeat of %s to %s", interval, member.MinInterval, member.MaxInterval)
 			}
 			ro, err := remote.Options(cmd, registry)
 			if err != nil {
