@@ -5,8 +5,11 @@ import (
 	"fmt"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/ferrypkg/ferry/deploy/fleet/api/v1alpha1"
@@ -56,6 +59,15 @@ func (c *Centre) EnsureCRDs(ctx context.Context, ext apiextensionsclient.Interfa
 		if err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// EnsureNamespace makes the centre's namespace if it is missing.
+func (c *Centre) EnsureNamespace(ctx context.Context) error {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: c.ns()}}
+	if err := c.Client.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("make the centre's namespace %s: %w", c.ns(), err)
 	}
 	return nil
 }

@@ -188,6 +188,9 @@ the delta from what its registry holds.`,
 				return errors.New("the management cluster: its cache did not fill")
 			}
 			c.Client, c.APIReader = mgmt.GetClient(), mgmt.GetAPIReader()
+			if err := c.EnsureNamespace(ctx); err != nil {
+				return err
+			}
 			caPEM, cert, err := c.EnsureCA(ctx, hosts)
 			if err != nil {
 				return err
