@@ -90,10 +90,10 @@ func BenchmarkFleetScale(b *testing.B) {
 		n = v
 	}
 	const interval = 30 * time.Second
-	fc := &fleetCentre{t: b, c: mc, ferry: filepath.Join(binDir(b), "ferry"), registry: "127.0.0.1:5101"}
+	fc := &fleetCentre{t: b, c: mc, ferry: filepath.Join(binDir(b), "ferry"), registry: "127.0.0.1:5101", ns: "fleet-bench-" + strconv.FormatInt(time.Now().Unix(), 36)}
 	fc.start(ctx, "registry", "registry", "serve", "--addr", fc.registry, "--root", b.TempDir())
 	line := fc.start(ctx, "centre", "fleet", "serve", "--kubeconfig", mc.Kubeconfig, "--registry", fc.registry,
-		"--addr", "127.0.0.1:8444", "--interval", interval.String(), "-n", "ferry-fleet-bench")
+		"--addr", "127.0.0.1:8444", "--interval", interval.String(), "-n", fc.ns)
 	m := reServing.FindStringSubmatch(line)
 	if m == nil {
 		b.Fatalf("fleet serve printed %q", line)
@@ -113,11 +113,11 @@ func BenchmarkFleetScale(b *testing.B) {
 	var tok struct {
 		Token string `json:"token"`
 	}
-	fc.json(ctx, &tok, "fleet", "token", "create", "--uses", strconv.Itoa(n), "--label", "env=bench", "-n", "ferry-fleet-bench")
-	fc.must(ctx, "fleet", "group", "bench", "--selector", "env=bench", "-n", "ferry-fleet-bench")
-	fc.must(ctx, "fleet", "promote", "bench-fleet", "stable", digests["1.0.0"], "--repository", "apps/bench-fleet", "-n", "ferry-fleet-bench")
+	fc.json(ctx, &tok, "fleet", "token", "create", "--uses", strconv.Itoa(n), "--label", "env=bench")
+	fc.must(ctx, "fleet", "group", "bench", "--selector", "env=bench")
+	fc.must(ctx, "fleet", "promote", "bench-fleet", "stable", digests["1.0.0"], "--repository", "apps/bench-fleet")
 	fc.must(ctx, "fleet", "place", "bench-fleet", "--track", "bench-fleet", "--channel", "stable", "--group", "bench",
-		"--canaries", "0", "--wave-fraction", "100", "-n", "ferry-fleet-bench")
+		"--canaries", "0", "--wave-fraction", "100")
 
 	tr := &http.Transport{
 		TLSClientConfig:     wire.PinnedTLS(pin, nil),
@@ -212,7 +212,7 @@ func BenchmarkFleetScale(b *testing.B) {
 
 	// A placement change: how long until every member is asked for it.
 	promoted := time.Now()
-	fc.must(ctx, "fleet", "promote", "bench-fleet", "stable", digests["2.0.0"], "-n", "ferry-fleet-bench")
+	fc.must(ctx, "fleet", "promote", "bench-fleet", "stable", digests["2.0.0"])
 	var reached time.Duration
 	for {
 		count, last := 0, time.Time{}

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -37,11 +38,14 @@ type fleetCentre struct {
 	ferry    string
 	registry string // the centre's registry, on its loopback
 	lastPid  int    // the process start started last
+	ns       string // the centre's namespace, one per run
 }
 
 func (fc *fleetCentre) run(ctx context.Context, args ...string) (string, error) {
 	fc.t.Helper()
-	args = append(args, "--kubeconfig", fc.c.Kubeconfig)
+	if args[0] == "fleet" {
+		args = append(args, "--kubeconfig", fc.c.Kubeconfig, "-n", fc.ns)
+	}
 	out, err := fc.c.Command(ctx, fc.ferry, args...).Output()
 	if err != nil {
 		return "", fmt.Errorf("centre: ferry %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(exitStderr(err)))
@@ -180,9 +184,11 @@ func TestFleet(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	fc := &fleetCentre{t: t, c: mc, ferry: filepath.Join(bin, "ferry"), registry: "127.0.0.1:5100"}
+	// A namespace of this run's at the centre: the management cluster
+	// outlives a run when it is kept up by hand.
+	fc := &fleetCentre{t: t, c: mc, ferry: filepath.Join(bin, "ferry"), registry: "127.0.0.1:5100", ns: "fleet-" + strconv.FormatInt(time.Now().Unix(), 36)}
 	fc.start(ctx, "registry", "registry", "serve", "--addr", fc.registry, "--root", t.TempDir())
-	line := fc.start(ctx, "centre", "fleet", "serve", "--kubeconfig", mc.Kubeconfig, "--registry", fc.registry,
+	line := fc.start(ctx, "centre", "fleet", "serve", "--kubeconfig", mc.Kubeconfig, "-n", fc.ns, "--registry", fc.registry,
 		"--addr", "127.0.0.1:8443", "--host", "10.200.0.1", "--interval", "5s")
 	m := reServing.FindStringSubmatch(line)
 	if m == nil {
@@ -224,7 +230,12 @@ func TestFleet(t *testing.T) {
 	// Refused, each in one line, nothing changed: the used-up token, a
 	// token pinning another CA (nothing sent), a forged credential.
 	direct := &wire.Client{URL: url, Pin: pin}
-	if _, err := direct.Join(ctx, wire.JoinRequest{Token: tok.Token, Name: "site-x", PublicKey: "x"}); err == nil || !strings.Contains(err.Error(), "refused") {
+	sk, err := wire.NewSiteKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	skPEM, _ := sk.PublicPEM()
+	if _, err := direct.Join(ctx, wire.JoinRequest{Token: tok.Token, Name: "site-x", PublicKey: string(skPEM)}); err == nil || !strings.Contains(err.Error(), "used") {
 		t.Fatalf("a used-up token: %v", err)
 	}
 	other := &wire.Client{URL: url, Pin: strings.Repeat("0", 64)}
@@ -241,7 +252,7 @@ func TestFleet(t *testing.T) {
 
 	// A placement: the group of the member, stable = 1.0.0, its values.
 	fc.must(ctx, "fleet", "group", "e2e", "--selector", "env=e2e")
-	fc.must(ctx, "fleet", "promote", name, "stable", digests["1.0.0"], "--repository", "apps/"+name)
+	fc.must(ctx, "fleet", "promote", name, "stable", digests["1.0.0"], "--repository", "apps/"+name, "--registry", fc.registry)
 	fc.must(ctx, "fleet", "place", name, "--track", name, "--channel", "stable", "--group", "e2e", "--set", "greeting=from-the-centre")
 	pkg := waitFleetPackage(ctx, t, pc, name, digests["1.0.0"])
 	cm, err := c.Client.CoreV1().ConfigMaps(name).Get(ctx, name+"-config", metav1.GetOptions{})
@@ -257,7 +268,7 @@ func TestFleet(t *testing.T) {
 
 	// A new version on the channel rolls out.
 	start = time.Now()
-	fc.must(ctx, "fleet", "promote", name, "stable", digests["2.0.0"])
+	fc.must(ctx, "fleet", "promote", name, "stable", digests["2.0.0"], "--registry", fc.registry)
 	waitFleetPackage(ctx, t, pc, name, digests["2.0.0"])
 	fc.waitMember(ctx, "site-a", "Ready at 2.0.0", func(m *fleetMember) bool { return hasPackage(m, name, digests["2.0.0"], true) })
 	t.Logf("2.0.0 rolled out in %.1fs", time.Since(start).Seconds())
@@ -265,7 +276,7 @@ func TestFleet(t *testing.T) {
 
 	// A version the member's keys do not verify: refused there, shown at
 	// the centre, the rollout halted, nothing changed at the member.
-	fc.must(ctx, "fleet", "promote", name, "stable", digests["3.0.0"])
+	fc.must(ctx, "fleet", "promote", name, "stable", digests["3.0.0"], "--registry", fc.registry)
 	refused := fc.waitMember(ctx, "site-a", "refusing 3.0.0", func(m *fleetMember) bool {
 		for _, p := range m.Packages {
 			if p.Name == name && p.Refused && p.Target == digests["3.0.0"] {
@@ -288,11 +299,15 @@ func TestFleet(t *testing.T) {
 		t.Fatalf("the running Pods changed: %v → %v", pods, now)
 	}
 	fc.must(ctx, "fleet", "rollback", name)
+	waitOK(ctx, t, "the rollback", func() error {
+		fc.json(ctx, &pls, "fleet", "rollouts", name)
+		h := pls[0].Status.History
+		if len(h) < 4 || h[0].Action != "rollback" || h[0].Result != fleetv1.PhaseComplete || h[0].By == "" || h[0].To != digests["2.0.0"] {
+			return fmt.Errorf("history %+v", h)
+		}
+		return nil
+	})
 	fc.waitMember(ctx, "site-a", "back at 2.0.0", func(m *fleetMember) bool { return hasPackage(m, name, digests["2.0.0"], true) })
-	fc.json(ctx, &pls, "fleet", "rollouts", name)
-	if len(pls[0].Status.History) < 3 || pls[0].Status.History[0].Action != "rollback" || pls[0].Status.History[0].By == "" {
-		t.Fatalf("history: %+v", pls[0].Status.History)
-	}
 
 	// The route cut: the centre marks the member stale; it keeps running.
 	relay.Cut()
@@ -305,8 +320,19 @@ func TestFleet(t *testing.T) {
 
 	// Revoked: cut off at once.
 	fc.must(ctx, "fleet", "revoke", "site-a")
-	status := memberFerry(ctx, t, c, bin, "fleet", "status")
-	t.Logf("revoked member: %s", status)
+	waitOK(ctx, t, "the member cut off", func() error {
+		var st struct {
+			Error string `json:"error"`
+		}
+		if err := json.Unmarshal([]byte(memberFerry(ctx, t, c, bin, "fleet", "status", "-o", "json")), &st); err != nil {
+			return err
+		}
+		if !strings.Contains(st.Error, "revoked") {
+			return fmt.Errorf("the member's last error is %q", st.Error)
+		}
+		t.Logf("revoked: %s", st.Error)
+		return nil
+	})
 
 	// The same cluster as a carried site: nothing but files.
 	if err := c.Client.CoreV1().Secrets(ns).Delete(ctx, "ferry-fleet", metav1.DeleteOptions{}); err != nil {
@@ -330,14 +356,17 @@ func TestFleet(t *testing.T) {
 	fc.must(ctx, "fleet", "promote", name, "carried", "4.0.0", "--registry", fc.registry)
 	fc.must(ctx, "fleet", "place", name+"-ships", "--track", name, "--channel", "carried", "--group", "carried")
 	bundle := filepath.Join(dir, "update.tar.zst")
-	var res artifact.DeltaResult
+	var bres struct {
+		Delta artifact.DeltaResult `json:"delta"`
+	}
 	waitOK(ctx, t, "the bundle", func() error {
 		out, err := fc.run(ctx, "fleet", "bundle", "ship-b", "-f", bundle, "--registry", fc.registry, "-o", "json")
 		if err != nil {
 			return err
 		}
-		return json.Unmarshal([]byte(out), &res)
+		return json.Unmarshal([]byte(out), &bres)
 	})
+	res := bres.Delta
 	whole, err := os.Stat(v4)
 	if err != nil {
 		t.Fatal(err)
