@@ -115,7 +115,7 @@ func BenchmarkFleetScale(b *testing.B) {
 	}
 	fc.json(ctx, &tok, "fleet", "token", "create", "--uses", strconv.Itoa(n), "--label", "env=bench")
 	fc.must(ctx, "fleet", "group", "bench", "--selector", "env=bench")
-	fc.must(ctx, "fleet", "promote", "bench-fleet", "stable", digests["1.0.0"], "--repository", "apps/bench-fleet")
+	fc.must(ctx, "fleet", "promote", "bench-fleet", "stable", digests["1.0.0"], "--repository", "apps/bench-fleet", "--registry", fc.registry)
 	fc.must(ctx, "fleet", "place", "bench-fleet", "--track", "bench-fleet", "--channel", "stable", "--group", "bench",
 		"--canaries", "0", "--wave-fraction", "100")
 
@@ -212,7 +212,7 @@ func BenchmarkFleetScale(b *testing.B) {
 
 	// A placement change: how long until every member is asked for it.
 	promoted := time.Now()
-	fc.must(ctx, "fleet", "promote", "bench-fleet", "stable", digests["2.0.0"])
+	fc.must(ctx, "fleet", "promote", "bench-fleet", "stable", digests["2.0.0"], "--registry", fc.registry)
 	var reached time.Duration
 	for {
 		count, last := 0, time.Time{}

@@ -111,10 +111,11 @@ type Centre struct {
 	// Debug) and per rollout step; nil discards.
 	Logger *slog.Logger
 
-	once    sync.Once
-	kicks   chan struct{}
-	pulls   singleflight.Group
-	bundles chan struct{}
+	once       sync.Once
+	tokenLocks sync.Map // token id → *sync.Mutex
+	kicks      chan struct{}
+	pulls      singleflight.Group
+	bundles    chan struct{}
 }
 
 func (c *Centre) init() {

@@ -8,12 +8,14 @@ import (
 	"maps"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
 
 	"github.com/ferrypkg/ferry/deploy/fleet/api/v1alpha1"
@@ -109,6 +111,10 @@ func (c *Centre) CreateToken(ctx context.Context, opts TokenOptions) (wire.Token
 	return wire.Token{}, fmt.Errorf("no free token id in namespace %s", c.ns())
 }
 
+// tokenRetry bounds the retries of a token's use that another centre's
+// join raced: up to about 10 s.
+var tokenRetry = wait.Backoff{Steps: 20, Duration: 10 * time.Millisecond, Factor: 1.5, Jitter: 0.5, Cap: time.Second}
+
 // useToken checks a token (it exists, its secret is right, it has not
 // expired, it has uses left) and takes one use of it, with optimistic
 // concurrency: of two joins racing for the last use, one is refused. It
@@ -118,8 +124,14 @@ func (c *Centre) useToken(ctx context.Context, raw string) (map[string]string, s
 	if err != nil {
 		return nil, "", refuse(http.StatusUnauthorized, ErrToken, "%v", err)
 	}
+	// Joins with one token take its uses one at a time here; other
+	// centres on the same management cluster still race (Conflict, tried
+	// again with a backoff long enough for many of them).
+	mu, _ := c.tokenLocks.LoadOrStore(t.ID, &sync.Mutex{})
+	mu.(*sync.Mutex).Lock()
+	defer mu.(*sync.Mutex).Unlock()
 	var labels map[string]string
-	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+	err = retry.RetryOnConflict(tokenRetry, func() error {
 		var s corev1.Secret
 		if err := c.fresh().Get(ctx, c.key(TokenSecretPrefix+t.ID), &s); err != nil {
 			if apierrors.IsNotFound(err) {
