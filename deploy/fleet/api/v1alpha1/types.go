@@ -127,6 +127,13 @@ type MemberStatus struct {
 	ReceiptBlobs int `json:"receiptBlobs,omitempty"`
 	// +optional
 	ReceiptBytes int64 `json:"receiptBytes,omitempty"`
+	// Receipts is the digest of the manifest, beside Receipt in the
+	// centre's registry, that lists the receipts of its last report that
+	// carried any: Receipt's, and one per repository of its registry that
+	// its Packages name (what a carried member's bundle is made against).
+	// +kubebuilder:validation:Pattern=`^sha256:[a-f0-9]{64}$`
+	// +optional
+	Receipts string `json:"receipts,omitempty"`
 	// Conditions: Ready, Stale.
 	// +listType=map
 	// +listMapKey=type
