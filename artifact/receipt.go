@@ -157,12 +157,31 @@ func Have(ctx context.Context, src oras.ReadOnlyTarget, ref string) (*Receipt, e
 // whose catalog is closed (a registry that does not serve /v2/_catalog)
 // cannot be listed this way: list its packages with Have.
 func HaveRegistry(ctx context.Context, reg registry.Registry, name, prefix string) (*Receipt, error) {
+	return haveRepositories(ctx, reg, name, func(r string) bool {
+		return prefix == "" || r == prefix || strings.HasPrefix(r, strings.TrimSuffix(prefix, "/")+"/")
+	})
+}
+
+// HaveRepository lists what one repository of a registry holds, as
+// HaveRegistry lists it, but that repository alone: a prefix takes the
+// repositories under it too (app/tools under app). A delta is completed in
+// the repository it is pushed to and asks no other (MountFrom aside), so
+// this is the receipt a delta for that repository can count on. A
+// repository the catalog does not list holds nothing: its receipt is
+// empty.
+func HaveRepository(ctx context.Context, reg registry.Registry, name, repository string) (*Receipt, error) {
+	return haveRepositories(ctx, reg, name, func(r string) bool { return r == repository })
+}
+
+// haveRepositories lists what the repositories the catalog lists and
+// match takes hold.
+func haveRepositories(ctx context.Context, reg registry.Registry, name string, match func(repository string) bool) (*Receipt, error) {
 	out := newReceipt(name)
 	seen := map[digest.Digest]bool{}
 	var repos []string
 	if err := ListRepositories(ctx, reg, func(page []string) error {
 		for _, r := range page {
-			if prefix == "" || r == prefix || strings.HasPrefix(r, strings.TrimSuffix(prefix, "/")+"/") {
+			if match(r) {
 				repos = append(repos, r)
 			}
 		}

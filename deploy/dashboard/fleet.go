@@ -316,14 +316,6 @@ func statusOf(err error) int {
 	return http.StatusBadGateway
 }
 
-// trackPackage is the package name a track's members run.
-func trackPackage(t *fleetv1.ReleaseTrack) string {
-	if t.Spec.Package != "" {
-		return t.Spec.Package
-	}
-	return t.Spec.Repository[strings.LastIndex(t.Spec.Repository, "/")+1:]
-}
-
 // matrixColumn is one package of the matrix: its track and channels.
 type matrixColumn struct {
 	Package  string
@@ -371,7 +363,7 @@ func (s *Server) matrixPage(w http.ResponseWriter, r *http.Request) {
 	col := map[string]int{}
 	for i := range tracks.Items {
 		t := &tracks.Items[i]
-		pkg := trackPackage(t)
+		pkg := t.PackageName()
 		if _, ok := col[pkg]; ok {
 			continue
 		}

@@ -252,7 +252,7 @@ func (f *fakeActions) Desired(ctx context.Context, member string) (*wire.Desired
 			}
 			for i := range tl.Items {
 				if t := &tl.Items[i]; t.Name == p.Spec.Track {
-					dp.Name, dp.Repository = trackPackage(t), t.Spec.Repository
+					dp.Name, dp.Repository = t.PackageName(), t.Spec.Repository
 					vs := versions{}
 					vs.addTrack(t)
 					dp.Version = vs[dp.Digest]

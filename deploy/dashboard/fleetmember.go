@@ -140,7 +140,7 @@ func (s *Server) bundle(w http.ResponseWriter, r *http.Request) {
 	h.Set("Content-Disposition", fmt.Sprintf("attachment; filename=%q", name))
 	h.Set("Content-Length", strconv.FormatInt(fi.Size(), 10))
 	n, err := io.Copy(w, f)
-	s.log.Info("dashboard fleet bundle", "member", member, "package", pkg, "digest", res.Digest, "receipt", res.Receipt, "user", by, "bytes", n, "error", err)
+	s.log.Info("dashboard fleet bundle", "member", member, "package", pkg, "digest", res.Digest, "receipt", res.Receipt, "wholeReceipt", res.WholeReceipt, "user", by, "bytes", n, "error", err)
 }
 
 // values answers with the values a carried member's package is given

@@ -92,7 +92,7 @@ func (s *Server) rolloutsPage(w http.ResponseWriter, r *http.Request) {
 	}
 	for i := range tl.Items {
 		t := &tl.Items[i]
-		row := trackRow{Name: t.Name, Repository: t.Spec.Repository, Package: trackPackage(t)}
+		row := trackRow{Name: t.Name, Repository: t.Spec.Repository, Package: t.PackageName()}
 		for _, c := range t.Spec.Channels {
 			row.Channels = append(row.Channels, c.Name+" "+firstOf(c.Version, shortDigest(c.Digest)))
 		}
@@ -241,7 +241,7 @@ func (s *Server) trackView(w http.ResponseWriter, r *http.Request, status int, v
 		s.renderStatus(w, r, max(status, statusOf(err)), "track", v)
 		return
 	}
-	v.Repository, v.Package, v.Channels = t.Spec.Repository, trackPackage(&t), t.Spec.Channels
+	v.Repository, v.Package, v.Channels = t.Spec.Repository, t.PackageName(), t.Spec.Channels
 	for _, p := range t.Status.Promotions {
 		v.Promotions = append(v.Promotions, promotionRow{Channel: p.Channel, Version: p.Version, Digest: p.Digest, By: p.By, At: when(&p.At)})
 	}

@@ -158,14 +158,24 @@ type BundleResult struct {
 	// written to (<out>.values.json), if it has any.
 	Values string `json:"values,omitempty"`
 	// Receipt is the digest of the receipt the delta was made against
-	// ("" for none: the whole package).
+	// ("" for none: the whole package): the member's receipt of the
+	// package's repository in its registry, where the site's deploy
+	// completes the delta.
 	Receipt string `json:"receipt,omitempty"`
+	// WholeReceipt is set when the delta was made against the receipt of
+	// the member's whole registry instead, its last report carrying none
+	// per repository (an older ferry's): the delta may leave out a blob
+	// the site holds only in another repository, and the site's deploy
+	// then refuses it, naming the blobs missing.
+	WholeReceipt bool `json:"wholeReceipt,omitempty"`
 }
 
 // Bundle writes a carried member's bundle for its desired package pkg (""
-// when it has one): the delta from its last imported receipt to the
-// package at the digest its placement gives it, at out (atomically), and
-// the placement's values for it at out+".values.json" when there are any.
+// when it has one): the delta to the package at the digest its placement
+// gives it from the receipt of the package's repository its last report
+// carried (see BundleResult's Receipt and WholeReceipt), at out
+// (atomically), and the placement's values for it at out+".values.json"
+// when there are any.
 func (c *Centre) Bundle(ctx context.Context, member, pkg, out string) (*BundleResult, error) {
 	m, err := c.member(ctx, member)
 	if err != nil {
@@ -191,12 +201,13 @@ func (c *Centre) Bundle(ctx context.Context, member, pkg, out string) (*BundleRe
 	case want == nil:
 		return nil, fmt.Errorf("package %s is not in member %s's desired state (%s)", pkg, member, strings.Join(names, ", "))
 	}
-	have, err := c.loadReceipt(ctx, m.Name, m.Status.Receipt)
+	// The site's deploy pushes the package to the repository of its name.
+	have, used, whole, err := c.bundleReceipt(ctx, m, want.Name)
 	if err != nil {
 		return nil, err
 	}
 	res := &BundleResult{Member: member, Package: want.Name, Placement: want.Placement, Repository: want.Repository,
-		Digest: want.Digest, Version: want.Version, Receipt: m.Status.Receipt}
+		Digest: want.Digest, Version: want.Version, Receipt: used, WholeReceipt: whole}
 	if res.Delta, err = c.delta(ctx, want.Repository, want.Digest, have, out); err != nil {
 		return nil, err
 	}

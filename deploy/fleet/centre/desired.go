@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"path"
 	"slices"
 	"strings"
 
@@ -121,14 +120,6 @@ func versionOf(t *v1alpha1.ReleaseTrack, p *v1alpha1.Placement, d string) string
 	return ""
 }
 
-// packageName is the Package's name at members for track t.
-func packageName(t *v1alpha1.ReleaseTrack) string {
-	if t.Spec.Package != "" {
-		return t.Spec.Package
-	}
-	return path.Base(t.Spec.Repository)
-}
-
 // digestFor is the digest p gives member m now: a connected member its
 // rollout's target for it (the placement's current version when the
 // rollout has not reached it yet), a carried member the last version that
@@ -159,12 +150,12 @@ func (f *fleet) desiredFor(m *v1alpha1.Member, interval int) *wire.Desired {
 		}
 		t, ok := f.tracks[p.Spec.Track]
 		dg := digestFor(p, m)
-		if !ok || dg == "" || names[packageName(t)] {
+		if !ok || dg == "" || names[t.PackageName()] {
 			continue
 		}
-		names[packageName(t)] = true
+		names[t.PackageName()] = true
 		dp := wire.DesiredPackage{
-			Name: packageName(t), Placement: p.Name, Repository: t.Spec.Repository,
+			Name: t.PackageName(), Placement: p.Name, Repository: t.Spec.Repository,
 			Digest: dg, Version: versionOf(t, p, dg), Components: p.Spec.Components,
 		}
 		if tg.Values != nil && len(tg.Values.Raw) > 0 {

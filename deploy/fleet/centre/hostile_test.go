@@ -32,6 +32,16 @@ func TestHostileRequests(t *testing.T) {
 		fmt.Fprintf(&many, `{"name":"p%d","ready":true}`, i)
 	}
 	many.WriteString("]}")
+	receipt := `{"mediaType":"` + artifact.MediaTypeReceipt + `","blobs":{}}`
+	var manyRepos strings.Builder
+	manyRepos.WriteString(`{"member":"m","packages":[],"repositories":{`)
+	for i := range wire.MaxPackages + 1 {
+		if i > 0 {
+			manyRepos.WriteString(",")
+		}
+		fmt.Fprintf(&manyRepos, `"r%d":%s`, i, receipt)
+	}
+	manyRepos.WriteString("}}")
 
 	for _, tc := range []struct {
 		name, path, cred string
@@ -51,6 +61,10 @@ func TestHostileRequests(t *testing.T) {
 		{"sync bad package name", wire.PathSync, cred, []byte(`{"member":"m","packages":[{"name":"../x","ready":true}]}`), 400, `the report's package 0: name "../x"`},
 		{"sync bad digest", wire.PathSync, cred, []byte(`{"member":"m","packages":[{"name":"x","digest":"md5:1","ready":true}]}`), 400, `"md5:1" is not a digest`},
 		{"sync too many packages", wire.PathSync, cred, []byte(many.String()), 413, "more than 256"},
+		{"sync bad repository", wire.PathSync, cred, []byte(`{"member":"m","packages":[],"repositories":{"../x":` + receipt + `}}`), 400, `a receipt of "../x", which is not a repository name`},
+		{"sync bad repository receipt", wire.PathSync, cred, []byte(`{"member":"m","packages":[],"repositories":{"shop":{"mediaType":"x"}}}`), 400, "the report's repository shop carries a receipt that is not one"},
+		{"sync null repository receipt", wire.PathSync, cred, []byte(`{"member":"m","packages":[],"repositories":{"shop":null}}`), 400, "the report's repository shop carries a receipt that is not one"},
+		{"sync too many repositories", wire.PathSync, cred, []byte(manyRepos.String()), 413, "receipts of 257 repositories, more than 256"},
 		{"sync bad credential", wire.PathSync, "m.nothex", []byte(`{}`), 401, "not a fleet member credential"},
 		{"bundle not JSON", wire.PathBundle, cred, []byte(`{"digest":5}`), 400, "the bundle request is not JSON of its shape"},
 		{"bundle bad receipt", wire.PathBundle, cred, []byte(`{"repository":"a","digest":"sha256:` + strings.Repeat("a", 64) + `","receipt":{"mediaType":"x"}}`), 400, "not a receipt"},
@@ -83,7 +97,8 @@ func TestHostileRequests(t *testing.T) {
 // it means, and never panics.
 func FuzzHandler(f *testing.F) {
 	for _, s := range []string{`{}`, `{"member":"m","packages":[{"name":"a","ready":true}]}`, `{"token":"ff1.abcdef.` + strings.Repeat("a", 64) + `.` + strings.Repeat("b", 64) + `","name":"n","publicKey":"x"}`,
-		`{"repository":"apps/a","digest":"sha256:` + strings.Repeat("c", 64) + `","receipt":{}}`, `null`, `[]`, "\x00"} {
+		`{"repository":"apps/a","digest":"sha256:` + strings.Repeat("c", 64) + `","receipt":{}}`, `null`, `[]`, "\x00",
+		`{"member":"m","packages":[],"repositories":{"a":{"mediaType":"` + artifact.MediaTypeReceipt + `","blobs":{}}}}`} {
 		f.Add(0, s)
 		f.Add(1, s)
 		f.Add(2, s)

@@ -77,6 +77,11 @@ func TestImport(t *testing.T) {
 	if res.Digest != root || res.Version != "1.0.0" || res.Delta.Size < mib || res.Delta.Size > mib+64<<10 || res.Values != out+".values.json" {
 		t.Errorf("bundle: %+v, delta %+v", res, res.Delta)
 	}
+	// The report carries no receipt per repository (an older ferry's):
+	// the bundle is made against the whole one, and says so.
+	if !res.WholeReceipt || res.Receipt != m.Status.Receipt {
+		t.Errorf("a bundle from a report without receipts per repository: whole receipt %v, receipt %s (the member's %s)", res.WholeReceipt, res.Receipt, m.Status.Receipt)
+	}
 	if v, err := os.ReadFile(res.Values); err != nil || strings.TrimSpace(string(v)) != `{"replicas":3}` {
 		t.Errorf("values beside the bundle: %q, %v", v, err)
 	}
@@ -142,10 +147,48 @@ func TestImport(t *testing.T) {
 		t.Errorf("bundle for a member holding everything: %+v, %v", res, err)
 	}
 
+	// Receipts per repository: the bundle is made against the receipt of
+	// the package's own repository (big), whatever the whole one holds;
+	// with none of big's (the site runs no Package big), against none.
+	for i, tc := range []struct {
+		name         string
+		repositories map[string]json.RawMessage
+		noWhole      bool // the report carries no whole receipt
+		min, max     int64
+		whole        bool
+	}{
+		{"big's receipt", map[string]json.RawMessage{"big": receiptJSON(t, half), "other": receiptJSON(t, whole)}, false, mib, mib + 64<<10, false},
+		{"none of big's", map[string]json.RawMessage{"other": receiptJSON(t, whole)}, false, 2 * mib, 2*mib + 64<<10, false},
+		{"none at all", map[string]json.RawMessage{}, false, 2 * mib, 2*mib + 64<<10, false},
+		{"big's instead of the whole", map[string]json.RawMessage{"big": receiptJSON(t, half)}, true, mib, mib + 64<<10, false},
+		{"a report without them again", nil, false, 0, 64 << 10, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rep := later(time.Duration(2+i) * time.Minute)
+			rep.Repositories = tc.repositories
+			if tc.noWhole {
+				rep.Receipt = nil
+			}
+			if _, err := w.c.Import(ctx, signed(t, key, rep)); err != nil {
+				t.Fatal(err)
+			}
+			m := w.member("ship1")
+			res, err := w.c.Bundle(ctx, "ship1", "big", out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("bundle: %d bytes, receipt %q, whole receipt %v", res.Delta.Size, res.Receipt, res.WholeReceipt)
+			if res.Delta.Size < tc.min || res.Delta.Size > tc.max || res.WholeReceipt != tc.whole ||
+				(m.Status.Receipt == "") != tc.noWhole || m.Status.Receipts == "" || (res.Receipt == m.Status.Receipt) != tc.whole {
+				t.Errorf("bundle %+v, delta %+v; the member's receipt %s, receipts %s", res, res.Delta, m.Status.Receipt, m.Status.Receipts)
+			}
+		})
+	}
+
 	if err := w.c.Revoke(ctx, "ship1"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := w.c.Import(ctx, signed(t, key, later(2*time.Minute))); !errors.Is(err, centre.ErrRevoked) {
+	if _, err := w.c.Import(ctx, signed(t, key, later(10*time.Minute))); !errors.Is(err, centre.ErrRevoked) {
 		t.Errorf("import for a revoked member: %v", err)
 	}
 }

@@ -3,8 +3,11 @@ package centre
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
+	"strconv"
 
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
@@ -13,11 +16,31 @@ import (
 	"oras.land/oras-go/v2/registry/remote"
 
 	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/deploy/fleet/api/v1alpha1"
 )
 
 // ReceiptRepository is where a member's receipts are kept in the centre's
 // registry: ReceiptRepository/<member>, its last one tagged latest.
+//
+// Each report that carries receipts is kept as a manifest (artifact type
+// artifact.MediaTypeReceipt) whose layers are its receipts, each a blob
+// of canonical JSON: the receipt of the member's whole registry without
+// annotations (the only layer of what an older centre kept), and one per
+// repository annotated AnnotationReceiptRepository. The Member's status
+// names the whole receipt (receipt) and the manifest (receipts).
 const ReceiptRepository = "ferry-fleet/receipts"
+
+// Annotations of a member's receipts manifest (ReceiptRepository).
+const (
+	// AnnotationReceiptRepository, on a layer, names the repository of
+	// the member's registry that receipt lists alone.
+	AnnotationReceiptRepository = "dev.ferry.fleet.receipt.repository"
+	// AnnotationReceiptRepositories, on the manifest, counts the
+	// repositories the report carried receipts of; set (even "0") when it
+	// carried them, so that a repository it names none of gets no
+	// receipt, not the whole registry's.
+	AnnotationReceiptRepositories = "dev.ferry.fleet.receipt.repositories"
+)
 
 func (c *Centre) receiptRepo(member string) (*remote.Repository, error) {
 	if c.Registry == "" {
@@ -26,32 +49,73 @@ func (c *Centre) receiptRepo(member string) (*remote.Repository, error) {
 	return c.Remote.Repository(c.Registry + "/" + ReceiptRepository + "/" + member)
 }
 
-// storeReceipt pushes a receipt (its canonical JSON) as a blob, and a
-// manifest naming it tagged latest, to the member's receipt repository;
-// it returns the receipt's digest. A receipt the registry holds already is
-// not sent again.
-func (c *Centre) storeReceipt(ctx context.Context, member string, data []byte) (string, error) {
+// storedReceipts names what storeReceipts stored.
+type storedReceipts struct {
+	// whole is the digest of the whole registry's receipt ("" for none);
+	// manifest the digest of the manifest listing them all.
+	whole, manifest string
+}
+
+// storeReceipts pushes a report's receipts (each its canonical JSON) as
+// blobs — the whole registry's, if any, and each repository's — and a
+// manifest naming them tagged latest, to the member's receipt repository.
+// repositories is nil when the report carried none of them. A receipt the
+// registry holds already is not sent again.
+func (c *Centre) storeReceipts(ctx context.Context, member string, whole []byte, repositories map[string][]byte) (*storedReceipts, error) {
 	repo, err := c.receiptRepo(member)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	desc := content.NewDescriptorFromBytes(artifact.MediaTypeReceipt, data)
-	have, err := repo.Exists(ctx, desc)
-	if err == nil && !have {
-		err = repo.Push(ctx, desc, bytes.NewReader(data))
+	out := &storedReceipts{}
+	var layers []ocispec.Descriptor
+	push := func(data []byte, annotations map[string]string) error {
+		desc := content.NewDescriptorFromBytes(artifact.MediaTypeReceipt, data)
+		have, err := repo.Exists(ctx, desc)
+		if err == nil && !have {
+			err = repo.Push(ctx, desc, bytes.NewReader(data))
+		}
+		desc.Annotations = annotations
+		layers = append(layers, desc)
+		return err
+	}
+	if whole != nil {
+		err = push(whole, nil)
+		out.whole = layers[0].Digest.String()
+	}
+	var ann map[string]string
+	if repositories != nil {
+		ann = map[string]string{AnnotationReceiptRepositories: strconv.Itoa(len(repositories))}
+		names := make([]string, 0, len(repositories))
+		for name := range repositories {
+			names = append(names, name)
+		}
+		slices.Sort(names)
+		for _, name := range names {
+			if err != nil {
+				break
+			}
+			err = push(repositories[name], map[string]string{AnnotationReceiptRepository: name})
+		}
 	}
 	if err == nil {
 		var m ocispec.Descriptor
-		m, err = oras.PackManifest(ctx, repo, oras.PackManifestVersion1_1, artifact.MediaTypeReceipt, oras.PackManifestOptions{Layers: []ocispec.Descriptor{desc}})
+		m, err = oras.PackManifest(ctx, repo, oras.PackManifestVersion1_1, artifact.MediaTypeReceipt,
+			oras.PackManifestOptions{Layers: layers, ManifestAnnotations: ann})
 		if err == nil {
 			err = repo.Tag(ctx, m, "latest")
+			out.manifest = m.Digest.String()
 		}
 	}
 	if err != nil {
 		// The member's report is not recorded: it reports again later.
-		return "", &problem{status: http.StatusServiceUnavailable, msg: oneLine(fmt.Sprintf("the centre cannot store member %s's receipt in %s now: %v", member, c.Registry, err))}
+		return nil, &problem{status: http.StatusServiceUnavailable, msg: oneLine(fmt.Sprintf("the centre cannot store member %s's receipt in %s now: %v", member, c.Registry, err))}
 	}
-	return desc.Digest.String(), nil
+	return out, nil
+}
+
+// emptyReceipt lists nothing: a delta against it is the whole package.
+func emptyReceipt(source string) *artifact.Receipt {
+	return &artifact.Receipt{MediaType: artifact.MediaTypeReceipt, Source: source, Blobs: map[digest.Digest]int64{}}
 }
 
 // loadReceipt reads back the receipt d of a member, checked against its
@@ -59,7 +123,7 @@ func (c *Centre) storeReceipt(ctx context.Context, member string, data []byte) (
 // knows of).
 func (c *Centre) loadReceipt(ctx context.Context, member, d string) (*artifact.Receipt, error) {
 	if d == "" {
-		return &artifact.Receipt{MediaType: artifact.MediaTypeReceipt, Source: "member " + member + " (no receipt)", Blobs: map[digest.Digest]int64{}}, nil
+		return emptyReceipt("member " + member + " (no receipt)"), nil
 	}
 	repo, err := c.receiptRepo(member)
 	if err != nil {
@@ -82,4 +146,67 @@ func (c *Centre) loadReceipt(ctx context.Context, member, d string) (*artifact.R
 		return nil, fmt.Errorf("member %s's stored receipt %s: %w", member, d, err)
 	}
 	return rc, nil
+}
+
+// bundleReceipt is the receipt a carried member's bundle of the package
+// in repository (of its registry) is made against, and its digest ("" for
+// none): the receipt of that repository its last report carried; none
+// when that report carried receipts of repositories but not of this one
+// (the site runs no Package there: the whole package crosses); the whole
+// registry's, and whole set, when its report carried none of them (an
+// older ferry's, or a centre's that kept none): a delta against it may
+// leave out blobs held only in other repositories, which the site's
+// deploy then lacks.
+func (c *Centre) bundleReceipt(ctx context.Context, m *v1alpha1.Member, repository string) (rc *artifact.Receipt, d string, whole bool, err error) {
+	st := &m.Status
+	if st.Receipts == "" {
+		rc, err = c.loadReceipt(ctx, m.Name, st.Receipt)
+		return rc, st.Receipt, st.Receipt != "", err
+	}
+	man, err := c.receiptsManifest(ctx, m.Name, st.Receipts)
+	if err != nil {
+		return nil, "", false, err
+	}
+	if _, ok := man.Annotations[AnnotationReceiptRepositories]; !ok {
+		rc, err = c.loadReceipt(ctx, m.Name, st.Receipt)
+		return rc, st.Receipt, st.Receipt != "", err
+	}
+	for _, l := range man.Layers {
+		if l.Annotations[AnnotationReceiptRepository] == repository {
+			rc, err = c.loadReceipt(ctx, m.Name, l.Digest.String())
+			return rc, l.Digest.String(), false, err
+		}
+	}
+	return emptyReceipt(fmt.Sprintf("member %s (no receipt of repository %s)", m.Name, repository)), "", false, nil
+}
+
+// receiptsManifest reads back the receipts manifest d of a member: at
+// most artifact.MaxManifestSize, checked against its digest, of artifact
+// type artifact.MediaTypeReceipt, its layers' digests checked.
+func (c *Centre) receiptsManifest(ctx context.Context, member, d string) (*ocispec.Manifest, error) {
+	repo, err := c.receiptRepo(member)
+	if err != nil {
+		return nil, err
+	}
+	desc, err := repo.Resolve(ctx, d)
+	if err == nil && desc.Digest.String() != d {
+		err = fmt.Errorf("the registry answered with %s", desc.Digest)
+	}
+	var data []byte
+	if err == nil {
+		data, err = artifact.FetchManifest(ctx, repo, desc)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read member %s's receipts %s from %s: %w", member, d, c.Registry, err)
+	}
+	var man ocispec.Manifest
+	if err := json.Unmarshal(data, &man); err != nil || man.ArtifactType != artifact.MediaTypeReceipt {
+		return nil, fmt.Errorf("member %s's stored receipts %s: not a manifest of receipts", member, d)
+	}
+	for _, l := range man.Layers {
+		if err := l.Digest.Validate(); err != nil || l.Digest.Algorithm() != digest.SHA256 {
+			return nil, fmt.Errorf("member %s's stored receipts %s: a layer's digest %q: not sha256", member, d, truncate(string(l.Digest)))
+		}
+	}
+	return &man, nil
 }

@@ -147,7 +147,7 @@ func (f *fleet) member(name string) *v1alpha1.Member {
 // packageOf is the Package's name p places.
 func (f *fleet) packageOf(p *v1alpha1.Placement) string {
 	if t := f.tracks[p.Spec.Track]; t != nil {
-		return packageName(t)
+		return t.PackageName()
 	}
 	return ""
 }

@@ -63,6 +63,9 @@ type report struct {
 	// the report carries one.
 	receipt     []byte
 	receiptInfo *artifact.Receipt
+	// repositories are the receipts of single repositories, as stored,
+	// if the report carries them (non-nil, even empty).
+	repositories map[string][]byte
 	// seen is when it was made: now for a heartbeat, the report's creation
 	// for a file.
 	seen time.Time
@@ -108,8 +111,30 @@ func readReport(rep *wire.Report) (*report, error) {
 		}
 		u.receiptInfo = rc
 	}
+	if rep.Repositories != nil {
+		if n := len(rep.Repositories); n > wire.MaxPackages {
+			return nil, refuse(http.StatusRequestEntityTooLarge, nil, "the report carries receipts of %d repositories, more than %d", n, wire.MaxPackages)
+		}
+		u.repositories = make(map[string][]byte, len(rep.Repositories))
+		for repo, raw := range rep.Repositories {
+			if len(repo) > 255 || !reRepository.MatchString(repo) {
+				return nil, refuse(http.StatusBadRequest, nil, "the report carries a receipt of %q, which is not a repository name", truncate(repo))
+			}
+			rc, err := artifact.ParseReceipt(raw)
+			if err != nil {
+				return nil, badReceipt("the report's repository "+repo, err)
+			}
+			if u.repositories[repo], err = rc.Marshal(); err != nil {
+				return nil, err
+			}
+		}
+	}
 	return u, nil
 }
+
+// reRepository is the form of a repository name (the distribution
+// specification's).
+var reRepository = regexp.MustCompile(`^[a-z0-9]+((\.|_|__|-+)[a-z0-9]+)*(/[a-z0-9]+((\.|_|__|-+)[a-z0-9]+)*)*$`)
 
 // badReceipt refuses a receipt that does not parse.
 func badReceipt(where string, err error) error {
@@ -117,15 +142,15 @@ func badReceipt(where string, err error) error {
 }
 
 // record writes what a report tells into the member's status: its
-// packages, agent, receipt (stored in the registry first, when it is new)
-// and lastSeen. A heartbeat that changes nothing else writes lastSeen at
-// most once per interval. A conflicting write is tried again on the
-// Member read anew.
+// packages, agent, receipts (stored in the registry first; those of a
+// report that carries any replace all those before) and lastSeen. A
+// heartbeat that changes nothing else writes lastSeen at most once per
+// interval. A conflicting write is tried again on the Member read anew.
 func (c *Centre) record(ctx context.Context, m *v1alpha1.Member, u *report) error {
-	var receipt string
-	if u.receipt != nil {
+	var stored *storedReceipts
+	if u.receipt != nil || u.repositories != nil {
 		var err error
-		if receipt, err = c.storeReceipt(ctx, m.Name, u.receipt); err != nil {
+		if stored, err = c.storeReceipts(ctx, m.Name, u.receipt, u.repositories); err != nil {
 			return err
 		}
 	}
@@ -142,8 +167,14 @@ func (c *Centre) record(ctx context.Context, m *v1alpha1.Member, u *report) erro
 		if u.interval > 0 {
 			st.Interval = &metav1.Duration{Duration: u.interval}
 		}
-		if receipt != "" {
-			st.Receipt, st.ReceiptBlobs, st.ReceiptBytes = receipt, len(u.receiptInfo.Blobs), u.receiptInfo.Size()
+		switch {
+		case stored != nil && u.receiptInfo != nil:
+			st.Receipt, st.ReceiptBlobs, st.ReceiptBytes = stored.whole, len(u.receiptInfo.Blobs), u.receiptInfo.Size()
+		case stored != nil:
+			st.Receipt, st.ReceiptBlobs, st.ReceiptBytes = "", 0, 0
+		}
+		if stored != nil {
+			st.Receipts = stored.manifest
 		}
 		changed = !apiequality.Semantic.DeepEqual(st, &m.Status)
 		last := m.Status.LastSeen

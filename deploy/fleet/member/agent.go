@@ -94,8 +94,9 @@ type agentState struct {
 	interval time.Duration
 	// lastSyncWritten is when lastSync was last written.
 	lastSyncWritten time.Time
-	// receipts of the registry by prefix, whether a deploy or deletion
-	// made them stale, and the hash of the last one the centre took.
+	// receipts of the registry by repository ("" for all of it), whether
+	// a deploy or deletion made them stale, and the hash of the last one
+	// the centre took.
 	receipts    map[string]receipt
 	stale       bool
 	receiptSent string

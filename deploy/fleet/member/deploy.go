@@ -140,19 +140,25 @@ func (a *Agent) registry(ctx context.Context) (string, registry.Registry, error)
 	return host, reg, nil
 }
 
-// receipt is the receipt (its JSON) of what the registry holds under
-// prefix: the package's repository for a bundle (a delta is completed
-// in the repository the package is pushed to, and nowhere else), all of
-// it ("") for a report. Receipts are kept until a deploy or a deletion
-// makes them stale, or for ReceiptMaxAge.
-func (a *Agent) receipt(ctx context.Context, host string, reg registry.Registry, prefix string) ([]byte, error) {
+// receipt is the receipt (its JSON) of what the registry holds in
+// repository: the package's own for a bundle (a delta is completed in the
+// repository the package is pushed to, and nowhere else — not even one
+// under it), all of it ("") for a report. Receipts are kept until a
+// deploy or a deletion makes them stale, or for ReceiptMaxAge.
+func (a *Agent) receipt(ctx context.Context, host string, reg registry.Registry, repository string) ([]byte, error) {
 	if a.st.stale {
 		a.st.receipts, a.st.stale = nil, false
 	}
-	if r, ok := a.st.receipts[prefix]; ok && a.now().Sub(r.at) < ReceiptMaxAge {
+	if r, ok := a.st.receipts[repository]; ok && a.now().Sub(r.at) < ReceiptMaxAge {
 		return r.data, nil
 	}
-	rc, err := artifact.HaveRegistry(ctx, reg, host, prefix)
+	var rc *artifact.Receipt
+	var err error
+	if repository == "" {
+		rc, err = artifact.HaveRegistry(ctx, reg, host, "")
+	} else {
+		rc, err = artifact.HaveRepository(ctx, reg, host+"/"+repository, repository)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("list what the registry holds: %w", err)
 	}
@@ -163,7 +169,7 @@ func (a *Agent) receipt(ctx context.Context, host string, reg registry.Registry,
 	if a.st.receipts == nil {
 		a.st.receipts = map[string]receipt{}
 	}
-	a.st.receipts[prefix] = receipt{data: data, at: a.now()}
+	a.st.receipts[repository] = receipt{data: data, at: a.now()}
 	return data, nil
 }
 

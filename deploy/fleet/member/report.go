@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -33,6 +34,16 @@ const maxHeartbeatReceipt = wire.MaxReport - 512<<10
 // placement put there first, at most wire.MaxPackages. A cluster without
 // the Package API has none.
 func packagesOf(ctx context.Context, pc client.Client, ns string) ([]v1alpha1.MemberPackage, error) {
+	pkgs, err := listPackages(ctx, pc, ns)
+	if err != nil {
+		return nil, err
+	}
+	return memberPackages(pkgs), nil
+}
+
+// listPackages lists the Packages of ns in a report's order, at most
+// wire.MaxPackages.
+func listPackages(ctx context.Context, pc client.Client, ns string) ([]pkgapi.Package, error) {
 	var list pkgapi.PackageList
 	if err := pc.List(ctx, &list, client.InNamespace(ns)); err != nil {
 		if meta.IsNoMatchError(err) {
@@ -40,26 +51,71 @@ func packagesOf(ctx context.Context, pc client.Client, ns string) ([]v1alpha1.Me
 		}
 		return nil, fmt.Errorf("list the Packages of %s: %w", ns, err)
 	}
-	out := make([]v1alpha1.MemberPackage, 0, len(list.Items))
-	for i := range list.Items {
-		out = append(out, memberPackage(&list.Items[i]))
+	pkgs := list.Items
+	slices.SortFunc(pkgs, func(x, y pkgapi.Package) int {
+		return reportOrder(x.Labels[LabelPlacement], x.Name, y.Labels[LabelPlacement], y.Name)
+	})
+	return pkgs[:min(len(pkgs), wire.MaxPackages)], nil
+}
+
+func memberPackages(pkgs []pkgapi.Package) []v1alpha1.MemberPackage {
+	out := make([]v1alpha1.MemberPackage, 0, len(pkgs))
+	for i := range pkgs {
+		out = append(out, memberPackage(&pkgs[i]))
 	}
-	return boundPackages(out), nil
+	return out
 }
 
 // boundPackages sorts packages by name, those a placement put there
 // first, and keeps at most wire.MaxPackages.
 func boundPackages(pkgs []v1alpha1.MemberPackage) []v1alpha1.MemberPackage {
-	slices.SortFunc(pkgs, func(x, y v1alpha1.MemberPackage) int {
-		if (x.Placement == "") != (y.Placement == "") {
-			if x.Placement != "" {
-				return -1
-			}
-			return 1
-		}
-		return strings.Compare(x.Name, y.Name)
-	})
+	slices.SortFunc(pkgs, func(x, y v1alpha1.MemberPackage) int { return reportOrder(x.Placement, x.Name, y.Placement, y.Name) })
 	return pkgs[:min(len(pkgs), wire.MaxPackages)]
+}
+
+// reportOrder orders packages by name, those a placement put there first.
+func reportOrder(xPlacement, xName, yPlacement, yName string) int {
+	if (xPlacement == "") != (yPlacement == "") {
+		if xPlacement != "" {
+			return -1
+		}
+		return 1
+	}
+	return strings.Compare(xName, yName)
+}
+
+// maxReportPayload is the most of a report's JSON a report file holds: the
+// file (wire.MaxReportFile) carries it in base64, with its signature and,
+// added by WriteReport, the site's public key, token and labels.
+const maxReportPayload = (wire.MaxReportFile - 256<<10) / 4 * 3
+
+// repositoryReceipts makes the receipt of the repository each of pkgs
+// names (artifact.HaveRepository; each repository once), in pkgs' order,
+// as long as they fit in budget bytes of the report's JSON. One left out
+// costs the bundle of its package the bytes the site holds already, never
+// the bundle: the centre makes it against no receipt.
+func repositoryReceipts(ctx context.Context, reg registry.Registry, name string, pkgs []pkgapi.Package, budget int) (map[string]json.RawMessage, error) {
+	out := map[string]json.RawMessage{}
+	for i := range pkgs {
+		repo := pkgs[i].Spec.Repository
+		if _, done := out[repo]; done || repo == "" {
+			continue
+		}
+		rc, err := artifact.HaveRepository(ctx, reg, name+"/"+repo, repo)
+		if err != nil {
+			return nil, fmt.Errorf("list what repository %s holds: %w", repo, err)
+		}
+		data, err := json.Marshal(rc)
+		if err != nil {
+			return nil, err
+		}
+		// "repo":{…}, as the report's JSON writes it.
+		if need := len(data) + len(repo) + 4; need <= budget {
+			budget -= need
+			out[repo] = data
+		}
+	}
+	return out, nil
 }
 
 // report is the agent's heartbeat: its Packages with what it knows of the
@@ -91,8 +147,9 @@ func (a *Agent) report(ctx context.Context, s *state) (*wire.Report, string, err
 // Report is what the member of namespace ns reports now: its name (its
 // Secret's, if it has one), every Package of ns (with the placement that
 // put it there, its version, digest, Ready, and the controller's refusal),
-// and, when reg is set, the receipt of what the in-cluster registry holds
-// (reg reaching it, as the agent or a tunnel does).
+// and, when reg is set (reaching the in-cluster registry, as the agent or
+// a tunnel does), the receipt of what that registry holds and one of the
+// repository each Package names (wire.Report.Repositories).
 func Report(ctx context.Context, cs kubernetes.Interface, pc client.Client, ns string, reg registry.Registry) (*wire.Report, error) {
 	rep := &wire.Report{}
 	s, err := readState(ctx, cs, ns)
@@ -102,17 +159,28 @@ func Report(ctx context.Context, cs kubernetes.Interface, pc client.Client, ns s
 	case !errors.Is(err, ErrNotMember):
 		return nil, err
 	}
-	if rep.Packages, err = packagesOf(ctx, pc, ns); err != nil {
+	pkgs, err := listPackages(ctx, pc, ns)
+	if err != nil {
 		return nil, err
 	}
-	if reg != nil {
-		rc, err := artifact.HaveRegistry(ctx, reg, cluster.RegistryName+"."+ns, "")
-		if err != nil {
-			return nil, fmt.Errorf("list what the registry holds: %w", err)
-		}
-		if rep.Receipt, err = rc.Marshal(); err != nil {
-			return nil, err
-		}
+	rep.Packages = memberPackages(pkgs)
+	if reg == nil {
+		return rep, nil
+	}
+	name := cluster.RegistryName + "." + ns
+	rc, err := artifact.HaveRegistry(ctx, reg, name, "")
+	if err != nil {
+		return nil, fmt.Errorf("list what the registry holds: %w", err)
+	}
+	if rep.Receipt, err = rc.Marshal(); err != nil {
+		return nil, err
+	}
+	sofar, err := json.Marshal(rep)
+	if err != nil {
+		return nil, err
+	}
+	if rep.Repositories, err = repositoryReceipts(ctx, reg, name, pkgs, maxReportPayload-len(sofar)); err != nil {
+		return nil, err
 	}
 	return rep, nil
 }

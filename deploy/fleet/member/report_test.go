@@ -79,6 +79,14 @@ func TestWriteReport(t *testing.T) {
 	if err != nil || rc.Blobs[digest.Digest(appd)] == 0 {
 		t.Fatalf("the report's receipt does not hold app: %v", err)
 	}
+	// A receipt of the repository the Package names: what a bundle of app
+	// is made against.
+	if len(rep.Repositories) != 1 || rep.Repositories["app"] == nil {
+		t.Fatalf("the report's receipts of repositories: %d", len(rep.Repositories))
+	}
+	if rc, err := artifact.ParseReceipt(rep.Repositories["app"]); err != nil || rc.Blobs[digest.Digest(appd)] == 0 {
+		t.Fatalf("the report's receipt of repository app does not hold app: %v", err)
+	}
 
 	// The payload changed after signing.
 	var raw wire.SignedReport
@@ -104,7 +112,7 @@ func TestWriteReport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep3.PublicKey != "" || rep3.Token != "" || rep3.Receipt != nil {
+	if rep3.PublicKey != "" || rep3.Token != "" || rep3.Receipt != nil || rep3.Repositories != nil {
 		t.Fatalf("a later report: key %v, token %v, receipt %v", rep3.PublicKey != "", rep3.Token != "", rep3.Receipt != nil)
 	}
 	if after, _ := ReadStatus(ctx, m.cs, ns); after.PublicKey != st.PublicKey {
@@ -151,4 +159,51 @@ func mustKey(t *testing.T, pem []byte) *artifact.PublicKey {
 		t.Fatal(err)
 	}
 	return k
+}
+
+// TestRepositoryReceipts: a receipt per repository the Packages name, of
+// that repository alone (not app/tools under app), each once; those that
+// do not fit in the report are left out, not the report.
+func TestRepositoryReceipts(t *testing.T) {
+	ctx := context.Background()
+	ours := newSigner(t)
+	m := newMember(t, ours.pub)
+	reg, err := artifact.RemoteOptions{}.Registry(m.host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	app, appd := buildPackage(t, "app", "1.0.0", "a = 1\n", ours)
+	tools, toolsd := buildPackage(t, "tools", "1.0.0", "t = 1\n", ours)
+	for ref, path := range map[string]string{"app:1.0.0": app, "app/tools:1.0.0": tools} {
+		r, err := artifact.Open(ctx, path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := artifact.Push(ctx, r, m.host+"/"+ref, artifact.PushOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pkg := func(name, repo string) pkgapi.Package {
+		return pkgapi.Package{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: pkgapi.PackageSpec{Repository: repo}}
+	}
+	pkgs := []pkgapi.Package{pkg("app", "app"), pkg("again", "app"), pkg("gone", "gone")}
+	got, err := repositoryReceipts(ctx, reg, "reg", pkgs, maxReportPayload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got["app"] == nil || got["gone"] == nil {
+		t.Fatalf("receipts of %d repositories", len(got))
+	}
+	rc, err := artifact.ParseReceipt(got["app"])
+	if err != nil || rc.Blobs[digest.Digest(appd)] == 0 || rc.Blobs[digest.Digest(toolsd)] != 0 {
+		t.Fatalf("the receipt of app: %d blobs, app's root %v, app/tools' root %v, %v", len(rc.Blobs), rc.Blobs[digest.Digest(appd)] != 0, rc.Blobs[digest.Digest(toolsd)] != 0, err)
+	}
+	if rc, err := artifact.ParseReceipt(got["gone"]); err != nil || len(rc.Blobs) != 0 {
+		t.Fatalf("the receipt of a repository the registry does not hold: %v", err)
+	}
+	// Room for gone's (empty) receipt only: app's is left out.
+	small, err := repositoryReceipts(ctx, reg, "reg", pkgs, len(got["gone"])+len("gone")+4)
+	if err != nil || len(small) != 1 || small["gone"] == nil {
+		t.Fatalf("receipts within a small budget: %d, %v", len(small), err)
+	}
 }

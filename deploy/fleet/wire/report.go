@@ -73,6 +73,9 @@ func OpenReport(data []byte) (*SignedReport, *Report, error) {
 	if len(r.Packages) > MaxPackages {
 		return nil, nil, fmt.Errorf("the report lists %d packages, more than %d", len(r.Packages), MaxPackages)
 	}
+	if len(r.Repositories) > MaxPackages {
+		return nil, nil, fmt.Errorf("the report carries receipts of %d repositories, more than %d", len(r.Repositories), MaxPackages)
+	}
 	return &sr, &r, nil
 }
 

@@ -72,6 +72,16 @@ type Report struct {
 	// Receipt is what its registry holds (artifact.Receipt's JSON); in a
 	// heartbeat only when it changed since the last one.
 	Receipt json.RawMessage `json:"receipt,omitempty"`
+	// Repositories are receipts of single repositories of its registry
+	// (repository → artifact.Receipt's JSON, artifact.HaveRepository):
+	// one of the repository each of its Packages names, at most
+	// MaxPackages, as many as fit in MaxReportFile with the rest. A delta
+	// is completed in the package's own repository and nowhere else, so a
+	// carried member's bundle is made against its repository's receipt.
+	// Nil (a heartbeat, an older ferry's report) says nothing of them;
+	// non-nil, even empty, says that a repository missing here has no
+	// receipt to count on: a bundle for it carries the whole package.
+	Repositories map[string]json.RawMessage `json:"repositories"`
 	// PublicKey and Token travel in a carried member's first report: the
 	// centre registers it with them.
 	PublicKey string            `json:"publicKey,omitempty"`

@@ -111,6 +111,11 @@ func newFleetBundleCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if res.WholeReceipt {
+				fmt.Fprintf(cmd.ErrOrStderr(), "ferry: warning: %s's last report carries no receipt of repository %s (an older ferry's report): "+
+					"the bundle leaves out what its whole registry holds, and its deploy refuses it if %s lacks any of that; "+
+					"a report from ferry at this version makes it exact\n", args[0], res.Package, res.Package)
+			}
 			if output.JSON() {
 				return cli.WriteJSON(cmd.OutOrStdout(), res)
 			}

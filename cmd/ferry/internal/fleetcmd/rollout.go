@@ -119,7 +119,7 @@ func newFleetPromoteCmd() *cobra.Command {
 	output.Register(cmd)
 	remote.Register(cmd)
 	cmd.Flags().StringVar(&repository, "repository", "", "the package's repository in the centre's registry (makes the track if it is new)")
-	cmd.Flags().StringVar(&pkgName, "package", "", "the Package's name at members (default: the repository's last element)")
+	cmd.Flags().StringVar(&pkgName, "package", "", "the package's own name, if the track is new: a version of another package is refused (members name the Package after the package itself)")
 	cmd.Flags().StringVar(&registry, "registry", "", "the centre's registry, to resolve a tag (host[:port])")
 	return cmd
 }

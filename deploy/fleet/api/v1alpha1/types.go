@@ -11,6 +11,8 @@
 package v1alpha1
 
 import (
+	"strings"
+
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -125,6 +127,13 @@ type MemberStatus struct {
 	ReceiptBlobs int `json:"receiptBlobs,omitempty"`
 	// +optional
 	ReceiptBytes int64 `json:"receiptBytes,omitempty"`
+	// Receipts is the digest of the manifest, beside Receipt in the
+	// centre's registry, that lists the receipts of its last report that
+	// carried any: Receipt's, and one per repository of its registry that
+	// its Packages name (what a carried member's bundle is made against).
+	// +kubebuilder:validation:Pattern=`^sha256:[a-f0-9]{64}$`
+	// +optional
+	Receipts string `json:"receipts,omitempty"`
 	// Conditions: Ready, Stale.
 	// +listType=map
 	// +listMapKey=type
@@ -229,8 +238,9 @@ type ReleaseTrackSpec struct {
 	// +kubebuilder:validation:MaxLength=255
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]+((\.|_|__|-+)[a-z0-9]+)*(/[a-z0-9]+((\.|_|__|-+)[a-z0-9]+)*)*$`
 	Repository string `json:"repository"`
-	// Package is the Package's name at members; the repository's last
-	// path element if empty.
+	// Package, if set, is the package's own name (its ferry.json's): a
+	// version of another package is refused on the track's channels. The
+	// Package's name at members is the package's own name (PackageName).
 	// +kubebuilder:validation:MaxLength=63
 	// +optional
 	Package string `json:"package,omitempty"`
@@ -253,6 +263,27 @@ type Channel struct {
 	// Version is the package's version at Digest.
 	// +optional
 	Version string `json:"version,omitempty"`
+	// Package is the package's own name at Digest (its ferry.json's, as
+	// its root's annotations carry it): the Package's name at members.
+	// +kubebuilder:validation:MaxLength=63
+	// +optional
+	Package string `json:"package,omitempty"`
+}
+
+// PackageName is the Package's name at the track's members: the package's
+// own name as its channels recorded it when their versions were promoted,
+// else spec.package, else (a track with no version promoted since channels
+// recorded it) the repository's last path element.
+func (t *ReleaseTrack) PackageName() string {
+	for _, ch := range t.Spec.Channels {
+		if ch.Package != "" {
+			return ch.Package
+		}
+	}
+	if t.Spec.Package != "" {
+		return t.Spec.Package
+	}
+	return t.Spec.Repository[strings.LastIndex(t.Spec.Repository, "/")+1:]
 }
 
 // ReleaseTrackStatus keeps a track's promotions.
