@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
@@ -35,11 +36,26 @@ func (c *Centre) Reconcile(ctx context.Context) error {
 	for i := range f.groups {
 		errs = append(errs, c.reconcileGroup(ctx, f, &f.groups[i]))
 	}
+	// Members' conditions last, several at a time: a rollout's start
+	// flips every member's Ready, and a pass must not keep the next
+	// one's placements waiting behind 1,000 writes in a row.
+	merrs := make([]error, len(f.members))
+	sem := make(chan struct{}, memberWriters)
+	var wg sync.WaitGroup
 	for i := range f.members {
-		errs = append(errs, c.reconcileMember(ctx, f, &f.members[i], now))
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			merrs[i] = c.reconcileMember(ctx, f, &f.members[i], now)
+		}()
 	}
-	return errors.Join(errs...)
+	wg.Wait()
+	return errors.Join(append(errs, merrs...)...)
 }
+
+// memberWriters bounds the members' status writes of a pass in flight.
+const memberWriters = 16
 
 // reconcilePlacement steps p's rollout and writes its status if it
 // changed.

@@ -176,6 +176,10 @@ the delta from what its registry holds.`,
 			if err != nil {
 				return err
 			}
+			// The centre is the API server's main client of the fleet's
+			// objects: a rollout's start writes every member's status.
+			cfg = rest.CopyConfig(cfg)
+			cfg.QPS, cfg.Burst = 500, 1000
 			mgmt, err := ctrlcluster.New(cfg, func(o *ctrlcluster.Options) {
 				o.Scheme = s
 				o.Cache.DefaultNamespaces = map[string]cache.Config{c.Namespace: {}}
