@@ -13,10 +13,9 @@ import (
 
 func newFleetImportCmd() *cobra.Command {
 	var (
-		f        centreFlags
-		output   cli.OutputFlag
-		registry string
-		remote   cli.RemoteFlags
+		f      centreFlags
+		output cli.OutputFlag
+		reg    registryFlags
 	)
 	cmd := &cobra.Command{
 		Use:     "import REPORT",
@@ -31,14 +30,9 @@ func newFleetImportCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if registry == "" {
-				return errors.New("--registry is required: the centre's registry keeps the member's receipt")
-			}
-			ro, err := remote.Options(cmd, registry)
-			if err != nil {
+			if err := reg.set(cmd, c, "the centre's registry keeps the member's receipt"); err != nil {
 				return err
 			}
-			c.Registry, c.Remote = registry, ro
 			data, err := readReportFile(args[0])
 			if err != nil {
 				return err
@@ -56,20 +50,18 @@ func newFleetImportCmd() *cobra.Command {
 	}
 	f.register(cmd)
 	output.Register(cmd)
-	remote.Register(cmd)
-	cmd.Flags().StringVar(&registry, "registry", "", "the centre's registry (host[:port])")
+	reg.register(cmd, "the centre's registry (host[:port])")
 	return cmd
 }
 
 func newFleetBundleCmd() *cobra.Command {
 	var (
-		f        centreFlags
-		output   cli.OutputFlag
-		file     cli.FileFlag
-		pkgName  string
-		registry string
-		remote   cli.RemoteFlags
-		spool    string
+		f       centreFlags
+		output  cli.OutputFlag
+		file    cli.FileFlag
+		pkgName string
+		reg     registryFlags
+		spool   string
 	)
 	cmd := &cobra.Command{
 		Use:   "bundle MEMBER -f FILE",
@@ -92,14 +84,9 @@ func newFleetBundleCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if registry == "" {
-				return errors.New("--registry is required: the centre's registry holds the packages")
-			}
-			ro, err := remote.Options(cmd, registry)
-			if err != nil {
+			if err := reg.set(cmd, c, "the centre's registry holds the packages"); err != nil {
 				return err
 			}
-			c.Registry, c.Remote = registry, ro
 			if spool == "" {
 				if spool, err = os.MkdirTemp("", "ferry-fleet-"); err != nil {
 					return err
@@ -126,9 +113,8 @@ func newFleetBundleCmd() *cobra.Command {
 	f.register(cmd)
 	output.Register(cmd)
 	file.Register(cmd, "the bundle to write (.tar.zst)")
-	remote.Register(cmd)
+	reg.register(cmd, "the centre's registry (host[:port])")
 	cmd.Flags().StringVar(&pkgName, "package", "", "the package, when several are placed on the member")
-	cmd.Flags().StringVar(&registry, "registry", "", "the centre's registry (host[:port])")
 	cmd.Flags().StringVar(&spool, "spool", "", "folder for the package pulled (default: a temporary one)")
 	return cmd
 }

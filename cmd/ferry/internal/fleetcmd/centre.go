@@ -118,8 +118,7 @@ func newFleetServeCmd() *cobra.Command {
 		f        centreFlags
 		addr     string
 		hosts    []string
-		registry string
-		remote   cli.RemoteFlags
+		reg      registryFlags
 		spool    string
 		interval time.Duration
 		noCRDs   bool
@@ -142,17 +141,13 @@ the delta from what its registry holds.`,
 			if err != nil {
 				return err
 			}
-			if registry == "" {
-				return errors.New("--registry is required: the registry the tracks' packages are in")
+			if err := reg.set(cmd, c, "the registry the tracks' packages are in"); err != nil {
+				return err
 			}
 			if interval < member.MinInterval || interval > member.MaxInterval {
 				return fmt.Errorf("--interval %s: members keep a heartbeat of %s to %s", interval, member.MinInterval, member.MaxInterval)
 			}
-			ro, err := remote.Options(cmd, registry)
-			if err != nil {
-				return err
-			}
-			c.Registry, c.Remote, c.Interval, c.Logger = registry, ro, interval, deps.Logger(cmd)
+			c.Interval, c.Logger = interval, deps.Logger(cmd)
 			if spool == "" {
 				if spool, err = os.MkdirTemp("", "ferry-fleet-"); err != nil {
 					return err
@@ -230,10 +225,9 @@ the delta from what its registry holds.`,
 		},
 	}
 	f.register(cmd)
-	remote.Register(cmd)
 	cmd.Flags().StringVar(&addr, "addr", ":8443", "where to listen (HTTPS)")
 	cmd.Flags().StringSliceVar(&hosts, "host", nil, "a name or address members reach the centre by (repeatable; in its certificate)")
-	cmd.Flags().StringVar(&registry, "registry", "", "the centre's registry (host[:port]): the tracks' packages")
+	reg.register(cmd, "the centre's registry (host[:port]): the tracks' packages")
 	cmd.Flags().StringVar(&spool, "spool", "", "folder for packages pulled and bundles being written (default: a temporary one)")
 	cmd.Flags().DurationVar(&interval, "interval", wire.DefaultInterval, "the members' heartbeat")
 	cmd.Flags().BoolVar(&noCRDs, "no-crds", false, "do not apply the fleet's CRDs (they are applied already)")

@@ -5,8 +5,11 @@
 package fleetcmd
 
 import (
+	"fmt"
 	"log/slog"
 
+	"github.com/ferrypkg/ferry/cmd/ferry/internal/cli"
+	"github.com/ferrypkg/ferry/deploy/fleet/centre"
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -46,4 +49,32 @@ var deps Deps
 func New(d Deps) *cobra.Command {
 	deps = d
 	return newFleetCmd()
+}
+
+// registryFlags name the centre's registry and how to reach it.
+type registryFlags struct {
+	host   string
+	remote cli.RemoteFlags
+}
+
+func (f *registryFlags) register(cmd *cobra.Command, usage string) {
+	f.remote.Register(cmd)
+	cmd.Flags().StringVar(&f.host, "registry", "", usage)
+}
+
+// set gives c the registry; without --registry it is an error saying why
+// (need), or nothing when need is empty.
+func (f *registryFlags) set(cmd *cobra.Command, c *centre.Centre, need string) error {
+	if f.host == "" {
+		if need == "" {
+			return nil
+		}
+		return fmt.Errorf("--registry is required: %s", need)
+	}
+	ro, err := f.remote.Options(cmd, f.host)
+	if err != nil {
+		return err
+	}
+	c.Registry, c.Remote = f.host, ro
+	return nil
 }

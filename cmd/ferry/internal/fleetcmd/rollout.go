@@ -69,8 +69,7 @@ func newFleetPromoteCmd() *cobra.Command {
 		output     cli.OutputFlag
 		repository string
 		pkgName    string
-		registry   string
-		remote     cli.RemoteFlags
+		reg        registryFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "promote TRACK CHANNEL DIGEST|TAG",
@@ -87,12 +86,8 @@ func newFleetPromoteCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if registry != "" {
-				ro, err := remote.Options(cmd, registry)
-				if err != nil {
-					return err
-				}
-				c.Registry, c.Remote = registry, ro
+			if err := reg.set(cmd, c, ""); err != nil {
+				return err
 			}
 			ctx := cmd.Context()
 			if repository != "" {
@@ -117,10 +112,9 @@ func newFleetPromoteCmd() *cobra.Command {
 	}
 	f.register(cmd)
 	output.Register(cmd)
-	remote.Register(cmd)
 	cmd.Flags().StringVar(&repository, "repository", "", "the package's repository in the centre's registry (makes the track if it is new)")
 	cmd.Flags().StringVar(&pkgName, "package", "", "the package's own name, if the track is new: a version of another package is refused (members name the Package after the package itself)")
-	cmd.Flags().StringVar(&registry, "registry", "", "the centre's registry, to resolve a tag (host[:port])")
+	reg.register(cmd, "the centre's registry, to read the version's name and version (host[:port])")
 	return cmd
 }
 
