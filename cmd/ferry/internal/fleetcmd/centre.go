@@ -390,13 +390,19 @@ func orDash(s string) string {
 }
 
 func newFleetRevokeCmd() *cobra.Command {
-	var f centreFlags
+	var (
+		f      centreFlags
+		output cli.OutputFlag
+	)
 	cmd := &cobra.Command{
 		Use:     "revoke MEMBER",
 		Short:   "Cut a member off: its next request is refused",
 		Example: `  ferry fleet revoke site-7`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := output.Validate(); err != nil {
+				return err
+			}
 			c, _, err := f.centreOf()
 			if err != nil {
 				return err
@@ -404,10 +410,19 @@ func newFleetRevokeCmd() *cobra.Command {
 			if err := c.Revoke(cmd.Context(), args[0]); err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "revoked %s\n", args[0])
-			return nil
+			return say(cmd, output, map[string]any{"member": args[0], "revoked": true}, "revoked "+args[0])
 		},
 	}
 	f.register(cmd)
+	output.Register(cmd)
 	return cmd
+}
+
+// say prints v as JSON with -o json, else the line text.
+func say(cmd *cobra.Command, output cli.OutputFlag, v any, text string) error {
+	if output.JSON() {
+		return cli.WriteJSON(cmd.OutOrStdout(), v)
+	}
+	_, err := fmt.Fprintln(cmd.OutOrStdout(), text)
+	return err
 }

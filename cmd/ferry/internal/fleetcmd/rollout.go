@@ -24,6 +24,7 @@ import (
 func newFleetGroupCmd() *cobra.Command {
 	var (
 		f        centreFlags
+		output   cli.OutputFlag
 		selector string
 	)
 	cmd := &cobra.Command{
@@ -33,6 +34,9 @@ func newFleetGroupCmd() *cobra.Command {
   ferry fleet group ships --selector 'site in (ship-1,ship-2)'`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := output.Validate(); err != nil {
+				return err
+			}
 			c, _, err := f.centreOf()
 			if err != nil {
 				return err
@@ -54,11 +58,11 @@ func newFleetGroupCmd() *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("group %s: %w", args[0], err)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "group %s selects %s\n", args[0], selector)
-			return nil
+			return say(cmd, output, g, fmt.Sprintf("group %s selects %s", args[0], selector))
 		},
 	}
 	f.register(cmd)
+	output.Register(cmd)
 	cmd.Flags().StringVar(&selector, "selector", "", "a label selector (kubectl's syntax); empty selects every member")
 	return cmd
 }
@@ -141,6 +145,7 @@ func ensureTrack(ctx context.Context, c *centre.Centre, name, repository, pkgNam
 func newFleetPlaceCmd() *cobra.Command {
 	var (
 		f            centreFlags
+		output       cli.OutputFlag
 		track        string
 		channel      string
 		digest       string
@@ -160,6 +165,9 @@ func newFleetPlaceCmd() *cobra.Command {
   ferry fleet place shop --track shop --channel beta --group lab --group ships=replicas=1`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := output.Validate(); err != nil {
+				return err
+			}
 			c, _, err := f.centreOf()
 			if err != nil {
 				return err
@@ -222,11 +230,11 @@ func newFleetPlaceCmd() *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("placement %s: %w", args[0], err)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "placement %s: track %s on %s\n", args[0], track, strings.Join(groups, ", "))
-			return nil
+			return say(cmd, output, p, fmt.Sprintf("placement %s: track %s on %s", args[0], track, strings.Join(groups, ", ")))
 		},
 	}
 	f.register(cmd)
+	output.Register(cmd)
 	fl := cmd.Flags()
 	fl.StringVar(&track, "track", "", "the release track")
 	fl.StringVar(&channel, "channel", "", "the track's channel to follow")
@@ -316,13 +324,19 @@ func short(d string) string {
 }
 
 func newFleetRollbackCmd() *cobra.Command {
-	var f centreFlags
+	var (
+		f      centreFlags
+		output cli.OutputFlag
+	)
 	cmd := &cobra.Command{
 		Use:     "rollback PLACEMENT",
 		Short:   "Return a placement's members to its previous version (pins it; all at once)",
 		Example: `  ferry fleet rollback shop-prod`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := output.Validate(); err != nil {
+				return err
+			}
 			c, cfg, err := f.centreOf()
 			if err != nil {
 				return err
@@ -331,10 +345,10 @@ func newFleetRollbackCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "placement %s pinned to %s\n", p.Name, p.Spec.Digest)
-			return nil
+			return say(cmd, output, p, fmt.Sprintf("placement %s pinned to %s", p.Name, p.Spec.Digest))
 		},
 	}
 	f.register(cmd)
+	output.Register(cmd)
 	return cmd
 }
