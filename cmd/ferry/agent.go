@@ -73,6 +73,7 @@ Outside a Pod, --kubeconfig (or $KUBECONFIG) names the cluster.`,
 			log := jsonLogger(cmd, verbose)
 			state := &rollout.State{Client: cs, Namespace: namespace}
 			cache := &agent.Cache{Source: state, Registry: registry, RequireKnown: requireKnown}
+			go agent.WatchRecords(cmd.Context(), cs, namespace, rollout.LabelPackage, cache.Invalidate)
 			copies := &agent.PullSecrets{Client: cs, Namespace: namespace, Name: pullSecret}
 			wh := &agent.Webhook{
 				Rewriter: cache.Rewriter, Refresh: cache.Refresh,

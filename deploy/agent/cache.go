@@ -92,3 +92,11 @@ func (c *Cache) load(ctx context.Context) (*Rewriter, error) {
 	}
 	return rw, nil
 }
+
+// Invalidate drops what the cache read: the next Rewriter reads again. A
+// package removed (or deployed) must not be rewritten to for MaxAge more.
+func (c *Cache) Invalidate() {
+	c.mu.Lock()
+	c.rw = nil
+	c.mu.Unlock()
+}
