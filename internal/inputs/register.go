@@ -382,7 +382,7 @@ func answers() []Entry {
 
 // fleetTest feeds the fleet centre's requests and stored answers their
 // hostile cases.
-const fleetTest = "deploy/fleet/centre TestHostileRequests, FuzzHandler, TestJoin, TestSync, TestBundle, TestImport, TestBundleStoredReceiptsHostile"
+const fleetTest = "deploy/fleet/centre TestHostileRequests, TestSyncBomb, FuzzHandler, TestJoin, TestSync, TestBundle, TestImport, TestBundleStoredReceiptsHostile"
 
 func requests() []Entry {
 	return []Entry{
@@ -392,7 +392,7 @@ func requests() []Entry {
 		{Where: "request dashboard", Kind: Request, Bound: "Host header checked; uploads as the agent's; login slowed after wrong passwords; a fleet report imported: at most 96 MiB (wire.MaxReportFile), its form read as a stream", Test: "deploy/dashboard tests"},
 		{Where: "request registry", Kind: Request, Bound: "distribution's own bounds; wrong passwords slowed (internal/authlimit)", Test: "conformance suite"},
 		{Where: "request fleet join", Kind: Request, Bound: "a body of at most 64 KiB (wire.MaxJoinRequest); the name, labels and public key checked before the token is looked at; the token's secret compared by its SHA-256 in constant time, its expiry and uses checked, a use taken with optimistic concurrency", Test: fleetTest},
-		{Where: "request fleet sync", Kind: Request, Bound: "the member's credential compared by its SHA-256 in constant time against its Member, read on every request (revoked or deleted: 403); a body of at most 4 MiB (wire.MaxReport): at most 256 packages, names and digests checked, free text cut to a line; the receipt's every digest checked; at most 256 receipts of repositories, each named as a repository and checked as the receipt", Test: fleetTest},
+		{Where: "request fleet sync", Kind: Request, Bound: "the member's credential compared by its SHA-256 in constant time against its Member, read on every request (revoked or deleted: 403); a body of at most 4 MiB (wire.MaxReport): at most 256 packages, 256 receipts of repositories and 64 labels, counted before any is decoded (413), names and digests checked, free text cut to a line; the receipt's every digest checked; at most 256 receipts of repositories, each named as a repository and checked as the receipt", Test: fleetTest},
 		{Where: "request fleet bundle", Kind: Request, Bound: "the credential as sync's; a body of at most 64 MiB + 64 KiB (wire.MaxBundleRequest); only a repository@digest of the member's own desired state; the receipt's every digest checked; two deltas made at once, the rest wait", Test: fleetTest},
 	}
 }

@@ -131,7 +131,11 @@ func readJSON(w http.ResponseWriter, r *http.Request, limit int64, what string, 
 	case len(data) == 0:
 		return refuse(http.StatusBadRequest, nil, "the %s is empty: send it as JSON", what)
 	}
-	if err := json.Unmarshal(data, v); err != nil {
+	var bound *wire.BoundError
+	switch err := json.Unmarshal(data, v); {
+	case errors.As(err, &bound):
+		return refuse(http.StatusRequestEntityTooLarge, nil, "%v", err)
+	case err != nil:
 		return refuse(http.StatusBadRequest, nil, "the %s is not JSON of its shape: %v", what, err)
 	}
 	return nil

@@ -181,8 +181,8 @@ func memberLabels(asked, token map[string]string) (map[string]string, error) {
 
 // checkLabels refuses labels Kubernetes would not take.
 func checkLabels(labels map[string]string) error {
-	if len(labels) > 64 {
-		return fmt.Errorf("%d labels, more than 64", len(labels))
+	if len(labels) > wire.MaxLabels {
+		return fmt.Errorf("%d labels, more than %d", len(labels), wire.MaxLabels)
 	}
 	for k, v := range labels {
 		if errs := validation.IsQualifiedName(k); len(errs) > 0 {

@@ -45,7 +45,7 @@ const SecretType corev1.SecretType = "ferry.dev/fleet-member"
 const LabelPlacement = "fleet.ferry.dev/placement"
 
 // MaxLabels bounds a member's labels.
-const MaxLabels = 64
+const MaxLabels = wire.MaxLabels
 
 // The keys of the Secret.
 const (
