@@ -1,11 +1,17 @@
 package centre_test
 
 import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"runtime"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/ferrypkg/ferry/deploy/fleet/api/v1alpha1"
 	"github.com/ferrypkg/ferry/deploy/fleet/centre"
 	"github.com/ferrypkg/ferry/deploy/fleet/wire"
 )
@@ -44,5 +50,136 @@ func TestSyncBomb(t *testing.T) {
 	}
 	if w.member("m").ResourceVersion != rv {
 		t.Error("the refused report changed the member")
+	}
+}
+
+// TestJoinNameOracle: without a token the centre says nothing of which
+// members exist: a join with a wrong or unknown token under a member's
+// name is refused for its token (401), as under any other name. With a
+// right token, a taken name is 409 and takes no use of it.
+func TestJoinNameOracle(t *testing.T) {
+	w := newWorld(t)
+	tok := w.token(centre.TokenOptions{Uses: 2})
+	w.join("taken", tok, nil)
+	parsed, _ := wire.ParseToken(tok)
+	parsed.Secret = strings.Repeat("ab", 32)
+	wrong := parsed.String()
+	parsed.ID = "zzzzzz"
+	unknown := parsed.String()
+	for _, token := range []string{wrong, unknown} {
+		for _, name := range []string{"taken", "free"} {
+			_, err := w.tryJoin(name, token, nil)
+			if status, msg := refusal(t, err); status != 401 || strings.Contains(msg, name) {
+				t.Errorf("join %s with a wrong token: %d %q, want 401 naming no member", name, status, msg)
+			}
+		}
+	}
+	_, err := w.tryJoin("taken", tok, nil)
+	if status, msg := refusal(t, err); status != 409 || !strings.Contains(msg, "member taken is already in the fleet") {
+		t.Errorf("a taken name with a right token: %d %q", status, msg)
+	}
+	if got := w.usesLeft(tok); got != "1" {
+		t.Errorf("uses left: %s, want 1 (a refused join takes none)", got)
+	}
+}
+
+// TestJoinLabels: a joining member may not ask for the labels the fleet
+// itself reads or Kubernetes reserves (fleet.ferry.dev/canary puts it in
+// every rollout's first wave): refused in one line, no use of the token
+// taken, nothing created. A token gives them; the token's labels win over
+// the member's (TestJoin); a carried member's first report is held to the
+// same.
+func TestJoinLabels(t *testing.T) {
+	w := newWorld(t)
+	tok := w.token(centre.TokenOptions{Uses: 3})
+	for _, key := range []string{v1alpha1.LabelCanary, "fleet.ferry.dev/placement", "ferry.dev/anything", "node-role.kubernetes.io/control-plane", "k8s.io/x"} {
+		_, err := w.tryJoin("greedy", tok, map[string]string{key: "true"})
+		if status, msg := refusal(t, err); status != 400 || !strings.Contains(msg, key) || !strings.Contains(msg, "the centre's to give") {
+			t.Errorf("asking for %s: %d %q", key, status, msg)
+		}
+		w.absent("greedy")
+	}
+	if got := w.usesLeft(tok); got != "3" {
+		t.Errorf("uses left: %s, want 3", got)
+	}
+	w.join("fine", tok, map[string]string{"example.com/tier": "edge", "kubernetes.io.example.com/x": "y"})
+
+	canaries := w.token(centre.TokenOptions{Labels: map[string]string{v1alpha1.LabelCanary: "true"}})
+	w.join("canary", canaries, map[string]string{v1alpha1.LabelCanary: "false"})
+	if got := w.member("canary").Labels[v1alpha1.LabelCanary]; got != "true" {
+		t.Errorf("the token's canary label: %q", got)
+	}
+
+	key, _ := wire.NewSiteKey()
+	pub, _ := key.PublicPEM()
+	rep := &wire.Report{Member: "ship", Created: w.now(), PublicKey: string(pub), Token: tok, Labels: map[string]string{v1alpha1.LabelCanary: "true"}}
+	data, err := wire.SignReport(rep, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.c.Import(t.Context(), data); err == nil || !strings.Contains(err.Error(), "the centre's to give") {
+		t.Errorf("a carried member's first report asking to be a canary: %v", err)
+	}
+	w.absent("ship")
+	if got := w.usesLeft(tok); got != "2" {
+		t.Errorf("uses left: %s, want 2", got)
+	}
+}
+
+// TestJoinNames: a member named as the centre's Secrets are (a token's,
+// the CA's) or as Kubernetes' own namespaces and objects joins as any
+// other: its name names a Member and its receipts' repository, nothing
+// else, so the token and the CA are untouched.
+func TestJoinNames(t *testing.T) {
+	w := newWorld(t)
+	tok := w.token(centre.TokenOptions{Uses: 5})
+	parsed, _ := wire.ParseToken(tok)
+	for _, name := range []string{centre.TokenSecretPrefix + parsed.ID, centre.CASecretName, "default", "kube-system", "kubernetes"} {
+		m := w.join(name, tok, nil)
+		if err := m.sync(t.Context()); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+	}
+	if got := w.usesLeft(tok); got != "0" {
+		t.Errorf("uses left: %s", got)
+	}
+	if _, err := w.tryJoin("late", tok, nil); err == nil {
+		t.Error("a used-up token still joins")
+	}
+	if _, _, err := w.c.EnsureCA(t.Context(), []string{"127.0.0.1"}); err != nil {
+		t.Errorf("the CA after members named like it: %v", err)
+	}
+}
+
+// TestJoinTokenIDs: joins with tokens of many ids the centre never made
+// (no token needed) leave nothing behind in the centre's memory.
+func TestJoinTokenIDs(t *testing.T) {
+	w := newWorld(t)
+	h := w.c.Handler()
+	key, _ := wire.NewSiteKey()
+	pub, _ := key.PublicPEM()
+	join := func(i int) {
+		tok := wire.Token{ID: fmt.Sprintf("%06d", i), Secret: strings.Repeat("a", 64), CA: w.pin}
+		body, _ := json.Marshal(wire.JoinRequest{Token: tok.String(), Name: "n", PublicKey: string(pub)})
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, wire.PathJoin, bytes.NewReader(body)))
+		if rec.Code != 401 {
+			t.Fatalf("join %d: %d %s", i, rec.Code, rec.Body)
+		}
+	}
+	join(0)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	const n = 20000
+	for i := 1; i <= n; i++ {
+		join(i)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	grew := int64(after.HeapAlloc) - int64(before.HeapAlloc)
+	t.Logf("%d joins with unknown token ids: the heap grew by %d KiB", n, grew>>10)
+	if grew > 512<<10 {
+		t.Errorf("%d refused joins kept %d KiB", n, grew>>10)
 	}
 }

@@ -112,7 +112,7 @@ type Centre struct {
 	Logger *slog.Logger
 
 	once       sync.Once
-	tokenLocks sync.Map // token id → *sync.Mutex
+	tokenLocks [tokenStripes]sync.Mutex // by token id (tokenLock)
 	kicks      chan struct{}
 	pulls      singleflight.Group
 	bundles    chan struct{}

@@ -92,14 +92,16 @@ func (c *Centre) register(ctx context.Context, sr *wire.SignedReport, rep *wire.
 	if err := wire.VerifyReport(sr, rep.PublicKey); err != nil {
 		return nil, fmt.Errorf("member %s's report: %w", rep.Member, err)
 	}
-	if _, err := memberLabels(rep.Labels, nil); err != nil {
+	if err := checkLabels(rep.Labels); err != nil {
 		return nil, fmt.Errorf("member %s's report: %w", rep.Member, err)
 	}
-	tokenLabels, tokenName, err := c.useToken(ctx, rep.Token)
-	if err != nil {
-		return nil, err
-	}
-	labels, err := memberLabels(rep.Labels, tokenLabels)
+	var labels map[string]string
+	_, tokenName, err := c.useToken(ctx, rep.Token, func(tokenLabels map[string]string) (err error) {
+		if labels, err = memberLabels(rep.Labels, tokenLabels); err != nil {
+			return fmt.Errorf("member %s's report: %w", rep.Member, err)
+		}
+		return nil
+	})
 	if err != nil {
 		return nil, err
 	}
