@@ -3,7 +3,6 @@ package centre_test
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
@@ -151,35 +150,74 @@ func TestJoinNames(t *testing.T) {
 	}
 }
 
-// TestJoinTokenIDs: joins with tokens of many ids the centre never made
-// (no token needed) leave nothing behind in the centre's memory.
-func TestJoinTokenIDs(t *testing.T) {
+// TestGuessing: a client whose tokens or credentials are refused again
+// and again is answered 429 with Retry-After before its next attempt is
+// looked at (internal/authlimit): joins by its address, syncs and bundles
+// by its address and the member its credential names, so that a guesser
+// behind a site's NAT does not lock out the site's other members. Its
+// successes, and the wait, let it in again.
+func TestGuessing(t *testing.T) {
 	w := newWorld(t)
+	tok := w.token(centre.TokenOptions{Uses: 3})
+	m := w.join("m", tok, nil)
+	other := w.join("other", tok, nil)
 	h := w.c.Handler()
 	key, _ := wire.NewSiteKey()
 	pub, _ := key.PublicPEM()
-	join := func(i int) {
-		tok := wire.Token{ID: fmt.Sprintf("%06d", i), Secret: strings.Repeat("a", 64), CA: w.pin}
-		body, _ := json.Marshal(wire.JoinRequest{Token: tok.String(), Name: "n", PublicKey: string(pub)})
-		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, wire.PathJoin, bytes.NewReader(body)))
-		if rec.Code != 401 {
-			t.Fatalf("join %d: %d %s", i, rec.Code, rec.Body)
+	parsed, _ := wire.ParseToken(tok)
+	parsed.Secret = strings.Repeat("ab", 32)
+	joinBody, _ := json.Marshal(wire.JoinRequest{Token: parsed.String(), Name: "n", PublicKey: string(pub)})
+	guess := "m." + strings.Repeat("0", 64)
+	send := func(from, path, cred string, body []byte) *httptest.ResponseRecorder {
+		req := httptest.NewRequest(http.MethodPost, path, bytes.NewReader(body))
+		req.RemoteAddr = from + ":4000"
+		if cred != "" {
+			req.Header.Set("Authorization", "Bearer "+cred)
 		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec
 	}
-	join(0)
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	const n = 20000
-	for i := 1; i <= n; i++ {
-		join(i)
+	report := func(mb *member) []byte { b, _ := json.Marshal(mb.report()); return b }
+
+	limited := func(what, from, path, cred string, body []byte, refused int) {
+		t.Helper()
+		for i := range 20 {
+			rec := send(from, path, cred, body)
+			switch rec.Code {
+			case refused:
+				continue
+			case http.StatusTooManyRequests:
+				if rec.Header().Get("Retry-After") == "" || !strings.Contains(rec.Body.String(), "too many refused") {
+					t.Errorf("%s: 429 %q without Retry-After", what, rec.Body)
+				}
+				if i < 5 {
+					t.Errorf("%s: slowed down after %d refusals", what, i)
+				}
+				return
+			default:
+				t.Fatalf("%s attempt %d: %d %s", what, i, rec.Code, rec.Body)
+			}
+		}
+		t.Errorf("%s: 20 refused attempts, never slowed down", what)
 	}
-	runtime.GC()
-	runtime.ReadMemStats(&after)
-	grew := int64(after.HeapAlloc) - int64(before.HeapAlloc)
-	t.Logf("%d joins with unknown token ids: the heap grew by %d KiB", n, grew>>10)
-	if grew > 512<<10 {
-		t.Errorf("%d refused joins kept %d KiB", n, grew>>10)
+	limited("joins with a wrong token", "192.0.2.1", wire.PathJoin, "", joinBody, 401)
+	limited("syncs with a guessed credential", "192.0.2.2", wire.PathSync, guess, report(m), 401)
+
+	// Others are not slowed down: another address's joins, and member m
+	// from another address, or another member from the guesser's.
+	if rec := send("192.0.2.9", wire.PathJoin, "", joinBody); rec.Code != 401 {
+		t.Errorf("a join from another address: %d", rec.Code)
+	}
+	if rec := send("192.0.2.9", wire.PathSync, m.cl.Credential, report(m)); rec.Code != 200 {
+		t.Errorf("member m from another address: %d %s", rec.Code, rec.Body)
+	}
+	if rec := send("192.0.2.2", wire.PathSync, other.cl.Credential, report(other)); rec.Code != 200 {
+		t.Errorf("another member from the guesser's address: %d %s", rec.Code, rec.Body)
+	}
+	// The wait over, it is heard again.
+	w.tick(10 * time.Minute)
+	if rec := send("192.0.2.2", wire.PathSync, m.cl.Credential, report(m)); rec.Code != 200 {
+		t.Errorf("member m after the wait: %d %s", rec.Code, rec.Body)
 	}
 }

@@ -30,6 +30,7 @@ import (
 	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/deploy/fleet/api/v1alpha1"
 	"github.com/ferrypkg/ferry/deploy/fleet/wire"
+	"github.com/ferrypkg/ferry/internal/authlimit"
 )
 
 // DefaultNamespace is where the fleet's objects live when Centre.Namespace
@@ -113,6 +114,7 @@ type Centre struct {
 
 	once       sync.Once
 	tokenLocks [tokenStripes]sync.Mutex // by token id (tokenLock)
+	guesses    *authlimit.Limiter
 	kicks      chan struct{}
 	pulls      singleflight.Group
 	bundles    chan struct{}
@@ -122,6 +124,7 @@ func (c *Centre) init() {
 	c.once.Do(func() {
 		c.kicks = make(chan struct{}, 1)
 		c.bundles = make(chan struct{}, DefaultParallelBundles)
+		c.guesses = authlimit.New(authlimit.Options{Now: c.now})
 	})
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 
 	"github.com/ferrypkg/ferry/deploy/fleet/api/v1alpha1"
 	"github.com/ferrypkg/ferry/deploy/fleet/wire"
+	"github.com/ferrypkg/ferry/internal/authlimit"
 )
 
 // problem is a refusal: its sentence, the HTTP status it is answered with,
@@ -74,16 +76,43 @@ func (c *Centre) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, "", refuse(http.StatusMethodNotAllowed, nil, "POST to %s", r.URL.Path))
 		return
 	}
+	key := guessKey(r)
+	if d := c.guesses.Wait(key); d > 0 {
+		secs := int((d + time.Second - 1) / time.Second)
+		w.Header().Set("Retry-After", strconv.Itoa(secs))
+		c.fail(w, r, "", refuse(http.StatusTooManyRequests, nil, "too many refused tokens or credentials from %s: try again in %d s", authlimit.ClientKey(r), secs))
+		return
+	}
 	member, err := serve(w, r)
 	if err != nil {
+		if p := (*problem)(nil); errors.As(err, &p) && p.status == http.StatusUnauthorized {
+			c.guesses.Fail(key)
+		}
 		c.fail(w, r, member, err)
 		return
 	}
+	c.guesses.Succeed(key)
 	level := c.log().Info
 	if r.URL.Path == wire.PathSync {
 		level = c.log().Debug
 	}
 	level("fleet "+strings.TrimPrefix(r.URL.Path, "/fleet/v1/"), "member", member, "took", time.Since(start).Round(time.Millisecond).String())
+}
+
+// guessKey is whose refused tokens and credentials slow down a request
+// (internal/authlimit): a join's address; a sync's or bundle's address
+// and the member its credential names, so that one guessing a member's
+// credential from a site's address does not slow down the site's others.
+func guessKey(r *http.Request) string {
+	key := authlimit.ClientKey(r)
+	if r.URL.Path == wire.PathJoin {
+		return key
+	}
+	cred, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if name, _, err := wire.ParseCredential(strings.TrimSpace(cred)); err == nil {
+		key += " " + name
+	}
+	return key
 }
 
 // fail answers err: a refusal with its status, anything else 500 (503 for
@@ -103,7 +132,11 @@ func (c *Centre) fail(w http.ResponseWriter, r *http.Request, member string, err
 		w.Header().Set("WWW-Authenticate", `Bearer realm="ferry-fleet"`)
 	}
 	writeJSON(w, status, wire.Problem{Error: msg})
-	c.log().Warn("fleet request refused", "path", truncate(r.URL.Path), "status", status, "member", member, "reason", msg, "remote", r.RemoteAddr)
+	level := c.log().Warn
+	if status == http.StatusTooManyRequests {
+		level = c.log().Debug // one line per guess is what the wait saves
+	}
+	level("fleet request refused", "path", truncate(r.URL.Path), "status", status, "member", member, "reason", msg, "remote", r.RemoteAddr)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
