@@ -2,14 +2,19 @@ package centre_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/deploy/fleet/api/v1alpha1"
 	"github.com/ferrypkg/ferry/deploy/fleet/centre"
 	"github.com/ferrypkg/ferry/deploy/fleet/wire"
@@ -220,4 +225,276 @@ func TestGuessing(t *testing.T) {
 	if rec := send("192.0.2.2", wire.PathSync, m.cl.Credential, report(m)); rec.Code != 200 {
 		t.Errorf("member m after the wait: %d %s", rec.Code, rec.Body)
 	}
+}
+
+// bundleWorld is a world whose members x1… (site x) are placed a package
+// of n MiB of noise; it returns the package's root digest.
+func bundleWorld(t *testing.T, n int, members ...string) (*world, map[string]*member, string) {
+	t.Helper()
+	w := newWorld(t)
+	files := map[string][]byte{}
+	for i := range n {
+		files[fmt.Sprintf("f%02d.bin", i)] = noise(uint64(i+1), mib)
+	}
+	r := w.push(pkgBuild(t, "big", "1.0.0", files), "apps/big:1.0.0")
+	root := r.Root().Digest.String()
+	w.place("big", "apps/big", "stable", map[string]string{"site": "x"}, "", v1alpha1.Strategy{WaveFraction: 100})
+	if _, err := w.c.Promote(t.Context(), "big", "stable", root, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	tok := w.token(centre.TokenOptions{Uses: len(members)})
+	ms := map[string]*member{}
+	for _, name := range members {
+		ms[name] = w.join(name, tok, map[string]string{"site": "x"})
+	}
+	w.reconcile()
+	for _, m := range ms {
+		if err := m.sync(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.reconcile()
+	return w, ms, root
+}
+
+// bundleBody is a bundle request of root against an empty receipt.
+func bundleBody(root string) []byte {
+	body, _ := json.Marshal(wire.BundleRequest{Repository: "apps/big", Digest: root,
+		Receipt: json.RawMessage(`{"mediaType":"` + artifact.MediaTypeReceipt + `","blobs":{}}`)})
+	return body
+}
+
+// TestBundleSlowReaders: members that ask for bundles and then read them
+// slowly, or not at all, do not hold the centre's bundle slots: another
+// member's bundle is made and sent meanwhile, and a bundle that makes no
+// progress for the centre's StallTimeout is cut off, its file removed.
+// (Before, two such members kept every other member's bundle waiting for
+// as long as they kept their connections.)
+func TestBundleSlowReaders(t *testing.T) {
+	w, ms, root := bundleWorld(t, 24, "x1", "x2", "x3")
+	w.c.StallTimeout = time.Second
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: wire.PinnedTLS(w.pin, nil)}}
+	var held []*http.Response
+	for _, name := range []string{"x1", "x2"} {
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, w.url+wire.PathBundle, bytes.NewReader(bundleBody(root)))
+		req.Header.Set("Authorization", "Bearer "+ms[name].cl.Credential)
+		resp, err := hc.Do(req)
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("%s's bundle: %v", name, err)
+		}
+		held = append(held, resp) // its body not read
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	start := time.Now()
+	n, err := ms["x3"].cl.Bundle(ctx, wire.BundleRequest{Repository: "apps/big", Digest: root,
+		Receipt: json.RawMessage(`{"mediaType":"` + artifact.MediaTypeReceipt + `","blobs":{}}`)}, io.Discard)
+	t.Logf("x3's bundle while x1 and x2 read theirs not at all: %d bytes in %v, %v", n, time.Since(start).Round(time.Millisecond), err)
+	if err != nil || n < 24*mib {
+		t.Fatalf("x3's bundle: %d bytes, %v", n, err)
+	}
+	// The stalled answers are cut off: short bodies, files removed.
+	time.Sleep(2 * time.Second)
+	for i, resp := range held {
+		got, err := io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if err == nil && got >= resp.ContentLength {
+			t.Errorf("x%d's stalled bundle was sent whole (%d bytes)", i+1, got)
+		}
+	}
+	waitFor(t, func() bool { left, _ := filepath.Glob(filepath.Join(w.c.Spool, "bundle-*")); return len(left) == 0 }, "the stalled bundles' files removed")
+}
+
+// TestBundleInFlight: a member asks for one bundle at a time — a second
+// while its first is in flight is 429 — and one whose first is still
+// being sent can neither hold more of the centre's memory nor more of its
+// bundle slots. A member revoked while its bundle waits for a slot or is
+// made is refused before the bundle is sent.
+func TestBundleInFlight(t *testing.T) {
+	w, ms, root := bundleWorld(t, 2, "x1", "x2")
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: wire.PinnedTLS(w.pin, nil)}}
+	// x1's first request: its body trickles (held open).
+	pr, pw := io.Pipe()
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, w.url+wire.PathBundle, pr)
+	req.Header.Set("Authorization", "Bearer "+ms["x1"].cl.Credential)
+	first := make(chan *http.Response, 1)
+	go func() {
+		resp, err := hc.Do(req)
+		if err != nil {
+			first <- nil
+			return
+		}
+		first <- resp
+	}()
+	body := bundleBody(root)
+	if _, err := pw.Write(body[:10]); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return w.hitsOf(wire.PathBundle) == 1 }, "x1's first request at the centre")
+	_, err := ms["x1"].cl.Bundle(t.Context(), wire.BundleRequest{Repository: "apps/big", Digest: root,
+		Receipt: json.RawMessage(`{"mediaType":"` + artifact.MediaTypeReceipt + `","blobs":{}}`)}, io.Discard)
+	if status, msg := refusal(t, err); status != 429 || !strings.Contains(msg, "member x1 has a bundle request in flight") {
+		t.Errorf("x1's second bundle: %d %q", status, msg)
+	}
+	// Revoked meanwhile: the first is refused once its body is in.
+	if err := w.c.Revoke(t.Context(), "x1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pw.Write(body[10:]); err != nil {
+		t.Fatal(err)
+	}
+	pw.Close()
+	resp := <-first
+	if resp == nil {
+		t.Fatal("x1's first request failed")
+	}
+	data, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 403 || !strings.Contains(string(data), "member x1 is revoked") {
+		t.Errorf("the bundle of a member revoked meanwhile: %d %s", resp.StatusCode, data)
+	}
+	// Another member is served.
+	if n, err := ms["x2"].cl.Bundle(t.Context(), wire.BundleRequest{Repository: "apps/big", Digest: root,
+		Receipt: json.RawMessage(`{"mediaType":"` + artifact.MediaTypeReceipt + `","blobs":{}}`)}, io.Discard); err != nil || n < 2*mib {
+		t.Errorf("x2's bundle: %d, %v", n, err)
+	}
+}
+
+// waitFor polls cond for up to 10 s.
+func waitFor(t *testing.T, cond func() bool, what string) {
+	t.Helper()
+	for range 200 {
+		if cond() {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("waited 10 s for %s", what)
+}
+
+// TestSyncInFlight: a member's second sync while its first is in flight
+// is 429; a member revoked while its sync is in flight is refused (403)
+// and its report not recorded.
+func TestSyncInFlight(t *testing.T) {
+	w := newWorld(t)
+	m := w.join("m", w.token(centre.TokenOptions{}), nil)
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: wire.PinnedTLS(w.pin, nil)}}
+	pr, pw := io.Pipe()
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, w.url+wire.PathSync, pr)
+	req.Header.Set("Authorization", "Bearer "+m.cl.Credential)
+	first := make(chan *http.Response, 1)
+	go func() {
+		resp, _ := hc.Do(req)
+		first <- resp
+	}()
+	body, _ := json.Marshal(m.report())
+	if _, err := pw.Write(body[:5]); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return w.hitsOf(wire.PathSync) == 1 }, "m's first sync at the centre")
+	if status, msg := refusal(t, m.sync(t.Context())); status != 429 || !strings.Contains(msg, "member m has a sync request in flight") {
+		t.Errorf("a second sync: %d %q", status, msg)
+	}
+	rv := w.member("m").ResourceVersion
+	if err := w.c.Revoke(t.Context(), "m"); err != nil {
+		t.Fatal(err)
+	}
+	_, _ = pw.Write(body[5:])
+	pw.Close()
+	resp := <-first
+	if resp == nil {
+		t.Fatal("the first sync failed")
+	}
+	data, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 403 || !strings.Contains(string(data), "member m is revoked") {
+		t.Errorf("a sync in flight while the member was revoked: %d %s", resp.StatusCode, data)
+	}
+	if got := w.member("m"); got.Status.LastSeen != nil && got.ResourceVersion != rv && !got.Spec.Revoked {
+		t.Errorf("the revoked member's report was recorded: %+v", got.Status)
+	}
+}
+
+// TestBundleReceiptBomb: a bundle request's receipt of 883,000 blobs
+// within its 64 MiB is parsed in bounded time and memory, once: a
+// member's next request waits for it (429), and a delta against it costs
+// what the package's blobs cost, not the receipt's.
+func TestBundleReceiptBomb(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a 64 MiB receipt")
+	}
+	_, ms, root := bundleWorld(t, 2, "x1")
+	var rb bytes.Buffer
+	rb.WriteString(`{"mediaType":"` + artifact.MediaTypeReceipt + `","blobs":{`)
+	for i := 0; rb.Len() < wire.MaxBundleRequest-(256<<10); i++ {
+		if i > 0 {
+			rb.WriteByte(',')
+		}
+		fmt.Fprintf(&rb, `"sha256:%064x":1`, i)
+	}
+	rb.WriteString("}}")
+	var n int64
+	var err error
+	bytes, took := allocated(func() {
+		n, err = ms["x1"].cl.Bundle(t.Context(), wire.BundleRequest{Repository: "apps/big", Digest: root, Receipt: rb.Bytes()}, io.Discard)
+	})
+	t.Logf("a bundle against a receipt of %d MiB: %d bytes in %v, %d MiB allocated (client and centre)", rb.Len()>>20, n, took.Round(time.Millisecond), bytes>>20)
+	if err != nil || n < 2*mib {
+		t.Fatalf("%d, %v", n, err)
+	}
+	if took > 20*time.Second || bytes > 1<<30 {
+		t.Errorf("a 64 MiB receipt cost %v and %d MiB", took, bytes>>20)
+	}
+}
+
+// TestSlowAndHugeBodies: on every endpoint, a body that stops coming is
+// cut off after the StallTimeout (408), and one past its bound is 413
+// once the bound is read, whatever it declares; the centre is not held.
+func TestSlowAndHugeBodies(t *testing.T) {
+	w := newWorld(t)
+	w.c.StallTimeout = time.Second
+	m := w.join("m", w.token(centre.TokenOptions{}), nil)
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: wire.PinnedTLS(w.pin, nil)}}
+	do := func(path, cred string, body io.Reader) (int, string, time.Duration) {
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, w.url+path, body)
+		if cred != "" {
+			req.Header.Set("Authorization", "Bearer "+cred)
+		}
+		start := time.Now()
+		resp, err := hc.Do(req)
+		if err != nil {
+			return 0, err.Error(), time.Since(start)
+		}
+		defer resp.Body.Close()
+		var p wire.Problem
+		_ = json.NewDecoder(resp.Body).Decode(&p)
+		return resp.StatusCode, p.Error, time.Since(start)
+	}
+	for _, tc := range []struct {
+		path, cred string
+		limit      int64
+	}{{wire.PathJoin, "", wire.MaxJoinRequest}, {wire.PathSync, m.cl.Credential, wire.MaxReport}, {wire.PathBundle, m.cl.Credential, wire.MaxBundleRequest}} {
+		t.Run(tc.path, func(t *testing.T) {
+			pr, pw := io.Pipe()
+			go func() { _, _ = pw.Write([]byte(`{"a":`)) }() // and nothing more
+			status, msg, took := do(tc.path, tc.cred, pr)
+			pw.Close()
+			t.Logf("stalled: %d %q after %v", status, msg, took.Round(time.Millisecond))
+			if status != 408 || !strings.Contains(msg, "did not come in within 1s") || took > 5*time.Second {
+				t.Errorf("a stalled body: %d %q after %v", status, msg, took)
+			}
+			status, msg, took = do(tc.path, tc.cred, io.LimitReader(zeros{}, tc.limit+1))
+			t.Logf("huge: %d %q after %v", status, msg, took.Round(time.Millisecond))
+			if status != 413 || !strings.Contains(msg, "larger than the centre takes") {
+				t.Errorf("a body past its bound: %d %q", status, msg)
+			}
+		})
+	}
+}
+
+type zeros struct{}
+
+func (zeros) Read(b []byte) (int, error) {
+	clear(b)
+	return len(b), nil
 }

@@ -21,7 +21,7 @@ import (
 func (c *Centre) serveJoin(w http.ResponseWriter, r *http.Request) (string, error) {
 	ctx := r.Context()
 	var req wire.JoinRequest
-	if err := readJSON(w, r, wire.MaxJoinRequest, "join request", &req); err != nil {
+	if err := c.readJSON(w, r, wire.MaxJoinRequest, "join request", &req); err != nil {
 		return "", err
 	}
 	if !wire.ValidMemberName(req.Name) {

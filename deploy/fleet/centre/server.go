@@ -1,11 +1,13 @@
 package centre
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -151,14 +153,26 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_, _ = w.Write(append(data, '\n'))
 }
 
-// readJSON reads a request's body of at most limit bytes into v: a larger
-// one is 413, one that is not JSON of v's shape 400.
-func readJSON(w http.ResponseWriter, r *http.Request, limit int64, what string, v any) error {
-	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+// readJSON reads a request's body of at most limit bytes into v, within
+// the centre's StallTimeout (a bundle request's: each read within it): a
+// larger one is 413, one that is not in in time 408, one that is not
+// JSON of v's shape 400.
+func (c *Centre) readJSON(w http.ResponseWriter, r *http.Request, limit int64, what string, v any) error {
+	rc := http.NewResponseController(w)
+	body := io.Reader(http.MaxBytesReader(w, r.Body, limit))
+	if r.URL.Path == wire.PathBundle {
+		body = &progressReader{r: body, rc: rc, stall: c.stall()}
+	} else {
+		_ = rc.SetReadDeadline(time.Now().Add(c.stall())) // not every writer can: the server's ReadTimeout then
+	}
+	data, err := readAll(body, r.ContentLength, limit)
+	_ = rc.SetReadDeadline(time.Time{})
 	var tooBig *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooBig):
 		return refuse(http.StatusRequestEntityTooLarge, nil, "the %s is larger than the centre takes (%d bytes)", what, limit)
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return refuse(http.StatusRequestTimeout, nil, "the %s did not come in within %s", what, c.stall())
 	case err != nil:
 		return refuse(http.StatusBadRequest, nil, "the %s broke off: %v", what, err)
 	case len(data) == 0:
@@ -172,6 +186,72 @@ func readJSON(w http.ResponseWriter, r *http.Request, limit int64, what string, 
 		return refuse(http.StatusBadRequest, nil, "the %s is not JSON of its shape: %v", what, err)
 	}
 	return nil
+}
+
+// readAll reads body whole: into a buffer of its declared length (at most
+// limit; net/http holds a body to it) when it declares one, rather than
+// one grown by doubling.
+func readAll(body io.Reader, declared, limit int64) ([]byte, error) {
+	if declared <= 0 || declared > limit {
+		return io.ReadAll(body)
+	}
+	data := make([]byte, declared)
+	n, err := io.ReadFull(body, data)
+	return data[:n], err
+}
+
+// progressReader reads a request's body, each read within stall.
+type progressReader struct {
+	r     io.Reader
+	rc    *http.ResponseController
+	stall time.Duration
+}
+
+func (p *progressReader) Read(b []byte) (int, error) {
+	_ = p.rc.SetReadDeadline(time.Now().Add(p.stall))
+	return p.r.Read(b)
+}
+
+// progressWriter writes an answer, each write within stall: a reader that
+// stops reading is cut off.
+type progressWriter struct {
+	w     io.Writer
+	rc    *http.ResponseController
+	stall time.Duration
+}
+
+func (p *progressWriter) Write(b []byte) (int, error) {
+	_ = p.rc.SetWriteDeadline(time.Now().Add(p.stall))
+	return p.w.Write(b)
+}
+
+// only lets one request of a member to an endpoint in at a time: a
+// member's agent asks for one thing at a time, so a second is one too
+// many (429), and what a member can make the centre hold is one
+// request's worth. done lets the next in.
+func (c *Centre) only(path, member string) (done func(), err error) {
+	key := path + " " + member
+	if _, busy := c.inFlight.LoadOrStore(key, struct{}{}); busy {
+		return nil, refuse(http.StatusTooManyRequests, nil, "member %s has a %s request in flight: one at a time", member, strings.TrimPrefix(path, "/fleet/v1/"))
+	}
+	return func() { c.inFlight.Delete(key) }, nil
+}
+
+// recheck reads the member m again, as it is now, after a wait (for a
+// slot, for a delta): deleted or revoked is 403, a new credential 401.
+func (c *Centre) recheck(ctx context.Context, m *v1alpha1.Member) (*v1alpha1.Member, error) {
+	now, err := c.member(ctx, m.Name)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return nil, refuse(http.StatusForbidden, ErrNotFound, "member %s is not in the fleet (deleted)", m.Name)
+	case err != nil:
+		return nil, err
+	case now.Spec.Revoked:
+		return nil, refuse(http.StatusForbidden, ErrRevoked, "member %s is revoked", m.Name)
+	case now.Status.Credential != m.Status.Credential:
+		return nil, refuse(http.StatusUnauthorized, nil, "the credential is not member %s's any more", m.Name)
+	}
+	return now, nil
 }
 
 // authenticate finds the member whose credential the request bears: no

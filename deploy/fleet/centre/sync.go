@@ -31,8 +31,13 @@ func (c *Centre) serveSync(w http.ResponseWriter, r *http.Request) (string, erro
 	if err != nil {
 		return "", err
 	}
+	done, err := c.only(r.URL.Path, m.Name)
+	if err != nil {
+		return m.Name, err
+	}
+	defer done()
 	var rep wire.Report
-	if err := readJSON(w, r, wire.MaxReport, "report", &rep); err != nil {
+	if err := c.readJSON(w, r, wire.MaxReport, "report", &rep); err != nil {
 		return m.Name, err
 	}
 	if rep.Member != m.Name {
@@ -159,6 +164,9 @@ func (c *Centre) record(ctx context.Context, m *v1alpha1.Member, u *report) erro
 		if !first {
 			if err := c.fresh().Get(ctx, client.ObjectKeyFromObject(m), m); err != nil {
 				return err
+			}
+			if m.Spec.Revoked {
+				return refuse(http.StatusForbidden, ErrRevoked, "member %s is revoked", m.Name)
 			}
 		}
 		first = false
