@@ -19,7 +19,7 @@ func fleetCLI() []Entry {
 		status   = "ferry fleet status"
 		report   = "ferry fleet report"
 		deadKube = " --kubeconfig {kube}"
-		reportB  = "a signed report: a regular file of at most 96 MiB (wire.MaxReportFile), opened without blocking; its JSON decoded strictly, its receipts as `registry have`'s, at most 256 packages, 256 receipts of repositories and 64 labels, counted before any is decoded (wire.Report.UnmarshalJSON); its signature checked before anything is written"
+		reportB  = "a signed report: a regular file of at most 96 MiB (wire.MaxReportFile), opened without blocking; its JSON decoded strictly, its receipts as `registry have`'s, at most 256 packages, 256 receipts of repositories and 64 labels, counted before any is decoded (wire.Report.UnmarshalJSON); its signature (a first report's: and its token) checked before its receipts are parsed and anything is written"
 	)
 	// centre is the flags of a centre command; try runs it against the
 	// management cluster (kube adds --kubeconfig).

@@ -382,7 +382,7 @@ func answers() []Entry {
 
 // fleetTest feeds the fleet centre's requests and stored answers their
 // hostile cases.
-const fleetTest = "deploy/fleet/centre TestHostileRequests, TestSyncBomb, TestSlowAndHugeBodies, TestBundleSlowReaders, TestBundleInFlight, TestSyncInFlight, TestBundleReceiptBomb, TestGuessing, FuzzHandler, TestJoin, TestSync, TestBundle, TestImport, TestBundleStoredReceiptsHostile"
+const fleetTest = "deploy/fleet/centre TestHostileRequests, TestSyncBomb, TestSlowAndHugeBodies, TestBundleSlowReaders, TestBundleInFlight, TestSyncInFlight, TestBundleReceiptBomb, TestGuessing, TestImportForged, TestJoinNameOracle, TestJoinLabels, TestJoinNames, FuzzHandler, TestJoin, TestSync, TestBundle, TestImport, TestBundleStoredReceiptsHostile"
 
 func requests() []Entry {
 	return []Entry{
