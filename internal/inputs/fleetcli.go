@@ -29,7 +29,7 @@ func fleetCLI() []Entry {
 	return concat(
 		[]Entry{
 			{Where: imp + " ARGS", Kind: File, Bound: reportB, Try: "fleet import {} --registry {reg}" + deadKube},
-			{Where: bundle + " --file", Kind: Output, Bound: boundOutput, Try: "fleet bundle m -f {} --registry {reg}" + deadKube},
+			{Where: bundle + " --file", Kind: Output, Bound: boundOutput + "; the bundle and its values (FILE.values.json) written both or neither (the bundle made in a temporary folder beside it, moved once its values are written); never the spooled package it is made from", Try: "fleet bundle m -f {} --registry {reg}" + deadKube},
 			{Where: bundle + " --spool", Kind: Folder, Bound: "a folder the package is pulled into (by digest, verified as read) and removed from"},
 			{Where: report + " --file", Kind: Output, Bound: boundOutput, Try: "fleet report -f {}" + deadKube},
 			{Where: serve + " --spool", Kind: Folder, Bound: "a folder of packages pulled by digest (each verified as read) and bundles being written"},

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -563,5 +564,54 @@ func TestImportForged(t *testing.T) {
 	w.absent("ship2")
 	if got := w.usesLeft(tok); got != "1" {
 		t.Errorf("uses left: %s", got)
+	}
+}
+
+// TestBundleFileWhole: `fleet bundle -f` writes the bundle and its values
+// both or neither — values that cannot be written leave no bundle — and
+// never over the spooled package it is made from.
+func TestBundleFileWhole(t *testing.T) {
+	w := newWorld(t)
+	ctx := t.Context()
+	r := w.push(bigPackage(t), "apps/big:1.0.0")
+	w.place("big", "apps/big", "stable", map[string]string{"site": "ship"}, `{"replicas":3}`, v1alpha1.Strategy{})
+	if _, err := w.c.Promote(ctx, "big", "stable", r.Root().Digest.String(), "alice"); err != nil {
+		t.Fatal(err)
+	}
+	key, _ := wire.NewSiteKey()
+	pub, _ := key.PublicPEM()
+	tok := w.token(centre.TokenOptions{Labels: map[string]string{"site": "ship"}})
+	if _, err := w.c.Import(ctx, signed(t, key, &wire.Report{Member: "ship", Created: w.now(), Token: tok, PublicKey: string(pub)})); err != nil {
+		t.Fatal(err)
+	}
+	w.reconcile()
+
+	dir := t.TempDir()
+	out := filepath.Join(dir, "update.tar.zst")
+	if err := os.Mkdir(out+".values.json", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	_, err := w.c.Bundle(ctx, "ship", "", out)
+	if err == nil || strings.Contains(err.Error(), "\n") {
+		t.Fatalf("a bundle whose values cannot be written: %v", err)
+	}
+	t.Logf("refused: %v", err)
+	if left, _ := os.ReadDir(dir); len(left) != 1 {
+		t.Errorf("the folder holds %d entries: a bundle without its values was written", len(left))
+	}
+
+	if _, err := w.c.Bundle(ctx, "ship", "", filepath.Join(dir, "first.tar.zst")); err != nil {
+		t.Fatal(err)
+	}
+	spooled, _ := filepath.Glob(filepath.Join(w.c.Spool, "packages", "*.tar"))
+	if len(spooled) != 1 {
+		t.Fatalf("spooled: %v", spooled)
+	}
+	before, _ := os.ReadFile(spooled[0])
+	if _, err := w.c.Bundle(ctx, "ship", "", spooled[0]); err == nil || !strings.Contains(err.Error(), "the package the bundle is made from") {
+		t.Errorf("a bundle over its own package: %v", err)
+	}
+	if now, _ := os.ReadFile(spooled[0]); !bytes.Equal(now, before) {
+		t.Error("the spooled package was written over")
 	}
 }

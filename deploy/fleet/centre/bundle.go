@@ -202,9 +202,11 @@ type BundleResult struct {
 // Bundle writes a carried member's bundle for its desired package pkg (""
 // when it has one): the delta to the package at the digest its placement
 // gives it from the receipt of the package's repository its last report
-// carried (see BundleResult's Receipt and WholeReceipt), at out
-// (atomically), and the placement's values for it at out+".values.json"
-// when there are any.
+// carried (see BundleResult's Receipt and WholeReceipt), at out, and the
+// placement's values for it at out+".values.json" when there are any:
+// both or neither (the bundle is made in a temporary folder beside out,
+// and moved there once its values are written). out may not be the
+// spooled package the bundle is made from.
 func (c *Centre) Bundle(ctx context.Context, member, pkg, out string) (*BundleResult, error) {
 	m, err := c.member(ctx, member)
 	if err != nil {
@@ -237,7 +239,23 @@ func (c *Centre) Bundle(ctx context.Context, member, pkg, out string) (*BundleRe
 	}
 	res := &BundleResult{Member: member, Package: want.Name, Placement: want.Placement, Repository: want.Repository,
 		Digest: want.Digest, Version: want.Version, Receipt: used, WholeReceipt: whole}
-	if res.Delta, err = c.delta(ctx, want.Repository, want.Digest, have, out); err != nil {
+	src, err := c.spooled(ctx, want.Repository, want.Digest)
+	if err != nil {
+		return nil, err
+	}
+	if sameFile(out, src) {
+		return nil, fmt.Errorf("%s is the package the bundle is made from (in the spool %s): write the bundle elsewhere", out, c.spool())
+	}
+	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+		return nil, err
+	}
+	staging, err := scratch.MkdirTemp(filepath.Dir(out), ".ferry-bundle-")
+	if err != nil {
+		return nil, fmt.Errorf("make room for the bundle beside %s: %w", out, err)
+	}
+	defer staging.Remove()
+	staged := filepath.Join(staging.Path, filepath.Base(out))
+	if res.Delta, err = c.delta(ctx, want.Repository, want.Digest, have, staged); err != nil {
 		return nil, err
 	}
 	if len(want.Values) > 0 {
@@ -249,5 +267,16 @@ func (c *Centre) Bundle(ctx context.Context, member, pkg, out string) (*BundleRe
 			return nil, fmt.Errorf("write the values beside the bundle: %w", err)
 		}
 	}
+	if err := os.Rename(staged, out); err != nil {
+		return nil, fmt.Errorf("write the bundle: %w", err)
+	}
+	res.Delta.Path = out
 	return res, nil
+}
+
+// sameFile tells whether the paths a and b name one file.
+func sameFile(a, b string) bool {
+	fa, err1 := os.Stat(a)
+	fb, err2 := os.Stat(b)
+	return err1 == nil && err2 == nil && os.SameFile(fa, fb)
 }
