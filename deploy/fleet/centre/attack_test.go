@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/opencontainers/go-digest"
+
 	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/deploy/fleet/api/v1alpha1"
 	"github.com/ferrypkg/ferry/deploy/fleet/centre"
@@ -613,5 +615,52 @@ func TestBundleFileWhole(t *testing.T) {
 	}
 	if now, _ := os.ReadFile(spooled[0]); !bytes.Equal(now, before) {
 		t.Error("the spooled package was written over")
+	}
+}
+
+// TestReceiptsReplaced: a member that sends a new receipt with every
+// heartbeat — as a compromised one may, 4 MiB each, as fast as the centre
+// answers — does not fill the centre's registry: a report's receipts
+// replace the last one's there, and only what the new one still names is
+// kept.
+func TestReceiptsReplaced(t *testing.T) {
+	w := newWorld(t)
+	m := w.join("m", w.token(centre.TokenOptions{}), nil)
+	repo, err := w.remote.Repository(w.host + "/" + centre.ReceiptRepository + "/m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	shared := hugeReceipt(1 << 10) // the same whole receipt every time
+	var kept []string
+	var layers []string // each report's receipt of apps/app, as stored
+	for i := range 5 {
+		rep := m.report()
+		rep.Receipt = shared
+		rep.Repositories = map[string]json.RawMessage{"apps/app": hugeReceipt((i + 2) << 10)}
+		rc, _ := artifact.ParseReceipt(rep.Repositories["apps/app"])
+		canonical, _ := rc.Marshal()
+		layers = append(layers, digest.FromBytes(canonical).String())
+		if _, err := m.cl.Sync(t.Context(), rep); err != nil {
+			t.Fatal(err)
+		}
+		st := w.member("m").Status
+		kept = append(kept, st.Receipts)
+		if _, err := repo.Resolve(t.Context(), st.Receipts); err != nil {
+			t.Fatalf("the member's receipts %s: %v", st.Receipts, err)
+		}
+		if _, err := repo.Blobs().Resolve(t.Context(), st.Receipt); err != nil {
+			t.Fatalf("the member's whole receipt %s: %v", st.Receipt, err)
+		}
+	}
+	for i, old := range kept[:len(kept)-1] {
+		if _, err := repo.Resolve(t.Context(), old); err == nil {
+			t.Errorf("the replaced receipts %s are still in the registry", old)
+		}
+		if _, err := repo.Blobs().Resolve(t.Context(), layers[i]); err == nil {
+			t.Errorf("report %d's receipt of apps/app is still in the registry", i)
+		}
+	}
+	if _, err := repo.Blobs().Resolve(t.Context(), layers[len(layers)-1]); err != nil {
+		t.Errorf("the last report's receipt of apps/app: %v", err)
 	}
 }

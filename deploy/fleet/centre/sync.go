@@ -160,6 +160,7 @@ func (c *Centre) record(ctx context.Context, m *v1alpha1.Member, u *report) erro
 		}
 	}
 	first, changed := true, false
+	var before v1alpha1.MemberStatus
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		if !first {
 			if err := c.fresh().Get(ctx, client.ObjectKeyFromObject(m), m); err != nil {
@@ -170,6 +171,7 @@ func (c *Centre) record(ctx context.Context, m *v1alpha1.Member, u *report) erro
 			}
 		}
 		first = false
+		before = m.Status
 		st := m.Status.DeepCopy()
 		st.Packages, st.Agent = u.packages, u.agent
 		if u.interval > 0 {
@@ -199,6 +201,9 @@ func (c *Centre) record(ctx context.Context, m *v1alpha1.Member, u *report) erro
 	}
 	if err != nil {
 		return fmt.Errorf("write member %s's status: %w", m.Name, err)
+	}
+	if stored != nil {
+		c.dropReceipts(ctx, m.Name, before, stored)
 	}
 	if changed {
 		c.kick()
