@@ -664,3 +664,65 @@ func TestReceiptsReplaced(t *testing.T) {
 		t.Errorf("the last report's receipt of apps/app: %v", err)
 	}
 }
+
+// TestJSONBombs: deep nesting and huge strings within each endpoint's
+// bound are refused, or cut, in one line and bounded time; nothing
+// changes.
+func TestJSONBombs(t *testing.T) {
+	w := newWorld(t)
+	m := w.join("m", w.token(centre.TokenOptions{}), nil)
+	rv := w.member("m").ResourceVersion
+	deep := func(n int) string { return strings.Repeat("[", n) + strings.Repeat("]", n) }
+	for _, tc := range []struct {
+		name, path, cred, body string
+		status                 int
+		says                   string
+	}{
+		{"join nested", wire.PathJoin, "", `{"labels":` + deep(wire.MaxJoinRequest/2-16) + `}`, 400, "exceeded max depth"},
+		{"join huge key", wire.PathJoin, "", `{"name":"n","publicKey":"` + strings.Repeat("A", wire.MaxJoinRequest-64) + `"}`, 400, "more than 8192"},
+		{"sync nested", wire.PathSync, m.cl.Credential, `{"member":"m","receipt":` + deep(wire.MaxReport/2-32) + `}`, 400, "exceeded max depth"},
+		{"bundle nested", wire.PathBundle, m.cl.Credential, `{"receipt":` + deep(wire.MaxBundleRequest/2-32) + `}`, 400, "exceeded max depth"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var status int
+			var msg string
+			bytes, took := allocated(func() { status, msg = w.post(tc.path, tc.cred, []byte(tc.body)) })
+			t.Logf("%d %q in %v, %d MiB allocated", status, msg, took.Round(time.Millisecond), bytes>>20)
+			if status != tc.status || !strings.Contains(msg, tc.says) || took > 5*time.Second || bytes > uint64(8*len(tc.body))+16<<20 {
+				t.Errorf("%d %q in %v, %d MiB", status, msg, took, bytes>>20)
+			}
+		})
+	}
+	if w.member("m").ResourceVersion != rv {
+		t.Error("a refused request changed the member")
+	}
+	// A huge agent string and messages: taken, cut to a line.
+	rep := m.report()
+	rep.Agent = strings.Repeat("x\n", 1<<19)
+	rep.Packages = append(rep.Packages, v1alpha1.MemberPackage{Name: "p", Message: strings.Repeat("y", 1<<20)})
+	if _, err := m.cl.Sync(t.Context(), rep); err != nil {
+		t.Fatal(err)
+	}
+	if st := w.member("m").Status; len(st.Agent) > 132 || len(st.Packages[0].Message) > 1028 {
+		t.Errorf("kept an agent of %d bytes, a message of %d", len(st.Agent), len(st.Packages[0].Message))
+	}
+}
+
+// TestImportUsedToken: a first report with a token used up, or expired,
+// registers nothing.
+func TestImportUsedToken(t *testing.T) {
+	w := newWorld(t)
+	tok := w.token(centre.TokenOptions{})
+	w.join("first", tok, nil)
+	short := w.token(centre.TokenOptions{TTL: time.Minute})
+	w.tick(2 * time.Minute)
+	key, _ := wire.NewSiteKey()
+	pub, _ := key.PublicPEM()
+	for token, says := range map[string]string{tok: "is used up", short: "expired"} {
+		_, err := w.c.Import(t.Context(), signed(t, key, &wire.Report{Member: "late", Created: w.now(), Token: token, PublicKey: string(pub)}))
+		if err == nil || !strings.Contains(err.Error(), says) {
+			t.Errorf("a first report with a token that %s: %v", says, err)
+		}
+		w.absent("late")
+	}
+}
