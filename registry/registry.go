@@ -73,12 +73,13 @@ type Config struct {
 	DisableDelete bool
 	// HTPasswdFile, when set, requires HTTP basic authentication checked
 	// against this htpasswd file (bcrypt entries). The file must exist.
-	// Password guessing is slowed down: a client (remote IP address) whose
-	// credentials were refused more than 5 times is answered 429 Too Many
-	// Requests with Retry-After, for 1 s after the next refusal, doubling
-	// with each one up to 5 min, until its credentials are accepted or 15
-	// min pass without a refusal (internal/authlimit's defaults). Behind a
-	// proxy, every client it forwards shares its address.
+	// Password guessing is slowed down: a client (remote IP address; for
+	// IPv6, its /64) whose credentials were refused more than 5 times is
+	// answered 429 Too Many Requests with Retry-After, for 1 s after the
+	// next refusal, doubling with each one up to 5 min, until its
+	// credentials are accepted or 15 min pass without a refusal
+	// (internal/authlimit's defaults). Behind a proxy, every client it
+	// forwards shares its address.
 	HTPasswdFile string
 	// Realm is the basic-auth realm; DefaultRealm if empty.
 	Realm string

@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -111,6 +112,39 @@ func (a *actor) fleet(s *Server) error {
 	a.fc, a.acts = fc, s.fleetActions(fc)
 	return nil
 }
+
+// may asks the API server whether the request's user may verb the
+// fleet's resource (its subresource, if any; of name, or of any name for
+// ""), as `kubectl auth can-i` asks: a SelfSubjectAccessReview in the
+// fleet's namespace. Not allowed is an error saying so, answered 403.
+// The carry verbs ask it before they act: they use the dashboard's own
+// credentials to the centre's registry, where the API server would only
+// have refused the user's write afterwards, or never.
+func (s *Server) may(r *http.Request, a *actor, verb, resource, subresource, name string) error {
+	ssar := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
+		ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: s.fleetNamespace(), Verb: verb,
+			Group: fleetv1.GroupVersion.Group, Resource: resource, Subresource: subresource, Name: name}}}
+	res, err := a.cs.AuthorizationV1().SelfSubjectAccessReviews().Create(r.Context(), ssar, metav1.CreateOptions{})
+	if err != nil {
+		return fmt.Errorf("ask the API server what %s may do: %w", s.by(r, a), err)
+	}
+	if res.Status.Allowed {
+		return nil
+	}
+	what := resource
+	if subresource != "" {
+		what += "/" + subresource
+	}
+	if name != "" {
+		what += " of " + strings.TrimSuffix(resource, "s") + " " + name
+	}
+	return &forbidden{msg: fmt.Sprintf("%s may not %s %s in namespace %s", s.by(r, a), verb, what, s.fleetNamespace())}
+}
+
+// forbidden is a verb the user may not use (403).
+type forbidden struct{ msg string }
+
+func (f *forbidden) Error() string { return f.msg }
 
 // by is who the request's user is, as a rollout's history records it:
 // the session's user with a login, else the kubeconfig's user as the API

@@ -31,7 +31,10 @@ func newCentre(o *FleetOptions) func(client.WithWatch) fleetActions {
 // refusals by their kind, else 422 (the centre would not do it).
 func actionStatus(err error) int {
 	var se interface{ Status() metav1.Status }
+	var fb *forbidden
 	switch {
+	case errors.As(err, &fb):
+		return http.StatusForbidden
 	case errors.As(err, &se) && se.Status().Code != 0:
 		return int(se.Status().Code)
 	case errors.Is(err, centre.ErrNotFound):

@@ -11,12 +11,14 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -297,6 +299,15 @@ func fakeKube(t testing.TB) *rest.Config {
 			tr.APIVersion, tr.Kind = "authentication.k8s.io/v1", "TokenReview"
 			tr.Status.User.Username, tr.Status.Authenticated = users[tr.Spec.Token], users[tr.Spec.Token] != ""
 			_ = json.NewEncoder(w).Encode(tr)
+		case "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews":
+			// RBAC: the viewer may read, everyone else anything.
+			var sar authorizationv1.SelfSubjectAccessReview
+			body, _ := io.ReadAll(r.Body)
+			_, _, _ = scheme.Codecs.UniversalDeserializer().Decode(body, nil, &sar)
+			sar.APIVersion, sar.Kind = "authorization.k8s.io/v1", "SelfSubjectAccessReview"
+			ra := sar.Spec.ResourceAttributes
+			sar.Status.Allowed = r.Header.Get("Authorization") != "Bearer viewer-token" || (ra != nil && slices.Contains([]string{"get", "list", "watch"}, ra.Verb))
+			_ = json.NewEncoder(w).Encode(sar)
 		case "/apis/authentication.k8s.io/v1/selfsubjectreviews":
 			ssr := authenticationv1.SelfSubjectReview{TypeMeta: metav1.TypeMeta{APIVersion: "authentication.k8s.io/v1", Kind: "SelfSubjectReview"}}
 			ssr.Status.UserInfo.Username = "kubernetes-admin"

@@ -95,15 +95,22 @@ func (s *Server) memberView(w http.ResponseWriter, r *http.Request, status int, 
 // bundle answers with a carried member's carry bundle of a package: the
 // centre writes it into a folder of the spool, it is sent, and the folder
 // removed. A POST: it costs the centre a delta, so no link, prefetch or
-// other site may ask for one.
+// other site may ask for one. Only for a user who may update the
+// member's status (who may import its reports): the bundle is made from
+// the centre's registry with the dashboard's credentials.
 func (s *Server) bundle(w http.ResponseWriter, r *http.Request) {
 	a, ok := s.fleetActor(w, r)
 	if !ok {
 		return
 	}
 	member, pkg := r.PathValue("name"), strings.TrimSpace(r.PostFormValue("package"))
-	if pkg == "" || len(pkg) > 63 || strings.ContainsAny(pkg, `/\"`) {
+	if pkg == "" || len(pkg) > 63 || strings.ContainsAny(pkg, `/\"`) || !wire.ValidMemberName(member) {
 		s.memberView(w, r, http.StatusBadRequest, "", "bundle: name one of the member's packages")
+		return
+	}
+	if err := s.may(r, a, "update", "members", "status", member); err != nil {
+		s.log.Warn("dashboard fleet bundle refused", "member", member, "package", pkg, "error", err)
+		s.memberView(w, r, actionStatus(err), "", "bundle of "+pkg+": "+oneLine(err.Error()))
 		return
 	}
 	dir, err := scratch.MkdirTemp(s.spool(), "ferry-bundle-")
@@ -199,6 +206,14 @@ func (s *Server) importReport(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		s.fleetPageWith(w, r, status, msg)
+	}
+	// The user may update members' status: the import pushes the
+	// report's receipts to the centre's registry with the dashboard's
+	// credentials before it writes the member's.
+	if err := s.may(r, a, "update", "members", "status", ""); err != nil {
+		s.log.Warn("dashboard fleet import refused", "error", err)
+		back(actionStatus(err), "import: "+oneLine(err.Error()))
+		return
 	}
 	data, status, err := readReport(w, r, s.maxReport)
 	if err != nil {

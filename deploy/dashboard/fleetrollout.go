@@ -279,6 +279,13 @@ func (s *Server) promote(w http.ResponseWriter, r *http.Request) {
 		s.trackView(w, r, http.StatusBadRequest, v)
 		return
 	}
+	// The tag is resolved in the centre's registry with the dashboard's
+	// credentials: only for a user who may update the track.
+	if err := s.may(r, a, "update", "releasetracks", "", name); err != nil {
+		v.Error = "promote: " + oneLine(err.Error())
+		s.trackView(w, r, actionStatus(err), v)
+		return
+	}
 	by := s.by(r, a)
 	t, err := a.acts.Promote(r.Context(), name, v.Channel, v.Ref, by)
 	if err != nil {

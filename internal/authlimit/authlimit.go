@@ -12,6 +12,8 @@ package authlimit
 import (
 	"net"
 	"net/http"
+	"net/netip"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -34,7 +36,7 @@ const (
 	DefaultForget = 15 * time.Minute
 	// DefaultClients bounds how many clients are tracked at once (10,000):
 	// memory stays bounded whatever the number of addresses an attacker
-	// uses. Past it the oldest entries are dropped.
+	// uses. Past it the oldest eighth of them is dropped.
 	DefaultClients = 10_000
 )
 
@@ -136,22 +138,29 @@ func (l *Limiter) Succeed(key string) {
 	l.mu.Unlock()
 }
 
-// evict drops forgotten clients, and if none was, the one whose last
-// failure is oldest. Called with mu held.
+// evict drops forgotten clients, and if that leaves the table full, the
+// eighth of it whose last failures are oldest: room for many new clients
+// at once, so that failures from ever new addresses cost one pass over the
+// table per eighth of it, not one per failure. Called with mu held.
 func (l *Limiter) evict(now time.Time) {
-	var oldest string
-	var at time.Time
+	type entry struct {
+		key  string
+		last time.Time
+	}
+	kept := make([]entry, 0, len(l.clients))
 	for k, c := range l.clients {
 		if now.Sub(c.last) > l.opts.Forget {
 			delete(l.clients, k)
 			continue
 		}
-		if oldest == "" || c.last.Before(at) {
-			oldest, at = k, c.last
-		}
+		kept = append(kept, entry{k, c.last})
 	}
-	if len(l.clients) >= l.opts.Clients && oldest != "" {
-		delete(l.clients, oldest)
+	if len(l.clients) < l.opts.Clients {
+		return
+	}
+	slices.SortFunc(kept, func(a, b entry) int { return a.last.Compare(b.last) })
+	for _, e := range kept[:max(1, l.opts.Clients/8)] {
+		delete(l.clients, e.key)
 	}
 }
 
@@ -160,7 +169,7 @@ func (l *Limiter) evict(now time.Time) {
 // request with credentials answered 401 counts as a failure of its client,
 // one answered with a status below 400 as a success. Requests without an
 // Authorization header are passed through and never counted. The client is
-// the request's remote IP address.
+// the request's remote IP address (ClientKey).
 func (l *Limiter) Handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Authorization") == "" {
@@ -185,13 +194,28 @@ func (l *Limiter) Handler(next http.Handler) http.Handler {
 	})
 }
 
-// ClientKey is the client a request comes from: its remote IP address.
+// ClientKey is the client a request comes from: its remote IPv4
+// address, or its IPv6 address's /64 — the least a site is given, so one
+// host holds 2⁶⁴ addresses, and would otherwise be as many clients, each
+// with its free attempts.
 func ClientKey(r *http.Request) string {
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
 		return r.RemoteAddr
 	}
-	return host
+	addr, err := netip.ParseAddr(host)
+	if err != nil {
+		return host
+	}
+	addr = addr.WithZone("").Unmap()
+	if addr.Is4() {
+		return addr.String()
+	}
+	p, err := addr.Prefix(64)
+	if err != nil {
+		return host
+	}
+	return p.String()
 }
 
 // statusWriter records the status written.

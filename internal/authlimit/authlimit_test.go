@@ -101,3 +101,49 @@ func TestHandler(t *testing.T) {
 		t.Fatalf("no credentials from a slowed client: %d, want 401 (not counted, not refused)", got)
 	}
 }
+
+// TestSprayedAddresses: failures from ever new addresses (an IPv6 /64
+// holds 2⁶⁴) once the table is full cost about what the first ones did:
+// room is made for many at a time, not by a scan of the table for each.
+func TestSprayedAddresses(t *testing.T) {
+	l := New(Options{})
+	for i := range DefaultClients {
+		l.Fail(fmt.Sprint("warm-", i))
+	}
+	const n = 50_000
+	start := time.Now()
+	for i := range n {
+		l.Fail(fmt.Sprint("spray-", i))
+	}
+	took := time.Since(start)
+	t.Logf("%d failures of new addresses with the table full: %v (%v each)", n, took, took/n)
+	if took > 2*time.Second {
+		t.Errorf("%d failures took %v", n, took)
+	}
+	if len(l.clients) > DefaultClients {
+		t.Errorf("%d clients tracked", len(l.clients))
+	}
+	// The newest are kept.
+	if l.clients[fmt.Sprint("spray-", n-1)] == nil {
+		t.Error("the last address was dropped")
+	}
+}
+
+// TestClientKeyIPv6: an IPv6 client is its /64, the least a site is
+// given: one host has all of it, and its addresses are one client.
+func TestClientKeyIPv6(t *testing.T) {
+	for remote, want := range map[string]string{
+		"192.0.2.7:4000":              "192.0.2.7",
+		"[2001:db8:1:2:3:4:5:6]:4000": "2001:db8:1:2::/64",
+		"[2001:db8:1:2:ffff::1]:4000": "2001:db8:1:2::/64",
+		"[::ffff:192.0.2.7]:4000":     "192.0.2.7",
+		"not an address":              "not an address",
+		"[fe80::1%eth0]:4000":         "fe80::/64",
+	} {
+		r := httptest.NewRequest(http.MethodGet, "/", nil)
+		r.RemoteAddr = remote
+		if got := ClientKey(r); got != want {
+			t.Errorf("%s: %s, want %s", remote, got, want)
+		}
+	}
+}

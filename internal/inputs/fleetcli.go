@@ -19,7 +19,7 @@ func fleetCLI() []Entry {
 		status   = "ferry fleet status"
 		report   = "ferry fleet report"
 		deadKube = " --kubeconfig {kube}"
-		reportB  = "a signed report: a regular file of at most 96 MiB (wire.MaxReportFile), opened without blocking; its JSON decoded strictly, its receipts as `registry have`'s, at most 256 packages and 256 receipts of repositories; its signature checked before anything is written"
+		reportB  = "a signed report: a regular file of at most 96 MiB (wire.MaxReportFile), opened without blocking; its JSON decoded strictly, its receipts as `registry have`'s, at most 256 packages, 256 receipts of repositories and 64 labels, counted before any is decoded (wire.Report.UnmarshalJSON); its signature (a first report's: and its token) checked before its receipts are parsed and anything is written"
 	)
 	// centre is the flags of a centre command; try runs it against the
 	// management cluster (kube adds --kubeconfig).
@@ -29,7 +29,7 @@ func fleetCLI() []Entry {
 	return concat(
 		[]Entry{
 			{Where: imp + " ARGS", Kind: File, Bound: reportB, Try: "fleet import {} --registry {reg}" + deadKube},
-			{Where: bundle + " --file", Kind: Output, Bound: boundOutput, Try: "fleet bundle m -f {} --registry {reg}" + deadKube},
+			{Where: bundle + " --file", Kind: Output, Bound: boundOutput + "; the bundle and its values (FILE.values.json) written both or neither (the bundle made in a temporary folder beside it, moved once its values are written); never the spooled package it is made from", Try: "fleet bundle m -f {} --registry {reg}" + deadKube},
 			{Where: bundle + " --spool", Kind: Folder, Bound: "a folder the package is pulled into (by digest, verified as read) and removed from"},
 			{Where: report + " --file", Kind: Output, Bound: boundOutput, Try: "fleet report -f {}" + deadKube},
 			{Where: serve + " --spool", Kind: Folder, Bound: "a folder of packages pulled by digest (each verified as read) and bundles being written"},

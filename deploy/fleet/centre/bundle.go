@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/deploy/fleet/wire"
@@ -24,16 +25,36 @@ const MediaTypeBundle = "application/vnd.ferry.delta.v1.tar+zstd"
 
 // serveBundle answers a member's request for the delta from its receipt to
 // one of its desired packages: anything not in its own desired state is
-// refused (403). The delta is written to a temporary file, sent, and
-// removed.
+// refused (403). One request of a member at a time (429 for another);
+// its body is read, and the delta written to a temporary file, in one of
+// the DefaultParallelBundles slots; the member is read again after each
+// wait, so that one revoked meanwhile gets nothing; the file is sent
+// outside the slot, cut off if the member stops reading for the
+// StallTimeout, and removed.
 func (c *Centre) serveBundle(w http.ResponseWriter, r *http.Request) (string, error) {
 	ctx := r.Context()
 	m, err := c.authenticate(r)
 	if err != nil {
 		return "", err
 	}
+	done, err := c.only(r.URL.Path, m.Name)
+	if err != nil {
+		return m.Name, err
+	}
+	defer done()
+	if err := c.acquire(ctx); err != nil {
+		return m.Name, err
+	}
+	held := true
+	release := func() {
+		if held {
+			held = false
+			c.release()
+		}
+	}
+	defer release()
 	var req wire.BundleRequest
-	if err := readJSON(w, r, wire.MaxBundleRequest, "bundle request", &req); err != nil {
+	if err := c.readJSON(w, r, wire.MaxBundleRequest, "bundle request", &req); err != nil {
 		return m.Name, err
 	}
 	if !reDigest.MatchString(req.Digest) {
@@ -43,17 +64,18 @@ func (c *Centre) serveBundle(w http.ResponseWriter, r *http.Request) (string, er
 	if err != nil {
 		return m.Name, badReceipt("the bundle request", err)
 	}
-	d, err := c.desired(ctx, m)
+	req.Receipt = nil
+	now, err := c.recheck(ctx, m)
+	if err != nil {
+		return m.Name, err
+	}
+	d, err := c.desired(ctx, now)
 	if err != nil {
 		return m.Name, err
 	}
 	if !slices.ContainsFunc(d.Packages, func(p wire.DesiredPackage) bool { return p.Repository == req.Repository && p.Digest == req.Digest }) {
 		return m.Name, refuse(http.StatusForbidden, nil, "%s@%s is not in member %s's desired state", truncate(req.Repository), req.Digest, m.Name)
 	}
-	if err := c.acquire(ctx); err != nil {
-		return m.Name, err
-	}
-	defer c.release()
 	dir, err := scratch.MkdirTemp(c.spool(), "bundle-")
 	if err != nil {
 		return m.Name, fmt.Errorf("make room for the bundle in %s: %w", c.spool(), err)
@@ -61,6 +83,11 @@ func (c *Centre) serveBundle(w http.ResponseWriter, r *http.Request) (string, er
 	defer dir.Remove()
 	res, err := c.delta(ctx, req.Repository, req.Digest, rc, filepath.Join(dir.Path, "bundle.tar.zst"))
 	if err != nil {
+		return m.Name, err
+	}
+	rc = nil
+	release()
+	if _, err := c.recheck(ctx, m); err != nil {
 		return m.Name, err
 	}
 	f, err := os.Open(res.Path)
@@ -72,10 +99,12 @@ func (c *Centre) serveBundle(w http.ResponseWriter, r *http.Request) (string, er
 	w.Header().Set("Content-Length", strconv.FormatInt(res.Size, 10))
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusOK)
-	if _, err := io.Copy(w, f); err != nil {
+	rctl := http.NewResponseController(w)
+	if _, err := io.Copy(&progressWriter{w: w, rc: rctl, stall: c.stall()}, f); err != nil {
 		// The answer has begun: the member sees a short body.
 		c.log().Warn("fleet bundle broke off", "member", m.Name, "error", oneLine(err.Error()))
 	}
+	_ = rctl.SetWriteDeadline(time.Time{})
 	c.log().Info("fleet bundle", "member", m.Name, "repository", req.Repository, "digest", req.Digest,
 		"bytes", res.Size, "carried", res.CarriedSize, "omitted", res.OmittedSize)
 	return m.Name, nil
@@ -173,9 +202,11 @@ type BundleResult struct {
 // Bundle writes a carried member's bundle for its desired package pkg (""
 // when it has one): the delta to the package at the digest its placement
 // gives it from the receipt of the package's repository its last report
-// carried (see BundleResult's Receipt and WholeReceipt), at out
-// (atomically), and the placement's values for it at out+".values.json"
-// when there are any.
+// carried (see BundleResult's Receipt and WholeReceipt), at out, and the
+// placement's values for it at out+".values.json" when there are any:
+// both or neither (the bundle is made in a temporary folder beside out,
+// and moved there once its values are written). out may not be the
+// spooled package the bundle is made from.
 func (c *Centre) Bundle(ctx context.Context, member, pkg, out string) (*BundleResult, error) {
 	m, err := c.member(ctx, member)
 	if err != nil {
@@ -208,7 +239,23 @@ func (c *Centre) Bundle(ctx context.Context, member, pkg, out string) (*BundleRe
 	}
 	res := &BundleResult{Member: member, Package: want.Name, Placement: want.Placement, Repository: want.Repository,
 		Digest: want.Digest, Version: want.Version, Receipt: used, WholeReceipt: whole}
-	if res.Delta, err = c.delta(ctx, want.Repository, want.Digest, have, out); err != nil {
+	src, err := c.spooled(ctx, want.Repository, want.Digest)
+	if err != nil {
+		return nil, err
+	}
+	if sameFile(out, src) {
+		return nil, fmt.Errorf("%s is the package the bundle is made from (in the spool %s): write the bundle elsewhere", out, c.spool())
+	}
+	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+		return nil, err
+	}
+	staging, err := scratch.MkdirTemp(filepath.Dir(out), ".ferry-bundle-")
+	if err != nil {
+		return nil, fmt.Errorf("make room for the bundle beside %s: %w", out, err)
+	}
+	defer staging.Remove()
+	staged := filepath.Join(staging.Path, filepath.Base(out))
+	if res.Delta, err = c.delta(ctx, want.Repository, want.Digest, have, staged); err != nil {
 		return nil, err
 	}
 	if len(want.Values) > 0 {
@@ -220,5 +267,16 @@ func (c *Centre) Bundle(ctx context.Context, member, pkg, out string) (*BundleRe
 			return nil, fmt.Errorf("write the values beside the bundle: %w", err)
 		}
 	}
+	if err := os.Rename(staged, out); err != nil {
+		return nil, fmt.Errorf("write the bundle: %w", err)
+	}
+	res.Delta.Path = out
 	return res, nil
+}
+
+// sameFile tells whether the paths a and b name one file.
+func sameFile(a, b string) bool {
+	fa, err1 := os.Stat(a)
+	fb, err2 := os.Stat(b)
+	return err1 == nil && err2 == nil && os.SameFile(fa, fb)
 }

@@ -61,7 +61,8 @@ func receiptJSON(t *testing.T, rc *artifact.Receipt) json.RawMessage {
 
 // TestBundle: a member's bundle is the delta from its receipt: for a
 // receipt holding half the package it carries about the missing MiB;
-// concurrent requests pull the package from the registry once; what is
+// concurrent requests (of three members) pull the package from the
+// registry once; what is
 // not in the member's own desired state is refused.
 func TestBundle(t *testing.T) {
 	w := newWorld(t)
@@ -72,9 +73,12 @@ func TestBundle(t *testing.T) {
 	if _, err := w.c.Promote(ctx, "big", "stable", root, "alice"); err != nil {
 		t.Fatal(err)
 	}
-	tok := w.token(centre.TokenOptions{Uses: 2})
+	tok := w.token(centre.TokenOptions{Uses: 4})
 	x := w.join("x", tok, map[string]string{"site": "x"})
 	y := w.join("y", tok, map[string]string{"site": "y"})
+	// A member asks for one bundle at a time: three at once are three
+	// members'.
+	xs := map[string]*member{"whole": x, "half": w.join("x2", tok, map[string]string{"site": "x"}), "none": w.join("x3", tok, map[string]string{"site": "x"})}
 	w.reconcile()
 	whole, half, none, missing := receipts(t, r)
 
@@ -91,7 +95,7 @@ func TestBundle(t *testing.T) {
 		var mu sync.Mutex
 		for name, rc := range map[string]*artifact.Receipt{"whole": whole, "half": half, "none": none} {
 			wg.Go(func() {
-				data, err := ask(x, rc, "apps/big", root)
+				data, err := ask(xs[name], rc, "apps/big", root)
 				if err != nil {
 					t.Error(err)
 					return

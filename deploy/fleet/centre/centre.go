@@ -30,6 +30,7 @@ import (
 	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/deploy/fleet/api/v1alpha1"
 	"github.com/ferrypkg/ferry/deploy/fleet/wire"
+	"github.com/ferrypkg/ferry/internal/authlimit"
 )
 
 // DefaultNamespace is where the fleet's objects live when Centre.Namespace
@@ -59,8 +60,11 @@ const (
 	DefaultReadyTimeout = 10 * time.Minute
 	// StaleAfter heartbeats without a report make a connected member Stale.
 	StaleAfter = 3
-	// DefaultParallelBundles deltas are made at once; more requests wait.
+	// DefaultParallelBundles bundle requests are read and their deltas
+	// made at once; more wait. Sending a made bundle takes no slot.
 	DefaultParallelBundles = 2
+	// DefaultStallTimeout is Centre.StallTimeout's default.
+	DefaultStallTimeout = time.Minute
 	// MaxHistory and MaxPromotions bound what a Placement's and a
 	// ReleaseTrack's status keep.
 	MaxHistory    = 20
@@ -107,12 +111,18 @@ type Centre struct {
 	Interval time.Duration
 	// Now is the clock; time.Now if nil.
 	Now func() time.Time
+	// StallTimeout bounds a member's silence: a join's or sync's body
+	// not in within it, a bundle request's body or a bundle's answer that
+	// makes no progress for it, is cut off. DefaultStallTimeout if ≤ 0.
+	StallTimeout time.Duration
 	// Logger receives a line per request refused or served (syncs at
 	// Debug) and per rollout step; nil discards.
 	Logger *slog.Logger
 
 	once       sync.Once
-	tokenLocks sync.Map // token id → *sync.Mutex
+	tokenLocks [tokenStripes]sync.Mutex // by token id (tokenLock)
+	guesses    *authlimit.Limiter
+	inFlight   sync.Map // endpoint and member → struct{} (only)
 	kicks      chan struct{}
 	pulls      singleflight.Group
 	bundles    chan struct{}
@@ -122,6 +132,7 @@ func (c *Centre) init() {
 	c.once.Do(func() {
 		c.kicks = make(chan struct{}, 1)
 		c.bundles = make(chan struct{}, DefaultParallelBundles)
+		c.guesses = authlimit.New(authlimit.Options{Now: c.now})
 	})
 }
 
@@ -151,6 +162,13 @@ func (c *Centre) interval() time.Duration {
 		return wire.DefaultInterval
 	}
 	return c.Interval
+}
+
+func (c *Centre) stall() time.Duration {
+	if c.StallTimeout <= 0 {
+		return DefaultStallTimeout
+	}
+	return c.StallTimeout
 }
 
 func (c *Centre) log() *slog.Logger {

@@ -113,7 +113,7 @@ func FuzzHandler(f *testing.F) {
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, req)
 		switch rec.Code {
-		case 200, 400, 401, 403, 404, 409, 413:
+		case 200, 400, 401, 403, 404, 409, 413, 429:
 		default:
 			t.Fatalf("%s %q: %d %s", path, body, rec.Code, rec.Body)
 		}

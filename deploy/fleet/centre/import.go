@@ -24,7 +24,9 @@ const MaxClockSkew = 10 * time.Minute
 // taken, as a join) and the site's public key, and verify with that key:
 // the member is created Carried. Then its packages, receipt (stored in the
 // registry) and lastSeen (the report's creation) are recorded as a sync
-// records them. Nothing is written when anything is refused.
+// records them. Its receipts are read only once its signature (and a
+// first report's token) checks out. Nothing is written when anything is
+// refused.
 func (c *Centre) Import(ctx context.Context, data []byte) (*v1alpha1.Member, error) {
 	sr, rep, err := wire.OpenReport(data)
 	if err != nil {
@@ -37,24 +39,24 @@ func (c *Centre) Import(ctx context.Context, data []byte) (*v1alpha1.Member, err
 	case rep.Created.After(now.Add(MaxClockSkew)):
 		return nil, fmt.Errorf("member %s's report was made at %s, later than the centre's clock allows (%s)", rep.Member, rep.Created.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339))
 	}
-	u, err := readReport(rep)
-	if err != nil {
-		return nil, err
-	}
-	u.seen, u.always = rep.Created, true
+	var u *report
 	m, err := c.member(ctx, rep.Member)
 	switch {
 	case err == nil:
 		if err := checkKnown(m, sr, rep); err != nil {
 			return nil, err
 		}
+		if u, err = readReport(rep); err != nil {
+			return nil, err
+		}
 	case errors.Is(err, ErrNotFound):
-		if m, err = c.register(ctx, sr, rep, now); err != nil {
+		if m, u, err = c.register(ctx, sr, rep, now); err != nil {
 			return nil, err
 		}
 	default:
 		return nil, err
 	}
+	u.seen, u.always = rep.Created, true
 	if err := c.record(ctx, m, u); err != nil {
 		return nil, err
 	}
@@ -81,27 +83,36 @@ func checkKnown(m *v1alpha1.Member, sr *wire.SignedReport, rep *wire.Report) err
 
 // register creates a carried member from its first report: its token
 // and public key, the signature checked with that key before the token
-// is used.
-func (c *Centre) register(ctx context.Context, sr *wire.SignedReport, rep *wire.Report, now time.Time) (*v1alpha1.Member, error) {
+// is looked at, and the report read (its receipts parsed) once the token
+// checks out, before a use of it is taken.
+func (c *Centre) register(ctx context.Context, sr *wire.SignedReport, rep *wire.Report, now time.Time) (*v1alpha1.Member, *report, error) {
 	if rep.Token == "" {
-		return nil, fmt.Errorf("member %s is not in the fleet, and its report carries no join token", rep.Member)
+		return nil, nil, fmt.Errorf("member %s is not in the fleet, and its report carries no join token", rep.Member)
 	}
 	if err := checkPublicKey(rep.PublicKey); err != nil {
-		return nil, fmt.Errorf("member %s's report: %w", rep.Member, err)
+		return nil, nil, fmt.Errorf("member %s's report: %w", rep.Member, err)
 	}
 	if err := wire.VerifyReport(sr, rep.PublicKey); err != nil {
-		return nil, fmt.Errorf("member %s's report: %w", rep.Member, err)
+		return nil, nil, fmt.Errorf("member %s's report: %w", rep.Member, err)
 	}
-	if _, err := memberLabels(rep.Labels, nil); err != nil {
-		return nil, fmt.Errorf("member %s's report: %w", rep.Member, err)
+	if err := checkLabels(rep.Labels); err != nil {
+		return nil, nil, fmt.Errorf("member %s's report: %w", rep.Member, err)
 	}
-	tokenLabels, tokenName, err := c.useToken(ctx, rep.Token)
+	var (
+		labels map[string]string
+		u      *report
+	)
+	_, tokenName, err := c.useToken(ctx, rep.Token, func(tokenLabels map[string]string) (err error) {
+		if labels, err = memberLabels(rep.Labels, tokenLabels); err != nil {
+			return fmt.Errorf("member %s's report: %w", rep.Member, err)
+		}
+		if u == nil { // once, whatever conflicts the token's use meets
+			u, err = readReport(rep)
+		}
+		return err
+	})
 	if err != nil {
-		return nil, err
-	}
-	labels, err := memberLabels(rep.Labels, tokenLabels)
-	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	joined := metav1.NewTime(now)
 	m := &v1alpha1.Member{
@@ -110,7 +121,7 @@ func (c *Centre) register(ctx context.Context, sr *wire.SignedReport, rep *wire.
 		Status:     v1alpha1.MemberStatus{JoinedAt: &joined, JoinedWith: tokenName},
 	}
 	if err := c.newMember(ctx, m); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return m, nil
+	return m, u, nil
 }

@@ -12,14 +12,16 @@ import (
 )
 
 // serveJoin trades a token for a credential: the request is checked whole
-// (name, labels, public key) before the token is looked at, the name must
-// be free, the token gives up one use, and the Member is created with the
-// token's labels over the request's, its public key and the credential's
-// hash.
+// (name, labels, public key) before the token is looked at, then the
+// token; only then is the name looked up (a stranger learns nothing of
+// the fleet's members), which must be free, and the labels asked for
+// checked against the token's. The token gives up one use, and the
+// Member is created with the token's labels over the request's, its
+// public key and the credential's hash.
 func (c *Centre) serveJoin(w http.ResponseWriter, r *http.Request) (string, error) {
 	ctx := r.Context()
 	var req wire.JoinRequest
-	if err := readJSON(w, r, wire.MaxJoinRequest, "join request", &req); err != nil {
+	if err := c.readJSON(w, r, wire.MaxJoinRequest, "join request", &req); err != nil {
 		return "", err
 	}
 	if !wire.ValidMemberName(req.Name) {
@@ -31,19 +33,19 @@ func (c *Centre) serveJoin(w http.ResponseWriter, r *http.Request) (string, erro
 	if len(req.Agent) > 128 {
 		return req.Name, refuse(http.StatusBadRequest, nil, "the agent's version is %d bytes, more than 128", len(req.Agent))
 	}
-	if _, err := memberLabels(req.Labels, nil); err != nil {
-		return req.Name, err
+	if err := checkLabels(req.Labels); err != nil {
+		return req.Name, refuse(http.StatusBadRequest, nil, "%v", err)
 	}
-	if _, err := c.member(ctx, req.Name); err == nil {
-		return req.Name, refuse(http.StatusConflict, nil, "member %s is already in the fleet: join with another name", req.Name)
-	} else if !errors.Is(err, ErrNotFound) {
-		return req.Name, err
-	}
-	tokenLabels, tokenName, err := c.useToken(ctx, req.Token)
-	if err != nil {
-		return req.Name, err
-	}
-	labels, err := memberLabels(req.Labels, tokenLabels)
+	var labels map[string]string
+	_, tokenName, err := c.useToken(ctx, req.Token, func(tokenLabels map[string]string) (err error) {
+		if _, err = c.member(ctx, req.Name); err == nil {
+			return refuse(http.StatusConflict, nil, "member %s is already in the fleet: join with another name", req.Name)
+		} else if !errors.Is(err, ErrNotFound) {
+			return err
+		}
+		labels, err = memberLabels(req.Labels, tokenLabels)
+		return err
+	})
 	if err != nil {
 		return req.Name, err
 	}

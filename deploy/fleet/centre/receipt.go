@@ -54,6 +54,8 @@ type storedReceipts struct {
 	// whole is the digest of the whole registry's receipt ("" for none);
 	// manifest the digest of the manifest listing them all.
 	whole, manifest string
+	// layers are the digests of the receipts it lists.
+	layers []digest.Digest
 }
 
 // storeReceipts pushes a report's receipts (each its canonical JSON) as
@@ -105,12 +107,65 @@ func (c *Centre) storeReceipts(ctx context.Context, member string, whole []byte,
 			err = repo.Tag(ctx, m, "latest")
 			out.manifest = m.Digest.String()
 		}
+		for _, l := range layers {
+			out.layers = append(out.layers, l.Digest)
+		}
 	}
 	if err != nil {
 		// The member's report is not recorded: it reports again later.
 		return nil, &problem{status: http.StatusServiceUnavailable, msg: oneLine(fmt.Sprintf("the centre cannot store member %s's receipt in %s now: %v", member, c.Registry, err))}
 	}
 	return out, nil
+}
+
+// dropReceipts deletes from the registry what a member's report replaced:
+// its receipts manifest before and the receipts it listed (or, of an
+// older centre's, the whole receipt alone) that the new one, now, does
+// not. A member's receipts in the registry are then its last report's,
+// however often it reports new ones. It is done as well as the registry
+// lets it (one that deletes nothing keeps them for its garbage
+// collection), and never fails the report.
+func (c *Centre) dropReceipts(ctx context.Context, member string, before v1alpha1.MemberStatus, now *storedReceipts) {
+	if before.Receipts == now.manifest && before.Receipt == now.whole {
+		return
+	}
+	repo, err := c.receiptRepo(member)
+	if err != nil {
+		return
+	}
+	keep := map[digest.Digest]bool{digest.Digest(now.manifest): true}
+	for _, l := range now.layers {
+		keep[l] = true
+	}
+	var drop []ocispec.Descriptor
+	switch {
+	case before.Receipts != "" && !keep[digest.Digest(before.Receipts)]:
+		man, err := c.receiptsManifest(ctx, member, before.Receipts)
+		if err == nil {
+			var desc ocispec.Descriptor
+			if desc, err = repo.Resolve(ctx, before.Receipts); err == nil {
+				err = repo.Delete(ctx, desc)
+			}
+		}
+		if err != nil {
+			c.log().Debug("fleet: drop a member's replaced receipts", "member", member, "error", oneLine(err.Error()))
+			return
+		}
+		for _, l := range man.Layers {
+			if !keep[l.Digest] {
+				drop = append(drop, l)
+			}
+		}
+	case before.Receipts == "" && before.Receipt != "" && !keep[digest.Digest(before.Receipt)]:
+		if desc, err := repo.Blobs().Resolve(ctx, before.Receipt); err == nil {
+			drop = append(drop, desc)
+		}
+	}
+	for _, desc := range drop {
+		if err := repo.Blobs().Delete(ctx, desc); err != nil {
+			c.log().Debug("fleet: drop a member's replaced receipt", "member", member, "digest", desc.Digest.String(), "error", oneLine(err.Error()))
+		}
+	}
 }
 
 // emptyReceipt lists nothing: a delta against it is the whole package.

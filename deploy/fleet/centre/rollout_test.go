@@ -13,17 +13,19 @@ import (
 	"github.com/ferrypkg/ferry/deploy/fleet/centre"
 )
 
-// fleetOf joins n simulated members m00…; canary is labelled a canary.
+// fleetOf joins n simulated members m00…; canary is labelled a canary
+// by the token it joins with.
 func (w *world) fleetOf(n int, canary string) []*member {
 	tok := w.token(centre.TokenOptions{Uses: n, Labels: map[string]string{"env": "prod"}})
+	canaries := w.token(centre.TokenOptions{Labels: map[string]string{"env": "prod", v1alpha1.LabelCanary: "true"}})
 	var ms []*member
 	for i := range n {
 		name := fmt.Sprintf("m%02d", i)
-		labels := map[string]string{}
+		t := tok
 		if name == canary {
-			labels[v1alpha1.LabelCanary] = "true"
+			t = canaries
 		}
-		ms = append(ms, w.join(name, tok, labels))
+		ms = append(ms, w.join(name, t, nil))
 	}
 	return ms
 }

@@ -1,11 +1,14 @@
 package centre
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -13,6 +16,7 @@ import (
 
 	"github.com/ferrypkg/ferry/deploy/fleet/api/v1alpha1"
 	"github.com/ferrypkg/ferry/deploy/fleet/wire"
+	"github.com/ferrypkg/ferry/internal/authlimit"
 )
 
 // problem is a refusal: its sentence, the HTTP status it is answered with,
@@ -74,16 +78,43 @@ func (c *Centre) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, "", refuse(http.StatusMethodNotAllowed, nil, "POST to %s", r.URL.Path))
 		return
 	}
+	key := guessKey(r)
+	if d := c.guesses.Wait(key); d > 0 {
+		secs := int((d + time.Second - 1) / time.Second)
+		w.Header().Set("Retry-After", strconv.Itoa(secs))
+		c.fail(w, r, "", refuse(http.StatusTooManyRequests, nil, "too many refused tokens or credentials from %s: try again in %d s", authlimit.ClientKey(r), secs))
+		return
+	}
 	member, err := serve(w, r)
 	if err != nil {
+		if p := (*problem)(nil); errors.As(err, &p) && p.status == http.StatusUnauthorized {
+			c.guesses.Fail(key)
+		}
 		c.fail(w, r, member, err)
 		return
 	}
+	c.guesses.Succeed(key)
 	level := c.log().Info
 	if r.URL.Path == wire.PathSync {
 		level = c.log().Debug
 	}
 	level("fleet "+strings.TrimPrefix(r.URL.Path, "/fleet/v1/"), "member", member, "took", time.Since(start).Round(time.Millisecond).String())
+}
+
+// guessKey is whose refused tokens and credentials slow down a request
+// (internal/authlimit): a join's address; a sync's or bundle's address
+// and the member its credential names, so that one guessing a member's
+// credential from a site's address does not slow down the site's others.
+func guessKey(r *http.Request) string {
+	key := authlimit.ClientKey(r)
+	if r.URL.Path == wire.PathJoin {
+		return key
+	}
+	cred, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if name, _, err := wire.ParseCredential(strings.TrimSpace(cred)); err == nil {
+		key += " " + name
+	}
+	return key
 }
 
 // fail answers err: a refusal with its status, anything else 500 (503 for
@@ -103,7 +134,11 @@ func (c *Centre) fail(w http.ResponseWriter, r *http.Request, member string, err
 		w.Header().Set("WWW-Authenticate", `Bearer realm="ferry-fleet"`)
 	}
 	writeJSON(w, status, wire.Problem{Error: msg})
-	c.log().Warn("fleet request refused", "path", truncate(r.URL.Path), "status", status, "member", member, "reason", msg, "remote", r.RemoteAddr)
+	level := c.log().Warn
+	if status == http.StatusTooManyRequests {
+		level = c.log().Debug // one line per guess is what the wait saves
+	}
+	level("fleet request refused", "path", truncate(r.URL.Path), "status", status, "member", member, "reason", msg, "remote", r.RemoteAddr)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -118,23 +153,105 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_, _ = w.Write(append(data, '\n'))
 }
 
-// readJSON reads a request's body of at most limit bytes into v: a larger
-// one is 413, one that is not JSON of v's shape 400.
-func readJSON(w http.ResponseWriter, r *http.Request, limit int64, what string, v any) error {
-	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+// readJSON reads a request's body of at most limit bytes into v, within
+// the centre's StallTimeout (a bundle request's: each read within it): a
+// larger one is 413, one that is not in in time 408, one that is not
+// JSON of v's shape 400.
+func (c *Centre) readJSON(w http.ResponseWriter, r *http.Request, limit int64, what string, v any) error {
+	rc := http.NewResponseController(w)
+	body := io.Reader(http.MaxBytesReader(w, r.Body, limit))
+	if r.URL.Path == wire.PathBundle {
+		body = &progressReader{r: body, rc: rc, stall: c.stall()}
+	} else {
+		_ = rc.SetReadDeadline(time.Now().Add(c.stall())) // not every writer can: the server's ReadTimeout then
+	}
+	data, err := readAll(body, r.ContentLength, limit)
+	_ = rc.SetReadDeadline(time.Time{})
 	var tooBig *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooBig):
 		return refuse(http.StatusRequestEntityTooLarge, nil, "the %s is larger than the centre takes (%d bytes)", what, limit)
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return refuse(http.StatusRequestTimeout, nil, "the %s did not come in within %s", what, c.stall())
 	case err != nil:
 		return refuse(http.StatusBadRequest, nil, "the %s broke off: %v", what, err)
 	case len(data) == 0:
 		return refuse(http.StatusBadRequest, nil, "the %s is empty: send it as JSON", what)
 	}
-	if err := json.Unmarshal(data, v); err != nil {
+	var bound *wire.BoundError
+	switch err := json.Unmarshal(data, v); {
+	case errors.As(err, &bound):
+		return refuse(http.StatusRequestEntityTooLarge, nil, "%v", err)
+	case err != nil:
 		return refuse(http.StatusBadRequest, nil, "the %s is not JSON of its shape: %v", what, err)
 	}
 	return nil
+}
+
+// readAll reads body whole: into a buffer of its declared length (at most
+// limit; net/http holds a body to it) when it declares one, rather than
+// one grown by doubling.
+func readAll(body io.Reader, declared, limit int64) ([]byte, error) {
+	if declared <= 0 || declared > limit {
+		return io.ReadAll(body)
+	}
+	data := make([]byte, declared)
+	n, err := io.ReadFull(body, data)
+	return data[:n], err
+}
+
+// progressReader reads a request's body, each read within stall.
+type progressReader struct {
+	r     io.Reader
+	rc    *http.ResponseController
+	stall time.Duration
+}
+
+func (p *progressReader) Read(b []byte) (int, error) {
+	_ = p.rc.SetReadDeadline(time.Now().Add(p.stall))
+	return p.r.Read(b)
+}
+
+// progressWriter writes an answer, each write within stall: a reader that
+// stops reading is cut off.
+type progressWriter struct {
+	w     io.Writer
+	rc    *http.ResponseController
+	stall time.Duration
+}
+
+func (p *progressWriter) Write(b []byte) (int, error) {
+	_ = p.rc.SetWriteDeadline(time.Now().Add(p.stall))
+	return p.w.Write(b)
+}
+
+// only lets one request of a member to an endpoint in at a time: a
+// member's agent asks for one thing at a time, so a second is one too
+// many (429), and what a member can make the centre hold is one
+// request's worth. done lets the next in.
+func (c *Centre) only(path, member string) (done func(), err error) {
+	key := path + " " + member
+	if _, busy := c.inFlight.LoadOrStore(key, struct{}{}); busy {
+		return nil, refuse(http.StatusTooManyRequests, nil, "member %s has a %s request in flight: one at a time", member, strings.TrimPrefix(path, "/fleet/v1/"))
+	}
+	return func() { c.inFlight.Delete(key) }, nil
+}
+
+// recheck reads the member m again, as it is now, after a wait (for a
+// slot, for a delta): deleted or revoked is 403, a new credential 401.
+func (c *Centre) recheck(ctx context.Context, m *v1alpha1.Member) (*v1alpha1.Member, error) {
+	now, err := c.member(ctx, m.Name)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return nil, refuse(http.StatusForbidden, ErrNotFound, "member %s is not in the fleet (deleted)", m.Name)
+	case err != nil:
+		return nil, err
+	case now.Spec.Revoked:
+		return nil, refuse(http.StatusForbidden, ErrRevoked, "member %s is revoked", m.Name)
+	case now.Status.Credential != m.Status.Credential:
+		return nil, refuse(http.StatusUnauthorized, nil, "the credential is not member %s's any more", m.Name)
+	}
+	return now, nil
 }
 
 // authenticate finds the member whose credential the request bears: no

@@ -31,8 +31,13 @@ func (c *Centre) serveSync(w http.ResponseWriter, r *http.Request) (string, erro
 	if err != nil {
 		return "", err
 	}
+	done, err := c.only(r.URL.Path, m.Name)
+	if err != nil {
+		return m.Name, err
+	}
+	defer done()
 	var rep wire.Report
-	if err := readJSON(w, r, wire.MaxReport, "report", &rep); err != nil {
+	if err := c.readJSON(w, r, wire.MaxReport, "report", &rep); err != nil {
 		return m.Name, err
 	}
 	if rep.Member != m.Name {
@@ -155,13 +160,18 @@ func (c *Centre) record(ctx context.Context, m *v1alpha1.Member, u *report) erro
 		}
 	}
 	first, changed := true, false
+	var before v1alpha1.MemberStatus
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		if !first {
 			if err := c.fresh().Get(ctx, client.ObjectKeyFromObject(m), m); err != nil {
 				return err
 			}
+			if m.Spec.Revoked {
+				return refuse(http.StatusForbidden, ErrRevoked, "member %s is revoked", m.Name)
+			}
 		}
 		first = false
+		before = m.Status
 		st := m.Status.DeepCopy()
 		st.Packages, st.Agent = u.packages, u.agent
 		if u.interval > 0 {
@@ -191,6 +201,9 @@ func (c *Centre) record(ctx context.Context, m *v1alpha1.Member, u *report) erro
 	}
 	if err != nil {
 		return fmt.Errorf("write member %s's status: %w", m.Name, err)
+	}
+	if stored != nil {
+		c.dropReceipts(ctx, m.Name, before, stored)
 	}
 	if changed {
 		c.kick()

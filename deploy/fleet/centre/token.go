@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"maps"
 	"net/http"
 	"strconv"
@@ -115,11 +116,25 @@ func (c *Centre) CreateToken(ctx context.Context, opts TokenOptions) (wire.Token
 // join raced: up to about 10 s.
 var tokenRetry = wait.Backoff{Steps: 20, Duration: 10 * time.Millisecond, Factor: 1.5, Jitter: 0.5, Cap: time.Second}
 
+// tokenStripes is how many locks joins share, by their token's id: a
+// fixed number, whatever ids strangers send.
+const tokenStripes = 64
+
+// tokenLock is the lock of joins with token id.
+func (c *Centre) tokenLock(id string) *sync.Mutex {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(id))
+	return &c.tokenLocks[h.Sum32()%tokenStripes]
+}
+
 // useToken checks a token (it exists, its secret is right, it has not
-// expired, it has uses left) and takes one use of it, with optimistic
+// expired, it has uses left), then what the join asks with the token's
+// labels (admit: the name free, the labels allowed; its refusal is
+// returned and no use taken), and takes one use of it, with optimistic
 // concurrency: of two joins racing for the last use, one is refused. It
-// returns the labels the token gives.
-func (c *Centre) useToken(ctx context.Context, raw string) (map[string]string, string, error) {
+// returns the labels the token gives. A join is told nothing of the
+// fleet before its token checks out.
+func (c *Centre) useToken(ctx context.Context, raw string, admit func(labels map[string]string) error) (map[string]string, string, error) {
 	t, err := wire.ParseToken(raw)
 	if err != nil {
 		return nil, "", refuse(http.StatusUnauthorized, ErrToken, "%v", err)
@@ -127,9 +142,9 @@ func (c *Centre) useToken(ctx context.Context, raw string) (map[string]string, s
 	// Joins with one token take its uses one at a time here; other
 	// centres on the same management cluster still race (Conflict, tried
 	// again with a backoff long enough for many of them).
-	mu, _ := c.tokenLocks.LoadOrStore(t.ID, &sync.Mutex{})
-	mu.(*sync.Mutex).Lock()
-	defer mu.(*sync.Mutex).Unlock()
+	mu := c.tokenLock(t.ID)
+	mu.Lock()
+	defer mu.Unlock()
 	var labels map[string]string
 	err = retry.RetryOnConflict(tokenRetry, func() error {
 		var s corev1.Secret
@@ -156,6 +171,9 @@ func (c *Centre) useToken(ctx context.Context, raw string) (map[string]string, s
 				return fmt.Errorf("join token %s: its labels: %w", t.ID, err)
 			}
 		}
+		if err := admit(labels); err != nil {
+			return err
+		}
 		s.Data[TokenUses] = []byte(strconv.Itoa(uses - 1))
 		return c.Client.Update(ctx, &s) // a Conflict is tried again
 	})
@@ -166,10 +184,16 @@ func (c *Centre) useToken(ctx context.Context, raw string) (map[string]string, s
 }
 
 // memberLabels are a new member's labels: those it asks for, then the
-// token's over them.
+// token's over them. A member may not ask for a label the centre gives
+// (wire.CentreLabel) unless its token gives it.
 func memberLabels(asked, token map[string]string) (map[string]string, error) {
 	if err := checkLabels(asked); err != nil {
 		return nil, refuse(http.StatusBadRequest, nil, "%v", err)
+	}
+	for k := range asked {
+		if _, given := token[k]; wire.CentreLabel(k) && !given {
+			return nil, refuse(http.StatusBadRequest, nil, "label %s: a label of ferry's or Kubernetes' domains is the centre's to give (by the token, or on the Member), not a member's to ask for", k)
+		}
 	}
 	out := maps.Clone(asked)
 	if out == nil {
@@ -181,8 +205,8 @@ func memberLabels(asked, token map[string]string) (map[string]string, error) {
 
 // checkLabels refuses labels Kubernetes would not take.
 func checkLabels(labels map[string]string) error {
-	if len(labels) > 64 {
-		return fmt.Errorf("%d labels, more than 64", len(labels))
+	if len(labels) > wire.MaxLabels {
+		return fmt.Errorf("%d labels, more than %d", len(labels), wire.MaxLabels)
 	}
 	for k, v := range labels {
 		if errs := validation.IsQualifiedName(k); len(errs) > 0 {

@@ -38,6 +38,12 @@ const (
 	// lastSyncEvery is how often a successful heartbeat is written into
 	// the Secret (lastSync).
 	lastSyncEvery = time.Minute
+	// DefaultRequestTimeout bounds a join's or a sync's exchange with the
+	// centre: its answer whole.
+	DefaultRequestTimeout = 2 * time.Minute
+	// DefaultStallTimeout is how long a bundle may send nothing once it
+	// has begun.
+	DefaultStallTimeout = time.Minute
 )
 
 // Agent is a member's loop, run by `ferry agent`: it idles without the
@@ -61,6 +67,12 @@ type Agent struct {
 	Spool string
 	// MaxBundle bounds a bundle's size; no bound but the disk's if 0.
 	MaxBundle int64
+	// RequestTimeout bounds a join's or a sync's exchange with the
+	// centre; DefaultRequestTimeout if ≤ 0. A bundle is bounded by
+	// StallTimeout instead: it is cut off once no byte of it has come for
+	// that long (DefaultStallTimeout if ≤ 0), and its answer must begin
+	// within the client's wait for headers (a minute).
+	RequestTimeout, StallTimeout time.Duration
 	// Version is ferry's, reported to the centre.
 	Version string
 	// Logger receives a line per join, deploy, refusal and failure; nil
@@ -218,6 +230,20 @@ func (a *Agent) step(ctx context.Context) time.Duration {
 	return min(poll, a.interval())
 }
 
+func (a *Agent) requestTimeout() time.Duration {
+	if a.RequestTimeout <= 0 {
+		return DefaultRequestTimeout
+	}
+	return a.RequestTimeout
+}
+
+func (a *Agent) stallTimeout() time.Duration {
+	if a.StallTimeout <= 0 {
+		return DefaultStallTimeout
+	}
+	return a.StallTimeout
+}
+
 func (a *Agent) interval() time.Duration {
 	if a.st.interval <= 0 {
 		return wire.DefaultInterval
@@ -271,7 +297,12 @@ func (a *Agent) join(ctx context.Context, s *state) error {
 		ca     []byte
 	)
 	c := a.client(s.URL, tok.CA, "", func(p []byte) { seenMu.Lock(); ca = p; seenMu.Unlock() })
-	resp, err := c.Join(ctx, wire.JoinRequest{Token: s.Token, Name: s.Name, Labels: s.Labels, PublicKey: s.PublicKey, Agent: a.Version})
+	jctx, cancel := context.WithTimeout(ctx, a.requestTimeout())
+	resp, err := c.Join(jctx, wire.JoinRequest{Token: s.Token, Name: s.Name, Labels: s.Labels, PublicKey: s.PublicKey, Agent: a.Version})
+	cancel()
+	if err != nil && ctx.Err() == nil && errors.Is(jctx.Err(), context.DeadlineExceeded) {
+		return fmt.Errorf("join the fleet at %s: no whole answer within %s", s.URL, a.requestTimeout())
+	}
 	if err != nil {
 		return centreError("join the fleet", s.URL, err)
 	}

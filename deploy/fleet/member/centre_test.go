@@ -67,7 +67,9 @@ type centre struct {
 	// packages are the package files by root digest.
 	packages map[string]string
 	// bundleFn, if set, answers bundle requests.
-	bundleFn    func(w http.ResponseWriter, req wire.BundleRequest)
+	bundleFn func(w http.ResponseWriter, req wire.BundleRequest)
+	// front, if set, sees each request first: true if it answered it.
+	front       func(w http.ResponseWriter, r *http.Request) bool
 	bundleSizes []int64
 	deltas      []*artifact.DeltaResult
 }
@@ -88,7 +90,11 @@ func newCentre(t *testing.T) *centre {
 	c.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		c.mu.Lock()
 		c.requests++
+		front := c.front
 		c.mu.Unlock()
+		if front != nil && front(w, r) {
+			return
+		}
 		mux.ServeHTTP(w, r)
 	}))
 	c.srv.TLS = &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{leaf.Raw, ca.Raw}, PrivateKey: leafKey}}}

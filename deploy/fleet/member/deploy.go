@@ -48,8 +48,12 @@ func (a *Agent) deploy(ctx context.Context, c *wire.Client, p wire.DesiredPackag
 	if a.MaxBundle > 0 {
 		w = &boundedWriter{w: f, left: a.MaxBundle}
 	}
+	bctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	sw := &stallWriter{w: w, stall: a.stallTimeout(), cancel: cancel}
+	defer sw.stop()
 	start := a.now()
-	size, err := c.Bundle(ctx, wire.BundleRequest{Repository: p.Repository, Digest: p.Digest, Receipt: have}, w)
+	size, err := c.Bundle(bctx, wire.BundleRequest{Repository: p.Repository, Digest: p.Digest, Receipt: have}, sw)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
@@ -57,6 +61,8 @@ func (a *Agent) deploy(ctx context.Context, c *wire.Client, p wire.DesiredPackag
 	switch {
 	case errors.As(err, &tooBig):
 		return refuse(ReasonInvalidBundle, "the centre's bundle of %s is larger than the agent takes (%d bytes)", p.Name, a.MaxBundle)
+	case err != nil && errors.Is(context.Cause(bctx), errStalled):
+		return fmt.Errorf("fetch the bundle of %s: the centre sent no byte of the bundle for %s (%d bytes in)", p.Name, a.stallTimeout(), size)
 	case err != nil:
 		return fmt.Errorf("fetch the bundle of %s: %w", p.Name, err)
 	}
@@ -189,4 +195,32 @@ func (b *boundedWriter) Write(p []byte) (int, error) {
 	}
 	b.left -= int64(len(p))
 	return b.w.Write(p)
+}
+
+// errStalled is why a bundle was cut off: nothing came for a while.
+var errStalled = errors.New("the bundle stalled")
+
+// stallWriter passes a bundle's bytes on and cancels its fetch once none
+// has come for stall since the last (the first arms it: the centre makes
+// the delta before it answers).
+type stallWriter struct {
+	w      io.Writer
+	stall  time.Duration
+	cancel context.CancelCauseFunc
+	timer  *time.Timer
+}
+
+func (s *stallWriter) Write(p []byte) (int, error) {
+	if s.timer == nil {
+		s.timer = time.AfterFunc(s.stall, func() { s.cancel(errStalled) })
+	} else {
+		s.timer.Reset(s.stall)
+	}
+	return s.w.Write(p)
+}
+
+func (s *stallWriter) stop() {
+	if s.timer != nil {
+		s.timer.Stop()
+	}
 }

@@ -42,6 +42,9 @@ func TestHostileCentre(t *testing.T) {
 		{name: "desired state too large", set: func(c *centre) {
 			c.syncRaw = []byte(`{"packages":[{"name":"` + strings.Repeat("a", wire.MaxDesired) + `"}]}`)
 		}, want: "more than 4194304 bytes"},
+		{name: "10⁶ packages within the bound", set: func(c *centre) {
+			c.syncRaw = []byte(`{"packages":[` + strings.TrimSuffix(strings.Repeat("{},", (wire.MaxDesired-32)/3), ",") + `]}`)
+		}, want: "the centre's answer: the desired state lists 1398090 packages, more than 256"},
 		{name: "repository out of the tree", set: func(c *centre) {
 			p := good
 			p.Repository = "../x"

@@ -57,7 +57,12 @@ func TestJoin(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	labels := map[string]string{"env": "prod", "fleet.ferry.dev/canary": "true"}
+	labels := map[string]string{"env": "prod", "example.com/tier": "edge"}
+	// The centre's own labels are not a member's to ask for.
+	if err := WriteJoin(context.Background(), m.cs, ns, Config{URL: c.srv.URL, Token: wrong.String(), Name: "site-a",
+		Labels: map[string]string{"fleet.ferry.dev/canary": "true"}}); err == nil || !strings.Contains(err.Error(), "the centre's to give") {
+		t.Fatalf("join asking to be a canary: %v", err)
+	}
 	if err := WriteJoin(context.Background(), m.cs, ns, Config{URL: c.srv.URL, Token: wrong.String(), Name: "site-a", Labels: labels}); err != nil {
 		t.Fatal(err)
 	}

@@ -45,7 +45,7 @@ const SecretType corev1.SecretType = "ferry.dev/fleet-member"
 const LabelPlacement = "fleet.ferry.dev/placement"
 
 // MaxLabels bounds a member's labels.
-const MaxLabels = 64
+const MaxLabels = wire.MaxLabels
 
 // The keys of the Secret.
 const (
@@ -296,7 +296,22 @@ func (c *Config) check() error {
 	if c.Name == "" && c.Mode == v1alpha1.Carried {
 		return errors.New("a carried member needs a name: the centre learns it from its reports")
 	}
-	return checkLabels(c.Labels)
+	return checkAsked(c.Labels)
+}
+
+// checkAsked refuses labels a member may not ask the centre for: those
+// Kubernetes would not take, and those the centre gives
+// (wire.CentreLabel), which it refuses.
+func checkAsked(labels map[string]string) error {
+	if err := checkLabels(labels); err != nil {
+		return err
+	}
+	for k := range labels {
+		if wire.CentreLabel(k) {
+			return fmt.Errorf("label %s: a label of ferry's or Kubernetes' domains is the centre's to give (by the token, or on the Member), not a member's to ask for", k)
+		}
+	}
+	return nil
 }
 
 // WriteJoin checks cfg and writes it into the Secret SecretName of

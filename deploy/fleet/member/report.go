@@ -216,7 +216,7 @@ func WriteReport(ctx context.Context, cs kubernetes.Interface, pc client.Client,
 	if opts.Name != "" && !wire.ValidMemberName(opts.Name) {
 		return nil, fmt.Errorf("the member name %q is not a DNS label (lowercase letters, digits and '-', at most 63)", truncate(opts.Name))
 	}
-	if err := checkLabels(opts.Labels); err != nil {
+	if err := checkAsked(opts.Labels); err != nil {
 		return nil, err
 	}
 	s, err := mutate(ctx, cs, ns, true, func(s *state) error {

@@ -43,6 +43,10 @@ const (
 	// ReasonDeployFailed: fetching or deploying it failed; it is tried
 	// again, less and less often.
 	ReasonDeployFailed = "DeployFailed"
+	// ReasonNotPlaced: a Package of its name is there that no placement
+	// put there (deployed by hand): the agent leaves it alone, and looks
+	// again at each heartbeat.
+	ReasonNotPlaced = "NotPlaced"
 )
 
 // refusal is a package the member will not deploy.
@@ -97,7 +101,12 @@ func (a *Agent) sync(ctx context.Context, s *state) (*wire.Desired, error) {
 	if err != nil {
 		return nil, err
 	}
-	d, err := c.Sync(ctx, rep)
+	sctx, cancel := context.WithTimeout(ctx, a.requestTimeout())
+	d, err := c.Sync(sctx, rep)
+	cancel()
+	if err != nil && ctx.Err() == nil && errors.Is(sctx.Err(), context.DeadlineExceeded) {
+		return nil, fmt.Errorf("sync with the centre at %s: no whole answer within %s", s.URL, a.requestTimeout())
+	}
 	if err != nil {
 		return nil, centreError("sync with the centre", s.URL, err)
 	}
@@ -163,16 +172,28 @@ func (a *Agent) apply(ctx context.Context, c *wire.Client, d *wire.Desired) erro
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		a.ensure(ctx, c, p)
+		a.ensure(ctx, c, p, before[p.Name])
 	}
 	return a.prune(ctx)
 }
 
-// ensure deploys p unless it runs already, or was refused.
-func (a *Agent) ensure(ctx context.Context, c *wire.Client, p wire.DesiredPackage) {
+// ensure deploys p unless it runs already, or was refused. A Package of
+// p's name that no placement put there is left alone (ReasonNotPlaced;
+// was is p's outcome of the last heartbeat): the centre may not take
+// over, and later delete, what the site deployed itself.
+func (a *Agent) ensure(ctx context.Context, c *wire.Client, p wire.DesiredPackage, was outcome) {
 	var cur pkgapi.Package
 	err := a.Packages.Get(ctx, client.ObjectKey{Namespace: a.ns(), Name: p.Name}, &cur)
 	switch {
+	case err == nil && cur.Labels[LabelPlacement] == "":
+		o := outcome{digest: p.Digest, reason: ReasonNotPlaced, message: fmt.Sprintf("Package %s of namespace %s was not put there by the fleet: "+
+			"the agent leaves it alone (delete it, or label it %s=%s, to hand it over)", p.Name, a.ns(), LabelPlacement, p.Placement)}
+		a.st.invalid[p.Name] = o
+		delete(a.st.failed, p.Name)
+		if was != o {
+			a.log().Warn("fleet: desired package refused", "package", p.Name, "reason", ReasonNotPlaced, "error", o.message)
+		}
+		return
 	case err == nil && upToDate(&cur, p):
 		delete(a.st.failed, p.Name)
 		return

@@ -100,13 +100,21 @@ func (e *RefusedError) Error() string {
 
 func (e *RefusedError) Is(target error) bool { return target == ErrRefused }
 
+// http is the client's HTTP client: one that follows no redirect. The
+// pin holds only for https, and a redirect would carry the request's
+// body (a join's token) wherever the centre, or whoever answers for it,
+// says.
 func (c *Client) http() *http.Client {
-	if c.HTTP != nil {
-		return c.HTTP
+	if c.HTTP == nil {
+		tr := &http.Transport{TLSClientConfig: PinnedTLS(c.Pin, c.SeenCA), ForceAttemptHTTP2: true,
+			IdleConnTimeout: 90 * time.Second, TLSHandshakeTimeout: 10 * time.Second, ResponseHeaderTimeout: 60 * time.Second}
+		c.HTTP = &http.Client{Transport: tr}
 	}
-	tr := &http.Transport{TLSClientConfig: PinnedTLS(c.Pin, c.SeenCA), ForceAttemptHTTP2: true,
-		IdleConnTimeout: 90 * time.Second, TLSHandshakeTimeout: 10 * time.Second, ResponseHeaderTimeout: 60 * time.Second}
-	c.HTTP = &http.Client{Transport: tr}
+	if c.HTTP.CheckRedirect == nil {
+		hc := *c.HTTP
+		hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+		c.HTTP = &hc
+	}
 	return c.HTTP
 }
 
@@ -144,6 +152,10 @@ func (c *Client) do(ctx context.Context, path string, in any, auth bool) (*http.
 			err = ue.Err
 		}
 		return nil, fmt.Errorf("reach the centre at %s: %w", c.URL, err)
+	}
+	if resp.StatusCode >= 300 && resp.StatusCode < 400 {
+		resp.Body.Close()
+		return nil, &RefusedError{Status: resp.StatusCode, Message: "it answers with a redirect, which the member does not follow"}
 	}
 	if resp.StatusCode != http.StatusOK {
 		defer resp.Body.Close()

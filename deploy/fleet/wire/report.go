@@ -1,7 +1,6 @@
 package wire
 
 import (
-	"bytes"
 	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -55,26 +54,21 @@ func OpenReport(data []byte) (*SignedReport, *Report, error) {
 		return nil, nil, fmt.Errorf("the report is %d bytes, more than %d", len(data), MaxReportFile)
 	}
 	var sr SignedReport
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&sr); err != nil {
+	if err := json.Unmarshal(data, &sr); err != nil {
+		return nil, nil, fmt.Errorf("not a signed fleet report: %w", err)
+	}
+	if err := onlyFields(data, "mediaType", "payload", "signature"); err != nil {
 		return nil, nil, fmt.Errorf("not a signed fleet report: %w", err)
 	}
 	if sr.MediaType != MediaTypeReport {
 		return nil, nil, fmt.Errorf("not a signed fleet report: media type %q, not %s", sr.MediaType, MediaTypeReport)
 	}
-	var r Report
+	var r Report // its packages and receipts counted before they are decoded
 	if err := json.Unmarshal(sr.Payload, &r); err != nil {
 		return nil, nil, fmt.Errorf("the report's payload: %w", err)
 	}
 	if !ValidMemberName(r.Member) {
 		return nil, nil, fmt.Errorf("the report names no valid member (%q)", truncate(r.Member))
-	}
-	if len(r.Packages) > MaxPackages {
-		return nil, nil, fmt.Errorf("the report lists %d packages, more than %d", len(r.Packages), MaxPackages)
-	}
-	if len(r.Repositories) > MaxPackages {
-		return nil, nil, fmt.Errorf("the report carries receipts of %d repositories, more than %d", len(r.Repositories), MaxPackages)
 	}
 	return &sr, &r, nil
 }

@@ -106,3 +106,25 @@ var reName = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
 func ValidMemberName(name string) bool {
 	return len(name) <= 63 && reName.MatchString(name)
 }
+
+// centreDomains are the label prefixes a member may not ask for: the
+// fleet's and ferry's own (fleet.ferry.dev/canary puts a member in every
+// rollout's first wave) and those Kubernetes reserves.
+var centreDomains = []string{"ferry.dev", "kubernetes.io", "k8s.io"}
+
+// CentreLabel tells whether a label key is the centre's to give (a
+// token's, or the Member's own labels at the centre) and not a member's
+// to ask for: its prefix is one of ferry's or Kubernetes' domains, or
+// under one (node-role.kubernetes.io/…).
+func CentreLabel(key string) bool {
+	prefix, _, ok := strings.Cut(key, "/")
+	if !ok {
+		return false
+	}
+	for _, d := range centreDomains {
+		if prefix == d || strings.HasSuffix(prefix, "."+d) {
+			return true
+		}
+	}
+	return false
+}
