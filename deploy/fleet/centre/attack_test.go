@@ -69,17 +69,24 @@ func TestJoinNameOracle(t *testing.T) {
 	tok := w.token(centre.TokenOptions{Uses: 2})
 	w.join("taken", tok, nil)
 	parsed, _ := wire.ParseToken(tok)
+	id := parsed.ID
 	parsed.Secret = strings.Repeat("ab", 32)
 	wrong := parsed.String()
 	parsed.ID = "zzzzzz"
 	unknown := parsed.String()
+	says := map[string]bool{}
 	for _, token := range []string{wrong, unknown} {
 		for _, name := range []string{"taken", "free"} {
 			_, err := w.tryJoin(name, token, nil)
-			if status, msg := refusal(t, err); status != 401 || strings.Contains(msg, name) {
+			status, msg := refusal(t, err)
+			if status != 401 || strings.Contains(msg, name) {
 				t.Errorf("join %s with a wrong token: %d %q, want 401 naming no member", name, status, msg)
 			}
+			says[strings.ReplaceAll(strings.ReplaceAll(msg, id, "ID"), "zzzzzz", "ID")] = true
 		}
+	}
+	if len(says) != 1 {
+		t.Errorf("a wrong secret and an unknown id are told apart: %v", says)
 	}
 	_, err := w.tryJoin("taken", tok, nil)
 	if status, msg := refusal(t, err); status != 409 || !strings.Contains(msg, "member taken is already in the fleet") {

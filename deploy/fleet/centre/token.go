@@ -150,12 +150,13 @@ func (c *Centre) useToken(ctx context.Context, raw string, admit func(labels map
 		var s corev1.Secret
 		if err := c.fresh().Get(ctx, c.key(TokenSecretPrefix+t.ID), &s); err != nil {
 			if apierrors.IsNotFound(err) {
+				// As for a wrong secret: a stranger learns no token's id.
 				return refuse(http.StatusUnauthorized, ErrToken, "join token %s is not one the centre made (or it was deleted)", t.ID)
 			}
 			return fmt.Errorf("read join token %s: %w", t.ID, err)
 		}
 		if s.Type != TokenSecretType || !wire.SameHash(t.Secret, string(s.Data[TokenHash])) {
-			return refuse(http.StatusUnauthorized, ErrToken, "join token %s is not one the centre made", t.ID)
+			return refuse(http.StatusUnauthorized, ErrToken, "join token %s is not one the centre made (or it was deleted)", t.ID)
 		}
 		exp, err := time.Parse(time.RFC3339, string(s.Data[TokenExpires]))
 		if err != nil || !c.now().Before(exp) {
