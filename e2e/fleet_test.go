@@ -286,11 +286,19 @@ func TestFleet(t *testing.T) {
 		return false
 	})
 	t.Logf("refused: %+v", refused.Packages)
+	// The centre's next pass halts the rollout (the refusal came with a
+	// report; the rollout steps a second later).
 	var pls []fleetv1.Placement
-	fc.json(ctx, &pls, "fleet", "rollouts", name)
-	if len(pls) != 1 || pls[0].Status.Phase != fleetv1.PhaseHalted || !strings.Contains(pls[0].Status.Message, "site-a") {
-		t.Fatalf("the rollout of 3.0.0 is not halted naming site-a: %+v", pls)
-	}
+	waitOK(ctx, t, "the rollout of 3.0.0 halted naming site-a", func() error {
+		fc.json(ctx, &pls, "fleet", "rollouts", name)
+		if len(pls) != 1 {
+			return fmt.Errorf("%d placements", len(pls))
+		}
+		if pls[0].Status.Phase != fleetv1.PhaseHalted || !strings.Contains(pls[0].Status.Message, "site-a") {
+			return fmt.Errorf("phase %q, message %q", pls[0].Status.Phase, pls[0].Status.Message)
+		}
+		return nil
+	})
 	var p v1alpha1.Package
 	if err := pc.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &p); err != nil || p.Status.Digest != digests["2.0.0"] {
 		t.Fatalf("the member's Package moved: %v %v", p.Status.Digest, err)
