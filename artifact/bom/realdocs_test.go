@@ -191,4 +191,3 @@ func toSyftJSON(dir string, doc []byte) ([]byte, error) {
 	}
 	return out, nil
 }
-
