@@ -13,7 +13,7 @@ var spdxFormat = format{name: "SPDX document", field: func(d *docReader, key str
 	switch key {
 	case "spdxVersion":
 		var v string
-		if err := d.decode("spdxVersion", &v); err != nil {
+		if err := d.decode(loc{kind: "spdxVersion", i: -1}, &v); err != nil {
 			return err
 		}
 		if !strings.HasPrefix(v, "SPDX-2.") {
@@ -22,7 +22,7 @@ var spdxFormat = format{name: "SPDX document", field: func(d *docReader, key str
 		return nil
 	case "packages":
 		return d.array("packages", func(i int) error {
-			where := fmt.Sprintf("package %d", i)
+			where := loc{kind: "package", i: i}
 			var p spdxPackage
 			if err := d.decode(where, &p); err != nil {
 				return err
@@ -59,7 +59,7 @@ var cycloneDXFormat = format{name: "CycloneDX document", field: func(d *docReade
 	switch key {
 	case "bomFormat":
 		var v string
-		if err := d.decode("bomFormat", &v); err != nil {
+		if err := d.decode(loc{kind: "bomFormat", i: -1}, &v); err != nil {
 			return err
 		}
 		if v != "CycloneDX" {
@@ -72,14 +72,14 @@ var cycloneDXFormat = format{name: "CycloneDX document", field: func(d *docReade
 				return d.skip()
 			}
 			var c cdxComponent
-			if err := d.decode("metadata.component", &c); err != nil {
+			if err := d.decode(loc{kind: "metadata.component", i: -1}, &c); err != nil {
 				return err
 			}
-			return d.addCDX("metadata.component", c)
+			return d.addCDX(loc{kind: "metadata.component", i: -1}, c)
 		})
 	case "components":
 		return d.array("components", func(i int) error {
-			where := fmt.Sprintf("component %d", i)
+			where := loc{kind: "component", i: i}
 			var c cdxComponent
 			if err := d.decode(where, &c); err != nil {
 				return err
@@ -109,7 +109,7 @@ type cdxLicense struct {
 }
 
 // addCDX adds c and the components nested in it, but files.
-func (d *docReader) addCDX(where string, c cdxComponent) error {
+func (d *docReader) addCDX(where loc, c cdxComponent) error {
 	if c.Type != "file" {
 		comp := Component{Name: c.Name, Version: c.Version, Type: c.Type, PURL: c.PURL}
 		if c.Group != "" && c.PURL == "" {
@@ -126,7 +126,7 @@ func (d *docReader) addCDX(where string, c cdxComponent) error {
 		}
 	}
 	for i, n := range c.Components {
-		if err := d.addCDX(fmt.Sprintf("%s.%d", where, i), n); err != nil {
+		if err := d.addCDX(loc{kind: "component", i: i, parent: &where}, n); err != nil {
 			return err
 		}
 	}
@@ -140,7 +140,7 @@ var syftFormat = format{name: "Syft document", field: func(d *docReader, key str
 		return d.skip()
 	}
 	return d.array("artifacts", func(i int) error {
-		where := fmt.Sprintf("artifact %d", i)
+		where := loc{kind: "artifact", i: i}
 		var a struct {
 			Name     string        `json:"name"`
 			Version  string        `json:"version"`

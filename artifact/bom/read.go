@@ -126,7 +126,7 @@ type docReader struct {
 	lim  Limits
 	name string
 	out  []Component
-	strs map[string]string // interned licenses and types
+	strs map[string]string // interned licenses, types and versions
 }
 
 // object reads an object, calling fn for each key with the decoder before
@@ -220,7 +220,7 @@ func (d *docReader) skip() error {
 }
 
 // decode decodes the next value into v, saying where it is if it fails.
-func (d *docReader) decode(where string, v any) error {
+func (d *docReader) decode(where loc, v any) error {
 	err := d.dec.Decode(v)
 	var te *json.UnmarshalTypeError
 	if errors.As(err, &te) {
@@ -244,8 +244,26 @@ func article(kind string) string {
 	return "a " + kind
 }
 
+// loc says where an entry is in a document, for errors: "package 3",
+// "component 2.0" (nested), "bomFormat" (i < 0).
+type loc struct {
+	kind   string
+	i      int
+	parent *loc
+}
+
+func (l loc) String() string {
+	switch {
+	case l.parent != nil:
+		return fmt.Sprintf("%s.%d", l.parent, l.i)
+	case l.i < 0:
+		return l.kind
+	}
+	return fmt.Sprintf("%s %d", l.kind, l.i)
+}
+
 // add checks c against the limits and appends it.
-func (d *docReader) add(where string, c Component) error {
+func (d *docReader) add(where loc, c Component) error {
 	if len(d.out) >= d.lim.MaxComponents {
 		return fmt.Errorf("SBOM has more than %d components: %w", d.lim.MaxComponents, ErrFormat)
 	}
@@ -266,13 +284,13 @@ func (d *docReader) add(where string, c Component) error {
 	if t := purlType(c.PURL); t != "" {
 		c.Type = t
 	}
-	c.Type = d.intern(c.Type)
+	c.Type, c.Version = d.intern(c.Type), d.intern(c.Version)
 	d.out = append(d.out, c)
 	return nil
 }
 
 // checkString refuses a string over the limit.
-func (d *docReader) checkString(where, what, s string) error {
+func (d *docReader) checkString(where loc, what, s string) error {
 	if len(s) > d.lim.MaxString {
 		return fmt.Errorf("%s: %s: a %s of %d bytes is longer than %d: %w", d.name, where, what, len(s), d.lim.MaxString, ErrFormat)
 	}
