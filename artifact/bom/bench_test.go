@@ -61,7 +61,9 @@ func (p pool) draw(r *rand.Rand, n int) []bom.Component {
 func benchIndex(n int) *bom.Index {
 	r := rand.New(rand.NewPCG(53, 1))
 	deb := makePool(r, "deb", 6000, func(n, v string) string { return "pkg:deb/debian/" + n + "@" + v + "?arch=amd64&distro=debian-12" },
-		func(i int) string { return []string{"openssl", "libc6", "zlib1g", "libssl3", "curl"}[i%5] + fmt.Sprint(i/5) })
+		func(i int) string {
+			return []string{"openssl", "libc6", "zlib1g", "libssl3", "curl"}[i%5] + fmt.Sprint(i/5)
+		})
 	apk := makePool(r, "apk", 2000, func(n, v string) string { return "pkg:apk/alpine/" + n + "@" + v + "?arch=x86_64" },
 		func(i int) string { return []string{"musl", "busybox", "openssl", "zlib"}[i%4] + fmt.Sprint(i/4) })
 	golang := makePool(r, "golang", 5000, func(n, v string) string { return "pkg:golang/" + n + "@" + v },
@@ -69,7 +71,9 @@ func benchIndex(n int) *bom.Index {
 			return []string{"golang.org/x/net", "golang.org/x/text", "github.com/spf13/cobra", "k8s.io/client-go"}[i%4] + fmt.Sprint("/m", i/4)
 		})
 	npm := makePool(r, "npm", 5000, func(n, v string) string { return "pkg:npm/" + n + "@" + v },
-		func(i int) string { return []string{"lodash", "react", "express", "@angular/core"}[i%4] + fmt.Sprint("-", i/4) })
+		func(i int) string {
+			return []string{"lodash", "react", "express", "@angular/core"}[i%4] + fmt.Sprint("-", i/4)
+		})
 	pypi := makePool(r, "pypi", 2000, func(n, v string) string { return "pkg:pypi/" + n + "@" + v },
 		func(i int) string { return []string{"requests", "django", "numpy"}[i%3] + fmt.Sprint("-", i/3) })
 	// The packages the benchmark asks for, at a few versions.
