@@ -105,6 +105,7 @@ type Server struct {
 	sessions map[string]*session // by id
 	actors   map[string]*actor   // by cluster and credential
 	flashes  flash
+	sboms    sbomCache
 
 	// fleetClient and fleetActions make an actor's client of the
 	// management cluster and the centre's verbs over it (tests swap
@@ -159,6 +160,8 @@ func New(opts Options) (*Server, error) {
 	s.mux.HandleFunc("POST /logout", s.logout)
 	s.mux.HandleFunc("GET /{$}", s.packagesPage)
 	s.mux.HandleFunc("GET /c/{cluster}/packages/{namespace}/{name}", s.packagePage)
+	s.mux.HandleFunc("GET /c/{cluster}/packages/{namespace}/{name}/sboms/{digest}", s.sbomPage)
+	s.mux.HandleFunc("GET /c/{cluster}/packages/{namespace}/{name}/sboms/{digest}/document", s.sbomDocument)
 	s.mux.HandleFunc("GET /c/{cluster}/registry", s.registryPage)
 	s.mux.HandleFunc("POST /c/{cluster}/registry/usage", s.registryUsage)
 	s.mux.HandleFunc("GET /c/{cluster}/upload", s.uploadPage)

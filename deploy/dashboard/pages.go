@@ -206,6 +206,7 @@ type packageView struct {
 	Conditions []metav1.Condition
 	Graph      *node
 	GraphError string
+	SBOMs      []sbomLink
 	Releases   []releaseView
 	Objects    []objectView
 	Events     []eventView
@@ -215,6 +216,7 @@ type packageView struct {
 // node is one vertex of a package's graph.
 type node struct {
 	Kind, Label, Digest string
+	Link                string
 	Size                int64
 	Children            []*node
 }
@@ -255,7 +257,7 @@ func (s *Server) packagePage(w http.ResponseWriter, r *http.Request) {
 	}
 	v := &packageView{view: s.view(r, "Package "+name), Pkg: newRow(a.cluster, &p), Conditions: p.Status.Conditions}
 	var err error
-	v.Graph, err = s.graph(ctx, a, &p)
+	v.Graph, v.SBOMs, err = s.graph(ctx, a, &p)
 	if err != nil {
 		v.GraphError = oneLine(err.Error())
 	}
@@ -275,26 +277,25 @@ func (s *Server) packagePage(w http.ResponseWriter, r *http.Request) {
 // graph reads the package's graph from the in-cluster registry (its
 // manifests and ferry.json, not its layers): root → package manifest →
 // components → images, charts, manifests, files; and its signatures.
-func (s *Server) graph(ctx context.Context, a *actor, p *v1alpha1.Package) (*node, error) {
-	dg := p.Status.Digest
+func (s *Server) graph(ctx context.Context, a *actor, p *v1alpha1.Package) (*node, []sbomLink, error) {
+	dg := packageDigest(p)
 	if dg == "" {
-		dg = p.Spec.Digest
-	}
-	if dg == "" {
-		return nil, errors.New("no digest resolved yet")
+		return nil, nil, errors.New("no digest resolved yet")
 	}
 	reg, _, err := a.registry(ctx, s.opts.Namespace)
 	if err != nil {
-		return nil, fmt.Errorf("the in-cluster registry: %w", err)
+		return nil, nil, fmt.Errorf("the in-cluster registry: %w", err)
 	}
 	repo, err := reg.Repository(ctx, p.Spec.Repository)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	rep, err := artifact.Inspect(ctx, repo, dg, nil)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	var sboms []sbomLink
+	base := "/c/" + url.PathEscape(a.cluster) + "/packages/" + url.PathEscape(p.Namespace) + "/" + url.PathEscape(p.Name)
 	root := &node{Kind: "package", Label: rep.Name + " " + rep.Version, Digest: rep.Root.String(), Size: rep.StoredSize}
 	cfg := &node{Kind: "ferry.json", Label: "package manifest: " + strings.Join(rep.Platforms, ", ")}
 	root.Children = append(root.Children, cfg)
@@ -304,7 +305,13 @@ func (s *Server) graph(ctx context.Context, a *actor, p *v1alpha1.Package) (*nod
 			cn.Label += " (required)"
 		}
 		for _, img := range comp.Images {
-			cn.Children = append(cn.Children, &node{Kind: "image", Label: img.Ref, Digest: img.Digest.String(), Size: img.Size})
+			in := &node{Kind: "image", Label: img.Ref, Digest: img.Digest.String(), Size: img.Size}
+			for _, sb := range img.SBOMs {
+				l := sbomLink{Image: img.Ref, Platform: sb.Platform, Format: sb.ArtifactType, Digest: sb.Digest.String(), Link: base + "/sboms/" + sb.Digest.String()}
+				sboms = append(sboms, l)
+				in.Children = append(in.Children, &node{Kind: "sbom", Label: sb.Platform + " " + sb.ArtifactType, Digest: l.Digest, Size: sb.Size, Link: l.Link})
+			}
+			cn.Children = append(cn.Children, in)
 		}
 		for _, ch := range comp.Charts {
 			cn.Children = append(cn.Children, &node{Kind: "chart", Label: ch.Name + " " + ch.Version, Digest: ch.Digest.String(), Size: ch.Size})
@@ -346,7 +353,12 @@ func (s *Server) graph(ctx context.Context, a *actor, p *v1alpha1.Package) (*nod
 			return nil
 		})
 	}
-	return root, nil
+	return root, sboms, nil
+}
+
+// sbomLink is an SBOM of one image platform, as the package page links it.
+type sbomLink struct {
+	Image, Platform, Format, Digest, Link string
 }
 
 // releaseHistory reads a release's revisions from Helm's storage Secrets
@@ -458,7 +470,7 @@ var funcs = template.FuncMap{
 // parsePages parses each page with the layout.
 func parsePages() (map[string]*template.Template, error) {
 	pages := map[string]*template.Template{}
-	for _, p := range []string{"error", "login", "packages", "package", "registry", "upload", "fleet", "matrix", "rollouts", "placement", "track", "member"} {
+	for _, p := range []string{"error", "login", "packages", "package", "registry", "upload", "fleet", "matrix", "rollouts", "placement", "track", "member", "sbom"} {
 		t, err := template.New(p).Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+p+".html")
 		if err != nil {
 			return nil, err
