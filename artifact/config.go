@@ -35,6 +35,10 @@ type Component struct {
 	Files       []File     `json:"files,omitempty"`
 	// Repositories are git repositories, each at the commit create resolved.
 	Repositories []Repository `json:"repositories,omitempty"`
+	// Advisories are vulnerability databases (OSV records), each one
+	// layer of media type MediaTypeAdvisories; deploy installs nothing of
+	// them.
+	Advisories []Advisories `json:"advisories,omitempty"`
 }
 
 // Image is an image as stored: its original reference and digest, and the
@@ -149,4 +153,17 @@ type File struct {
 	Mode   int64         `json:"mode"`
 	Digest digest.Digest `json:"digest"`
 	Size   int64         `json:"size"`
+}
+
+// Advisories is a vulnerability database carried as one layer: a zip of
+// OSV records (https://ossf.github.io/osv-schema/).
+type Advisories struct {
+	// Source is the zip or folder the definition named.
+	Source string        `json:"source"`
+	Digest digest.Digest `json:"digest"`
+	Size   int64         `json:"size"`
+	// Records is how many records create loaded (withdrawn ones skipped);
+	// Modified the newest `modified` time among them (RFC 3339).
+	Records  int    `json:"records"`
+	Modified string `json:"modified,omitempty"`
 }

@@ -108,18 +108,38 @@ func (db *DB) LoadZip(r io.ReaderAt, size int64) error {
 }
 
 // LoadFS adds the records of the folder dir of fsys, as LoadDir reads
-// them, to db. Names are read a batch at a time: a folder of more than
-// MaxRecords files is refused before the rest of its names are listed.
+// them, to db.
 func (db *DB) LoadFS(fsys fs.FS, dir string) error {
-	lim := db.lim
+	names, err := db.listFS(fsys, dir)
+	if err != nil {
+		return err
+	}
+	for _, n := range names {
+		p := path.Join(dir, n)
+		data, err := readFile(fsys, p, db.lim.MaxRecordBytes)
+		if err != nil {
+			return fmt.Errorf("advisory %w", err)
+		}
+		if err := db.add(p, data); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// listFS lists the *.json regular files of the folder dir of fsys, sorted
+// (so that a database's first refusal is the same everywhere). Names are
+// read a batch at a time: a folder of more than MaxRecords files is
+// refused before the rest of its names are listed.
+func (db *DB) listFS(fsys fs.FS, dir string) ([]string, error) {
 	f, err := fsys.Open(dir)
 	if err != nil {
-		return fmt.Errorf("advisories: %w", err)
+		return nil, fmt.Errorf("advisories: %w", err)
 	}
+	defer f.Close()
 	d, ok := f.(fs.ReadDirFile)
 	if !ok {
-		f.Close()
-		return fmt.Errorf("advisories: %s is not a folder", dir)
+		return nil, fmt.Errorf("advisories: %s is not a folder", dir)
 	}
 	var names []string
 	for {
@@ -129,32 +149,18 @@ func (db *DB) LoadFS(fsys fs.FS, dir string) error {
 				names = append(names, e.Name())
 			}
 		}
-		if len(names) > lim.MaxRecords {
-			d.Close()
-			return &LimitError{What: "records in " + dir, Got: int64(len(names)), Max: int64(lim.MaxRecords)}
+		if len(names) > db.lim.MaxRecords {
+			return nil, &LimitError{What: "records in " + dir, Got: int64(len(names)), Max: int64(db.lim.MaxRecords)}
 		}
 		if errors.Is(err, io.EOF) || (err == nil && len(batch) == 0) {
 			break
 		}
 		if err != nil {
-			d.Close()
-			return fmt.Errorf("advisories %s: %w", dir, err)
+			return nil, fmt.Errorf("advisories %s: %w", dir, err)
 		}
 	}
-	d.Close()
-	// Sorted, so that a database's first refusal is the same everywhere.
 	slices.Sort(names)
-	for _, n := range names {
-		p := path.Join(dir, n)
-		data, err := readFile(fsys, p, lim.MaxRecordBytes)
-		if err != nil {
-			return fmt.Errorf("advisory %w", err)
-		}
-		if err := db.add(p, data); err != nil {
-			return err
-		}
-	}
-	return nil
+	return names, nil
 }
 
 // readFile reads the regular file name of fsys, at most max bytes.
