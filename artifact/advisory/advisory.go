@@ -141,8 +141,10 @@ func New(lim Limits) *DB {
 // skipped, a record several sources carry counted once).
 func (db *DB) Len() int { return len(db.records) }
 
-// Date is the newest `modified` time of the database's records: how
-// current it is. Zero for an empty database.
+// Date is the newest `modified` time of the database's records (a
+// record's `published` time where its `modified` is missing or zero, as
+// in golang.org/x/vulndb's data/osv): how current it is. Zero for an
+// empty database.
 func (db *DB) Date() time.Time { return db.date }
 
 // Entries is the number of affected entries the database indexes.

@@ -152,3 +152,12 @@ func TestPackageWithoutAdvisories(t *testing.T) {
 		t.Fatalf("err = %v, want ErrNotCarried", err)
 	}
 }
+
+func loadDef(t *testing.T, dir string) *definition.Definition {
+	t.Helper()
+	def, err := definition.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return def
+}

@@ -13,6 +13,7 @@ import (
 type osvRecord struct {
 	ID               string        `json:"id"`
 	Modified         string        `json:"modified"`
+	Published        string        `json:"published"`
 	Withdrawn        string        `json:"withdrawn"`
 	Aliases          []string      `json:"aliases"`
 	Summary          string        `json:"summary"`
@@ -79,8 +80,8 @@ func (db *DB) add(name string, data []byte) error {
 	if err := checkRecord(&r, lim); err != nil {
 		return err
 	}
-	if t, err := time.Parse(time.RFC3339, r.Modified); err == nil && t.After(db.date) {
-		db.date = t.UTC()
+	if t := recordTime(&r); t.After(db.date) {
+		db.date = t
 	}
 	if r.Withdrawn != "" {
 		return nil
@@ -142,6 +143,18 @@ func (db *DB) add(name string, data []byte) error {
 		db.entries++
 	}
 	return nil
+}
+
+// recordTime is when r last changed: its modified time, or its published
+// time where modified is missing or zero (golang.org/x/vulndb's data/osv
+// leaves modified zero: vuln.go.dev sets it when it publishes).
+func recordTime(r *osvRecord) time.Time {
+	for _, s := range []string{r.Modified, r.Published} {
+		if t, err := time.Parse(time.RFC3339, s); err == nil && t.Year() > 1 {
+			return t.UTC()
+		}
+	}
+	return time.Time{}
 }
 
 // checkRecord holds r to lim: counts and the length of every string kept.
