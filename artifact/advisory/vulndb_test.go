@@ -226,4 +226,3 @@ func TestAuditGoBuilds(t *testing.T) {
 		t.Errorf("the v0.3.7 build, fixed, still names %+v", *m)
 	}
 }
-
