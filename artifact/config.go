@@ -35,9 +35,7 @@ type Component struct {
 	Files       []File     `json:"files,omitempty"`
 	// Repositories are git repositories, each at the commit create resolved.
 	Repositories []Repository `json:"repositories,omitempty"`
-	// Advisories are vulnerability databases (OSV records), each one
-	// layer of media type MediaTypeAdvisories; deploy installs nothing of
-	// them.
+	// Advisories are vulnerability databases; deploy installs nothing of them.
 	Advisories []Advisories `json:"advisories,omitempty"`
 }
 
@@ -155,15 +153,13 @@ type File struct {
 	Size   int64         `json:"size"`
 }
 
-// Advisories is a vulnerability database carried as one layer: a zip of
-// OSV records (https://ossf.github.io/osv-schema/).
+// Advisories is a vulnerability database carried as one MediaTypeAdvisories
+// layer (package artifact/advisory): the zip or folder the definition named,
+// the layer, how many records create loaded and their newest modified time.
 type Advisories struct {
-	// Source is the zip or folder the definition named.
-	Source string        `json:"source"`
-	Digest digest.Digest `json:"digest"`
-	Size   int64         `json:"size"`
-	// Records is how many records create loaded (withdrawn ones skipped);
-	// Modified the newest `modified` time among them (RFC 3339).
-	Records  int    `json:"records"`
-	Modified string `json:"modified,omitempty"`
+	Source   string        `json:"source"`
+	Digest   digest.Digest `json:"digest"`
+	Size     int64         `json:"size"`
+	Records  int           `json:"records"`
+	Modified string        `json:"modified,omitempty"`
 }
