@@ -85,26 +85,26 @@ Exit status: 0 when nothing is found, 3 when something is, 1 on error.`,
 			if maxAge < 0 {
 				return fmt.Errorf("--max-age %s is negative", maxAge)
 			}
-			s, done, cause, err := f.scanner(cmd, args)
+			run, err := f.scanner(cmd, args)
 			if err != nil {
 				return err
 			}
-			defer done()
+			defer run.done()
 			var db *auditDB
 			if dbArg != "" {
 				db, err = openDB(cmd, dbArg, keys, f.remote)
 			} else {
-				db, err = clusterDB(cmd, s)
+				db, err = deployedDB(cmd, run)
 			}
 			if err != nil {
-				return cause(err)
+				return run.cause(err)
 			}
 			db.Stale = maxAge > 0 && time.Since(db.Date) > maxAge
-			stop := withProgress(cmd, s)
-			fs, err := s.Audit(cmd.Context(), db.db)
+			stop := withProgress(cmd, run.s)
+			fs, err := run.s.Audit(cmd.Context(), db.db)
 			stop()
 			if err != nil {
-				return cause(err)
+				return run.cause(err)
 			}
 			out := cmd.OutOrStdout()
 			switch format {
@@ -146,6 +146,9 @@ func openDB(cmd *cobra.Command, arg string, keys []string, remote cli.RemoteFlag
 			if err != nil {
 				return nil, err
 			}
+			if db.Len() == 0 {
+				return nil, fmt.Errorf("%s holds no OSV record", arg)
+			}
 			return &auditDB{Source: arg, Date: db.Date(), Records: db.Len(), db: db}, nil
 		case fi.Mode().IsRegular() && strings.EqualFold(filepath.Ext(arg), ".zip"):
 			if len(keys) > 0 {
@@ -183,11 +186,24 @@ func openDB(cmd *cobra.Command, arg string, keys []string, remote cli.RemoteFlag
 	if err != nil {
 		return nil, err
 	}
-	db, err := readAdvisories(cmd, src, ref)
+	db, _, err := advisory.ReadPackage(cmd.Context(), src, ref, lim)
 	if err != nil {
 		return nil, err
 	}
 	return &auditDB{Source: arg, Date: db.Date(), Records: db.Len(), db: db}, nil
+}
+
+// deployedDB reads the advisory database deployed in the cluster run scans.
+func deployedDB(cmd *cobra.Command, run *scanRun) (*auditDB, error) {
+	db, recs, err := run.db(cmd.Context())
+	if err != nil {
+		return nil, err
+	}
+	var srcs []string
+	for _, r := range recs {
+		srcs = append(srcs, r.Source)
+	}
+	return &auditDB{Source: "deployed in the cluster (" + strings.Join(srcs, ", ") + ")", Date: db.Date(), Records: db.Len(), db: db}, nil
 }
 
 // isLayout reports whether dir is an OCI layout (a package folder).

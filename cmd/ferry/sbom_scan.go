@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/artifact/advisory"
 	"github.com/ferrypkg/ferry/artifact/bom"
 	"github.com/ferrypkg/ferry/artifact/bomscan"
 	"github.com/ferrypkg/ferry/cmd/ferry/internal/cli"
@@ -68,7 +70,17 @@ func (f *scanFlags) register(cmd *cobra.Command) {
 
 // scanner makes the scanner of the SBOMs args and f name; done closes
 // what it opened, cause adds a tunnel's failure to an error.
-func (f *scanFlags) scanner(cmd *cobra.Command, args []string) (s *bomscan.Scanner, done func(), cause func(error) error, err error) {
+// scanRun is a scanner with what it opened: done closes it, cause adds a
+// tunnel's failure to an error, db (--cluster only) reads the advisory
+// database deployed in the cluster.
+type scanRun struct {
+	s     *bomscan.Scanner
+	done  func()
+	cause func(error) error
+	db    func(context.Context) (*advisory.DB, []artifact.Advisories, error)
+}
+
+func (f *scanFlags) scanner(cmd *cobra.Command, args []string) (*scanRun, error) {
 	none := func() {}
 	same := func(err error) error { return err }
 	picked := 0
@@ -79,21 +91,21 @@ func (f *scanFlags) scanner(cmd *cobra.Command, args []string) (s *bomscan.Scann
 	}
 	switch {
 	case picked == 0:
-		return nil, nil, nil, errors.New("name the SBOMs to read: a package or reference, --registry, --cluster or --fleet")
+		return nil, errors.New("name the SBOMs to read: a package or reference, --registry, --cluster or --fleet")
 	case picked > 1:
-		return nil, nil, nil, errors.New("name one place to read SBOMs from: a package or reference, --registry, --cluster or --fleet")
+		return nil, errors.New("name one place to read SBOMs from: a package or reference, --registry, --cluster or --fleet")
 	case f.rebuild && !f.inCluster && !f.fleet:
-		return nil, nil, nil, errors.New("--rebuild makes a cluster's or the centre's index again: add --cluster or --fleet")
+		return nil, errors.New("--rebuild makes a cluster's or the centre's index again: add --cluster or --fleet")
 	case f.namespace != "" && !f.inCluster && !f.fleet:
-		return nil, nil, nil, errors.New("--namespace names ferry's namespace with --cluster or the centre's with --fleet")
+		return nil, errors.New("--namespace names ferry's namespace with --cluster or the centre's with --fleet")
 	}
 	switch {
 	case len(args) > 0:
 		src, ref, err := cli.OpenSource(cmd, args[0], f.remote)
 		if err != nil {
-			return nil, nil, nil, err
+			return nil, err
 		}
-		return &bomscan.Scanner{Source: bomscan.PackageSource(src, ref)}, none, same, nil
+		return &scanRun{s: &bomscan.Scanner{Source: bomscan.PackageSource(src, ref)}, done: none, cause: same}, nil
 	case f.inCluster:
 		ns := f.namespace
 		if ns == "" {
@@ -101,22 +113,25 @@ func (f *scanFlags) scanner(cmd *cobra.Command, args []string) (s *bomscan.Scann
 		}
 		cs, cfg, err := f.kube.clientConfig()
 		if err != nil {
-			return nil, nil, nil, err
+			return nil, err
 		}
 		pc, err := packageClient(cfg)
 		if err != nil {
-			return nil, nil, nil, err
+			return nil, err
 		}
 		reg, _, ep, err := clusterRegistry(cmd, cs, cfg, &f.via, ns)
 		if err != nil {
-			return nil, nil, nil, err
+			return nil, err
 		}
 		s := deploybomscan.Cluster(pc, ns, reg)
 		s.Rebuild = f.rebuild
-		return s, func() { ep.Close() }, func(err error) error { return tunnelCause(err, ep) }, nil
+		return &scanRun{s: s, done: func() { ep.Close() }, cause: func(err error) error { return tunnelCause(err, ep) },
+			db: func(ctx context.Context) (*advisory.DB, []artifact.Advisories, error) {
+				return deploybomscan.ClusterDB(ctx, pc, ns, reg)
+			}}, nil
 	case f.fleet:
 		if f.registry == "" {
-			return nil, nil, nil, errors.New("--registry is required with --fleet: the centre's registry (host[:port])")
+			return nil, errors.New("--registry is required with --fleet: the centre's registry (host[:port])")
 		}
 		ns := f.namespace
 		if ns == "" {
@@ -124,45 +139,45 @@ func (f *scanFlags) scanner(cmd *cobra.Command, args []string) (s *bomscan.Scann
 		}
 		_, cfg, err := f.kube.clientConfig()
 		if err != nil {
-			return nil, nil, nil, err
+			return nil, err
 		}
 		quietClients()
 		sch := runtime.NewScheme()
 		if err := clientgoscheme.AddToScheme(sch); err != nil {
-			return nil, nil, nil, err
+			return nil, err
 		}
 		if err := fleetv1.AddToScheme(sch); err != nil {
-			return nil, nil, nil, err
+			return nil, err
 		}
 		c, err := client.New(cfg, client.Options{Scheme: sch})
 		if err != nil {
-			return nil, nil, nil, fmt.Errorf("the management cluster: %w", err)
+			return nil, fmt.Errorf("the management cluster: %w", err)
 		}
 		ro, err := f.remote.Options(cmd, f.registry)
 		if err != nil {
-			return nil, nil, nil, err
+			return nil, err
 		}
 		reg, err := ro.Registry(f.registry)
 		if err != nil {
-			return nil, nil, nil, err
+			return nil, err
 		}
 		s := deploybomscan.Fleet(c, ns, reg)
 		s.Rebuild = f.rebuild
-		return s, none, same, nil
+		return &scanRun{s: s, done: none, cause: same}, nil
 	}
 	host, prefix, ok := registryArg(f.registry)
 	if !ok {
-		return nil, nil, nil, fmt.Errorf("--registry %q is not a registry (host[:port][/PREFIX])", f.registry)
+		return nil, fmt.Errorf("--registry %q is not a registry (host[:port][/PREFIX])", f.registry)
 	}
 	ro, err := f.remote.Options(cmd, host)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, err
 	}
 	reg, err := ro.Registry(host)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, err
 	}
-	return &bomscan.Scanner{Source: bomscan.RegistrySource(reg, prefix)}, none, same, nil
+	return &scanRun{s: &bomscan.Scanner{Source: bomscan.RegistrySource(reg, prefix)}, done: none, cause: same}, nil
 }
 
 // withProgress shows the SBOMs read on a terminal (or as JSON lines with
@@ -222,16 +237,16 @@ the centre's registry): a search reads only the SBOMs it lacks, and
 			if err != nil {
 				return fmt.Errorf("QUERY %q: %w", args[0], err)
 			}
-			s, done, cause, err := f.scanner(cmd, args[1:])
+			run, err := f.scanner(cmd, args[1:])
 			if err != nil {
 				return err
 			}
-			defer done()
-			stop := withProgress(cmd, s)
-			hits, err := s.Query(cmd.Context(), q)
+			defer run.done()
+			stop := withProgress(cmd, run.s)
+			hits, err := run.s.Query(cmd.Context(), q)
 			stop()
 			if err != nil {
-				return cause(err)
+				return run.cause(err)
 			}
 			if output.JSON() {
 				return cli.WriteJSON(cmd.OutOrStdout(), hits)
