@@ -15,7 +15,7 @@ import (
 func addFull(root, pkg, reg *cobra.Command) {
 	pkg.AddCommand(newCreateCmd(), newFindImagesCmd(), newSignCmd(), newMirrorCmd(), newConvertCmd(), newImportCmd())
 	reg.AddCommand(newRegistryServeCmd(), newRegistryCheckCmd(), newRegistryLoadCmd(), newRegistryConnectCmd(), newRegistryGCCmd(), newRegistryMigrateCmd(), newRegistryHaveCmd())
-	root.AddCommand(newKeyCmd(), newInitCmd(), newDeployCmd(), newListCmd(), newRemoveCmd(), newAgentCmd(), newAgentProbeCmd(), newGitServerCmd(), newControllerCmd(), newDashboardCmd(), newFleetCmd())
+	root.AddCommand(newKeyCmd(), newInitCmd(), newDeployCmd(), newListCmd(), newRemoveCmd(), newAgentCmd(), newAgentProbeCmd(), newGitServerCmd(), newControllerCmd(), newDashboardCmd(), newFleetCmd(), newSBOMGroupCmd())
 }
 
 // handOff runs every command here: this is the full binary. Started by a

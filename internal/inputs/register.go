@@ -18,6 +18,7 @@ const (
 var Register = concat(
 	cli(),
 	fleetCLI(),
+	sbomCLI(),
 	definition(),
 	zarf(),
 	environment(),

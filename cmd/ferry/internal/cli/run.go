@@ -32,6 +32,10 @@ func Run(h Hooks) {
 		err = root.ExecuteContext(ctx)
 	}
 	stop()
+	var status ExitStatus
+	if errors.As(err, &status) {
+		os.Exit(int(status))
+	}
 	if err != nil {
 		ps := Problems{err}
 		errors.As(err, &ps)
@@ -63,3 +67,9 @@ func (ps Problems) Error() string {
 	}
 	return strings.Join(msgs, "; ")
 }
+
+// ExitStatus ends a command that has said what it found with that exit
+// status, and nothing more on stderr (`ferry sbom audit`'s 3: findings).
+type ExitStatus int
+
+func (s ExitStatus) Error() string { return fmt.Sprintf("exit status %d", int(s)) }

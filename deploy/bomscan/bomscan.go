@@ -1,0 +1,220 @@
+// Package bomscan finds the SBOMs a cluster and a fleet run: a cluster's
+// Packages, read from its in-cluster registry, with the Pods that run each
+// image; the packages a fleet's centre holds on its release tracks, with
+// the members that report running them. Scanning, the index and audits
+// are package artifact/bomscan's.
+package bomscan
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/opencontainers/go-digest"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"oras.land/oras-go/v2/registry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/artifact/bom"
+	"github.com/ferrypkg/ferry/artifact/bomscan"
+	"github.com/ferrypkg/ferry/deploy/api/v1alpha1"
+)
+
+// Bounds of what a cluster scan lists.
+const (
+	// MaxPods bounds the Pods listed to learn which run an image (50,000).
+	MaxPods = 50_000
+	// MaxNodes bounds the Nodes listed to learn a Pod's platform (5,000).
+	MaxNodes = 5_000
+	// pageSize is how many objects one list request asks for.
+	pageSize = 500
+)
+
+// Cluster is a scanner of the SBOMs of the Packages in namespace ns (ferry's)
+// of the cluster c reaches, read from its in-cluster registry reg, each
+// located where it runs: "NS/PACKAGE" and "pod NS/NAME" for each Pod whose
+// container image names the image's digest or one of its platform
+// manifests (the agent rewrites images to registry/…@sha256:…), or whose
+// status names one as its image ID. The index is kept in reg
+// (bomscan.IndexRepository, tag bomscan.IndexTag).
+func Cluster(c client.Client, ns string, reg registry.Registry) *bomscan.Scanner {
+	return &bomscan.Scanner{
+		Source: &clusterSource{c: c, ns: ns, reg: reg},
+		Store:  &lazyStore{reg: reg, repo: bomscan.IndexRepository},
+	}
+}
+
+type clusterSource struct {
+	c   client.Client
+	ns  string
+	reg registry.Registry
+}
+
+func (s *clusterSource) SBOMs(ctx context.Context) ([]bomscan.SBOMRef, error) {
+	var pkgs v1alpha1.PackageList
+	if err := s.c.List(ctx, &pkgs, client.InNamespace(s.ns)); err != nil {
+		if meta.IsNoMatchError(err) {
+			return nil, nil // no Package API: nothing deployed
+		}
+		return nil, fmt.Errorf("list Packages: %w", err)
+	}
+	if len(pkgs.Items) > bomscan.MaxPackages {
+		return nil, fmt.Errorf("%d Packages, more than %d", len(pkgs.Items), bomscan.MaxPackages)
+	}
+	pods, err := listPods(ctx, s.c)
+	if err != nil {
+		return nil, err
+	}
+	var refs []bomscan.SBOMRef
+	for _, p := range pkgs.Items {
+		root := p.Status.Digest
+		if root == "" {
+			root = p.Spec.Digest
+		}
+		if root == "" {
+			continue // not resolved yet
+		}
+		repo, err := s.reg.Repository(ctx, p.Spec.Repository)
+		if err != nil {
+			return nil, fmt.Errorf("Package %s/%s: %w", p.Namespace, p.Name, err)
+		}
+		where := p.Namespace + "/" + p.Name
+		more, err := bomscan.PackageSBOMs(ctx, repo, root, func(img artifact.Image, sb artifact.SBOM) []string {
+			return append([]string{where}, pods.running(img, sb)...)
+		})
+		if err != nil {
+			return nil, fmt.Errorf("Package %s: %w", where, err)
+		}
+		refs = append(refs, more...)
+	}
+	return refs, nil
+}
+
+// podIndex is which Pods name which digests, and the platform of each
+// Pod's node.
+type podIndex struct {
+	byDigest map[digest.Digest][]podRef
+}
+
+type podRef struct {
+	name     string // "pod ns/name"
+	platform string // its node's os/arch, "" when not known
+}
+
+// running names the Pods that run platform sb.Platform of img.
+func (p *podIndex) running(img artifact.Image, sb artifact.SBOM) []string {
+	var out []string
+	for _, r := range p.byDigest[sb.Subject] {
+		out = append(out, r.name)
+	}
+	if img.Digest != sb.Subject {
+		// A Pod naming the index runs the platform of its node.
+		for _, r := range p.byDigest[img.Digest] {
+			if r.platform == "" || strings.HasPrefix(sb.Platform+"/", r.platform+"/") {
+				out = append(out, r.name)
+			}
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// listPods lists the cluster's Pods (at most MaxPods) by the digests their
+// images name. The Nodes' platforms are read if the user may list them.
+func listPods(ctx context.Context, c client.Client) (*podIndex, error) {
+	nodes := map[string]string{}
+	var nl corev1.NodeList
+	for cont, n := "", 0; ; {
+		if err := c.List(ctx, &nl, client.Limit(pageSize), client.Continue(cont)); err != nil {
+			break // no right to list Nodes: platforms unknown
+		}
+		for _, node := range nl.Items {
+			nodes[node.Name] = node.Status.NodeInfo.OperatingSystem + "/" + node.Status.NodeInfo.Architecture
+		}
+		if n += len(nl.Items); n > MaxNodes || nl.Continue == "" {
+			break
+		}
+		cont = nl.Continue
+	}
+	idx := &podIndex{byDigest: map[digest.Digest][]podRef{}}
+	var pl corev1.PodList
+	for cont, n := "", 0; ; {
+		if err := c.List(ctx, &pl, client.Limit(pageSize), client.Continue(cont)); err != nil {
+			return nil, fmt.Errorf("list Pods: %w", err)
+		}
+		if n += len(pl.Items); n > MaxPods {
+			return nil, fmt.Errorf("more than %d Pods", MaxPods)
+		}
+		for _, pod := range pl.Items {
+			ref := podRef{name: "pod " + pod.Namespace + "/" + pod.Name, platform: nodes[pod.Spec.NodeName]}
+			seen := map[digest.Digest]bool{}
+			for _, d := range podDigests(&pod) {
+				if !seen[d] {
+					seen[d] = true
+					idx.byDigest[d] = append(idx.byDigest[d], ref)
+				}
+			}
+		}
+		if pl.Continue == "" {
+			return idx, nil
+		}
+		cont = pl.Continue
+	}
+}
+
+// podDigests are the digests a Pod's container images and image IDs name.
+func podDigests(pod *corev1.Pod) []digest.Digest {
+	var ds []digest.Digest
+	add := func(s string) {
+		if i := strings.LastIndex(s, "sha256:"); i >= 0 {
+			if d, err := digest.Parse(s[i:]); err == nil {
+				ds = append(ds, d)
+			}
+		}
+	}
+	for _, cs := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for _, c := range cs {
+			add(c.Image)
+		}
+	}
+	for _, st := range [][]corev1.ContainerStatus{pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses} {
+		for _, c := range st {
+			add(c.ImageID)
+		}
+	}
+	return ds
+}
+
+// lazyStore is a RepositoryStore of repository repo in reg, opened when
+// first used.
+type lazyStore struct {
+	reg  registry.Registry
+	repo string
+}
+
+func (s *lazyStore) store(ctx context.Context) (bomscan.Store, error) {
+	repo, err := s.reg.Repository(ctx, s.repo)
+	if err != nil {
+		return nil, err
+	}
+	return bomscan.RepositoryStore(repo, bomscan.IndexTag), nil
+}
+
+func (s *lazyStore) Load(ctx context.Context) (*bom.Index, error) {
+	st, err := s.store(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return st.Load(ctx)
+}
+
+func (s *lazyStore) Save(ctx context.Context, idx *bom.Index) error {
+	st, err := s.store(ctx)
+	if err != nil {
+		return err
+	}
+	return st.Save(ctx, idx)
+}
