@@ -28,6 +28,7 @@ func newDashboardCmd() *cobra.Command {
 		namespace, addr   string
 		certFile, keyFile string
 		verbose           bool
+		advisoryMaxAge    time.Duration
 		fleet             dashboardFleetFlags
 	)
 	cmd := &cobra.Command{
@@ -78,6 +79,7 @@ how to reach it.`,
 			srv, err := dashboard.New(dashboard.Options{
 				Clusters: clusters, Namespace: namespace, Hosts: dashboard.HostsFor(l.Addr().String(), names...),
 				Login: !loopback, TLS: certFile != "", AllowPaths: loopback, Logger: log, Fleet: fleetOpts,
+				AdvisoryMaxAge: advisoryMaxAge,
 			})
 			if err != nil {
 				return err
@@ -128,6 +130,7 @@ how to reach it.`,
 	f.StringVar(&certFile, "tls-cert", "", "serving certificate (PEM)")
 	f.StringVar(&keyFile, "tls-key", "", "serving key (PEM)")
 	f.BoolVarP(&verbose, "verbose", "v", false, "log every request refused, every upload and every fleet action")
+	f.DurationVar(&advisoryMaxAge, "advisory-max-age", dashboard.DefaultAdvisoryMaxAge, "the findings pages show the cluster's advisory database as old past this age")
 	fleet.register(cmd)
 	return cmd
 }

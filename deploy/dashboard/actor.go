@@ -37,6 +37,10 @@ type actor struct {
 	ep    *reach.Endpoint
 	reg   *remote.Registry
 
+	scanMu sync.Mutex
+	last   *scan       // the last scan of the cluster's SBOMs
+	lastDB *deployedDB // the advisory database last found deployed
+
 	fleetMu sync.Mutex
 	fc      client.WithWatch // the management cluster's fleet objects
 	acts    fleetActions     // the centre's verbs over fc

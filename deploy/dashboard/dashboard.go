@@ -83,6 +83,10 @@ type Options struct {
 	// AllowPaths lets the inspect page open archives by a path on the
 	// dashboard's machine (only sensible when the browser is on it).
 	AllowPaths bool
+	// AdvisoryMaxAge is the age past which the findings pages show the
+	// cluster's advisory database as old; DefaultAdvisoryMaxAge (30 days)
+	// if 0.
+	AdvisoryMaxAge time.Duration
 	// Fleet, if set, adds the fleet pages: the first cluster is the
 	// fleet's management cluster.
 	Fleet *FleetOptions
@@ -162,6 +166,11 @@ func New(opts Options) (*Server, error) {
 	s.mux.HandleFunc("GET /c/{cluster}/packages/{namespace}/{name}", s.packagePage)
 	s.mux.HandleFunc("GET /c/{cluster}/packages/{namespace}/{name}/sboms/{digest}", s.sbomPage)
 	s.mux.HandleFunc("GET /c/{cluster}/packages/{namespace}/{name}/sboms/{digest}/document", s.sbomDocument)
+	s.mux.HandleFunc("GET /c/{cluster}/packages/{namespace}/{name}/audit", s.auditPage)
+	s.mux.HandleFunc("GET /c/{cluster}/sbom/search", s.searchPage)
+	s.mux.HandleFunc("GET /c/{cluster}/sbom/audit", s.auditPage)
+	s.mux.HandleFunc("GET /sbom/search", s.redirectToCluster("search"))
+	s.mux.HandleFunc("GET /sbom/audit", s.redirectToCluster("audit"))
 	s.mux.HandleFunc("GET /c/{cluster}/registry", s.registryPage)
 	s.mux.HandleFunc("POST /c/{cluster}/registry/usage", s.registryUsage)
 	s.mux.HandleFunc("GET /c/{cluster}/upload", s.uploadPage)

@@ -3,6 +3,7 @@ package dashboard
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"image/png"
 	"os"
 	"path/filepath"
@@ -164,5 +165,52 @@ func TestSBOMInBrowser(t *testing.T) {
 	if !bytes.Equal(saved, blob) || digest.FromBytes(saved) != digest.FromBytes(blob) {
 		t.Errorf("the file saved: %d bytes, want the %d of the blob", len(saved), len(blob))
 	}
+	s.noErrors()
+}
+
+// Search and findings in a real browser, over a cluster whose registry
+// the dashboard may only read: a query typed in names the affected image
+// and where it runs, its link opens the SBOM filtered to the component;
+// the findings page shows the deployed database as old (its warning
+// class), the advisory under the affected image, the totals.
+func TestSBOMSearchAndFindingsInBrowser(t *testing.T) {
+	e := startCluster(t, true, Options{AdvisoryMaxAge: 24 * time.Hour})
+	s := newBrowserSession(t)
+
+	s.run(chromedp.Navigate(e.base+"/"), chromedp.Click(chromedp.CSS("#nav-search")))
+	s.waitText("h1", "SBOM search")
+	s.run(chromedp.SetValue(chromedp.CSS("#q"), "pkg:golang/golang.org/x/net@<0.13.0"), chromedp.Click(chromedp.CSS("#search-btn")))
+	s.waitText("#summary", "Components matching pkg:golang/golang.org/x/net@<0.13.0: 1, in ")
+	if got := s.texts("#hits td.h-version"); !slices.Equal(got, []string{"v0.11.0"}) {
+		t.Errorf("the hit's version: %q", got)
+	}
+	if got := s.texts("#hits td.h-runs"); len(got) != 1 || !strings.Contains(got[0], "ferry/audit") || !strings.Contains(got[0], "pod web/affected-1") {
+		t.Errorf("where it runs: %q", got)
+	}
+	s.shot("sbom-search.png")
+	s.run(chromedp.Click(chromedp.CSS("#hits td.h-name a")))
+	s.waitText("h1", affectedRef)
+	s.waitText("#matched", "1 of ")
+	if got := s.texts("#components td.c-name"); !slices.Equal(got, []string{"golang.org/x/net"}) {
+		t.Errorf("the SBOM filtered to the hit: %q", got)
+	}
+	// A query that is not one: its line, the page served.
+	s.run(chromedp.Click(chromedp.CSS("#nav-search")), chromedp.SetValue(chromedp.CSS("#q"), "pkg:golang/x@<<1"), chromedp.Click(chromedp.CSS("#search-btn")))
+	s.waitText("#search-error", "")
+
+	s.run(chromedp.Click(chromedp.CSS("#nav-audit")))
+	s.waitText("#db-old", "older than 24 hours")
+	old, err := chromedp.Run(s.ctx, chromedp.Evaluate[bool](`document.querySelector('#db').classList.contains('stale-db') && getComputedStyle(document.querySelector('#db-old')).display !== 'none'`))
+	if err != nil || !old {
+		t.Errorf("the database is not shown as old: %v", err)
+	}
+	totals := s.waitText("#totals", "findings of")
+	if ids := s.texts(".f-id"); len(ids) == 0 || !strings.HasPrefix(ids[0], "GO-2023-1988") || !strings.HasPrefix(totals, fmt.Sprint(len(ids))+" findings") {
+		t.Errorf("findings %q, totals %q", ids, totals)
+	}
+	if got := s.texts(".f-installed"); len(got) == 0 || got[0] != "v0.11.0" {
+		t.Errorf("installed: %q", got)
+	}
+	s.shot("sbom-findings-old-db.png")
 	s.noErrors()
 }
