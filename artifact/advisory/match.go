@@ -114,7 +114,7 @@ func query(c bom.Component) (compQuery, bool) {
 	if up, _, _ := strings.Cut(quals["upstream"], "@"); up != "" && up != name {
 		q.names = append(q.names, up)
 	}
-	if q.version == "" {
+	if !bom.Plausible(q.version) {
 		return q, false
 	}
 	// semantic reads any string as a semantic version; Go's are stricter.

@@ -1,6 +1,7 @@
 package advisory_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"os"
@@ -16,6 +17,7 @@ import (
 	"github.com/ferrypkg/ferry/artifact/advisory"
 	"github.com/ferrypkg/ferry/artifact/bom"
 	"github.com/ferrypkg/ferry/artifact/build"
+	"github.com/ferrypkg/ferry/artifact/definition"
 	"github.com/ferrypkg/ferry/artifact/sbomexec/sbomexectest"
 	"github.com/ferrypkg/ferry/internal/testsupport/fixture"
 	"github.com/ferrypkg/ferry/internal/testsupport/thirdparty"
@@ -133,30 +135,13 @@ func goProgram(t *testing.T, version string) []byte {
 	return bin
 }
 
-// spdxComponents reads the components of an SPDX JSON document: each
-// package's version and package URL.
+// spdxComponents reads the components of an SPDX JSON document as the
+// audit does.
 func spdxComponents(t *testing.T, doc []byte) []bom.Component {
 	t.Helper()
-	var d struct {
-		Packages []struct {
-			Name         string `json:"name"`
-			VersionInfo  string `json:"versionInfo"`
-			ExternalRefs []struct {
-				ReferenceType    string `json:"referenceType"`
-				ReferenceLocator string `json:"referenceLocator"`
-			} `json:"externalRefs"`
-		} `json:"packages"`
-	}
-	if err := json.Unmarshal(doc, &d); err != nil {
+	cs, err := bom.Read(bytes.NewReader(doc), definition.ArtifactTypeSPDX, bom.DefaultLimits)
+	if err != nil {
 		t.Fatal(err)
-	}
-	var cs []bom.Component
-	for _, p := range d.Packages {
-		for _, r := range p.ExternalRefs {
-			if r.ReferenceType == "purl" {
-				cs = append(cs, bom.Component{Name: p.Name, Version: p.VersionInfo, PURL: r.ReferenceLocator})
-			}
-		}
 	}
 	return cs
 }

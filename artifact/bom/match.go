@@ -108,7 +108,7 @@ func compareVersions(eco, a, b string) (int, bool) {
 	if eco == "Go" {
 		a, b = goVersion(a), goVersion(b)
 	}
-	if !plausible(a) || !plausible(b) {
+	if !Plausible(a) || !Plausible(b) {
 		return 0, false
 	}
 	cmp, err := Compare(eco, a, b)
@@ -124,10 +124,10 @@ func goVersion(v string) string {
 	return v
 }
 
-// plausible reports whether v can be a version: after an optional "v" it
+// Plausible reports whether v can be a version: after an optional "v" it
 // starts with a digit. osv-scalibr's orders take any string (UNKNOWN,
 // (devel)) as some version; such a component must match no range.
-func plausible(v string) bool {
+func Plausible(v string) bool {
 	v = strings.TrimPrefix(strings.TrimPrefix(v, "v"), "V")
 	return v != "" && v[0] >= '0' && v[0] <= '9'
 }

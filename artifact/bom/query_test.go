@@ -151,3 +151,13 @@ func TestParseQueryRefuses(t *testing.T) {
 		}
 	}
 }
+
+// TestSort: by type, name, then version in the ecosystem's order.
+func TestSort(t *testing.T) {
+	cs := []bom.Component{lodash5, ssl11w, xnet38, lodash4, ssl11, xnet37, nopurl, lodashB}
+	bom.Sort(cs)
+	want := []bom.Component{nopurl, ssl11, ssl11w, xnet37, xnet38, lodashB, lodash4, lodash5}
+	if names(cs) != names(want) {
+		t.Errorf("got  %s\nwant %s", names(cs), names(want))
+	}
+}

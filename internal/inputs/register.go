@@ -170,7 +170,7 @@ func cli() []Entry {
 			{Where: delta + " --file", Kind: Output, Bound: boundOutput, Try: "package delta {pkg} --have {pkg} -f {}"},
 		},
 		none(verify, "--images"),
-		none(sbom, "--platform"),
+		none(sbom, "--platform", "--table"),
 		none(split, "--size"),
 		remote(inspect, "package inspect "+regPkg), output(inspect),
 		remote(verify, "package verify "+regPkg+" --key {pub}"), output(verify),
