@@ -3,6 +3,7 @@ package dashboard
 import (
 	"bytes"
 	"context"
+	"html"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
@@ -10,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -283,6 +285,26 @@ func TestSBOMAudit(t *testing.T) {
 		if !strings.Contains(p, "GO-2023-1988") || (strings.Contains(path, "image=") && strings.Contains(p, "<code>"+fixedRef+"</code>")) {
 			t.Errorf("%s:\n%.3000s", path, p)
 		}
+	}
+	// The SBOM page links its image's findings.
+	var sb artifact.SBOM
+	for _, c := range e.cfg.Components {
+		for _, img := range c.Images {
+			if img.Ref == affectedRef {
+				sb = img.SBOMs[0]
+			}
+		}
+	}
+	sp := e.get(t, "/c/lab/packages/ferry/audit/sboms/"+sb.Digest.String())
+	m := regexp.MustCompile(`<a href="([^"]+)" id="findings">`).FindStringSubmatch(sp)
+	if m == nil {
+		t.Fatal("the SBOM page does not link its image's findings")
+	}
+	link := html.UnescapeString(m[1])
+	if u, err := url.Parse(link); err != nil || u.Path != "/c/lab/packages/ferry/audit/audit" || u.Query().Get("image") != affectedRef {
+		t.Errorf("the SBOM page links %s", link)
+	} else if p := e.get(t, link); !strings.Contains(p, "GO-2023-1988") || strings.Contains(p, "<code>"+fixedRef+"</code>") {
+		t.Errorf("%s:\n%.2000s", link, p)
 	}
 	if p := e.get(t, "/c/lab/packages/ferry/vulns/audit"); !strings.Contains(p, `id="totals">0 findings`) {
 		t.Errorf("the database's own package has findings:\n%.2000s", p)
