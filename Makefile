@@ -111,6 +111,8 @@ fuzz:
 	$(GO) test ./artifact -run '^$$' -fuzz '^FuzzReadLayout$$' -fuzztime $(FUZZTIME) $(FUZZFLAGS)
 	$(GO) test ./artifact/gitrepo -run '^$$' -fuzz '^FuzzTree$$' -fuzztime $(FUZZTIME) $(FUZZFLAGS)
 	$(GO) test ./deploy/gitserver -run '^$$' -fuzz '^FuzzUploadPack$$' -fuzztime $(FUZZTIME) $(FUZZFLAGS)
+	$(GO) test ./artifact/bom -run '^$$' -fuzz '^FuzzRead$$' -fuzztime $(FUZZTIME) $(FUZZFLAGS)
+	$(GO) test ./artifact/bom -run '^$$' -fuzz '^FuzzReadIndex$$' -fuzztime $(FUZZTIME) $(FUZZFLAGS)
 
 bench: deps build
 	FERRY_BIN=$(BIN)/ferry $(GO) test ./artifact -run '^$$' -bench . -benchtime 1x -timeout 60m

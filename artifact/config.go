@@ -35,6 +35,8 @@ type Component struct {
 	Files       []File     `json:"files,omitempty"`
 	// Repositories are git repositories, each at the commit create resolved.
 	Repositories []Repository `json:"repositories,omitempty"`
+	// Advisories are vulnerability databases; deploy installs nothing of them.
+	Advisories []Advisories `json:"advisories,omitempty"`
 }
 
 // Image is an image as stored: its original reference and digest, and the
@@ -149,4 +151,15 @@ type File struct {
 	Mode   int64         `json:"mode"`
 	Digest digest.Digest `json:"digest"`
 	Size   int64         `json:"size"`
+}
+
+// Advisories is a vulnerability database carried as one MediaTypeAdvisories
+// layer (package artifact/advisory): the zip or folder the definition named,
+// the layer, how many records create loaded and their newest modified time.
+type Advisories struct {
+	Source   string        `json:"source"`
+	Digest   digest.Digest `json:"digest"`
+	Size     int64         `json:"size"`
+	Records  int           `json:"records"`
+	Modified string        `json:"modified,omitempty"`
 }

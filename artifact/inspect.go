@@ -133,6 +133,11 @@ func checkConfig(r *Reader, sum *Summary) error {
 				missing = append(missing, fmt.Sprintf("file %s@%s", f.Target, f.Digest))
 			}
 		}
+		for _, a := range c.Advisories {
+			if !layers[a.Digest] {
+				missing = append(missing, fmt.Sprintf("advisories %s@%s", a.Source, a.Digest))
+			}
+		}
 		for _, g := range c.Repositories {
 			if !entries[KindGit+"|"+c.Name+"|"+g.URL+"|"+g.Digest.String()+"|"+g.Revision] || !strings.HasSuffix(g.Revision, "sha1:"+g.Commit) {
 				missing = append(missing, fmt.Sprintf("git repository %s at %s (%s)", g.URL, g.Revision, g.Digest))

@@ -17,6 +17,8 @@ const (
 	MediaTypeManifestBundle = "application/vnd.ferry.manifests.v1+yaml"
 	// MediaTypeFile is a layer holding one plain file.
 	MediaTypeFile = "application/vnd.ferry.file.v1"
+	// MediaTypeAdvisories is a layer holding a zip of OSV records.
+	MediaTypeAdvisories = "application/vnd.ferry.advisories.osv.v1+zip"
 
 	// MediaTypeHelmConfig and MediaTypeHelmChart are Helm's own OCI media
 	// types, so that `helm pull oci://…@sha256:…` works on a stored chart.

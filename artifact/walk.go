@@ -172,6 +172,9 @@ func claimedSize(cfg *Config) int64 {
 		for _, g := range c.Repositories {
 			add(g.Size)
 		}
+		for _, a := range c.Advisories {
+			add(a.Size)
+		}
 	}
 	return b
 }

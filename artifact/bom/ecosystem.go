@@ -48,6 +48,11 @@ func Ecosystem(c Component) string {
 	if err != nil {
 		return ""
 	}
+	return ecosystemOf(p)
+}
+
+// ecosystemOf is the OSV ecosystem of a package URL, "" if none.
+func ecosystemOf(p packageurl.PackageURL) string {
 	switch p.Type {
 	case packageurl.TypeDebian, packageurl.TypeRPM, packageurl.TypeApk:
 		return distros[strings.ToLower(p.Namespace)]

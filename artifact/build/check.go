@@ -45,6 +45,7 @@ type Count struct {
 	Repositories int `json:"repositories"`
 	Manifests    int `json:"manifests"`
 	Files        int `json:"files"`
+	Advisories   int `json:"advisories"`
 	Policies     int `json:"policies"`
 }
 
@@ -188,5 +189,12 @@ func (c *checker) component(ctx context.Context, ci int, cd definition.Component
 			continue
 		}
 		c.res.Checked.Files++
+	}
+	for ai, ad := range cd.Advisories {
+		if _, _, err := b.advisories(ad); err != nil {
+			c.at(ad.Line, fmt.Sprintf("components[%d].advisories[%d]", ci, ai), err)
+			continue
+		}
+		c.res.Checked.Advisories++
 	}
 }

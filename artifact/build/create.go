@@ -385,6 +385,17 @@ func (b *builder) build(ctx context.Context) (*artifact.Plan, error) {
 			d.Annotations = map[string]string{artifact.AnnotationComponent: cd.Name, ocispec.AnnotationTitle: fd.Target}
 			layers = append(layers, d)
 		}
+		for ai, ad := range cd.Advisories {
+			field := fmt.Sprintf("components[%d].advisories[%d]", ci, ai)
+			d, rec, err := b.advisories(ad)
+			if err != nil {
+				return nil, &definition.Error{File: def.File, Line: ad.Line, Field: field, Msg: err.Error(), Err: err}
+			}
+			comp.Advisories = append(comp.Advisories, rec)
+			d.Annotations = map[string]string{artifact.AnnotationComponent: cd.Name, ocispec.AnnotationTitle: rec.Source}
+			layers = append(layers, d)
+			b.progress(artifact.Progress{Phase: artifact.PhaseResolve, Item: fmt.Sprintf("advisories %s (%d records)", rec.Source, rec.Records)})
+		}
 		cfg.Components = append(cfg.Components, comp)
 	}
 

@@ -110,7 +110,7 @@ func addImages(p *defParser, comp *yaml.Node, refs []string) bool {
 		at := len(comp.Content)
 		for i := 0; i+1 < len(comp.Content); i += 2 {
 			switch comp.Content[i].Value {
-			case "charts", "manifests", "files", "repositories":
+			case "charts", "manifests", "files", "repositories", "advisories":
 				at = min(at, i)
 			}
 		}

@@ -77,7 +77,19 @@ type Component struct {
 	Manifests    []Manifest   `yaml:"manifests,omitempty"`
 	Files        []File       `yaml:"files,omitempty"`
 	Repositories []Repository `yaml:"repositories,omitempty"`
-	Line         int          `yaml:"-"`
+	// Advisories are vulnerability databases to carry (OSV records).
+	Advisories []Advisories `yaml:"advisories,omitempty"`
+	Line       int          `yaml:"-"`
+}
+
+// Advisories is a vulnerability database to carry: Source is a zip of OSV
+// records (osv.dev's all.zip layout) or a folder of *.json records
+// (golang.org/x/vulndb's data/osv), inside the definition's folder. Create
+// loads it (bounded, package artifact/advisory) and stores it as one zip
+// layer; deploy installs nothing of it.
+type Advisories struct {
+	Source string `yaml:"source"`
+	Line   int    `yaml:"-"`
 }
 
 // Repository is a git repository to carry at one commit. URL is its

@@ -39,6 +39,7 @@ components:
     manifests: [{name: m, namespace: n, files: [m.yaml]}]
     files: [{source: f, target: /f, mode: 0644}]
     repositories: [{url: https://example.com/r.git, path: r, ref: main, history: true}]
+    advisories: [{source: osv}]
 `
 
 // Fields lists every field of a definition the parser knows, as

@@ -108,6 +108,19 @@ func (p *defParser) component(n *yaml.Node, field string) (Component, error) {
 				return err
 			})
 		},
+		"advisories": func(v *yaml.Node, f string) error {
+			return p.seq(v, f, func(item *yaml.Node, f string) error {
+				ad := Advisories{Line: item.Line}
+				err := p.mapping(item, f, map[string]func(*yaml.Node, string) error{
+					"source": func(v *yaml.Node, f string) error { return p.path(v, f, &ad.Source) },
+				})
+				if err == nil && ad.Source == "" {
+					err = p.errf(item.Line, join(f, "source"), "missing")
+				}
+				c.Advisories = append(c.Advisories, ad)
+				return err
+			})
+		},
 	})
 	if err != nil {
 		return c, err

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -59,6 +61,26 @@ func TestCLIPackageSBOM(t *testing.T) {
 	if code != 0 || !strings.Contains(doc, `"libferry1"`) || !strings.Contains(doc, `"spdxVersion"`) {
 		t.Fatalf("package sbom IMAGE: exit %d %s\n%.300s", code, stderr, doc)
 	}
+	// --table: the components, sorted by type then name; -o json the same.
+	out, stderr, code = runFerry(t, dir, "package", "sbom", pkg, "example.com/org/one:1.0", "--table")
+	if code != 0 || !strings.HasPrefix(out, "example.com/org/one:1.0 linux/amd64 (spdx-json, ") ||
+		!regexp.MustCompile(`(?m)^NAME +VERSION +TYPE +LICENSES +PURL\n(.*\n)*ferry-tools +0\.9\.0-2 +deb +- +pkg:deb/debian/ferry-tools@0\.9\.0-2\?arch=amd64&distro=debian-12\nlibferry1 +1\.2\.3-1 +deb `).MatchString(out) ||
+		!strings.Contains(out, "pkg:golang/"+fixture.GoModule) {
+		t.Fatalf("--table: exit %d %s\n%s", code, stderr, out)
+	}
+	out, _, code = runFerry(t, dir, "package", "sbom", pkg, "example.com/org/one:1.0", "--table", "-o", "json")
+	var tables []struct {
+		Image, Platform, Format string
+		Components              []struct{ Name, Version, Type, PURL string }
+	}
+	if err := json.Unmarshal([]byte(out), &tables); err != nil || code != 0 || len(tables) != 1 || tables[0].Format != "spdx-json" ||
+		!slices.ContainsFunc(tables[0].Components, func(c struct{ Name, Version, Type, PURL string }) bool {
+			return c.Name == "libferry1" && c.Version == "1.2.3-1" && c.Type == "deb"
+		}) {
+		t.Fatalf("--table -o json: %v\n%s", err, out)
+	}
+	stdout, stderr, code = runFerry(t, dir, "package", "sbom", pkg, "--table")
+	wantFail(t, stdout, stderr, code, "--platform, --output-dir and --table need an IMAGE")
 	out, stderr, code = runFerry(t, dir, "package", "sbom", pkg, "example.com/org/one:1.0", "--platform", "linux/amd64", "--output-dir", "sboms")
 	if code != 0 {
 		t.Fatal(stderr)

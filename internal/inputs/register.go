@@ -170,7 +170,7 @@ func cli() []Entry {
 			{Where: delta + " --file", Kind: Output, Bound: boundOutput, Try: "package delta {pkg} --have {pkg} -f {}"},
 		},
 		none(verify, "--images"),
-		none(sbom, "--platform"),
+		none(sbom, "--platform", "--table"),
 		none(split, "--size"),
 		remote(inspect, "package inspect "+regPkg), output(inspect),
 		remote(verify, "package verify "+regPkg+" --key {pub}"), output(verify),
@@ -303,6 +303,7 @@ func definition() []Entry {
 			"components[].manifests[].name", "components[].manifests[].namespace",
 			"components[].files[].target", "components[].files[].mode",
 			"components[].repositories[].ref", "components[].repositories[].history",
+			"components[].advisories",
 		),
 		[]Entry{
 			file("imagePolicies[].authorities[].key", "a public key of at most 64 KiB, "+boundDefFile,
@@ -322,6 +323,8 @@ func definition() []Entry {
 				"components:\n- name: c\n  files:\n  - source: {}\n    target: /x\n"),
 			{Where: "ferry.yaml components[].repositories[].path", Kind: Folder, Bound: "a git repository inside the definition's folder: gitdir, commondir and alternates confined; the tree's limits in docs/limits.md",
 				Try: "components:\n- name: c\n  repositories:\n  - url: https://example.com/r.git\n    path: {}\n"},
+			{Where: "ferry.yaml components[].advisories[].source", Kind: File, Bound: "a zip of OSV records or a folder of *.json records, " + boundDefFile + "; at most 1,000,000 records of 4 MiB, 2 GiB together, a zip's entry count and sizes read from its directory before any entry and expanding at most 100x; per record 10,000 affected entries and range events, 100,000 versions, 16 KiB strings (advisory.DefaultLimits); a refusal names the record",
+				Try: "components:\n- name: c\n  advisories:\n  - source: {}\n"},
 			{Where: "ferry.yaml components[].repositories[].url", Kind: URL, Bound: "https, http, ssh or scp-like; a password, query, fragment or control character refused; printed redacted; over HTTP(S) the server's list of refs at most 32 MiB (artifact.MaxGitRefList), a server answering nothing or sending slower than 16 KiB/s for a minute given up"},
 		},
 	)

@@ -1,15 +1,19 @@
 package cli
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"text/tabwriter"
+	"unicode"
 
 	"github.com/spf13/cobra"
 
 	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/artifact/bom"
 	"github.com/ferrypkg/ferry/artifact/definition"
 )
 
@@ -26,6 +30,7 @@ func newSBOMCmd() *cobra.Command {
 		keys      []string
 		platform  string
 		outputDir string
+		table     bool
 	)
 	cmd := &cobra.Command{
 		Use:   "sbom PKG|REF [IMAGE]",
@@ -34,7 +39,10 @@ func newSBOMCmd() *cobra.Command {
   ferry package sbom app.tar.zst
 
   # Write every platform's SBOM of one image into ./sboms
-  ferry package sbom app.tar.zst docker.io/library/nginx:1.27 --output-dir sboms`,
+  ferry package sbom app.tar.zst docker.io/library/nginx:1.27 --output-dir sboms
+
+  # Show the packages an image holds, one table per platform
+  ferry package sbom app.tar.zst nginx:1.27 --table`,
 		Long: `List the SBOMs a package holds (one per image platform, made at create,
 or carried from a Zarf package by import): image, platform, format
 (spdx-json, cyclonedx-json, or syft-json for Zarf's), digest and size,
@@ -42,7 +50,10 @@ from ferry.json.
 
 Given IMAGE (its reference as the package records it, e.g. nginx:1.27 or
 docker.io/library/nginx:1.27), print its SBOM document (with --platform
-when it has several), or write every one into --output-dir. Only SBOMs of
+when it has several), write every one into --output-dir, or show with
+--table the components each lists (name, version, type, licenses, package
+URL; sorted by type, then name), one table per platform, or with -o json
+as JSON. Only SBOMs of
 the package's graph are read, never other referrers a registry holds, and
 each is checked against its digest; a package on disk is verified whole
 first. With --key, the package's signature is verified too.`,
@@ -56,8 +67,11 @@ first. With --key, the package's signature is verified too.`,
 					return fmt.Errorf("--platform: %w", err)
 				}
 			}
-			if len(args) == 1 && (platform != "" || outputDir != "") {
-				return fmt.Errorf("--platform and --output-dir need an IMAGE")
+			if len(args) == 1 && (platform != "" || outputDir != "" || table) {
+				return fmt.Errorf("--platform, --output-dir and --table need an IMAGE")
+			}
+			if table && outputDir != "" {
+				return fmt.Errorf("--table and --output-dir: choose one")
 			}
 			if len(keys) > 0 {
 				if _, err := verifyPackage(cmd, args[0], keys, remote, false); err != nil {
@@ -82,6 +96,9 @@ first. With --key, the package's signature is verified too.`,
 			if outputDir != "" {
 				return writeSBOMs(cmd, docs, outputDir, output.JSON())
 			}
+			if table {
+				return printComponents(cmd, docs, output.JSON())
+			}
 			if len(docs) > 1 {
 				var ps []string
 				for _, d := range docs {
@@ -98,6 +115,7 @@ first. With --key, the package's signature is verified too.`,
 	AddKeyFlag(cmd, &keys)
 	cmd.Flags().StringVar(&platform, "platform", "", "the image platform (os/arch[/variant]) whose SBOM to print")
 	cmd.Flags().StringVar(&outputDir, "output-dir", "", "write the image's SBOMs into this folder, one file per platform")
+	cmd.Flags().BoolVar(&table, "table", false, "show the components the image's SBOMs list, one table per platform")
 	return cmd
 }
 
@@ -124,6 +142,65 @@ func printSBOMs(cmd *cobra.Command, cfg *artifact.Config, asJSON bool) error {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.Image, r.Platform, sbomFormatName(r.ArtifactType), r.Digest, HumanBytes(r.Size))
 	}
 	return tw.Flush()
+}
+
+// sbomComponents are the components of one SBOM, as `package sbom PKG
+// IMAGE --table -o json` lists them.
+type sbomComponents struct {
+	Image      string          `json:"image"`
+	Platform   string          `json:"platform"`
+	Format     string          `json:"format"`
+	Digest     string          `json:"digest"`
+	Components []bom.Component `json:"components"`
+}
+
+// printComponents shows the components of each document, sorted by type
+// then name: a table per platform, or JSON.
+func printComponents(cmd *cobra.Command, docs []artifact.SBOMDocument, asJSON bool) error {
+	var all []sbomComponents
+	for _, d := range docs {
+		cs, err := bom.Read(bytes.NewReader(d.Data), d.ArtifactType, bom.Limits{})
+		if err != nil {
+			return fmt.Errorf("SBOM %s of %s (%s): %w", d.Digest, d.Image, d.Platform, err)
+		}
+		bom.Sort(cs)
+		if cs == nil {
+			cs = []bom.Component{}
+		}
+		all = append(all, sbomComponents{Image: d.Image, Platform: d.Platform, Format: sbomFormatName(d.ArtifactType), Digest: d.Digest.String(), Components: cs})
+	}
+	if asJSON {
+		return WriteJSON(cmd.OutOrStdout(), all)
+	}
+	w := cmd.OutOrStdout()
+	for i, s := range all {
+		if i > 0 {
+			fmt.Fprintln(w)
+		}
+		fmt.Fprintf(w, "%s %s (%s, %d components)\n", cell(s.Image), s.Platform, s.Format, len(s.Components))
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "NAME\tVERSION\tTYPE\tLICENSES\tPURL")
+		for _, c := range s.Components {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", cell(c.Name), cell(c.Version), cell(c.Type), cell(strings.Join(c.Licenses, ", ")), cell(c.PURL))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// cell is s as a table cell: quoted when it holds a tab, a line break or
+// another character that is not printable, so that an SBOM cannot break
+// the table or the terminal.
+func cell(s string) string {
+	if strings.IndexFunc(s, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0 {
+		return strconv.Quote(s)
+	}
+	if s == "" {
+		return "-"
+	}
+	return s
 }
 
 // sbomFormatName is the --sbom-format name of an SBOM artifactType.

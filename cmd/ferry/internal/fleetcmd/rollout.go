@@ -19,6 +19,7 @@ import (
 	"github.com/ferrypkg/ferry/deploy/fleet/centre"
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 )
 
 func newFleetGroupCmd() *cobra.Command {
@@ -46,15 +47,10 @@ func newFleetGroupCmd() *cobra.Command {
 				return fmt.Errorf("--selector %q: %w", selector, err)
 			}
 			g := &v1alpha1.MemberGroup{ObjectMeta: metav1.ObjectMeta{Name: args[0], Namespace: f.namespace}}
-			err = c.Client.Get(cmd.Context(), client.ObjectKeyFromObject(g), g)
-			switch {
-			case apierrors.IsNotFound(err):
+			_, err = controllerutil.CreateOrUpdate(cmd.Context(), c.Client, g, func() error {
 				g.Spec.Selector = *sel
-				err = c.Client.Create(cmd.Context(), g)
-			case err == nil:
-				g.Spec.Selector = *sel
-				err = c.Client.Update(cmd.Context(), g)
-			}
+				return nil
+			})
 			if err != nil {
 				return fmt.Errorf("group %s: %w", args[0], err)
 			}
@@ -217,16 +213,10 @@ func newFleetPlaceCmd() *cobra.Command {
 				spec.Strategy.ReadyTimeout = &metav1.Duration{Duration: readyTimeout}
 			}
 			p := &v1alpha1.Placement{ObjectMeta: metav1.ObjectMeta{Name: args[0], Namespace: f.namespace}}
-			ctx := cmd.Context()
-			err = c.Client.Get(ctx, client.ObjectKeyFromObject(p), p)
-			switch {
-			case apierrors.IsNotFound(err):
+			_, err = controllerutil.CreateOrUpdate(cmd.Context(), c.Client, p, func() error {
 				p.Spec = spec
-				err = c.Client.Create(ctx, p)
-			case err == nil:
-				p.Spec = spec
-				err = c.Client.Update(ctx, p)
-			}
+				return nil
+			})
 			if err != nil {
 				return fmt.Errorf("placement %s: %w", args[0], err)
 			}
