@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -21,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/artifact/bomscan"
 	"github.com/ferrypkg/ferry/deploy"
 	"github.com/ferrypkg/ferry/deploy/api/v1alpha1"
 	fleetv1 "github.com/ferrypkg/ferry/deploy/fleet/api/v1alpha1"
@@ -202,8 +204,9 @@ func TestFleet(t *testing.T) {
 
 	// Three versions: two signed by the key the member trusts, one by a
 	// stranger's; pushed to the centre's registry.
-	v1, _ := chartPackage(ctx, t, c, name, "1.0.0", "fleet-1", name, priv)
-	v2, _ := chartPackage(ctx, t, c, name, "2.0.0", "fleet-2", name, priv)
+	// The first two carry SBOMs, for the fleet's search and audit.
+	v1, _ := chartPackageWith(ctx, t, c, name, "1.0.0", "fleet-1", name, priv, sbomGenerator(t, bin))
+	v2, _ := chartPackageWith(ctx, t, c, name, "2.0.0", "fleet-2", name, priv, sbomGenerator(t, bin))
 	v3, _ := chartPackage(ctx, t, c, name, "3.0.0", "fleet-3", name, stranger)
 	digests := map[string]string{}
 	for v, p := range map[string]string{"1.0.0": v1, "2.0.0": v2, "3.0.0": v3} {
@@ -272,6 +275,7 @@ func TestFleet(t *testing.T) {
 	waitFleetPackage(ctx, t, pc, name, digests["2.0.0"])
 	fc.waitMember(ctx, "site-a", "Ready at 2.0.0", func(m *fleetMember) bool { return hasPackage(m, name, digests["2.0.0"], true) })
 	t.Logf("2.0.0 rolled out in %.1fs", time.Since(start).Seconds())
+	fleetSBOMs(ctx, t, fc, bin, name, v2)
 	pods := podUIDs(ctx, t, c, name)
 
 	// A version the member's keys do not verify: refused there, shown at
@@ -467,4 +471,44 @@ func podUIDs(ctx context.Context, t *testing.T, c *harness.Cluster, ns string) [
 		}
 	}
 	return out
+}
+
+// fleetSBOMs searches and audits the fleet at its centre: the versions its
+// tracks hold, each named with the members that run it (site-a runs
+// 2.0.0, whose package is pkg).
+func fleetSBOMs(ctx context.Context, t *testing.T, fc *fleetCentre, bin, name, pkg string) {
+	t.Helper()
+	std := stdlibOf(ctx, t, bin, pkg)
+	at := []string{"--fleet", "--kubeconfig", fc.c.Kubeconfig, "-n", fc.ns, "--registry", fc.registry, "-o", "json"}
+	start := time.Now()
+	var hits []bomscan.Hit
+	fc.json(ctx, &hits, append([]string{"sbom", "query", "pkg:golang/stdlib"}, at[:len(at)-2]...)...)
+	running := hitsRunningIn(hits, name, "member site-a")
+	if len(running) == 0 || running[0].Version != "2.0.0" || running[0].Component.Version != std.Version {
+		t.Fatalf("the fleet's search did not name 2.0.0 running at site-a: %+v", hits)
+	}
+	for _, h := range hitsRunningIn(hits, name, "member ") {
+		if h.Version != "2.0.0" {
+			t.Fatalf("version %s shown running at %v: only 2.0.0 runs", h.Version, h.Runs)
+		}
+	}
+	t.Logf("fleet search: %d hits in %.2fs", len(hits), time.Since(start).Seconds())
+
+	const advisoryID = "FERRY-E2E-FLEET-1"
+	cmd := fc.c.Command(ctx, fc.ferry, append([]string{"sbom", "audit", "--db", osvFolder(t, advisoryID)}, at...)...)
+	out, status := ferryExit(ctx, t, cmd)
+	var rep auditJSON
+	if status != 3 || json.Unmarshal([]byte(out), &rep) != nil {
+		t.Fatalf("ferry sbom audit --fleet: exit %d (want 3), printed %q", status, out)
+	}
+	var names []string
+	for _, f := range rep.Findings {
+		if f.Match.ID == advisoryID {
+			names = append(names, f.Version+" "+strings.Join(f.Runs, ","))
+		}
+	}
+	if !slices.ContainsFunc(names, func(s string) bool { return strings.HasPrefix(s, "2.0.0 ") && strings.Contains(s, "member site-a") }) {
+		t.Fatalf("the fleet's audit did not name site-a running 2.0.0: %v", names)
+	}
+	t.Logf("fleet audit: %d findings of %s: %v", len(names), advisoryID, names)
 }

@@ -85,6 +85,13 @@ data:
 // namespace ns, and a manifest bundle with one ConfigMap name-manifest.
 func chartPackage(ctx context.Context, t *testing.T, c *harness.Cluster, name, version, variant, ns string, priv *key.Private) (string, string) {
 	t.Helper()
+	return chartPackageWith(ctx, t, c, name, version, variant, ns, priv, nil)
+}
+
+// chartPackageWith is chartPackage made with sbom (nil: no SBOMs), the
+// generator create runs for each image.
+func chartPackageWith(ctx context.Context, t *testing.T, c *harness.Cluster, name, version, variant, ns string, priv *key.Private, sbom build.SBOMGenerator) (string, string) {
+	t.Helper()
 	dir := t.TempDir()
 	for f, data := range pkgChart {
 		p := filepath.Join(dir, "chart", f)
@@ -124,7 +131,7 @@ components:
 		t.Fatal(err)
 	}
 	pkg := filepath.Join(t.TempDir(), name+"-"+version+".tar")
-	if _, err := build.Create(ctx, d, build.CreateOptions{Charts: chart.Packager{}, Output: pkg, Format: artifact.FormatTar, SignKey: priv}); err != nil {
+	if _, err := build.Create(ctx, d, build.CreateOptions{Charts: chart.Packager{}, Output: pkg, Format: artifact.FormatTar, SignKey: priv, SBOM: sbom}); err != nil {
 		t.Fatal(err)
 	}
 	return pkg, image

@@ -240,6 +240,8 @@ func newHostileFixtures(t *testing.T) (hostileFixtures, []string) {
 	fx["{tlscert}"], fx["{tlskey}"] = cert, key
 	fx["{pw}"] = filepath.Join(dir, "pw")
 	writeFile(t, fx["{pw}"], "pw\n")
+	fx["{osv}"] = filepath.Join(dir, "osv")
+	writeFile(t, filepath.Join(fx["{osv}"], "DSA-TEST-1.json"), osvRecord("DSA-TEST-1", "1.2.4-1"))
 	fx["{repos}"] = filepath.Join(dir, "repos.json")
 	writeFile(t, fx["{repos}"], "[]\n")
 	zdef := filepath.Join(dir, "zarfdef")

@@ -85,3 +85,82 @@ func TestCLISBOMQuery(t *testing.T) {
 		wantFail(t, stdout, stderr, code, c.want)
 	}
 }
+
+// osvRecord is an OSV record naming Debian's libferry1 below fixed.
+func osvRecord(id, fixed string) string {
+	return `{"schema_version":"1.6.0","id":"` + id + `","modified":"2020-01-02T00:00:00Z","published":"2020-01-01T00:00:00Z","summary":"a flaw in libferry1",` +
+		`"affected":[{"package":{"ecosystem":"Debian:12","name":"libferry1"},"ranges":[{"type":"ECOSYSTEM","events":[{"introduced":"0"},{"fixed":"` + fixed + `"}]}]}]}`
+}
+
+// TestCLISBOMAudit: a package against a folder of OSV records and against
+// the same records carried as a signed package: the finding named with
+// advisory, installed and fixed versions, exit 3; an old database said
+// so; JSON and SARIF parse; nothing found is exit 0.
+func TestCLISBOMAudit(t *testing.T) {
+	dir := t.TempDir()
+	pkg := sbomPackage(t, dir)
+	writeFile(t, filepath.Join(dir, "osv", "DSA-TEST-1.json"), osvRecord("DSA-TEST-1", "1.2.4-1"))
+	writeFile(t, filepath.Join(dir, "old", "DSA-TEST-2.json"), osvRecord("DSA-TEST-2", "1.2.0-1"))
+
+	out, stderr, code := runFerry(t, dir, "sbom", "audit", pkg, "--db", "osv")
+	if code != 3 || stderr != "" || !strings.HasPrefix(out, "advisory database osv: 1 records, newest of 2020-01-02") ||
+		!strings.Contains(out, "warning: the advisory database is") ||
+		!strings.Contains(out, "DSA-TEST-1  libferry1  1.2.3-1 → 1.2.4-1  s 0.1.0  example.com/org/one:1.0  linux/amd64  -") ||
+		!strings.HasSuffix(out, "1 finding of 1 advisory\n") {
+		t.Fatalf("audit: exit %d\n%s%s", code, out, stderr)
+	}
+	out, _, code = runFerry(t, dir, "sbom", "audit", pkg, "--db", "osv", "-o", "json", "--max-age", "0")
+	var rep struct {
+		Database struct {
+			Records int
+			Stale   bool
+		}
+		Findings []struct {
+			Image     string
+			Component struct{ Name, Version string }
+			Advisory  struct{ ID, Fixed string }
+		}
+	}
+	if err := json.Unmarshal([]byte(out), &rep); code != 3 || err != nil || rep.Database.Records != 1 || rep.Database.Stale || len(rep.Findings) != 1 ||
+		rep.Findings[0].Advisory.ID != "DSA-TEST-1" || rep.Findings[0].Advisory.Fixed != "1.2.4-1" || rep.Findings[0].Component.Version != "1.2.3-1" {
+		t.Fatalf("-o json: exit %d %v\n%s", code, err, out)
+	}
+	out, _, code = runFerry(t, dir, "sbom", "audit", pkg, "--db", "osv", "-o", "sarif")
+	var sarif struct{ Version string }
+	if err := json.Unmarshal([]byte(out), &sarif); code != 3 || err != nil || sarif.Version != "2.1.0" {
+		t.Fatalf("-o sarif: exit %d %v\n%s", code, err, out)
+	}
+	out, _, code = runFerry(t, dir, "sbom", "audit", pkg, "--db", "old")
+	if code != 0 || !strings.HasSuffix(out, "no findings\n") {
+		t.Fatalf("nothing found: exit %d\n%s", code, out)
+	}
+
+	// The records carried as a signed package, verified with --key.
+	if _, stderr, code := runFerryEnv(t, dir, []string{"COSIGN_PASSWORD=pw"}, "key", "generate", dir); code != 0 {
+		t.Fatal(stderr)
+	}
+	db := filepath.Join(dir, "db")
+	writeFile(t, filepath.Join(db, "osv", "DSA-TEST-1.json"), osvRecord("DSA-TEST-1", "1.2.4-1"))
+	writeFile(t, filepath.Join(db, "ferry.yaml"), "apiVersion: ferry.dev/v1alpha1\nkind: Package\nmetadata: {name: db, version: 1.0.0}\ncomponents:\n  - name: db\n    advisories:\n      - source: osv\n")
+	if _, stderr, code := runFerryEnv(t, dir, []string{"COSIGN_PASSWORD=pw"}, "package", "create", db, "-f", "db.tar.zst", "--sign-key", "cosign.key"); code != 0 {
+		t.Fatal(stderr)
+	}
+	out, stderr, code = runFerry(t, dir, "sbom", "audit", pkg, "--db", "db.tar.zst", "--key", "cosign.pub")
+	if code != 3 || !strings.Contains(out, "DSA-TEST-1  libferry1  1.2.3-1 → 1.2.4-1") {
+		t.Fatalf("a database package: exit %d\n%s%s", code, out, stderr)
+	}
+	writeFile(t, filepath.Join(dir, "empty", "README"), "no records\n")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"sbom", "audit", pkg, "--db", "empty"}, "empty holds no OSV record"},
+		{[]string{"sbom", "audit", pkg, "--db", "osv", "--key", "cosign.pub"}, "--key verifies a database package; osv is a folder of records"},
+		{[]string{"sbom", "audit", pkg, "--db", pkg}, "carries no advisories"},
+	} {
+		stdout, stderr, code := runFerry(t, dir, c.args...)
+		if code != 1 || stdout != "" || !strings.Contains(stderr, c.want) || strings.Count(stderr, "\n") != 1 {
+			t.Errorf("ferry %s: exit %d %q, want one line with %q", strings.Join(c.args, " "), code, stderr, c.want)
+		}
+	}
+}

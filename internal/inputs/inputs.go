@@ -83,7 +83,7 @@ type Entry struct {
 	Bound string
 	// Try is how the hostile test reaches the input: a ferry command line
 	// (for a definition field, the component's YAML) where {} stands for
-	// the hostile item and {pkg}, {pub}, {key}, {def}, {kube}, {reg},
+	// the hostile item and {pkg}, {pub}, {key}, {def}, {kube}, {reg}, {osv} (a folder of one OSV record),
 	// {out} (its folder {outdir}), {root} for good fixtures the test
 	// makes. Empty for a kind the test does not feed, or where Test names
 	// the test that does.

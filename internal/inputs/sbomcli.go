@@ -16,16 +16,16 @@ func sbomCLI() []Entry {
 		[]Entry{
 			{Where: query + " ARGS", Kind: Package, Bound: "QUERY: a package URL with an optional version range, or a name (bom.ParseQuery's bounds); PKG|REF: " + boundPackage + sboms, Try: "sbom query libferry1 {}"},
 			{Where: query + " --registry", Kind: Registry, Bound: boundRegistry + "; every repository of its catalog (under PREFIX) and every tag, as `registry have`'s listing" + sboms, Try: "sbom query libferry1 --registry {host}"},
-			{Where: audit + " ARGS", Kind: Package, Bound: boundPackage + sboms, Try: "sbom audit {} --db {pkg}"},
+			{Where: audit + " ARGS", Kind: Package, Bound: boundPackage + sboms, Try: "sbom audit {} --db {osv}"},
 			{Where: audit + " --db", Kind: Package, Bound: db, Try: "sbom audit {pkg} --db {}"},
 			{Where: audit + " --key", Kind: File, Bound: boundKeyFile, Try: "sbom audit {pkg} --db {pkg} --key {}"},
-			{Where: audit + " --registry", Kind: Registry, Bound: boundRegistry + "; as `sbom query --registry`", Try: "sbom audit --registry {host} --db {pkg}"},
+			{Where: audit + " --registry", Kind: Registry, Bound: boundRegistry + "; as `sbom query --registry`", Try: "sbom audit --registry {host} --db {osv}"},
 		},
 		none(query, "--cluster", "--fleet", "--namespace", "--rebuild", "--registry-via"),
 		none(audit, "--cluster", "--fleet", "--namespace", "--rebuild", "--registry-via", "--max-age"),
 		remote(query, "sbom query libferry1 "+"{reg}/test/pkg:0.1.0"), output(query),
-		remote(audit, "sbom audit {reg}/test/pkg:0.1.0 --db {pkg}"), output(audit),
+		remote(audit, "sbom audit {reg}/test/pkg:0.1.0 --db {osv}"), output(audit),
 		kube(query, "sbom query libferry1 --cluster"),
-		kube(audit, "sbom audit --cluster"),
+		kube(audit, "sbom audit --cluster --db {osv}"),
 	)
 }

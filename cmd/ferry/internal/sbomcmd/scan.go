@@ -1,4 +1,8 @@
-package main
+// Package sbomcmd is `ferry sbom …`: search (query) and audit of the SBOMs
+// of a package, a registry, a cluster or the fleet's centre. The full
+// binary gives it its cluster flags and way to the in-cluster registry
+// (Deps).
+package sbomcmd
 
 import (
 	"context"
@@ -10,7 +14,10 @@ import (
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"oras.land/oras-go/v2/registry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/ferrypkg/ferry/artifact"
@@ -22,12 +29,45 @@ import (
 	fleetv1 "github.com/ferrypkg/ferry/deploy/fleet/api/v1alpha1"
 	"github.com/ferrypkg/ferry/deploy/fleet/centre"
 	"github.com/ferrypkg/ferry/internal/cluster"
-	"github.com/ferrypkg/ferry/internal/cluster/reach"
 )
 
 // ExitFindings is `ferry sbom audit`'s exit status when it finds
 // something (1 is an error, 0 nothing found).
 const ExitFindings = 3
+
+// Kube is a command's cluster flags (--kubeconfig, --context).
+type Kube interface {
+	ClientConfig() (kubernetes.Interface, *rest.Config, error)
+}
+
+// OpenRegistry opens the way to the in-cluster registry of namespace ns:
+// the registry, a function adding the way's own failure to an error, and
+// one closing the way.
+type OpenRegistry func(cmd *cobra.Command, cs kubernetes.Interface, cfg *rest.Config, ns string) (reg registry.Registry, cause func(error) error, done func(), err error)
+
+// Deps is what the sbom commands take from the full binary.
+type Deps struct {
+	// Kube registers the cluster flags on cmd.
+	Kube func(cmd *cobra.Command) Kube
+	// Registry registers the flags saying how to reach the in-cluster
+	// registry (--registry-via) and returns the way to open it.
+	Registry func(cmd *cobra.Command) OpenRegistry
+	// PackageClient is a quiet client of the Package API; QuietClients
+	// silences controller-runtime's logger for other clients.
+	PackageClient func(*rest.Config) (client.WithWatch, error)
+	QuietClients  func()
+	// RegistryArg splits host[:port][/PREFIX]; ok is false for what is
+	// not a registry.
+	RegistryArg func(arg string) (host, prefix string, ok bool)
+}
+
+var deps Deps
+
+// New returns `ferry sbom` and its commands.
+func New(d Deps) *cobra.Command {
+	deps = d
+	return newSBOMGroupCmd()
+}
 
 func newSBOMGroupCmd() *cobra.Command {
 	cmd := &cobra.Command{
@@ -47,8 +87,8 @@ is missing.`,
 // scanFlags name where the SBOMs are: a package argument, --registry,
 // --cluster or --fleet.
 type scanFlags struct {
-	kube      kubeFlags
-	via       viaFlag
+	kube      Kube
+	open      OpenRegistry
 	remote    cli.RemoteFlags
 	registry  string
 	inCluster bool
@@ -63,8 +103,8 @@ func (f *scanFlags) register(cmd *cobra.Command) {
 	cmd.Flags().BoolVar(&f.fleet, "fleet", false, "what the fleet's centre holds: its release tracks' versions, in its registry (--registry), where members run them")
 	cmd.Flags().StringVarP(&f.namespace, "namespace", "n", "", "ferry's namespace with --cluster (default "+cluster.DefaultNamespace+"), the centre's with --fleet (default "+centre.DefaultNamespace+")")
 	cmd.Flags().BoolVar(&f.rebuild, "rebuild", false, "make the cluster's or centre's index again from the SBOMs")
-	f.kube.register(cmd)
-	f.via.register(cmd, reach.Auto)
+	f.kube = deps.Kube(cmd)
+	f.open = deps.Registry(cmd)
 	f.remote.Register(cmd)
 }
 
@@ -111,21 +151,21 @@ func (f *scanFlags) scanner(cmd *cobra.Command, args []string) (*scanRun, error)
 		if ns == "" {
 			ns = cluster.DefaultNamespace
 		}
-		cs, cfg, err := f.kube.clientConfig()
+		cs, cfg, err := f.kube.ClientConfig()
 		if err != nil {
 			return nil, err
 		}
-		pc, err := packageClient(cfg)
+		pc, err := deps.PackageClient(cfg)
 		if err != nil {
 			return nil, err
 		}
-		reg, _, ep, err := clusterRegistry(cmd, cs, cfg, &f.via, ns)
+		reg, cause, closeReg, err := f.open(cmd, cs, cfg, ns)
 		if err != nil {
 			return nil, err
 		}
 		s := deploybomscan.Cluster(pc, ns, reg)
 		s.Rebuild = f.rebuild
-		return &scanRun{s: s, done: func() { ep.Close() }, cause: func(err error) error { return tunnelCause(err, ep) },
+		return &scanRun{s: s, done: closeReg, cause: cause,
 			db: func(ctx context.Context) (*advisory.DB, []artifact.Advisories, error) {
 				return deploybomscan.ClusterDB(ctx, pc, ns, reg)
 			}}, nil
@@ -137,11 +177,11 @@ func (f *scanFlags) scanner(cmd *cobra.Command, args []string) (*scanRun, error)
 		if ns == "" {
 			ns = centre.DefaultNamespace
 		}
-		_, cfg, err := f.kube.clientConfig()
+		_, cfg, err := f.kube.ClientConfig()
 		if err != nil {
 			return nil, err
 		}
-		quietClients()
+		deps.QuietClients()
 		sch := runtime.NewScheme()
 		if err := clientgoscheme.AddToScheme(sch); err != nil {
 			return nil, err
@@ -165,7 +205,7 @@ func (f *scanFlags) scanner(cmd *cobra.Command, args []string) (*scanRun, error)
 		s.Rebuild = f.rebuild
 		return &scanRun{s: s, done: none, cause: same}, nil
 	}
-	host, prefix, ok := registryArg(f.registry)
+	host, prefix, ok := deps.RegistryArg(f.registry)
 	if !ok {
 		return nil, fmt.Errorf("--registry %q is not a registry (host[:port][/PREFIX])", f.registry)
 	}
