@@ -357,7 +357,9 @@ func TestStaleTemporariesRemoved(t *testing.T) {
 	var stale []string
 	for attempt := 0; attempt < 5 && len(stale) == 0; attempt++ {
 		cmd := exec.Command(os.Args[0], "-test.run=^TestStaleTemporariesRemoved$")
-		cmd.Env = append(os.Environ(), "FERRY_TEST_KILLED_CREATE="+out)
+		// The child's own temporaries (its 512 MiB source) go where this
+		// test removes them: killed, it cannot.
+		cmd.Env = append(os.Environ(), "FERRY_TEST_KILLED_CREATE="+out, "TMPDIR="+t.TempDir())
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
