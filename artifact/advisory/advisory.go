@@ -11,6 +11,8 @@ package advisory
 import (
 	"fmt"
 	"time"
+
+	"github.com/google/osv-scalibr/semantic"
 )
 
 // Limits bound what Load, LoadDir and ReadPackage read. A zero field
@@ -90,7 +92,10 @@ type DB struct {
 	index map[string][]entry
 	// strs interns the strings many entries repeat (ecosystems, names,
 	// versions).
-	strs    map[string]string
+	strs map[string]string
+	// parsed holds each event version parsed once, by key(ecosystem,
+	// version): Match compares, never parses, what records hold.
+	parsed  map[string]semantic.Version
 	date    time.Time
 	bytes   int64
 	entries int
@@ -111,10 +116,13 @@ type entry struct {
 	// ("Debian:12"); release its part after the first ":" ("12").
 	ecosystem, release string
 	ranges             []vrange
-	versions           []string
+	// versions are the listed versions, sorted, for a binary search.
+	versions []string
 }
 
-// vrange is a SEMVER or ECOSYSTEM range: its events in the record's order.
+// vrange is a SEMVER or ECOSYSTEM range: its events in the record's
+// order, each version parsed; an event whose version is none of its
+// ecosystem's (bom.Plausible, or one its order cannot read) is left out.
 type vrange struct {
 	events []event
 }
@@ -130,11 +138,13 @@ const (
 type event struct {
 	kind    uint8
 	version string
+	// v is version parsed; nil for an introduced "0", below every other.
+	v semantic.Version
 }
 
 // New returns an empty database that records are loaded into with lim.
 func New(lim Limits) *DB {
-	return &DB{lim: lim.withDefaults(), ids: map[string]int32{}, index: map[string][]entry{}, strs: map[string]string{}}
+	return &DB{lim: lim.withDefaults(), ids: map[string]int32{}, index: map[string][]entry{}, strs: map[string]string{}, parsed: map[string]semantic.Version{}}
 }
 
 // Len is the number of records the database holds (withdrawn ones are

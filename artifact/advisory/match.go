@@ -47,17 +47,17 @@ func (db *DB) Match(c bom.Component) []Match {
 	if !ok {
 		return nil
 	}
-	installed, err := semantic.Parse(q.version, q.ecosystem)
-	if err != nil {
-		return nil
-	}
 	var out []Match
-	for _, name := range q.names {
-		for _, e := range db.index[key(q.ecosystem, name)] {
+	for _, n := range q.names {
+		installed, err := semantic.Parse(n.version, q.ecosystem)
+		if err != nil {
+			continue
+		}
+		for _, e := range db.index[key(q.ecosystem, n.name)] {
 			if q.release != "" && e.release != "" && e.release != q.release && !strings.HasPrefix(e.release, q.release+":") {
 				continue
 			}
-			hit, fix := affects(installed, q.ecosystem, q.version, e)
+			hit, fix := affects(installed, q.ecosystem, n.version, e)
 			if !hit {
 				continue
 			}
@@ -69,22 +69,28 @@ func (db *DB) Match(c bom.Component) []Match {
 				continue
 			}
 			out = append(out, Match{ID: r.id, Aliases: r.aliases, Summary: r.summary, Ecosystem: e.ecosystem,
-				Package: name, Installed: c.Version, Fixed: fix, Severity: r.severity})
+				Package: n.name, Installed: c.Version, Fixed: fix, Severity: r.severity})
 		}
 	}
 	slices.SortFunc(out, func(a, b Match) int { return strings.Compare(a.ID, b.ID) })
 	return out
 }
 
-// compQuery is what Match looks up for a component.
+// compQuery is what Match looks up for a component: each name it goes by
+// with the version to compare under that name.
 type compQuery struct {
-	ecosystem, release, version string
-	names                       []string
+	ecosystem, release string
+	names              []nameVersion
 }
 
-// query reads c's ecosystem, names, release and version from its purl.
+type nameVersion struct{ name, version string }
+
+// query reads c's ecosystem, names, release and version from its purl. A
+// distribution's binary package also goes by its source package (the
+// `upstream` qualifier, "src" or "src@version"), whose version, when the
+// qualifier gives one, is the one the distribution's advisories speak of.
 func query(c bom.Component) (compQuery, bool) {
-	q := compQuery{ecosystem: bom.Ecosystem(c), version: c.Version}
+	q := compQuery{ecosystem: bom.Ecosystem(c)}
 	if q.ecosystem == "" {
 		return q, false
 	}
@@ -92,8 +98,9 @@ func query(c bom.Component) (compQuery, bool) {
 	if err != nil {
 		return q, false
 	}
-	if q.version == "" {
-		q.version = p.Version
+	version := c.Version
+	if version == "" {
+		version = p.Version
 	}
 	quals := p.Qualifiers.Map()
 	name := p.Name
@@ -108,20 +115,29 @@ func query(c bom.Component) (compQuery, bool) {
 		}
 	}
 	if q.ecosystem == "Go" && (name == "stdlib" || name == "toolchain") {
-		q.version = strings.TrimPrefix(q.version, "go")
+		version = strings.TrimPrefix(version, "go")
 	}
-	q.names = []string{name}
-	if up, _, _ := strings.Cut(quals["upstream"], "@"); up != "" && up != name {
-		q.names = append(q.names, up)
+	if plausible(q.ecosystem, version) {
+		q.names = append(q.names, nameVersion{name, version})
 	}
-	if !bom.Plausible(q.version) {
-		return q, false
+	if up, upVersion, _ := strings.Cut(quals["upstream"], "@"); up != "" && up != name {
+		if upVersion == "" {
+			upVersion = version
+		}
+		if plausible(q.ecosystem, upVersion) {
+			q.names = append(q.names, nameVersion{up, upVersion})
+		}
+	}
+	return q, len(q.names) > 0
+}
+
+// plausible reports whether v can be a version of ecosystem.
+func plausible(ecosystem, v string) bool {
+	if !bom.Plausible(v) {
+		return false
 	}
 	// semantic reads any string as a semantic version; Go's are stricter.
-	if q.ecosystem == "Go" && !semver.IsValid("v"+strings.TrimPrefix(q.version, "v")) {
-		return q, false
-	}
-	return q, true
+	return ecosystem != "Go" || semver.IsValid("v"+strings.TrimPrefix(v, "v"))
 }
 
 // release is the OSV release suffix ("12", "v3.20", "22.04") of a purl's
@@ -155,13 +171,9 @@ func release(ecosystem, distro string) string {
 // affected. fix is the smallest fixed version above v of the ranges that
 // affect it.
 func affects(v semantic.Version, ecosystem, s string, e entry) (hit bool, fix string) {
-	for _, lv := range e.versions {
-		if lv == s {
-			hit = true
-		}
-	}
+	_, hit = slices.BinarySearch(e.versions, s)
 	for _, r := range e.ranges {
-		in, f := inRange(v, ecosystem, r)
+		in, f := inRange(v, r)
 		if !in {
 			continue
 		}
@@ -174,7 +186,7 @@ func affects(v semantic.Version, ecosystem, s string, e entry) (hit bool, fix st
 }
 
 // inRange reports whether v is in r, and r's smallest fixed version above v.
-func inRange(v semantic.Version, ecosystem string, r vrange) (bool, string) {
+func inRange(v semantic.Version, r vrange) (bool, string) {
 	var (
 		decider    semantic.Version
 		decideKind uint8
@@ -183,16 +195,13 @@ func inRange(v semantic.Version, ecosystem string, r vrange) (bool, string) {
 		fixStr     string
 	)
 	for _, ev := range r.events {
-		if ev.kind == introduced && ev.version == "0" {
+		if ev.v == nil { // introduced "0"
 			if !found {
 				decideKind, found = introduced, true
 			}
 			continue
 		}
-		ew, err := semantic.Parse(ev.version, ecosystem)
-		if err != nil {
-			continue
-		}
+		ew := ev.v
 		c, err := v.Compare(ew) // sign of v - ev
 		if err != nil {
 			continue

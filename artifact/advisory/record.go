@@ -3,8 +3,13 @@ package advisory
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
+
+	"github.com/google/osv-scalibr/semantic"
+
+	"github.com/ferrypkg/ferry/artifact/bom"
 )
 
 // osvRecord is the part of an OSV record a DB keeps; every other field
@@ -114,13 +119,13 @@ func (db *DB) add(name string, data []byte) error {
 			for _, ev := range rg.Events {
 				switch {
 				case ev.Introduced != "":
-					vr.events = append(vr.events, event{introduced, db.intern(ev.Introduced)})
+					vr.events = db.appendEvent(vr.events, base, introduced, ev.Introduced)
 				case ev.Fixed != "":
-					vr.events = append(vr.events, event{fixed, db.intern(ev.Fixed)})
+					vr.events = db.appendEvent(vr.events, base, fixed, ev.Fixed)
 				case ev.LastAffected != "":
-					vr.events = append(vr.events, event{lastAffected, db.intern(ev.LastAffected)})
+					vr.events = db.appendEvent(vr.events, base, lastAffected, ev.LastAffected)
 				case ev.Limit != "":
-					vr.events = append(vr.events, event{limit, db.intern(ev.Limit)})
+					vr.events = db.appendEvent(vr.events, base, limit, ev.Limit)
 				}
 			}
 			if len(vr.events) > 0 {
@@ -130,6 +135,8 @@ func (db *DB) add(name string, data []byte) error {
 		for _, v := range a.Versions {
 			e.versions = append(e.versions, db.intern(v))
 		}
+		slices.Sort(e.versions)
+		e.versions = slices.Compact(e.versions)
 		if len(e.ranges) == 0 && len(e.versions) == 0 {
 			continue
 		}
@@ -234,6 +241,32 @@ func severity(ss []osvSeverity, d dbSpecific) string {
 		}
 	}
 	return d.Severity
+}
+
+// appendEvent appends an event of kind at version s of ecosystem base
+// (its name before any ":") to evs, its version parsed once for the whole
+// database; a version that is none of base's is left out. An introduced
+// "0" is kept unparsed: it is below every version.
+func (db *DB) appendEvent(evs []event, base string, kind uint8, s string) []event {
+	if kind == introduced && s == "0" {
+		return append(evs, event{kind: kind, version: "0"})
+	}
+	if !bom.Plausible(s) {
+		return evs
+	}
+	k := base + "\x00" + s
+	v, ok := db.parsed[k]
+	if !ok {
+		var err error
+		if v, err = semantic.Parse(s, base); err != nil {
+			v = nil
+		}
+		db.parsed[k] = v
+	}
+	if v == nil {
+		return evs
+	}
+	return append(evs, event{kind: kind, version: db.intern(s), v: v})
 }
 
 // intern returns one shared copy of s.

@@ -60,11 +60,24 @@ func ecosystemOf(p packageurl.PackageURL) string {
 	return ecosystems[p.Type]
 }
 
+// MaxVersionLen bounds a version's length in bytes: 128, above any real
+// one (a Go pseudo-version is 34 bytes, an npm or PyPI version with a
+// commit hash in its build part about 70). osv-scalibr's parsers take
+// time quadratic in a version's length (64 KiB: seconds per parse), so a
+// longer string is never parsed.
+const MaxVersionLen = 128
+
 // Compare compares versions a and b of ecosystem (an OSV ecosystem name,
 // with or without a release suffix such as "Debian:12") in that
 // ecosystem's order: -1, 0 or +1. An error says that the ecosystem has no
-// known order or that a is not a version of it.
+// known order, that a is not a version of it, or that a or b is longer
+// than MaxVersionLen.
 func Compare(ecosystem, a, b string) (int, error) {
+	for _, v := range [...]string{a, b} {
+		if len(v) > MaxVersionLen {
+			return 0, fmt.Errorf("version %.40q… of %s: longer than %d bytes", v, ecosystem, MaxVersionLen)
+		}
+	}
 	v, err := semantic.Parse(a, ecosystem)
 	if err != nil {
 		return 0, fmt.Errorf("version %q of %s: %w", a, ecosystem, err)

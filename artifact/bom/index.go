@@ -1,8 +1,8 @@
 package bom
 
 import (
+	"encoding/binary"
 	"slices"
-	"strings"
 
 	"github.com/opencontainers/go-digest"
 	"github.com/package-url/packageurl-go"
@@ -20,13 +20,18 @@ const MediaTypeIndex = "application/vnd.ferry.sbom.index.v1"
 // made again from them. Its zero value is not usable: NewIndex makes one.
 // An Index is not safe for concurrent use while it is written to.
 type Index struct {
-	strs   map[string]string
-	comps  []Component
-	infos  []info
-	compID map[string]uint32 // component identity → index in comps
-	users  [][]uint32        // component → SBOMs listing it, ascending
-	byKey  map[string][]uint32
-	byName map[string][]uint32
+	// strs numbers the distinct strings of the components; purlOf[n]
+	// is the first component whose package URL is string n (-1: none),
+	// whose info a component of the same URL shares.
+	strs    map[string]uint32
+	strList []string
+	purlOf  []int32
+	comps   []Component
+	infos   []info
+	compID  map[string]uint32 // component identity → index in comps
+	users   [][]uint32        // component → SBOMs listing it, ascending
+	byKey   map[string][]uint32
+	byName  map[string][]uint32
 
 	docs     []indexDoc
 	byDigest map[digest.Digest]uint32
@@ -41,7 +46,7 @@ type indexDoc struct {
 // NewIndex returns an empty index.
 func NewIndex() *Index {
 	return &Index{
-		strs:     map[string]string{},
+		strs:     map[string]uint32{},
 		compID:   map[string]uint32{},
 		byKey:    map[string][]uint32{},
 		byName:   map[string][]uint32{},
@@ -83,41 +88,60 @@ func (x *Index) addDoc(d digest.Digest, ids []uint32) {
 	}
 }
 
-// identity is what makes two components one in the index.
-func identity(c Component) string {
-	var b strings.Builder
-	for _, s := range [...]string{c.Name, c.Version, c.Type, c.PURL} {
-		b.WriteString(s)
-		b.WriteByte(0)
+// component returns the index of c in comps, adding it if it is new. Its
+// identity is the numbers of its strings, interned first: a component
+// costs its strings once however many components share them, and its
+// package URL is read once however many components carry it.
+func (x *Index) component(c Component) uint32 {
+	var ids [4]uint32
+	for i, f := range [...]*string{&c.Name, &c.Version, &c.Type, &c.PURL} {
+		ids[i] = x.intern(f)
 	}
+	var ls []uint32
 	for _, l := range c.Licenses {
-		b.WriteString(l)
-		b.WriteByte(1)
+		ls = append(ls, x.intern(&l))
 	}
-	return b.String()
+	return x.componentOf(ids, ls)
 }
 
-// component returns the index of c in comps, adding it if it is new.
-func (x *Index) component(c Component) uint32 {
-	key := identity(c)
-	if id, ok := x.compID[key]; ok {
+// componentOf is component for a component given by the numbers of its
+// strings (name, version, type, package URL) and of its licenses.
+func (x *Index) componentOf(ids [4]uint32, licenses []uint32) uint32 {
+	var buf [64]byte
+	key := buf[:0]
+	for _, n := range ids {
+		key = binary.AppendUvarint(key, uint64(n))
+	}
+	for _, n := range licenses {
+		key = binary.AppendUvarint(key, uint64(n))
+	}
+	if id, ok := x.compID[string(key)]; ok {
 		return id
 	}
-	c.Name, c.Version, c.Type, c.PURL = x.intern(c.Name), x.intern(c.Version), x.intern(c.Type), x.intern(c.PURL)
-	if len(c.Licenses) > 0 {
-		ls := make([]string, len(c.Licenses))
-		for i, l := range c.Licenses {
-			ls[i] = x.intern(l)
+	c := Component{Name: x.strList[ids[0]], Version: x.strList[ids[1]], Type: x.strList[ids[2]], PURL: x.strList[ids[3]]}
+	if len(licenses) > 0 {
+		c.Licenses = make([]string, len(licenses))
+		for i, n := range licenses {
+			c.Licenses[i] = x.strList[n]
 		}
-		c.Licenses = ls
-	} else {
-		c.Licenses = nil
 	}
 	id := uint32(len(x.comps))
-	x.compID[key] = id
+	x.compID[string(key)] = id
 	x.comps = append(x.comps, c)
 	x.users = append(x.users, nil)
-	in := infoOf(c)
+	var in info
+	switch first := x.purlOf[ids[3]]; {
+	case c.PURL == "":
+		in = info{typ: c.Type}
+	case first >= 0:
+		in = x.infos[first]
+		if !in.purl {
+			in.typ = c.Type
+		}
+	default:
+		x.purlOf[ids[3]] = int32(id)
+		in = infoOf(c)
+	}
 	x.infos = append(x.infos, in)
 	if in.purl {
 		k := in.key()
@@ -130,13 +154,17 @@ func (x *Index) component(c Component) uint32 {
 	return id
 }
 
-// intern returns s, shared with every equal string of the index.
-func (x *Index) intern(s string) string {
-	if v, ok := x.strs[s]; ok {
-		return v
+// intern makes *s the index's copy of its string and returns its number.
+func (x *Index) intern(s *string) uint32 {
+	if n, ok := x.strs[*s]; ok {
+		*s = x.strList[n]
+		return n
 	}
-	x.strs[s] = s
-	return s
+	n := uint32(len(x.strList))
+	x.strs[*s] = n
+	x.strList = append(x.strList, *s)
+	x.purlOf = append(x.purlOf, -1)
+	return n
 }
 
 // Retain keeps the SBOMs for which keep returns true, drops the others

@@ -283,24 +283,31 @@ func (ir *indexReader) read() (*Index, error) {
 		}
 		strs = append(strs, string(b))
 	}
-	str := func() (string, error) {
+	// Each string is the index's own from here: components refer to it
+	// by number, and a long one shared by many is hashed once.
+	x := NewIndex()
+	num := make([]uint32, len(strs))
+	for i := range strs {
+		num[i] = x.intern(&strs[i])
+	}
+	str := func() (uint32, error) {
 		id, err := binary.ReadUvarint(ir)
 		if err != nil {
-			return "", err
+			return 0, err
 		}
 		if id >= uint64(len(strs)) {
-			return "", fmt.Errorf("string %d of %d", id, len(strs))
+			return 0, fmt.Errorf("string %d of %d", id, len(strs))
 		}
-		return strs[id], nil
+		return num[id], nil
 	}
-	x := NewIndex()
 	if n, err = ir.count("components", ir.lim.MaxComponents); err != nil {
 		return nil, err
 	}
+	var lics []uint32
 	for range n {
-		var c Component
-		for _, f := range [...]*string{&c.Name, &c.Version, &c.Type, &c.PURL} {
-			if *f, err = str(); err != nil {
+		var ids [4]uint32
+		for i := range ids {
+			if ids[i], err = str(); err != nil {
 				return nil, err
 			}
 		}
@@ -308,14 +315,15 @@ func (ir *indexReader) read() (*Index, error) {
 		if err != nil {
 			return nil, err
 		}
+		lics = lics[:0]
 		for range nl {
 			l, err := str()
 			if err != nil {
 				return nil, err
 			}
-			c.Licenses = append(c.Licenses, l)
+			lics = append(lics, l)
 		}
-		if id := x.component(c); int(id) != len(x.comps)-1 {
+		if id := x.componentOf(ids, lics); int(id) != len(x.comps)-1 {
 			return nil, fmt.Errorf("component %d is component %d again", len(x.comps), id)
 		}
 	}

@@ -124,10 +124,14 @@ func goVersion(v string) string {
 	return v
 }
 
-// Plausible reports whether v can be a version: after an optional "v" it
-// starts with a digit. osv-scalibr's orders take any string (UNKNOWN,
-// (devel)) as some version; such a component must match no range.
+// Plausible reports whether v can be a version: at most MaxVersionLen
+// bytes, and after an optional "v" it starts with a digit. osv-scalibr's
+// orders take any string (UNKNOWN, (devel)) as some version; such a
+// component must match no range.
 func Plausible(v string) bool {
+	if len(v) > MaxVersionLen {
+		return false
+	}
 	v = strings.TrimPrefix(strings.TrimPrefix(v, "v"), "V")
 	return v != "" && v[0] >= '0' && v[0] <= '9'
 }

@@ -310,27 +310,26 @@ func (q Query) nameMatch(s, pattern string) bool {
 }
 
 // glob reports whether s matches pattern, where "*" matches any run of
-// characters: linear in len(s)·len(pattern) at worst.
+// characters. Each literal part between stars is found at its leftmost
+// place after the one before it (strings.Index), which decides a match
+// for such patterns: time about linear in len(s) for any pattern, where
+// backtracking to the last star took len(s)·len(pattern).
 func glob(pattern, s string) bool {
-	px, sx := 0, 0
-	starP, starS := -1, 0
-	for sx < len(s) {
-		switch {
-		case px < len(pattern) && pattern[px] == '*':
-			starP, starS = px, sx
-			px++
-		case px < len(pattern) && pattern[px] == s[sx]:
-			px++
-			sx++
-		case starP >= 0:
-			starS++
-			px, sx = starP+1, starS
-		default:
+	parts := strings.Split(pattern, "*")
+	if len(parts) == 1 {
+		return s == pattern
+	}
+	first, last := parts[0], parts[len(parts)-1]
+	if len(s) < len(first)+len(last) || !strings.HasPrefix(s, first) || !strings.HasSuffix(s, last) {
+		return false
+	}
+	s = s[len(first) : len(s)-len(last)]
+	for _, p := range parts[1 : len(parts)-1] {
+		i := strings.Index(s, p)
+		if i < 0 {
 			return false
 		}
+		s = s[i+len(p):]
 	}
-	for px < len(pattern) && pattern[px] == '*' {
-		px++
-	}
-	return px == len(pattern)
+	return true
 }

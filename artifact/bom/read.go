@@ -1,10 +1,12 @@
 package bom
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/ferrypkg/ferry/artifact/definition"
@@ -78,6 +80,7 @@ func Read(r io.Reader, mediaType string, lim Limits) ([]Component, error) {
 	lim = lim.withDefaults()
 	cr := &countReader{r: io.LimitReader(r, lim.MaxBytes+1)}
 	d := &docReader{dec: json.NewDecoder(cr), lim: lim, name: f.name, strs: map[string]string{}}
+	d.dec.UseNumber() // a number is skipped, never converted
 	err := d.object(func(key string) error { return f.field(d, key) })
 	if err == nil {
 		// Anything after the document but blanks is an error too.
@@ -96,6 +99,18 @@ func Read(r io.Reader, mediaType string, lim Limits) ([]Component, error) {
 			err = errors.New("the document ends early")
 		}
 		return nil, fmt.Errorf("%s: %s: %w", f.name, oneLine(err), ErrFormat)
+	}
+	if len(d.holes) > 0 {
+		slices.Sort(d.holes) // a file's place is given back after its components'
+		out := d.out[:0]
+		for i, c := range d.out {
+			if len(d.holes) > 0 && d.holes[0] == i {
+				d.holes = d.holes[1:]
+				continue
+			}
+			out = append(out, c)
+		}
+		d.out = out
 	}
 	return d.out, nil
 }
@@ -126,7 +141,10 @@ type docReader struct {
 	lim  Limits
 	name string
 	out  []Component
-	strs map[string]string // interned licenses, types and versions
+	// holes are places in out given back (files with components in
+	// them), removed when Read returns.
+	holes []int
+	strs  map[string]string // interned licenses, types and versions
 }
 
 // object reads an object, calling fn for each key with the decoder before
@@ -219,21 +237,41 @@ func (d *docReader) skip() error {
 	}
 }
 
-// decode decodes the next value into v, saying where it is if it fails.
-func (d *docReader) decode(where loc, v any) error {
-	err := d.dec.Decode(v)
-	var te *json.UnmarshalTypeError
-	if errors.As(err, &te) {
-		field := te.Field
-		if field == "" {
-			field = "the value"
+// smallEntry is the size up to which an entry (a package, a component
+// with what nests in it, an artifact) is decoded whole, the fast way; one
+// larger is walked token by token (several times slower), so that what it
+// lists costs memory only for what Read keeps of it. Decoded whole, an
+// entry of smallEntry bytes holds at most a few MiB.
+const smallEntry = 64 << 10
+
+// entry reads the next value, an entry where: one of at most smallEntry
+// bytes decoded into v and then taken by fast, a larger one taken by walk
+// reading it from d's decoder.
+func (d *docReader) entry(where loc, v any, fast func() error, walk func() error) error {
+	var raw json.RawMessage
+	if err := d.dec.Decode(&raw); err != nil {
+		return err
+	}
+	if len(raw) <= smallEntry {
+		err := json.Unmarshal(raw, v)
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			field := te.Field
+			if field == "" {
+				field = "the value"
+			}
+			return fmt.Errorf("%s: %s is %s, not %s", where, field, article(te.Value), te.Type)
 		}
-		return fmt.Errorf("%s: %s is %s, not %s", where, field, article(te.Value), te.Type)
+		if err != nil {
+			return fmt.Errorf("%s: %w", where, err)
+		}
+		return fast()
 	}
-	if err != nil {
-		return fmt.Errorf("%s: %w", where, err)
-	}
-	return nil
+	saved := d.dec
+	defer func() { d.dec = saved }()
+	d.dec = json.NewDecoder(bytes.NewReader(raw))
+	d.dec.UseNumber()
+	return walk()
 }
 
 // article puts "a" or "an" before a JSON kind.
@@ -242,6 +280,104 @@ func article(kind string) string {
 		return "an " + kind
 	}
 	return "a " + kind
+}
+
+// skipValue consumes one value inside an entry with the decoder's own
+// scanner (bounded at 10,000 levels), which is several times faster than
+// token by token; the value is held in the decoder's buffer meanwhile, as
+// the document's bytes are.
+func (d *docReader) skipValue() error {
+	var s skipped
+	return d.dec.Decode(&s)
+}
+
+// skipped takes any JSON value and keeps nothing of it.
+type skipped struct{}
+
+func (*skipped) UnmarshalJSON([]byte) error { return nil }
+
+// jsonObject is the token that opens an object.
+var jsonObject = json.Delim('{')
+
+// str reads a string value (null reads as "") of the entry where, or says
+// that field is something else.
+func (d *docReader) str(where loc, field string) (string, error) {
+	t, err := d.dec.Token()
+	if err != nil {
+		return "", err
+	}
+	switch t := t.(type) {
+	case string:
+		return t, nil
+	case nil:
+		return "", nil
+	}
+	return "", fmt.Errorf("%s: %s is %s, not string", where, field, kindOf(t))
+}
+
+// fields reads an object of the entry where (or null, reporting it),
+// calling fn for each key with the decoder before its value; fn must
+// consume the value.
+func (d *docReader) fields(where loc, fn func(key string) error) (null bool, err error) {
+	t, err := d.dec.Token()
+	if err != nil {
+		return false, err
+	}
+	if t == nil {
+		return true, nil
+	}
+	if t != jsonObject {
+		return false, fmt.Errorf("%s: want an object, found %s", where, kindOf(t))
+	}
+	return false, d.inObject(fn)
+}
+
+// inObject reads the rest of an object whose "{" is read.
+func (d *docReader) inObject(fn func(key string) error) error {
+	for d.dec.More() {
+		t, err := d.dec.Token()
+		if err != nil {
+			return err
+		}
+		key, _ := t.(string)
+		if err := fn(key); err != nil {
+			return err
+		}
+	}
+	_, err := d.dec.Token()
+	return err
+}
+
+// list reads the array field of the entry where (null is an empty one),
+// calling fn before each element; fn must consume it.
+func (d *docReader) list(where loc, field string, fn func(i int) error) error {
+	t, err := d.dec.Token()
+	if err != nil {
+		return err
+	}
+	if t == nil {
+		return nil
+	}
+	if t != json.Delim('[') {
+		return fmt.Errorf("%s: %s is %s, not an array", where, field, kindOf(t))
+	}
+	for i := 0; d.dec.More(); i++ {
+		if err := fn(i); err != nil {
+			return err
+		}
+	}
+	_, err = d.dec.Token()
+	return err
+}
+
+// license adds the license l to ls as licenses does, refusing more than
+// the limit as soon as there are.
+func (d *docReader) license(where loc, ls []string, l string) ([]string, error) {
+	ls = licenses(ls, l)
+	if len(ls) > d.lim.MaxLicenses {
+		return nil, fmt.Errorf("%s: %s has more than %d licenses: %w", d.name, where, d.lim.MaxLicenses, ErrFormat)
+	}
+	return ls, nil
 }
 
 // loc says where an entry is in a document, for errors: "package 3",
@@ -264,9 +400,35 @@ func (l loc) String() string {
 
 // add checks c against the limits and appends it.
 func (d *docReader) add(where loc, c Component) error {
-	if len(d.out) >= d.lim.MaxComponents {
-		return fmt.Errorf("SBOM has more than %d components: %w", d.lim.MaxComponents, ErrFormat)
+	slot, err := d.reserve()
+	if err != nil {
+		return err
 	}
+	return d.set(where, slot, c)
+}
+
+// reserve takes the next place in Read's result, refusing one past the
+// component limit.
+func (d *docReader) reserve() (int, error) {
+	if len(d.out) >= d.lim.MaxComponents {
+		return 0, fmt.Errorf("SBOM has more than %d components: %w", d.lim.MaxComponents, ErrFormat)
+	}
+	d.out = append(d.out, Component{})
+	return len(d.out) - 1, nil
+}
+
+// release gives back the place slot: at once when it is the last one,
+// else when Read returns.
+func (d *docReader) release(slot int) {
+	if slot == len(d.out)-1 {
+		d.out = d.out[:slot]
+		return
+	}
+	d.holes = append(d.holes, slot)
+}
+
+// set checks c against the limits and puts it in the place slot.
+func (d *docReader) set(where loc, slot int, c Component) error {
 	for _, s := range [...]struct{ what, v string }{{"name", c.Name}, {"version", c.Version}, {"type", c.Type}, {"package URL", c.PURL}} {
 		if err := d.checkString(where, s.what, s.v); err != nil {
 			return err
@@ -285,7 +447,7 @@ func (d *docReader) add(where loc, c Component) error {
 		c.Type = t
 	}
 	c.Type, c.Version = d.intern(c.Type), d.intern(c.Version)
-	d.out = append(d.out, c)
+	d.out[slot] = c
 	return nil
 }
 
@@ -339,8 +501,15 @@ func purlType(p string) string {
 	return strings.ToLower(t)
 }
 
-// oneLine keeps the first line of err's message.
+// maxErrLen bounds the part of an error a document can fill.
+const maxErrLen = 200
+
+// oneLine keeps the first line of err's message, at most maxErrLen bytes
+// of it (a decoder's error quotes the document: a number of 60 MiB).
 func oneLine(err error) string {
 	s, _, _ := strings.Cut(err.Error(), "\n")
+	if len(s) > maxErrLen {
+		s = strings.ToValidUTF8(s[:maxErrLen], "") + "…"
+	}
 	return s
 }

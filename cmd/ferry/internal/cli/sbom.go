@@ -139,7 +139,7 @@ func printSBOMs(cmd *cobra.Command, cfg *artifact.Config, asJSON bool) error {
 	tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "IMAGE\tPLATFORM\tFORMAT\tDIGEST\tSIZE")
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.Image, r.Platform, sbomFormatName(r.ArtifactType), r.Digest, HumanBytes(r.Size))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", cell(r.Image), cell(r.Platform), cell(sbomFormatName(r.ArtifactType)), cell(r.Digest.String()), HumanBytes(r.Size))
 	}
 	return tw.Flush()
 }
@@ -177,7 +177,7 @@ func printComponents(cmd *cobra.Command, docs []artifact.SBOMDocument, asJSON bo
 		if i > 0 {
 			fmt.Fprintln(w)
 		}
-		fmt.Fprintf(w, "%s %s (%s, %d components)\n", cell(s.Image), s.Platform, s.Format, len(s.Components))
+		fmt.Fprintf(w, "%s %s (%s, %d components)\n", cell(s.Image), cell(s.Platform), cell(s.Format), len(s.Components))
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "NAME\tVERSION\tTYPE\tLICENSES\tPURL")
 		for _, c := range s.Components {
@@ -191,8 +191,9 @@ func printComponents(cmd *cobra.Command, docs []artifact.SBOMDocument, asJSON bo
 }
 
 // cell is s as a table cell: quoted when it holds a tab, a line break or
-// another character that is not printable, so that an SBOM cannot break
-// the table or the terminal.
+// another character that is not printable, so that an SBOM, or what a
+// package's ferry.json says of it, cannot break the table or the
+// terminal.
 func cell(s string) string {
 	if strings.IndexFunc(s, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0 {
 		return strconv.Quote(s)
