@@ -57,11 +57,11 @@ func TestHostileMatchCost(t *testing.T) {
 		max           time.Duration
 	}{
 		// A 16 KiB event is no version: the range is the "0" event's.
-		{"x", "5.0.0", []string{"LONG"}, time.Millisecond},
-		{"y", "4999.0.0", []string{"MANY"}, 2 * time.Millisecond},
-		{"y", "4999.0.1", nil, 2 * time.Millisecond},
-		{"z", "99.999.7", []string{"VERS"}, 100 * time.Microsecond},
-		{"z", "99.999.8", nil, 100 * time.Microsecond},
+		{"x", "5.0.0", []string{"LONG"}, 10 * time.Millisecond},
+		{"y", "4999.0.0", []string{"MANY"}, 20 * time.Millisecond},
+		{"y", "4999.0.1", nil, 20 * time.Millisecond},
+		{"z", "99.999.7", []string{"VERS"}, time.Millisecond},
+		{"z", "99.999.8", nil, time.Millisecond},
 	} {
 		c := bom.Component{Name: tc.name, Version: tc.version, PURL: "pkg:npm/" + tc.name + "@" + tc.version}
 		var got []string

@@ -291,18 +291,5 @@ func normalizeName(base, name string) string {
 	if base != "PyPI" {
 		return name
 	}
-	var b strings.Builder
-	sep := false
-	for _, r := range strings.ToLower(name) {
-		if r == '-' || r == '_' || r == '.' {
-			sep = true
-			continue
-		}
-		if sep && b.Len() > 0 {
-			b.WriteByte('-')
-		}
-		sep = false
-		b.WriteRune(r)
-	}
-	return b.String()
+	return bom.PEP503(name)
 }

@@ -42,7 +42,7 @@ func TestReadEntryBombs(t *testing.T) {
 			}
 			// The decoder's buffer and the entry's bytes, each held once,
 			// and what the walk's tokens leave for the collector.
-			if mem > 6*uint64(len(c.doc)) {
+			if mem > 8*uint64(len(c.doc)) {
 				t.Errorf("%d MiB allocated for a document of %d MiB", mem>>20, len(c.doc)>>20)
 			}
 		})

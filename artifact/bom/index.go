@@ -254,7 +254,7 @@ func (x *Index) candidates(q Query) []uint32 {
 		return x.byKey[q.typ+"/"+q.ns+"/"+q.name]
 	}
 	ids := x.byName[q.name]
-	if more := x.byName[pep503(q.name)]; len(more) > 0 && pep503(q.name) != q.name {
+	if more := x.byName[PEP503(q.name)]; len(more) > 0 && PEP503(q.name) != q.name {
 		ids = slices.Concat(ids, more)
 		slices.Sort(ids)
 		ids = slices.Compact(ids)

