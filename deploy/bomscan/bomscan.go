@@ -13,7 +13,9 @@ import (
 
 	"github.com/opencontainers/go-digest"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"oras.land/oras-go/v2/registry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -21,6 +23,7 @@ import (
 	"github.com/ferrypkg/ferry/artifact/bom"
 	"github.com/ferrypkg/ferry/artifact/bomscan"
 	"github.com/ferrypkg/ferry/deploy/api/v1alpha1"
+	"github.com/ferrypkg/ferry/internal/cluster"
 )
 
 // Bounds of what a cluster scan lists.
@@ -43,7 +46,7 @@ const (
 func Cluster(c client.Client, ns string, reg registry.Registry) *bomscan.Scanner {
 	return &bomscan.Scanner{
 		Source: &clusterSource{c: c, ns: ns, reg: reg},
-		Store:  &lazyStore{reg: reg, repo: bomscan.IndexRepository},
+		Store:  &lazyStore{reg: reg, repo: bomscan.IndexRepository, pin: configMapPin{c: c, ns: ns}},
 	}
 }
 
@@ -188,19 +191,64 @@ func podDigests(pod *corev1.Pod) []digest.Digest {
 	return ds
 }
 
-// lazyStore is a RepositoryStore of repository repo in reg, opened when
+// lazyStore is a PinnedStore of repository repo in reg, opened when
 // first used.
 type lazyStore struct {
 	reg  registry.Registry
 	repo string
+	pin  bomscan.Pin
+	st   bomscan.Store
 }
 
 func (s *lazyStore) store(ctx context.Context) (bomscan.Store, error) {
+	if s.st != nil {
+		return s.st, nil
+	}
 	repo, err := s.reg.Repository(ctx, s.repo)
 	if err != nil {
 		return nil, err
 	}
-	return bomscan.RepositoryStore(repo, bomscan.IndexTag), nil
+	s.st = bomscan.PinnedStore(repo, bomscan.IndexTag, s.pin)
+	return s.st, nil
+}
+
+// configMapPin pins the index in the ConfigMap cluster.SBOMIndexName of
+// namespace ns: only those who may write ferry's (or the centre's)
+// namespace choose the index every search reads, not everyone who may
+// push to the registry.
+type configMapPin struct {
+	c  client.Client
+	ns string
+}
+
+func (p configMapPin) Get(ctx context.Context) (digest.Digest, error) {
+	var cm corev1.ConfigMap
+	err := p.c.Get(ctx, client.ObjectKey{Namespace: p.ns, Name: cluster.SBOMIndexName}, &cm)
+	if apierrors.IsNotFound(err) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("ConfigMap %s/%s: %w", p.ns, cluster.SBOMIndexName, err)
+	}
+	return digest.Digest(cm.Data[cluster.SBOMIndexKey]), nil
+}
+
+func (p configMapPin) Set(ctx context.Context, d digest.Digest) error {
+	cm := corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: p.ns, Name: cluster.SBOMIndexName}}
+	data := map[string]string{cluster.SBOMIndexKey: d.String()}
+	err := p.c.Get(ctx, client.ObjectKeyFromObject(&cm), &cm)
+	switch {
+	case apierrors.IsNotFound(err):
+		cm.Data = data
+		err = p.c.Create(ctx, &cm)
+	case err == nil:
+		cm.Data = data
+		err = p.c.Update(ctx, &cm)
+	}
+	if err != nil {
+		return fmt.Errorf("ConfigMap %s/%s: %w", p.ns, cluster.SBOMIndexName, err)
+	}
+	return nil
 }
 
 func (s *lazyStore) Load(ctx context.Context) (*bom.Index, error) {

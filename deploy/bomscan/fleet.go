@@ -26,7 +26,7 @@ import (
 func Fleet(c client.Client, ns string, reg registry.Registry) *bomscan.Scanner {
 	return &bomscan.Scanner{
 		Source: &fleetSource{c: c, ns: ns, reg: reg},
-		Store:  &lazyStore{reg: reg, repo: bomscan.FleetIndexRepository},
+		Store:  &lazyStore{reg: reg, repo: bomscan.FleetIndexRepository, pin: configMapPin{c: c, ns: ns}},
 	}
 }
 
