@@ -57,22 +57,19 @@ type clusterSource struct {
 }
 
 func (s *clusterSource) SBOMs(ctx context.Context) ([]bomscan.SBOMRef, error) {
-	var pkgs v1alpha1.PackageList
-	if err := s.c.List(ctx, &pkgs, client.InNamespace(s.ns)); err != nil {
-		if meta.IsNoMatchError(err) {
-			return nil, nil // no Package API: nothing deployed
-		}
-		return nil, fmt.Errorf("list Packages: %w", err)
+	pkgs, err := listPackages(ctx, s.c, s.ns)
+	if meta.IsNoMatchError(err) {
+		return nil, nil // no Package API: nothing deployed
 	}
-	if len(pkgs.Items) > bomscan.MaxPackages {
-		return nil, fmt.Errorf("%d Packages, more than %d", len(pkgs.Items), bomscan.MaxPackages)
+	if err != nil {
+		return nil, err
 	}
 	pods, err := listPods(ctx, s.c)
 	if err != nil {
 		return nil, err
 	}
 	var refs []bomscan.SBOMRef
-	for _, p := range pkgs.Items {
+	for _, p := range pkgs {
 		root := p.Status.Digest
 		if root == "" {
 			root = p.Spec.Digest
@@ -91,9 +88,33 @@ func (s *clusterSource) SBOMs(ctx context.Context) ([]bomscan.SBOMRef, error) {
 		if err != nil {
 			return nil, fmt.Errorf("Package %s: %w", where, err)
 		}
-		refs = append(refs, more...)
+		if refs = append(refs, more...); len(refs) > bomscan.MaxSBOMs {
+			return nil, fmt.Errorf("the Packages carry more than %d SBOMs", bomscan.MaxSBOMs)
+		}
 	}
 	return refs, nil
+}
+
+// listPackages lists the Packages of namespace ns a page at a time,
+// refusing more than bomscan.MaxPackages as soon as it sees them.
+func listPackages(ctx context.Context, c client.Client, ns string) ([]v1alpha1.Package, error) {
+	var out []v1alpha1.Package
+	for cont := ""; ; {
+		var pl v1alpha1.PackageList
+		if err := c.List(ctx, &pl, client.InNamespace(ns), client.Limit(pageSize), client.Continue(cont)); err != nil {
+			if meta.IsNoMatchError(err) {
+				return nil, err
+			}
+			return nil, fmt.Errorf("list Packages: %w", err)
+		}
+		if out = append(out, pl.Items...); len(out) > bomscan.MaxPackages {
+			return nil, fmt.Errorf("more than %d Packages in namespace %s", bomscan.MaxPackages, ns)
+		}
+		if pl.Continue == "" {
+			return out, nil
+		}
+		cont = pl.Continue
+	}
 }
 
 // podIndex is which Pods name which digests, and the platform of each

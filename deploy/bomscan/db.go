@@ -12,7 +12,6 @@ import (
 
 	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/artifact/advisory"
-	"github.com/ferrypkg/ferry/deploy/api/v1alpha1"
 )
 
 // ErrNoDB means no Package of the cluster carries advisories.
@@ -21,23 +20,24 @@ var ErrNoDB = errors.New("no advisory database is deployed in the cluster")
 // ClusterDB reads the advisory database deployed in the cluster: of the
 // Packages in namespace ns that carry advisories, the one whose newest
 // record is newest, read from the in-cluster registry reg (each layer
-// checked against its digest, loaded within advisory.DefaultLimits). It
+// checked against its digest, loaded within advisory.DefaultLimits), at
+// most bomscan.MaxPackages (artifact/bomscan) of them listed and read. It
 // returns ErrNoDB when none carries any. It verifies no signature: the
 // controller verified the Package before installing it.
 func ClusterDB(ctx context.Context, c client.Client, ns string, reg registry.Registry) (*advisory.DB, []artifact.Advisories, error) {
-	var pkgs v1alpha1.PackageList
-	if err := c.List(ctx, &pkgs, client.InNamespace(ns)); err != nil {
-		if meta.IsNoMatchError(err) {
-			return nil, nil, ErrNoDB
-		}
-		return nil, nil, fmt.Errorf("list Packages: %w", err)
+	pkgs, err := listPackages(ctx, c, ns)
+	if meta.IsNoMatchError(err) {
+		return nil, nil, ErrNoDB
+	}
+	if err != nil {
+		return nil, nil, err
 	}
 	type candidate struct {
 		repo, root string
 		newest     time.Time
 	}
 	var best *candidate
-	for _, p := range pkgs.Items {
+	for _, p := range pkgs {
 		root := p.Status.Digest
 		if root == "" {
 			root = p.Spec.Digest

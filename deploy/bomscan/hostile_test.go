@@ -2,6 +2,9 @@ package bomscan_test
 
 import (
 	"context"
+	"fmt"
+	"strings"
+	"time"
 
 	"github.com/opencontainers/go-digest"
 	"testing"
@@ -74,5 +77,30 @@ func TestForgedIndex(t *testing.T) {
 				t.Fatalf("after the forged index: %v: %d hits, want 3", err, len(again))
 			}
 		})
+	}
+}
+
+// TestTooManyPackages: someone who may create Packages in ferry's
+// namespace makes more than a scan reads: the scan and the deployed
+// database's search are refused in one line before reading any package.
+func TestTooManyPackages(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t, "sboms")
+	b := fake.NewClientBuilder().WithScheme(scheme(t))
+	for i := range abomscan.MaxPackages + 1 {
+		b = b.WithObjects(&v1alpha1.Package{ObjectMeta: metav1.ObjectMeta{Namespace: "ferry", Name: fmt.Sprint("p", i)}, Spec: v1alpha1.PackageSpec{Repository: "sboms"}, Status: v1alpha1.PackageStatus{Digest: w.root}})
+	}
+	c := b.Build()
+	start := time.Now()
+	_, _, err := bomscan.ClusterDB(ctx, c, "ferry", w.reg)
+	t.Logf("ClusterDB: %v in %v", err, time.Since(start))
+	if err == nil || !strings.Contains(err.Error(), fmt.Sprint(abomscan.MaxPackages)) || time.Since(start) > 10*time.Second {
+		t.Errorf("ClusterDB over %d Packages: %v after %v", abomscan.MaxPackages+1, err, time.Since(start))
+	}
+	start = time.Now()
+	_, err = bomscan.Cluster(c, "ferry", w.reg).Source.SBOMs(ctx)
+	t.Logf("Cluster: %v in %v", err, time.Since(start))
+	if err == nil || !strings.Contains(err.Error(), fmt.Sprint(abomscan.MaxPackages)) || time.Since(start) > 10*time.Second {
+		t.Errorf("a scan over %d Packages: %v after %v", abomscan.MaxPackages+1, err, time.Since(start))
 	}
 }
