@@ -89,6 +89,9 @@ const (
 	// MaxPackages bounds the packages a registry, cluster or fleet source
 	// reads (10,000).
 	MaxPackages = 10_000
+	// MaxTags bounds the tags a registry source lists and resolves, over
+	// all the repositories of the registry (100,000).
+	MaxTags = 100_000
 	// DefaultConcurrency is how many SBOMs a scan reads at once.
 	DefaultConcurrency = 4
 )

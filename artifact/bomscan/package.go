@@ -177,8 +177,10 @@ func (v *verified) Close() error { return v.rc.Close() }
 // RegistrySource is the SBOMs of every ferry package a registry holds: each
 // tag of each repository its catalog lists (only those under prefix, when
 // not empty) that names a package root, each root read once. Listings are
-// bounded as artifact.ListRepositories says; at most MaxPackages roots are
-// read.
+// bounded as artifact.ListRepositories says, all of them together to
+// MaxTags tags, every tag listed before any is resolved; at most
+// MaxPackages roots are read, and their SBOMs refused as soon as they are
+// more than MaxSBOMs.
 func RegistrySource(reg registry.Registry, prefix string) Source {
 	return &registrySource{reg: reg, prefix: strings.Trim(prefix, "/")}
 }
@@ -202,16 +204,29 @@ func (s *registrySource) SBOMs(ctx context.Context) ([]SBOMRef, error) {
 	}
 	seen := map[digest.Digest]bool{}
 	var refs []SBOMRef
+	tagged := map[string][]string{}
+	total := 0
 	for _, name := range repos {
 		repo, err := s.reg.Repository(ctx, name)
 		if err != nil {
 			return nil, err
 		}
-		var tags []string
-		if err := artifact.ListTags(ctx, repo, func(page []string) error { tags = append(tags, page...); return nil }); err != nil {
+		if err := artifact.ListTags(ctx, repo, func(page []string) error {
+			if total += len(page); total > MaxTags {
+				return fmt.Errorf("the registry lists more than %d tags", MaxTags)
+			}
+			tagged[name] = append(tagged[name], page...)
+			return nil
+		}); err != nil {
 			return nil, artifact.ListFailed("list the tags of "+name, err)
 		}
-		for _, tag := range tags {
+	}
+	for _, name := range repos {
+		repo, err := s.reg.Repository(ctx, name)
+		if err != nil {
+			return nil, err
+		}
+		for _, tag := range tagged[name] {
 			d, err := repo.Resolve(ctx, tag)
 			if errors.Is(err, errdef.ErrNotFound) {
 				continue // deleted since listed
@@ -233,7 +248,9 @@ func (s *registrySource) SBOMs(ctx context.Context) ([]SBOMRef, error) {
 			if err != nil {
 				return nil, fmt.Errorf("%s:%s: %w", name, tag, err)
 			}
-			refs = append(refs, more...)
+			if refs = append(refs, more...); len(refs) > MaxSBOMs {
+				return nil, fmt.Errorf("the registry's packages carry more than %d SBOMs", MaxSBOMs)
+			}
 		}
 	}
 	return refs, nil

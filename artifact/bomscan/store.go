@@ -33,22 +33,75 @@ const (
 // RepositoryStore keeps an index as an OCI artifact under tag in repo: a
 // manifest of artifactType bom.MediaTypeIndex with the index as its one
 // layer. Each save pushes a new artifact and moves the tag; the registry's
-// garbage collection removes the old one.
+// garbage collection removes the old one. It trusts whoever may push to
+// repo: an index pushed there answers as if made from the SBOMs. A store
+// whose index others may push to is a PinnedStore.
 func RepositoryStore(repo oras.Target, tag string) Store {
 	return &repositoryStore{repo: repo, tag: tag}
+}
+
+// Pin keeps the digest of the index manifest a PinnedStore saved, where
+// those who may push to the registry cannot change it (a cluster's API).
+type Pin interface {
+	// Get returns the pinned digest, "" if none is.
+	Get(ctx context.Context) (digest.Digest, error)
+	// Set pins d.
+	Set(ctx context.Context, d digest.Digest) error
+}
+
+// PinnedStore is a RepositoryStore that loads only the index manifest pin
+// names, by digest, whatever the tag names: an index pushed to repo by
+// someone who may not set the pin is never loaded, so it can neither
+// hide a component the SBOMs list nor add one. Each save pushes the index
+// (and moves the tag, for people and garbage collection) and then pins
+// it; a save by a user who may not read the pin pushes nothing. An index
+// pinned but gone from the registry loads as none.
+func PinnedStore(repo oras.Target, tag string, pin Pin) Store {
+	return &repositoryStore{repo: repo, tag: tag, pin: pin}
 }
 
 type repositoryStore struct {
 	repo oras.Target
 	tag  string
+	pin  Pin // nil: the tag is trusted
+	// pinErr is why the pin could not be read at Load: Save then saves
+	// nothing.
+	pinErr error
 	// Limits bound the index read.
 	lim bom.IndexLimits
 }
 
 var _ Store = (*repositoryStore)(nil)
 
+// resolve is the index manifest to load: the pinned one, or the tag's.
+func (s *repositoryStore) resolve(ctx context.Context) (ocispec.Descriptor, error) {
+	if s.pin == nil {
+		return s.repo.Resolve(ctx, s.tag)
+	}
+	d, err := s.pin.Get(ctx)
+	if err != nil {
+		s.pinErr = err
+		return ocispec.Descriptor{}, fmt.Errorf("the SBOM index's pin: %w", err)
+	}
+	s.pinErr = nil
+	if d == "" {
+		return ocispec.Descriptor{}, errdef.ErrNotFound
+	}
+	if err := d.Validate(); err != nil {
+		return ocispec.Descriptor{}, fmt.Errorf("the SBOM index's pin %.80q: %w", d, err)
+	}
+	desc, err := s.repo.Resolve(ctx, d.String())
+	if err != nil {
+		return ocispec.Descriptor{}, err
+	}
+	if desc.Digest != d {
+		return ocispec.Descriptor{}, fmt.Errorf("the registry answered %s for the SBOM index %s", desc.Digest, d)
+	}
+	return desc, nil
+}
+
 func (s *repositoryStore) Load(ctx context.Context) (*bom.Index, error) {
-	desc, err := s.repo.Resolve(ctx, s.tag)
+	desc, err := s.resolve(ctx)
 	if errors.Is(err, errdef.ErrNotFound) {
 		return bom.NewIndex(), nil
 	}
@@ -88,6 +141,9 @@ func (s *repositoryStore) Load(ctx context.Context) (*bom.Index, error) {
 }
 
 func (s *repositoryStore) Save(ctx context.Context, idx *bom.Index) error {
+	if s.pinErr != nil {
+		return fmt.Errorf("the SBOM index's pin: %w", s.pinErr)
+	}
 	f, err := os.CreateTemp("", "ferry-sbom-index-")
 	if err != nil {
 		return err
@@ -115,6 +171,11 @@ func (s *repositoryStore) Save(ctx context.Context, idx *bom.Index) error {
 	}
 	if err := s.repo.Tag(ctx, m, s.tag); err != nil {
 		return fmt.Errorf("tag the SBOM index: %w", err)
+	}
+	if s.pin != nil {
+		if err := s.pin.Set(ctx, m.Digest); err != nil {
+			return fmt.Errorf("pin the SBOM index: %w", err)
+		}
 	}
 	return nil
 }

@@ -13,7 +13,9 @@ import (
 
 	"github.com/opencontainers/go-digest"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"oras.land/oras-go/v2/registry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -21,6 +23,7 @@ import (
 	"github.com/ferrypkg/ferry/artifact/bom"
 	"github.com/ferrypkg/ferry/artifact/bomscan"
 	"github.com/ferrypkg/ferry/deploy/api/v1alpha1"
+	"github.com/ferrypkg/ferry/internal/cluster"
 )
 
 // Bounds of what a cluster scan lists.
@@ -43,7 +46,7 @@ const (
 func Cluster(c client.Client, ns string, reg registry.Registry) *bomscan.Scanner {
 	return &bomscan.Scanner{
 		Source: &clusterSource{c: c, ns: ns, reg: reg},
-		Store:  &lazyStore{reg: reg, repo: bomscan.IndexRepository},
+		Store:  &lazyStore{reg: reg, repo: bomscan.IndexRepository, pin: configMapPin{c: c, ns: ns}},
 	}
 }
 
@@ -54,22 +57,19 @@ type clusterSource struct {
 }
 
 func (s *clusterSource) SBOMs(ctx context.Context) ([]bomscan.SBOMRef, error) {
-	var pkgs v1alpha1.PackageList
-	if err := s.c.List(ctx, &pkgs, client.InNamespace(s.ns)); err != nil {
-		if meta.IsNoMatchError(err) {
-			return nil, nil // no Package API: nothing deployed
-		}
-		return nil, fmt.Errorf("list Packages: %w", err)
+	pkgs, err := listPackages(ctx, s.c, s.ns)
+	if meta.IsNoMatchError(err) {
+		return nil, nil // no Package API: nothing deployed
 	}
-	if len(pkgs.Items) > bomscan.MaxPackages {
-		return nil, fmt.Errorf("%d Packages, more than %d", len(pkgs.Items), bomscan.MaxPackages)
+	if err != nil {
+		return nil, err
 	}
 	pods, err := listPods(ctx, s.c)
 	if err != nil {
 		return nil, err
 	}
 	var refs []bomscan.SBOMRef
-	for _, p := range pkgs.Items {
+	for _, p := range pkgs {
 		root := p.Status.Digest
 		if root == "" {
 			root = p.Spec.Digest
@@ -88,9 +88,33 @@ func (s *clusterSource) SBOMs(ctx context.Context) ([]bomscan.SBOMRef, error) {
 		if err != nil {
 			return nil, fmt.Errorf("Package %s: %w", where, err)
 		}
-		refs = append(refs, more...)
+		if refs = append(refs, more...); len(refs) > bomscan.MaxSBOMs {
+			return nil, fmt.Errorf("the Packages carry more than %d SBOMs", bomscan.MaxSBOMs)
+		}
 	}
 	return refs, nil
+}
+
+// listPackages lists the Packages of namespace ns a page at a time,
+// refusing more than bomscan.MaxPackages as soon as it sees them.
+func listPackages(ctx context.Context, c client.Client, ns string) ([]v1alpha1.Package, error) {
+	var out []v1alpha1.Package
+	for cont := ""; ; {
+		var pl v1alpha1.PackageList
+		if err := c.List(ctx, &pl, client.InNamespace(ns), client.Limit(pageSize), client.Continue(cont)); err != nil {
+			if meta.IsNoMatchError(err) {
+				return nil, err
+			}
+			return nil, fmt.Errorf("list Packages: %w", err)
+		}
+		if out = append(out, pl.Items...); len(out) > bomscan.MaxPackages {
+			return nil, fmt.Errorf("more than %d Packages in namespace %s", bomscan.MaxPackages, ns)
+		}
+		if pl.Continue == "" {
+			return out, nil
+		}
+		cont = pl.Continue
+	}
 }
 
 // podIndex is which Pods name which digests, and the platform of each
@@ -188,19 +212,64 @@ func podDigests(pod *corev1.Pod) []digest.Digest {
 	return ds
 }
 
-// lazyStore is a RepositoryStore of repository repo in reg, opened when
+// lazyStore is a PinnedStore of repository repo in reg, opened when
 // first used.
 type lazyStore struct {
 	reg  registry.Registry
 	repo string
+	pin  bomscan.Pin
+	st   bomscan.Store
 }
 
 func (s *lazyStore) store(ctx context.Context) (bomscan.Store, error) {
+	if s.st != nil {
+		return s.st, nil
+	}
 	repo, err := s.reg.Repository(ctx, s.repo)
 	if err != nil {
 		return nil, err
 	}
-	return bomscan.RepositoryStore(repo, bomscan.IndexTag), nil
+	s.st = bomscan.PinnedStore(repo, bomscan.IndexTag, s.pin)
+	return s.st, nil
+}
+
+// configMapPin pins the index in the ConfigMap cluster.SBOMIndexName of
+// namespace ns: only those who may write ferry's (or the centre's)
+// namespace choose the index every search reads, not everyone who may
+// push to the registry.
+type configMapPin struct {
+	c  client.Client
+	ns string
+}
+
+func (p configMapPin) Get(ctx context.Context) (digest.Digest, error) {
+	var cm corev1.ConfigMap
+	err := p.c.Get(ctx, client.ObjectKey{Namespace: p.ns, Name: cluster.SBOMIndexName}, &cm)
+	if apierrors.IsNotFound(err) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("ConfigMap %s/%s: %w", p.ns, cluster.SBOMIndexName, err)
+	}
+	return digest.Digest(cm.Data[cluster.SBOMIndexKey]), nil
+}
+
+func (p configMapPin) Set(ctx context.Context, d digest.Digest) error {
+	cm := corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: p.ns, Name: cluster.SBOMIndexName}}
+	data := map[string]string{cluster.SBOMIndexKey: d.String()}
+	err := p.c.Get(ctx, client.ObjectKeyFromObject(&cm), &cm)
+	switch {
+	case apierrors.IsNotFound(err):
+		cm.Data = data
+		err = p.c.Create(ctx, &cm)
+	case err == nil:
+		cm.Data = data
+		err = p.c.Update(ctx, &cm)
+	}
+	if err != nil {
+		return fmt.Errorf("ConfigMap %s/%s: %w", p.ns, cluster.SBOMIndexName, err)
+	}
+	return nil
 }
 
 func (s *lazyStore) Load(ctx context.Context) (*bom.Index, error) {

@@ -26,7 +26,7 @@ import (
 func Fleet(c client.Client, ns string, reg registry.Registry) *bomscan.Scanner {
 	return &bomscan.Scanner{
 		Source: &fleetSource{c: c, ns: ns, reg: reg},
-		Store:  &lazyStore{reg: reg, repo: bomscan.FleetIndexRepository},
+		Store:  &lazyStore{reg: reg, repo: bomscan.FleetIndexRepository, pin: configMapPin{c: c, ns: ns}},
 	}
 }
 
@@ -97,7 +97,9 @@ func (s *fleetSource) SBOMs(ctx context.Context) ([]bomscan.SBOMRef, error) {
 			if err != nil {
 				return nil, fmt.Errorf("track %s, %s@%s: %w", tr.Name, tr.Spec.Repository, v.d, err)
 			}
-			refs = append(refs, more...)
+			if refs = append(refs, more...); len(refs) > bomscan.MaxSBOMs {
+				return nil, fmt.Errorf("the tracks' versions carry more than %d SBOMs", bomscan.MaxSBOMs)
+			}
 		}
 	}
 	return refs, nil

@@ -110,6 +110,7 @@ type Server struct {
 	actors   map[string]*actor   // by cluster and credential
 	flashes  flash
 	sboms    sbomCache
+	dbs      dbCache
 
 	// fleetClient and fleetActions make an actor's client of the
 	// management cluster and the centre's verbs over it (tests swap

@@ -9,7 +9,10 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 	"time"
+
+	"golang.org/x/sync/singleflight"
 
 	"oras.land/oras-go/v2/registry"
 
@@ -135,11 +138,54 @@ func (s *Server) clusterDB(ctx context.Context, a *actor, reg registry.Registry)
 	if d := a.lastDB; d != nil && time.Since(d.at) < scanTTL {
 		return d.db, d.layers, d.err
 	}
-	db, layers, err := clusterscan.ClusterDB(ctx, a.pc, s.opts.Namespace, reg)
+	repo, root, err := clusterscan.FindDB(ctx, a.pc, s.opts.Namespace, reg)
+	var db *advisory.DB
+	var layers []artifact.Advisories
+	if err == nil {
+		db, layers, err = s.dbs.read(ctx, reg, repo, root)
+	}
 	if err == nil || errors.Is(err, clusterscan.ErrNoDB) {
 		a.lastDB = &deployedDB{db: db, layers: layers, err: err, at: time.Now()}
 	}
 	return db, layers, err
+}
+
+// dbCache keeps the advisory database last read, by its package's root
+// digest (a content address): every user who finds that database
+// deployed, with their own credentials, shares one copy in memory and one
+// read of it (a database of a million records takes a gigabyte).
+type dbCache struct {
+	mu     sync.Mutex
+	root   string
+	db     *advisory.DB
+	layers []artifact.Advisories
+	group  singleflight.Group
+}
+
+// read returns the database of root in repo, read from reg unless kept.
+func (c *dbCache) read(ctx context.Context, reg registry.Registry, repo, root string) (*advisory.DB, []artifact.Advisories, error) {
+	c.mu.Lock()
+	if c.root == root && c.db != nil {
+		db, layers := c.db, c.layers
+		c.mu.Unlock()
+		return db, layers, nil
+	}
+	c.mu.Unlock()
+	v, err, _ := c.group.Do(root, func() (any, error) {
+		db, layers, err := clusterscan.ReadDB(ctx, reg, repo, root)
+		if err != nil {
+			return nil, err
+		}
+		c.mu.Lock()
+		c.root, c.db, c.layers = root, db, layers
+		c.mu.Unlock()
+		return &deployedDB{db: db, layers: layers}, nil
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	d := v.(*deployedDB)
+	return d.db, d.layers, nil
 }
 
 // dbView describes a database of date, old past s's AdvisoryMaxAge.

@@ -42,6 +42,12 @@ const (
 	// ServiceAccount in ferry's namespace, its leader-election Lease, and
 	// its ClusterRoleBinding.
 	ControllerName = "ferry-controller"
+	// SBOMIndexName is the ConfigMap pinning the SBOM index a search
+	// saved in the registry (key SBOMIndexKey, the index manifest's
+	// digest), in ferry's namespace and in a fleet centre's: an index
+	// pushed to the registry by anyone who may not write it is not read.
+	SBOMIndexName = "ferry-sbom-index"
+	SBOMIndexKey  = "digest"
 )
 
 // The in-cluster registry.

@@ -76,7 +76,8 @@ type Entry struct {
 	// components[].files[].source" (a definition field), "zarf.yaml
 	// ZarfFile.source" (a Zarf schema field), "env KUBECONFIG", "answer …"
 	// (a registry's, the fleet centre's), "request …" (to a server),
-	// "secret NAME KEY" (a key of a Secret in ferry's namespace).
+	// "secret NAME KEY" (a key of a Secret in ferry's namespace),
+	// "configmap NAME KEY" (a key of a ConfigMap there).
 	Where string
 	Kind  Kind
 	// Bound says what holds the input: its limits and how it is opened.

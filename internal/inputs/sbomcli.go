@@ -8,14 +8,13 @@ func sbomCLI() []Entry {
 		query    = "ferry sbom query"
 		audit    = "ferry sbom audit"
 		deadKube = " --kubeconfig {kube}"
-		sboms    = "; each SBOM a referrer manifest of the package's graph that ferry.json records, its document at most 64 MiB (artifact.MaxSBOMSize) checked against its digest as read, its components read under bom's limits; at most 10,000 packages (bomscan.MaxPackages) and 100,000 SBOMs (bomscan.MaxSBOMs) a scan"
-		index    = "; the index (repository ferry/sbom-index or ferry-fleet/sbom-index, tag latest) at most 1 GiB (bomscan.MaxIndexSize), checked against its digest as read and under bom's index limits; one that is not an index is made again from the SBOMs"
+		sboms    = "; each SBOM a referrer manifest of the package's graph that ferry.json records, its document at most 64 MiB (artifact.MaxSBOMSize) checked against its digest as read, its components read under bom's limits; at most 10,000 packages (bomscan.MaxPackages) and 100,000 SBOMs (bomscan.MaxSBOMs) a scan, each counted as it is listed"
 		db       = "the advisory database: a folder of OSV JSON records or a zip of them (each record, the record count and the zip's entries bounded by advisory's limits; an empty one refused), or a package carrying one (read as `package verify ARGS`, its advisories layer as the zip)"
 	)
 	return concat(
 		[]Entry{
 			{Where: query + " ARGS", Kind: Package, Bound: "QUERY: a package URL with an optional version range, or a name (bom.ParseQuery's bounds); PKG|REF: " + boundPackage + sboms, Try: "sbom query libferry1 {}"},
-			{Where: query + " --registry", Kind: Registry, Bound: boundRegistry + "; every repository of its catalog (under PREFIX) and every tag, as `registry have`'s listing" + sboms, Try: "sbom query libferry1 --registry {host}"},
+			{Where: query + " --registry", Kind: Registry, Bound: boundRegistry + "; every repository of its catalog (under PREFIX) and every tag, as `registry have`'s listing, at most 100,000 tags in all (bomscan.MaxTags), listed before any is resolved" + sboms, Try: "sbom query libferry1 --registry {host}"},
 			{Where: audit + " ARGS", Kind: Package, Bound: boundPackage + sboms, Try: "sbom audit {} --db {osv}"},
 			{Where: audit + " --db", Kind: Package, Bound: db, Try: "sbom audit {pkg} --db {}"},
 			{Where: audit + " --key", Kind: File, Bound: boundKeyFile, Try: "sbom audit {pkg} --db {pkg} --key {}"},

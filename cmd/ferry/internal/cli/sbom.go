@@ -139,7 +139,7 @@ func printSBOMs(cmd *cobra.Command, cfg *artifact.Config, asJSON bool) error {
 	tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "IMAGE\tPLATFORM\tFORMAT\tDIGEST\tSIZE")
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", cell(r.Image), cell(r.Platform), cell(sbomFormatName(r.ArtifactType)), cell(r.Digest.String()), HumanBytes(r.Size))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", Cell(r.Image), Cell(r.Platform), Cell(sbomFormatName(r.ArtifactType)), Cell(r.Digest.String()), HumanBytes(r.Size))
 	}
 	return tw.Flush()
 }
@@ -177,11 +177,11 @@ func printComponents(cmd *cobra.Command, docs []artifact.SBOMDocument, asJSON bo
 		if i > 0 {
 			fmt.Fprintln(w)
 		}
-		fmt.Fprintf(w, "%s %s (%s, %d components)\n", cell(s.Image), cell(s.Platform), cell(s.Format), len(s.Components))
+		fmt.Fprintf(w, "%s %s (%s, %d components)\n", Cell(s.Image), Cell(s.Platform), Cell(s.Format), len(s.Components))
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "NAME\tVERSION\tTYPE\tLICENSES\tPURL")
 		for _, c := range s.Components {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", cell(c.Name), cell(c.Version), cell(c.Type), cell(strings.Join(c.Licenses, ", ")), cell(c.PURL))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", Cell(c.Name), Cell(c.Version), Cell(c.Type), Cell(strings.Join(c.Licenses, ", ")), Cell(c.PURL))
 		}
 		if err := tw.Flush(); err != nil {
 			return err
@@ -190,11 +190,11 @@ func printComponents(cmd *cobra.Command, docs []artifact.SBOMDocument, asJSON bo
 	return nil
 }
 
-// cell is s as a table cell: quoted when it holds a tab, a line break or
-// another character that is not printable, so that an SBOM, or what a
-// package's ferry.json says of it, cannot break the table or the
-// terminal.
-func cell(s string) string {
+// Cell is s as a table cell: quoted when it holds a tab, a line break or
+// another character that is not printable, so that an SBOM, a registry or
+// a database cannot break the table or act on the terminal; "-" when
+// empty.
+func Cell(s string) string {
 	if strings.IndexFunc(s, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0 {
 		return strconv.Quote(s)
 	}

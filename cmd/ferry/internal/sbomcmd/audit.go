@@ -216,7 +216,7 @@ func isLayout(dir string) bool {
 // the findings as a table.
 func printFindings(w io.Writer, db *auditDB, maxAge time.Duration, fs []bomscan.Finding) error {
 	age := time.Since(db.Date)
-	fmt.Fprintf(w, "advisory database %s: %d records, newest of %s (%s old)\n", db.Source, db.Records, db.Date.UTC().Format("2006-01-02"), days(age))
+	fmt.Fprintf(w, "advisory database %s: %d records, newest of %s (%s old)\n", cli.Cell(db.Source), db.Records, db.Date.UTC().Format("2006-01-02"), days(age))
 	if db.Stale {
 		fmt.Fprintf(w, "warning: the advisory database is %s old, more than --max-age %s: carry a newer one\n", days(age), days(maxAge))
 	}
@@ -232,7 +232,8 @@ func printFindings(w io.Writer, db *auditDB, maxAge time.Duration, fs []bomscan.
 		if fixed == "" {
 			fixed = "no fix"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s → %s\t%s %s\t%s\t%s\t%s\n", f.Match.ID, f.Component.Name, f.Component.Version, fixed, f.Package, f.Version, f.Image, f.Platform, runs(f.Runs))
+		fmt.Fprintf(tw, "%s\t%s\t%s → %s\t%s %s\t%s\t%s\t%s\n", cli.Cell(f.Match.ID), cli.Cell(f.Component.Name), cli.Cell(f.Component.Version), cli.Cell(fixed),
+			cli.Cell(f.Package), cli.Cell(f.Version), cli.Cell(f.Image), cli.Cell(f.Platform), runs(f.Runs))
 		ids = append(ids, f.Match.ID)
 	}
 	if err := tw.Flush(); err != nil {

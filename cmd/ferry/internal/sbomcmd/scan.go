@@ -302,13 +302,14 @@ the centre's registry): a search reads only the SBOMs it lacks, and
 // printHits writes hits as a table.
 func printHits(w io.Writer, q bom.Query, hits []bomscan.Hit) error {
 	if len(hits) == 0 {
-		_, err := fmt.Fprintf(w, "no SBOM lists %s\n", q)
+		_, err := fmt.Fprintf(w, "no SBOM lists %s\n", cli.Cell(q.String()))
 		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "PACKAGE\tIMAGE\tPLATFORM\tCOMPONENT\tVERSION\tPURL\tRUNS")
 	for _, h := range hits {
-		fmt.Fprintf(tw, "%s %s\t%s\t%s\t%s\t%s\t%s\t%s\n", h.Package, h.Version, h.Image, h.Platform, h.Component.Name, orDash(h.Component.Version), orDash(h.Component.PURL), runs(h.Runs))
+		fmt.Fprintf(tw, "%s %s\t%s\t%s\t%s\t%s\t%s\t%s\n", cli.Cell(h.Package), cli.Cell(h.Version), cli.Cell(h.Image), cli.Cell(h.Platform),
+			cli.Cell(h.Component.Name), cli.Cell(h.Component.Version), cli.Cell(h.Component.PURL), runs(h.Runs))
 	}
 	return tw.Flush()
 }
@@ -318,12 +319,9 @@ func runs(rs []string) string {
 	if len(rs) == 0 {
 		return "-"
 	}
-	return strings.Join(rs, ", ")
-}
-
-func orDash(s string) string {
-	if s == "" {
-		return "-"
+	cells := make([]string, len(rs))
+	for i, r := range rs {
+		cells[i] = cli.Cell(r)
 	}
-	return s
+	return strings.Join(cells, ", ")
 }
