@@ -130,7 +130,7 @@ how to reach it.`,
 	f.StringVar(&certFile, "tls-cert", "", "serving certificate (PEM)")
 	f.StringVar(&keyFile, "tls-key", "", "serving key (PEM)")
 	f.BoolVarP(&verbose, "verbose", "v", false, "log every request refused, every upload and every fleet action")
-	f.DurationVar(&advisoryMaxAge, "advisory-max-age", dashboard.DefaultAdvisoryMaxAge, "the findings pages show the cluster's advisory database as old past this age")
+	f.DurationVar(&advisoryMaxAge, "advisory-max-age", dashboard.DefaultAdvisoryMaxAge, "the findings pages show a cluster's or the fleet's advisory database as old past this age")
 	fleet.register(cmd)
 	return cmd
 }
@@ -146,7 +146,7 @@ func (f *dashboardFleetFlags) register(cmd *cobra.Command) {
 	fl := cmd.Flags()
 	fl.BoolVar(&f.on, "fleet", false, "show the fleet's pages: the context is the fleet's management cluster")
 	fl.StringVar(&f.namespace, "fleet-namespace", centre.DefaultNamespace, "the fleet's namespace in the management cluster")
-	fl.StringVar(&f.registry, "fleet-registry", "", "the centre's registry (host[:port]): promoting a tag, importing a report and making a bundle read it")
+	fl.StringVar(&f.registry, "fleet-registry", "", "the centre's registry (host[:port]): promoting a tag, importing a report, making a bundle and the fleet's SBOM pages read it")
 	f.remote.Register(cmd)
 }
 

@@ -37,9 +37,11 @@ type actor struct {
 	ep    *reach.Endpoint
 	reg   *remote.Registry
 
-	scanMu sync.Mutex
-	last   *scan       // the last scan of the cluster's SBOMs
-	lastDB *deployedDB // the advisory database last found deployed
+	scanMu    sync.Mutex
+	last      *scan       // the last scan of the cluster's SBOMs
+	lastDB    *deployedDB // the advisory database last found deployed
+	fleetScan *scan       // the last scan of the fleet's SBOMs (the centre's)
+	fleetDB   *deployedDB // the fleet's advisory database last found
 
 	fleetMu sync.Mutex
 	fc      client.WithWatch // the management cluster's fleet objects

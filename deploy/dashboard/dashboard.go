@@ -83,9 +83,9 @@ type Options struct {
 	// AllowPaths lets the inspect page open archives by a path on the
 	// dashboard's machine (only sensible when the browser is on it).
 	AllowPaths bool
-	// AdvisoryMaxAge is the age past which the findings pages show the
-	// cluster's advisory database as old; DefaultAdvisoryMaxAge (30 days)
-	// if 0.
+	// AdvisoryMaxAge is the age past which the findings pages show a
+	// cluster's (or the fleet's) advisory database as old;
+	// DefaultAdvisoryMaxAge (30 days) if 0.
 	AdvisoryMaxAge time.Duration
 	// Fleet, if set, adds the fleet pages: the first cluster is the
 	// fleet's management cluster.
@@ -111,6 +111,7 @@ type Server struct {
 	flashes  flash
 	sboms    sbomCache
 	dbs      dbCache
+	fleetReg fleetRegistry // the centre's registry, opened on first use
 
 	// fleetClient and fleetActions make an actor's client of the
 	// management cluster and the centre's verbs over it (tests swap
@@ -189,6 +190,8 @@ func New(opts Options) (*Server, error) {
 		s.mux.HandleFunc("POST /fleet/members/{name}/bundle", s.bundle)
 		s.mux.HandleFunc("GET /fleet/members/{name}/values", s.values)
 		s.mux.HandleFunc("POST /fleet/import", s.importReport)
+		s.mux.HandleFunc("GET /fleet/sbom/search", s.fleetSearchPage)
+		s.mux.HandleFunc("GET /fleet/sbom/audit", s.fleetAuditPage)
 	}
 	return s, nil
 }

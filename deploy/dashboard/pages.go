@@ -470,8 +470,8 @@ var funcs = template.FuncMap{
 // parsePages parses each page with the layout.
 func parsePages() (map[string]*template.Template, error) {
 	pages := map[string]*template.Template{}
-	for _, p := range []string{"error", "login", "packages", "package", "registry", "upload", "fleet", "matrix", "rollouts", "placement", "track", "member", "sbom", "search", "audit"} {
-		t, err := template.New(p).Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+p+".html")
+	for _, p := range []string{"error", "login", "packages", "package", "registry", "upload", "fleet", "matrix", "rollouts", "placement", "track", "member", "sbom", "search", "audit", "fleetsearch", "fleetaudit"} {
+		t, err := template.New(p).Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/sbomtables.html", "templates/"+p+".html")
 		if err != nil {
 			return nil, err
 		}

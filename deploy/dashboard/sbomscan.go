@@ -92,39 +92,18 @@ func (s *Server) searchPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	v := &searchView{view: s.view(r, "SBOM search"), Q: r.URL.Query().Get("q")}
-	if strings.TrimSpace(v.Q) == "" {
+	q, ok := v.query()
+	if !ok {
 		s.render(w, r, "search", v)
 		return
 	}
-	if len(v.Q) > maxFilter {
-		v.Error = fmt.Sprintf("the query is %d bytes long; at most %d", len(v.Q), maxFilter)
-		s.render(w, r, "search", v)
-		return
-	}
-	q, err := bom.ParseQuery(v.Q)
-	if err != nil {
-		v.Error = oneLine(err.Error())
-		s.render(w, r, "search", v)
-		return
-	}
-	v.Query, v.Searched = q.String(), true
 	sc, err := s.scan(r.Context(), a)
 	if err != nil {
 		v.Error = oneLine(err.Error())
 		s.render(w, r, "search", v)
 		return
 	}
-	v.SBOMs, v.At = sc.idx.Len(), sc.at.Format(time.RFC3339)
-	hits := bomscan.QueryIndex(sc.idx, sc.locs, q)
-	if len(hits) > maxHits {
-		v.More = len(hits) - maxHits
-		hits = hits[:maxHits]
-	}
-	for _, h := range hits {
-		v.Hits = append(v.Hits, hitRow{Package: clip(h.Package), Version: clip(h.Location.Version), Image: clip(h.Image), Platform: h.Platform,
-			Name: clip(h.Component.Name), CompVersion: clip(h.Component.Version), PURL: clip(h.Component.PURL), Runs: clipAll(h.Runs),
-			Link: sbomLinkOf(a.cluster, h.Location, h.Component.Name)})
-	}
+	v.answer(sc, q, func(l bomscan.Location, name string) string { return sbomLinkOf(a.cluster, l, name) })
 	s.render(w, r, "search", v)
 }
 
