@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/ferrypkg/ferry/artifact/imagesig"
+	"github.com/ferrypkg/ferry/artifact/internal/corrupt"
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"oras.land/oras-go/v2"
@@ -145,7 +146,7 @@ func checkConfig(r *Reader, sum *Summary) error {
 		}
 	}
 	if len(missing) > 0 {
-		return fmt.Errorf("%w: %s lists what the package does not hold: %s", ErrCorrupt, ConfigFileName, strings.Join(missing, ", "))
+		return fmt.Errorf("%w: %s lists what the package does not hold: %s", ErrCorrupt, ConfigFileName, corrupt.SomeOf(missing))
 	}
 	return nil
 }

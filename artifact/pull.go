@@ -6,9 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 	"time"
 
+	"github.com/ferrypkg/ferry/artifact/internal/corrupt"
 	"github.com/ferrypkg/ferry/artifact/internal/graph"
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
@@ -167,7 +167,7 @@ func planFrom(ctx context.Context, src oras.ReadOnlyTarget, ref string) (*Plan, 
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	if missing := checkConfigSBOMs(p.Config, &idx, node); len(missing) > 0 {
-		return nil, fmt.Errorf("%s: %w: %s lists what the package does not hold: %s", name, ErrCorrupt, ConfigFileName, strings.Join(missing, ", "))
+		return nil, fmt.Errorf("%s: %w: %s lists what the package does not hold: %s", name, ErrCorrupt, ConfigFileName, corrupt.SomeOf(missing))
 	}
 	for _, d := range descs {
 		if _, ok := p.Blobs[d.Digest]; ok {

@@ -7,6 +7,7 @@ package corrupt
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/opencontainers/go-digest"
 )
@@ -65,4 +66,15 @@ func In(what string, err error) error {
 		return fmt.Errorf("%w: %w", Err, err)
 	}
 	return fmt.Errorf("%w: %s: %w", Err, what, err)
+}
+
+// SomeOf lists the first few of things a damaged package lacks, and how
+// many more there are: an error naming what a hostile ferry.json lists
+// stays one short line.
+func SomeOf(things []string) string {
+	const few = 5
+	if len(things) <= few {
+		return strings.Join(things, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(things[:few], ", "), len(things)-few)
 }
