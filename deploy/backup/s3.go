@@ -62,7 +62,7 @@ type s3Dest struct {
 	parts    []*s3.CompletedPart
 }
 
-func (d *s3Dest) String() string { return "s3://" + d.st.Bucket + "/" + d.st.Prefix }
+func (d *s3Dest) String() string   { return "s3://" + d.st.Bucket + "/" + d.st.Prefix }
 func (d *s3Dest) stateKey() string { return d.st.Prefix + ".resume.json" }
 
 func (d *s3Dest) resume(ctx context.Context, rootOf func(*head) (digest.Digest, error)) (*head, int64, error) {
