@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
@@ -120,7 +121,10 @@ func Restore(ctx context.Context, dst Target, paths []string, opts RestoreOption
 	rs := &restorer{dst: dst, opts: opts, have: map[digest.Digest]string{}, res: &RestoreResult{}}
 	for _, in := range chain {
 		if err := rs.restore(ctx, in); err != nil {
-			return nil, fmt.Errorf("restore %s: %w", in.Name, err)
+			if !strings.Contains(err.Error(), in.Name) {
+				err = fmt.Errorf("%s: %w", in.Name, err)
+			}
+			return nil, err
 		}
 		rs.res.Backups = append(rs.res.Backups, in.Name)
 	}
@@ -249,7 +253,11 @@ func (rs *restorer) put(ctx context.Context, rec *Record, b Blob, rd io.Reader) 
 		if ok, err := dst.Exists(ctx, desc); err == nil && ok {
 			rs.res.Held++
 		} else if n == 0 {
-			if err := dst.Push(ctx, desc, rd); err != nil {
+			v := &verifying{r: rd, d: digest.SHA256.Digester(), want: b.Digest}
+			if err := dst.Push(ctx, desc, v); err != nil {
+				if v.bad || errors.Is(err, artifact.ErrCorrupt) {
+					return fmt.Errorf("%w: blob %s does not match its digest", artifact.ErrCorrupt, b.Digest)
+				}
 				return fmt.Errorf("push %s to %s: %w", b.Digest, name, err)
 			}
 			rs.res.Pushed++
@@ -364,4 +372,23 @@ func (rs *restorer) apply(ctx context.Context, rec *Record) error {
 		rs.res.Ready = append(rs.res.Ready, name)
 	}
 	return nil
+}
+
+// verifying hashes what is read through it; bad is set when it reaches
+// the end and the bytes do not match want.
+type verifying struct {
+	r    io.Reader
+	d    digest.Digester
+	want digest.Digest
+	bad  bool
+}
+
+func (v *verifying) Read(p []byte) (int, error) {
+	n, err := v.r.Read(p)
+	v.d.Hash().Write(p[:n])
+	if err == io.EOF && v.d.Digest() != v.want {
+		v.bad = true
+		return n, fmt.Errorf("%w: blob %s does not match its digest", artifact.ErrCorrupt, v.want)
+	}
+	return n, err
 }
