@@ -160,7 +160,11 @@ type countReader struct {
 	n int64
 }
 
-func (c *countReader) Read(p []byte) (int, error) { n, err := c.r.Read(p); c.n += int64(n); return n, err }
+func (c *countReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}
 
 // TestBackupS3 writes a backup to MinIO, interrupted and resumed as a
 // multipart upload (nothing under the key until it is whole), and restores
