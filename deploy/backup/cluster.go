@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -12,6 +13,11 @@ import (
 	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/deploy/api/v1alpha1"
 )
+
+// ownPrefix is where ferry init puts ferry's own images (the agent's,
+// install.Repository): a cluster restored into has its own from its init,
+// so a backup of everything leaves them out (--repository names them).
+const ownPrefix = "ferry/"
 
 // selection decides what a backup covers: the repositories (match), the
 // Packages and the keys they name.
@@ -74,7 +80,12 @@ func selection(ctx context.Context, src Source, opts Options) (func(string) bool
 			keys = append(keys, key)
 		}
 	}
-	match := func(r string) bool { return all || inSelection(repos, r) }
+	match := func(r string) bool {
+		if all {
+			return !strings.HasPrefix(r, ownPrefix)
+		}
+		return inSelection(repos, r)
+	}
 	return match, pkgs, keys, nil
 }
 

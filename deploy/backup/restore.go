@@ -253,7 +253,7 @@ func (rs *restorer) put(ctx context.Context, rec *Record, b Blob, rd io.Reader) 
 		if ok, err := dst.Exists(ctx, desc); err == nil && ok {
 			rs.res.Held++
 		} else if n == 0 {
-			v := &verifying{r: rd, d: digest.SHA256.Digester(), want: b.Digest}
+			v := &verifying{r: rd, d: digest.SHA256.Digester(), want: b.Digest, size: b.Size}
 			if err := dst.Push(ctx, desc, v); err != nil {
 				if v.bad || errors.Is(err, artifact.ErrCorrupt) {
 					return fmt.Errorf("%w: blob %s does not match its digest", artifact.ErrCorrupt, b.Digest)
@@ -374,19 +374,22 @@ func (rs *restorer) apply(ctx context.Context, rec *Record) error {
 	return nil
 }
 
-// verifying hashes what is read through it; bad is set when it reaches
-// the end and the bytes do not match want.
+// verifying hashes what is read through it; bad is set once size bytes
+// (or the end) are read and they do not match want. A client that reads
+// exactly the length it sends never asks for the end.
 type verifying struct {
-	r    io.Reader
-	d    digest.Digester
-	want digest.Digest
-	bad  bool
+	r       io.Reader
+	d       digest.Digester
+	want    digest.Digest
+	size, n int64
+	bad     bool
 }
 
 func (v *verifying) Read(p []byte) (int, error) {
 	n, err := v.r.Read(p)
 	v.d.Hash().Write(p[:n])
-	if err == io.EOF && v.d.Digest() != v.want {
+	v.n += int64(n)
+	if (err == io.EOF || v.n >= v.size) && !v.bad && v.d.Digest() != v.want {
 		v.bad = true
 		return n, fmt.Errorf("%w: blob %s does not match its digest", artifact.ErrCorrupt, v.want)
 	}
