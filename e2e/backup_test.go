@@ -113,7 +113,9 @@ func TestBackupRestore(t *testing.T) {
 	if full.Packages < 2 || full.Keys < 1 || !full.Signed {
 		t.Fatalf("full backup: %+v", full)
 	}
-	here("package", "verify", "full.tar", "--key", pub.Name)
+	if _, err := run(exec.CommandContext(ctx, ferry, "package", "verify", "full.tar", "--key", pub.Name)); err != nil {
+		t.Fatal(err)
+	}
 
 	// The centre's cluster, set up empty, then restored.
 	centre("init")
