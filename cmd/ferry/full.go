@@ -14,7 +14,7 @@ import (
 // binary (cmd/ferry/front) hands them to this one.
 func addFull(root, pkg, reg *cobra.Command) {
 	pkg.AddCommand(newCreateCmd(), newFindImagesCmd(), newSignCmd(), newMirrorCmd(), newConvertCmd(), newImportCmd())
-	reg.AddCommand(newRegistryServeCmd(), newRegistryCheckCmd(), newRegistryLoadCmd(), newRegistryConnectCmd(), newRegistryGCCmd(), newRegistryMigrateCmd(), newRegistryHaveCmd())
+	reg.AddCommand(newRegistryServeCmd(), newRegistryCheckCmd(), newRegistryLoadCmd(), newRegistryConnectCmd(), newRegistryGCCmd(), newRegistryMigrateCmd(), newRegistryHaveCmd(), newRegistryBackupCmd(), newRegistryRestoreCmd())
 	root.AddCommand(newKeyCmd(), newInitCmd(), newDeployCmd(), newListCmd(), newRemoveCmd(), newAgentCmd(), newAgentProbeCmd(), newGitServerCmd(), newControllerCmd(), newDashboardCmd(), newFleetCmd(), newSBOMGroupCmd())
 }
 

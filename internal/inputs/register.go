@@ -102,6 +102,8 @@ func cli() []Entry {
 		check    = "ferry registry check"
 		connect  = "ferry registry connect"
 		have     = "ferry registry have"
+		bkp      = "ferry registry backup"
+		restore  = "ferry registry restore"
 		login    = "ferry registry login"
 		logout   = "ferry registry logout"
 		version  = "ferry version"
@@ -258,6 +260,18 @@ func cli() []Entry {
 		none(have, "--cluster", "--prefix", "--namespace", "--registry-via"),
 		remote(have, "registry have {reg} -f {out}"), output(have),
 		kube(have, "registry have --cluster -f {out}"),
+		// backup and restore
+		[]Entry{
+			{Where: bkp + " --file", Kind: Output, Bound: "a file whose folder exists (a folder or other non-regular file there is refused), written to FILE.partial and renamed when whole; or s3://BUCKET/KEY?… (a URL, credentials refused in it), one multipart upload completed at the end", Try: "registry backup --cluster -f {}" + deadKube},
+			{Where: bkp + " --key", Kind: File, Bound: boundKeyFile, Try: "registry backup --cluster -f {out} --key {}" + deadKube},
+			{Where: bkp + " --since", Kind: Package, Bound: "a regular file (or s3:// URL) read from its start up to its record only: at most 8 entries, each at most 4 MiB, the record at most 64 MiB (backup.MaxRecordSize); or a receipt of at most 64 MiB (artifact.MaxReceiptSize)", Try: "registry backup --cluster -f {out} --since {}" + deadKube},
+			{Where: restore + " ARGS", Kind: Package, Bound: "1 to 1,000 regular files (or s3:// URLs, downloaded to temporary files): the head and record read as --since reads them before the cluster is reached, then each read as `package verify` reads a package, every blob checked as it is pushed", Try: "registry restore --cluster {}" + deadKube},
+			{Where: restore + " --key", Kind: File, Bound: boundKeyFile, Try: "registry restore --cluster {pkg} --key {}" + deadKube},
+		},
+		none(bkp, "--cluster", "--namespace", "--registry-via", "--package", "--repository"),
+		kube(bkp, "registry backup --cluster -f {out}"), output(bkp),
+		none(restore, "--cluster", "--namespace", "--registry-via", "--no-wait", "--timeout"),
+		kube(restore, "registry restore --cluster {pkg}"), output(restore),
 		remote(login, "registry login {reg}"),
 		none(connect, "--addr", "--namespace", "--registry-via"),
 		kube(connect, "registry connect"), output(connect),

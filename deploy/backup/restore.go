@@ -1,0 +1,397 @@
+package backup
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/opencontainers/go-digest"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"oras.land/oras-go/v2/registry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/deploy"
+	"github.com/ferrypkg/ferry/deploy/api/v1alpha1"
+)
+
+// Target is what a restore writes into: a registry (the in-cluster one,
+// empty after `ferry init`), and the cluster API for the keys and Packages.
+type Target struct {
+	Registry registry.Registry
+	// Client writes Secrets, ConfigMaps and Packages and watches the
+	// Packages; nil restores the registry alone.
+	Client client.WithWatch
+}
+
+// RestoreOptions configures Restore. The zero value restores without
+// checking a signature (every blob is still checked against its digest)
+// and waits for every Package.
+type RestoreOptions struct {
+	// Keys, if set, require each backup to be signed by one of them,
+	// checked (and every blob re-hashed) before anything is written.
+	Keys []artifact.Verifier
+	// NoWait returns once the Packages are applied, without waiting for
+	// them to be Ready.
+	NoWait bool
+	// Progress, if set, hears of each blob read and pushed.
+	Progress artifact.ProgressFunc
+	// Seen, if set, hears of each condition of a Package as it changes.
+	Seen func(pkg string, c metav1.Condition)
+}
+
+// RestoreResult tells what Restore did.
+type RestoreResult struct {
+	// Backups are the backups restored, in chain order.
+	Backups      []string `json:"backups"`
+	Repositories int      `json:"repositories"`
+	Tags         int      `json:"tags"`
+	// Pushed blobs were uploaded, Mounted ones mounted from another
+	// repository of the registry, Held ones there already.
+	Pushed     int      `json:"pushed"`
+	PushedSize int64    `json:"pushedSize"`
+	Mounted    int      `json:"mounted"`
+	Held       int      `json:"held"`
+	Keys       int      `json:"keys"`
+	Packages   []string `json:"packages"`
+	Ready      []string `json:"ready"`
+}
+
+// ErrMissingLink means a backup of the chain is not among those given.
+var ErrMissingLink = errors.New("a backup of the chain is missing")
+
+// Chain orders backups as they extend one another: the full backup first,
+// then each that extends the one before. A backup whose base is not given
+// is an ErrMissingLink naming the base.
+func Chain(infos []*Info) ([]*Info, error) {
+	left := append([]*Info(nil), infos...)
+	var out []*Info
+	for len(left) > 0 {
+		next := -1
+		for i, in := range left {
+			b := in.Record.Base
+			switch {
+			case len(out) == 0 && b == nil,
+				len(out) > 0 && b != nil && (b.Root == out[len(out)-1].Root || b.Root == ""):
+				next = i
+			}
+			if next >= 0 {
+				break
+			}
+		}
+		if next < 0 {
+			for _, in := range left {
+				if b := in.Record.Base; b != nil {
+					return nil, fmt.Errorf("%w: %s extends %s, made %s, which is not given: pass it first", ErrMissingLink, in.Name, baseName(b), b.Created)
+				}
+			}
+			return nil, fmt.Errorf("%w: %s and %s are both full backups: restore one", ErrMissingLink, out[0].Name, left[0].Name)
+		}
+		out = append(out, left[next])
+		left = append(left[:next], left[next+1:]...)
+	}
+	return out, nil
+}
+
+// Restore restores backups (files) into dst: the chain ordered (Chain),
+// each backup checked (its signature with opts.Keys, every blob against its
+// digest as it is read), every blob pushed or mounted into each repository
+// that held it and every manifest by digest, then the tags; then the keys
+// and Packages of the last backup applied, and each Package waited for
+// until it is Ready (deploy.WaitPackage).
+func Restore(ctx context.Context, dst Target, paths []string, opts RestoreOptions) (*RestoreResult, error) {
+	var infos []*Info
+	for _, p := range paths {
+		in, err := ReadInfoFile(p)
+		if err != nil {
+			return nil, err
+		}
+		infos = append(infos, in)
+	}
+	chain, err := Chain(infos)
+	if err != nil {
+		return nil, err
+	}
+	rs := &restorer{dst: dst, opts: opts, have: map[digest.Digest]string{}, res: &RestoreResult{}}
+	for _, in := range chain {
+		if err := rs.restore(ctx, in); err != nil {
+			if !strings.Contains(err.Error(), in.Name) {
+				err = fmt.Errorf("%s: %w", in.Name, err)
+			}
+			return nil, err
+		}
+		rs.res.Backups = append(rs.res.Backups, in.Name)
+	}
+	last := chain[len(chain)-1].Record
+	rs.res.Repositories = len(last.Repositories)
+	for _, r := range last.Repositories {
+		rs.res.Tags += len(r.Tags)
+	}
+	if dst.Client != nil {
+		if err := rs.apply(ctx, last); err != nil {
+			return rs.res, err
+		}
+	}
+	return rs.res, nil
+}
+
+type restorer struct {
+	dst  Target
+	opts RestoreOptions
+	// have names a repository that holds each blob restored so far.
+	have map[digest.Digest]string
+	res  *RestoreResult
+}
+
+func (rs *restorer) repo(ctx context.Context, name string) (registry.Repository, error) {
+	return rs.dst.Registry.Repository(ctx, name)
+}
+
+// restore restores one backup of the chain into the registry.
+func (rs *restorer) restore(ctx context.Context, in *Info) error {
+	r, err := artifact.Open(ctx, in.Name)
+	if err != nil {
+		return err
+	}
+	if r.Config() == nil || r.Config().Name != PackageName || r.Root().Digest != in.Root {
+		return fmt.Errorf("%w: its package is %q", ErrNotBackup, r.Config().Name)
+	}
+	if len(rs.opts.Keys) > 0 {
+		if _, err := artifact.Verify(ctx, r, "", artifact.VerifyOptions{Keys: rs.opts.Keys}); err != nil {
+			return err
+		}
+	}
+	rec := in.Record
+	idx := make(map[digest.Digest]int, len(rec.Blobs))
+	for i, b := range rec.Blobs {
+		idx[b.Digest] = i
+	}
+	done := map[[2]any]bool{}
+	_, err = r.Walk(ctx, func(d ocispec.Descriptor, rd io.Reader) error {
+		i, ok := idx[d.Digest]
+		if !ok {
+			return nil // the backup's own: root, ferry.json, record, signature
+		}
+		b := rec.Blobs[i]
+		if err := rs.put(ctx, rec, b, rd); err != nil {
+			return err
+		}
+		for _, ri := range b.Repos {
+			done[[2]any{b.Digest, ri}] = true
+		}
+		return nil
+	}, rs.opts.Progress)
+	if err != nil {
+		return err
+	}
+	// What the backup left to its base, into the repositories that lack it.
+	for _, b := range rec.Blobs {
+		for _, ri := range b.Repos {
+			if done[[2]any{b.Digest, ri}] {
+				continue
+			}
+			if err := rs.complete(ctx, rec, b, ri); err != nil {
+				return err
+			}
+		}
+	}
+	for _, repo := range rec.Repositories {
+		dst, err := rs.repo(ctx, repo.Name)
+		if err != nil {
+			return err
+		}
+		for tag, d := range repo.Tags {
+			b, ok := idx[d]
+			if !ok {
+				return fmt.Errorf("%w: tag %s:%s names %s, which the record does not list", ErrNotBackup, repo.Name, tag, d)
+			}
+			desc := ocispec.Descriptor{MediaType: rec.Blobs[b].MediaType, Digest: d, Size: rec.Blobs[b].Size}
+			if err := dst.Tag(ctx, desc, tag); err != nil {
+				return fmt.Errorf("tag %s:%s: %w", repo.Name, tag, err)
+			}
+		}
+	}
+	return nil
+}
+
+// put pushes a blob the backup carries into the first repository that
+// held it, and mounts (a manifest: pushes) it into the others.
+func (rs *restorer) put(ctx context.Context, rec *Record, b Blob, rd io.Reader) error {
+	desc := ocispec.Descriptor{MediaType: mediaTypeOf(b), Digest: b.Digest, Size: b.Size}
+	if b.MediaType != "" {
+		data, err := io.ReadAll(io.LimitReader(rd, artifact.MaxManifestSize+1))
+		if err != nil {
+			return err
+		}
+		for _, ri := range b.Repos {
+			name := rec.Repositories[ri].Name
+			dst, err := rs.repo(ctx, name)
+			if err != nil {
+				return err
+			}
+			if err := dst.Push(ctx, desc, bytes.NewReader(data)); err != nil {
+				return fmt.Errorf("push manifest %s to %s: %w", b.Digest, name, err)
+			}
+			rs.have[b.Digest] = name
+		}
+		rs.res.Pushed++
+		rs.res.PushedSize += b.Size
+		return nil
+	}
+	for n, ri := range b.Repos {
+		name := rec.Repositories[ri].Name
+		dst, err := rs.repo(ctx, name)
+		if err != nil {
+			return err
+		}
+		if ok, err := dst.Exists(ctx, desc); err == nil && ok {
+			rs.res.Held++
+		} else if n == 0 {
+			v := &verifying{r: rd, d: digest.SHA256.Digester(), want: b.Digest, size: b.Size}
+			if err := dst.Push(ctx, desc, v); err != nil {
+				if v.bad || errors.Is(err, artifact.ErrCorrupt) {
+					return fmt.Errorf("%w: blob %s does not match its digest", artifact.ErrCorrupt, b.Digest)
+				}
+				return fmt.Errorf("push %s to %s: %w", b.Digest, name, err)
+			}
+			rs.res.Pushed++
+			rs.res.PushedSize += b.Size
+		} else if err := rs.mount(ctx, dst, desc, rs.have[b.Digest]); err != nil {
+			return err
+		}
+		if n == 0 {
+			rs.have[b.Digest] = name
+		}
+	}
+	return nil
+}
+
+// complete brings a blob the backup left to its base into repository ri:
+// there already, or mounted (a manifest: fetched and pushed) from where an
+// earlier backup of the chain put it.
+func (rs *restorer) complete(ctx context.Context, rec *Record, b Blob, ri int) error {
+	name := rec.Repositories[ri].Name
+	desc := ocispec.Descriptor{MediaType: mediaTypeOf(b), Digest: b.Digest, Size: b.Size}
+	dst, err := rs.repo(ctx, name)
+	if err != nil {
+		return err
+	}
+	if ok, err := dst.Exists(ctx, desc); err == nil && ok {
+		rs.res.Held++
+		rs.have[b.Digest] = name
+		return nil
+	}
+	from, ok := rs.have[b.Digest]
+	if !ok {
+		return fmt.Errorf("%w: blob %s of %s is in none of the backups given (it is left to %s)", ErrMissingLink, b.Digest, name, baseName(rec.Base))
+	}
+	if b.MediaType == "" {
+		return rs.mount(ctx, dst, desc, from)
+	}
+	src, err := rs.repo(ctx, from)
+	if err != nil {
+		return err
+	}
+	data, err := artifact.FetchManifest(ctx, src, desc)
+	if err != nil {
+		return err
+	}
+	if err := dst.Push(ctx, desc, bytes.NewReader(data)); err != nil {
+		return fmt.Errorf("push manifest %s to %s: %w", b.Digest, name, err)
+	}
+	rs.res.Pushed++
+	return nil
+}
+
+// mount mounts a blob into dst from repository from of the same registry.
+func (rs *restorer) mount(ctx context.Context, dst registry.Repository, desc ocispec.Descriptor, from string) error {
+	m, ok := dst.(registry.Mounter)
+	if !ok || from == "" {
+		return fmt.Errorf("blob %s: the registry cannot mount it", desc.Digest)
+	}
+	if err := m.Mount(ctx, desc, from, nil); err != nil {
+		return fmt.Errorf("mount %s from %s: %w", desc.Digest, from, err)
+	}
+	rs.res.Mounted++
+	return nil
+}
+
+// apply creates the keys and applies the Packages of rec, then waits for
+// each Package to be Ready.
+func (rs *restorer) apply(ctx context.Context, rec *Record) error {
+	c := rs.dst.Client
+	for _, k := range rec.Keys {
+		meta := metav1.ObjectMeta{Name: k.Name, Namespace: k.Namespace, Labels: k.Labels}
+		var obj client.Object
+		if k.Kind == "ConfigMap" {
+			obj = &corev1.ConfigMap{ObjectMeta: meta, Data: k.Data}
+		} else {
+			data := map[string][]byte{}
+			for n, v := range k.Data {
+				data[n] = []byte(v)
+			}
+			obj = &corev1.Secret{ObjectMeta: meta, Data: data}
+		}
+		if err := c.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("create key %s %s/%s: %w", k.Kind, k.Namespace, k.Name, err)
+		}
+		rs.res.Keys++
+	}
+	type applied struct {
+		pkg     *v1alpha1.Package
+		request string
+	}
+	var all []applied
+	for _, p := range rec.Packages {
+		pkg, request, err := deploy.ApplyPackage(ctx, c, p.Namespace, p.Name, p.Spec, p.Labels)
+		if err != nil {
+			return err
+		}
+		rs.res.Packages = append(rs.res.Packages, p.Name)
+		all = append(all, applied{pkg, request})
+	}
+	if rs.opts.NoWait {
+		return nil
+	}
+	for _, a := range all {
+		name := a.pkg.Name
+		_, err := deploy.WaitPackage(ctx, c, a.pkg, a.request, func(cond metav1.Condition) {
+			if rs.opts.Seen != nil {
+				rs.opts.Seen(name, cond)
+			}
+		})
+		if err != nil {
+			return err
+		}
+		rs.res.Ready = append(rs.res.Ready, name)
+	}
+	return nil
+}
+
+// verifying hashes what is read through it; bad is set once size bytes
+// (or the end) are read and they do not match want. A client that reads
+// exactly the length it sends never asks for the end.
+type verifying struct {
+	r       io.Reader
+	d       digest.Digester
+	want    digest.Digest
+	size, n int64
+	bad     bool
+}
+
+func (v *verifying) Read(p []byte) (int, error) {
+	n, err := v.r.Read(p)
+	v.d.Hash().Write(p[:n])
+	v.n += int64(n)
+	if (err == io.EOF || v.n >= v.size) && !v.bad && v.d.Digest() != v.want {
+		v.bad = true
+		return n, fmt.Errorf("%w: blob %s does not match its digest", artifact.ErrCorrupt, v.want)
+	}
+	return n, err
+}
