@@ -16,22 +16,8 @@ import (
 // cluster flags and way to the in-cluster registry.
 func newFleetCmd() *cobra.Command {
 	return fleetcmd.New(fleetcmd.Deps{
-		Kube: func(cmd *cobra.Command) fleetcmd.Kube {
-			k := &kubeFlags{}
-			k.register(cmd)
-			return fleetKube{k}
-		},
-		Registry: func(cmd *cobra.Command) fleetcmd.OpenRegistry {
-			via := &viaFlag{}
-			via.register(cmd, reach.Auto)
-			return func(cmd *cobra.Command, cs kubernetes.Interface, cfg *rest.Config, ns string) (registry.Registry, func(error) error, func(), error) {
-				reg, _, ep, err := clusterRegistry(cmd, cs, cfg, via, ns)
-				if err != nil {
-					return nil, nil, nil, err
-				}
-				return reg, func(err error) error { return tunnelCause(err, ep) }, func() { ep.Close() }, nil
-			}
-		},
+		Kube:          func(cmd *cobra.Command) fleetcmd.Kube { return clusterKube(cmd) },
+		Registry:      func(cmd *cobra.Command) fleetcmd.OpenRegistry { return clusterRegistryOpener(cmd) },
 		PackageClient: packageClient,
 		QuietClients:  quietClients,
 		Logger:        func(cmd *cobra.Command) *slog.Logger { return jsonLogger(cmd, false) },
@@ -44,4 +30,27 @@ func (k fleetKube) Client() (kubernetes.Interface, error) { return k.f.client() 
 
 func (k fleetKube) ClientConfig() (kubernetes.Interface, *rest.Config, error) {
 	return k.f.clientConfig()
+}
+
+// clusterKube registers this binary's cluster flags on cmd, for the
+// command groups in packages of their own (fleetcmd, sbomcmd).
+func clusterKube(cmd *cobra.Command) fleetKube {
+	k := &kubeFlags{}
+	k.register(cmd)
+	return fleetKube{k}
+}
+
+// clusterRegistryOpener registers --registry-via on cmd and returns how
+// those groups open the in-cluster registry: the registry, what a failure
+// through the tunnel was caused by, and the tunnel's closing.
+func clusterRegistryOpener(cmd *cobra.Command) func(*cobra.Command, kubernetes.Interface, *rest.Config, string) (registry.Registry, func(error) error, func(), error) {
+	via := &viaFlag{}
+	via.register(cmd, reach.Auto)
+	return func(cmd *cobra.Command, cs kubernetes.Interface, cfg *rest.Config, ns string) (registry.Registry, func(error) error, func(), error) {
+		reg, _, ep, err := clusterRegistry(cmd, cs, cfg, via, ns)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		return reg, func(err error) error { return tunnelCause(err, ep) }, func() { ep.Close() }, nil
+	}
 }
