@@ -128,7 +128,7 @@ func (r *repoWalk) visit(ctx context.Context, d ocispec.Descriptor) error {
 			var err error
 			data, err = artifact.FetchManifest(ctx, r.repo, d)
 			if errors.Is(err, errdef.ErrNotFound) {
-				return fmt.Errorf("%s %s is not held by %s: a graph copied in part cannot be backed up (leave the repository out with --repository)", d.MediaType, d.Digest, r.name)
+				return fmt.Errorf("%s %s is not held by %s: a graph copied in part cannot be backed up", d.MediaType, d.Digest, r.name)
 			}
 			if err != nil {
 				return err

@@ -39,7 +39,7 @@ func (s *Server) fleetRegistry() (registry.Registry, error) {
 	s.fleetReg.once.Do(func() {
 		o := s.opts.Fleet
 		if o == nil || o.Registry == "" {
-			s.fleetReg.err = errors.New("the dashboard was started without the centre's registry (--fleet-registry): the fleet's SBOMs are there")
+			s.fleetReg.err = errors.New("the dashboard was started without the centre's registry, which holds the fleet's SBOMs")
 			return
 		}
 		s.fleetReg.reg, s.fleetReg.err = o.Remote.Registry(o.Registry)

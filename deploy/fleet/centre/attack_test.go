@@ -562,7 +562,9 @@ func TestImportForged(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tc.says) {
 				t.Fatalf("import: %v", err)
 			}
-			if bytes > 2*uint64(len(data)) || took > 3*time.Second {
+			// The time is a guard against a blow-up (26.5 s before the fix),
+			// not a budget: 3.4 s was seen on a busy CI machine.
+			if bytes > 2*uint64(len(data)) || took > 15*time.Second {
 				t.Errorf("refusing a forged %d MiB report cost %d MiB and %v", len(data)>>20, bytes>>20, took)
 			}
 		})
