@@ -88,7 +88,7 @@ func (f *fileDest) write(_ context.Context, h *head, a *archive, start int64, bo
 	if _, err := out.Seek(start, io.SeekStart); err != nil {
 		return err
 	}
-	if err := body(out, start); err != nil {
+	if err := body(&writingBack{f: out, off: start, from: start}, start); err != nil {
 		return err
 	}
 	if err := out.Sync(); err != nil {

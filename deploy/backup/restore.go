@@ -6,10 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
+	"sync"
 
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -31,16 +34,18 @@ type Target struct {
 }
 
 // RestoreOptions configures Restore. The zero value restores without
-// checking a signature (every blob is still checked against its digest)
-// and waits for every Package.
+// checking a signature (every blob is still checked against its digest:
+// the registry commits it under that digest and refuses other bytes, and
+// the manifests are hashed as they are read) and waits for every Package.
 type RestoreOptions struct {
 	// Keys, if set, require each backup to be signed by one of them,
-	// checked (and every blob re-hashed) before anything is written.
+	// checked (and every blob hashed once, in one pass over the file)
+	// before anything is written.
 	Keys []artifact.Verifier
 	// NoWait returns once the Packages are applied, without waiting for
 	// them to be Ready.
 	NoWait bool
-	// Progress, if set, hears of each blob read and pushed.
+	// Progress, if set, hears of each blob pushed (PhasePush).
 	Progress artifact.ProgressFunc
 	// Seen, if set, hears of each condition of a Package as it changes.
 	Seen func(pkg string, c metav1.Condition)
@@ -101,8 +106,9 @@ func Chain(infos []*Info) ([]*Info, error) {
 
 // Restore restores backups (files) into dst: the chain ordered (Chain),
 // each backup checked (its signature with opts.Keys, every blob against its
-// digest as it is read), every blob pushed or mounted into each repository
-// that held it and every manifest by digest, then the tags; then the keys
+// digest), every blob pushed (sent from the file, restoreStreams at a time)
+// or mounted into each repository that held it and then every manifest by
+// digest, then the tags; then the keys
 // and Packages of the last backup applied, and each Package waited for
 // until it is Ready (deploy.WaitPackage).
 func Restore(ctx context.Context, dst Target, paths []string, opts RestoreOptions) (*RestoreResult, error) {
@@ -144,10 +150,16 @@ func Restore(ctx context.Context, dst Target, paths []string, opts RestoreOption
 type restorer struct {
 	dst  Target
 	opts RestoreOptions
+	// mu guards have, res and opts.Progress while blobs go up side by side.
+	mu sync.Mutex
 	// have names a repository that holds each blob restored so far.
 	have map[digest.Digest]string
 	res  *RestoreResult
 }
+
+// restoreStreams is how many blobs a restore uploads at once: one is read
+// from the backup file while the registry hashes and writes the other.
+const restoreStreams = 2
 
 func (rs *restorer) repo(ctx context.Context, name string) (registry.Repository, error) {
 	return rs.dst.Registry.Repository(ctx, name)
@@ -172,23 +184,57 @@ func (rs *restorer) restore(ctx context.Context, in *Info) error {
 	for i, b := range rec.Blobs {
 		idx[b.Digest] = i
 	}
+	f, err := os.Open(in.Name)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	spans, err := scanBlobs(f, func(d digest.Digest) bool { _, ok := idx[d]; return ok })
+	if err != nil {
+		return err
+	}
+	// The blobs go up RestoreStreams at a time, each sent from the file;
+	// the manifests, once every blob is there, in stored order (children
+	// before parents), as a registry takes them.
 	done := map[[2]any]bool{}
-	_, err = r.Walk(ctx, func(d ocispec.Descriptor, rd io.Reader) error {
-		i, ok := idx[d.Digest]
-		if !ok {
-			return nil // the backup's own: root, ferry.json, record, signature
-		}
-		b := rec.Blobs[i]
-		if err := rs.put(ctx, rec, b, rd); err != nil {
-			return err
+	var manifests []span
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(restoreStreams)
+	for _, s := range spans {
+		b := rec.Blobs[idx[s.digest]]
+		if s.size != b.Size {
+			g.Go(func() error {
+				return fmt.Errorf("%w: blob %s is %d bytes, the record says %d", artifact.ErrCorrupt, b.Digest, s.size, b.Size)
+			})
+			break
 		}
 		for _, ri := range b.Repos {
 			done[[2]any{b.Digest, ri}] = true
 		}
-		return nil
-	}, rs.opts.Progress)
-	if err != nil {
+		if b.MediaType != "" {
+			manifests = append(manifests, s)
+			continue
+		}
+		g.Go(func() error { return rs.putBlob(gctx, rec, b, &fileSpan{f: f, off: s.off, n: s.size}) })
+	}
+	if err := g.Wait(); err != nil {
 		return err
+	}
+	for _, s := range manifests {
+		b := rec.Blobs[idx[s.digest]]
+		if b.Size > artifact.MaxManifestSize {
+			return fmt.Errorf("%w: manifest %s is %d bytes, more than %d", artifact.ErrCorrupt, b.Digest, b.Size, artifact.MaxManifestSize)
+		}
+		data := make([]byte, b.Size)
+		if _, err := f.ReadAt(data, s.off); err != nil {
+			return fmt.Errorf("%w: manifest %s: %w", artifact.ErrCorrupt, b.Digest, err)
+		}
+		if digest.FromBytes(data) != b.Digest {
+			return fmt.Errorf("%w: blob %s does not match its digest", artifact.ErrCorrupt, b.Digest)
+		}
+		if err := rs.putManifest(ctx, rec, b, data); err != nil {
+			return err
+		}
 	}
 	// What the backup left to its base, into the repositories that lack it.
 	for _, b := range rec.Blobs {
@@ -220,30 +266,32 @@ func (rs *restorer) restore(ctx context.Context, in *Info) error {
 	return nil
 }
 
-// put pushes a blob the backup carries into the first repository that
-// held it, and mounts (a manifest: pushes) it into the others.
-func (rs *restorer) put(ctx context.Context, rec *Record, b Blob, rd io.Reader) error {
+// putManifest pushes a manifest the backup carries into every repository
+// that held it.
+func (rs *restorer) putManifest(ctx context.Context, rec *Record, b Blob, data []byte) error {
 	desc := ocispec.Descriptor{MediaType: mediaTypeOf(b), Digest: b.Digest, Size: b.Size}
-	if b.MediaType != "" {
-		data, err := io.ReadAll(io.LimitReader(rd, artifact.MaxManifestSize+1))
+	for _, ri := range b.Repos {
+		name := rec.Repositories[ri].Name
+		dst, err := rs.repo(ctx, name)
 		if err != nil {
 			return err
 		}
-		for _, ri := range b.Repos {
-			name := rec.Repositories[ri].Name
-			dst, err := rs.repo(ctx, name)
-			if err != nil {
-				return err
-			}
-			if err := dst.Push(ctx, desc, bytes.NewReader(data)); err != nil {
-				return fmt.Errorf("push manifest %s to %s: %w", b.Digest, name, err)
-			}
-			rs.have[b.Digest] = name
+		if err := dst.Push(ctx, desc, bytes.NewReader(data)); err != nil {
+			return fmt.Errorf("push manifest %s to %s: %w", b.Digest, name, err)
 		}
-		rs.res.Pushed++
-		rs.res.PushedSize += b.Size
-		return nil
+		rs.have[b.Digest] = name
 	}
+	rs.res.Pushed++
+	rs.res.PushedSize += b.Size
+	rs.progress(desc)
+	return nil
+}
+
+// putBlob pushes a blob the backup carries (body, its bytes) into the
+// first repository that held it, and mounts it into the others. It runs
+// beside other putBlobs: what it records, it records under rs.mu.
+func (rs *restorer) putBlob(ctx context.Context, rec *Record, b Blob, body io.Reader) error {
+	desc := ocispec.Descriptor{MediaType: mediaTypeOf(b), Digest: b.Digest, Size: b.Size}
 	for n, ri := range b.Repos {
 		name := rec.Repositories[ri].Name
 		dst, err := rs.repo(ctx, name)
@@ -251,25 +299,50 @@ func (rs *restorer) put(ctx context.Context, rec *Record, b Blob, rd io.Reader) 
 			return err
 		}
 		if ok, err := dst.Exists(ctx, desc); err == nil && ok {
-			rs.res.Held++
+			rs.record(func(r *RestoreResult) { r.Held++ })
 		} else if n == 0 {
-			v := &verifying{r: rd, d: digest.SHA256.Digester(), want: b.Digest, size: b.Size}
-			if err := dst.Push(ctx, desc, v); err != nil {
-				if v.bad || errors.Is(err, artifact.ErrCorrupt) {
+			if err := dst.Push(ctx, desc, body); err != nil {
+				if refusedDigest(err) {
 					return fmt.Errorf("%w: blob %s does not match its digest", artifact.ErrCorrupt, b.Digest)
 				}
 				return fmt.Errorf("push %s to %s: %w", b.Digest, name, err)
 			}
-			rs.res.Pushed++
-			rs.res.PushedSize += b.Size
-		} else if err := rs.mount(ctx, dst, desc, rs.have[b.Digest]); err != nil {
+			rs.record(func(r *RestoreResult) { r.Pushed++; r.PushedSize += b.Size })
+			rs.progress(desc)
+		} else if err := rs.mount(ctx, dst, desc, rs.holder(b.Digest)); err != nil {
 			return err
 		}
 		if n == 0 {
+			rs.mu.Lock()
 			rs.have[b.Digest] = name
+			rs.mu.Unlock()
 		}
 	}
 	return nil
+}
+
+// record changes the result under rs.mu.
+func (rs *restorer) record(f func(*RestoreResult)) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	f(rs.res)
+}
+
+// holder is a repository that holds blob d, restored so far.
+func (rs *restorer) holder(d digest.Digest) string {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	return rs.have[d]
+}
+
+// progress reports a blob pushed.
+func (rs *restorer) progress(desc ocispec.Descriptor) {
+	if rs.opts.Progress == nil {
+		return
+	}
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	rs.opts.Progress(artifact.Progress{Phase: artifact.PhasePush, Desc: desc, Bytes: desc.Size})
 }
 
 // complete brings a blob the backup left to its base into repository ri:
@@ -318,7 +391,7 @@ func (rs *restorer) mount(ctx context.Context, dst registry.Repository, desc oci
 	if err := m.Mount(ctx, desc, from, nil); err != nil {
 		return fmt.Errorf("mount %s from %s: %w", desc.Digest, from, err)
 	}
-	rs.res.Mounted++
+	rs.record(func(r *RestoreResult) { r.Mounted++ })
 	return nil
 }
 
@@ -372,26 +445,4 @@ func (rs *restorer) apply(ctx context.Context, rec *Record) error {
 		rs.res.Ready = append(rs.res.Ready, name)
 	}
 	return nil
-}
-
-// verifying hashes what is read through it; bad is set once size bytes
-// (or the end) are read and they do not match want. A client that reads
-// exactly the length it sends never asks for the end.
-type verifying struct {
-	r       io.Reader
-	d       digest.Digester
-	want    digest.Digest
-	size, n int64
-	bad     bool
-}
-
-func (v *verifying) Read(p []byte) (int, error) {
-	n, err := v.r.Read(p)
-	v.d.Hash().Write(p[:n])
-	v.n += int64(n)
-	if (err == io.EOF || v.n >= v.size) && !v.bad && v.d.Digest() != v.want {
-		v.bad = true
-		return n, fmt.Errorf("%w: blob %s does not match its digest", artifact.ErrCorrupt, v.want)
-	}
-	return n, err
 }
