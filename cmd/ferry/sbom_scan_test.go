@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -17,24 +18,7 @@ import (
 // example.com/org/one:1.0 (the SBOM fixture, linux/amd64) with its SBOM.
 func sbomPackage(t *testing.T, dir string) string {
 	t.Helper()
-	ctx := context.Background()
-	bin, err := fixture.GoBinary(ctx, t.TempDir(), "amd64")
-	if err != nil {
-		t.Fatal(err)
-	}
-	store, err := oci.New(filepath.Join(dir, "images"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := fixture.SBOMImage(ctx, store, fixture.Platform("linux", "amd64", ""), bin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := store.Tag(ctx, m, "one"); err != nil {
-		t.Fatal(err)
-	}
-	writeFile(t, filepath.Join(dir, "ferry.yaml"), "apiVersion: ferry.dev/v1alpha1\nkind: Package\nmetadata: {name: s, version: 0.1.0}\n"+
-		"platforms: [linux/amd64]\ncomponents:\n  - name: c\n    images:\n      - {ref: example.com/org/one:1.0, layout: images, tag: one}\n")
+	sbomDefinition(t, dir)
 	if _, stderr, code := runFerry(t, dir, "package", "create"); code != 0 {
 		t.Fatal(stderr)
 	}
@@ -163,4 +147,30 @@ func TestCLISBOMAudit(t *testing.T) {
 			t.Errorf("ferry %s: exit %d %q, want one line with %q", strings.Join(c.args, " "), code, stderr, c.want)
 		}
 	}
+}
+
+// sbomDefinition writes, in dir, the definition of package s 0.1.0:
+// image example.com/org/one:1.0 (the SBOM fixture, linux/amd64) in the
+// layout images/; it returns the image's manifest.
+func sbomDefinition(t *testing.T, dir string) ocispec.Descriptor {
+	t.Helper()
+	ctx := context.Background()
+	bin, err := fixture.GoBinary(ctx, t.TempDir(), "amd64")
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := oci.New(filepath.Join(dir, "images"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := fixture.SBOMImage(ctx, store, fixture.Platform("linux", "amd64", ""), bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Tag(ctx, m, "one"); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(dir, "ferry.yaml"), "apiVersion: ferry.dev/v1alpha1\nkind: Package\nmetadata: {name: s, version: 0.1.0}\n"+
+		"platforms: [linux/amd64]\ncomponents:\n  - name: c\n    images:\n      - {ref: example.com/org/one:1.0, layout: images, tag: one}\n")
+	return m
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -9,8 +8,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-
-	"oras.land/oras-go/v2/content/oci"
 
 	"github.com/ferrypkg/ferry/internal/testsupport/fixture"
 )
@@ -20,25 +17,8 @@ import (
 // a folder; inspect counts them; bad input, and no ferry-sbom to run, is
 // a one-line error.
 func TestCLIPackageSBOM(t *testing.T) {
-	ctx := context.Background()
 	dir := t.TempDir()
-	bin, err := fixture.GoBinary(ctx, t.TempDir(), "amd64")
-	if err != nil {
-		t.Fatal(err)
-	}
-	store, err := oci.New(filepath.Join(dir, "images"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := fixture.SBOMImage(ctx, store, fixture.Platform("linux", "amd64", ""), bin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := store.Tag(ctx, m, "one"); err != nil {
-		t.Fatal(err)
-	}
-	writeFile(t, filepath.Join(dir, "ferry.yaml"), "apiVersion: ferry.dev/v1alpha1\nkind: Package\nmetadata: {name: s, version: 0.1.0}\n"+
-		"platforms: [linux/amd64]\ncomponents:\n  - name: c\n    images:\n      - {ref: example.com/org/one:1.0, layout: images, tag: one}\n")
+	m := sbomDefinition(t, dir)
 
 	stdout, stderr, code := runFerry(t, dir, "package", "create", "--sbom-format", "xml")
 	wantFail(t, stdout, stderr, code, `--sbom-format must be spdx-json or cyclonedx-json, not "xml"`)
