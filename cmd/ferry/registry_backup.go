@@ -13,6 +13,8 @@ import (
 
 	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	orasregistry "oras.land/oras-go/v2/registry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/cmd/ferry/internal/cli"
@@ -90,15 +92,7 @@ the backup records which one it extends; restore then needs the chain.`,
 				}
 				opts.Key = k
 			}
-			cs, cfg, err := kube.clientConfig()
-			if err != nil {
-				return err
-			}
-			c, err := deploy.PackageClient(cfg)
-			if err != nil {
-				return err
-			}
-			reg, name, ep, err := clusterRegistry(cmd, cs, cfg, &via, namespace)
+			c, reg, name, ep, err := openBackupCluster(cmd, &kube, &via, namespace)
 			if err != nil {
 				return err
 			}
@@ -280,15 +274,7 @@ digest as it is pushed. A backup on S3 is downloaded to a temporary file first.`
 			if _, err := backup.Chain(infos); err != nil {
 				return err
 			}
-			cs, cfg, err := kube.clientConfig()
-			if err != nil {
-				return err
-			}
-			c, err := deploy.PackageClient(cfg)
-			if err != nil {
-				return err
-			}
-			reg, _, ep, err := clusterRegistry(cmd, cs, cfg, &via, namespace)
+			c, reg, _, ep, err := openBackupCluster(cmd, &kube, &via, namespace)
 			if err != nil {
 				return err
 			}
@@ -374,4 +360,22 @@ func localBackups(ctx context.Context, args []string) ([]string, func(), error) 
 		out = append(out, f.Name())
 	}
 	return out, cleanup, nil
+}
+
+// openBackupCluster gives backup and restore the cluster's Package client
+// and its in-cluster registry (with its name and the way to it, to close).
+func openBackupCluster(cmd *cobra.Command, kube *kubeFlags, via *viaFlag, ns string) (client.WithWatch, orasregistry.Registry, string, *reach.Endpoint, error) {
+	cs, cfg, err := kube.clientConfig()
+	if err != nil {
+		return nil, nil, "", nil, err
+	}
+	c, err := deploy.PackageClient(cfg)
+	if err != nil {
+		return nil, nil, "", nil, err
+	}
+	reg, name, ep, err := clusterRegistry(cmd, cs, cfg, via, ns)
+	if err != nil {
+		return nil, nil, "", nil, err
+	}
+	return c, reg, name, ep, nil
 }
