@@ -159,6 +159,42 @@ func TestBackupRestore(t *testing.T) {
 	if restored[names[0]] != now[names[0]] {
 		t.Fatalf("after the chain %s is at %s, it was at %s", names[0], restored[names[0]], now[names[0]])
 	}
+	carryBackup(t, dir, pub.Name, now)
+}
+
+// carryBackup leaves the chain (full.tar, inc.tar in dir), its public key
+// and the roots it restores in $FERRY_E2E_CARRY/backup, for
+// TestFreshRestore on a cluster started anew (e2e/cluster/test.sh).
+func carryBackup(t *testing.T, dir, pub string, roots map[string]digest.Digest) {
+	t.Helper()
+	carry := os.Getenv("FERRY_E2E_CARRY")
+	if carry == "" {
+		return
+	}
+	out := filepath.Join(carry, "backup")
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{filepath.Join(dir, "full.tar"), filepath.Join(dir, "inc.tar"), pub} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		name := filepath.Base(f)
+		if f == pub {
+			name = "backup.pub"
+		}
+		if err := os.WriteFile(filepath.Join(out, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b, err := json.Marshal(roots)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(out, "roots.json"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // newBlobs counts the blobs of package v2 that package v1 does not hold.

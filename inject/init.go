@@ -17,6 +17,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/ferrypkg/ferry/internal/cluster"
 	"github.com/ferrypkg/ferry/internal/cluster/kube"
@@ -112,6 +113,11 @@ type InitOptions struct {
 	// InitResult.WaitCleanup once it has done its own work (install.Init
 	// does, after the agent).
 	DeferInjectorWait bool
+	// Config is the REST configuration Init reaches the registry with
+	// (a tunnel from a workstation): with it, a registry running another
+	// ferry's image is replaced in place, with no moment when a pull
+	// fails; without it (and Via not NodePort), it is injected anew.
+	Config *rest.Config
 	// Progress, if set, is told of each step as it finishes.
 	Progress func(Step)
 }
@@ -248,6 +254,7 @@ type initRun struct {
 	healthy  bool               // the registry already runs the right image
 	moveFrom string             // the registry's node, NotReady or gone: it moves
 	respec   bool               // the registry runs the right image, with other storage or replicas
+	rolling  bool               // the registry runs another image: replaced in place
 	migrate  *appsv1.Deployment // the filesystem registry to copy to S3 first
 }
 

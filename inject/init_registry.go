@@ -74,7 +74,11 @@ func (in *initRun) check(ctx context.Context) (string, error) {
 	if in.moveFrom != "" {
 		return fmt.Sprintf("the registry's node %s is NotReady or gone: moving the registry to %s, injecting (what it stored on %s stays there: deploy your packages again)", in.moveFrom, in.res.Node, in.moveFrom), nil
 	}
-	if d.Spec.Template.Spec.Containers[0].Image != in.res.Image {
+	if running := d.Spec.Template.Spec.Containers[0].Image; running != in.res.Image {
+		if in.migrate == nil && in.canRoll(ctx, d) {
+			in.rolling = true
+			return "registry runs " + running + "; replacing it in place", nil
+		}
 		return "registry runs another image; injecting", nil
 	}
 	// Ready, or a restart whose image is on its node already.
@@ -93,7 +97,7 @@ func (in *initRun) check(ctx context.Context) (string, error) {
 
 // injector applies the injector plan and waits for it to serve.
 func (in *initRun) injector(ctx context.Context) (string, error) {
-	if in.healthy {
+	if in.healthy || in.rolling {
 		return "", nil
 	}
 	stage1, err := LoadStage1(in.opts.BinDir, in.arch)
@@ -188,6 +192,9 @@ func (in *initRun) registry(ctx context.Context) (string, error) {
 	if err := in.storageObjects(ctx); err != nil {
 		return "", err
 	}
+	if in.rolling {
+		return in.roll(ctx)
+	}
 	if in.healthy && !in.respec {
 		return "", nil
 	}
@@ -224,7 +231,7 @@ func (in *initRun) registryDeployment() *appsv1.Deployment {
 		Name:            "registry",
 		Image:           in.res.Image,
 		ImagePullPolicy: corev1.PullIfNotPresent,
-		Args:            []string{"--addr", ":" + strconv.Itoa(cluster.RegistryPort), "--root", cluster.RegistryRoot, "--htpasswd", "/auth/" + cluster.HtpasswdKey},
+		Args:            []string{"--addr", ":" + strconv.Itoa(cluster.RegistryPort), "--root", cluster.RegistryRoot, "--htpasswd", "/auth/" + cluster.HtpasswdKey, "--drain-delay", drainDelay.String()},
 		Ports:           []corev1.ContainerPort{{Name: "registry", ContainerPort: cluster.RegistryPort, Protocol: corev1.ProtocolTCP}},
 		ReadinessProbe: &corev1.Probe{
 			ProbeHandler:  corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromString("registry")}},
@@ -250,7 +257,11 @@ func (in *initRun) registryDeployment() *appsv1.Deployment {
 		},
 	}
 	spec := corev1.PodSpec{
-		NodeName:                     in.res.Node, // its storage is on that node
+		NodeName:                      in.res.Node, // its storage is on that node
+		TerminationGracePeriodSeconds: ptr(int64((drainDelay + shutdownGrace).Seconds())),
+		// A replacement in place pulls its image from the running
+		// registry, with the account (the injector asks for none).
+		ImagePullSecrets:             []corev1.LocalObjectReference{{Name: cluster.PullSecretName}},
 		AutomountServiceAccountToken: &f,
 		EnableServiceLinks:           &f,
 		SecurityContext:              &corev1.PodSecurityContext{SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
@@ -277,7 +288,7 @@ func (in *initRun) registryDeployment() *appsv1.Deployment {
 			Replicas: ptr(in.opts.Replicas),
 			Selector: &metav1.LabelSelector{MatchLabels: l},
 			Strategy: strategy,
-			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: l}, Spec: spec},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: withRevision(l, in.res.Image)}, Spec: spec},
 		},
 	}
 }

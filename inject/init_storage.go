@@ -232,7 +232,7 @@ func (in *initRun) s3Container(c *corev1.Container, spec *corev1.PodSpec) {
 			LocalObjectReference: corev1.LocalObjectReference{Name: secret}, Key: key,
 		}}}
 	}
-	c.Args = []string{"--addr", ":" + strconv.Itoa(cluster.RegistryPort), "--htpasswd", "/auth/" + cluster.HtpasswdKey}
+	c.Args = []string{"--addr", ":" + strconv.Itoa(cluster.RegistryPort), "--htpasswd", "/auth/" + cluster.HtpasswdKey, "--drain-delay", drainDelay.String()}
 	c.Env = []corev1.EnvVar{
 		{Name: cluster.StorageEnv, Value: s3.URL},
 		secretEnv(cluster.AccessKeyIDKey, s3.CredentialsSecret, cluster.AccessKeyIDKey),

@@ -119,6 +119,7 @@ func (in *Init) run(ctx context.Context) (*Result, error) {
 		opts.WaitTimeout = inject.DefaultWaitTimeout
 	}
 	opts.Progress = in.Progress
+	opts.Config = in.Config
 	// The injector's Pod goes while the agent is installed.
 	opts.DeferInjectorWait = true
 	// On a node, the agent's image goes to the registry Pod during the

@@ -356,6 +356,9 @@ func (in *installer) objects(ctx context.Context) (map[string][]byte, bool, erro
 	if err := in.rbac(ctx); err != nil {
 		return nil, false, err
 	}
+	if err := in.budget(ctx); err != nil {
+		return nil, false, err
+	}
 	return tlsData, renewed, in.service(ctx)
 }
 
@@ -467,10 +470,10 @@ func (in *installer) deployment(tlsSum string) *appsv1.Deployment {
 		args = append(args, "--require-known")
 	}
 	zero, one := intstr.FromInt32(0), intstr.FromInt32(1)
-	return &appsv1.Deployment{
+	d := &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Name: Name, Namespace: in.ns, Labels: l},
 		Spec: appsv1.DeploymentSpec{
-			Replicas: ptr(int32(1)),
+			Replicas: ptr(int32(AgentReplicas)),
 			Selector: &metav1.LabelSelector{MatchLabels: l},
 			// A new pod is Ready before the old one goes: the webhook
 			// fails closed, so it must never lack an endpoint.
@@ -510,6 +513,8 @@ func (in *installer) deployment(tlsSum string) *appsv1.Deployment {
 			},
 		},
 	}
+	d.Spec.Template.Spec.Affinity = agentSpread()
+	return d
 }
 
 // podSpec runs c from ferry's image (the agent's) as ServiceAccount sa,

@@ -72,6 +72,31 @@ else
   log "flux: built in $((SECONDS - t))s: $(cd "$BIN" && du -m $FLUX_CONTROLLERS | awk '{printf "%s %s MB; ", $2, $1}')"
 fi
 
+# The previous release (e2e/previous-release), for the upgrade test: its
+# sources from this repository's history, built as its Makefile builds them
+# (amd64 only), into $PREV/<commit>/bin; kept while the commit is the same.
+PREV=$CACHE/previous
+prev=$(grep -v '^#' "$E2E_DIR/previous-release" | head -n 1)
+if [ "${FERRY_E2E_PREVIOUS:-1}" = 0 ]; then
+  log "previous release: not built (FERRY_E2E_PREVIOUS=0)"
+elif [ -x "$PREV/$prev/bin/ferry-full" ] && [ -x "$PREV/$prev/bin/ferry-registry-linux-amd64" ]; then
+  log "previous release ${prev:0:12}: cached $PREV/$prev/bin"
+else
+  git -C "$REPO_DIR" cat-file -e "$prev^{commit}" 2>/dev/null ||
+    git -C "$REPO_DIR" fetch -q --unshallow 2>/dev/null || true
+  git -C "$REPO_DIR" cat-file -e "$prev^{commit}" 2>/dev/null ||
+    die "previous release $prev is not in this clone's history (a shallow clone? git fetch --unshallow)"
+  log "previous release ${prev:0:12}: building into $PREV/$prev/bin"
+  t=$SECONDS
+  rm -rf "$PREV/$prev.tmp" && mkdir -p "$PREV/$prev.tmp/src"
+  git -C "$REPO_DIR" archive "$prev" | tar -x -C "$PREV/$prev.tmp/src"
+  (cd "$PREV/$prev.tmp/src" && GOFLAGS=-buildvcs=false make -s build BIN="$PREV/$prev.tmp/bin" \
+    REGISTRY_ARCHES=amd64 INJECTOR_ARCHES=amd64 FERRY_VERSION=previous FERRY_COMMIT="$prev" FERRY_BUILD="${prev:0:16}") >/dev/null
+  rm -rf "$PREV/$prev" && mkdir -p "$PREV/$prev"
+  mv "$PREV/$prev.tmp/bin" "$PREV/$prev/bin" && rm -rf "$PREV/$prev.tmp"
+  log "previous release ${prev:0:12}: built in $((SECONDS - t))s"
+fi
+
 # The tiny program, static and reproducible, and its image for `ctr import`.
 ref=$(cd "$REPO_DIR" &&
   CGO_ENABLED=0 "$GO" build -trimpath -ldflags '-s -w -buildid=' -o "$IMG/tiny" ./e2e/internal/tiny &&

@@ -103,6 +103,11 @@ const (
 	// LabelPackage marks the Secrets that record deployed packages (its
 	// value is the package's name).
 	LabelPackage = "ferry.dev/package"
+	// LabelRevision marks a registry Pod with the image it runs (the first
+	// 32 hexadecimal digits of its digest): while init replaces the
+	// registry in place, its Service leads only to the new revision's
+	// Pods before the old ones stop.
+	LabelRevision = "ferry.dev/revision"
 )
 
 // RegistryLabels are the labels of the registry's Deployment, Pods and

@@ -43,6 +43,7 @@ func run(args []string) error {
 	storage := storageFlags(fs)
 	htpasswd := fs.String("htpasswd", "", "htpasswd file (bcrypt) requiring basic auth; empty: no auth")
 	grace := fs.Duration("shutdown-timeout", 25*time.Second, "how long in-flight requests may finish after SIGTERM")
+	drainDelay := fs.Duration("drain-delay", 0, "how long to keep accepting requests after SIGTERM, before the shutdown: a Pod's endpoint leaves every node's kube-proxy meanwhile, and with no other replica ready they keep sending to it")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -71,7 +72,7 @@ func run(args []string) error {
 		return fmt.Errorf("listen %s: %w", *addr, err)
 	}
 	logger.Info("ferry-registry listening", "addr", l.Addr().String(), "storage", storageName(cfg), "auth", *htpasswd != "", "read-only", srv.ReadOnly())
-	return srv.ServeUntil(ctx, l, *grace)
+	return srv.ServeUntil(drained(ctx, *drainDelay), l, *grace)
 }
 
 // storageEnv and secretEnv name the environment variables the Deployment
@@ -196,4 +197,19 @@ func migrate(args []string) error {
 		return err
 	}
 	return json.NewEncoder(os.Stdout).Encode(res)
+}
+
+// drained is a context done delay after ctx: the registry keeps serving
+// that long once told to stop.
+func drained(ctx context.Context, delay time.Duration) context.Context {
+	if delay <= 0 {
+		return ctx
+	}
+	out, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	go func() {
+		<-ctx.Done()
+		time.Sleep(delay)
+		cancel()
+	}()
+	return out
 }
