@@ -191,6 +191,20 @@ func TestMultiNodeS3(t *testing.T) {
 		t.FailNow()
 	}
 
+	ok = t.Run("drain a registry replica's node while Pods start elsewhere", func(t *testing.T) {
+		start := time.Now()
+		for len(readyPods(registryPods(ctx, t, c))) < 2 {
+			if time.Since(start) > 3*time.Minute {
+				t.Fatalf("registry replicas not both ready after 3 min: %v", podNodes(registryPods(ctx, t, c)))
+			}
+			time.Sleep(time.Second)
+		}
+		drainUnderLoad(ctx, t, c, "docker.io/library/app:1.0", "S3")
+	})
+	if !ok {
+		t.FailNow()
+	}
+
 	t.Run("remove garbage-collects the bucket; the other package still pulls", func(t *testing.T) {
 		before := dirSize(t, data)
 		var res struct {
