@@ -24,6 +24,18 @@ var advice = []cli.Advice{
 	cli.AdviseIs(deploy.ErrNoKeyToMigrate, "pass --key, the public keys it is signed with"),
 	cli.AdviseIs(cluster.ErrNotSetUp, "run `ferry init` of this version"),
 	cli.AdviseIs(reach.ErrNoRegistry, "run `ferry init`"),
+	{Is: func(err error) bool {
+		var de *cluster.DowngradeError
+		return errors.As(err, &de)
+	}, For: func(err error) string {
+		var de *cluster.DowngradeError
+		errors.As(err, &de)
+		want := "ferry " + de.Recorded.Version
+		if de.Recorded.Version == "" {
+			want = fmt.Sprintf("a ferry of formats generation %d", de.Recorded.Generation)
+		}
+		return "use " + want + " or newer, or pass --allow-downgrade to run this one anyway"
+	}},
 	cli.AdviseIs(reach.ErrForbidden, "grant this kubeconfig's user `create` on pods/portforward and `list` on pods in ferry's namespace (a Role and RoleBinding; `get`, `create`, `update`, `patch` and `delete` on pods/proxy make pushes ~1.5× faster), or run ferry on a node with --registry-via nodeport"),
 	cli.AdviseIs(reach.ErrNoReadyPod, "run `ferry init` to repair it: it moves ferry's Pods off a node that is down"),
 	cli.AdviseIs(upload.ErrNoToken, "use a kubeconfig with a token (OIDC, or `kubectl create token`), or deploy without --via-agent"),

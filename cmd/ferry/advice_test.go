@@ -43,6 +43,8 @@ func TestAdviceFollowsLibraryErrors(t *testing.T) {
 		{reach.ErrForbidden, "--registry-via nodeport"},
 		{upload.ErrNoToken, "without --via-agent"},
 		{inject.ErrStrands, "pass --migrate"},
+		{&cluster.DowngradeError{Recorded: cluster.Ferry{Version: "v2.0.0", Generation: 2}, Running: cluster.Ferry{Version: "v1.0.0", Generation: 1}}, "use ferry v2.0.0 or newer, or pass --allow-downgrade"},
+		{&cluster.DowngradeError{Recorded: cluster.Ferry{Generation: 2}, Running: cluster.Ferry{Generation: 1}}, "use a ferry of formats generation 2 or newer"},
 		{&install.BinaryError{Arch: "arm64", Path: "bin/ferry-linux-arm64", Err: errors.New("not there")}, "GOARCH=arm64 go build -trimpath -ldflags='-s -w' -o bin/ferry-linux-arm64 ./cmd/ferry"},
 	} {
 		err := cli.Advise(fmt.Errorf("deploy app: %w", tc.err), advice)

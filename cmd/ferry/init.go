@@ -139,14 +139,15 @@ func defaultBinDir() string {
 
 func newInitCmd() *cobra.Command {
 	var (
-		kube     kubeFlags
-		output   cli.OutputFlag
-		opts     inject.InitOptions
-		agentOpt install.InstallOptions
-		nodePort int
-		via      viaFlag
-		storage  initStorageFlags
-		keys     []string
+		kube      kubeFlags
+		output    cli.OutputFlag
+		opts      inject.InitOptions
+		agentOpt  install.InstallOptions
+		nodePort  int
+		via       viaFlag
+		storage   initStorageFlags
+		keys      []string
+		downgrade bool
 	)
 	cmd := &cobra.Command{
 		Use:   "init",
@@ -186,7 +187,12 @@ them against the bucket before it changes anything. --storage-ca adds a PEM CA
 bundle for the endpoint. Run again, init changes the replica count, or the
 storage while no deployed package uses the registry, unless --migrate: then every repository is
 copied from the node's filesystem to the bucket and every blob verified there
-first (a Job on the registry's node; the registry serves pulls meanwhile).`,
+first (a Job on the registry's node; the registry serves pulls meanwhile).
+
+init records which ferry set the cluster up and which ran init last, with the
+generation of the formats it stores (ConfigMap ferry-version), and migrates a
+cluster an older ferry set up. It refuses a cluster whose formats a newer ferry
+wrote, unless --allow-downgrade.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := output.Validate(); err != nil {
@@ -208,7 +214,9 @@ first (a Job on the registry's node; the registry serves pulls meanwhile).`,
 			if exe, err := os.Executable(); err == nil {
 				agentOpt.Ferry = exe
 			}
-			in := &install.Init{Client: cs, Config: cfg, Kube: kube.getter(), Registry: opts, Agent: agentOpt}
+			v := cli.CurrentVersion()
+			in := &install.Init{Client: cs, Config: cfg, Kube: kube.getter(), Registry: opts, Agent: agentOpt,
+				Version: cluster.Ferry{Version: v.Version, Commit: v.Commit}, AllowDowngrade: downgrade}
 			for _, k := range keys {
 				pub, err := artifact.LoadPublicKey(k)
 				if err != nil {
@@ -246,6 +254,7 @@ first (a Job on the registry's node; the registry serves pulls meanwhile).`,
 	cmd.Flags().StringVar(&opts.StorageDir, "storage-dir", inject.DefaultStorageDir, "registry storage on its node (hostPath)")
 	storage.register(cmd)
 	via.register(cmd, reach.Auto)
+	cmd.Flags().BoolVar(&downgrade, "allow-downgrade", false, "run on a cluster whose formats a newer ferry wrote (see the cluster's ConfigMap ferry-version); that ferry's objects may not read what this one writes")
 	cmd.Flags().StringArrayVar(&keys, "key", nil, "public key (cosign.pub) the cluster trusts: stored in a Secret of ferry's namespace, it verifies uploads to the agent (deploy --via-agent, the dashboard), and packages deployed by an earlier ferry get Packages that name it (repeatable)")
 	return cmd
 }

@@ -49,6 +49,14 @@ type Init struct {
 	// Secret of ferry's namespace; they verify uploads to the agent, and
 	// the Packages given to what an earlier ferry deployed name them.
 	Keys [][]byte
+	// Version is this ferry's version and commit (its Generation is
+	// cluster.FormatGeneration, whatever it says): init refuses a cluster
+	// whose recorded formats are newer (a *cluster.DowngradeError), and
+	// records it in the cluster.VersionName ConfigMap.
+	Version cluster.Ferry
+	// AllowDowngrade lets init run on a cluster whose formats are newer
+	// than this ferry's.
+	AllowDowngrade bool
 	// Progress, if set, is told of each step as it finishes.
 	Progress func(inject.Step)
 }
@@ -63,6 +71,11 @@ type Result struct {
 	Seconds     float64         `json:"seconds"`
 	// Migrated are the packages given a Package.
 	Migrated []string `json:"migrated"`
+	// Formats is what the cluster records of the ferrys that set it up
+	// and ran init last (this one), and Upgraded the format generations
+	// this init migrated it to.
+	Formats  cluster.Setup `json:"formats"`
+	Upgraded []int         `json:"upgraded,omitempty"`
 	// Installed is what the agent's installation did.
 	Installed *InstallResult `json:"-"`
 	// Steps are the steps Progress was told of, in the order they ended:
@@ -150,6 +163,10 @@ func (in *Init) run(ctx context.Context) (*Result, error) {
 	opts.NamespaceReady = func() { go prepare() }
 	ao.prepared = func(context.Context) (*Prepared, error) { return prepare() }
 	start := time.Now()
+	found, err := in.readFormats(ctx, opts.Namespace)
+	if err != nil {
+		return nil, &StepError{Step: "formats", Err: err}
+	}
 	res, err := inject.Init(ctx, in.Client, opts)
 	early.none()
 	if err != nil {
@@ -215,6 +232,14 @@ func (in *Init) run(ctx context.Context) (*Result, error) {
 	}
 
 	migrateStart := time.Now()
+	if out.Upgraded, err = in.migrateFormats(ctx, opts.Namespace, found); err != nil {
+		return nil, &StepError{Step: "formats", Err: err}
+	}
+	if out.Formats, err = in.recordFormats(ctx, opts.Namespace, found); err != nil {
+		return nil, &StepError{Step: "formats", Err: err}
+	}
+	in.progress("formats", formatsDetail(found, out.Formats, out.Upgraded), migrateStart)
+	migrateStart = time.Now()
 	if out.Migrated, err = in.migrate(ctx, opts.Namespace); err != nil {
 		return nil, &StepError{Step: "migrate", Err: err}
 	}

@@ -197,7 +197,7 @@ func cli() []Entry {
 		none(deploy, "--components", "--insecure-skip-signature-verification", "--set", "--timeout", "--via-agent", "--wait", "--namespace", "--registry-via"),
 		remote(deploy, "deploy "+regPkg+" --key {pub}"+deadKube), output(deploy),
 		kube(deploy, "deploy {pkg} --key {pub}"),
-		none(initCmd, "--migrate", "--node-port", "--replicas", "--require-known-images", "--storage-credentials", "--storage-dir", "--timeout", "--namespace", "--registry-via"),
+		none(initCmd, "--allow-downgrade", "--migrate", "--node-port", "--replicas", "--require-known-images", "--storage-credentials", "--storage-dir", "--timeout", "--namespace", "--registry-via"),
 		kube(initCmd, "init"), output(initCmd),
 		kube(list, "list", "--namespace"), output(list),
 		kube(remove, "remove pkg", "--namespace", "--registry-via", "--timeout"), output(remove),
@@ -396,6 +396,7 @@ func answers() []Entry {
 		{Where: "answer error", Kind: Registry, Bound: "an error body read to at most 8 KiB, one line", Test: test},
 		{Where: "answer sbom index", Kind: Registry, Bound: "the SBOM index a cluster or a fleet's centre keeps (repository ferry/sbom-index or ferry-fleet/sbom-index): only the manifest the ConfigMap ferry-sbom-index pins is read, by digest, never the tag, so an index pushed by whoever may push but not write the namespace is not read; at most 1 GiB (bomscan.MaxIndexSize), checked against its digest as read and under bom's index limits; one that is not an index, or is gone, is made again from the SBOMs", Test: "artifact/bomscan TestPinnedStore, TestDamagedIndex; deploy/bomscan TestForgedIndex"},
 		{Where: "configmap ferry-sbom-index digest", Kind: Object, Bound: "a digest, validated; the index manifest it names read by that digest and checked against it; any other value, or a manifest gone, is no index (made again from the SBOMs); written only by a user who may write ferry's (or the centre's) namespace", Test: "artifact/bomscan TestPinnedStore"},
+		{Where: "configmap ferry-version generation", Kind: Object, Bound: "setUpGeneration and generation: decimal numbers in [0, 1000000], anything else refused in one line naming the key; version and commit at most 64 printable characters each, else read as (unreadable); written only by a user who may write ferry's namespace", Test: "internal/cluster TestSetupFromData"},
 		{Where: "answer fleet receipt", Kind: Registry, Bound: "a member's receipt the fleet centre kept in its registry, read back: at most 64 MiB (artifact.MaxReceiptSize), checked against the digest its Member (or its receipts manifest) records, every digest in it checked; the receipts manifest at most 4 MiB (artifact.MaxManifestSize), checked against the digest its Member records, of the receipt artifact type, its layers' digests checked", Test: fleetTest},
 	}
 }
