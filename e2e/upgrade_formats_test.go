@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"maps"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -144,30 +143,4 @@ func readyPackages(ctx context.Context, t *testing.T, c *harness.Cluster, when s
 	}
 	st, _ := json.Marshal(names)
 	t.Logf("%s: %d Packages Ready %s", when, len(list.Items), st)
-}
-
-// TestUpgradeDowngrade sets the cluster up with the old ferry
-// ($FERRY_E2E_OLD_FERRY: the ferry binary of a `make build` of an earlier
-// commit, such as 53a21d7, beside its registry and injector binaries),
-// upgrades it with this one and runs upgradeDowngrade. Skipped without
-// that variable: the upgrade test of issue 54 calls upgradeDowngrade
-// itself, with packages deployed and Pods created through the upgrade.
-func TestUpgradeDowngrade(t *testing.T) {
-	old := os.Getenv("FERRY_E2E_OLD_FERRY")
-	if old == "" {
-		t.Skip("FERRY_E2E_OLD_FERRY (an earlier ferry's binary) is not set")
-	}
-	c := harness.Get(t)
-	ctx := timeout(t, 15*time.Minute)
-	if stderr, code := runInit(ctx, t, c, old, []string{"--bin-dir", filepath.Dir(old)}); code != 0 {
-		t.Fatalf("the old ferry's init: exit %d: %s", code, stderr)
-	}
-	var res struct {
-		Formats cluster.Setup `json:"formats"`
-	}
-	if err := ferryJSON(ctx, t, c, &res, "init"); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("upgraded: %+v", res.Formats)
-	upgradeDowngrade(ctx, t, c, old)
 }

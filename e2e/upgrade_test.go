@@ -187,6 +187,12 @@ func TestFreshUpgrade(t *testing.T) {
 		t.Errorf("package b's image after the upgrade: %s: %v", n, n.Failures)
 	}
 
+	// An older ferry's init on the upgraded cluster, and a refused
+	// downgrade (e2e/upgrade_formats_test.go), then this ferry's again.
+	if !t.Run("downgrade", func(t *testing.T) { upgradeDowngrade(ctx, t, c, prev) }) {
+		t.FailNow()
+	}
+
 	t.Run("drain the registry's node", func(t *testing.T) {
 		drainUnderLoad(ctx, t, c, refs["e2e-up-a"], "filesystem")
 	})
