@@ -14,6 +14,8 @@ import (
 	"strings"
 
 	"github.com/opencontainers/go-digest"
+
+	"github.com/ferrypkg/ferry/internal/diskspace"
 )
 
 // SplitOptions configures Split.
@@ -133,7 +135,13 @@ func writeParts(base string, partSize int64, root digest.Digest, write func(io.W
 	pw := &partWriter{base: base, size: partSize}
 	defer func() {
 		if err != nil {
+			written := pw.total
 			pw.abort()
+			if n := len(pw.parts); n > 0 {
+				// The part the file system filled on, with the room left
+				// once every part written is removed.
+				err = diskspace.Explain(partName(base, n-1), written, err)
+			}
 		}
 	}()
 	if err := write(pw); err != nil {
