@@ -13,9 +13,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/opencontainers/go-digest"
-
 	"github.com/ferrypkg/ferry/internal/diskspace"
+	"github.com/opencontainers/go-digest"
 )
 
 // SplitOptions configures Split.
@@ -135,13 +134,8 @@ func writeParts(base string, partSize int64, root digest.Digest, write func(io.W
 	pw := &partWriter{base: base, size: partSize}
 	defer func() {
 		if err != nil {
-			written := pw.total
 			pw.abort()
-			if n := len(pw.parts); n > 0 {
-				// The part the file system filled on, with the room left
-				// once every part written is removed.
-				err = diskspace.Explain(partName(base, n-1), written, err)
-			}
+			err = diskspace.Explain(partName(base, max(len(pw.parts)-1, 0)), pw.total, err) // the part it filled on
 		}
 	}()
 	if err := write(pw); err != nil {
