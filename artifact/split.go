@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/ferrypkg/ferry/internal/diskspace"
 	"github.com/opencontainers/go-digest"
 )
 
@@ -134,6 +135,7 @@ func writeParts(base string, partSize int64, root digest.Digest, write func(io.W
 	defer func() {
 		if err != nil {
 			pw.abort()
+			err = diskspace.Explain(partName(base, max(len(pw.parts)-1, 0)), pw.total, err) // the part it filled on
 		}
 	}()
 	if err := write(pw); err != nil {

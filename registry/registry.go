@@ -204,6 +204,9 @@ func New(ctx context.Context, cfg Config, opts ...Option) (s *Server, err error)
 		go s.apps.follow(fctx, driver, poll)
 	}
 	s.handler = &referrersHandler{next: s.apps, index: &referrerIndex{d: driver}, aliases: &aliasIndex{d: driver}, catalog: catalog, access: access}
+	if cfg.RootDir != "" {
+		s.handler = &spaceGuard{next: s.handler, root: cfg.RootDir, driver: driver, access: access}
+	}
 	if access != nil {
 		s.handler = authlimit.New(authlimit.Options{}).Handler(s.handler)
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/artifact/definition"
 	"github.com/ferrypkg/ferry/artifact/imagesig"
+	"github.com/ferrypkg/ferry/internal/diskspace"
 	"github.com/ferrypkg/ferry/internal/scratch"
 )
 
@@ -229,7 +230,7 @@ func (p *blobPusher) Push(_ context.Context, d ocispec.Descriptor, r io.Reader) 
 		return err
 	}
 	vr := content.NewVerifyReader(r, d)
-	_, err = io.Copy(f, vr)
+	n, err := io.Copy(f, vr)
 	if err == nil {
 		err = vr.Verify()
 	}
@@ -237,7 +238,9 @@ func (p *blobPusher) Push(_ context.Context, d ocispec.Descriptor, r io.Reader) 
 		err = cerr
 	}
 	if err != nil {
-		return err
+		os.Remove(path)
+		// A full temporary folder is named with its room (TMPDIR moves it).
+		return diskspace.Explain(path, n, err)
 	}
 	p.b.add(&artifact.Blob{Desc: d, Open: func(context.Context) (io.ReadCloser, error) { return os.Open(path) }})
 	return nil

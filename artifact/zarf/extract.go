@@ -10,6 +10,7 @@ import (
 
 	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/internal/confine"
+	"github.com/ferrypkg/ferry/internal/diskspace"
 )
 
 // The files of a built Zarf package (Zarf v0.60.0's
@@ -55,6 +56,9 @@ type Package struct {
 func Extract(archive, dir string, key *artifact.PublicKey) (*Package, error) {
 	p, err := extract(archive, dir, key)
 	if err != nil {
+		// A full file system is named by the folder extracted to (in
+		// TMPDIR), with its room.
+		err = diskspace.Explain(dir, 0, err)
 		// Named once: some errors name the archive themselves.
 		if strings.HasPrefix(err.Error(), archive) {
 			return nil, err

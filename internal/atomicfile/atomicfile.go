@@ -11,11 +11,15 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+
+	"github.com/ferrypkg/ferry/internal/diskspace"
 )
 
 // Write writes path with the given mode through a temporary file in the
 // same folder and renames it into place only when write succeeded; it
-// returns the size. Nothing is ever left half-written at path.
+// returns the size. Nothing is ever left half-written at path. A write
+// that fills the file system fails with a *diskspace.FullError naming path
+// and the room left once the temporary file is removed.
 //
 // It does not fsync: an interrupted write leaves no file at path, and a
 // package damaged by a power loss cannot pass unnoticed, since every read
@@ -29,6 +33,12 @@ import (
 // left alone.
 func Write(path string, mode os.FileMode, write func(io.Writer) error) (size int64, err error) {
 	size, err = write1(path, mode, write)
+	if err != nil && diskspace.IsFull(err) {
+		return 0, diskspace.Explain(path, size, err)
+	}
+	if err != nil {
+		size = 0
+	}
 	var pe *os.PathError
 	if errors.As(err, &pe) && strings.Contains(filepath.Base(pe.Path), ".tmp-") {
 		// Name the file the user asked for, not the temporary one.
@@ -63,7 +73,7 @@ func write1(path string, mode os.FileMode, write func(io.Writer) error) (size in
 	}()
 	cw := &countWriter{w: tmp}
 	if err = write(cw); err != nil {
-		return 0, err
+		return cw.n, err // the count, for the caller's error only
 	}
 	if err = tmp.Chmod(mode); err != nil {
 		return 0, err

@@ -7,6 +7,7 @@ package transport
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -222,12 +223,30 @@ func cancelUpload(ctx context.Context, client remote.Client, loc *url.URL) {
 }
 
 // errorDetail is the start of a registry's error body, on one line, after
-// ": " (or nothing).
+// ": " (or nothing): the messages of an OCI error body ("registry storage
+// full: …"), else the body's text.
 func errorDetail(r io.Reader) string {
 	b, _ := io.ReadAll(io.LimitReader(r, 512))
 	b = bytes.TrimSpace(b)
 	if len(b) == 0 {
 		return ""
+	}
+	var oci struct {
+		Errors []struct {
+			Code    string `json:"code"`
+			Message string `json:"message"`
+		} `json:"errors"`
+	}
+	if json.Unmarshal(b, &oci) == nil && len(oci.Errors) > 0 {
+		msgs := make([]string, 0, len(oci.Errors))
+		for _, e := range oci.Errors {
+			m := e.Message
+			if m == "" {
+				m = strings.ToLower(e.Code)
+			}
+			msgs = append(msgs, m)
+		}
+		b = []byte(strings.Join(msgs, "; "))
 	}
 	return ": " + strings.Join(strings.Fields(string(b)), " ")
 }

@@ -34,11 +34,15 @@ func registryTransport() *http.Transport {
 
 // registryRetry is RegistryClient's retry policy: oras-go's default
 // (5xx, 429, 408, timeouts, resets; 200 ms to 3 s apart) with refused
-// connections retried too, 6 times.
+// connections retried too, 6 times, and 507 not retried: a registry whose
+// storage is full says so at once, and it stays full until a removal.
 var registryRetry retry.Policy = &retry.GenericPolicy{
 	Retryable: func(resp *http.Response, err error) (bool, error) {
 		if errors.Is(err, syscall.ECONNREFUSED) {
 			return true, nil
+		}
+		if err == nil && resp != nil && resp.StatusCode == http.StatusInsufficientStorage {
+			return false, nil
 		}
 		return retry.DefaultPredicate(resp, err)
 	},
