@@ -192,6 +192,9 @@ first (a Job on the registry's node; the registry serves pulls meanwhile).`,
 			if err := output.Validate(); err != nil {
 				return err
 			}
+			if err := agentOpt.Certificates.Validate(); err != nil {
+				return err
+			}
 			cs, cfg, err := kube.clientConfig()
 			if err != nil {
 				return err
@@ -246,6 +249,12 @@ first (a Job on the registry's node; the registry serves pulls meanwhile).`,
 	cmd.Flags().StringVar(&opts.StorageDir, "storage-dir", inject.DefaultStorageDir, "registry storage on its node (hostPath)")
 	storage.register(cmd)
 	via.register(cmd, reach.Auto)
+	// The agent's certificates' lifetimes, for tests of their rotation
+	// (minutes instead of years); the controller is given them too.
+	cmd.Flags().DurationVar(&agentOpt.Certificates.Validity, "cert-validity", 0, "how long a new certificate of the agent is valid (default 10 years)")
+	cmd.Flags().DurationVar(&agentOpt.Certificates.RenewBefore, "cert-renew-before", 0, "how long before its end the controller replaces the agent's certificate (default a year, or a third of --cert-validity)")
+	_ = cmd.Flags().MarkHidden("cert-validity")
+	_ = cmd.Flags().MarkHidden("cert-renew-before")
 	cmd.Flags().StringArrayVar(&keys, "key", nil, "public key (cosign.pub) the cluster trusts: stored in a Secret of ferry's namespace, it verifies uploads to the agent (deploy --via-agent, the dashboard), and packages deployed by an earlier ferry get Packages that name it (repeatable)")
 	return cmd
 }
