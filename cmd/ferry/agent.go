@@ -107,9 +107,7 @@ Outside a Pod, --kubeconfig (or $KUBECONFIG) names the cluster.`,
 				Version: cli.CurrentVersion().Version, Logger: log}
 			go func() { _ = fleet.Run(ctx) }()
 			certs := servingcert.NewSource(cert)
-			if tlsSecret != "" {
-				go certs.Watch(ctx, cs, namespace, tlsSecret, log)
-			}
+			go certs.Watch(ctx, cs, namespace, tlsSecret, log) // none without --tls-secret
 			err = agent.Serve(ctx, wh, agent.ServeOptions{
 				Addr: addr, GetCertificate: certs.GetCertificate, Logger: log,
 				Handlers: map[string]http.Handler{upload.Path: up},

@@ -89,14 +89,8 @@ rendered as that install will render it (against the cluster, nothing
 written) in a child process within --render-memory and --render-timeout: a
 chart past a limit fails its Package's install, the reason on its status.
 
-The leader also keeps the agent's serving certificate valid: --cert-renew-before
-its end (or when it was issued for longer than --cert-validity) a new one
-is made, its CA added to the webhook's caBundle and the CA ConfigMap, then
-put in the agent's Secret (the agents serve it from their next handshake),
-and the old CA taken out of the bundle once every agent presents the new
-one: no admission fails on the way. A certificate that cannot serve
-(missing, garbled, expired) is replaced at once.
-
+The leader rotates the agent's certificate --cert-renew-before its end (new CA
+trusted first, old one dropped once no agent presents it).
 Outside a Pod, --kubeconfig (or $KUBECONFIG) names the cluster.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -150,12 +144,8 @@ Outside a Pod, --kubeconfig (or $KUBECONFIG) names the cluster.`,
 			if err := r.SetupWithManager(mgr); err != nil {
 				return err
 			}
-			if rotate {
-				// A runnable of the manager: only the leader rotates.
-				t := servingcert.AgentTarget(namespace)
-				rot := &servingcert.Rotator{Client: cs, Target: t, Options: certs, Logger: log,
-					Presented: servingcert.Presented(cs, t, cluster.AgentName, "https")}
-				if err := mgr.Add(manager.RunnableFunc(rot.Run)); err != nil {
+			if rotate { // a runnable of the manager: only the leader rotates
+				if err := mgr.Add(manager.RunnableFunc(servingcert.AgentRotator(cs, namespace, certs, log).Run)); err != nil {
 					return err
 				}
 			}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -189,10 +190,7 @@ copied from the node's filesystem to the bucket and every blob verified there
 first (a Job on the registry's node; the registry serves pulls meanwhile).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := output.Validate(); err != nil {
-				return err
-			}
-			if err := agentOpt.Certificates.Validate(); err != nil {
+			if err := errors.Join(output.Validate(), agentOpt.Certificates.Validate()); err != nil {
 				return err
 			}
 			cs, cfg, err := kube.clientConfig()
@@ -249,12 +247,9 @@ first (a Job on the registry's node; the registry serves pulls meanwhile).`,
 	cmd.Flags().StringVar(&opts.StorageDir, "storage-dir", inject.DefaultStorageDir, "registry storage on its node (hostPath)")
 	storage.register(cmd)
 	via.register(cmd, reach.Auto)
-	// The agent's certificates' lifetimes, for tests of their rotation
-	// (minutes instead of years); the controller is given them too.
 	cmd.Flags().DurationVar(&agentOpt.Certificates.Validity, "cert-validity", 0, "how long a new certificate of the agent is valid (default 10 years)")
 	cmd.Flags().DurationVar(&agentOpt.Certificates.RenewBefore, "cert-renew-before", 0, "how long before its end the controller replaces the agent's certificate (default a year, or a third of --cert-validity)")
-	_ = cmd.Flags().MarkHidden("cert-validity")
-	_ = cmd.Flags().MarkHidden("cert-renew-before")
+	_, _ = cmd.Flags().MarkHidden("cert-validity"), cmd.Flags().MarkHidden("cert-renew-before") // for tests: minutes
 	cmd.Flags().StringArrayVar(&keys, "key", nil, "public key (cosign.pub) the cluster trusts: stored in a Secret of ferry's namespace, it verifies uploads to the agent (deploy --via-agent, the dashboard), and packages deployed by an earlier ferry get Packages that name it (repeatable)")
 	return cmd
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"log/slog"
 	"net"
 	"strconv"
 	"time"
@@ -12,7 +13,16 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/ferrypkg/ferry/internal/cluster"
 )
+
+// AgentRotator is the Rotator of the agent's certificate in ferry's
+// namespace ns, asking the agents behind its Service what they present.
+func AgentRotator(cs kubernetes.Interface, ns string, o Options, log *slog.Logger) *Rotator {
+	t := AgentTarget(ns)
+	return &Rotator{Client: cs, Target: t, Options: o, Logger: log, Presented: Presented(cs, t, cluster.AgentName, "https")}
+}
 
 // presentTimeout bounds one handshake with a server.
 const presentTimeout = 3 * time.Second

@@ -61,8 +61,12 @@ func (s *Source) Set(data map[string][]byte) error {
 
 // Watch keeps s on Secret name of namespace ns until ctx is done: read
 // at once, then on every change, a broken watch started again after a
-// few seconds. What cannot be served is logged and skipped.
+// few seconds. What cannot be served is logged and skipped. With no name
+// it returns at once.
 func (s *Source) Watch(ctx context.Context, cs kubernetes.Interface, ns, name string, log *slog.Logger) {
+	if name == "" {
+		return
+	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}

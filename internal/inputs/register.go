@@ -197,7 +197,7 @@ func cli() []Entry {
 		none(deploy, "--components", "--insecure-skip-signature-verification", "--set", "--timeout", "--via-agent", "--wait", "--namespace", "--registry-via"),
 		remote(deploy, "deploy "+regPkg+" --key {pub}"+deadKube), output(deploy),
 		kube(deploy, "deploy {pkg} --key {pub}"),
-		none(initCmd, "--migrate", "--node-port", "--replicas", "--require-known-images", "--storage-credentials", "--storage-dir", "--timeout", "--namespace", "--registry-via"),
+		none(initCmd, "--cert-validity", "--cert-renew-before", "--migrate", "--node-port", "--replicas", "--require-known-images", "--storage-credentials", "--storage-dir", "--timeout", "--namespace", "--registry-via"),
 		kube(initCmd, "init"), output(initCmd),
 		kube(list, "list", "--namespace"), output(list),
 		kube(remove, "remove pkg", "--namespace", "--registry-via", "--timeout"), output(remove),
@@ -223,10 +223,10 @@ func cli() []Entry {
 		// The registry flags are read before --addr is checked: off
 		// loopback without TLS, the dashboard then refuses to start.
 		remote(dash, "dashboard --addr 0.0.0.0:0 --fleet --fleet-registry {reg}"),
-		none(agent, "--addr", "--namespace", "--pull-secret", "--registry", "--require-known", "--upload-max-bytes", "--verbose"),
+		none(agent, "--tls-secret", "--addr", "--namespace", "--pull-secret", "--registry", "--require-known", "--upload-max-bytes", "--verbose"),
 		kube(agent, "agent --addr 127.0.0.1:0 --tls-cert {tlscert} --tls-key {tlskey}"),
 		none(probe, "--addr", "--wait"),
-		none(ctrl, "--render-memory", "--render-timeout", "--drift-check", "--gc-quiet", "--health-addr", "--leader-elect", "--namespace", "--registry", "--resync", "--verbose"),
+		none(ctrl, "--cert-validity", "--cert-renew-before", "--rotate-certificates", "--render-memory", "--render-timeout", "--drift-check", "--gc-quiet", "--health-addr", "--leader-elect", "--namespace", "--registry", "--resync", "--verbose"),
 		kube(ctrl, "controller --health-addr 0"),
 		none(git, "--addr", "--insecure-no-auth", "--namespace", "--registry", "--timeout", "--shutdown-timeout", "--verbose"),
 		remote(git, "git-server --addr 127.0.0.1:0 --repos {repos} --registry {reg}"),
@@ -395,6 +395,8 @@ func answers() []Entry {
 		{Where: "answer pages", Kind: Registry, Bound: "tags, catalog and referrers lists: page and entry counts bounded (artifact's listing limits)", Test: test},
 		{Where: "answer error", Kind: Registry, Bound: "an error body read to at most 8 KiB, one line", Test: test},
 		{Where: "answer sbom index", Kind: Registry, Bound: "the SBOM index a cluster or a fleet's centre keeps (repository ferry/sbom-index or ferry-fleet/sbom-index): only the manifest the ConfigMap ferry-sbom-index pins is read, by digest, never the tag, so an index pushed by whoever may push but not write the namespace is not read; at most 1 GiB (bomscan.MaxIndexSize), checked against its digest as read and under bom's index limits; one that is not an index, or is gone, is made again from the SBOMs", Test: "artifact/bomscan TestPinnedStore, TestDamagedIndex; deploy/bomscan TestForgedIndex"},
+		{Where: "secret ferry-agent-tls tls.crt", Kind: Object, Bound: "the agent serves it only when tls.crt and tls.key (each at most 64 KiB) parse as a pair, else keeps the last good pair; the controller and init replace a pair that does not parse, has expired, names other hosts or is not signed by ca.crt (one CA certificate), and read next-tls.* (the rotation's pending pair) the same way; CA bundles read for at most 16 CA certificates, anything else in them dropped", Test: "deploy/servingcert TestSourceReloads, TestEnsureRepairs, TestStepRepairs"},
+		{Where: "configmap ferry-agent-ca ca.crt", Kind: Object, Bound: "PEM read for at most 16 CA certificates, the rest and whatever is not a CA certificate dropped; a bundle that does not trust the agent's CA is mended by init and the controller", Test: "deploy/servingcert TestEnsureRepairs, TestStepRepairs"},
 		{Where: "configmap ferry-sbom-index digest", Kind: Object, Bound: "a digest, validated; the index manifest it names read by that digest and checked against it; any other value, or a manifest gone, is no index (made again from the SBOMs); written only by a user who may write ferry's (or the centre's) namespace", Test: "artifact/bomscan TestPinnedStore"},
 		{Where: "answer fleet receipt", Kind: Registry, Bound: "a member's receipt the fleet centre kept in its registry, read back: at most 64 MiB (artifact.MaxReceiptSize), checked against the digest its Member (or its receipts manifest) records, every digest in it checked; the receipts manifest at most 4 MiB (artifact.MaxManifestSize), checked against the digest its Member records, of the receipt artifact type, its layers' digests checked", Test: fleetTest},
 	}
