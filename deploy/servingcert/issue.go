@@ -47,7 +47,7 @@ const (
 	// DefaultSettle is how long the servers have to present a new
 	// certificate before its predecessor's CA may leave the bundle (once
 	// every server is seen presenting the new one).
-	DefaultSettle = time.Minute
+	DefaultSettle = 30 * time.Second
 	// DefaultCheck is how often the Rotator looks at the certificates when
 	// nothing is due sooner.
 	DefaultCheck = time.Minute
