@@ -26,6 +26,7 @@ import (
 
 	"github.com/ferrypkg/ferry/deploy/api/v1alpha1"
 	"github.com/ferrypkg/ferry/deploy/fleet/member"
+	"github.com/ferrypkg/ferry/deploy/servingcert"
 	"github.com/ferrypkg/ferry/inject/loader"
 	"github.com/ferrypkg/ferry/internal/cluster"
 )
@@ -255,6 +256,36 @@ func TestAgentRBAC(t *testing.T) {
 	for _, r := range wide.Rules {
 		if slices.Contains(r.Verbs, "delete") || slices.Contains(r.ResourceNames, member.SecretName) {
 			t.Fatalf("the agent's ClusterRole reaches beyond ferry's namespace: %+v", r)
+		}
+	}
+}
+
+// TestWebhookKeepsTrust: init's write of the webhook configuration adds
+// its bundle to the CAs the webhooks trust and takes none away (the
+// controller may be mid-rotation, its next CA trusted and not yet served).
+func TestWebhookKeepsTrust(t *testing.T) {
+	ctx := context.Background()
+	now := time.Now()
+	var cas [][]byte
+	for range 2 {
+		p, err := servingcert.Issue(servingcert.AgentTarget("ferry").DNSNames, now, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cas = append(cas, p.CA)
+	}
+	cs := fake.NewClientset(webhookConfiguration("ferry", servingcert.Union(cas[0], cas[1], now), nil))
+	in := &installer{cs: cs, ns: "ferry"}
+	if err := in.webhook(ctx, cas[0]); err != nil {
+		t.Fatal(err)
+	}
+	w, err := cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, clusterName("ferry"), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range w.Webhooks {
+		if got := bytes.Count(h.ClientConfig.CABundle, []byte("BEGIN CERTIFICATE")); got != 2 {
+			t.Fatalf("webhook %s trusts %d CAs after init; want both", h.Name, got)
 		}
 	}
 }
