@@ -21,6 +21,7 @@ import (
 	"github.com/ferrypkg/ferry/deploy/fleet/member"
 	"github.com/ferrypkg/ferry/deploy/install"
 	"github.com/ferrypkg/ferry/deploy/rollout"
+	"github.com/ferrypkg/ferry/deploy/servingcert"
 	"github.com/ferrypkg/ferry/deploy/upload"
 	"github.com/ferrypkg/ferry/internal/cluster"
 	"github.com/ferrypkg/ferry/internal/cluster/kube"
@@ -33,6 +34,7 @@ func newAgentCmd() *cobra.Command {
 		kube                            kubeFlags
 		namespace, registry, pullSecret string
 		certFile, keyFile, addr         string
+		tlsSecret                       string
 		uploadDir                       string
 		uploadMax                       int64
 		requireKnown, verbose           bool
@@ -92,7 +94,8 @@ Outside a Pod, --kubeconfig (or $KUBECONFIG) names the cluster.`,
 			}
 			up := &upload.Server{Client: cs, Packages: pc, Namespace: namespace, Dir: uploadDir, MaxBytes: uploadMax, Logger: log}
 			// The key pair is checked before the agent says it serves.
-			if _, err := confine.LoadKeyPair(certFile, keyFile); err != nil {
+			cert, err := confine.LoadKeyPair(certFile, keyFile)
+			if err != nil {
 				return fmt.Errorf("--tls-cert/--tls-key: %w", err)
 			}
 			log.Info("serving", "addr", addr, "namespace", namespace, "registry", registry, "requireKnown", requireKnown, "uploads", uploadDir)
@@ -103,8 +106,10 @@ Outside a Pod, --kubeconfig (or $KUBECONFIG) names the cluster.`,
 			fleet := &member.Agent{Client: cs, Packages: pc, Namespace: namespace, Spool: uploadDir, MaxBundle: uploadMax,
 				Version: cli.CurrentVersion().Version, Logger: log}
 			go func() { _ = fleet.Run(ctx) }()
+			certs := servingcert.NewSource(cert)
+			go certs.Watch(ctx, cs, namespace, tlsSecret, log) // none without --tls-secret
 			err = agent.Serve(ctx, wh, agent.ServeOptions{
-				Addr: addr, CertFile: certFile, KeyFile: keyFile, Logger: log,
+				Addr: addr, GetCertificate: certs.GetCertificate, Logger: log,
 				Handlers: map[string]http.Handler{upload.Path: up},
 				Ready:    func(ctx context.Context) error { _, err := cache.Rewriter(ctx); return err },
 			})
@@ -121,6 +126,7 @@ Outside a Pod, --kubeconfig (or $KUBECONFIG) names the cluster.`,
 	f.StringVar(&pullSecret, "pull-secret", cluster.PullSecretName, "the registry pull secret in ferry's namespace, added to Pods")
 	f.StringVar(&certFile, "tls-cert", "", "serving certificate (PEM)")
 	f.StringVar(&keyFile, "tls-key", "", "serving key (PEM)")
+	f.StringVar(&tlsSecret, "tls-secret", "", "serve the certificate this kubernetes.io/tls Secret of --namespace holds, kept current through the API (a rotated certificate is served without a restart); --tls-cert and --tls-key until it is read")
 	f.StringVar(&addr, "addr", agent.DefaultAddr, "address to serve HTTPS on ("+cluster.AgentPathMutate+", "+cluster.AgentPathHealth+")")
 	f.StringVar(&uploadDir, "upload-dir", "", "where uploaded packages are spooled while verified and pushed (default: the temporary directory)")
 	f.Int64Var(&uploadMax, "upload-max-bytes", 0, "refuse uploads, and fleet bundles, larger than this (0: no bound but the disk's)")

@@ -14,12 +14,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/ferrypkg/ferry/artifact/chartrender"
 	"github.com/ferrypkg/ferry/deploy"
 	"github.com/ferrypkg/ferry/deploy/api/v1alpha1"
 	"github.com/ferrypkg/ferry/deploy/controller"
+	"github.com/ferrypkg/ferry/deploy/servingcert"
 	"github.com/ferrypkg/ferry/internal/cluster"
 	"github.com/ferrypkg/ferry/internal/redact"
 )
@@ -53,6 +55,8 @@ func newControllerCmd() *cobra.Command {
 		resync, driftCheck, gcQuiet time.Duration
 		leaderElect, verbose        bool
 		render                      renderFlags
+		certs                       servingcert.Options
+		rotate                      bool
 	)
 	cmd := &cobra.Command{
 		Use:   "controller",
@@ -85,6 +89,8 @@ rendered as that install will render it (against the cluster, nothing
 written) in a child process within --render-memory and --render-timeout: a
 chart past a limit fails its Package's install, the reason on its status.
 
+The leader rotates the agent's certificate --cert-renew-before its end (new CA
+trusted first, old one dropped once no agent presents it).
 Outside a Pod, --kubeconfig (or $KUBECONFIG) names the cluster.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -94,6 +100,9 @@ Outside a Pod, --kubeconfig (or $KUBECONFIG) names the cluster.`,
 			}
 			lim, err := render.limits()
 			if err != nil {
+				return err
+			}
+			if err := certs.Validate(); err != nil {
 				return err
 			}
 			log := jsonLogger(cmd, verbose)
@@ -135,6 +144,11 @@ Outside a Pod, --kubeconfig (or $KUBECONFIG) names the cluster.`,
 			if err := r.SetupWithManager(mgr); err != nil {
 				return err
 			}
+			if rotate { // a runnable of the manager: only the leader rotates
+				if err := mgr.Add(manager.RunnableFunc(servingcert.AgentRotator(cs, namespace, certs, log).Run)); err != nil {
+					return err
+				}
+			}
 			log.Info("starting", "namespace", namespace, "resync", resync.String(), "driftCheck", driftCheck.String(), "leaderElection", leaderElect)
 			return mgr.Start(cmd.Context())
 		},
@@ -149,6 +163,9 @@ Outside a Pod, --kubeconfig (or $KUBECONFIG) names the cluster.`,
 	f.DurationVar(&gcQuiet, "gc-quiet", controller.DefaultGCQuiet, "how long the registry's garbage collection waits after the last removal (one collection for a batch)")
 	f.BoolVar(&leaderElect, "leader-elect", true, "run only while holding the Lease "+cluster.ControllerName+" (one controller at a time)")
 	f.BoolVarP(&verbose, "verbose", "v", false, "debug logs")
+	f.BoolVar(&rotate, "rotate-certificates", true, "keep the agent's serving certificate valid (rotated before its end, repaired when it cannot serve)")
+	f.DurationVar(&certs.Validity, "cert-validity", servingcert.DefaultValidity, "how long a new certificate of the agent is valid")
+	f.DurationVar(&certs.RenewBefore, "cert-renew-before", 0, "how long before its end the agent's certificate is replaced, shorter than --cert-validity (default a year, or a third of --cert-validity when shorter)")
 	render.register(cmd)
 	return cmd
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -195,7 +196,7 @@ cluster an older ferry set up. It refuses a cluster whose formats a newer ferry
 wrote, unless --allow-downgrade.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := output.Validate(); err != nil {
+			if err := errors.Join(output.Validate(), agentOpt.Certificates.Validate()); err != nil {
 				return err
 			}
 			cs, cfg, err := kube.clientConfig()
@@ -255,6 +256,9 @@ wrote, unless --allow-downgrade.`,
 	storage.register(cmd)
 	via.register(cmd, reach.Auto)
 	cmd.Flags().BoolVar(&downgrade, "allow-downgrade", false, "run on a cluster whose formats a newer ferry wrote (see the cluster's ConfigMap ferry-version); that ferry's objects may not read what this one writes")
+	cmd.Flags().DurationVar(&agentOpt.Certificates.Validity, "cert-validity", 0, "how long a new certificate of the agent is valid (default 10 years)")
+	cmd.Flags().DurationVar(&agentOpt.Certificates.RenewBefore, "cert-renew-before", 0, "how long before its end the controller replaces the agent's certificate (default a year, or a third of --cert-validity)")
+	_, _ = cmd.Flags().MarkHidden("cert-validity"), cmd.Flags().MarkHidden("cert-renew-before") // for tests: minutes
 	cmd.Flags().StringArrayVar(&keys, "key", nil, "public key (cosign.pub) the cluster trusts: stored in a Secret of ferry's namespace, it verifies uploads to the agent (deploy --via-agent, the dashboard), and packages deployed by an earlier ferry get Packages that name it (repeatable)")
 	return cmd
 }

@@ -1,13 +1,9 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -16,13 +12,11 @@ import (
 	orasregistry "oras.land/oras-go/v2/registry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/cmd/ferry/internal/cli"
 	"github.com/ferrypkg/ferry/deploy"
 	"github.com/ferrypkg/ferry/deploy/backup"
 	"github.com/ferrypkg/ferry/internal/cluster"
 	"github.com/ferrypkg/ferry/internal/cluster/reach"
-	"github.com/ferrypkg/ferry/registry"
 )
 
 // maxRestoreArgs bounds the backups one restore takes (a chain of 1,000).
@@ -75,14 +69,17 @@ the backup records which one it extends; restore then needs the chain.`,
 			if !inCluster {
 				return errors.New("name the registry to back up: --cluster (the registry `ferry init` set up)")
 			}
-			dst, err := backupDestination(file)
+			if file == "" {
+				return errors.New("-f FILE is required: the backup to write (a file or s3://BUCKET/KEY)")
+			}
+			dst, err := backup.ParseDestination(file)
 			if err != nil {
 				return err
 			}
 			opts := backup.Options{Packages: packages, Repositories: repos}
 			if since != "" {
-				if opts.Since, err = readBase(cmd.Context(), since); err != nil {
-					return err
+				if opts.Since, err = backup.ReadBase(cmd.Context(), since); err != nil {
+					return fmt.Errorf("--since %w", err)
 				}
 			}
 			if keyPath != "" {
@@ -136,82 +133,6 @@ the backup records which one it extends; restore then needs the chain.`,
 	return cmd
 }
 
-// backupDestination is where -f says to write, checked before anything
-// is read.
-func backupDestination(file string) (backup.Destination, error) {
-	switch {
-	case file == "":
-		return nil, errors.New("-f FILE is required: the backup to write (a file or s3://BUCKET/KEY)")
-	case strings.HasPrefix(file, "s3://"):
-		st, err := registry.ParseS3URL(file)
-		if err != nil {
-			return nil, err
-		}
-		return backup.S3Object(st)
-	}
-	if fi, err := os.Stat(file); err == nil && !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s is not a regular file", file)
-	}
-	if fi, err := os.Stat(filepath.Dir(file)); err != nil || !fi.IsDir() {
-		return nil, fmt.Errorf("%s: its folder %s does not exist", file, filepath.Dir(file))
-	}
-	return backup.File(file), nil
-}
-
-// readBase reads what --since names: a backup (its head and record only)
-// or a receipt.
-func readBase(ctx context.Context, since string) (*backup.Base, error) {
-	if strings.HasPrefix(since, "s3://") {
-		st, err := registry.ParseS3URL(since)
-		if err != nil {
-			return nil, err
-		}
-		info, err := backup.ReadInfoS3(ctx, st)
-		if err != nil {
-			return nil, err
-		}
-		return info.Base(), nil
-	}
-	f, err := openRegularFile(since)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	var first [1]byte
-	if _, err := io.ReadFull(f, first[:]); err != nil {
-		return nil, fmt.Errorf("--since %s: neither a backup nor a receipt", since)
-	}
-	if first[0] == '{' {
-		data, err := io.ReadAll(io.LimitReader(io.MultiReader(bytes.NewReader(first[:]), f), artifact.MaxReceiptSize+1))
-		if err != nil {
-			return nil, err
-		}
-		rc, err := artifact.ParseReceipt(data)
-		if err != nil {
-			return nil, fmt.Errorf("--since %s: %w", since, err)
-		}
-		return backup.BaseFromReceipt(rc), nil
-	}
-	info, err := backup.ReadInfo(io.MultiReader(bytes.NewReader(first[:]), f), since)
-	if err != nil {
-		return nil, err
-	}
-	return info.Base(), nil
-}
-
-// openRegularFile opens a regular file for reading, refusing anything
-// else (a FIFO would block, a folder is no backup).
-func openRegularFile(path string) (*os.File, error) {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return nil, fmt.Errorf("%s: no such file", path)
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s is not a regular file", path)
-	}
-	return os.Open(path)
-}
-
 func newRegistryRestoreCmd() *cobra.Command {
 	var (
 		kube      kubeFlags
@@ -258,7 +179,7 @@ digest as it is pushed. A backup on S3 is downloaded to a temporary file first.`
 			if err != nil {
 				return err
 			}
-			paths, cleanup, err := localBackups(ctx, args)
+			paths, cleanup, err := backup.LocalFiles(ctx, args)
 			defer cleanup()
 			if err != nil {
 				return err
@@ -313,53 +234,6 @@ digest as it is pushed. A backup on S3 is downloaded to a temporary file first.`
 	via.register(cmd, reach.Auto)
 	output.Register(cmd)
 	return cmd
-}
-
-// localBackups are the backups as files: s3:// ones downloaded to
-// temporary files, which cleanup removes.
-func localBackups(ctx context.Context, args []string) ([]string, func(), error) {
-	var temps []string
-	cleanup := func() {
-		for _, t := range temps {
-			_ = os.Remove(t)
-		}
-	}
-	var out []string
-	for _, a := range args {
-		if !strings.HasPrefix(a, "s3://") {
-			f, err := openRegularFile(a)
-			if err != nil {
-				return nil, cleanup, err
-			}
-			f.Close()
-			out = append(out, a)
-			continue
-		}
-		st, err := registry.ParseS3URL(a)
-		if err != nil {
-			return nil, cleanup, err
-		}
-		body, err := backup.OpenS3(ctx, st)
-		if err != nil {
-			return nil, cleanup, err
-		}
-		f, err := os.CreateTemp("", "ferry-restore-*.tar")
-		if err != nil {
-			body.Close()
-			return nil, cleanup, err
-		}
-		temps = append(temps, f.Name())
-		_, err = io.Copy(f, body)
-		body.Close()
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			return nil, cleanup, fmt.Errorf("download %s: %w", a, err)
-		}
-		out = append(out, f.Name())
-	}
-	return out, cleanup, nil
 }
 
 // openBackupCluster gives backup and restore the cluster's Package client

@@ -36,6 +36,10 @@ type ServeOptions struct {
 	// CertFile and KeyFile are the PEM serving certificate (with its
 	// chain) and key, read once at the start.
 	CertFile, KeyFile string
+	// GetCertificate, if set, gives the certificate each handshake
+	// presents instead (servingcert.Source: a rotated certificate served
+	// without a restart); CertFile and KeyFile are then not read.
+	GetCertificate func(*tls.ClientHelloInfo) (*tls.Certificate, error)
 	// Ready, if set, says whether the agent can decide; cluster.AgentPathHealth answers
 	// 503 with its error otherwise.
 	Ready func(context.Context) error
@@ -68,9 +72,13 @@ func Serve(ctx context.Context, h http.Handler, opts ServeOptions) error {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	cert, err := confine.LoadKeyPair(opts.CertFile, opts.KeyFile)
-	if err != nil {
-		return fmt.Errorf("serving certificate: %w", err)
+	tlsConfig := &tls.Config{GetCertificate: opts.GetCertificate, MinVersion: tls.VersionTLS12}
+	if opts.GetCertificate == nil {
+		cert, err := confine.LoadKeyPair(opts.CertFile, opts.KeyFile)
+		if err != nil {
+			return fmt.Errorf("serving certificate: %w", err)
+		}
+		tlsConfig.Certificates = []tls.Certificate{cert}
 	}
 	var stopping atomic.Bool
 	mux := http.NewServeMux()
@@ -93,7 +101,7 @@ func Serve(ctx context.Context, h http.Handler, opts ServeOptions) error {
 	})
 	srv := &http.Server{
 		Handler:           mux,
-		TLSConfig:         &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12},
+		TLSConfig:         tlsConfig,
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      30 * time.Second,
@@ -102,6 +110,7 @@ func Serve(ctx context.Context, h http.Handler, opts ServeOptions) error {
 		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
 	}
 	ln := opts.Listener
+	var err error
 	if ln == nil {
 		if ln, err = net.Listen("tcp", opts.Addr); err != nil {
 			return err

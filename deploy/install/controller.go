@@ -110,6 +110,12 @@ func (in *installer) controllerArgs() []string {
 	if in.opts.ControllerDriftCheck > 0 {
 		args = append(args, "--drift-check="+in.opts.ControllerDriftCheck.String())
 	}
+	if c := in.opts.Certificates; c.Validity > 0 {
+		args = append(args, "--cert-validity="+c.Validity.String())
+	}
+	if c := in.opts.Certificates; c.RenewBefore > 0 {
+		args = append(args, "--cert-renew-before="+c.RenewBefore.String())
+	}
 	return args
 }
 

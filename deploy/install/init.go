@@ -133,6 +133,11 @@ func (in *Init) run(ctx context.Context) (*Result, error) {
 	}
 	opts.Progress = in.Progress
 	opts.Config = in.Config
+	// A refused init (a downgrade) changes nothing: read before anything.
+	found, err := in.readFormats(ctx, opts.Namespace)
+	if err != nil {
+		return nil, &StepError{Step: "formats", Err: err}
+	}
 	// The injector's Pod goes while the agent is installed.
 	opts.DeferInjectorWait = true
 	// On a node, the agent's image goes to the registry Pod during the
@@ -163,10 +168,6 @@ func (in *Init) run(ctx context.Context) (*Result, error) {
 	opts.NamespaceReady = func() { go prepare() }
 	ao.prepared = func(context.Context) (*Prepared, error) { return prepare() }
 	start := time.Now()
-	found, err := in.readFormats(ctx, opts.Namespace)
-	if err != nil {
-		return nil, &StepError{Step: "formats", Err: err}
-	}
 	res, err := inject.Init(ctx, in.Client, opts)
 	early.none()
 	if err != nil {

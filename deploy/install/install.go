@@ -16,7 +16,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -27,6 +26,7 @@ import (
 	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/deploy/api/v1alpha1"
 	"github.com/ferrypkg/ferry/deploy/fleet/member"
+	"github.com/ferrypkg/ferry/deploy/servingcert"
 	"github.com/ferrypkg/ferry/inject"
 	"github.com/ferrypkg/ferry/internal/cluster"
 	"github.com/ferrypkg/ferry/internal/cluster/kube"
@@ -41,7 +41,7 @@ const (
 	Name = cluster.AgentName
 	// TLSSecretName holds the agent's CA (ca.crt) and serving certificate
 	// and key (tls.crt, tls.key), generated once by Install.
-	TLSSecretName = "ferry-agent-tls"
+	TLSSecretName = cluster.AgentTLSSecretName
 	// CAConfigMap holds the agent's CA certificate (key cluster.AgentCAKey),
 	// public, for clients of its upload endpoint that cannot read
 	// TLSSecretName.
@@ -73,12 +73,7 @@ const (
 
 // clusterName names the agent's cluster-wide objects: Name for the default
 // namespace, with the namespace appended for another.
-func clusterName(ns string) string {
-	if ns == cluster.DefaultNamespace {
-		return Name
-	}
-	return Name + "-" + ns
-}
+func clusterName(ns string) string { return cluster.AgentWebhookName(ns) }
 
 func labels() map[string]string { return cluster.AgentLabels() }
 
@@ -112,6 +107,11 @@ type InstallOptions struct {
 	// unchanged Package again, putting back what was changed or deleted
 	// behind its back (`ferry controller --drift-check`); its default if 0.
 	ControllerDriftCheck time.Duration
+	// Certificates are the agent's certificates' validity and renewal:
+	// init replaces those that cannot serve, the Package controller
+	// rotates them before they expire (`ferry controller
+	// --cert-validity`, `--cert-renew-before`); the defaults if zero.
+	Certificates servingcert.Options
 
 	// imagePushed, if set, is called once the agent's image is in the
 	// registry (Init then pushes the registry's own image: not beside the
@@ -137,8 +137,10 @@ type InstallResult struct {
 	Pushed time.Duration
 	// Ready is how long the Deployment took to roll out.
 	Ready time.Duration
-	// Renewed says the certificates were generated, not kept.
-	Renewed bool
+	// Renewed says the certificates were generated, not kept; Replaced
+	// says why.
+	Renewed  bool
+	Replaced string
 	// Webhook names the MutatingWebhookConfiguration.
 	Webhook string
 	// Check tells whether the API server calls the agent: "answering the
@@ -174,7 +176,7 @@ func (r *InstallResult) Profile() string {
 func (r *InstallResult) String() string {
 	certs := "certificates kept"
 	if r.Renewed {
-		certs = "certificates generated"
+		certs = "certificates generated (" + r.Replaced + ")"
 	}
 	return fmt.Sprintf("%s (from %s, pushed in %.1fs); Deployment %s ready in %.1fs; %s; webhook %s, failurePolicy Fail: %s; CRD %s, Deployment %s ready in %.1fs; git server %s ready in %.1fs",
 		r.Image, r.Binary, r.Pushed.Seconds(), Name, r.Ready.Seconds(), certs, r.Webhook, r.Check, v1alpha1.CRDName, cluster.ControllerName, r.Controller.Seconds(), r.Git, r.GitReady.Seconds())
@@ -280,10 +282,10 @@ func (in *installer) install(ctx context.Context, cred auth.Credential) (*Instal
 	if pushErr != nil {
 		return nil, fmt.Errorf("push the agent's image (from %s): %w", path, pushErr)
 	}
-	tlsData, renewed := prep.tls, prep.renewed
+	certs := prep.certs
 	in.image = in.registry + "/" + Repository + "@" + desc.Digest.String()
 	lap("image")
-	sum := sha256.Sum256(tlsData[corev1.TLSCertKey])
+	sum := sha256.Sum256(certs.Cert)
 	if err := kube.ApplyDeployment(ctx, in.cs, in.deployment(hex.EncodeToString(sum[:8]))); err != nil {
 		return nil, err
 	}
@@ -317,7 +319,7 @@ func (in *installer) install(ctx context.Context, cred auth.Credential) (*Instal
 	}
 	ready := time.Since(start)
 	lap("rollout")
-	if err := in.webhook(ctx, tlsData[caKey]); err != nil {
+	if err := in.webhook(ctx, certs.Bundle); err != nil {
 		return nil, err
 	}
 	lap("webhook")
@@ -331,7 +333,7 @@ func (in *installer) install(ctx context.Context, cred auth.Credential) (*Instal
 		return nil, err
 	}
 	lap("controller and git server")
-	return &InstallResult{Controller: ctlReady, Image: in.image, Binary: path, Pushed: pushed, Ready: ready, Renewed: renewed, Webhook: clusterName(in.ns), Check: check, Git: git, GitReady: gitReady, Phases: phases}, nil
+	return &InstallResult{Controller: ctlReady, Image: in.image, Binary: path, Pushed: pushed, Ready: ready, Renewed: certs.Replaced != "", Replaced: certs.Replaced, Webhook: clusterName(in.ns), Check: check, Git: git, GitReady: gitReady, Phases: phases}, nil
 }
 
 // pushAgentImage pushes the agent's image, made of the ferry binary at
@@ -342,53 +344,28 @@ func pushAgentImage(ctx context.Context, repo oras.Target, path, arch string) (o
 
 // objects makes the agent's certificates (returned), its CA's ConfigMap,
 // RBAC and Service: all but what names its image.
-func (in *installer) objects(ctx context.Context) (map[string][]byte, bool, error) {
-	tlsData, renewed, err := in.tls(ctx)
+func (in *installer) objects(ctx context.Context) (servingcert.Ensured, error) {
+	certs, err := in.tls(ctx)
 	if err != nil {
-		return nil, false, err
+		return certs, err
 	}
 	if err := kube.Upsert(ctx, in.cs.CoreV1().ConfigMaps(in.ns), &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: CAConfigMap, Namespace: in.ns, Labels: labels()},
-		Data:       map[string]string{cluster.AgentCAKey: string(tlsData[caKey])},
-	}, func(cur, want *corev1.ConfigMap) { cur.Labels, cur.Data = want.Labels, want.Data }); err != nil {
-		return nil, false, err
+		Data:       map[string]string{cluster.AgentCAKey: string(certs.Bundle)},
+	}, func(cur, want *corev1.ConfigMap) {
+		// Trust is added, never taken: the controller trims the bundle.
+		bundle := servingcert.Union([]byte(cur.Data[cluster.AgentCAKey]), []byte(want.Data[cluster.AgentCAKey]), time.Now())
+		cur.Labels, cur.Data = want.Labels, map[string]string{cluster.AgentCAKey: string(bundle)}
+	}); err != nil {
+		return certs, err
 	}
 	if err := in.rbac(ctx); err != nil {
-		return nil, false, err
+		return certs, err
 	}
 	if err := in.budget(ctx); err != nil {
-		return nil, false, err
+		return certs, err
 	}
-	return tlsData, renewed, in.service(ctx)
-}
-
-// tls returns the agent's certificates, kept in TLSSecretName: those there
-// when still good for renewBefore, new ones otherwise.
-func (in *installer) tls(ctx context.Context) (map[string][]byte, bool, error) {
-	secrets := in.cs.CoreV1().Secrets(in.ns)
-	cur, err := secrets.Get(ctx, TLSSecretName, metav1.GetOptions{})
-	if err != nil && !apierrors.IsNotFound(err) {
-		return nil, false, err
-	}
-	var have map[string][]byte
-	if err == nil {
-		have = cur.Data
-	}
-	data, renewed, err := certificates(have, in.ns, time.Now())
-	if err != nil || !renewed {
-		return data, false, err
-	}
-	s := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: TLSSecretName, Namespace: in.ns, Labels: labels()},
-		Type:       corev1.SecretTypeTLS,
-		Data:       data,
-	}
-	if cur != nil && cur.Type != corev1.SecretTypeTLS { // the type cannot change
-		if err := kube.DeleteAndWait(ctx, secrets, TLSSecretName); err != nil {
-			return nil, false, err
-		}
-	}
-	return data, true, kube.ApplySecret(ctx, secrets, s)
+	return certs, in.service(ctx)
 }
 
 // rbac lets the agent read ferry's namespace's Secrets (the deployed
@@ -462,7 +439,7 @@ func (in *installer) deployment(tlsSum string) *appsv1.Deployment {
 	l := labels()
 	args := []string{
 		"agent", "--addr=:" + strconv.Itoa(Port), "--namespace=" + in.ns,
-		"--tls-cert=/tls/" + corev1.TLSCertKey, "--tls-key=/tls/" + corev1.TLSPrivateKeyKey,
+		"--tls-cert=/tls/" + corev1.TLSCertKey, "--tls-key=/tls/" + corev1.TLSPrivateKeyKey, "--tls-secret=" + TLSSecretName,
 		"--registry=" + in.registry, "--pull-secret=" + cluster.PullSecretName,
 		"--upload-dir=" + UploadDir,
 	}

@@ -26,50 +26,10 @@ import (
 
 	"github.com/ferrypkg/ferry/deploy/api/v1alpha1"
 	"github.com/ferrypkg/ferry/deploy/fleet/member"
+	"github.com/ferrypkg/ferry/deploy/servingcert"
 	"github.com/ferrypkg/ferry/inject/loader"
 	"github.com/ferrypkg/ferry/internal/cluster"
 )
-
-// TestAgentCertificates: new certificates serve the agent's Service names
-// from their CA; init keeps them while good for a year, and replaces them
-// for another namespace, near their end, or when damaged.
-func TestAgentCertificates(t *testing.T) {
-	now := time.Now()
-	data, renewed, err := certificates(nil, "ferry", now)
-	if err != nil || !renewed {
-		t.Fatalf("generate: %v, renewed %v", err, renewed)
-	}
-	if !certificatesGood(data, "ferry", now) {
-		t.Fatal("new certificates are not good")
-	}
-	for _, key := range []string{caKey, corev1.TLSCertKey, corev1.TLSPrivateKeyKey} {
-		if len(data[key]) == 0 {
-			t.Fatalf("no %s", key)
-		}
-	}
-	if kept, renewed, _ := certificates(data, "ferry", now); renewed || !bytes.Equal(kept[corev1.TLSCertKey], data[corev1.TLSCertKey]) {
-		t.Fatal("good certificates were replaced")
-	}
-	damaged := map[string][]byte{caKey: data[caKey], corev1.TLSCertKey: data[corev1.TLSCertKey], corev1.TLSPrivateKeyKey: []byte("no key")}
-	other, _, _ := certificates(nil, "other", now)
-	for name, c := range map[string]struct {
-		have map[string][]byte
-		ns   string
-		now  time.Time
-	}{
-		"other namespace": {data, "elsewhere", now},
-		"within a year":   {data, "ferry", now.Add(validity - renewBefore + time.Hour)},
-		"damaged key":     {damaged, "ferry", now},
-		"other CA":        {map[string][]byte{caKey: other[caKey], corev1.TLSCertKey: data[corev1.TLSCertKey], corev1.TLSPrivateKeyKey: data[corev1.TLSPrivateKeyKey]}, "ferry", now},
-	} {
-		t.Run(name, func(t *testing.T) {
-			got, renewed, err := certificates(c.have, c.ns, c.now)
-			if err != nil || !renewed || !certificatesGood(got, c.ns, c.now) {
-				t.Fatalf("renewed %v, good %v, %v", renewed, certificatesGood(got, c.ns, c.now), err)
-			}
-		})
-	}
-}
 
 // TestFindBinary: the ferry given (or BinDir/ferry-full, else BinDir/ferry)
 // when it is a static executable for the node, else
@@ -202,8 +162,8 @@ func TestPrepare(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !p.renewed || len(p.tls[corev1.TLSCertKey]) == 0 {
-		t.Fatalf("certificates: renewed %v, %d bytes", p.renewed, len(p.tls[corev1.TLSCertKey]))
+	if p.certs.Replaced != "missing" || len(p.certs.Cert) == 0 || len(p.certs.Bundle) == 0 {
+		t.Fatalf("certificates: replaced %q, %d bytes, bundle %d bytes", p.certs.Replaced, len(p.certs.Cert), len(p.certs.Bundle))
 	}
 	for _, get := range []func() error{
 		func() error {
@@ -251,8 +211,8 @@ func TestPrepare(t *testing.T) {
 		t.Fatalf("Prepare made %d Deployments: they name the image", len(deps.Items))
 	}
 	again, err := Prepare(ctx, cs, opts)
-	if err != nil || again.renewed || !bytes.Equal(again.tls[corev1.TLSCertKey], p.tls[corev1.TLSCertKey]) {
-		t.Fatalf("again: renewed %v, same certificate %v, %v", again.renewed, bytes.Equal(again.tls[corev1.TLSCertKey], p.tls[corev1.TLSCertKey]), err)
+	if err != nil || again.certs.Replaced != "" || !bytes.Equal(again.certs.Cert, p.certs.Cert) {
+		t.Fatalf("again: replaced %q, same certificate %v, %v", again.certs.Replaced, bytes.Equal(again.certs.Cert, p.certs.Cert), err)
 	}
 	if _, err := Prepare(ctx, fake.NewClientset(), opts); err == nil || !strings.Contains(err.Error(), "namespace ferry") {
 		t.Fatalf("no namespace: %v", err)
@@ -296,6 +256,36 @@ func TestAgentRBAC(t *testing.T) {
 	for _, r := range wide.Rules {
 		if slices.Contains(r.Verbs, "delete") || slices.Contains(r.ResourceNames, member.SecretName) {
 			t.Fatalf("the agent's ClusterRole reaches beyond ferry's namespace: %+v", r)
+		}
+	}
+}
+
+// TestWebhookKeepsTrust: init's write of the webhook configuration adds
+// its bundle to the CAs the webhooks trust and takes none away (the
+// controller may be mid-rotation, its next CA trusted and not yet served).
+func TestWebhookKeepsTrust(t *testing.T) {
+	ctx := context.Background()
+	now := time.Now()
+	var cas [][]byte
+	for range 2 {
+		p, err := servingcert.Issue(servingcert.AgentTarget("ferry").DNSNames, now, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cas = append(cas, p.CA)
+	}
+	cs := fake.NewClientset(webhookConfiguration("ferry", servingcert.Union(cas[0], cas[1], now), nil))
+	in := &installer{cs: cs, ns: "ferry"}
+	if err := in.webhook(ctx, cas[0]); err != nil {
+		t.Fatal(err)
+	}
+	w, err := cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, clusterName("ferry"), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range w.Webhooks {
+		if got := bytes.Count(h.ClientConfig.CABundle, []byte("BEGIN CERTIFICATE")); got != 2 {
+			t.Fatalf("webhook %s trusts %d CAs after init; want both", h.Name, got)
 		}
 	}
 }

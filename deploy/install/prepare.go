@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/ferrypkg/ferry/deploy/servingcert"
 	"github.com/ferrypkg/ferry/internal/cluster"
 )
 
@@ -34,8 +35,7 @@ func newInstaller(ctx context.Context, cs kubernetes.Interface, opts InstallOpti
 // Prepared is what Prepare made: the agent's certificates (kept or
 // renewed).
 type Prepared struct {
-	tls     map[string][]byte
-	renewed bool
+	certs servingcert.Ensured
 }
 
 // Prepare makes the agent's objects that neither name its image nor need
@@ -55,16 +55,15 @@ func (in *installer) prepare(ctx context.Context) (*Prepared, error) {
 	var (
 		wg             sync.WaitGroup
 		crdErr, gitErr error
-		tlsData        map[string][]byte
-		renewed        bool
+		certs          servingcert.Ensured
 		err            error
 	)
 	wg.Go(func() { crdErr = in.controllerObjects(ctx) })
 	wg.Go(func() { gitErr = in.gitService(ctx) })
-	tlsData, renewed, err = in.objects(ctx)
+	certs, err = in.objects(ctx)
 	wg.Wait()
 	if err := errors.Join(err, crdErr, gitErr); err != nil {
 		return nil, err
 	}
-	return &Prepared{tls: tlsData, renewed: renewed}, nil
+	return &Prepared{certs: certs}, nil
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ferrypkg/ferry/deploy/servingcert"
 	"github.com/ferrypkg/ferry/internal/cluster"
 	"github.com/ferrypkg/ferry/internal/cluster/kube"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -21,7 +22,16 @@ import (
 func (in *installer) webhook(ctx context.Context, caBundle []byte) error {
 	w := webhookConfiguration(in.ns, caBundle, in.owner)
 	return kube.Upsert(ctx, in.cs.AdmissionregistrationV1().MutatingWebhookConfigurations(), w, func(cur, want *admissionregistrationv1.MutatingWebhookConfiguration) {
+		// Trust is added, never taken: the controller trims the bundle
+		// once no agent presents a certificate from an older CA.
+		bundle := caBundle
+		for _, h := range cur.Webhooks {
+			bundle = servingcert.Union(h.ClientConfig.CABundle, bundle, time.Now())
+		}
 		cur.Labels, cur.OwnerReferences, cur.Webhooks = want.Labels, want.OwnerReferences, want.Webhooks
+		for i := range cur.Webhooks {
+			cur.Webhooks[i].ClientConfig.CABundle = bundle
+		}
 	})
 }
 

@@ -260,7 +260,21 @@ const (
 	// for clients of its upload endpoint.
 	AgentCAConfigMap = "ferry-agent-ca"
 	AgentCAKey       = "ca.crt"
+	// AgentTLSSecretName holds its CA (AgentCAKey) and serving certificate
+	// and key (tls.crt, tls.key).
+	AgentTLSSecretName = "ferry-agent-tls"
 )
+
+// AgentWebhookName names the agent's cluster-wide objects (its
+// MutatingWebhookConfiguration, ClusterRole and ClusterRoleBinding) for
+// ferry's namespace ns: AgentName for the default namespace, with the
+// namespace appended for another.
+func AgentWebhookName(ns string) string {
+	if ns == DefaultNamespace {
+		return AgentName
+	}
+	return AgentName + "-" + ns
+}
 
 // AgentServiceHost is the agent Service's name in namespace ns, as its
 // certificate names it.

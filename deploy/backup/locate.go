@@ -1,0 +1,140 @@
+package backup
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/registry"
+)
+
+// ParseDestination is where a backup is to be written: an s3:// URL (see
+// registry.ParseS3URL) or a file, whose folder must exist; checked before
+// anything is read.
+func ParseDestination(file string) (Destination, error) {
+	switch {
+	case file == "":
+		return nil, errors.New("no backup to write named (a file or s3://BUCKET/KEY)")
+	case strings.HasPrefix(file, "s3://"):
+		st, err := registry.ParseS3URL(file)
+		if err != nil {
+			return nil, err
+		}
+		return S3Object(st)
+	}
+	if fi, err := os.Stat(file); err == nil && !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file", file)
+	}
+	if fi, err := os.Stat(filepath.Dir(file)); err != nil || !fi.IsDir() {
+		return nil, fmt.Errorf("%s: its folder %s does not exist", file, filepath.Dir(file))
+	}
+	return File(file), nil
+}
+
+// ReadBase reads the base an incremental backup extends: a backup (a
+// file or an s3:// URL; its head and record only) or a receipt of
+// `ferry registry have`.
+func ReadBase(ctx context.Context, since string) (*Base, error) {
+	if strings.HasPrefix(since, "s3://") {
+		st, err := registry.ParseS3URL(since)
+		if err != nil {
+			return nil, err
+		}
+		info, err := ReadInfoS3(ctx, st)
+		if err != nil {
+			return nil, err
+		}
+		return info.Base(), nil
+	}
+	f, err := openRegularFile(since)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var first [1]byte
+	if _, err := io.ReadFull(f, first[:]); err != nil {
+		return nil, fmt.Errorf("%s: neither a backup nor a receipt", since)
+	}
+	if first[0] == '{' {
+		data, err := io.ReadAll(io.LimitReader(io.MultiReader(bytes.NewReader(first[:]), f), artifact.MaxReceiptSize+1))
+		if err != nil {
+			return nil, err
+		}
+		rc, err := artifact.ParseReceipt(data)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", since, err)
+		}
+		return BaseFromReceipt(rc), nil
+	}
+	info, err := ReadInfo(io.MultiReader(bytes.NewReader(first[:]), f), since)
+	if err != nil {
+		return nil, err
+	}
+	return info.Base(), nil
+}
+
+// openRegularFile opens a regular file for reading, refusing anything
+// else (a FIFO would block, a folder is no backup).
+func openRegularFile(path string) (*os.File, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("%s: no such file", path)
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file", path)
+	}
+	return os.Open(path)
+}
+
+// LocalFiles are the backups as files: s3:// ones downloaded to temporary
+// files, which cleanup removes; files must be regular.
+func LocalFiles(ctx context.Context, args []string) ([]string, func(), error) {
+	var temps []string
+	cleanup := func() {
+		for _, t := range temps {
+			_ = os.Remove(t)
+		}
+	}
+	var out []string
+	for _, a := range args {
+		if !strings.HasPrefix(a, "s3://") {
+			f, err := openRegularFile(a)
+			if err != nil {
+				return nil, cleanup, err
+			}
+			f.Close()
+			out = append(out, a)
+			continue
+		}
+		st, err := registry.ParseS3URL(a)
+		if err != nil {
+			return nil, cleanup, err
+		}
+		body, err := OpenS3(ctx, st)
+		if err != nil {
+			return nil, cleanup, err
+		}
+		f, err := os.CreateTemp("", "ferry-restore-*.tar")
+		if err != nil {
+			body.Close()
+			return nil, cleanup, err
+		}
+		temps = append(temps, f.Name())
+		_, err = io.Copy(f, body)
+		body.Close()
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return nil, cleanup, fmt.Errorf("download %s: %w", a, err)
+		}
+		out = append(out, f.Name())
+	}
+	return out, cleanup, nil
+}
