@@ -39,7 +39,7 @@ if [ "${FORCE:-0}" != 1 ] && fresh; then
 fi
 
 heavy() { flock /tmp/ferry-heavy.lock nice -n 19 "$@"; }
-log "argocd $ARGOCD_VERSION: building $BIN/argocd, helm, kustomize with $GOTOOLCHAIN (cold: 15 min for argocd on 2 cores shared with other builds; GOCACHE makes rebuilds fast)"
+log "argocd $ARGOCD_VERSION: building $BIN/argocd, helm, kustomize with $GOTOOLCHAIN (cold: ~15 min for argocd and ~5 for helm on 2 cores shared with other builds; GOCACHE makes rebuilds fast)"
 t=$SECONDS
 pkg=github.com/argoproj/argo-cd/v3/common
 ldflags="-s -w -X $pkg.version=${ARGOCD_VERSION#v} -X $pkg.gitTag=$ARGOCD_VERSION -X $pkg.gitTreeState=clean -X $pkg.kubectlVersion=v0.37.0"
