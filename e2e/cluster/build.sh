@@ -9,6 +9,8 @@
 #   (CRDs, RBAC, Deployments) from the module cache in flux/<controller>/
 #   (TestFlux); skipped while both are newer than e2e/flux/go.{mod,sum},
 #   and not built at all with FERRY_E2E_FLUX=0 (the demo runs no Flux).
+#   With FERRY_E2E_ARGOCD=1: bin/argocd, bin/helm, bin/kustomize and Argo CD's
+#   manifests (build-argocd.sh; alone: `make e2e-argocd-build`).
 #   img/tiny and img/tiny.tar: the tiny program and its one-layer image, the
 #   node's only image (also its sandbox image); seconds, rebuilt every time.
 set -euo pipefail
@@ -95,6 +97,11 @@ else
   rm -rf "$PREV/$prev" && mkdir -p "$PREV/$prev"
   mv "$PREV/$prev.tmp/bin" "$PREV/$prev/bin" && rm -rf "$PREV/$prev.tmp"
   log "previous release ${prev:0:12}: built in $((SECONDS - t))s"
+fi
+
+# Argo CD (issue 55): opt-in, not part of `make e2e` yet (build-argocd.sh).
+if [ "${FERRY_E2E_ARGOCD:-0}" = 1 ]; then
+  GO=$GO bash "$E2E_DIR/cluster/build-argocd.sh"
 fi
 
 # The tiny program, static and reproducible, and its image for `ctr import`.
