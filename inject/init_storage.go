@@ -136,8 +136,13 @@ func (in *initRun) migrateStorage(ctx context.Context) (string, error) {
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: in.labels("registry-migrate")},
 				Spec: corev1.PodSpec{
-					NodeName:                     old.NodeName,
-					RestartPolicy:                corev1.RestartPolicyNever,
+					NodeName:      old.NodeName,
+					RestartPolicy: corev1.RestartPolicyNever,
+					// The registry's image, with the credentials its Pods
+					// pulled it with: a kubelet that verifies them
+					// (KubeletEnsureSecretPulledImages) would otherwise pull
+					// it anew, anonymously, and be refused.
+					ImagePullSecrets:             old.ImagePullSecrets,
 					AutomountServiceAccountToken: &f,
 					EnableServiceLinks:           &f,
 					Volumes: append(vols,
