@@ -26,7 +26,7 @@ import (
 	"github.com/ferrypkg/ferry/internal/cluster"
 )
 
-// TestCertificateRotation: with certificates of 3 minutes renewed 150 s
+// TestCertificateRotation: with certificates of 3 minutes renewed 90 s
 // before their end (init's hidden options, which the controller is given),
 // the controller rotates the agent's certificate twice — the 10-year one
 // init left, then a 3-minute one before it expires — while four loops
@@ -46,7 +46,7 @@ func TestCertificateRotation(t *testing.T) {
 	ns := cluster.DefaultNamespace
 	target := servingcert.AgentTarget(ns)
 	start := time.Now()
-	short := servingcert.Options{Validity: 3 * time.Minute, RenewBefore: 150 * time.Second}
+	short := servingcert.Options{Validity: 3 * time.Minute, RenewBefore: 90 * time.Second}
 	if _, err := initWith(ctx, c, bin, short); err != nil {
 		t.Fatal(err)
 	}
