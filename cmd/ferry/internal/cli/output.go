@@ -13,6 +13,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/internal/diskspace"
 )
 
 // OutputFlag is -o/--output, the output format: text (default) or json,
@@ -262,16 +263,6 @@ func (p *progressBar) done() {
 	}
 }
 
-// HumanBytes formats n with a binary unit.
-func HumanBytes(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
-}
+// HumanBytes formats n with a binary unit ("3.1 MiB"), as library
+// errors show sizes.
+func HumanBytes(n int64) string { return diskspace.Bytes(n) }
