@@ -25,8 +25,8 @@ import (
 
 // TestFreshDiskFull fills the in-cluster registry's volume on a fresh
 // multi-node cluster (ferry not installed yet): its storage folder is a
-// tmpfs mounted in the host's mount namespace (the nodes share the host's
-// file system and see it), resized after init to leave some 40 MiB free.
+// tmpfs mounted here (exec.sh enters only the cluster's network
+// namespace: the nodes' kubelets share this mount namespace and see it), resized after init to leave some 40 MiB free.
 // Packages of 12 MiB of random bytes are deployed until one is refused:
 // in one line naming the registry's free space; Pods on every node still
 // pull the images stored; `ferry remove` and its garbage collection free
@@ -41,25 +41,25 @@ func TestFreshDiskFull(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	hostNS := func(args ...string) string {
+	host := func(args ...string) string {
 		t.Helper()
-		out, err := exec.CommandContext(ctx, "nsenter", append([]string{"--mount=/proc/1/ns/mnt", "--"}, args...)...).CombinedOutput()
+		out, err := exec.CommandContext(ctx, args[0], args[1:]...).CombinedOutput()
 		if err != nil {
 			t.Fatalf("%s: %v: %s", strings.Join(args, " "), err, out)
 		}
 		return string(out)
 	}
 	// Large enough for init's images (the registry's, the agent's).
-	hostNS("mount", "-t", "tmpfs", "-o", "size=1g,mode=0755", "tmpfs", dir)
+	host("mount", "-t", "tmpfs", "-o", "size=1g,mode=0755", "tmpfs", dir)
 	t.Cleanup(func() {
-		if out, err := exec.Command("nsenter", "--mount=/proc/1/ns/mnt", "--", "umount", "-l", dir).CombinedOutput(); err != nil {
+		if out, err := exec.Command("umount", "-l", dir).CombinedOutput(); err != nil {
 			t.Errorf("umount %s: %v: %s", dir, err, out)
 		}
 	})
 	// usage is the tmpfs's used and free bytes, seen from the host.
 	usage := func() (used, free, size int64) {
 		t.Helper()
-		f := strings.Fields(hostNS("df", "-B1", "--output=used,avail,size", dir))
+		f := strings.Fields(host("df", "-B1", "--output=used,avail,size", dir))
 		if len(f) != 6 {
 			t.Fatalf("df %s: %q", dir, f)
 		}
@@ -78,7 +78,7 @@ func TestFreshDiskFull(t *testing.T) {
 	}
 	used, _, _ := usage()
 	size := used + 40<<20
-	hostNS("mount", "-o", "remount,size="+strconv.FormatInt(size, 10), dir)
+	host("mount", "-o", "remount,size="+strconv.FormatInt(size, 10), dir)
 	used, free, size := usage()
 	t.Logf("registry volume after init: %d MiB used, %d MiB free of %d MiB", used>>20, free>>20, size>>20)
 
