@@ -105,10 +105,14 @@ func TestFreshDiskFull(t *testing.T) {
 	if refusal == "" || len(deployed) == 0 {
 		t.Fatalf("deployed %d packages, refusal %q: want some deployed, then one refused", len(deployed), refusal)
 	}
-	stderr := refusal[strings.LastIndex(refusal, ": ferry: ")+2:]
-	if !strings.Contains(stderr, "registry storage full: ") || !strings.Contains(stderr, " free of ") || strings.Contains(stderr, "\n") {
+	// -o json: progress events on stderr, one JSON object a line, then
+	// the error's one line.
+	lines := strings.Split(strings.TrimSpace(refusal), "\n")
+	stderr := strings.TrimSpace(lines[len(lines)-1])
+	if !strings.HasPrefix(stderr, "ferry: ") || !strings.Contains(stderr, "registry storage full: ") || !strings.Contains(stderr, " free of ") {
 		t.Fatalf("refusal %q: want one line naming the registry's free space", stderr)
 	}
+	t.Logf("COUNT the refusal, one line: %s", stderr[strings.Index(stderr, "registry storage full"):])
 
 	// Pulls go on: a Pod on every node pulls the first package's image.
 	ns := c.Namespace(t)
