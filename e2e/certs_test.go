@@ -156,8 +156,15 @@ func TestCertificateRotation(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
+	// The API server keeps its TLS connections to the agents open (a
+	// certificate is presented once, at the handshake): new agent Pods,
+	// which load the Secret as they start, take new connections — as
+	// after a cluster was stopped past its certificate's end.
+	if err := c.Client.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: agentSelector()}); err != nil {
+		t.Fatal(err)
+	}
 	var broken error
-	if err := harness.PollUntil(ctx, 30*time.Second, func() (bool, error) {
+	if err := harness.PollUntil(ctx, 90*time.Second, func() (bool, error) {
 		broken = admit(ctx, c.Client, apps, false)
 		return broken != nil, nil
 	}); err != nil {
