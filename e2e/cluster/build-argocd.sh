@@ -11,6 +11,8 @@
 #   its repo server runs for every git source, in its image) to argocd/.
 #   bin/helm, bin/kustomize: e2e/argocd/tools, the programs its repo server
 #   runs (helm 4.3.1, kustomize 5.8.2).
+# Installs the Debian packages whose programs go into the images (git,
+# dash, coreutils, redis-server) when missing.
 # Skipped while all three are newer than e2e/argocd/{,tools/}go.{mod,sum}
 # (FORCE=1 rebuilds). Run by `make e2e-argocd-build`, and by build.sh with
 # FERRY_E2E_ARGOCD=1; not part of `make e2e`. Heavy: niced, under the lock
@@ -23,6 +25,20 @@ ARGOCD=$CACHE/argocd
 ARGOCD_VERSION=v3.6.1
 HELM_VERSION=v4.3.1
 mkdir -p "$BIN"
+
+# The programs TestArgoCD puts in Argo CD's and Redis's images with their
+# libraries (e2e/argocd_pkg_test.go) are this machine's Debian packages;
+# Redis's service, started by its install, is stopped right after it.
+missing=""
+for p in git dash coreutils redis-server; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
+if [ -n "$missing" ]; then
+  log "apt-get install$missing"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $missing >/dev/null
+  case $missing in *redis-server*)
+    systemctl disable --now redis-server >/dev/null 2>&1 || service redis-server stop >/dev/null 2>&1 || true ;;
+  esac
+fi
 
 # copy_sources copies what TestArgoCD takes from Argo CD's module besides
 # the binary: its manifests and the script its image holds.
