@@ -7,9 +7,12 @@
 #   argocd-server, argocd-repo-server, argocd-application-controller,
 #   argocd-applicationset-controller, … by the name it runs as (or
 #   ARGOCD_BINARY_NAME). Its manifests (install.yaml, crds/) go to
-#   argocd/manifests.
+#   argocd/manifests, and hack/git-verify-wrapper.sh (the /bin/sh script
+#   its repo server runs for every git source, in its image) to argocd/.
 #   bin/helm, bin/kustomize: e2e/argocd/tools, the programs its repo server
 #   runs (helm 4.3.1, kustomize 5.8.2).
+# Installs the Debian packages whose programs go into the images (git,
+# dash, coreutils, redis-server) when missing.
 # Skipped while all three are newer than e2e/argocd/{,tools/}go.{mod,sum}
 # (FORCE=1 rebuilds). Run by `make e2e-argocd-build`, and by build.sh with
 # FERRY_E2E_ARGOCD=1; not part of `make e2e`. Heavy: niced, under the lock
@@ -23,6 +26,32 @@ ARGOCD_VERSION=v3.6.1
 HELM_VERSION=v4.3.1
 mkdir -p "$BIN"
 
+# The programs TestArgoCD puts in Argo CD's and Redis's images with their
+# libraries (e2e/argocd_pkg_test.go) are this machine's Debian packages;
+# Redis's service, started by its install, is stopped right after it.
+missing=""
+for p in git dash coreutils redis-server; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
+if [ -n "$missing" ]; then
+  log "apt-get install$missing"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $missing >/dev/null
+  case $missing in *redis-server*)
+    systemctl disable --now redis-server >/dev/null 2>&1 || service redis-server stop >/dev/null 2>&1 || true ;;
+  esac
+fi
+
+# copy_sources copies what TestArgoCD takes from Argo CD's module besides
+# the binary: its manifests and the script its image holds.
+copy_sources() {
+  local dir
+  dir=$(cd "$E2E_DIR/argocd" && "$GO" list -m -f '{{.Dir}}' github.com/argoproj/argo-cd/v3)
+  rm -rf "$ARGOCD" && mkdir -p "$ARGOCD/manifests"
+  cp "$dir/manifests/install.yaml" "$ARGOCD/manifests/"
+  cp -R "$dir/manifests/crds" "$ARGOCD/manifests/crds"
+  cp "$dir/hack/git-verify-wrapper.sh" "$ARGOCD/"
+  chmod -R u+w "$ARGOCD"
+}
+
 fresh() {
   local b f
   [ -f "$ARGOCD/manifests/install.yaml" ] || return 1
@@ -34,6 +63,7 @@ fresh() {
   done
 }
 if [ "${FORCE:-0}" != 1 ] && fresh; then
+  [ -f "$ARGOCD/git-verify-wrapper.sh" ] || copy_sources
   log "argocd $ARGOCD_VERSION: cached $BIN/{argocd,helm,kustomize}"
   exit 0
 fi
@@ -49,10 +79,6 @@ log "argocd: $((SECONDS - t))s"
   heavy "$GO" build -trimpath -ldflags "-s -w -X helm.sh/helm/v4/internal/version.version=$HELM_VERSION" -o "$BIN/helm.tmp" helm.sh/helm/v4/cmd/helm &&
   log "helm: $((SECONDS - t))s" &&
   heavy "$GO" build -trimpath -ldflags '-s -w' -o "$BIN/kustomize.tmp" sigs.k8s.io/kustomize/kustomize/v5)
-dir=$(cd "$E2E_DIR/argocd" && "$GO" list -m -f '{{.Dir}}' github.com/argoproj/argo-cd/v3)
-rm -rf "$ARGOCD" && mkdir -p "$ARGOCD/manifests"
-cp "$dir/manifests/install.yaml" "$ARGOCD/manifests/"
-cp -R "$dir/manifests/crds" "$ARGOCD/manifests/crds"
-chmod -R u+w "$ARGOCD"
+copy_sources
 for b in helm kustomize argocd; do mv -f "$BIN/$b.tmp" "$BIN/$b"; done
 log "argocd $ARGOCD_VERSION: built in $((SECONDS - t))s: $(cd "$BIN" && du -m argocd helm kustomize | awk '{printf "%s %s MB; ", $2, $1}')"

@@ -1,6 +1,7 @@
-// Package mkimg builds one-layer container images around a single static
-// binary (at more paths as hard links, with small files beside it if asked),
-// with no base image, for the e2e cluster: the same binary and
+// Package mkimg builds one-layer container images around a single
+// binary (at more paths as hard links, with files, programs, symbolic links
+// and a host program's shared libraries beside it if asked), with no base
+// image, for the e2e cluster: the same binary and
 // Options always give the same bytes and digests (fixed tar headers, no
 // timestamps, an uncompressed layer, canonical JSON).
 //
@@ -57,6 +58,22 @@ type Options struct {
 	// Files are more regular files (mode 0644) by path, e.g.
 	// "/standin.json". None if empty.
 	Files map[string][]byte
+	// Executables are more files of mode 0755 by path: programs, scripts,
+	// shared libraries (HostFiles reads a host program's). None if empty.
+	Executables map[string][]byte
+	// Symlinks are symbolic links by path, to their targets (e.g.
+	// "/bin/sh": "dash"). None if empty.
+	Symlinks map[string]string
+	// Entrypoint replaces the image's entrypoint, ["/"+Path] if nil; an
+	// empty, non-nil slice leaves the image without one, so that a
+	// container's arguments are its command (as under tini).
+	Entrypoint []string
+	// Env is the image's environment, e.g. "PATH=/usr/bin:/bin"; none if
+	// empty.
+	Env []string
+	// WorkingDir is the image's working folder; the runtime's default (/)
+	// if empty.
+	WorkingDir string
 	// User is the user the image runs as (e.g. "65532", for containers
 	// that must run as non-root); root if empty.
 	User string
@@ -97,13 +114,19 @@ func New(binary []byte, opts Options) (*Image, error) {
 		return nil, err
 	}
 
+	entrypoint := opts.Entrypoint
+	if entrypoint == nil {
+		entrypoint = []string{"/" + opts.Path}
+	}
 	img := &Image{blobs: map[digest.Digest][]byte{}}
 	img.Layer = img.add(ocispec.MediaTypeImageLayer, layer)
 	cfg := ocispec.Image{
 		Platform: ocispec.Platform{OS: opts.OS, Architecture: opts.Architecture},
 		Config: ocispec.ImageConfig{
-			Entrypoint: []string{"/" + opts.Path},
+			Entrypoint: entrypoint,
 			Cmd:        opts.Cmd,
+			Env:        opts.Env,
+			WorkingDir: opts.WorkingDir,
 			Labels:     opts.Labels,
 			User:       opts.User,
 		},
@@ -162,6 +185,19 @@ func buildLayer(binary []byte, opts Options) ([]byte, error) {
 	}
 	for name, data := range opts.Files {
 		if err := add(name, &tar.Header{Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(data))}, data); err != nil {
+			return nil, err
+		}
+	}
+	for name, data := range opts.Executables {
+		if err := add(name, &tar.Header{Typeflag: tar.TypeReg, Mode: 0o755, Size: int64(len(data))}, data); err != nil {
+			return nil, err
+		}
+	}
+	for name, target := range opts.Symlinks {
+		if target == "" {
+			return nil, fmt.Errorf("mkimg: symbolic link %q: no target", name)
+		}
+		if err := add(name, &tar.Header{Typeflag: tar.TypeSymlink, Linkname: target, Mode: 0o777}, nil); err != nil {
 			return nil, err
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -243,6 +244,134 @@ func TestLinksAndFiles(t *testing.T) {
 	} {
 		if _, err := mkimg.New(binary, bad); err == nil {
 			t.Errorf("%+v: no error", bad)
+		}
+	}
+}
+
+// TestProgramsAndSymlinks: executables are mode 0755, symbolic links keep
+// their targets, the config carries the entrypoint, environment and
+// working folder asked for, and a nil entrypoint is the binary's.
+func TestProgramsAndSymlinks(t *testing.T) {
+	opts := mkimg.Options{
+		Executables: map[string][]byte{"/usr/local/bin/run.sh": []byte("#!/bin/sh\n")},
+		Symlinks:    map[string]string{"/bin/sh": "dash", "usr/local/bin/tool": "/tiny"},
+		Entrypoint:  []string{},
+		Env:         []string{"PATH=/usr/local/bin:/bin"},
+		WorkingDir:  "/home/app",
+	}
+	img, err := mkimg.New(binary, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	tr := tar.NewReader(bytes.NewReader(fetch(t, img, img.Layer)))
+	for {
+		hdr, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if hdr.Name != "tiny" {
+			got = append(got, fmt.Sprintf("%s %c %o %s", hdr.Name, hdr.Typeflag, hdr.Mode, hdr.Linkname))
+		}
+	}
+	want := []string{
+		"bin/ 5 755 ",
+		"bin/sh 2 777 dash",
+		"usr/ 5 755 ",
+		"usr/local/ 5 755 ",
+		"usr/local/bin/ 5 755 ",
+		"usr/local/bin/run.sh 0 755 ",
+		"usr/local/bin/tool 2 777 /tiny",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("layer:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	var cfg ocispec.Image
+	if err := json.Unmarshal(fetch(t, img, img.Config), &cfg); err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.Config.Entrypoint) != 0 || len(cfg.Config.Env) != 1 || cfg.Config.Env[0] != opts.Env[0] || cfg.Config.WorkingDir != "/home/app" {
+		t.Errorf("config %+v", cfg.Config)
+	}
+	for _, bad := range []mkimg.Options{
+		{Symlinks: map[string]string{"/bin/sh": ""}},
+		{Symlinks: map[string]string{"/bin": "usr/bin"}, Executables: map[string][]byte{"/bin/sh": nil}},
+		{Symlinks: map[string]string{"/x": "y"}, Executables: map[string][]byte{"x": nil}},
+	} {
+		if _, err := mkimg.New(binary, bad); err == nil {
+			t.Errorf("%+v: no error", bad)
+		}
+	}
+}
+
+// TestHostFilesRun builds an image of this machine's dash with the
+// libraries ldd names, and, as root, runs it in a chroot of the layer:
+// nothing it needs is missing.
+func TestHostFilesRun(t *testing.T) {
+	dash, err := exec.LookPath("dash")
+	if err != nil {
+		t.Skip("no dash on this machine")
+	}
+	dash, err = filepath.EvalSymlinks(dash)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := mkimg.HostFiles(dash)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) < 3 { // dash, libc, the loader
+		t.Fatalf("HostFiles(%s): %d files", dash, len(files))
+	}
+	if _, err := mkimg.HostFiles("bin/sh"); err == nil {
+		t.Error("a relative path: no error")
+	}
+	img, err := mkimg.New(binary, mkimg.Options{Executables: files, Symlinks: map[string]string{"/bin/sh": dash}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("chroot needs root")
+	}
+	root := t.TempDir()
+	extract(t, fetch(t, img, img.Layer), root)
+	out, err := exec.Command("chroot", root, "/bin/sh", "-c", "echo ran").CombinedOutput()
+	if err != nil || strings.TrimSpace(string(out)) != "ran" {
+		t.Errorf("chroot /bin/sh: %v: %s", err, out)
+	}
+}
+
+// extract writes a layer's folders, files and symbolic links under root.
+func extract(t *testing.T, layer []byte, root string) {
+	t.Helper()
+	tr := tar.NewReader(bytes.NewReader(layer))
+	for {
+		hdr, err := tr.Next()
+		if err == io.EOF {
+			return
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(root, hdr.Name)
+		switch hdr.Typeflag {
+		case tar.TypeDir:
+			err = os.MkdirAll(p, 0o755)
+		case tar.TypeSymlink:
+			err = os.Symlink(hdr.Linkname, p)
+		case tar.TypeLink:
+			err = os.Link(filepath.Join(root, hdr.Linkname), p)
+		default:
+			var b []byte
+			if b, err = io.ReadAll(tr); err == nil {
+				err = os.WriteFile(p, b, os.FileMode(hdr.Mode))
+			}
+		}
+		if err != nil {
+			t.Fatal(err)
 		}
 	}
 }
