@@ -195,16 +195,22 @@ func (s *SourceRewriter) chartTags(u, chart string) (string, []string) {
 		return p, s.tagsWhere(func(n reference.Named) bool { return reference.Path(n) == p+"/"+chart })
 	}
 	host, p, _ := strings.Cut(rest, "/")
-	switch host {
-	case "registry-1.docker.io", "index.docker.io":
-		host = "docker.io"
-	}
 	named, err := reference.ParseNormalizedNamed(host + "/" + p + "/" + chart)
 	if err != nil || p == "" {
 		return "", nil
 	}
 	path := strings.TrimSuffix(reference.Path(named), "/"+chart)
-	return path, s.tagsWhere(func(n reference.Named) bool { return n.Name() == named.Name() })
+	return path, s.tagsWhere(func(n reference.Named) bool { return hubName(n) == hubName(named) })
+}
+
+// hubName is a repository's name with Docker Hub's other host names
+// (registry-1.docker.io, as Helm charts name it) as docker.io.
+func hubName(n reference.Named) string {
+	d := reference.Domain(n)
+	if d == "registry-1.docker.io" || d == "index.docker.io" {
+		return "docker.io/" + reference.Path(n)
+	}
+	return n.Name()
 }
 
 // tagsWhere lists the tags of the carried images whose repository match

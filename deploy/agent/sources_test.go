@@ -143,6 +143,10 @@ func TestWebhookSources(t *testing.T) {
 			ensured = append(ensured, ns+"/"+name)
 			return nil
 		},
+		EnsureHelmRepository: func(_ context.Context, ns, url string) error {
+			ensured = append(ensured, ns+"/helm "+url)
+			return nil
+		},
 	}
 	srv := httptest.NewServer(wh)
 	defer srv.Close()
@@ -176,6 +180,14 @@ func TestWebhookSources(t *testing.T) {
 	r = review(cluster.ArgoGroup, "Application", `{"spec":{"source":{"repoURL":"https://github.com/org/fleet","targetRevision":"v9"}}}`)
 	if r.Allowed || r.Result.Code != http.StatusForbidden || !strings.Contains(r.Result.Message, `targetRevision "v9"`) {
 		t.Fatalf("Application at another revision: %+v", r.Result)
+	}
+	ensured = nil
+	r = review(cluster.ArgoGroup, "ApplicationSet", `{"spec":{"template":{"spec":{"sources":[{"repoURL":"ghcr.io/org/charts","chart":"web","targetRevision":"1.0.0","helm":{"valueFiles":["$values/v.yaml"]}},{"repoURL":"https://github.com/org/fleet","ref":"values"}]}}}}`)
+	if !r.Allowed || !strings.Contains(string(r.Patch), `"repoURL":"10.96.0.20:5000/org/charts"`) || !strings.Contains(string(r.Patch), fleetURL) {
+		t.Fatalf("ApplicationSet: allowed %v, patch %s", r.Allowed, r.Patch)
+	}
+	if strings.Join(ensured, ",") != "flux-system/git-creds,flux-system/helm 10.96.0.20:5000/org/charts" {
+		t.Errorf("secrets made for the ApplicationSet: %v", ensured)
 	}
 	r = review(cluster.FluxGroup, "Bucket", `{"spec":{"bucketName":"x"}}`)
 	if !r.Allowed || r.Patch != nil {
