@@ -71,6 +71,71 @@ func (s *SourceRewriter) generators(v any, depth int, res *Result) error {
 	return nil
 }
 
+// appProject lets an Argo CD AppProject that lists carried repositories
+// in spec.sourceRepos use their in-cluster copies: beside each git
+// repository a package carries, and each OCI Helm repository below which
+// it carries charts, the in-cluster URL the agent rewrites sources to is
+// added; the originals stay. Patterns other than exact URLs are left
+// alone.
+func (s *SourceRewriter) appProject(spec map[string]any, res *Result) error {
+	list, _ := spec["sourceRepos"].([]any)
+	have := map[string]bool{}
+	for _, v := range list {
+		if u, ok := v.(string); ok {
+			have[u] = true
+		}
+	}
+	out := list
+	add := func(u string) {
+		if !have[u] {
+			have[u] = true
+			out = append(out, u)
+			res.Changed = true
+		}
+	}
+	for _, v := range list {
+		u, _ := v.(string)
+		if strings.ContainsAny(u, "*?[{!") {
+			continue
+		}
+		if g, ok := s.carried(u); ok {
+			add(s.gitURL(g))
+		} else if path, ok := s.chartRepository(u); ok {
+			add(s.Registry + "/" + path)
+		}
+	}
+	if res.Changed {
+		spec["sourceRepos"] = out
+	}
+	return nil
+}
+
+// chartRepository finds the path in the registry of an OCI Helm
+// repository u (with or without its scheme) below which a package carries
+// an image (a chart).
+func (s *SourceRewriter) chartRepository(u string) (string, bool) {
+	if s.Registry == "" {
+		return "", false
+	}
+	rest := strings.TrimSuffix(strings.TrimPrefix(u, "oci://"), "/")
+	if !strings.Contains(rest, "/") || strings.HasPrefix(rest, s.Registry+"/") {
+		return "", false
+	}
+	// A name below it, as a chart's would be (a Docker Hub repository
+	// of one component alone would be read as library/<it>).
+	named, err := reference.ParseNormalizedNamed(rest + "/chart")
+	if err != nil {
+		return "", false
+	}
+	prefix := strings.TrimSuffix(hubName(named), "chart")
+	for key := range s.Images {
+		if n, err := reference.ParseNormalizedNamed(key); err == nil && strings.HasPrefix(hubName(n), prefix) {
+			return strings.TrimSuffix(reference.Path(named), "/chart"), true
+		}
+	}
+	return "", false
+}
+
 // appSources lists an Application spec's source and each of its sources.
 func appSources(spec map[string]any) []map[string]any {
 	var out []map[string]any

@@ -92,6 +92,11 @@ func TestArgoSources(t *testing.T) {
 		{name: "appset at another branch", kind: "ApplicationSet",
 			obj: `{"spec":{"template":{"spec":{"source":{"repoURL":"https://github.com/org/fleet","targetRevision":"dev"}}}}}`,
 			err: `ApplicationSet template: Application source https://github.com/org/fleet: targetRevision "dev" names a revision`},
+		{name: "project", kind: "AppProject",
+			obj:  `{"spec":{"sourceRepos":["https://github.com/org/fleet.git","ghcr.io/org/charts","oci://docker.io/bitnamicharts/","https://github.com/org/*","https://github.com/org/other"]}}`,
+			want: `{"spec":{"sourceRepos":["https://github.com/org/fleet.git","ghcr.io/org/charts","oci://docker.io/bitnamicharts/","https://github.com/org/*","https://github.com/org/other","` + fleetURL + `","` + chartRepo + `","10.96.0.20:5000/bitnamicharts"]}}`},
+		{name: "project of everything", kind: "AppProject",
+			obj: `{"spec":{"sourceRepos":["*"]}}`},
 		{name: "appset of nothing carried", kind: "ApplicationSet",
 			obj: `{"spec":{"template":{"spec":{"source":{"repoURL":"https://github.com/org/other"}}}}}`},
 	} {

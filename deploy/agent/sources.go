@@ -87,7 +87,7 @@ func (r *Result) addSecret(name string) {
 }
 
 // Rewrite changes obj (a decoded GitRepository, OCIRepository,
-// HelmRepository, Application or ApplicationSet) in place to use the
+// HelmRepository, Application, ApplicationSet or AppProject) in place to use the
 // carried copies, and says what it did.
 func (s *SourceRewriter) Rewrite(kind string, obj map[string]any) (Result, error) {
 	spec, _ := obj["spec"].(map[string]any)
@@ -107,6 +107,8 @@ func (s *SourceRewriter) Rewrite(kind string, obj map[string]any) (Result, error
 		err = s.helmRepository(spec, &res)
 	case "Application":
 		err = s.application(spec, &res)
+	case "AppProject":
+		err = s.appProject(spec, &res)
 	case "ApplicationSet":
 		err = s.applicationSet(spec, &res)
 		if err != nil {

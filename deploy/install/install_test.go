@@ -116,7 +116,7 @@ func TestAgentWebhookConfiguration(t *testing.T) {
 	if got := strings.Join(w.Webhooks[1].Rules[0].Resources, ","); got != "gitrepositories,ocirepositories,helmrepositories" {
 		t.Fatalf("Flux resources %s", got)
 	}
-	if r := w.Webhooks[1].Rules[1]; r.APIGroups[0] != "argoproj.io" || strings.Join(r.Resources, ",") != "applications,applicationsets" {
+	if r := w.Webhooks[1].Rules[1]; r.APIGroups[0] != "argoproj.io" || strings.Join(r.Resources, ",") != "applications,applicationsets,appprojects" {
 		t.Fatalf("Argo CD rule %+v", r.Rule)
 	}
 	sel := h.NamespaceSelector.MatchExpressions
