@@ -127,13 +127,8 @@ func (s *SourceRewriter) chartRepository(u string) (string, bool) {
 	if err != nil {
 		return "", false
 	}
-	prefix := strings.TrimSuffix(hubName(named), "chart")
-	for key := range s.Images {
-		if n, err := reference.ParseNormalizedNamed(key); err == nil && strings.HasPrefix(hubName(n), prefix) {
-			return strings.TrimSuffix(reference.Path(named), "/chart"), true
-		}
-	}
-	return "", false
+	path, ok := s.index().below[strings.TrimSuffix(hubName(named), "chart")]
+	return path, ok
 }
 
 // appSources lists an Application spec's source and each of its sources.
@@ -257,7 +252,7 @@ func (s *SourceRewriter) chartTags(u, chart string) (string, []string) {
 	rest = strings.TrimSuffix(rest, "/")
 	// Already rewritten: <registry>/<path>; compare registry paths.
 	if p, ok := strings.CutPrefix(rest, s.Registry+"/"); ok {
-		return p, s.tagsWhere(func(n reference.Named) bool { return reference.Path(n) == p+"/"+chart })
+		return p, slices.Clone(s.index().byPath[p+"/"+chart])
 	}
 	host, p, _ := strings.Cut(rest, "/")
 	named, err := reference.ParseNormalizedNamed(host + "/" + p + "/" + chart)
@@ -265,7 +260,7 @@ func (s *SourceRewriter) chartTags(u, chart string) (string, []string) {
 		return "", nil
 	}
 	path := strings.TrimSuffix(reference.Path(named), "/"+chart)
-	return path, s.tagsWhere(func(n reference.Named) bool { return hubName(n) == hubName(named) })
+	return path, slices.Clone(s.index().byName[hubName(named)])
 }
 
 // hubName is a repository's name with Docker Hub's other host names
@@ -278,20 +273,36 @@ func hubName(n reference.Named) string {
 	return n.Name()
 }
 
-// tagsWhere lists the tags of the carried images whose repository match
-// accepts.
-func (s *SourceRewriter) tagsWhere(match func(reference.Named) bool) []string {
-	var tags []string
-	for key := range s.Images {
-		named, err := reference.ParseNormalizedNamed(key)
-		if err != nil || !match(named) {
-			continue
+// chartIndex indexes the carried images for chart lookups, so that an
+// object with many sources costs one pass over the images.
+type chartIndex struct {
+	byName map[string][]string // hubName → tags ("" for by digest only)
+	byPath map[string][]string // path in the registry → tags
+	below  map[string]string   // hubName prefix ("ghcr.io/org/") → its path in the registry
+}
+
+// index builds the chart index on first use (Images do not change once a
+// SourceRewriter is in use).
+func (s *SourceRewriter) index() *chartIndex {
+	s.chartsOnce.Do(func() {
+		ix := &chartIndex{byName: map[string][]string{}, byPath: map[string][]string{}, below: map[string]string{}}
+		for key := range s.Images {
+			named, err := reference.ParseNormalizedNamed(key)
+			if err != nil {
+				continue
+			}
+			tag := ""
+			if t, ok := named.(reference.Tagged); ok {
+				tag = t.Tag()
+			}
+			name, path := hubName(named), reference.Path(named)
+			ix.byName[name] = append(ix.byName[name], tag)
+			ix.byPath[path] = append(ix.byPath[path], tag)
+			for i := strings.LastIndex(path, "/"); i > 0; i = strings.LastIndex(path[:i], "/") {
+				ix.below[strings.TrimSuffix(name, path[i:])+"/"] = path[:i]
+			}
 		}
-		if t, ok := named.(reference.Tagged); ok {
-			tags = append(tags, t.Tag())
-		} else {
-			tags = append(tags, "") // by digest only: carried, no version
-		}
-	}
-	return tags
+		s.charts = ix
+	})
+	return s.charts
 }

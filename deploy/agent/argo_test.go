@@ -3,8 +3,10 @@ package agent
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/opencontainers/go-digest"
 	corev1 "k8s.io/api/core/v1"
@@ -189,5 +191,36 @@ func TestHelmRepositoriesEnsure(t *testing.T) {
 	}
 	if err := (&HelmRepositories{Client: fake.NewClientset(), Namespace: "ferry"}).Ensure(ctx, "argocd", chartRepo); err == nil {
 		t.Error("made a Secret without the registry's account")
+	}
+}
+
+// An Application of as many chart sources as an admission review holds,
+// over many carried images, costs one pass over the images: a guard
+// against a lookup per source and image (seconds), far above the normal
+// figure (milliseconds).
+func TestArgoSourcesManyCharts(t *testing.T) {
+	s := testSources()
+	var imgs []artifact.Image
+	for i := range 5000 {
+		imgs = append(imgs, artifact.Image{Ref: fmt.Sprintf("ghcr.io/org%d/charts/web:1.0.%d", i%50, i), Digest: digest.FromString(fmt.Sprint(i))})
+	}
+	if err := s.Images.Add(&artifact.Config{Components: []artifact.Component{{Images: imgs}}}); err != nil {
+		t.Fatal(err)
+	}
+	var sources []any
+	for i := range 30000 {
+		sources = append(sources, map[string]any{"repoURL": fmt.Sprintf("ghcr.io/org%d/charts", i%60), "chart": "web", "targetRevision": "^1.0"})
+	}
+	obj := map[string]any{"spec": map[string]any{"sources": sources}}
+	if raw, _ := json.Marshal(obj); len(raw) > maxReviewSize {
+		t.Fatalf("%d bytes: more than a review holds", len(raw))
+	}
+	start := time.Now()
+	res, err := s.Rewrite("Application", obj)
+	if err != nil || !res.Changed || len(res.HelmRepositories) != 50 {
+		t.Fatalf("%v, %d repositories", err, len(res.HelmRepositories))
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("%s for %d sources", d, len(sources))
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/distribution/reference"
 
@@ -61,8 +62,11 @@ type SourceRewriter struct {
 	// Repositories are the carried repositories.
 	Repositories Repositories
 	// Images are the carried images (and OCI artifacts such as charts),
-	// for HelmRepository objects.
+	// for HelmRepository objects and Argo CD chart sources.
 	Images Images
+
+	chartsOnce sync.Once
+	charts     *chartIndex
 }
 
 // Result is what Rewrite did to a source and what the source now needs
