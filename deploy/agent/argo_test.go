@@ -21,7 +21,7 @@ const chartRepo = "10.96.0.20:5000/org/charts"
 
 // argoSources is testSources with charts carried at two versions, one of
 // them on Docker Hub.
-func argoSources(t *testing.T) *SourceRewriter {
+func argoSources(t testing.TB) *SourceRewriter {
 	t.Helper()
 	s := testSources()
 	if err := s.Images.Add(&artifact.Config{Components: []artifact.Component{{Images: []artifact.Image{
@@ -223,4 +223,37 @@ func TestArgoSourcesManyCharts(t *testing.T) {
 	if d := time.Since(start); d > 5*time.Second {
 		t.Fatalf("%s for %d sources", d, len(sources))
 	}
+}
+
+// Whatever an Argo CD or Flux object holds, Rewrite returns (never
+// panics), and admitting its result again changes nothing more.
+func FuzzRewrite(f *testing.F) {
+	for _, seed := range []string{
+		`{"spec":{"sources":[{"repoURL":"ghcr.io/org/charts","chart":"web","targetRevision":"1.0.0"},{"repoURL":"https://github.com/org/fleet","ref":"v"}]}}`,
+		`{"spec":{"generators":[{"matrix":{"generators":[{"git":{"repoURL":"git@github.com:org/fleet.git"}}]}}],"template":{"spec":{"source":{"repoURL":"{{u}}"}}}}}`,
+		`{"spec":{"sourceRepos":["https://github.com/org/fleet","oci://docker.io/bitnamicharts",7,null]}}`,
+		`{"spec":{"source":{"repoURL":5,"chart":["x"]},"sources":"no"}}`,
+		`{"spec":{"url":"https://github.com/org/fleet","ref":{"commit":3}}}`,
+	} {
+		for _, kind := range []string{"Application", "ApplicationSet", "AppProject", "GitRepository", "HelmRepository", "OCIRepository"} {
+			f.Add(kind, seed)
+		}
+	}
+	s := argoSources(f)
+	f.Fuzz(func(t *testing.T, kind, in string) {
+		var obj map[string]any
+		if json.Unmarshal([]byte(in), &obj) != nil {
+			return
+		}
+		if _, err := s.Rewrite(kind, obj); err != nil {
+			return
+		}
+		once, _ := json.Marshal(obj)
+		if _, err := s.Rewrite(kind, obj); err != nil {
+			t.Fatalf("its own result refused: %v\n%s", err, once)
+		}
+		if twice, _ := json.Marshal(obj); string(twice) != string(once) {
+			t.Fatalf("not idempotent:\n%s\n%s", once, twice)
+		}
+	})
 }
