@@ -88,6 +88,7 @@ Outside a Pod, --kubeconfig (or $KUBECONFIG) names the cluster.`,
 				EnsureSecret: func(ctx context.Context, ns, name string) error {
 					return (&agent.PullSecrets{Client: cs, Namespace: namespace, Name: name}).Ensure(ctx, ns)
 				},
+				EnsureHelmRepository: (&agent.HelmRepositories{Client: cs, Namespace: namespace}).Ensure,
 				Verifier: &agent.Verifier{Repository: func(ctx context.Context, path string) (agent.Repository, error) {
 					return registryRepository(ctx, cs, namespace, path)
 				}},

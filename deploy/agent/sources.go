@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/distribution/reference"
 
@@ -31,17 +32,20 @@ func (m Repositories) Add(cfg *artifact.Config) {
 }
 
 // SourceRewriter points GitOps sources that name a carried git repository
-// at the copies in the cluster: Flux GitRepository objects at the
-// in-cluster git server, Flux OCIRepository objects at the artifact in the
-// in-cluster registry (by digest), Argo CD Applications' git sources at
-// the git server, each pinned to the carried commit. A source that names
-// another revision of a carried repository is refused: nothing is
-// resolved by branch name in the cluster. Flux HelmRepository objects of
-// type oci whose URL holds carried OCI artifacts (charts carried as
+// at the copies in the cluster: Flux GitRepository objects and Argo CD
+// git sources (of Applications, ApplicationSet templates and git
+// generators) at the in-cluster git server, following the carried ref,
+// which the server moves to each package version's commit; Flux
+// OCIRepository objects at the artifact in the in-cluster registry (by
+// digest). A source that names another revision of a carried repository
+// is refused: nothing is resolved in the cluster but what a package
+// carries. Flux HelmRepository objects of type oci, and Argo CD Helm chart
+// sources, whose repository holds carried OCI artifacts (charts carried as
 // images, e.g. ghcr.io/org/charts/web:1.0.0 under oci://ghcr.io/org/charts)
 // are pointed at the same path in the in-cluster registry, where the
 // packages' push tagged them as they were tagged. Sources of repositories
-// no package carries pass unchanged.
+// no package carries, and ApplicationSet template expressions ({{...}}),
+// pass unchanged.
 type SourceRewriter struct {
 	// GitBase is the in-cluster git server's base URL, e.g.
 	// http://10.96.0.40; repositories are at GitBase/<key>.git.
@@ -58,29 +62,67 @@ type SourceRewriter struct {
 	// Repositories are the carried repositories.
 	Repositories Repositories
 	// Images are the carried images (and OCI artifacts such as charts),
-	// for HelmRepository objects.
+	// for HelmRepository objects and Argo CD chart sources.
 	Images Images
+
+	chartsOnce sync.Once
+	charts     *chartIndex
 }
 
-// Rewrite changes obj (a decoded GitRepository, OCIRepository or
-// Application) in place to use the carried copies; it reports whether it
-// changed anything and which Secrets the object now needs in its namespace.
-func (s *SourceRewriter) Rewrite(kind string, obj map[string]any) (changed bool, secrets []string, err error) {
+// Result is what Rewrite did to a source and what the source now needs
+// in its namespace.
+type Result struct {
+	// Changed says the object was changed.
+	Changed bool
+	// Secrets are the names of ferry's Secrets (GitSecret, ArgoSecret,
+	// PullSecret) the object now names, to copy into its namespace.
+	Secrets []string
+	// HelmRepositories are the in-cluster registry's OCI Helm
+	// repositories (<registry>/<path>, no scheme) an Argo CD object now
+	// names: each needs an Argo CD repository Secret (see
+	// HelmRepositories.Ensure).
+	HelmRepositories []string
+}
+
+func (r *Result) addSecret(name string) {
+	if !slices.Contains(r.Secrets, name) {
+		r.Secrets = append(r.Secrets, name)
+	}
+}
+
+// Rewrite changes obj (a decoded GitRepository, OCIRepository,
+// HelmRepository, Application, ApplicationSet or AppProject) in place to use the
+// carried copies, and says what it did.
+func (s *SourceRewriter) Rewrite(kind string, obj map[string]any) (Result, error) {
 	spec, _ := obj["spec"].(map[string]any)
 	if spec == nil {
-		return false, nil, nil
+		return Result{}, nil
 	}
+	var (
+		res Result
+		err error
+	)
 	switch kind {
 	case "GitRepository":
-		return s.gitRepository(spec)
+		err = s.gitRepository(spec, &res)
 	case "OCIRepository":
-		return s.ociRepository(spec)
-	case "Application":
-		return s.application(spec)
+		err = s.ociRepository(spec, &res)
 	case "HelmRepository":
-		return s.helmRepository(spec)
+		err = s.helmRepository(spec, &res)
+	case "Application":
+		err = s.application(spec, &res)
+	case "AppProject":
+		err = s.appProject(spec, &res)
+	case "ApplicationSet":
+		err = s.applicationSet(spec, &res)
+		if err != nil {
+			err = fmt.Errorf("ApplicationSet %w", err)
+		}
 	}
-	return false, nil, nil
+	if err != nil || !res.Changed {
+		return Result{}, err
+	}
+	return res, nil
 }
 
 // carried finds the repository a URL names, and whether it already points
@@ -106,28 +148,45 @@ func (s *SourceRewriter) inCluster(u string) (artifact.Repository, bool) {
 	return g, ok
 }
 
-func (s *SourceRewriter) gitRepository(spec map[string]any) (bool, []string, error) {
+// gitRepository points a Flux GitRepository at the git server. Its ref
+// becomes the carried branch or tag, which the git server moves when a
+// package carries the repository at a new commit (source-controller
+// fetches it at the next interval); a commit it names (the carried one)
+// stays, and a bare commit carried is pinned. On an already rewritten
+// URL, a commit the package no longer carries (a pin of an older version)
+// is dropped.
+func (s *SourceRewriter) gitRepository(spec map[string]any, res *Result) error {
 	u, _ := spec["url"].(string)
 	g, ok := s.carried(u)
+	rewritten := false
 	if !ok {
 		if g, ok = s.inCluster(u); !ok {
-			return false, nil, nil
+			return nil
 		}
+		rewritten = true
 	}
 	ref, _ := spec["ref"].(map[string]any)
-	if err := checkFluxRef(g, ref); err != nil {
-		return false, nil, fmt.Errorf("GitRepository %s: %w", u, err)
+	if c, _ := ref["commit"].(string); rewritten && c != g.Commit {
+		delete(ref, "commit")
 	}
-	want := map[string]any{"commit": g.Commit}
+	if err := checkFluxRef(g, ref); err != nil {
+		return fmt.Errorf("GitRepository %s: %w", u, err)
+	}
+	want := map[string]any{}
 	if b, ok := strings.CutPrefix(g.Ref, "refs/heads/"); ok {
 		want["branch"] = b
 	} else if t, ok := strings.CutPrefix(g.Ref, "refs/tags/"); ok {
 		want["tag"] = t
 	}
+	if c, _ := ref["commit"].(string); c != "" || len(want) == 0 {
+		want["commit"] = g.Commit
+	}
 	spec["url"], spec["ref"] = s.gitURL(g), want
 	spec["secretRef"] = map[string]any{"name": s.GitSecret}
 	delete(spec, "provider")
-	return true, []string{s.GitSecret}, nil
+	res.Changed = true
+	res.addSecret(s.GitSecret)
+	return nil
 }
 
 // checkFluxRef accepts a Flux source ref that names nothing, or the
@@ -158,11 +217,11 @@ func checkFluxRef(g artifact.Repository, ref map[string]any) error {
 	return nil
 }
 
-func (s *SourceRewriter) ociRepository(spec map[string]any) (bool, []string, error) {
+func (s *SourceRewriter) ociRepository(spec map[string]any, res *Result) error {
 	u, _ := spec["url"].(string)
 	rest, isOCI := strings.CutPrefix(u, "oci://")
 	if !isOCI {
-		return false, nil, nil
+		return nil
 	}
 	g, ok := s.carried(rest)
 	if !ok {
@@ -174,38 +233,40 @@ func (s *SourceRewriter) ociRepository(spec map[string]any) (bool, []string, err
 			}
 		}
 		if !ok {
-			return false, nil, nil
+			return nil
 		}
 	}
 	ref, _ := spec["ref"].(map[string]any)
 	if err := checkFluxRef(g, ref); err != nil {
-		return false, nil, fmt.Errorf("OCIRepository %s: %w", u, err)
+		return fmt.Errorf("OCIRepository %s: %w", u, err)
 	}
 	spec["ref"] = map[string]any{"digest": g.Digest.String()}
-	return s.toRegistry(spec, g.Path)
+	s.toRegistry(spec, g.Path, res)
+	return nil
 }
 
 // toRegistry points a Flux OCI source's spec at path in the in-cluster
 // registry: plain HTTP, no cloud provider's login, the registry's Secret.
-func (s *SourceRewriter) toRegistry(spec map[string]any, path string) (bool, []string, error) {
+func (s *SourceRewriter) toRegistry(spec map[string]any, path string, res *Result) {
 	spec["url"] = "oci://" + s.Registry + "/" + path
 	spec["insecure"] = true
 	spec["provider"] = "generic"
 	spec["secretRef"] = map[string]any{"name": s.PullSecret}
-	return true, []string{s.PullSecret}, nil
+	res.Changed = true
+	res.addSecret(s.PullSecret)
 }
 
 // helmRepository points an OCI HelmRepository at the in-cluster registry
 // when a carried image lies below its URL: Flux pulls <url>/<chart>:<version>,
 // which the packages' push put at the same path there.
-func (s *SourceRewriter) helmRepository(spec map[string]any) (bool, []string, error) {
+func (s *SourceRewriter) helmRepository(spec map[string]any, res *Result) error {
 	if t, _ := spec["type"].(string); t != "oci" {
-		return false, nil, nil
+		return nil
 	}
 	u, _ := spec["url"].(string)
 	rest, isOCI := strings.CutPrefix(u, "oci://")
 	if !isOCI || s.Registry == "" {
-		return false, nil, nil
+		return nil
 	}
 	rest = strings.TrimSuffix(rest, "/")
 	path, rewritten := strings.CutPrefix(rest, s.Registry+"/")
@@ -215,12 +276,13 @@ func (s *SourceRewriter) helmRepository(spec map[string]any) (bool, []string, er
 			host = "docker.io"
 		}
 		if p == "" || !s.carriesBelow(host+"/"+p, reference.Named.Name) {
-			return false, nil, nil
+			return nil
 		}
 		path = p
 	}
 	delete(spec, "certSecretRef")
-	return s.toRegistry(spec, path)
+	s.toRegistry(spec, path, res)
+	return nil
 }
 
 // carriesBelow reports whether a carried image's repository, as name
@@ -233,42 +295,4 @@ func (s *SourceRewriter) carriesBelow(prefix string, name func(reference.Named) 
 		}
 	}
 	return false
-}
-
-func (s *SourceRewriter) application(spec map[string]any) (bool, []string, error) {
-	var sources []map[string]any
-	if src, ok := spec["source"].(map[string]any); ok {
-		sources = append(sources, src)
-	}
-	if list, ok := spec["sources"].([]any); ok {
-		for _, v := range list {
-			if src, ok := v.(map[string]any); ok {
-				sources = append(sources, src)
-			}
-		}
-	}
-	changed := false
-	for _, src := range sources {
-		u, _ := src["repoURL"].(string)
-		if _, isChart := src["chart"]; isChart { // a Helm repository, not git
-			continue
-		}
-		g, ok := s.carried(u)
-		if !ok {
-			if g, ok = s.inCluster(u); !ok {
-				continue
-			}
-		}
-		rev, _ := src["targetRevision"].(string)
-		short := strings.TrimPrefix(strings.TrimPrefix(g.Ref, "refs/heads/"), "refs/tags/")
-		if !slices.Contains([]string{"", "HEAD", g.Ref, short, g.Commit}, rev) {
-			return false, nil, fmt.Errorf("Application source %s: targetRevision %q %w: it carries %s", u, rev, ErrSourceRef, g.Revision)
-		}
-		src["repoURL"], src["targetRevision"] = s.gitURL(g), g.Commit
-		changed = true
-	}
-	if !changed {
-		return false, nil, nil
-	}
-	return true, []string{s.ArgoSecret}, nil
 }

@@ -23,6 +23,7 @@ const (
 	fleetCommit = "0123456789abcdef0123456789abcdef01234567"
 	fleetBase   = "http://10.96.0.40"
 	fleetURL    = fleetBase + "/github.com/org/fleet.git"
+	oldCommit   = "89abcdef0123456789abcdef0123456789abcdef"
 )
 
 var fleetDigest = digest.FromString("fleet artifact")
@@ -63,11 +64,17 @@ func TestSourceRewriter(t *testing.T) {
 		kind, obj, want, secret, err string
 	}{
 		{"GitRepository", `{"spec":{"url":"https://github.com/org/fleet","interval":"1m"}}`,
-			`{"spec":{"interval":"1m","ref":{"branch":"main","commit":"` + fleetCommit + `"},"secretRef":{"name":"git-auth"},"url":"` + fleetURL + `"}}`, "git-auth", ""},
+			`{"spec":{"interval":"1m","ref":{"branch":"main"},"secretRef":{"name":"git-auth"},"url":"` + fleetURL + `"}}`, "git-auth", ""},
 		{"GitRepository", `{"spec":{"url":"ssh://git@github.com/org/fleet.git","ref":{"branch":"main"},"provider":"github","secretRef":{"name":"deploy-key"}}}`,
+			`{"spec":{"ref":{"branch":"main"},"secretRef":{"name":"git-auth"},"url":"` + fleetURL + `"}}`, "git-auth", ""},
+		{"GitRepository", `{"spec":{"url":"https://github.com/org/fleet","ref":{"commit":"` + fleetCommit + `"}}}`,
 			`{"spec":{"ref":{"branch":"main","commit":"` + fleetCommit + `"},"secretRef":{"name":"git-auth"},"url":"` + fleetURL + `"}}`, "git-auth", ""},
 		{"GitRepository", `{"spec":{"url":"` + fleetURL + `","ref":{"branch":"main","commit":"` + fleetCommit + `"},"secretRef":{"name":"git-auth"}}}`,
 			`{"spec":{"ref":{"branch":"main","commit":"` + fleetCommit + `"},"secretRef":{"name":"git-auth"},"url":"` + fleetURL + `"}}`, "git-auth", ""},
+		// Pinned by an older package version: follows the branch again.
+		{"GitRepository", `{"spec":{"url":"` + fleetURL + `","ref":{"branch":"main","commit":"` + oldCommit + `"},"secretRef":{"name":"git-auth"}}}`,
+			`{"spec":{"ref":{"branch":"main"},"secretRef":{"name":"git-auth"},"url":"` + fleetURL + `"}}`, "git-auth", ""},
+		{"GitRepository", `{"spec":{"url":"https://github.com/org/fleet","ref":{"commit":"` + oldCommit + `"}}}`, "", "", `ref commit "` + oldCommit + `" names a revision`},
 		{"GitRepository", `{"spec":{"url":"git@github.com:org/fleet.git","ref":{"branch":"dev"}}}`, "", "", `ref branch "dev" names a revision`},
 		{"GitRepository", `{"spec":{"url":"https://github.com/org/fleet","ref":{"semver":">=1.0"}}}`, "", "", `ref semver ">=1.0" names a revision`},
 		{"GitRepository", `{"spec":{"url":"https://github.com/org/other"}}`, "", "", ""},
@@ -77,9 +84,14 @@ func TestSourceRewriter(t *testing.T) {
 			`{"spec":{"insecure":true,"provider":"generic","ref":{"digest":"` + fleetDigest.String() + `"},"secretRef":{"name":"pull"},"url":"oci://10.96.0.20:5000/org/fleet"}}`, "pull", ""},
 		{"OCIRepository", `{"spec":{"url":"oci://github.com/org/fleet","ref":{"tag":"latest"}}}`, "", "", `ref tag "latest" names a revision`},
 		{"Application", `{"spec":{"source":{"repoURL":"https://github.com/org/fleet.git","path":"apps","targetRevision":"main"},"destination":{"namespace":"web"}}}`,
-			`{"spec":{"destination":{"namespace":"web"},"source":{"path":"apps","repoURL":"` + fleetURL + `","targetRevision":"` + fleetCommit + `"}}}`, "git-creds", ""},
+			`{"spec":{"destination":{"namespace":"web"},"source":{"path":"apps","repoURL":"` + fleetURL + `","targetRevision":"main"}}}`, "git-creds", ""},
 		{"Application", `{"spec":{"sources":[{"repoURL":"https://charts.example","chart":"x","targetRevision":"1.0"},{"repoURL":"git@github.com:org/fleet","targetRevision":"HEAD"}]}}`,
-			`{"spec":{"sources":[{"chart":"x","repoURL":"https://charts.example","targetRevision":"1.0"},{"repoURL":"` + fleetURL + `","targetRevision":"` + fleetCommit + `"}]}}`, "git-creds", ""},
+			`{"spec":{"sources":[{"chart":"x","repoURL":"https://charts.example","targetRevision":"1.0"},{"repoURL":"` + fleetURL + `","targetRevision":"main"}]}}`, "git-creds", ""},
+		{"Application", `{"spec":{"source":{"repoURL":"https://github.com/org/fleet","targetRevision":"` + fleetCommit + `"}}}`,
+			`{"spec":{"source":{"repoURL":"` + fleetURL + `","targetRevision":"` + fleetCommit + `"}}}`, "git-creds", ""},
+		{"Application", `{"spec":{"source":{"repoURL":"` + fleetURL + `","targetRevision":"` + oldCommit + `"}}}`,
+			`{"spec":{"source":{"repoURL":"` + fleetURL + `","targetRevision":"main"}}}`, "git-creds", ""},
+		{"Application", `{"spec":{"source":{"repoURL":"https://github.com/org/fleet","targetRevision":"` + oldCommit + `"}}}`, "", "", `targetRevision "` + oldCommit + `" names a revision`},
 		{"Application", `{"spec":{"source":{"repoURL":"https://github.com/org/fleet","targetRevision":"v2"}}}`, "", "", `targetRevision "v2" names a revision`},
 		{"HelmRepository", `{"spec":{"type":"oci","url":"oci://ghcr.io/org/charts","interval":"10m","certSecretRef":{"name":"ca"}}}`,
 			`{"spec":{"insecure":true,"interval":"10m","provider":"generic","secretRef":{"name":"pull"},"type":"oci","url":"oci://10.96.0.20:5000/org/charts"}}`, "pull", ""},
@@ -95,7 +107,8 @@ func TestSourceRewriter(t *testing.T) {
 		{"HelmChart", `{"spec":{"chart":"web","version":"1.0.0","sourceRef":{"kind":"HelmRepository","name":"charts"}}}`, "", "", ""},
 	} {
 		obj := spec(t, tt.obj)
-		changed, secrets, err := s.Rewrite(tt.kind, obj)
+		res, err := s.Rewrite(tt.kind, obj)
+		changed, secrets := res.Changed, res.Secrets
 		switch {
 		case tt.err != "":
 			if !errors.Is(err, ErrSourceRef) || !strings.Contains(err.Error(), tt.err) || !strings.Contains(err.Error(), "main@sha1:"+fleetCommit) {
@@ -128,6 +141,10 @@ func TestWebhookSources(t *testing.T) {
 		Sources:  func(context.Context) (*SourceRewriter, error) { return testSources(), nil },
 		EnsureSecret: func(_ context.Context, ns, name string) error {
 			ensured = append(ensured, ns+"/"+name)
+			return nil
+		},
+		EnsureHelmRepository: func(_ context.Context, ns, url string) error {
+			ensured = append(ensured, ns+"/helm "+url)
 			return nil
 		},
 	}
@@ -163,6 +180,14 @@ func TestWebhookSources(t *testing.T) {
 	r = review(cluster.ArgoGroup, "Application", `{"spec":{"source":{"repoURL":"https://github.com/org/fleet","targetRevision":"v9"}}}`)
 	if r.Allowed || r.Result.Code != http.StatusForbidden || !strings.Contains(r.Result.Message, `targetRevision "v9"`) {
 		t.Fatalf("Application at another revision: %+v", r.Result)
+	}
+	ensured = nil
+	r = review(cluster.ArgoGroup, "ApplicationSet", `{"spec":{"template":{"spec":{"sources":[{"repoURL":"ghcr.io/org/charts","chart":"web","targetRevision":"1.0.0","helm":{"valueFiles":["$values/v.yaml"]}},{"repoURL":"https://github.com/org/fleet","ref":"values"}]}}}}`)
+	if !r.Allowed || !strings.Contains(string(r.Patch), `"repoURL":"10.96.0.20:5000/org/charts"`) || !strings.Contains(string(r.Patch), fleetURL) {
+		t.Fatalf("ApplicationSet: allowed %v, patch %s", r.Allowed, r.Patch)
+	}
+	if strings.Join(ensured, ",") != "flux-system/git-creds,flux-system/helm 10.96.0.20:5000/org/charts" {
+		t.Errorf("secrets made for the ApplicationSet: %v", ensured)
 	}
 	r = review(cluster.FluxGroup, "Bucket", `{"spec":{"bucketName":"x"}}`)
 	if !r.Allowed || r.Patch != nil {

@@ -43,11 +43,15 @@ type Webhook struct {
 	// namespace, namespaces labelled to be ignored).
 	Ignore func(namespace string) bool
 	// Sources, if set, returns the rewriter of GitOps sources (Flux
-	// GitRepository and OCIRepository, Argo CD Application) over the git
-	// repositories deployed packages carry; EnsureSecret, if set, makes
-	// sure a Secret a rewritten source now names exists in its namespace.
-	Sources      func(context.Context) (*SourceRewriter, error)
-	EnsureSecret func(ctx context.Context, namespace, name string) error
+	// GitRepository, OCIRepository and HelmRepository, Argo CD Application
+	// and ApplicationSet) over what deployed packages carry; EnsureSecret,
+	// if set, makes sure a Secret of ferry's a rewritten source now names
+	// exists in its namespace (Result.Secrets); EnsureHelmRepository, if
+	// set, that an Argo CD repository Secret for an in-cluster OCI Helm
+	// repository does (Result.HelmRepositories).
+	Sources              func(context.Context) (*SourceRewriter, error)
+	EnsureSecret         func(ctx context.Context, namespace, name string) error
+	EnsureHelmRepository func(ctx context.Context, namespace, url string) error
 	// Verifier checks the images a signature policy covers (see
 	// Rewriter.Checks) before the Pod is admitted; a Pod with such an
 	// image is refused when it is nil.
@@ -206,17 +210,28 @@ func (h *Webhook) reviewSource(ctx context.Context, req *admissionv1.AdmissionRe
 	if err != nil {
 		return refuse(http.StatusInternalServerError, err)
 	}
-	changed, secrets, err := s.Rewrite(req.Kind.Kind, obj)
+	res, err := s.Rewrite(req.Kind.Kind, obj)
 	if err != nil {
 		return refuse(http.StatusForbidden, err)
 	}
-	if !changed {
+	if !res.Changed {
 		return &admissionv1.AdmissionResponse{Allowed: true}
 	}
-	if h.EnsureSecret != nil && (req.DryRun == nil || !*req.DryRun) {
-		for _, name := range secrets {
+	if req.DryRun == nil || !*req.DryRun {
+		for _, name := range res.Secrets {
+			if h.EnsureSecret == nil {
+				break
+			}
 			if err := h.EnsureSecret(ctx, req.Namespace, name); err != nil {
 				return refuse(http.StatusInternalServerError, fmt.Errorf("secret %s: %w", name, err))
+			}
+		}
+		for _, url := range res.HelmRepositories {
+			if h.EnsureHelmRepository == nil {
+				break
+			}
+			if err := h.EnsureHelmRepository(ctx, req.Namespace, url); err != nil {
+				return refuse(http.StatusInternalServerError, fmt.Errorf("Argo CD repository %s: %w", url, err))
 			}
 		}
 	}

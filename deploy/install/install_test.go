@@ -116,6 +116,9 @@ func TestAgentWebhookConfiguration(t *testing.T) {
 	if got := strings.Join(w.Webhooks[1].Rules[0].Resources, ","); got != "gitrepositories,ocirepositories,helmrepositories" {
 		t.Fatalf("Flux resources %s", got)
 	}
+	if r := w.Webhooks[1].Rules[1]; r.APIGroups[0] != "argoproj.io" || strings.Join(r.Resources, ",") != "applications,applicationsets,appprojects" {
+		t.Fatalf("Argo CD rule %+v", r.Rule)
+	}
 	sel := h.NamespaceSelector.MatchExpressions
 	if len(sel) != 2 || strings.Join(sel[0].Values, ",") != "ferry,kube-system" || sel[1].Key != IgnoreLabel || sel[1].Values[0] != IgnoreValue {
 		t.Fatalf("namespace selector %+v", sel)

@@ -49,7 +49,7 @@ func webhookConfiguration(ns string, caBundle []byte, owner []metav1.OwnerRefere
 			// the in-cluster copies (SourceRewriter). Status updates (Argo
 			// CD writes status into the object) do not wait for the agent.
 			mutatingWebhook(ns, caBundle, "sources.agent.ferry.dev", "creates-or-changes-spec", sourcesMatchExpression,
-				rule(cluster.FluxGroup, "*", "gitrepositories", "ocirepositories", "helmrepositories"), rule(cluster.ArgoGroup, "*", "applications")),
+				rule(cluster.FluxGroup, "*", "gitrepositories", "ocirepositories", "helmrepositories"), rule(cluster.ArgoGroup, "*", "applications", "applicationsets", "appprojects")),
 		},
 	}
 }
