@@ -160,7 +160,7 @@ func TestFlux(t *testing.T) {
 		want, got string
 	}{
 		{obj: gitRepo, path: []string{"spec", "url"}, want: installed.Git + "/" + carried.Key + ".git"},
-		{obj: gitRepo, path: []string{"spec", "ref", "commit"}, want: carried.Commit},
+		{obj: gitRepo, path: []string{"spec", "ref", "branch"}, want: "main"},
 		{obj: ociRepo, path: []string{"spec", "url"}, want: "oci://" + registry + "/" + carried.Path},
 		{obj: ociRepo, path: []string{"spec", "ref", "digest"}, want: carried.Digest.String()},
 		{obj: ociRepo, path: []string{"spec", "secretRef", "name"}, want: install.SourceRegistrySecretName},

@@ -159,8 +159,13 @@ components:
 	if u, _, _ := unstructured.NestedString(got.Object, "spec", "url"); u != repoURL {
 		t.Errorf("GitRepository url %q, want %q", u, repoURL)
 	}
-	if cm, _, _ := unstructured.NestedString(got.Object, "spec", "ref", "commit"); cm != commit {
-		t.Errorf("GitRepository ref.commit %q, want %s", cm, commit)
+	// It follows the carried ref, which the git server moves with the
+	// deployed package (main at the carried commit).
+	if cm, _, _ := unstructured.NestedString(got.Object, "spec", "ref", "commit"); cm != "" {
+		t.Errorf("GitRepository ref.commit %q, want none (the carried ref)", cm)
+	}
+	if br, _, _ := unstructured.NestedString(got.Object, "spec", "ref", "branch"); br != "main" {
+		t.Errorf("GitRepository ref.branch %q, want main", br)
 	}
 	if s, _, _ := unstructured.NestedString(got.Object, "spec", "secretRef", "name"); s != install.GitSecretName {
 		t.Errorf("GitRepository secretRef %q", s)
@@ -194,8 +199,8 @@ components:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rev, _, _ := unstructured.NestedString(got.Object, "spec", "source", "targetRevision"); rev != commit {
-		t.Errorf("Application targetRevision %q, want %s", rev, commit)
+	if rev, _, _ := unstructured.NestedString(got.Object, "spec", "source", "targetRevision"); rev != "main" {
+		t.Errorf("Application targetRevision %q, want main (the carried ref)", rev)
 	}
 	creds, err := c.Client.CoreV1().Secrets(ns).Get(ctx, install.GitCredsSecretName, metav1.GetOptions{})
 	if err != nil || creds.Labels[install.ArgoSecretTypeLabel] != "repo-creds" || string(creds.Data["url"]) != installed.Git+"/" {
