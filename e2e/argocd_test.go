@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 
 	"github.com/ferrypkg/ferry/artifact"
@@ -148,15 +149,15 @@ func TestArgoCD(t *testing.T) {
 		want string
 	}{
 		{apps["plain"], []any{"spec", "source", "repoURL"}, gitURL},
-		{apps["plain"], []any{"spec", "source", "targetRevision"}, carried.Commit},
+		{apps["plain"], []any{"spec", "source", "targetRevision"}, "main"},
 		{apps["kustomize"], []any{"spec", "source", "repoURL"}, gitURL},
 		{apps["chart"], []any{"spec", "source", "repoURL"}, chartURL},
 		{apps["chart"], []any{"spec", "source", "targetRevision"}, "1.0.0"},
 		{apps["multi"], []any{"spec", "sources", 0, "repoURL"}, chartURL},
 		{apps["multi"], []any{"spec", "sources", 1, "repoURL"}, gitURL},
-		{apps["multi"], []any{"spec", "sources", 1, "targetRevision"}, carried.Commit},
+		{apps["multi"], []any{"spec", "sources", 1, "targetRevision"}, "main"},
 		{set, []any{"spec", "template", "spec", "source", "repoURL"}, gitURL},
-		{set, []any{"spec", "template", "spec", "source", "targetRevision"}, carried.Commit},
+		{set, []any{"spec", "template", "spec", "source", "targetRevision"}, "main"},
 	} {
 		if got := argoField(f.obj.Object, f.path...); got != f.want {
 			t.Errorf("%s %s: %s = %q, want %q", f.obj.GetKind(), f.obj.GetName(), argoPath(f.path), got, f.want)
@@ -218,6 +219,20 @@ func TestArgoCD(t *testing.T) {
 	next := fleet2.Config().Components[0].Repositories[0].Commit
 	if next == carried.Commit {
 		t.Fatalf("1.1.0 carries the same commit %s", next)
+	}
+	// The sources follow main, which the git server now leads to 1.1.0's
+	// commit; Argo CD sees it at its next refresh (up to its 3-minute
+	// reconciliation plus its 3-minute revision cache), or at once on a
+	// hard refresh, as a user asks for one.
+	list, err := dyn.Resource(argoAppsGVR).Namespace(argoNamespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, app := range list.Items {
+		patch := []byte(`{"metadata":{"annotations":{"argocd.argoproj.io/refresh":"hard"}}}`)
+		if _, err := dyn.Resource(argoAppsGVR).Namespace(argoNamespace).Patch(ctx, app.GetName(), types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	for name, revs := range map[string][]string{
 		"plain": {next}, "kustomize": {next}, "multi": {"1.0.0", next}, "set-one": {next}, "set-two": {next},
