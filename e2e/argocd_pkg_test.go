@@ -55,12 +55,6 @@ var argoCommands = []string{"argocd", "argocd-server", "argocd-repo-server", "ar
 // test is skipped, or fails under FERRY_REQUIRE_ARGOCD=1 (make e2e-argocd).
 func argoCache(t *testing.T) string {
 	t.Helper()
-	// Until TestArgoCD has passed on the e2e cluster, `make e2e` leaves it
-	// to `make e2e-argocd` (which sets FERRY_REQUIRE_ARGOCD=1) even where
-	// Argo CD's build is cached.
-	if os.Getenv("FERRY_REQUIRE_ARGOCD") != "1" {
-		t.Skip("Argo CD's tests run with `make e2e-argocd` (FERRY_REQUIRE_ARGOCD=1)")
-	}
 	dir := os.Getenv("FERRY_E2E_CACHE")
 	if dir == "" {
 		if home, err := os.UserCacheDir(); err == nil {
