@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -45,6 +46,7 @@ type spaceGuard struct {
 	driver   storagedriver.StorageDriver // removes refused upload sessions
 	access   auth.AccessController       // nil: anonymous access
 	inFlight atomic.Int64                // bytes accepted uploads have yet to write
+	stall    time.Duration               // 0: UploadStall
 }
 
 // StorageReserve is the room a write must leave free on filesystem
@@ -68,12 +70,16 @@ func (g *spaceGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	need := max(r.ContentLength, 0)
+	reserved := false
 	if u, err := diskspace.Of(g.root); err == nil {
 		floor := StorageReserve(u.Total)
 		if need == 0 {
 			floor /= 2 // a commit or a session opened: room for links
 		}
-		if u.Free-g.inFlight.Load()-need < floor && g.authorized(r, name) {
+		switch {
+		case g.reserve(u.Free, floor, need):
+			reserved = need > 0
+		case g.authorized(r, name):
 			what := "push refused"
 			if need > 0 {
 				kind := "blob"
@@ -85,12 +91,16 @@ func (g *spaceGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			g.refuse(w, u, what)
 			return
 		}
+		// Not authorized: distribution answers it, and it holds no room.
 	}
-	if need > 0 && r.Body != nil {
-		g.inFlight.Add(need)
-		body := &countedBody{ReadCloser: r.Body, left: need, inFlight: &g.inFlight}
+	if reserved && r.Body != nil {
+		body := &countedBody{ReadCloser: r.Body, left: need, inFlight: &g.inFlight,
+			rc: http.NewResponseController(w), stall: cmp.Or(g.stall, UploadStall)}
+		body.extend()
 		defer body.release()
 		r.Body = body
+	} else if reserved {
+		g.inFlight.Add(-need)
 	}
 	sw := &spaceWriter{ResponseWriter: w, root: g.root}
 	g.next.ServeHTTP(sw, r)
@@ -110,6 +120,29 @@ func (g *spaceGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	g.refuse(w, u, what)
+}
+
+// UploadStall is how long an upload that holds reserved room may go
+// without sending a byte before its connection is closed and the room
+// given back: the server has no read timeout (a push of many GiB is
+// slow), and a client that declared a Content-Length and then stopped
+// would otherwise hold that room, and refuse every other push, for as long
+// as it kept the connection open.
+const UploadStall = time.Minute
+
+// reserve counts need bytes in flight when storage has room for them
+// above floor, besides what accepted uploads have yet to write; the check
+// and the count are one step, so that uploads at once cannot overcommit.
+func (g *spaceGuard) reserve(free, floor, need int64) bool {
+	for {
+		cur := g.inFlight.Load()
+		if need > free-cur-floor {
+			return false
+		}
+		if need == 0 || g.inFlight.CompareAndSwap(cur, cur+need) {
+			return true
+		}
+	}
 }
 
 // storageWrite says whether r writes to storage (an upload's POST, PATCH or
@@ -204,17 +237,35 @@ type countedBody struct {
 	io.ReadCloser
 	left     int64
 	inFlight *atomic.Int64
+	rc       *http.ResponseController
+	stall    time.Duration
 }
 
 func (b *countedBody) took(n int) {
 	d := min(int64(n), b.left)
 	b.left -= d
 	b.inFlight.Add(-d)
+	if n > 0 {
+		b.extend()
+	}
+}
+
+// extend moves the connection's read deadline to a stall from now while
+// the body has bytes to come, and clears it once it has none.
+func (b *countedBody) extend() {
+	if b.left > 0 {
+		_ = b.rc.SetReadDeadline(time.Now().Add(b.stall))
+	} else {
+		_ = b.rc.SetReadDeadline(time.Time{})
+	}
 }
 
 func (b *countedBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
 	b.took(n)
+	if err != nil {
+		_ = b.rc.SetReadDeadline(time.Time{})
+	}
 	return n, err
 }
 
@@ -229,6 +280,7 @@ func (b *countedBody) WriteTo(w io.Writer) (int64, error) {
 func (b *countedBody) release() {
 	b.inFlight.Add(-b.left)
 	b.left = 0
+	_ = b.rc.SetReadDeadline(time.Time{})
 }
 
 type countingWriter struct {
