@@ -85,14 +85,31 @@ func (t trust) cas() []*x509.Certificate {
 	return parseBundle(append(all, t.configMap...))
 }
 
+// bundleHolds says whether PEM bundle b holds c, wherever in it: a bundle
+// is read for at most maxBundle CAs, and others' CAs before c must not
+// hide it (the Rotator would write the bundle back unchanged and look
+// again at once, for ever). Bounded by the object's size; nothing parsed.
+func bundleHolds(b []byte, c *x509.Certificate) bool {
+	for {
+		var block *pem.Block
+		block, b = pem.Decode(b)
+		if block == nil {
+			return false
+		}
+		if block.Type == "CERTIFICATE" && bytes.Equal(block.Bytes, c.Raw) {
+			return true
+		}
+	}
+}
+
 // trusts says whether every place that exists holds ca (and one does).
 func (t trust) trusts(ca *x509.Certificate) bool {
 	for _, b := range t.webhooks {
-		if !holds(parseBundle(b), ca) {
+		if !bundleHolds(b, ca) {
 			return false
 		}
 	}
-	if t.hasCM && !holds(parseBundle(t.configMap), ca) {
+	if t.hasCM && !bundleHolds(t.configMap, ca) {
 		return false
 	}
 	return t.hasWebhook || t.hasCM
