@@ -257,3 +257,24 @@ func FuzzRewrite(f *testing.F) {
 		}
 	})
 }
+
+// A refusal does not repeat the password a source's URL carries: the
+// agent's answer goes to the API server, its audit log and Argo CD's
+// events, not only to the one who wrote it.
+func TestArgoRefusalRedactsURL(t *testing.T) {
+	s := argoSources(t)
+	for _, src := range []string{
+		`{"repoURL":"https://user:s3cret@github.com/org/fleet.git","targetRevision":"nope"}`,
+		`{"repoURL":"oci://user:s3cret@ghcr.io/org/charts","chart":"web","targetRevision":"9.9.9"}`,
+		`{"repoURL":"user:s3cret@ghcr.io/org/charts","chart":"web","targetRevision":"9.9.9"}`,
+	} {
+		_, err := s.Rewrite("Application", spec(t, `{"spec":{"source":`+src+`}}`))
+		if err == nil {
+			t.Logf("%s: admitted", src)
+			continue
+		}
+		if strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("refusal repeats the password: %v", err)
+		}
+	}
+}
