@@ -62,6 +62,9 @@ func ReadBase(ctx context.Context, since string) (*Base, error) {
 		return nil, fmt.Errorf("%s: neither a backup nor a receipt", since)
 	}
 	if first[0] == '{' {
+		if fi, err := f.Stat(); err == nil && fi.Size() > artifact.MaxReceiptSize {
+			return nil, fmt.Errorf("%s: receipt is %d bytes, more than %d", since, fi.Size(), artifact.MaxReceiptSize)
+		}
 		data, err := io.ReadAll(io.LimitReader(io.MultiReader(bytes.NewReader(first[:]), f), artifact.MaxReceiptSize+1))
 		if err != nil {
 			return nil, err
