@@ -24,6 +24,7 @@ var advice = []cli.Advice{
 	cli.AdviseIs(deploy.ErrNoKeyToMigrate, "pass --key, the public keys it is signed with"),
 	cli.AdviseIs(cluster.ErrNotSetUp, "run `ferry init` of this version"),
 	cli.AdviseIs(reach.ErrNoRegistry, "run `ferry init`"),
+	cli.AdviseIs(cluster.ErrUnreadableRecord, "mend the ConfigMap ferry-version in ferry's namespace, or pass --allow-downgrade to run over it"),
 	{Is: func(err error) bool {
 		var de *cluster.DowngradeError
 		return errors.As(err, &de)

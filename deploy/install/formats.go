@@ -50,9 +50,11 @@ func (in *Init) readFormats(ctx context.Context, ns string) (formats, error) {
 	cm, err := in.Client.CoreV1().ConfigMaps(ns).Get(ctx, cluster.VersionName, metav1.GetOptions{})
 	switch {
 	case err == nil:
-		if f.setup, err = cluster.SetupFromData(cm.Data); err != nil {
+		if f.setup, err = cluster.SetupFromData(cm.Data); err != nil && !in.AllowDowngrade {
 			return f, err
 		}
+		// Unreadable and allowed: its formats unknown, who set the
+		// cluster up too; init records itself over it.
 		f.recorded = true
 	case !apierrors.IsNotFound(err):
 		return f, fmt.Errorf("read ConfigMap %s: %w", cluster.VersionName, err)

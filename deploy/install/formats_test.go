@@ -292,6 +292,10 @@ func TestInitRecordsFormats(t *testing.T) {
 		{name: "init by a newer ferry", objects: []runtime.Object{recorded(cluster.Setup{SetUpBy: running, LastInit: newer})}, wantErr: cluster.ErrDowngrade},
 		{name: "downgrade allowed", objects: []runtime.Object{recorded(cluster.Setup{SetUpBy: newer, LastInit: newer})}, allow: true, wantSetUp: newer},
 		{name: "unreadable record", objects: []runtime.Object{&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: cluster.VersionName, Namespace: "ferry"}, Data: map[string]string{"generation": "two"}}}, wantErr: errors.New("generation")},
+		// Garbled by someone who may write the namespace: --allow-downgrade
+		// gets past it too (it may be a newer ferry's), and init records
+		// itself over it, who set the cluster up unknown.
+		{name: "unreadable record, downgrade allowed", objects: []runtime.Object{&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: cluster.VersionName, Namespace: "ferry"}, Data: map[string]string{"generation": "99999999999999999999", "setUpVersion": "v1"}}}, allow: true, wantSetUp: cluster.Ferry{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cs := fake.NewClientset(tc.objects...)

@@ -84,7 +84,7 @@ func SetupFromData(data map[string]string) (Setup, error) {
 		}
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 0 || n > 1_000_000 {
-			return 0, fmt.Errorf("ConfigMap %s: %s %.40q is not a format generation", VersionName, key, v)
+			return 0, fmt.Errorf("ConfigMap %s: %s %.40q is not a format generation: %w", VersionName, key, v, ErrUnreadableRecord)
 		}
 		return n, nil
 	}
@@ -116,6 +116,11 @@ func printable(v string) string {
 	}
 	return v
 }
+
+// ErrUnreadableRecord means the VersionName ConfigMap's generations are
+// not numbers ferry writes: garbled, or written by a ferry of another
+// record format; the cluster's formats are unknown.
+var ErrUnreadableRecord = errors.New("the record is unreadable")
 
 // ErrDowngrade means a ferry older than the cluster's formats was asked to
 // write them (see DowngradeError).
