@@ -71,7 +71,9 @@ func (g *spaceGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	need := max(r.ContentLength, 0)
 	reserved := false
-	if u, err := diskspace.Of(g.root); err == nil {
+	// A file system that reports no size (some FUSE and virtual ones)
+	// cannot be guarded: writes go to distribution as they come.
+	if u, err := diskspace.Of(g.root); err == nil && u.Total > 0 {
 		floor := StorageReserve(u.Total)
 		if need == 0 {
 			floor /= 2 // a commit or a session opened: room for links
@@ -212,7 +214,7 @@ type spaceWriter struct {
 
 func (s *spaceWriter) WriteHeader(code int) {
 	if code >= 500 && !s.full {
-		if u, err := diskspace.Of(s.root); err == nil && u.Free < StorageReserve(u.Total) {
+		if u, err := diskspace.Of(s.root); err == nil && u.Total > 0 && u.Free < StorageReserve(u.Total) {
 			s.full = true
 			return
 		}

@@ -8,6 +8,7 @@ package diskspace
 import (
 	"errors"
 	"fmt"
+	"math"
 	"path/filepath"
 	"syscall"
 
@@ -38,8 +39,24 @@ func Of(path string) (Usage, error) {
 		}
 		p = parent
 	}
-	bs := int64(st.Bsize) //nolint:unconvert // int32 on some platforms
-	return Usage{Free: int64(st.Bavail) * bs, Total: int64(st.Blocks) * bs}, nil
+	return usage(&st), nil
+}
+
+// usage is st's room in bytes: block counts times the block size, held to
+// [0, MaxInt64] (a file system may say "unlimited" as 2^64-1 blocks).
+func usage(st *unix.Statfs_t) Usage {
+	bs := int64(st.Bsize)                                                                     //nolint:unconvert // int32 on some platforms
+	return Usage{Free: bytesOf(uint64(st.Bavail), bs), Total: bytesOf(uint64(st.Blocks), bs)} //nolint:unconvert // int64 on some platforms
+}
+
+func bytesOf(blocks uint64, bs int64) int64 {
+	if bs <= 0 {
+		return 0
+	}
+	if blocks > uint64(math.MaxInt64/bs) {
+		return math.MaxInt64
+	}
+	return int64(blocks) * bs
 }
 
 // IsFull reports whether err is, or wraps, a write refused for want of
