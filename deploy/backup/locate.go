@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/ferrypkg/ferry/artifact"
+	"github.com/ferrypkg/ferry/internal/scratch"
 	"github.com/ferrypkg/ferry/registry"
 )
 
@@ -95,15 +96,13 @@ func openRegularFile(path string) (*os.File, error) {
 	return os.Open(path)
 }
 
-// LocalFiles are the backups as files: s3:// ones downloaded to temporary
-// files, which cleanup removes; files must be regular.
+// LocalFiles are the backups as files: s3:// ones downloaded into a
+// scratch folder (internal/scratch) held until cleanup removes it, so that
+// a ferry killed meanwhile leaves nothing the next one does not remove;
+// files must be regular.
 func LocalFiles(ctx context.Context, args []string) ([]string, func(), error) {
-	var temps []string
-	cleanup := func() {
-		for _, t := range temps {
-			_ = os.Remove(t)
-		}
-	}
+	var dir *scratch.Dir
+	cleanup := func() { _ = dir.Remove() }
 	var out []string
 	for _, a := range args {
 		if !strings.HasPrefix(a, "s3://") {
@@ -119,16 +118,20 @@ func LocalFiles(ctx context.Context, args []string) ([]string, func(), error) {
 		if err != nil {
 			return nil, cleanup, err
 		}
+		if dir == nil {
+			if dir, err = scratch.MkdirTemp("", "ferry-restore-"); err != nil {
+				return nil, cleanup, err
+			}
+		}
 		body, err := OpenS3(ctx, st)
 		if err != nil {
 			return nil, cleanup, err
 		}
-		f, err := os.CreateTemp("", "ferry-restore-*.tar")
+		f, err := os.CreateTemp(dir.Path, "backup-*.tar")
 		if err != nil {
 			body.Close()
 			return nil, cleanup, err
 		}
-		temps = append(temps, f.Name())
 		_, err = io.Copy(f, body)
 		body.Close()
 		if cerr := f.Close(); err == nil {
