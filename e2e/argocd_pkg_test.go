@@ -1,11 +1,7 @@
 package e2e
 
 import (
-	"archive/tar"
-	"bytes"
-	"compress/gzip"
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -13,12 +9,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/opencontainers/go-digest"
-	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
-	"oras.land/oras-go/v2"
-	"oras.land/oras-go/v2/content/oci"
 	"sigs.k8s.io/yaml"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -308,50 +299,10 @@ components:
 // chart to an OCI registry, in the layout dir/images under tag.
 func argoChart(ctx context.Context, t *testing.T, dir, tag string) {
 	t.Helper()
-	var tgz bytes.Buffer
-	gz := gzip.NewWriter(&tgz)
-	tw := tar.NewWriter(gz)
-	for _, f := range []struct{ name, data string }{
-		{"web/Chart.yaml", "apiVersion: v2\nname: web\nversion: 1.0.0\n"},
-		{"web/values.yaml", "message: default\n"},
-		{"web/templates/configmap.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: {{ .Release.Name }}-web}\ndata: {message: {{ .Values.message | quote }}}\n"},
-	} {
-		if err := tw.WriteHeader(&tar.Header{Name: f.name, Mode: 0o644, Size: int64(len(f.data)), ModTime: time.Unix(0, 0)}); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := tw.Write([]byte(f.data)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := tw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := gz.Close(); err != nil {
-		t.Fatal(err)
-	}
-	cfg, _ := json.Marshal(map[string]string{"apiVersion": "v2", "name": "web", "version": "1.0.0"})
-	store, err := oci.New(filepath.Join(dir, "images"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	push := func(mediaType string, b []byte) ocispec.Descriptor {
-		desc := ocispec.Descriptor{MediaType: mediaType, Digest: digest.FromBytes(b), Size: int64(len(b))}
-		if err := store.Push(ctx, desc, bytes.NewReader(b)); err != nil {
-			t.Fatal(err)
-		}
-		return desc
-	}
-	cfgDesc := push(artifact.MediaTypeHelmConfig, cfg)
-	layer := push(artifact.MediaTypeHelmChart, tgz.Bytes())
-	m, err := oras.PackManifest(ctx, store, oras.PackManifestVersion1_1, "", oras.PackManifestOptions{
-		ConfigDescriptor: &cfgDesc, Layers: []ocispec.Descriptor{layer},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := store.Tag(ctx, m, tag); err != nil {
-		t.Fatal(err)
-	}
+	helmChartLayout(ctx, t, dir, tag,
+		[2]string{"web/Chart.yaml", "apiVersion: v2\nname: web\nversion: 1.0.0\n"},
+		[2]string{"web/values.yaml", "message: default\n"},
+		[2]string{"web/templates/configmap.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: {{ .Release.Name }}-web}\ndata: {message: {{ .Values.message | quote }}}\n"})
 }
 
 // TestArgoCDImages runs the programs of Argo CD's and Redis's images in a

@@ -9,8 +9,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -423,65 +421,11 @@ func argoPath(path []any) string {
 // go with it) and Applications while Argo CD's controllers still run, and
 // waits until they are gone.
 func deleteArgoObjects(t *testing.T, dyn dynamic.Interface) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	gvrs := []schema.GroupVersionResource{argoAppSetsGVR, argoAppsGVR}
-	for _, gvr := range gvrs {
-		if err := dyn.Resource(gvr).Namespace(argoNamespace).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil && !apierrors.IsNotFound(err) {
-			t.Errorf("delete %s in %s: %v", gvr.Resource, argoNamespace, err)
-		}
-	}
-	for _, gvr := range gvrs {
-		for {
-			l, err := dyn.Resource(gvr).Namespace(argoNamespace).List(ctx, metav1.ListOptions{})
-			if apierrors.IsNotFound(err) || (err == nil && len(l.Items) == 0) {
-				break
-			}
-			if ctx.Err() != nil {
-				t.Errorf("%s in %s not gone: %v", gvr.Resource, argoNamespace, err)
-				return
-			}
-			time.Sleep(250 * time.Millisecond)
-		}
-	}
+	deleteObjects(t, dyn, argoNamespace, 2*time.Minute, argoAppSetsGVR, argoAppsGVR)
 }
 
 // removeArgo removes Argo CD's package (its controllers, RBAC and CRDs go
 // with it) and namespace, and checks that no argoproj.io CRD is left.
 func removeArgo(t *testing.T, c *harness.Cluster, argo *artifact.Reader) {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	if _, err := removePkg(ctx, c, argo.Config().Name); err != nil {
-		t.Errorf("remove %s: %v", argo.Config().Name, err)
-	}
-	if err := c.Client.CoreV1().Namespaces().Delete(ctx, argoNamespace, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-		t.Errorf("delete namespace %s: %v", argoNamespace, err)
-	}
-	ext, err := apiextensionsclient.NewForConfig(c.Config)
-	if err != nil {
-		t.Error(err)
-		return
-	}
-	for {
-		crds, err := ext.ApiextensionsV1().CustomResourceDefinitions().List(ctx, metav1.ListOptions{})
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		var left []string
-		for _, crd := range crds.Items {
-			if crd.Spec.Group == cluster.ArgoGroup {
-				left = append(left, crd.Name)
-			}
-		}
-		_, nsErr := c.Client.CoreV1().Namespaces().Get(ctx, argoNamespace, metav1.GetOptions{})
-		if len(left) == 0 && apierrors.IsNotFound(nsErr) {
-			return
-		}
-		if ctx.Err() != nil {
-			t.Errorf("left after removing Argo CD: CRDs %v, namespace %s: %v", left, argoNamespace, nsErr)
-			return
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
+	removeController(t, c, argo, argoNamespace, "Argo CD", 3*time.Minute, func(g string) bool { return g == cluster.ArgoGroup })
 }

@@ -23,8 +23,6 @@ import (
 	"sigs.k8s.io/yaml"
 
 	corev1 "k8s.io/api/core/v1"
-	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -482,13 +480,21 @@ func layoutTagged(ctx context.Context, t *testing.T, dir, tag string, binary []b
 // a chart to an OCI registry, in the layout dir/images under tag.
 func chartArtifact(ctx context.Context, t *testing.T, dir, tag string) {
 	t.Helper()
+	helmChartLayout(ctx, t, dir, tag,
+		[2]string{"web/Chart.yaml", "apiVersion: v2\nname: web\nversion: 1.0.0\n"},
+		[2]string{"web/templates/configmap.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: web}\ndata: {from: flux}\n"})
+}
+
+// helmChartLayout stores a chart web 1.0.0 of files (name, content) as
+// Helm pushes a chart to an OCI registry, in the layout dir/images under
+// tag.
+func helmChartLayout(ctx context.Context, t *testing.T, dir, tag string, files ...[2]string) {
+	t.Helper()
 	var tgz bytes.Buffer
 	gz := gzip.NewWriter(&tgz)
 	tw := tar.NewWriter(gz)
-	for name, data := range map[string]string{
-		"web/Chart.yaml":               "apiVersion: v2\nname: web\nversion: 1.0.0\n",
-		"web/templates/configmap.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: web}\ndata: {from: flux}\n",
-	} {
+	for _, f := range files {
+		name, data := f[0], f[1]
 		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(data)), ModTime: time.Unix(0, 0)}); err != nil {
 			t.Fatal(err)
 		}
@@ -576,65 +582,11 @@ func waitFluxReady(ctx context.Context, t *testing.T, dyn dynamic.Interface, gvr
 // still run (their finalizers; the Kustomization prunes its Deployment)
 // and waits until they are gone.
 func deleteFluxObjects(t *testing.T, dyn dynamic.Interface, ns string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	gvrs := []schema.GroupVersionResource{kustomizationsGVR, helmChartsGVR, helmReposGVR, ociRepositoriesGVR, gitRepositoriesGVR}
-	for _, gvr := range gvrs {
-		if err := dyn.Resource(gvr).Namespace(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil && !apierrors.IsNotFound(err) {
-			t.Errorf("delete %s in %s: %v", gvr.Resource, ns, err)
-		}
-	}
-	for _, gvr := range gvrs {
-		for {
-			l, err := dyn.Resource(gvr).Namespace(ns).List(ctx, metav1.ListOptions{})
-			if apierrors.IsNotFound(err) || (err == nil && len(l.Items) == 0) {
-				break
-			}
-			if ctx.Err() != nil {
-				t.Errorf("%s in %s not gone: %v", gvr.Resource, ns, err)
-				return
-			}
-			time.Sleep(250 * time.Millisecond)
-		}
-	}
+	deleteObjects(t, dyn, ns, 90*time.Second, kustomizationsGVR, helmChartsGVR, helmReposGVR, ociRepositoriesGVR, gitRepositoriesGVR)
 }
 
 // removeFlux removes Flux's package (its controllers, RBAC and CRDs go
 // with it) and namespace, and checks that no CRD of Flux's is left.
 func removeFlux(t *testing.T, c *harness.Cluster, flux *artifact.Reader) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	if _, err := removePkg(ctx, c, flux.Config().Name); err != nil {
-		t.Errorf("remove %s: %v", flux.Config().Name, err)
-	}
-	if err := c.Client.CoreV1().Namespaces().Delete(ctx, fluxNamespace, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-		t.Errorf("delete namespace %s: %v", fluxNamespace, err)
-	}
-	ext, err := apiextensionsclient.NewForConfig(c.Config)
-	if err != nil {
-		t.Error(err)
-		return
-	}
-	for {
-		crds, err := ext.ApiextensionsV1().CustomResourceDefinitions().List(ctx, metav1.ListOptions{})
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		var left []string
-		for _, crd := range crds.Items {
-			if strings.HasSuffix(crd.Spec.Group, ".toolkit.fluxcd.io") {
-				left = append(left, crd.Name)
-			}
-		}
-		_, nsErr := c.Client.CoreV1().Namespaces().Get(ctx, fluxNamespace, metav1.GetOptions{})
-		if len(left) == 0 && apierrors.IsNotFound(nsErr) {
-			return
-		}
-		if ctx.Err() != nil {
-			t.Errorf("left after removing Flux: CRDs %v, namespace %s: %v", left, fluxNamespace, nsErr)
-			return
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
+	removeController(t, c, flux, fluxNamespace, "Flux", 2*time.Minute, func(g string) bool { return strings.HasSuffix(g, ".toolkit.fluxcd.io") })
 }
