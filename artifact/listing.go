@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"oras.land/oras-go/v2/content"
 	"oras.land/oras-go/v2/registry"
 	"oras.land/oras-go/v2/registry/remote"
+	"oras.land/oras-go/v2/registry/remote/errcode"
 
 	"github.com/ferrypkg/ferry/internal/unreachable"
 )
@@ -77,14 +79,35 @@ func ListRepositories(ctx context.Context, reg registry.Registry, fn func(repos 
 // ListTags calls fn with each page of repo's tags, from the first; past
 // MaxListPages pages or MaxListEntries tags it stops with a
 // ListLimitError. An error fn returns ends the listing and is returned.
+// A repository the registry does not know (404 NAME_UNKNOWN) has no tags:
+// distribution answers so for a repository its catalog still lists once
+// every tag of it is gone (a package removed and its garbage collected).
 func ListTags(ctx context.Context, repo registry.TagLister, fn func(tags []string) error) error {
 	p := &pager{what: "the tags of " + repositoryName(repo)}
-	return repo.Tags(ctx, "", func(tags []string) error {
+	err := repo.Tags(ctx, "", func(tags []string) error {
 		if err := p.page(len(tags)); err != nil {
 			return err
 		}
 		return fn(tags)
 	})
+	if nameUnknown(err) {
+		return nil
+	}
+	return err
+}
+
+// nameUnknown says whether err is a registry's 404 NAME_UNKNOWN.
+func nameUnknown(err error) bool {
+	var resp *errcode.ErrorResponse
+	if !errors.As(err, &resp) || resp.StatusCode != http.StatusNotFound {
+		return false
+	}
+	for _, e := range resp.Errors {
+		if e.Code == errcode.ErrorCodeNameUnknown {
+			return true
+		}
+	}
+	return false
 }
 
 // ListReferrers calls fn with each page of the manifests naming subject

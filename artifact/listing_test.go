@@ -1,6 +1,7 @@
 package artifact_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,6 +16,7 @@ import (
 	"github.com/opencontainers/go-digest"
 	specs "github.com/opencontainers/image-spec/specs-go"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+	"oras.land/oras-go/v2"
 
 	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/registry/registrytest"
@@ -118,4 +120,42 @@ func TestListingEndlessPages(t *testing.T) {
 			t.Logf("%s: refused after %d pages in %s: %v", tc.name, pages.Load(), took.Round(time.Millisecond), err)
 		})
 	}
+}
+
+// TestListedRepositoryWithoutTags: a repository the catalog lists but that
+// has no tags left (its manifest deleted, as a removal does before its
+// garbage collection: distribution answers 404 NAME_UNKNOWN for its tags)
+// lists no tags, and a receipt of the registry skips it, instead of
+// failing the whole walk.
+func TestListedRepositoryWithoutTags(t *testing.T) {
+	ctx := context.Background()
+	host := registrytest.New(t)
+	repo := remoteRepo(t, host+"/lonely")
+	cfg := []byte("{}")
+	cfgDesc := ocispec.Descriptor{MediaType: ocispec.MediaTypeImageConfig, Digest: digest.FromBytes(cfg), Size: int64(len(cfg))}
+	if err := repo.Push(ctx, cfgDesc, bytes.NewReader(cfg)); err != nil {
+		t.Fatal(err)
+	}
+	m, err := oras.PackManifest(ctx, repo, oras.PackManifestVersion1_1, "", oras.PackManifestOptions{ConfigDescriptor: &cfgDesc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := repo.Tag(ctx, m, "1.0"); err != nil {
+		t.Fatal(err)
+	}
+	if err := repo.Delete(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	var listed []string
+	if err := artifact.ListRepositories(ctx, registryOf(t, host), func(p []string) error { listed = append(listed, p...); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	var tags []string
+	if err := artifact.ListTags(ctx, repo, func(p []string) error { tags = append(tags, p...); return nil }); err != nil || len(tags) != 0 {
+		t.Fatalf("tags of a repository without any (the catalog lists %v): %v, %v", listed, tags, err)
+	}
+	if _, err := artifact.HaveRegistry(ctx, registryOf(t, host), host, ""); err != nil {
+		t.Fatalf("receipt of a registry listing %v, one without tags: %v", listed, err)
+	}
+	t.Logf("the catalog lists %v; lonely's tags: none", listed)
 }

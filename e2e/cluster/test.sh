@@ -90,13 +90,15 @@ mn_s=$(secs "$t" "$(now)")
 fresh=${FERRY_E2E_FRESH_RUNS-^TestFreshUpgrade\$ ^TestFreshRestore\$ ^TestFreshDiskFull\$}
 [ -n "$fresh" ] || exit
 t=$(now)
-if [ -e "/var/run/netns/$CENTRE_NETNS" ] || [ -e "$CENTRE_STATE/run" ]; then
-  centre "$E2E_DIR/cluster/down.sh" >/dev/null || { rc=1; exit; }
-fi
 i=0
 for run in $fresh; do
   i=$((i + 1))
   "$E2E_DIR/cluster/down.sh" >/dev/null || { rc=1; exit; }
+  # The centre after the cluster: its down.sh, too, checks the registry's
+  # hostPath storage on the host, which the cluster's down.sh removes.
+  if [ $i = 1 ] && { [ -e "/var/run/netns/$CENTRE_NETNS" ] || [ -e "$CENTRE_STATE/run" ]; }; then
+    centre "$E2E_DIR/cluster/down.sh" >/dev/null || { rc=1; exit; }
+  fi
   rm -rf "$STATE/logs.$i" && cp -a "$LOGS" "$STATE/logs.$i"   # up.sh starts them anew
   "$E2E_DIR/cluster/up.sh" >/dev/null || { rc=1; exit; }
   "$E2E_DIR/cluster/nodes.sh" add "$workers" >/dev/null || { rc=1; exit; }
