@@ -203,7 +203,11 @@ func New(ctx context.Context, cfg Config, opts ...Option) (s *Server, err error)
 		}
 		go s.apps.follow(fctx, driver, poll)
 	}
-	s.handler = &referrersHandler{next: s.apps, index: &referrerIndex{d: driver}, aliases: &aliasIndex{d: driver}, catalog: catalog, access: access}
+	var app http.Handler = s.apps
+	if cfg.RootDir != "" {
+		app = &blobFiles{next: s.apps, root: cfg.RootDir}
+	}
+	s.handler = &referrersHandler{next: app, index: &referrerIndex{d: driver}, aliases: &aliasIndex{d: driver}, catalog: catalog, access: access}
 	if cfg.RootDir != "" {
 		s.handler = &spaceGuard{next: s.handler, root: cfg.RootDir, driver: driver, access: access}
 	}
@@ -449,6 +453,11 @@ func (c Config) distribution() (*configuration.Configuration, error) {
 	}
 	name, params := c.storageDriver()
 	d.Storage[name] = params
+	if name == "filesystem" {
+		d.Middleware = map[string][]configuration.Middleware{
+			"storage": {{Name: writebackMiddleware, Options: configuration.Parameters{"rootdirectory": c.RootDir}}},
+		}
+	}
 	d.Storage["maintenance"] = configuration.Parameters{
 		"uploadpurging": map[any]any{"enabled": true, "age": UploadPurgeAge.String(), "interval": UploadPurgeInterval.String(), "dryrun": false},
 	}

@@ -36,5 +36,13 @@ type uploadBody struct{ io.ReadCloser }
 func (b *uploadBody) WriteTo(w io.Writer) (int64, error) {
 	bp := uploadBufs.Get().(*[]byte)
 	defer uploadBufs.Put(bp)
-	return readahead.Copy(w, b.ReadCloser, *bp)
+	r := readahead.New(b.ReadCloser, *bp, nil)
+	defer r.Close()
+	var n int64
+	err := r.Chunks(func(c []byte) error {
+		k, err := w.Write(c)
+		n += int64(k)
+		return err
+	})
+	return n, err
 }

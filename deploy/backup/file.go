@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 
 	"github.com/opencontainers/go-digest"
+
+	"github.com/ferrypkg/ferry/internal/writeback"
 )
 
 // File is a backup written to a file at path: into path.partial beside it,
@@ -88,7 +90,7 @@ func (f *fileDest) write(_ context.Context, h *head, a *archive, start int64, bo
 	if _, err := out.Seek(start, io.SeekStart); err != nil {
 		return err
 	}
-	if err := body(&writingBack{f: out, off: start, from: start}, start); err != nil {
+	if err := body(writeback.New(out, start), start); err != nil {
 		return err
 	}
 	if err := out.Sync(); err != nil {

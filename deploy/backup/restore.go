@@ -3,6 +3,7 @@ package backup
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -157,9 +158,17 @@ type restorer struct {
 	res  *RestoreResult
 }
 
-// restoreStreams is how many blobs a restore uploads at once: one is read
-// from the backup file while the registry hashes and writes the other.
+// restoreStreams is how many large blobs a restore uploads at once: one is
+// read from the backup file while the registry hashes and writes the other.
+// smallStreams more go up beside them, blobs under smallBlob bytes: a
+// registry that fsyncs each blob it commits takes about as long over a
+// config of 100 bytes as over a layer of 30 MiB when the disk is busy.
 const restoreStreams = 2
+
+const (
+	smallStreams = 4
+	smallBlob    = 1 << 20
+)
 
 func (rs *restorer) repo(ctx context.Context, name string) (registry.Repository, error) {
 	return rs.dst.Registry.Repository(ctx, name)
@@ -193,48 +202,51 @@ func (rs *restorer) restore(ctx context.Context, in *Info) error {
 	if err != nil {
 		return err
 	}
-	// The blobs go up RestoreStreams at a time, each sent from the file;
-	// the manifests, once every blob is there, in stored order (children
-	// before parents), as a registry takes them.
+	// The blobs go up in two lanes, each sent from the file: large ones
+	// restoreStreams at a time, small ones (whose time is the registry's
+	// fsyncs, not bytes) smallStreams at a time beside them; the manifests,
+	// once every blob is there, in stored order (children before parents),
+	// as a registry takes them.
 	done := map[[2]any]bool{}
 	var manifests []span
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(restoreStreams)
+	var blobs [2][]span // large, small
 	for _, s := range spans {
 		b := rec.Blobs[idx[s.digest]]
 		if s.size != b.Size {
-			g.Go(func() error {
-				return fmt.Errorf("%w: blob %s is %d bytes, the record says %d", artifact.ErrCorrupt, b.Digest, s.size, b.Size)
-			})
-			break
+			return fmt.Errorf("%w: blob %s is %d bytes, the record says %d", artifact.ErrCorrupt, b.Digest, s.size, b.Size)
 		}
 		for _, ri := range b.Repos {
 			done[[2]any{b.Digest, ri}] = true
 		}
-		if b.MediaType != "" {
+		switch {
+		case b.MediaType != "":
 			manifests = append(manifests, s)
-			continue
+		case s.size < smallBlob:
+			blobs[1] = append(blobs[1], s)
+		default:
+			blobs[0] = append(blobs[0], s)
 		}
-		g.Go(func() error { return rs.putBlob(gctx, rec, b, &fileSpan{f: f, off: s.off, n: s.size}) })
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	for lane, limit := range [2]int{restoreStreams, smallStreams} {
+		g.Go(func() error {
+			lg, lctx := errgroup.WithContext(gctx)
+			lg.SetLimit(limit)
+			for _, s := range blobs[lane] {
+				if lctx.Err() != nil {
+					break
+				}
+				b := rec.Blobs[idx[s.digest]]
+				lg.Go(func() error { return rs.putBlob(lctx, rec, b, &fileSpan{f: f, off: s.off, n: s.size}) })
+			}
+			return lg.Wait()
+		})
 	}
 	if err := g.Wait(); err != nil {
 		return err
 	}
-	for _, s := range manifests {
-		b := rec.Blobs[idx[s.digest]]
-		if b.Size > artifact.MaxManifestSize {
-			return fmt.Errorf("%w: manifest %s is %d bytes, more than %d", artifact.ErrCorrupt, b.Digest, b.Size, artifact.MaxManifestSize)
-		}
-		data := make([]byte, b.Size)
-		if _, err := f.ReadAt(data, s.off); err != nil {
-			return fmt.Errorf("%w: manifest %s: %w", artifact.ErrCorrupt, b.Digest, err)
-		}
-		if digest.FromBytes(data) != b.Digest {
-			return fmt.Errorf("%w: blob %s does not match its digest", artifact.ErrCorrupt, b.Digest)
-		}
-		if err := rs.putManifest(ctx, rec, b, data); err != nil {
-			return err
-		}
+	if err := rs.putManifests(ctx, f, rec, idx, manifests); err != nil {
+		return err
 	}
 	// What the backup left to its base, into the repositories that lack it.
 	for _, b := range rec.Blobs {
@@ -247,6 +259,8 @@ func (rs *restorer) restore(ctx context.Context, in *Info) error {
 			}
 		}
 	}
+	g, gctx = errgroup.WithContext(ctx)
+	g.SetLimit(smallStreams)
 	for _, repo := range rec.Repositories {
 		dst, err := rs.repo(ctx, repo.Name)
 		if err != nil {
@@ -255,12 +269,78 @@ func (rs *restorer) restore(ctx context.Context, in *Info) error {
 		for tag, d := range repo.Tags {
 			b, ok := idx[d]
 			if !ok {
-				return fmt.Errorf("%w: tag %s:%s names %s, which the record does not list", ErrNotBackup, repo.Name, tag, d)
+				return errors.Join(g.Wait(), fmt.Errorf("%w: tag %s:%s names %s, which the record does not list", ErrNotBackup, repo.Name, tag, d))
 			}
 			desc := ocispec.Descriptor{MediaType: rec.Blobs[b].MediaType, Digest: d, Size: rec.Blobs[b].Size}
-			if err := dst.Tag(ctx, desc, tag); err != nil {
-				return fmt.Errorf("tag %s:%s: %w", repo.Name, tag, err)
+			g.Go(func() error {
+				if err := dst.Tag(gctx, desc, tag); err != nil {
+					return fmt.Errorf("tag %s:%s: %w", repo.Name, tag, err)
+				}
+				return nil
+			})
+		}
+	}
+	return g.Wait()
+}
+
+// putManifests pushes the manifests the backup carries (spans of f), once
+// every blob is there: level by level, each after every manifest it names
+// and after its subject (a registry refuses an index whose children it
+// lacks; the file holds children first), those of one level smallStreams
+// at a time.
+func (rs *restorer) putManifests(ctx context.Context, f *os.File, rec *Record, idx map[digest.Digest]int, spans []span) error {
+	read := func(s span) (Blob, []byte, error) {
+		b := rec.Blobs[idx[s.digest]]
+		if b.Size > artifact.MaxManifestSize {
+			return b, nil, fmt.Errorf("%w: manifest %s is %d bytes, more than %d", artifact.ErrCorrupt, b.Digest, b.Size, artifact.MaxManifestSize)
+		}
+		data := make([]byte, b.Size)
+		if _, err := f.ReadAt(data, s.off); err != nil {
+			return b, nil, fmt.Errorf("%w: manifest %s: %w", artifact.ErrCorrupt, b.Digest, err)
+		}
+		if digest.FromBytes(data) != b.Digest {
+			return b, nil, fmt.Errorf("%w: blob %s does not match its digest", artifact.ErrCorrupt, b.Digest)
+		}
+		return b, data, nil
+	}
+	level := make(map[digest.Digest]int, len(spans))
+	var levels [][]span
+	for _, s := range spans {
+		b, data, err := read(s)
+		if err != nil {
+			return err
+		}
+		kids, _ := children(b.MediaType, data)
+		var sub struct{ Subject *ocispec.Descriptor }
+		if json.Unmarshal(data, &sub) == nil && sub.Subject != nil {
+			kids = append(kids, *sub.Subject) // a referrer after its subject, as before
+		}
+		n := 0
+		for _, k := range kids {
+			if l, ok := level[k.Digest]; ok {
+				n = max(n, l+1)
 			}
+		}
+		level[b.Digest] = n
+		if n == len(levels) {
+			levels = append(levels, nil)
+		}
+		levels[n] = append(levels[n], s)
+	}
+	for _, l := range levels {
+		g, gctx := errgroup.WithContext(ctx)
+		g.SetLimit(smallStreams)
+		for _, s := range l {
+			g.Go(func() error {
+				b, data, err := read(s)
+				if err != nil {
+					return err
+				}
+				return rs.putManifest(gctx, rec, b, data)
+			})
+		}
+		if err := g.Wait(); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -279,10 +359,11 @@ func (rs *restorer) putManifest(ctx context.Context, rec *Record, b Blob, data [
 		if err := dst.Push(ctx, desc, bytes.NewReader(data)); err != nil {
 			return fmt.Errorf("push manifest %s to %s: %w", b.Digest, name, err)
 		}
+		rs.mu.Lock()
 		rs.have[b.Digest] = name
+		rs.mu.Unlock()
 	}
-	rs.res.Pushed++
-	rs.res.PushedSize += b.Size
+	rs.record(func(r *RestoreResult) { r.Pushed++; r.PushedSize += b.Size })
 	rs.progress(desc)
 	return nil
 }

@@ -10,6 +10,7 @@
 package authlimit
 
 import (
+	"io"
 	"net"
 	"net/http"
 	"net/netip"
@@ -236,6 +237,18 @@ func (w *statusWriter) Write(p []byte) (int, error) {
 		w.status = http.StatusOK
 	}
 	return w.ResponseWriter.Write(p)
+}
+
+// ReadFrom keeps the connection's own ReadFrom (sendfile for a file) in
+// reach of io.Copy.
+func (w *statusWriter) ReadFrom(src io.Reader) (int64, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	if rf, ok := w.ResponseWriter.(io.ReaderFrom); ok {
+		return rf.ReadFrom(src)
+	}
+	return io.Copy(struct{ io.Writer }{w.ResponseWriter}, src)
 }
 
 // Flush passes a flush on (streamed packs, blob downloads).

@@ -1,0 +1,84 @@
+package registry
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+
+	storagedriver "github.com/distribution/distribution/v3/registry/storage/driver"
+	storagemiddleware "github.com/distribution/distribution/v3/registry/storage/driver/middleware"
+
+	"github.com/ferrypkg/ferry/internal/writeback"
+)
+
+// writebackMiddleware is the storage middleware (filesystem storage only)
+// that keeps an upload's data flowing to the disk while it is received.
+// distribution's filesystem driver fsyncs a blob when it commits it: with
+// nothing written back before, the disk had the whole blob to write at
+// that moment, and the upload waited for it with the processor idle.
+const writebackMiddleware = "ferry-writeback"
+
+func init() {
+	if err := storagemiddleware.Register(writebackMiddleware, newWritebackDriver); err != nil {
+		panic(err)
+	}
+}
+
+func newWritebackDriver(_ context.Context, d storagedriver.StorageDriver, options map[string]any) (storagedriver.StorageDriver, error) {
+	root, _ := options["rootdirectory"].(string)
+	if root == "" {
+		return nil, fmt.Errorf("%s: no rootdirectory", writebackMiddleware)
+	}
+	return &writebackDriver{StorageDriver: d, root: root}, nil
+}
+
+// writebackDriver is distribution's filesystem driver whose writers of
+// upload data (the only large files it writes) start writing back as they go.
+type writebackDriver struct {
+	storagedriver.StorageDriver
+	root string
+}
+
+func (d *writebackDriver) Writer(ctx context.Context, p string, append bool) (storagedriver.FileWriter, error) {
+	fw, err := d.StorageDriver.Writer(ctx, p, append)
+	if err != nil || path.Base(p) != "data" {
+		return fw, err
+	}
+	// A second, read-only handle on the file the driver writes: the
+	// driver keeps its own to itself.
+	f, err := os.Open(filepath.Join(d.root, filepath.FromSlash(p)))
+	if err != nil {
+		return fw, nil // advice only: the upload goes on without it
+	}
+	return &writebackFile{FileWriter: fw, f: f, wb: writeback.New(f, fw.Size())}, nil
+}
+
+// writebackFile counts what the driver's writer takes and has it written
+// back every writeback.Every bytes.
+type writebackFile struct {
+	storagedriver.FileWriter
+	f  *os.File
+	wb *writeback.Writer
+}
+
+func (w *writebackFile) Write(p []byte) (int, error) {
+	n, err := w.FileWriter.Write(p)
+	w.wb.Wrote(int64(n))
+	return n, err
+}
+
+func (w *writebackFile) Close() error {
+	_ = w.f.Close()
+	return w.FileWriter.Close()
+}
+
+func (w *writebackFile) Cancel(ctx context.Context) error {
+	_ = w.f.Close()
+	return w.FileWriter.Cancel(ctx)
+}
+
+func (w *writebackFile) Commit(ctx context.Context) error {
+	return w.FileWriter.Commit(ctx)
+}

@@ -1,0 +1,81 @@
+package registry
+
+import (
+	"bytes"
+	"context"
+	"testing"
+
+	"github.com/distribution/distribution/v3/registry/storage/driver/factory"
+)
+
+// TestWritebackDriver: on filesystem storage, distribution's writers of
+// upload data are wrapped (and what they write arrives whole, appended to
+// as a chunked upload does); other files and other storage are not.
+func TestWritebackDriver(t *testing.T) {
+	ctx := context.Background()
+	root := t.TempDir()
+	fs, err := factory.Create(ctx, "filesystem", map[string]any{"rootdirectory": root})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := newWritebackDriver(ctx, fs, map[string]any{"rootdirectory": root})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const p = "/docker/registry/v2/repositories/a/_uploads/u/data"
+	data := bytes.Repeat([]byte("0123456789abcdef"), 1<<20) // 16 MiB
+	for i, part := range [][]byte{data[:5<<20], data[5<<20:]} {
+		w, err := d.Writer(ctx, p, i > 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wf, ok := w.(*writebackFile)
+		if !ok {
+			t.Fatalf("writer of %s is %T, want *writebackFile", p, w)
+		}
+		if _, err := w.Write(part); err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			if err := w.Close(); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		if wf.wb.Off != int64(len(data)) {
+			t.Fatalf("appending writer counts to %d, want %d", wf.wb.Off, len(data))
+		}
+		if err := w.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := d.GetContent(ctx, p)
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("read back %d bytes (%v), want %d", len(got), err, len(data))
+	}
+	w, err := d.Writer(ctx, "/docker/registry/v2/repositories/a/_uploads/u/startedat", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := w.(*writebackFile); ok {
+		t.Fatal("startedat is wrapped: only upload data is")
+	}
+	_ = w.Cancel(ctx)
+	if _, err := newWritebackDriver(ctx, fs, nil); err == nil {
+		t.Fatal("no rootdirectory: want an error")
+	}
+
+	for _, c := range []Config{{RootDir: root}, {}, {S3: &S3{Bucket: "b"}}} {
+		dc, err := c.distribution()
+		if err != nil {
+			t.Fatal(err)
+		}
+		mw := dc.Middleware["storage"]
+		if on := len(mw) == 1 && mw[0].Name == writebackMiddleware; on != (c.RootDir != "") {
+			t.Errorf("storage %q: middleware %v", c.storageName(), mw)
+		}
+	}
+}
