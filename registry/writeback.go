@@ -55,6 +55,46 @@ func (d *writebackDriver) Writer(ctx context.Context, p string, append bool) (st
 	return &writebackFile{FileWriter: fw, f: f, wb: writeback.New(f, fw.Size())}, nil
 }
 
+// PutContent stores an upload session's hash state (what a chunked
+// upload's next request goes on from) without fsync: distribution writes
+// one each time an upload's request ends, the last just before the
+// session is removed on commit, and with fsync each cost the disk's flush
+// of everything other uploads had written. Such a file is worth nothing
+// after a crash: a session whose state is lost or torn is refused, and
+// the digest is checked at commit whatever the state said.
+func (d *writebackDriver) PutContent(ctx context.Context, p string, content []byte) error {
+	if !hashState(p) {
+		return d.StorageDriver.PutContent(ctx, p, content)
+	}
+	full := filepath.Join(d.root, filepath.FromSlash(p))
+	if err := os.MkdirAll(filepath.Dir(full), 0o777); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(filepath.Dir(full), filepath.Base(full)+".*.tmp")
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(content)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), full)
+	}
+	if err != nil {
+		_ = os.Remove(f.Name())
+	}
+	return err
+}
+
+// hashState reports whether p is an upload session's hash state:
+// .../_uploads/<id>/hashstates/<algorithm>/<offset>.
+func hashState(p string) bool {
+	dir, _ := path.Split(p)
+	dir = path.Dir(path.Dir(dir)) // .../_uploads/<id>/hashstates
+	return path.Base(dir) == "hashstates" && path.Base(path.Dir(path.Dir(dir))) == "_uploads"
+}
+
 // writebackFile counts what the driver's writer takes and has it written
 // back every writeback.Every bytes.
 type writebackFile struct {

@@ -3,6 +3,7 @@ package registry
 import (
 	"bytes"
 	"context"
+	"path/filepath"
 	"testing"
 
 	"github.com/distribution/distribution/v3/registry/storage/driver/factory"
@@ -10,7 +11,8 @@ import (
 
 // TestWritebackDriver: on filesystem storage, distribution's writers of
 // upload data are wrapped (and what they write arrives whole, appended to
-// as a chunked upload does); other files and other storage are not.
+// as a chunked upload does), hash states are stored by the middleware;
+// other files and other storage are not.
 func TestWritebackDriver(t *testing.T) {
 	ctx := context.Background()
 	root := t.TempDir()
@@ -64,6 +66,27 @@ func TestWritebackDriver(t *testing.T) {
 		t.Fatal("startedat is wrapped: only upload data is")
 	}
 	_ = w.Cancel(ctx)
+	// A hash state is stored whole (no temporary left beside it); other
+	// files go through the driver.
+	for p, want := range map[string]bool{
+		"/docker/registry/v2/repositories/a/_uploads/u/hashstates/sha256/16777216": true,
+		"/docker/registry/v2/repositories/a/_uploads/u/startedat":                  false,
+		"/docker/registry/v2/repositories/a/_layers/sha256/ab/link":                false,
+		"/docker/registry/v2/repositories/hashstates/x/_uploads/link":              false,
+	} {
+		if hashState(p) != want {
+			t.Errorf("hashState(%s) = %v", p, !want)
+		}
+		if err := d.PutContent(ctx, p, []byte("state of "+p)); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := fs.GetContent(ctx, p); err != nil || string(got) != "state of "+p {
+			t.Fatalf("%s read back %q, %v", p, got, err)
+		}
+	}
+	if left, _ := filepath.Glob(filepath.Join(root, "docker/registry/v2/repositories/a/_uploads/u/hashstates/sha256/*.tmp")); len(left) != 0 {
+		t.Fatalf("temporaries left: %v", left)
+	}
 	if _, err := newWritebackDriver(ctx, fs, nil); err == nil {
 		t.Fatal("no rootdirectory: want an error")
 	}

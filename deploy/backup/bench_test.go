@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -82,26 +83,36 @@ func BenchmarkBackupRatio(b *testing.B) {
 
 	file := filepath.Join(dir, "backup.tar")
 	b.ResetTimer()
-	start := time.Now()
-	res, err := backup.Write(ctx, backup.Source{Registry: registryAt(b, src), Name: src}, backup.File(file), backup.Options{})
-	if err != nil {
-		b.Fatal(err)
+	// Each is measured as the copies are, best of two: a backup written
+	// anew (the first removed), a restore into a new registry.
+	var res *backup.Result
+	backupTime, restoreTime := time.Duration(math.MaxInt64), time.Duration(math.MaxInt64)
+	for i := range 2 {
+		_ = os.Remove(file)
+		_ = exec.Command("sync").Run()
+		start := time.Now()
+		r, err := backup.Write(ctx, backup.Source{Registry: registryAt(b, src), Name: src}, backup.File(file), backup.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		backupTime, res = min(backupTime, time.Since(start)), r // the backup synced its file
+		b.Logf("backup %d: %.2fs", i+1, time.Since(start).Seconds())
 	}
-	backupTime := time.Since(start)
-	_ = exec.Command("sync").Run() // the backup synced its file; the registry's reads left nothing dirty
-
-	dstDir := filepath.Join(dir, "dst")
-	dst := registrytest.Host(registrytest.NewServer(b, registry.Config{RootDir: dstDir}))
-	start = time.Now()
-	if _, err := backup.Restore(ctx, backup.Target{Registry: registryAt(b, dst)}, []string{file}, backup.RestoreOptions{}); err != nil {
-		b.Fatal(err)
+	for i := range 2 {
+		dstDir := filepath.Join(dir, fmt.Sprint("dst", i))
+		dst := registrytest.Host(registrytest.NewServer(b, registry.Config{RootDir: dstDir}))
+		_ = exec.Command("sync").Run()
+		start := time.Now()
+		if _, err := backup.Restore(ctx, backup.Target{Registry: registryAt(b, dst)}, []string{file}, backup.RestoreOptions{}); err != nil {
+			b.Fatal(err)
+		}
+		pushed := time.Since(start)
+		if err := exec.Command("sync").Run(); err != nil {
+			b.Fatal(err)
+		}
+		restoreTime = min(restoreTime, time.Since(start))
+		b.Logf("restore %d: %.2fs to push, %.2fs to sync", i+1, pushed.Seconds(), (time.Since(start) - pushed).Seconds())
 	}
-	pushed := time.Since(start)
-	if err := exec.Command("sync").Run(); err != nil {
-		b.Fatal(err)
-	}
-	restoreTime := time.Since(start)
-	b.Logf("restore: %.2fs to push, %.2fs to sync", pushed.Seconds(), (restoreTime - pushed).Seconds())
 	b.StopTimer()
 	if oras := peertool.Find("oras"); oras != "" {
 		repos := make([]string, 0, (n+3)/4)
@@ -131,7 +142,7 @@ func BenchmarkBackupRatio(b *testing.B) {
 
 // orasRoundTrip backs up each repository of src with `oras backup` (a tar
 // each, then sync) and restores them into a new registry on filesystem
-// storage with `oras restore` (then sync), and returns the two times.
+// storage with `oras restore` (then sync); best of two of each, as ferry's.
 func orasRoundTrip(b *testing.B, oras, src string, repos []string, dir string) (backupTime, restoreTime time.Duration) {
 	run := func(args ...string) {
 		if out, err := exec.Command(oras, args...).CombinedOutput(); err != nil {
@@ -143,24 +154,29 @@ func orasRoundTrip(b *testing.B, oras, src string, repos []string, dir string) (
 			b.Fatalf("sync: %v: %s", err, out)
 		}
 	}
-	out := filepath.Join(dir, "oras")
-	if err := os.MkdirAll(out, 0o755); err != nil {
-		b.Fatal(err)
+	backupTime, restoreTime = time.Duration(math.MaxInt64), time.Duration(math.MaxInt64)
+	for round := range 2 {
+		out := filepath.Join(dir, fmt.Sprint("oras", round))
+		if err := os.MkdirAll(out, 0o755); err != nil {
+			b.Fatal(err)
+		}
+		sync()
+		start := time.Now()
+		for i, r := range repos {
+			run("backup", "--no-tty", "--plain-http", "--output", filepath.Join(out, fmt.Sprint(i, ".tar")), src+"/"+r)
+		}
+		sync()
+		backupTime = min(backupTime, time.Since(start))
+		dst := registrytest.Host(registrytest.NewServer(b, registry.Config{RootDir: filepath.Join(dir, fmt.Sprint("oras-dst", round))}))
+		start = time.Now()
+		for i, r := range repos {
+			run("restore", "--no-tty", "--plain-http", "--input", filepath.Join(out, fmt.Sprint(i, ".tar")), dst+"/"+r)
+		}
+		sync()
+		restoreTime = min(restoreTime, time.Since(start))
+		_ = os.RemoveAll(out)
 	}
-	sync()
-	start := time.Now()
-	for i, r := range repos {
-		run("backup", "--no-tty", "--plain-http", "--output", filepath.Join(out, fmt.Sprint(i, ".tar")), src+"/"+r)
-	}
-	sync()
-	backupTime = time.Since(start)
-	dst := registrytest.Host(registrytest.NewServer(b, registry.Config{RootDir: filepath.Join(dir, "oras-dst")}))
-	start = time.Now()
-	for i, r := range repos {
-		run("restore", "--no-tty", "--plain-http", "--input", filepath.Join(out, fmt.Sprint(i, ".tar")), dst+"/"+r)
-	}
-	sync()
-	return backupTime, time.Since(start)
+	return backupTime, restoreTime
 }
 
 // checkedCopy copies every blob file under blobs (a filesystem registry's
