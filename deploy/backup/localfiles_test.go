@@ -7,7 +7,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/ferrypkg/ferry/internal/scratch"
 )
@@ -47,5 +49,33 @@ func TestLocalFilesDownloadsToScratch(t *testing.T) {
 	cleanup()
 	if left, _ := os.ReadDir(tmp); len(left) != 0 {
 		t.Errorf("after cleanup %s holds %v", tmp, left)
+	}
+}
+
+// A FIFO, a folder or a missing file named as a backup is refused in one
+// line at once: the FIFO is opened without blocking, then looked at, so
+// that one put there after a look cannot make the restore wait for a
+// writer.
+func TestLocalFilesRefusesOtherThanFiles(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "b.fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]string{
+		fifo:                         "is not a regular file",
+		dir:                          "is not a regular file",
+		filepath.Join(dir, "absent"): "no such file",
+	} {
+		done := make(chan error, 1)
+		go func() { _, _, err := LocalFiles(context.Background(), []string{name}); done <- err }()
+		select {
+		case err := <-done:
+			if err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "\n") {
+				t.Errorf("%s: %v, want one line saying %q", name, err, want)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: still waiting after 10 s", name)
+		}
 	}
 }

@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/internal/scratch"
@@ -84,16 +86,27 @@ func ReadBase(ctx context.Context, since string) (*Base, error) {
 }
 
 // openRegularFile opens a regular file for reading, refusing anything
-// else (a FIFO would block, a folder is no backup).
+// else (a FIFO would block, a folder is no backup). It opens without
+// blocking and then looks at what it opened: a FIFO put at path between
+// a look and an open cannot make it wait.
 func openRegularFile(path string) (*os.File, error) {
-	fi, err := os.Stat(path)
-	if err != nil {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("%s: no such file", path)
 	}
+	if err != nil {
+		return nil, err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
 	if !fi.Mode().IsRegular() {
+		f.Close()
 		return nil, fmt.Errorf("%s is not a regular file", path)
 	}
-	return os.Open(path)
+	return f, nil
 }
 
 // LocalFiles are the backups as files: s3:// ones downloaded into a

@@ -63,8 +63,8 @@ func write1(path string, mode os.FileMode, write func(io.Writer) error) (size in
 	if err != nil {
 		return 0, err
 	}
-	// Closing releases the lock: the file is closed only once renamed, or
-	// after it is removed.
+	// Closing releases the lock: the file is closed (its last handle) only
+	// once renamed, or after it is removed.
 	defer func() {
 		if err != nil {
 			os.Remove(tmp.Name())
@@ -78,10 +78,42 @@ func write1(path string, mode os.FileMode, write func(io.Writer) error) (size in
 	if err = tmp.Chmod(mode); err != nil {
 		return 0, err
 	}
-	if err = os.Rename(tmp.Name(), path); err != nil {
+	// Close before the rename, so that an error only a close reports (a
+	// network or FUSE file system's late write error) leaves nothing at
+	// path; a second handle on the same open file keeps the lock until
+	// the rename is done.
+	held, err := dupFile(tmp)
+	if err != nil {
+		return 0, err
+	}
+	defer held.Close()
+	name := tmp.Name()
+	if err = tmp.Close(); err != nil {
+		return 0, err
+	}
+	if err = os.Rename(name, path); err != nil {
 		return 0, err
 	}
 	return cw.n, nil
+}
+
+// dupFile is a second handle on f's open file (dup(2)): flock's lock stays
+// while either is open.
+func dupFile(f *os.File) (*os.File, error) {
+	c, err := f.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	var fd int
+	var derr error
+	if err := c.Control(func(p uintptr) { fd, derr = syscall.Dup(int(p)) }); err != nil {
+		return nil, err
+	}
+	if derr != nil {
+		return nil, derr
+	}
+	syscall.CloseOnExec(fd)
+	return os.NewFile(uintptr(fd), f.Name()), nil
 }
 
 // lockedTemp creates a temporary file in dir and takes its lock. Another
