@@ -2,6 +2,7 @@ package inject
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"strings"
@@ -176,10 +177,13 @@ func (in *initRun) serviceSelector(ctx context.Context, sel map[string]string) e
 }
 
 // waitEndpoints waits until the registry Service's endpoints are ready
-// addresses among ips and nothing else.
+// addresses among ips and nothing else. A timeout names what it last saw
+// in the way: an address that is not one of the new Pods' (and its
+// EndpointSlice), or no ready endpoint at all.
 func (in *initRun) waitEndpoints(ctx context.Context, ips map[string]bool) error {
 	sel := metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + cluster.RegistryName}
-	return kube.PollWatch(ctx, in.opts.WaitTimeout, in.cs.DiscoveryV1().EndpointSlices(in.ns).Watch, sel, func() (bool, error) {
+	blocker := "no EndpointSlice of the Service lists a ready address"
+	err := kube.PollWatch(ctx, in.opts.WaitTimeout, in.cs.DiscoveryV1().EndpointSlices(in.ns).Watch, sel, func() (bool, error) {
 		slices, err := in.cs.DiscoveryV1().EndpointSlices(in.ns).List(ctx, sel)
 		if err != nil {
 			return false, err
@@ -189,6 +193,7 @@ func (in *initRun) waitEndpoints(ctx context.Context, ips map[string]bool) error
 			for _, e := range s.Endpoints {
 				for _, a := range e.Addresses {
 					if !ips[a] {
+						blocker = fmt.Sprintf("EndpointSlice %s still lists %s, which is none of the new registry Pods", s.Name, a)
 						return false, nil
 					}
 				}
@@ -197,6 +202,11 @@ func (in *initRun) waitEndpoints(ctx context.Context, ips map[string]bool) error
 				}
 			}
 		}
+		blocker = "no EndpointSlice of the Service lists a ready address"
 		return n > 0, nil
-	}, "the registry Service still leading to the old Pods")
+	}, "the registry Service to lead to the new Pods only")
+	if errors.Is(err, kube.ErrTimedOut) {
+		return fmt.Errorf("%w (%s)", err, blocker)
+	}
+	return err
 }

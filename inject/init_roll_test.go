@@ -1,7 +1,14 @@
 package inject
 
 import (
+	"context"
+	"strings"
 	"testing"
+	"time"
+
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/ferrypkg/ferry/internal/cluster"
 )
@@ -45,5 +52,33 @@ func TestRegistryTemplateForRollsAndDrains(t *testing.T) {
 	}
 	if revision("x/y:1.0") != "" {
 		t.Error("a reference by tag has a revision")
+	}
+}
+
+// A roll that cannot narrow the Service to the new Pods says what is in
+// the way: an address of another Pod (and its EndpointSlice), not "the old
+// Pods" whatever it was; with only new addresses, ready, it goes on.
+func TestWaitEndpointsNamesTheBlocker(t *testing.T) {
+	ready := true
+	slice := func(name string, addrs ...string) *discoveryv1.EndpointSlice {
+		s := &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ferry",
+			Labels: map[string]string{discoveryv1.LabelServiceName: cluster.RegistryName}}}
+		for _, a := range addrs {
+			s.Endpoints = append(s.Endpoints, discoveryv1.Endpoint{Addresses: []string{a}, Conditions: discoveryv1.EndpointConditions{Ready: &ready}})
+		}
+		return s
+	}
+	newPods := map[string]bool{"10.0.0.7": true}
+	cs := fake.NewClientset(slice("ferry-registry-abc", "10.0.0.7"), slice("planted", "10.9.9.9"))
+	in := &initRun{cs: cs, ns: "ferry", opts: InitOptions{WaitTimeout: 300 * time.Millisecond}}
+	err := in.waitEndpoints(context.Background(), newPods)
+	if err == nil || !strings.Contains(err.Error(), "EndpointSlice planted still lists 10.9.9.9") {
+		t.Fatalf("a foreign address: %v", err)
+	}
+	if err := cs.DiscoveryV1().EndpointSlices("ferry").Delete(context.Background(), "planted", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := in.waitEndpoints(context.Background(), newPods); err != nil {
+		t.Fatalf("the new Pods only: %v", err)
 	}
 }
