@@ -38,7 +38,7 @@ func (h *blobFiles) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	for _, k := range probeHeaders {
 		probe.Header.Del(k)
 	}
-	head := &headWriter{header: http.Header{}}
+	head := &recorder{header: http.Header{}}
 	h.next.ServeHTTP(head, probe)
 	size, err := strconv.ParseInt(head.header.Get("Content-Length"), 10, 64)
 	if head.code != http.StatusOK || err != nil || head.header.Get("Docker-Content-Digest") != d.String() {
@@ -83,23 +83,4 @@ func blobGet(r *http.Request) (digest.Digest, bool) {
 		return "", false
 	}
 	return d, true
-}
-
-// headWriter keeps the status and headers of an answer to a HEAD.
-type headWriter struct {
-	header http.Header
-	code   int
-}
-
-func (h *headWriter) Header() http.Header { return h.header }
-
-func (h *headWriter) WriteHeader(code int) {
-	if h.code == 0 {
-		h.code = code
-	}
-}
-
-func (h *headWriter) Write(p []byte) (int, error) {
-	h.WriteHeader(http.StatusOK)
-	return len(p), nil
 }
