@@ -17,8 +17,10 @@ import (
 // of the registry's processor time on a pull; a file handed to the
 // connection goes out with sendfile(2). Every decision stays
 // distribution's (credentials, whether the repository holds the blob, the
-// headers); anything but a 200 to the HEAD, and any file that does not
-// open at the size distribution gave, is served by distribution as before.
+// headers). A refusal of the HEAD (4xx, 5xx) is the GET's answer, as
+// distribution writes it for either; any other answer but a 200, and any
+// file that does not open at the size distribution gave, leaves the GET to
+// distribution as before.
 type blobFiles struct {
 	next http.Handler
 	root string
@@ -40,6 +42,18 @@ func (h *blobFiles) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	head := &headWriter{header: http.Header{}}
 	h.next.ServeHTTP(head, probe)
+	if head.code >= 400 && !head.cut {
+		// Refused (credentials, a repository without the blob): the
+		// answer is the GET's, and asking again would check the
+		// password twice per attempt, twice the bcrypt work that
+		// internal/authlimit lets a guesser have.
+		for k, v := range head.header {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(head.code)
+		_, _ = w.Write(head.body)
+		return
+	}
 	size, err := strconv.ParseInt(head.header.Get("Content-Length"), 10, 64)
 	if head.code != http.StatusOK || err != nil || head.header.Get("Docker-Content-Digest") != d.String() {
 		h.next.ServeHTTP(w, r)
@@ -57,7 +71,9 @@ func (h *blobFiles) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	for k, v := range head.header {
-		if k != "Content-Length" {
+		// ServeContent sets these as it answers (distribution's did for
+		// the HEAD): not on a 304, 412 or 416.
+		if k != "Content-Length" && k != "Accept-Ranges" {
 			w.Header()[k] = v
 		}
 	}
@@ -85,10 +101,17 @@ func blobGet(r *http.Request) (digest.Digest, bool) {
 	return d, true
 }
 
-// headWriter keeps the status and headers of an answer to a HEAD.
+// maxRefusal bounds the body of a refusal kept from the HEAD (distribution's
+// JSON errors are a few hundred bytes); a longer one is left to the GET.
+const maxRefusal = 64 << 10
+
+// headWriter keeps the status and headers of an answer to a HEAD, and the
+// body distribution writes with a refusal (as it does for a GET).
 type headWriter struct {
 	header http.Header
 	code   int
+	body   []byte
+	cut    bool // body went past maxRefusal
 }
 
 func (h *headWriter) Header() http.Header { return h.header }
@@ -101,5 +124,12 @@ func (h *headWriter) WriteHeader(code int) {
 
 func (h *headWriter) Write(p []byte) (int, error) {
 	h.WriteHeader(http.StatusOK)
+	if h.code >= 400 {
+		if len(h.body)+len(p) > maxRefusal {
+			h.cut = true
+		} else {
+			h.body = append(h.body, p...)
+		}
+	}
 	return len(p), nil
 }
