@@ -2,7 +2,9 @@ package registry
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
@@ -67,6 +69,15 @@ func (d *writebackDriver) PutContent(ctx context.Context, p string, content []by
 		return d.StorageDriver.PutContent(ctx, p, content)
 	}
 	full := filepath.Join(d.root, filepath.FromSlash(p))
+	// distribution closes a cancelled upload again after removing it,
+	// which stores its hash state once more: with the session gone (its
+	// startedat, written first, removed with it) that would leave
+	// _uploads/<id>/hashstates/... behind for every cancelled upload
+	// until upload purging. Nothing can resume from it: not written.
+	session := filepath.Dir(filepath.Dir(filepath.Dir(full)))
+	if _, err := os.Stat(filepath.Join(session, "startedat")); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
 	if err := os.MkdirAll(filepath.Dir(full), 0o777); err != nil {
 		return err
 	}

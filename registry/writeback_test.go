@@ -3,6 +3,8 @@ package registry
 import (
 	"bytes"
 	"context"
+	"os"
+	"path"
 	"path/filepath"
 	"testing"
 
@@ -68,6 +70,9 @@ func TestWritebackDriver(t *testing.T) {
 	_ = w.Cancel(ctx)
 	// A hash state is stored whole (no temporary left beside it); other
 	// files go through the driver.
+	if err := fs.PutContent(ctx, "/docker/registry/v2/repositories/a/_uploads/u/startedat", []byte("now")); err != nil {
+		t.Fatal(err)
+	}
 	for p, want := range map[string]bool{
 		"/docker/registry/v2/repositories/a/_uploads/u/hashstates/sha256/16777216": true,
 		"/docker/registry/v2/repositories/a/_uploads/u/startedat":                  false,
@@ -86,6 +91,15 @@ func TestWritebackDriver(t *testing.T) {
 	}
 	if left, _ := filepath.Glob(filepath.Join(root, "docker/registry/v2/repositories/a/_uploads/u/hashstates/sha256/*.tmp")); len(left) != 0 {
 		t.Fatalf("temporaries left: %v", left)
+	}
+	// The hash state of a session removed (cancelled, committed) is not
+	// written: distribution closes a cancelled upload after removing it.
+	gone := "/docker/registry/v2/repositories/a/_uploads/gone/hashstates/sha256/7"
+	if err := d.PutContent(ctx, gone, []byte("state")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, filepath.FromSlash(path.Dir(path.Dir(path.Dir(gone)))))); !os.IsNotExist(err) {
+		t.Fatalf("the state of a removed session recreated its folder: %v", err)
 	}
 	if _, err := newWritebackDriver(ctx, fs, nil); err == nil {
 		t.Fatal("no rootdirectory: want an error")
