@@ -60,6 +60,17 @@ func TestWritebackDriver(t *testing.T) {
 	if err != nil || !bytes.Equal(got, data) {
 		t.Fatalf("read back %d bytes (%v), want %d", len(got), err, len(data))
 	}
+	// A writer that writes nothing (a request refused for a stale
+	// state, which distribution then never closes) holds no second
+	// handle: it is opened once there is something to write back.
+	idle, err := d.Writer(ctx, p, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if wf := idle.(*writebackFile); wf.f != nil {
+		t.Fatal("a writer that wrote nothing holds a second handle on the file")
+	}
+	_ = idle.Close()
 	w, err := d.Writer(ctx, "/docker/registry/v2/repositories/a/_uploads/u/startedat", false)
 	if err != nil {
 		t.Fatal(err)
