@@ -142,12 +142,17 @@ func internalRequest(r *http.Request, method, path, rawQuery string, body io.Rea
 	return req
 }
 
+// recordLimit bounds the body a recorder keeps (distribution's JSON errors
+// are a few hundred bytes); past it, the rest is dropped and cut set.
+const recordLimit = 64 << 10
+
 // recorder keeps a small response (headers and an error body) to inspect or
 // replay.
 type recorder struct {
 	header http.Header
 	code   int
 	body   strings.Builder
+	cut    bool // the body went past what is kept
 }
 
 func (rec *recorder) Header() http.Header { return rec.header }
@@ -160,8 +165,10 @@ func (rec *recorder) WriteHeader(code int) {
 
 func (rec *recorder) Write(b []byte) (int, error) {
 	rec.WriteHeader(http.StatusOK)
-	if rec.body.Len() < 64<<10 {
+	if rec.body.Len()+len(b) <= recordLimit {
 		rec.body.Write(b)
+	} else {
+		rec.cut = true
 	}
 	return len(b), nil
 }

@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -17,8 +18,10 @@ import (
 // of the registry's processor time on a pull; a file handed to the
 // connection goes out with sendfile(2). Every decision stays
 // distribution's (credentials, whether the repository holds the blob, the
-// headers); anything but a 200 to the HEAD, and any file that does not
-// open at the size distribution gave, is served by distribution as before.
+// headers). A refusal of the HEAD (4xx, 5xx) is the GET's answer, as
+// distribution writes it for either; any other answer but a 200, and any
+// file that does not open at the size distribution gave, leaves the GET to
+// distribution as before.
 type blobFiles struct {
 	next http.Handler
 	root string
@@ -40,6 +43,18 @@ func (h *blobFiles) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	head := &recorder{header: http.Header{}}
 	h.next.ServeHTTP(head, probe)
+	if head.code >= 400 && !head.cut {
+		// Refused (credentials, a repository without the blob): the
+		// answer is the GET's, and asking again would check the
+		// password twice per attempt, twice the bcrypt work that
+		// internal/authlimit lets a guesser have.
+		for k, v := range head.header {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(head.code)
+		_, _ = io.WriteString(w, head.body.String())
+		return
+	}
 	size, err := strconv.ParseInt(head.header.Get("Content-Length"), 10, 64)
 	if head.code != http.StatusOK || err != nil || head.header.Get("Docker-Content-Digest") != d.String() {
 		h.next.ServeHTTP(w, r)
@@ -57,7 +72,9 @@ func (h *blobFiles) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	for k, v := range head.header {
-		if k != "Content-Length" {
+		// ServeContent sets these as it answers (distribution's did for
+		// the HEAD): not on a 304, 412 or 416.
+		if k != "Content-Length" && k != "Accept-Ranges" {
 			w.Header()[k] = v
 		}
 	}

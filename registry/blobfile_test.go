@@ -87,8 +87,6 @@ func TestBlobFiles(t *testing.T) {
 		size   int
 		path   string
 	}{
-		{"refused", http.StatusUnauthorized, len(data), blob},
-		{"unknown", http.StatusNotFound, len(data), blob},
 		{"another size", http.StatusOK, len(data) + 1, blob},
 		{"no file", http.StatusOK, len(data), "/v2/a/b/blobs/" + digest.FromString("other").String()},
 		{"not sha256", http.StatusOK, len(data), "/v2/a/b/blobs/" + digest.SHA512.FromBytes(data).String()},
@@ -98,6 +96,14 @@ func TestBlobFiles(t *testing.T) {
 		headStatus, headSize = c.status, c.size
 		if resp, _ := get(c.path); resp.StatusCode != http.StatusTeapot || gets != 1 {
 			t.Errorf("%s: %d after %d GETs to distribution, want its answer", c.name, resp.StatusCode, gets)
+		}
+	}
+	// A refusal is the HEAD's answer: distribution is not asked twice.
+	for _, status := range []int{http.StatusUnauthorized, http.StatusNotFound} {
+		gets = 0
+		headStatus, headSize = status, len(data)
+		if resp, _ := get(blob); resp.StatusCode != status || gets != 0 {
+			t.Errorf("refused %d: %d after %d GETs to distribution, want the HEAD's answer", status, resp.StatusCode, gets)
 		}
 	}
 }

@@ -2,7 +2,9 @@ package registry
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
@@ -46,13 +48,7 @@ func (d *writebackDriver) Writer(ctx context.Context, p string, append bool) (st
 	if err != nil || path.Base(p) != "data" {
 		return fw, err
 	}
-	// A second, read-only handle on the file the driver writes: the
-	// driver keeps its own to itself.
-	f, err := os.Open(filepath.Join(d.root, filepath.FromSlash(p)))
-	if err != nil {
-		return fw, nil // advice only: the upload goes on without it
-	}
-	return &writebackFile{FileWriter: fw, f: f, wb: writeback.New(f, fw.Size())}, nil
+	return &writebackFile{FileWriter: fw, path: filepath.Join(d.root, filepath.FromSlash(p)), from: fw.Size()}, nil
 }
 
 // PutContent stores an upload session's hash state (what a chunked
@@ -67,6 +63,15 @@ func (d *writebackDriver) PutContent(ctx context.Context, p string, content []by
 		return d.StorageDriver.PutContent(ctx, p, content)
 	}
 	full := filepath.Join(d.root, filepath.FromSlash(p))
+	// distribution closes a cancelled upload again after removing it,
+	// which stores its hash state once more: with the session gone (its
+	// startedat, written first, removed with it) that would leave
+	// _uploads/<id>/hashstates/... behind for every cancelled upload
+	// until upload purging. Nothing can resume from it: not written.
+	session := filepath.Dir(filepath.Dir(filepath.Dir(full)))
+	if _, err := os.Stat(filepath.Join(session, "startedat")); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
 	if err := os.MkdirAll(filepath.Dir(full), 0o777); err != nil {
 		return err
 	}
@@ -96,26 +101,56 @@ func hashState(p string) bool {
 }
 
 // writebackFile counts what the driver's writer takes and has it written
-// back every writeback.Every bytes.
+// back every writeback.Every bytes, through a second, read-only handle on
+// the file (the driver keeps its own to itself), opened once that much is
+// written: distribution resumes an upload for every request on it and
+// does not close one it refuses for a stale state (its file is closed when
+// the collector finds it), and a handle opened up front was a second file
+// descriptor held so per such request.
 type writebackFile struct {
 	storagedriver.FileWriter
-	f  *os.File
-	wb *writeback.Writer
+	path    string
+	from    int64 // where this writer's first write landed
+	written int64 // bytes written before wb
+	f       *os.File
+	wb      *writeback.Writer
+	off     bool // the second handle could not be opened: advice only
 }
 
 func (w *writebackFile) Write(p []byte) (int, error) {
 	n, err := w.FileWriter.Write(p)
-	w.wb.Wrote(int64(n))
+	switch {
+	case w.wb != nil:
+		w.wb.Wrote(int64(n))
+	case !w.off:
+		w.written += int64(n)
+		if w.written < writeback.Every {
+			break
+		}
+		f, oerr := os.Open(w.path)
+		if oerr != nil {
+			w.off = true // the upload goes on without it
+			break
+		}
+		w.f, w.wb = f, writeback.New(f, w.from)
+		w.wb.Wrote(w.written)
+	}
 	return n, err
 }
 
+func (w *writebackFile) release() {
+	if w.f != nil {
+		_ = w.f.Close()
+	}
+}
+
 func (w *writebackFile) Close() error {
-	_ = w.f.Close()
+	w.release()
 	return w.FileWriter.Close()
 }
 
 func (w *writebackFile) Cancel(ctx context.Context) error {
-	_ = w.f.Close()
+	w.release()
 	return w.FileWriter.Cancel(ctx)
 }
 

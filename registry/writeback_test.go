@@ -3,6 +3,8 @@ package registry
 import (
 	"bytes"
 	"context"
+	"os"
+	"path"
 	"path/filepath"
 	"testing"
 
@@ -58,6 +60,17 @@ func TestWritebackDriver(t *testing.T) {
 	if err != nil || !bytes.Equal(got, data) {
 		t.Fatalf("read back %d bytes (%v), want %d", len(got), err, len(data))
 	}
+	// A writer that writes nothing (a request refused for a stale
+	// state, which distribution then never closes) holds no second
+	// handle: it is opened once there is something to write back.
+	idle, err := d.Writer(ctx, p, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if wf := idle.(*writebackFile); wf.f != nil {
+		t.Fatal("a writer that wrote nothing holds a second handle on the file")
+	}
+	_ = idle.Close()
 	w, err := d.Writer(ctx, "/docker/registry/v2/repositories/a/_uploads/u/startedat", false)
 	if err != nil {
 		t.Fatal(err)
@@ -68,6 +81,9 @@ func TestWritebackDriver(t *testing.T) {
 	_ = w.Cancel(ctx)
 	// A hash state is stored whole (no temporary left beside it); other
 	// files go through the driver.
+	if err := fs.PutContent(ctx, "/docker/registry/v2/repositories/a/_uploads/u/startedat", []byte("now")); err != nil {
+		t.Fatal(err)
+	}
 	for p, want := range map[string]bool{
 		"/docker/registry/v2/repositories/a/_uploads/u/hashstates/sha256/16777216": true,
 		"/docker/registry/v2/repositories/a/_uploads/u/startedat":                  false,
@@ -86,6 +102,15 @@ func TestWritebackDriver(t *testing.T) {
 	}
 	if left, _ := filepath.Glob(filepath.Join(root, "docker/registry/v2/repositories/a/_uploads/u/hashstates/sha256/*.tmp")); len(left) != 0 {
 		t.Fatalf("temporaries left: %v", left)
+	}
+	// The hash state of a session removed (cancelled, committed) is not
+	// written: distribution closes a cancelled upload after removing it.
+	gone := "/docker/registry/v2/repositories/a/_uploads/gone/hashstates/sha256/7"
+	if err := d.PutContent(ctx, gone, []byte("state")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, filepath.FromSlash(path.Dir(path.Dir(path.Dir(gone)))))); !os.IsNotExist(err) {
+		t.Fatalf("the state of a removed session recreated its folder: %v", err)
 	}
 	if _, err := newWritebackDriver(ctx, fs, nil); err == nil {
 		t.Fatal("no rootdirectory: want an error")

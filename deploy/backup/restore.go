@@ -227,6 +227,13 @@ func (rs *restorer) restore(ctx context.Context, in *Info) error {
 			blobs[0] = append(blobs[0], s)
 		}
 	}
+	// Every manifest is read and checked (size, digest, JSON) before
+	// anything is pushed: a backup refused for one leaves the registry as
+	// it was.
+	levels, err := manifestLevels(f, rec, idx, manifests)
+	if err != nil {
+		return err
+	}
 	g, gctx := errgroup.WithContext(ctx)
 	for lane, limit := range [2]int{restoreStreams, smallStreams} {
 		g.Go(func() error {
@@ -245,7 +252,7 @@ func (rs *restorer) restore(ctx context.Context, in *Info) error {
 	if err := g.Wait(); err != nil {
 		return err
 	}
-	if err := rs.putManifests(ctx, f, rec, idx, manifests); err != nil {
+	if err := rs.putManifests(ctx, f, rec, idx, levels); err != nil {
 		return err
 	}
 	// What the backup left to its base, into the repositories that lack it.
@@ -283,34 +290,45 @@ func (rs *restorer) restore(ctx context.Context, in *Info) error {
 	return g.Wait()
 }
 
-// putManifests pushes the manifests the backup carries (spans of f), once
-// every blob is there: level by level, each after every manifest it names
-// and after its subject (a registry refuses an index whose children it
-// lacks; the file holds children first), those of one level smallStreams
-// at a time.
-func (rs *restorer) putManifests(ctx context.Context, f *os.File, rec *Record, idx map[digest.Digest]int, spans []span) error {
-	read := func(s span) (Blob, []byte, error) {
-		b := rec.Blobs[idx[s.digest]]
-		if b.Size > artifact.MaxManifestSize {
-			return b, nil, fmt.Errorf("%w: manifest %s is %d bytes, more than %d", artifact.ErrCorrupt, b.Digest, b.Size, artifact.MaxManifestSize)
-		}
-		data := make([]byte, b.Size)
-		if _, err := f.ReadAt(data, s.off); err != nil {
-			return b, nil, fmt.Errorf("%w: manifest %s: %w", artifact.ErrCorrupt, b.Digest, err)
-		}
-		if digest.FromBytes(data) != b.Digest {
-			return b, nil, fmt.Errorf("%w: blob %s does not match its digest", artifact.ErrCorrupt, b.Digest)
-		}
-		return b, data, nil
+// readManifest reads the manifest b at span s of f, checked against its
+// size bound and digest.
+func readManifest(f *os.File, b Blob, s span) ([]byte, error) {
+	if b.Size > artifact.MaxManifestSize {
+		return nil, fmt.Errorf("%w: manifest %s is %d bytes, more than %d", artifact.ErrCorrupt, b.Digest, b.Size, artifact.MaxManifestSize)
 	}
+	data := make([]byte, b.Size)
+	if _, err := f.ReadAt(data, s.off); err != nil {
+		return nil, fmt.Errorf("%w: manifest %s: %w", artifact.ErrCorrupt, b.Digest, err)
+	}
+	if digest.FromBytes(data) != b.Digest {
+		return nil, fmt.Errorf("%w: blob %s does not match its digest", artifact.ErrCorrupt, b.Digest)
+	}
+	return data, nil
+}
+
+// manifestLevels reads and checks the manifests the backup carries (spans
+// of f) and orders them in levels: each after every manifest it names and
+// after its subject (a registry refuses an index whose children it lacks;
+// the file holds children first). A manifest that names one later in the
+// file (none can name itself or one naming it: digests) is not held back
+// for it, as the file's order did not before. One manifest at a time is
+// held in memory.
+func manifestLevels(f *os.File, rec *Record, idx map[digest.Digest]int, spans []span) ([][]span, error) {
 	level := make(map[digest.Digest]int, len(spans))
 	var levels [][]span
 	for _, s := range spans {
-		b, data, err := read(s)
-		if err != nil {
-			return err
+		if _, ok := level[s.digest]; ok {
+			continue // in the file twice: pushed once
 		}
-		kids, _ := children(b.MediaType, data)
+		b := rec.Blobs[idx[s.digest]]
+		data, err := readManifest(f, b, s)
+		if err != nil {
+			return nil, err
+		}
+		kids, err := children(b.MediaType, data)
+		if err != nil {
+			return nil, fmt.Errorf("%w: manifest %s: %w", artifact.ErrCorrupt, b.Digest, err)
+		}
 		var sub struct{ Subject *ocispec.Descriptor }
 		if json.Unmarshal(data, &sub) == nil && sub.Subject != nil {
 			kids = append(kids, *sub.Subject) // a referrer after its subject, as before
@@ -327,12 +345,20 @@ func (rs *restorer) putManifests(ctx context.Context, f *os.File, rec *Record, i
 		}
 		levels[n] = append(levels[n], s)
 	}
+	return levels, nil
+}
+
+// putManifests pushes the manifests in levels (of manifestLevels), once
+// every blob is there: level by level, those of one level smallStreams at
+// a time, each read again from f.
+func (rs *restorer) putManifests(ctx context.Context, f *os.File, rec *Record, idx map[digest.Digest]int, levels [][]span) error {
 	for _, l := range levels {
 		g, gctx := errgroup.WithContext(ctx)
 		g.SetLimit(smallStreams)
 		for _, s := range l {
 			g.Go(func() error {
-				b, data, err := read(s)
+				b := rec.Blobs[idx[s.digest]]
+				data, err := readManifest(f, b, s)
 				if err != nil {
 					return err
 				}
@@ -346,8 +372,6 @@ func (rs *restorer) putManifests(ctx context.Context, f *os.File, rec *Record, i
 	return nil
 }
 
-// putManifest pushes a manifest the backup carries into every repository
-// that held it.
 func (rs *restorer) putManifest(ctx context.Context, rec *Record, b Blob, data []byte) error {
 	desc := ocispec.Descriptor{MediaType: mediaTypeOf(b), Digest: b.Digest, Size: b.Size}
 	for _, ri := range b.Repos {
