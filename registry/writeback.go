@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path"
@@ -12,6 +13,7 @@ import (
 	storagedriver "github.com/distribution/distribution/v3/registry/storage/driver"
 	storagemiddleware "github.com/distribution/distribution/v3/registry/storage/driver/middleware"
 
+	"github.com/ferrypkg/ferry/internal/atomicfile"
 	"github.com/ferrypkg/ferry/internal/writeback"
 )
 
@@ -75,20 +77,10 @@ func (d *writebackDriver) PutContent(ctx context.Context, p string, content []by
 	if err := os.MkdirAll(filepath.Dir(full), 0o777); err != nil {
 		return err
 	}
-	f, err := os.CreateTemp(filepath.Dir(full), filepath.Base(full)+".*.tmp")
-	if err != nil {
+	_, err := atomicfile.Write(full, 0o644, func(w io.Writer) error {
+		_, err := w.Write(content)
 		return err
-	}
-	_, err = f.Write(content)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(f.Name(), full)
-	}
-	if err != nil {
-		_ = os.Remove(f.Name())
-	}
+	})
 	return err
 }
 
@@ -152,8 +144,4 @@ func (w *writebackFile) Close() error {
 func (w *writebackFile) Cancel(ctx context.Context) error {
 	w.release()
 	return w.FileWriter.Cancel(ctx)
-}
-
-func (w *writebackFile) Commit(ctx context.Context) error {
-	return w.FileWriter.Commit(ctx)
 }
