@@ -70,7 +70,15 @@ func (ro *rollout) step() {
 func (ro *rollout) start(members []*v1alpha1.Member, want, version string) {
 	st := &ro.p.Status
 	if len(st.History) > 0 && st.History[0].Result == v1alpha1.PhaseProgressing {
-		ro.finish(v1alpha1.PhaseHalted, "superseded by the rollout to "+describe(want, version))
+		if ro.reached() {
+			// Every member already runs it, Ready: the pass that would
+			// have said so had not run yet. Complete, so that it is the
+			// version a rollback returns to.
+			st.Previous, st.Current = st.Current, st.Digest
+			ro.finish(v1alpha1.PhaseComplete, "")
+		} else {
+			ro.finish(v1alpha1.PhaseHalted, "superseded by the rollout to "+describe(want, version))
+		}
 	}
 	given := map[string]string{}
 	for _, pm := range st.Members {
@@ -181,6 +189,25 @@ func (ro *rollout) advance() {
 		st.Wave++
 		ro.give(st.Wave)
 	}
+}
+
+// reached reports whether every placed member has been given the
+// rollout's version and runs it, Ready, as it last reported.
+func (ro *rollout) reached() bool {
+	st := &ro.p.Status
+	if st.Digest == "" || st.Digest == st.Current {
+		return false
+	}
+	for i := range st.Members {
+		pm := &st.Members[i]
+		if pm.Target != st.Digest {
+			return false
+		}
+		if state, _ := ro.state(pm); state != StateReady {
+			return false
+		}
+	}
+	return len(st.Members) > 0
 }
 
 // give gives the rollout's version to the members of wave.

@@ -125,6 +125,31 @@ func TestRolloutSteps(t *testing.T) {
 	if p.Status.Phase != v1alpha1.PhaseComplete || p.Status.Current != d(3) || p.Status.Previous != d(1) || len(p.Status.Members) != 4 {
 		t.Errorf("after the rollout to d(3): %+v", p.Status)
 	}
+
+	// A new version asked for after every member reached the one in
+	// progress, before a pass saw it: that rollout is complete, not
+	// superseded, and it is what a rollback returns to.
+	track.Spec.Channels[0].Digest = d(4)
+	given := func() bool {
+		for _, pm := range p.Status.Members {
+			if pm.Target != d(4) {
+				return false
+			}
+		}
+		return true
+	}
+	for i := 0; i < 10 && !given(); i++ {
+		step() // wave by wave
+	}
+	if p.Status.Phase != v1alpha1.PhaseProgressing || p.Status.Current != d(3) || !given() {
+		t.Fatalf("rollout to d(4): %+v", p.Status)
+	}
+	track.Spec.Channels[0].Digest = d(5) // every member Ready at d(4) meanwhile
+	step()
+	h = p.Status.History
+	if h[0].To != d(5) || h[1].To != d(4) || h[1].Result != v1alpha1.PhaseComplete || p.Status.Current != d(4) || p.Status.Previous != d(3) {
+		t.Errorf("a rollout reached before it was superseded: current %s previous %s, history %+v", p.Status.Current, p.Status.Previous, h[:2])
+	}
 	for i := 4; i < 30; i++ {
 		track.Spec.Channels[0].Digest = d(i % 10)
 		for range 8 {
