@@ -107,7 +107,7 @@ type Key struct {
 }
 
 // parseRecord reads and checks a record: its media type, every digest,
-// every repository index and name.
+// every repository index and name, each blob and repository listed once.
 func parseRecord(data []byte) (*Record, error) {
 	if len(data) > MaxRecordSize {
 		return nil, fmt.Errorf("%w: its record is %d bytes, more than %d", ErrNotBackup, len(data), MaxRecordSize)
@@ -119,20 +119,32 @@ func parseRecord(data []byte) (*Record, error) {
 	if rec.MediaType != MediaTypeRecord {
 		return nil, fmt.Errorf("%w: record media type %q, not %s", ErrNotBackup, rec.MediaType, MediaTypeRecord)
 	}
+	repos := make(map[string]bool, len(rec.Repositories))
 	for _, r := range rec.Repositories {
 		if err := checkRepositoryName(r.Name); err != nil {
 			return nil, err
 		}
+		if repos[r.Name] {
+			return nil, fmt.Errorf("%w: record lists repository %s twice", ErrNotBackup, r.Name)
+		}
+		repos[r.Name] = true
 		for _, d := range r.Tags {
 			if err := d.Validate(); err != nil {
 				return nil, fmt.Errorf("%w: repository %s: %w", ErrNotBackup, r.Name, err)
 			}
 		}
 	}
+	// A blob listed twice could say two things (a manifest and a layer,
+	// two sizes); a backup ferry wrote lists each once.
+	blobs := make(map[digest.Digest]bool, len(rec.Blobs))
 	for _, b := range rec.Blobs {
 		if err := b.Digest.Validate(); err != nil || b.Size < 0 {
 			return nil, fmt.Errorf("%w: record lists blob %q of %d bytes", ErrNotBackup, b.Digest, b.Size)
 		}
+		if blobs[b.Digest] {
+			return nil, fmt.Errorf("%w: record lists blob %s twice", ErrNotBackup, b.Digest)
+		}
+		blobs[b.Digest] = true
 		for _, i := range b.Repos {
 			if i < 0 || i >= len(rec.Repositories) {
 				return nil, fmt.Errorf("%w: blob %s names repository %d of %d", ErrNotBackup, b.Digest, i, len(rec.Repositories))

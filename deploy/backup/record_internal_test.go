@@ -1,0 +1,36 @@
+package backup
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+// TestParseRecordRefusesDuplicates: a record that lists a blob or a
+// repository twice (two sizes, a manifest and a layer, two sets of tags)
+// is refused in one line naming it; a backup ferry wrote lists each once.
+func TestParseRecordRefusesDuplicates(t *testing.T) {
+	const d = "sha256:" + "ab12ab12ab12ab12ab12ab12ab12ab12ab12ab12ab12ab12ab12ab12ab12ab12"
+	const head = `{"mediaType":"` + MediaTypeRecord + `",`
+	for _, tc := range []struct {
+		name, record, want string
+	}{
+		{"one of each", head + `"repositories":[{"name":"a"}],"blobs":[{"digest":"` + d + `","size":1,"repos":[0]}]}`, ""},
+		{"a blob as a manifest and a layer", head + `"repositories":[{"name":"a"}],"blobs":[{"digest":"` + d + `","size":1,"mediaType":"application/vnd.oci.image.manifest.v1+json","repos":[0]},{"digest":"` + d + `","size":1,"repos":[0]}]}`, "blob " + d + " twice"},
+		{"a blob of two sizes", head + `"repositories":[{"name":"a"}],"blobs":[{"digest":"` + d + `","size":1,"repos":[0]},{"digest":"` + d + `","size":2,"repos":[0]}]}`, "blob " + d + " twice"},
+		{"a repository twice", head + `"repositories":[{"name":"a","tags":{"v1":"` + d + `"}},{"name":"a"}],"blobs":[]}`, "repository a twice"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec, err := parseRecord([]byte(tc.record))
+			if tc.want == "" {
+				if err != nil || rec == nil {
+					t.Fatalf("refused: %v", err)
+				}
+				return
+			}
+			if !errors.Is(err, ErrNotBackup) || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
+				t.Fatalf("got %v, want an error naming %q", err, tc.want)
+			}
+		})
+	}
+}
