@@ -6,7 +6,8 @@
 // a password check goes through; it knows nothing of how credentials are
 // checked, only of the answers: a request that carried an Authorization
 // header and was answered 401 is a failure, one answered below 400 a
-// success.
+// success. Attempts are counted while in flight, too: a client cannot
+// send many guesses at once before the first of them is answered.
 package authlimit
 
 import (
@@ -39,6 +40,11 @@ const (
 	// memory stays bounded whatever the number of addresses an attacker
 	// uses. Past it the oldest eighth of them is dropped.
 	DefaultClients = 10_000
+	// DefaultConcurrent bounds a client's attempts in flight (not yet
+	// answered) while it has no failure on record (64: many more than any
+	// registry client's parallel requests). A client with failures has
+	// its free attempts left in flight at most, one once they are used.
+	DefaultConcurrent = 64
 )
 
 // Options configures a Limiter; the zero value uses the defaults above.
@@ -48,6 +54,8 @@ type Options struct {
 	Max     time.Duration
 	Forget  time.Duration
 	Clients int
+	// Concurrent bounds a client's attempts in flight (DefaultConcurrent).
+	Concurrent int
 	// Now is the clock (time.Now if nil), for tests.
 	Now func() time.Time
 }
@@ -63,6 +71,7 @@ type client struct {
 	failures int
 	last     time.Time // last failure
 	until    time.Time // no attempt is looked at before
+	inflight int       // attempts begun, not yet answered
 }
 
 // New returns a Limiter with opts, defaults filled in.
@@ -82,6 +91,9 @@ func New(opts Options) *Limiter {
 	if opts.Clients <= 0 {
 		opts.Clients = DefaultClients
 	}
+	if opts.Concurrent <= 0 {
+		opts.Concurrent = DefaultConcurrent
+	}
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
@@ -98,8 +110,7 @@ func (l *Limiter) Wait(key string) time.Duration {
 		return 0
 	}
 	now := l.opts.Now()
-	if now.Sub(c.last) > l.opts.Forget {
-		delete(l.clients, key)
+	if l.forget(key, c, now) {
 		return 0
 	}
 	if d := c.until.Sub(now); d > 0 {
@@ -108,19 +119,124 @@ func (l *Limiter) Wait(key string) time.Duration {
 	return 0
 }
 
-// Fail records a refused attempt of key.
-func (l *Limiter) Fail(key string) {
+// forget drops c's failures once they are older than Forget, and c itself
+// when nothing is left of it. Called with mu held.
+func (l *Limiter) forget(key string, c *client, now time.Time) bool {
+	if c.failures > 0 && now.Sub(c.last) > l.opts.Forget {
+		c.failures, c.until = 0, time.Time{}
+	}
+	if c.failures == 0 && c.inflight == 0 {
+		if l.clients[key] == c {
+			delete(l.clients, key)
+		}
+		return true
+	}
+	return false
+}
+
+// Attempt is one authentication attempt Begin admitted; End records its
+// answer.
+type Attempt struct {
+	l   *Limiter
+	key string
+	c   *client
+}
+
+// Refusal says why an attempt was not looked at and when to retry.
+type Refusal struct {
+	// Wait is how long until the next attempt is looked at.
+	Wait time.Duration
+	// InFlight: the client has as many attempts in flight as it may;
+	// else it is backed off after failures.
+	InFlight bool
+}
+
+// Seconds is Wait in whole seconds, rounded up (a Retry-After).
+func (r *Refusal) Seconds() int { return int((r.Wait + time.Second - 1) / time.Second) }
+
+// String says it in one line.
+func (r *Refusal) String() string {
+	if r.InFlight {
+		return "too many authentications in flight; retry in " + strconv.Itoa(r.Seconds()) + " s"
+	}
+	return "too many failed authentications; retry in " + strconv.Itoa(r.Seconds()) + " s"
+}
+
+// Begin admits an attempt of key, or says why not: the client is backed
+// off, or it has as many attempts in flight as it may (Options.Concurrent
+// without failures, its free attempts left with some, one once they are
+// used).
+func (l *Limiter) Begin(key string) (*Attempt, *Refusal) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := l.opts.Now()
 	c := l.clients[key]
-	if c == nil || now.Sub(c.last) > l.opts.Forget {
+	if c != nil {
+		l.forget(key, c, now)
+	}
+	if l.clients[key] != c || c == nil {
 		if len(l.clients) >= l.opts.Clients {
 			l.evict(now)
 		}
 		c = &client{}
 		l.clients[key] = c
 	}
+	if d := c.until.Sub(now); d > 0 {
+		return nil, &Refusal{Wait: d}
+	}
+	limit := l.opts.Concurrent
+	if c.failures > 0 {
+		limit = max(1, l.opts.Free-c.failures)
+	}
+	if c.inflight >= limit {
+		return nil, &Refusal{Wait: time.Second, InFlight: true}
+	}
+	c.inflight++
+	return &Attempt{l: l, key: key, c: c}, nil
+}
+
+// End records a's answer: 401 a failure, below 400 a success, anything
+// else (0: not known) neither. A second End does nothing.
+func (a *Attempt) End(status int) {
+	if a == nil || a.c == nil {
+		return
+	}
+	l, c := a.l, a.c
+	a.c = nil
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	c.inflight--
+	now := l.opts.Now()
+	switch {
+	case status == http.StatusUnauthorized:
+		l.fail(c, now)
+	case status != 0 && status < 400:
+		c.failures, c.until = 0, time.Time{}
+	}
+	l.forget(a.key, c, now)
+}
+
+// Fail records a refused attempt of key.
+func (l *Limiter) Fail(key string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := l.opts.Now()
+	c := l.clients[key]
+	if c != nil {
+		l.forget(key, c, now)
+	}
+	if l.clients[key] != c || c == nil {
+		if len(l.clients) >= l.opts.Clients {
+			l.evict(now)
+		}
+		c = &client{}
+		l.clients[key] = c
+	}
+	l.fail(c, now)
+}
+
+// fail counts a failure of c. Called with mu held.
+func (l *Limiter) fail(c *client, now time.Time) {
 	c.failures++
 	c.last = now
 	if over := c.failures - l.opts.Free; over > 0 {
@@ -135,8 +251,11 @@ func (l *Limiter) Fail(key string) {
 // Succeed forgets key's failures.
 func (l *Limiter) Succeed(key string) {
 	l.mu.Lock()
-	delete(l.clients, key)
-	l.mu.Unlock()
+	defer l.mu.Unlock()
+	if c := l.clients[key]; c != nil {
+		c.failures, c.until = 0, time.Time{}
+		l.forget(key, c, l.opts.Now())
+	}
 }
 
 // evict drops forgotten clients, and if that leaves the table full, the
@@ -150,8 +269,7 @@ func (l *Limiter) evict(now time.Time) {
 	}
 	kept := make([]entry, 0, len(l.clients))
 	for k, c := range l.clients {
-		if now.Sub(c.last) > l.opts.Forget {
-			delete(l.clients, k)
+		if l.forget(k, c, now) {
 			continue
 		}
 		kept = append(kept, entry{k, c.last})
@@ -168,30 +286,25 @@ func (l *Limiter) evict(now time.Time) {
 // Handler returns next behind the limiter: a request with credentials from
 // a client that must wait gets 429 with Retry-After (next is not called); a
 // request with credentials answered 401 counts as a failure of its client,
-// one answered with a status below 400 as a success. Requests without an
-// Authorization header are passed through and never counted. The client is
-// the request's remote IP address (ClientKey).
+// one answered with a status below 400 as a success, as soon as its status
+// is written (a download's or an upload's bytes are not waited for).
+// Requests without an Authorization header are passed through and never
+// counted. The client is the request's remote IP address (ClientKey).
 func (l *Limiter) Handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Authorization") == "" {
 			next.ServeHTTP(w, r)
 			return
 		}
-		key := ClientKey(r)
-		if d := l.Wait(key); d > 0 {
-			secs := int((d + time.Second - 1) / time.Second)
-			w.Header().Set("Retry-After", strconv.Itoa(secs))
-			http.Error(w, "too many failed authentications; retry in "+strconv.Itoa(secs)+" s", http.StatusTooManyRequests)
+		a, no := l.Begin(ClientKey(r))
+		if no != nil {
+			w.Header().Set("Retry-After", strconv.Itoa(no.Seconds()))
+			http.Error(w, no.String(), http.StatusTooManyRequests)
 			return
 		}
-		sw := &statusWriter{ResponseWriter: w}
+		sw := &statusWriter{ResponseWriter: w, attempt: a}
+		defer a.End(0) // a handler that wrote nothing, or panicked
 		next.ServeHTTP(sw, r)
-		switch {
-		case sw.status == http.StatusUnauthorized:
-			l.Fail(key)
-		case sw.status != 0 && sw.status < 400:
-			l.Succeed(key)
-		}
 	})
 }
 
@@ -219,32 +332,36 @@ func ClientKey(r *http.Request) string {
 	return p.String()
 }
 
-// statusWriter records the status written.
+// statusWriter ends its attempt with the first status written.
 type statusWriter struct {
 	http.ResponseWriter
-	status int
+	attempt *Attempt
+	status  int
+}
+
+func (w *statusWriter) setStatus(code int) {
+	if w.status == 0 {
+		w.status = code
+		w.attempt.End(code)
+	}
 }
 
 func (w *statusWriter) WriteHeader(code int) {
-	if w.status == 0 {
-		w.status = code
+	if code >= 200 || code == http.StatusSwitchingProtocols {
+		w.setStatus(code)
 	}
 	w.ResponseWriter.WriteHeader(code)
 }
 
 func (w *statusWriter) Write(p []byte) (int, error) {
-	if w.status == 0 {
-		w.status = http.StatusOK
-	}
+	w.setStatus(http.StatusOK)
 	return w.ResponseWriter.Write(p)
 }
 
 // ReadFrom keeps the connection's own ReadFrom (sendfile for a file) in
 // reach of io.Copy.
 func (w *statusWriter) ReadFrom(src io.Reader) (int64, error) {
-	if w.status == 0 {
-		w.status = http.StatusOK
-	}
+	w.setStatus(http.StatusOK)
 	if rf, ok := w.ResponseWriter.(io.ReaderFrom); ok {
 		return rf.ReadFrom(src)
 	}

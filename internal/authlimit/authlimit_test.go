@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -146,4 +149,132 @@ func TestClientKeyIPv6(t *testing.T) {
 			t.Errorf("%s: %s, want %s", remote, got, want)
 		}
 	}
+}
+
+// TestConcurrentGuesses: a client sending many guesses at once has only
+// Options.Concurrent of them looked at before the first is answered, and
+// once it has failures, only its free attempts left; the rest are answered
+// 429 without reaching the password check.
+func TestConcurrentGuesses(t *testing.T) {
+	release := make(chan struct{})
+	var checked atomic.Int32
+	l := New(Options{Free: 5, Base: time.Minute, Concurrent: 8})
+	h := l.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		checked.Add(1)
+		<-release // a slow password check
+		w.WriteHeader(http.StatusUnauthorized)
+	}))
+	guess := func(remote string) int {
+		r := httptest.NewRequest(http.MethodGet, "/", nil)
+		r.RemoteAddr = remote
+		r.SetBasicAuth("u", "guess")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w.Code
+	}
+	const n = 200
+	codes := make(chan int, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { codes <- guess(fmt.Sprintf("10.0.0.1:%d", i)) })
+	}
+	waitFor(t, func() bool { return checked.Load() == 8 && len(codes) == n-8 })
+	close(release)
+	wg.Wait()
+	close(codes)
+	count := map[int]int{}
+	for c := range codes {
+		count[c]++
+	}
+	if count[401] != 8 || count[429] != n-8 || checked.Load() != 8 {
+		t.Fatalf("%d guesses at once: answers %v, %d checked; want 8 checked and 401, the rest 429", n, count, checked.Load())
+	}
+	if l.Wait("10.0.0.1") == 0 {
+		t.Fatal("8 failures and no back-off")
+	}
+	if l.clients["10.0.0.1"].inflight != 0 {
+		t.Fatalf("%d attempts left in flight", l.clients["10.0.0.1"].inflight)
+	}
+
+	// With failures on record and no back-off yet: the free attempts left.
+	l2 := New(Options{Free: 5, Base: time.Minute})
+	l2.Fail("k")
+	l2.Fail("k")
+	var got []*Attempt
+	for {
+		a, no := l2.Begin("k")
+		if no != nil {
+			if !no.InFlight || no.Seconds() != 1 || !strings.Contains(no.String(), "in flight") {
+				t.Fatalf("refusal %+v %q", no, no.String())
+			}
+			break
+		}
+		got = append(got, a)
+	}
+	if len(got) != 3 {
+		t.Fatalf("2 of 5 failures used: %d attempts in flight, want 3", len(got))
+	}
+	for _, a := range got {
+		a.End(http.StatusOK)
+		a.End(http.StatusUnauthorized) // a second End does nothing
+	}
+	if len(l2.clients) != 0 {
+		t.Fatalf("a success left %d records", len(l2.clients))
+	}
+}
+
+// TestAttemptEndsAtStatus: an attempt is answered when its status is
+// written, not when its body is: a long download does not hold a slot,
+// and a handler that panics or writes nothing leaves none in flight.
+func TestAttemptEndsAtStatus(t *testing.T) {
+	l := New(Options{Concurrent: 1})
+	streaming, done := make(chan struct{}), make(chan struct{})
+	h := l.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/download":
+			w.WriteHeader(http.StatusOK)
+			close(streaming)
+			<-done
+		case "/panic":
+			panic(http.ErrAbortHandler)
+		case "/nothing":
+		default:
+			fmt.Fprint(w, "ok")
+		}
+	}))
+	do := func(path string) int {
+		r := httptest.NewRequest(http.MethodGet, path, nil)
+		r.RemoteAddr = "10.0.0.9:1"
+		r.SetBasicAuth("u", "p")
+		w := httptest.NewRecorder()
+		func() {
+			defer func() { recover() }()
+			h.ServeHTTP(w, r)
+		}()
+		return w.Code
+	}
+	go do("/download")
+	<-streaming
+	if got := do("/"); got != 200 {
+		t.Fatalf("during a download, another request: %d, want 200", got)
+	}
+	close(done)
+	do("/panic")
+	do("/nothing")
+	waitFor(t, func() bool {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return len(l.clients) == 0
+	})
+}
+
+func waitFor(t *testing.T, ok func() bool) {
+	t.Helper()
+	for range 1000 {
+		if ok() {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatal("timed out")
 }

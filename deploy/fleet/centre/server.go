@@ -78,22 +78,26 @@ func (c *Centre) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, "", refuse(http.StatusMethodNotAllowed, nil, "POST to %s", r.URL.Path))
 		return
 	}
-	key := guessKey(r)
-	if d := c.guesses.Wait(key); d > 0 {
-		secs := int((d + time.Second - 1) / time.Second)
-		w.Header().Set("Retry-After", strconv.Itoa(secs))
-		c.fail(w, r, "", refuse(http.StatusTooManyRequests, nil, "too many refused tokens or credentials from %s: try again in %d s", authlimit.ClientKey(r), secs))
+	attempt, no := c.guesses.Begin(guessKey(r))
+	if no != nil {
+		w.Header().Set("Retry-After", strconv.Itoa(no.Seconds()))
+		what := "too many refused tokens or credentials"
+		if no.InFlight {
+			what = "too many requests in flight"
+		}
+		c.fail(w, r, "", refuse(http.StatusTooManyRequests, nil, "%s from %s: try again in %d s", what, authlimit.ClientKey(r), no.Seconds()))
 		return
 	}
+	defer attempt.End(0)
 	member, err := serve(w, r)
 	if err != nil {
 		if p := (*problem)(nil); errors.As(err, &p) && p.status == http.StatusUnauthorized {
-			c.guesses.Fail(key)
+			attempt.End(http.StatusUnauthorized)
 		}
 		c.fail(w, r, member, err)
 		return
 	}
-	c.guesses.Succeed(key)
+	attempt.End(http.StatusOK)
 	level := c.log().Info
 	if r.URL.Path == wire.PathSync {
 		level = c.log().Debug
