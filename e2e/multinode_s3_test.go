@@ -14,6 +14,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
@@ -23,6 +24,46 @@ import (
 	"github.com/ferrypkg/ferry/internal/cluster"
 	"github.com/ferrypkg/ferry/internal/testsupport/peertool"
 )
+
+// objectStore starts the cluster's object store (MinIO on node1's address,
+// which the nodes reach and the workstation does not; one per cluster, its
+// root credentials fixed) with a new bucket, and creates ferry's namespace
+// and the Secret "object-store" init reads the credentials from.
+func objectStore(ctx context.Context, t *testing.T, c *harness.Cluster) s3Store {
+	t.Helper()
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	suffix := fmt.Sprintf("%x", b)
+	user, pass, bucket := "ferry-e2e", "ferry-e2e-object-store", "ferry-registry-"+suffix
+	script := exec.CommandContext(ctx, "bash", filepath.Join("cluster", "nodes.sh"), "minio", peertool.Require(t, "minio"), bucket)
+	script.Env = append(os.Environ(), "MINIO_ROOT_USER="+user, "MINIO_ROOT_PASSWORD="+pass)
+	out, err := script.Output()
+	if err != nil {
+		t.Fatalf("nodes.sh minio: %v: %s", err, exitStderr(err))
+	}
+	ns := cluster.DefaultNamespace
+	if _, err := c.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	creds := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "object-store", Namespace: ns}, Data: map[string][]byte{
+		cluster.AccessKeyIDKey: []byte(user), cluster.SecretAccessKeyKey: []byte(pass),
+	}}
+	if _, err := c.Client.CoreV1().Secrets(ns).Create(ctx, creds, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return s3Store{
+		URL:    "s3://" + bucket + "/ferry?endpoint=http://10.200.0.1:9000&path-style=true",
+		Bucket: bucket, Suffix: suffix, Data: strings.TrimSpace(string(out)),
+	}
+}
+
+// s3Store is a bucket of the cluster's object store.
+type s3Store struct {
+	URL    string // init's --storage
+	Bucket string
+	Suffix string // the bucket's random part
+	Data   string // MinIO's data folder (every bucket)
+}
 
 // TestMultiNodeS3 runs the in-cluster registry highly available: moved with
 // its content (--migrate) from one node's filesystem to two replicas on two
@@ -38,37 +79,17 @@ func TestMultiNodeS3(t *testing.T) {
 	ctx := timeout(t, 15*time.Minute)
 	nodes := readyNodes(ctx, t, c)
 
-	// The object store (one per cluster, its root credentials fixed), a new
-	// bucket, and the Secret init reads the credentials from.
-	suffix := make([]byte, 4)
-	_, _ = rand.Read(suffix)
-	user, pass, bucket := "ferry-e2e", "ferry-e2e-object-store", fmt.Sprintf("ferry-registry-%x", suffix)
-	script := exec.CommandContext(ctx, "bash", filepath.Join("cluster", "nodes.sh"), "minio", peertool.Require(t, "minio"), bucket)
-	script.Env = append(os.Environ(), "MINIO_ROOT_USER="+user, "MINIO_ROOT_PASSWORD="+pass)
-	out, err := script.Output()
-	if err != nil {
-		t.Fatalf("nodes.sh minio: %v: %s", err, exitStderr(err))
-	}
-	data := strings.TrimSpace(string(out))
 	resetFerry(ctx, t, c)
+	store := objectStore(ctx, t, c)
+	storage, suffix, bucket, data := store.URL, store.Suffix, store.Bucket, store.Data
 	ns := cluster.DefaultNamespace
-	if _, err := c.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	creds := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "object-store", Namespace: ns}, Data: map[string][]byte{
-		cluster.AccessKeyIDKey: []byte(user), cluster.SecretAccessKeyKey: []byte(pass),
-	}}
-	if _, err := c.Client.CoreV1().Secrets(ns).Create(ctx, creds, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	storage := "s3://" + bucket + "/ferry?endpoint=http://10.200.0.1:9000&path-style=true"
 
 	pkg, pub := appPackage(ctx, t, c, "e2e-s3")
 	pkg, pubName := keep(t, pkg), keep(t, pub.Name)
 	ok := t.Run("init: from one node's filesystem to two replicas on the object store, with --migrate", func(t *testing.T) {
 		// A storage folder of its own: the nodes share the host's file
 		// system, and the default folder holds what every e2e run stored.
-		dir := filepath.Join(os.TempDir(), fmt.Sprintf("ferry-e2e-s3-%x", suffix))
+		dir := filepath.Join(os.TempDir(), "ferry-e2e-s3-"+suffix)
 		t.Cleanup(func() { _ = os.RemoveAll(dir) })
 		var plain struct{}
 		if err := ferryJSON(ctx, t, c, &plain, "init", "--bin-dir", binDir(t), "--storage-dir", dir); err != nil {

@@ -21,6 +21,7 @@ import (
 	"github.com/ferrypkg/ferry/deploy/install"
 	"github.com/ferrypkg/ferry/e2e/internal/harness"
 	"github.com/ferrypkg/ferry/e2e/internal/mkimg"
+	"github.com/ferrypkg/ferry/inject"
 	"github.com/ferrypkg/ferry/internal/cluster"
 )
 
@@ -79,6 +80,35 @@ func cli(ctx context.Context, t *testing.T, bin string, args ...string) (string,
 func TestFreshUpgrade(t *testing.T) {
 	c := harness.Workstation(t)
 	ctx := timeout(t, 15*time.Minute)
+	up := upgradeUnderLoad(ctx, t, c, nil)
+
+	// An older ferry's init on the upgraded cluster, and a refused
+	// downgrade (e2e/upgrade_formats_test.go), then this ferry's again.
+	if !t.Run("downgrade", func(t *testing.T) { upgradeDowngrade(ctx, t, c, up.prev) }) {
+		t.FailNow()
+	}
+
+	t.Run("drain the registry's node", func(t *testing.T) {
+		drainUnderLoad(ctx, t, c, up.refs["e2e-up-a"], "filesystem")
+	})
+}
+
+// upgraded is what upgradeUnderLoad leaves: the previous release's ferry
+// and the images of the packages it deployed.
+type upgraded struct {
+	prev string
+	refs map[string]string
+}
+
+// upgradeUnderLoad sets the cluster up with the previous release (init
+// with initArgs, two packages it made and deployed), then runs this
+// ferry's init with the same arguments while Pods are created on every
+// node, each pulling anew: it counts refused admissions, failed pulls and
+// Pods never started (each an error), and checks that this ferry runs
+// the registry and the agent and that every Package, record and image is
+// kept.
+func upgradeUnderLoad(ctx context.Context, t *testing.T, c *harness.Cluster, initArgs []string) upgraded {
+	t.Helper()
 	nodes := readyNodes(ctx, t, c)
 	prevDir, commit := previousRelease(t)
 	prev := filepath.Join(prevDir, "ferry")
@@ -95,7 +125,7 @@ func TestFreshUpgrade(t *testing.T) {
 	}
 
 	// Day one, with the previous release: init, two packages it made.
-	if _, err := cli(ctx, t, prev, append([]string{"init", "--key", pubFile}, kc...)...); err != nil {
+	if _, err := cli(ctx, t, prev, append(append([]string{"init", "--key", pubFile}, initArgs...), kc...)...); err != nil {
 		t.Fatal(err)
 	}
 	refs := map[string]string{"e2e-up-a": "docker.io/library/app-a:1.0", "e2e-up-b": "docker.io/library/app-b:1.0"}
@@ -137,19 +167,23 @@ func TestFreshUpgrade(t *testing.T) {
 		} `json:"steps"`
 	}
 	start := time.Now()
-	if err := ferryJSON(ctx, t, c, &res, "init"); err != nil {
+	if err := ferryJSON(ctx, t, c, &res, append([]string{"init"}, initArgs...)...); err != nil {
 		load.Stop(ctx, t, time.Minute)
 		t.Fatal(err)
 	}
 	took := time.Since(start)
 	for _, s := range res.Steps {
-		if s.Name == "check registry" || s.Name == "registry" || s.Name == "injector" {
+		if s.Name == "check registry" || s.Name == "registry" || s.Name == "injector" || s.Name == "storage" {
 			t.Logf("init step %s (%.1fs): %s", s.Name, s.Seconds, s.Detail)
 		}
 	}
 	time.Sleep(15 * time.Second)
 	n := load.Stop(ctx, t, 2*time.Minute)
-	t.Logf("COUNT upgrade in place (init %.1fs): %s", took.Seconds(), n)
+	storage := "filesystem"
+	if len(initArgs) > 0 {
+		storage = strings.Join(initArgs, " ")
+	}
+	t.Logf("COUNT upgrade in place (%s storage, init %.1fs): %s", storage, took.Seconds(), n)
 	for _, f := range n.Failures {
 		t.Errorf("through the upgrade: %s", f)
 	}
@@ -186,16 +220,7 @@ func TestFreshUpgrade(t *testing.T) {
 	if n := check.Stop(ctx, t, 2*time.Minute); n.Started < len(nodes) || len(n.Failures) > 0 {
 		t.Errorf("package b's image after the upgrade: %s: %v", n, n.Failures)
 	}
-
-	// An older ferry's init on the upgraded cluster, and a refused
-	// downgrade (e2e/upgrade_formats_test.go), then this ferry's again.
-	if !t.Run("downgrade", func(t *testing.T) { upgradeDowngrade(ctx, t, c, prev) }) {
-		t.FailNow()
-	}
-
-	t.Run("drain the registry's node", func(t *testing.T) {
-		drainUnderLoad(ctx, t, c, refs["e2e-up-a"], "filesystem")
-	})
+	return upgraded{prev: prev, refs: refs}
 }
 
 // packagesReady lists the Packages as name=Ready-status.
@@ -249,4 +274,35 @@ func recordSecrets(ctx context.Context, t *testing.T, c *harness.Cluster) []stri
 	}
 	slices.Sort(out)
 	return out
+}
+
+// TestFreshUpgradeS3: the same upgrade in place on a registry the previous
+// release set up on the cluster's object store with two replicas: the new
+// replicas surge beside the old ones (no node's filesystem binds them), and
+// no Pod created meanwhile is refused or fails to pull.
+func TestFreshUpgradeS3(t *testing.T) {
+	c := harness.Workstation(t)
+	ctx := timeout(t, 15*time.Minute)
+	store := objectStore(ctx, t, c)
+	upgradeUnderLoad(ctx, t, c, []string{"--storage", store.URL, "--storage-credentials", "object-store"})
+	image := registryDeployment(ctx, t, c).Spec.Template.Spec.Containers[0].Image
+	var pods []string
+	err := harness.PollUntil(ctx, 2*time.Minute, func() (bool, error) {
+		pods = pods[:0]
+		nodes := map[string]bool{}
+		for _, p := range readyPods(registryPods(ctx, t, c)) {
+			pods = append(pods, p.Name+"@"+p.Spec.NodeName)
+			if p.Spec.Containers[0].Image == image {
+				nodes[p.Spec.NodeName] = true
+			}
+		}
+		return len(pods) == 2 && len(nodes) == 2, nil
+	})
+	if err != nil {
+		t.Fatalf("registry Pods after the upgrade on S3: %v: %v", pods, err)
+	}
+	if got := inject.DeploymentStorage(registryDeployment(ctx, t, c)); !strings.HasPrefix(got, "s3://"+store.Bucket+"/") {
+		t.Fatalf("the registry's storage after the upgrade: %q", got)
+	}
+	t.Logf("registry Pods after the upgrade: %v", pods)
 }

@@ -11,7 +11,8 @@
 # (default ^TestMultiNode).
 # FERRY_E2E_FRESH_RUNS: -run patterns, each run from the workstation on a
 # cluster started anew with its workers after the multi-node phase (default
-# "^TestFreshUpgrade$ ^TestFreshRestore$ ^TestFreshDiskFull$"; empty: none).
+# "^TestFreshUpgrade$ ^TestFreshUpgradeS3$ ^TestFreshRestore$ ^TestFreshDiskFull$";
+# empty: none).
 # Tests hand files to later phases in $FERRY_E2E_CARRY (a phase-one backup
 # restored into a fresh cluster).
 # FERRY_E2E_CENTRE: 1 (default) also starts a second cluster's control plane,
@@ -87,7 +88,7 @@ mn_s=$(secs "$t" "$(now)")
 [ $rc = 0 ] && rc=$mrc
 
 # Fresh clusters, one per pattern, the way a site's is on its first day.
-fresh=${FERRY_E2E_FRESH_RUNS-^TestFreshUpgrade\$ ^TestFreshRestore\$ ^TestFreshDiskFull\$}
+fresh=${FERRY_E2E_FRESH_RUNS-^TestFreshUpgrade\$ ^TestFreshUpgradeS3\$ ^TestFreshRestore\$ ^TestFreshDiskFull\$}
 [ -n "$fresh" ] || exit
 t=$(now)
 i=0
