@@ -180,8 +180,8 @@ func upgradeUnderLoad(ctx context.Context, t *testing.T, c *harness.Cluster, ini
 	time.Sleep(15 * time.Second)
 	n := load.Stop(ctx, t, 2*time.Minute)
 	storage := "filesystem"
-	if len(initArgs) > 0 {
-		storage = strings.Join(initArgs, " ")
+	if slices.Contains(initArgs, "--storage") {
+		storage = "S3"
 	}
 	t.Logf("COUNT upgrade in place (%s storage, init %.1fs): %s", storage, took.Seconds(), n)
 	for _, f := range n.Failures {
