@@ -290,6 +290,9 @@ func (l *Limiter) evict(now time.Time) {
 // is written (a download's or an upload's bytes are not waited for).
 // Requests without an Authorization header are passed through and never
 // counted. The client is the request's remote IP address (ClientKey).
+// next must check the credentials of every request it answers below 400:
+// a path that answers without looking at them (a health probe) belongs
+// in front of the limiter, or its answer clears a guesser's failures.
 func (l *Limiter) Handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Authorization") == "" {
