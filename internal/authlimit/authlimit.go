@@ -137,9 +137,10 @@ func (l *Limiter) forget(key string, c *client, now time.Time) bool {
 // Attempt is one authentication attempt Begin admitted; End records its
 // answer.
 type Attempt struct {
-	l   *Limiter
-	key string
-	c   *client
+	l     *Limiter
+	key   string
+	c     *client // the record that counts it in flight
+	ended bool
 }
 
 // Refusal says why an attempt was not looked at and when to retry.
@@ -170,17 +171,7 @@ func (l *Limiter) Begin(key string) (*Attempt, *Refusal) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := l.opts.Now()
-	c := l.clients[key]
-	if c != nil {
-		l.forget(key, c, now)
-	}
-	if l.clients[key] != c || c == nil {
-		if len(l.clients) >= l.opts.Clients {
-			l.evict(now)
-		}
-		c = &client{}
-		l.clients[key] = c
-	}
+	c := l.record(key, now)
 	if d := c.until.Sub(now); d > 0 {
 		return nil, &Refusal{Wait: d}
 	}
@@ -198,22 +189,31 @@ func (l *Limiter) Begin(key string) (*Attempt, *Refusal) {
 // End records a's answer: 401 a failure, below 400 a success, anything
 // else (0: not known) neither. A second End does nothing.
 func (a *Attempt) End(status int) {
-	if a == nil || a.c == nil {
+	if a == nil {
 		return
 	}
-	l, c := a.l, a.c
-	a.c = nil
+	l := a.l
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	c.inflight--
+	if a.ended {
+		return
+	}
+	a.ended = true
+	a.c.inflight--
 	now := l.opts.Now()
+	// The answer goes to key's record now: the one that counted a may
+	// have been dropped from a full table meanwhile.
 	switch {
 	case status == http.StatusUnauthorized:
-		l.fail(c, now)
+		l.fail(l.record(a.key, now), now)
 	case status != 0 && status < 400:
-		c.failures, c.until = 0, time.Time{}
+		if c := l.clients[a.key]; c != nil {
+			c.failures, c.until = 0, time.Time{}
+		}
 	}
-	l.forget(a.key, c, now)
+	if c := l.clients[a.key]; c != nil {
+		l.forget(a.key, c, now)
+	}
 }
 
 // Fail records a refused attempt of key.
@@ -221,18 +221,22 @@ func (l *Limiter) Fail(key string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := l.opts.Now()
+	l.fail(l.record(key, now), now)
+}
+
+// record returns key's record, made (room made for it in a full table)
+// if it has none or it was forgotten. Called with mu held.
+func (l *Limiter) record(key string, now time.Time) *client {
 	c := l.clients[key]
-	if c != nil {
-		l.forget(key, c, now)
+	if c != nil && !l.forget(key, c, now) {
+		return c
 	}
-	if l.clients[key] != c || c == nil {
-		if len(l.clients) >= l.opts.Clients {
-			l.evict(now)
-		}
-		c = &client{}
-		l.clients[key] = c
+	if len(l.clients) >= l.opts.Clients {
+		l.evict(now)
 	}
-	l.fail(c, now)
+	c = &client{}
+	l.clients[key] = c
+	return c
 }
 
 // fail counts a failure of c. Called with mu held.

@@ -278,3 +278,26 @@ func waitFor(t *testing.T, ok func() bool) {
 	}
 	t.Fatal("timed out")
 }
+
+// TestFailureOfEvictedAttempt: an attempt whose client was dropped from a
+// full table while it was in flight still counts its failure: other
+// clients' failures cannot wash a guess away.
+func TestFailureOfEvictedAttempt(t *testing.T) {
+	l := New(Options{Free: 1, Base: time.Minute, Clients: 8})
+	a, no := l.Begin("guesser")
+	if no != nil {
+		t.Fatal(no)
+	}
+	for i := range 8 {
+		l.Fail(fmt.Sprint("other-", i)) // the table fills; the guesser, with no failure yet, goes first
+	}
+	a.End(http.StatusUnauthorized)
+	b, no := l.Begin("guesser")
+	if no != nil {
+		t.Fatal(no)
+	}
+	b.End(http.StatusUnauthorized)
+	if l.Wait("guesser") == 0 {
+		t.Fatal("2 failures with 1 free and no back-off: the first was recorded on a dropped record")
+	}
+}
