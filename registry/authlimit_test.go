@@ -2,18 +2,22 @@ package registry_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+	"oras.land/oras-go/v2/registry/remote/auth"
 
+	"github.com/ferrypkg/ferry/artifact"
 	"github.com/ferrypkg/ferry/registry"
 	"github.com/ferrypkg/ferry/registry/registrytest"
 )
@@ -120,4 +124,56 @@ func TestCredentialsBeforeBody(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestParallelPushesNotRefused: pushes from one host at once, with the
+// right password, are not refused however long their uploads take: an
+// upload's password is checked before its bytes are read, and it counts
+// no longer among the client's attempts in flight (16 pushes of 12 blobs
+// at once, as many as ferry push sends of a package, the blobs held
+// back for 2 s: 192 uploads open together).
+func TestParallelPushesNotRefused(t *testing.T) {
+	ts := registrytest.NewServer(t, registry.Config{RootDir: t.TempDir(), HTPasswdFile: registrytest.Htpasswd(t, "alice", "s3cret")})
+	host := registrytest.Host(ts)
+	opts := artifact.RemoteOptions{PlainHTTP: true, Credential: auth.StaticCredential(host, auth.Credential{Username: "alice", Password: "s3cret"})}
+	const pushes, blobs = 16, artifact.DefaultPushStreams + artifact.DefaultPushConcurrency
+	gate := make(chan struct{})
+	time.AfterFunc(2*time.Second, func() { close(gate) })
+	errs := make(chan error, pushes*blobs)
+	var wg sync.WaitGroup
+	for p := range pushes {
+		repo, err := opts.Repository(fmt.Sprintf("%s/push%d:latest", host, p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for b := range blobs {
+			data := []byte(fmt.Sprintf("push %d blob %d", p, b))
+			desc := ocispec.Descriptor{MediaType: "application/octet-stream", Digest: digest.FromBytes(data), Size: int64(len(data))}
+			wg.Go(func() {
+				// Not a bytes.Reader: a body that cannot be sent again, as
+				// a push's from its archive.
+				body := io.MultiReader(&heldBack{gate: gate}, bytes.NewReader(data))
+				if err := repo.Blobs().Push(context.Background(), desc, body); err != nil {
+					errs <- fmt.Errorf("push %d, blob %d: %w", p, b, err)
+				}
+			})
+		}
+	}
+	wg.Wait()
+	close(errs)
+	var failed []error
+	for err := range errs {
+		failed = append(failed, err)
+	}
+	if len(failed) > 0 {
+		t.Fatalf("%d of %d uploads refused, e.g. %v", len(failed), pushes*blobs, failed[0])
+	}
+}
+
+// heldBack sends nothing until gate is closed.
+type heldBack struct{ gate chan struct{} }
+
+func (h *heldBack) Read([]byte) (int, error) {
+	<-h.gate
+	return 0, io.EOF
 }

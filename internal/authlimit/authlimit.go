@@ -18,6 +18,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -137,10 +138,11 @@ func (l *Limiter) forget(key string, c *client, now time.Time) bool {
 // Attempt is one authentication attempt Begin admitted; End records its
 // answer.
 type Attempt struct {
-	l     *Limiter
-	key   string
-	c     *client // the record that counts it in flight
-	ended bool
+	l        *Limiter
+	key      string
+	c        *client // the record that counts it in flight
+	answered bool    // no longer counted in flight
+	ended    bool
 }
 
 // Refusal says why an attempt was not looked at and when to retry.
@@ -199,7 +201,7 @@ func (a *Attempt) End(status int) {
 		return
 	}
 	a.ended = true
-	a.c.inflight--
+	a.answer()
 	now := l.opts.Now()
 	// The answer goes to key's record now: the one that counted a may
 	// have been dropped from a full table meanwhile.
@@ -213,6 +215,15 @@ func (a *Attempt) End(status int) {
 	}
 	if c := l.clients[a.key]; c != nil {
 		l.forget(a.key, c, now)
+	}
+}
+
+// answer stops counting a in flight: its credentials have been looked
+// at. Called with mu held.
+func (a *Attempt) answer() {
+	if !a.answered {
+		a.answered = true
+		a.c.inflight--
 	}
 }
 
@@ -291,12 +302,16 @@ func (l *Limiter) evict(now time.Time) {
 // a client that must wait gets 429 with Retry-After (next is not called); a
 // request with credentials answered 401 counts as a failure of its client,
 // one answered with a status below 400 as a success, as soon as its status
-// is written (a download's or an upload's bytes are not waited for).
-// Requests without an Authorization header are passed through and never
-// counted. The client is the request's remote IP address (ClientKey).
-// next must check the credentials of every request it answers below 400:
-// a path that answers without looking at them (a health probe) belongs
-// in front of the limiter, or its answer clears a guesser's failures.
+// is written. It stops counting in flight as soon as next begins to read
+// its body, or writes its status: an upload's or a download's bytes are
+// not waited for. Requests without an Authorization header are passed
+// through and never counted. The client is the request's remote IP
+// address (ClientKey).
+//
+// next must check a request's credentials before it reads its body, and
+// those of every request it answers below 400: a path that answers
+// without looking at them (a health probe) belongs in front of the
+// limiter, or its answer clears a guesser's failures.
 func (l *Limiter) Handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Authorization") == "" {
@@ -311,8 +326,44 @@ func (l *Limiter) Handler(next http.Handler) http.Handler {
 		}
 		sw := &statusWriter{ResponseWriter: w, attempt: a}
 		defer a.End(0) // a handler that wrote nothing, or panicked
+		if body := r.Body; body != nil && body != http.NoBody {
+			r.Body = &attemptBody{ReadCloser: body, attempt: a}
+			// net/http drains a body left unread before it answers only
+			// if it is the one it gave.
+			defer func() { r.Body = body }()
+		}
 		next.ServeHTTP(sw, r)
 	})
+}
+
+// attemptBody stops counting its attempt in flight when it is first read.
+type attemptBody struct {
+	io.ReadCloser
+	attempt *Attempt
+	read    atomic.Bool
+}
+
+func (b *attemptBody) answer() {
+	if !b.read.Swap(true) {
+		l := b.attempt.l
+		l.mu.Lock()
+		b.attempt.answer()
+		l.mu.Unlock()
+	}
+}
+
+func (b *attemptBody) Read(p []byte) (int, error) {
+	b.answer()
+	return b.ReadCloser.Read(p)
+}
+
+// WriteTo keeps the body's own WriteTo in reach of io.Copy.
+func (b *attemptBody) WriteTo(w io.Writer) (int64, error) {
+	b.answer()
+	if wt, ok := b.ReadCloser.(io.WriterTo); ok {
+		return wt.WriteTo(w)
+	}
+	return io.Copy(w, struct{ io.Reader }{b.ReadCloser})
 }
 
 // ClientKey is the client a request comes from: its remote IPv4

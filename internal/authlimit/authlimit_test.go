@@ -2,6 +2,7 @@ package authlimit
 
 import (
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -301,3 +302,67 @@ func TestFailureOfEvictedAttempt(t *testing.T) {
 		t.Fatal("2 failures with 1 free and no back-off: the first was recorded on a dropped record")
 	}
 }
+
+// TestUploadAnsweredAtBodyRead: a request's credentials are checked
+// before its body is read, so an upload stops counting in flight when
+// its body is first read, not when its status is written at the end: a
+// client's long uploads leave room for its other requests. One answered
+// without its body being read (a refused guess) counts until answered.
+func TestUploadAnsweredAtBodyRead(t *testing.T) {
+	l := New(Options{Concurrent: 1})
+	reading, finish := make(chan struct{}), make(chan struct{})
+	h := l.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/upload":
+			// The body's own WriteTo is kept for io.Copy.
+			if _, ok := r.Body.(io.WriterTo); !ok {
+				t.Error("the body lost its WriteTo")
+			}
+			close(reading)
+			io.Copy(io.Discard, r.Body)
+			w.WriteHeader(http.StatusCreated)
+		case "/refuse":
+			<-finish
+			w.WriteHeader(http.StatusUnauthorized)
+		default:
+			fmt.Fprint(w, "ok")
+		}
+	}))
+	do := func(path string, body io.Reader) int {
+		r := httptest.NewRequest(http.MethodPost, path, body)
+		r.RemoteAddr = "10.0.0.7:1"
+		r.SetBasicAuth("u", "p")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w.Code
+	}
+	pr, pw := io.Pipe()
+	done := make(chan int)
+	go func() { done <- do("/upload", &writerToBody{pr}) }()
+	<-reading
+	if got := do("/", nil); got != http.StatusOK {
+		t.Fatalf("during an upload, another request: %d, want 200", got)
+	}
+	pw.Close()
+	if got := <-done; got != http.StatusCreated {
+		t.Fatalf("upload: %d", got)
+	}
+
+	go func() { done <- do("/refuse", strings.NewReader("a body not read")) }()
+	waitFor(t, func() bool {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return l.clients["10.0.0.7"] != nil && l.clients["10.0.0.7"].inflight == 1
+	})
+	if got := do("/", nil); got != http.StatusTooManyRequests {
+		t.Fatalf("while a guess with a body is unanswered, another: %d, want 429", got)
+	}
+	close(finish)
+	if got := <-done; got != http.StatusUnauthorized {
+		t.Fatalf("guess: %d", got)
+	}
+}
+
+type writerToBody struct{ io.Reader }
+
+func (b *writerToBody) WriteTo(w io.Writer) (int64, error) { return io.Copy(w, b.Reader) }
