@@ -11,6 +11,8 @@
 package authlimit
 
 import (
+	"container/list"
+	"context"
 	"io"
 	"net"
 	"net/http"
@@ -46,6 +48,10 @@ const (
 	// registry client's parallel requests). A client with failures has
 	// its free attempts left in flight at most, one once they are used.
 	DefaultConcurrent = 64
+	// DefaultSlotWait is how long a request of a client without failures
+	// that finds as many of its attempts in flight as it may have waits
+	// for one of them to be answered before it is refused (10 s).
+	DefaultSlotWait = 10 * time.Second
 )
 
 // Options configures a Limiter; the zero value uses the defaults above.
@@ -57,6 +63,8 @@ type Options struct {
 	Clients int
 	// Concurrent bounds a client's attempts in flight (DefaultConcurrent).
 	Concurrent int
+	// SlotWait bounds a request's wait for a slot in flight (DefaultSlotWait).
+	SlotWait time.Duration
 	// Now is the clock (time.Now if nil), for tests.
 	Now func() time.Time
 }
@@ -70,9 +78,10 @@ type Limiter struct {
 
 type client struct {
 	failures int
-	last     time.Time // last failure
-	until    time.Time // no attempt is looked at before
-	inflight int       // attempts begun, not yet answered
+	last     time.Time  // last failure
+	until    time.Time  // no attempt is looked at before
+	inflight int        // attempts begun, not yet answered
+	waiters  *list.List // of chan struct{}: requests waiting for a slot, first first
 }
 
 // New returns a Limiter with opts, defaults filled in.
@@ -94,6 +103,9 @@ func New(opts Options) *Limiter {
 	}
 	if opts.Concurrent <= 0 {
 		opts.Concurrent = DefaultConcurrent
+	}
+	if opts.SlotWait <= 0 {
+		opts.SlotWait = DefaultSlotWait
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
@@ -126,7 +138,7 @@ func (l *Limiter) forget(key string, c *client, now time.Time) bool {
 	if c.failures > 0 && now.Sub(c.last) > l.opts.Forget {
 		c.failures, c.until = 0, time.Time{}
 	}
-	if c.failures == 0 && c.inflight == 0 {
+	if c.failures == 0 && c.inflight == 0 && (c.waiters == nil || c.waiters.Len() == 0) {
 		if l.clients[key] == c {
 			delete(l.clients, key)
 		}
@@ -172,20 +184,83 @@ func (r *Refusal) String() string {
 func (l *Limiter) Begin(key string) (*Attempt, *Refusal) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	a, no, _ := l.begin(key)
+	return a, no
+}
+
+// begin is Begin with mu held; it also returns key's record.
+func (l *Limiter) begin(key string) (*Attempt, *Refusal, *client) {
 	now := l.opts.Now()
 	c := l.record(key, now)
 	if d := c.until.Sub(now); d > 0 {
-		return nil, &Refusal{Wait: d}
+		return nil, &Refusal{Wait: d}, c
 	}
 	limit := l.opts.Concurrent
 	if c.failures > 0 {
 		limit = max(1, l.opts.Free-c.failures)
 	}
 	if c.inflight >= limit {
-		return nil, &Refusal{Wait: time.Second, InFlight: true}
+		return nil, &Refusal{Wait: time.Second, InFlight: true}, c
 	}
 	c.inflight++
-	return &Attempt{l: l, key: key, c: c}, nil
+	return &Attempt{l: l, key: key, c: c}, nil, c
+}
+
+// beginWait is Begin for a request: one of a client without failures
+// that finds as many of its attempts in flight as it may have waits for
+// one to be answered, up to SlotWait and while ctx lasts. A burst of
+// requests with the right credentials (pushes at once, a slow password
+// check) is then served, not refused; none of the waiting is looked at
+// before a slot is free, and once the client has a failure they are
+// refused at once.
+func (l *Limiter) beginWait(ctx context.Context, key string) (*Attempt, *Refusal) {
+	var timeout <-chan time.Time
+	for {
+		l.mu.Lock()
+		a, no, c := l.begin(key)
+		if no == nil || !no.InFlight || c.failures > 0 {
+			l.mu.Unlock()
+			return a, no
+		}
+		if c.waiters == nil {
+			c.waiters = list.New()
+		}
+		woken := make(chan struct{})
+		e := c.waiters.PushBack(woken)
+		l.mu.Unlock()
+		if timeout == nil {
+			t := time.NewTimer(l.opts.SlotWait)
+			defer t.Stop()
+			timeout = t.C
+		}
+		select {
+		case <-woken:
+			continue
+		case <-timeout:
+		case <-ctx.Done():
+		}
+		l.mu.Lock()
+		select {
+		case <-woken: // a slot came meanwhile: the next one's
+			wake(c, false)
+		default:
+			c.waiters.Remove(e)
+		}
+		l.mu.Unlock()
+		return nil, no
+	}
+}
+
+// wake lets the first request waiting for one of c's slots try again,
+// or all of them (a failure: they are refused, or c dropped from the
+// table: they try again on a new record). Called with mu held.
+func wake(c *client, all bool) {
+	for c.waiters != nil && c.waiters.Len() > 0 {
+		close(c.waiters.Remove(c.waiters.Front()).(chan struct{}))
+		if !all {
+			return
+		}
+	}
 }
 
 // End records a's answer: 401 a failure, below 400 a success, anything
@@ -224,6 +299,7 @@ func (a *Attempt) answer() {
 	if !a.answered {
 		a.answered = true
 		a.c.inflight--
+		wake(a.c, false)
 	}
 }
 
@@ -254,6 +330,7 @@ func (l *Limiter) record(key string, now time.Time) *client {
 func (l *Limiter) fail(c *client, now time.Time) {
 	c.failures++
 	c.last = now
+	wake(c, true) // those waiting for a slot are refused now
 	if over := c.failures - l.opts.Free; over > 0 {
 		d := l.opts.Base
 		for i := 1; i < over && d < l.opts.Max; i++ {
@@ -294,6 +371,7 @@ func (l *Limiter) evict(now time.Time) {
 	}
 	slices.SortFunc(kept, func(a, b entry) int { return a.last.Compare(b.last) })
 	for _, e := range kept[:max(1, l.opts.Clients/8)] {
+		wake(l.clients[e.key], true)
 		delete(l.clients, e.key)
 	}
 }
@@ -304,9 +382,11 @@ func (l *Limiter) evict(now time.Time) {
 // one answered with a status below 400 as a success, as soon as its status
 // is written. It stops counting in flight as soon as next begins to read
 // its body, or writes its status: an upload's or a download's bytes are
-// not waited for. Requests without an Authorization header are passed
-// through and never counted. The client is the request's remote IP
-// address (ClientKey).
+// not waited for. A request of a client without failures that finds as
+// many of its attempts in flight as it may have waits for a slot, up to
+// Options.SlotWait, before it is refused. Requests without an
+// Authorization header are passed through and never counted. The client
+// is the request's remote IP address (ClientKey).
 //
 // next must check a request's credentials before it reads its body, and
 // those of every request it answers below 400: a path that answers
@@ -318,7 +398,7 @@ func (l *Limiter) Handler(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		a, no := l.Begin(ClientKey(r))
+		a, no := l.beginWait(r.Context(), ClientKey(r))
 		if no != nil {
 			w.Header().Set("Retry-After", strconv.Itoa(no.Seconds()))
 			http.Error(w, no.String(), http.StatusTooManyRequests)

@@ -155,10 +155,11 @@ func TestClientKeyIPv6(t *testing.T) {
 // TestConcurrentGuesses: a client sending many guesses at once has only
 // Options.Concurrent of them looked at before the first is answered, and
 // once it has failures, only its free attempts left; the rest are answered
-// 429 without reaching the password check.
+// 429 without reaching the password check (they wait for a slot, and are
+// refused once the first failure is in).
 func TestConcurrentGuesses(t *testing.T) {
 	release := make(chan struct{})
-	var checked atomic.Int32
+	var checked, entered atomic.Int32
 	l := New(Options{Free: 5, Base: time.Minute, Concurrent: 8})
 	h := l.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		checked.Add(1)
@@ -170,6 +171,7 @@ func TestConcurrentGuesses(t *testing.T) {
 		r.RemoteAddr = remote
 		r.SetBasicAuth("u", "guess")
 		w := httptest.NewRecorder()
+		entered.Add(1)
 		h.ServeHTTP(w, r)
 		return w.Code
 	}
@@ -179,7 +181,7 @@ func TestConcurrentGuesses(t *testing.T) {
 	for i := range n {
 		wg.Go(func() { codes <- guess(fmt.Sprintf("10.0.0.1:%d", i)) })
 	}
-	waitFor(t, func() bool { return checked.Load() == 8 && len(codes) == n-8 })
+	waitFor(t, func() bool { return checked.Load() == 8 && entered.Load() == n })
 	close(release)
 	wg.Wait()
 	close(codes)
@@ -309,7 +311,7 @@ func TestFailureOfEvictedAttempt(t *testing.T) {
 // client's long uploads leave room for its other requests. One answered
 // without its body being read (a refused guess) counts until answered.
 func TestUploadAnsweredAtBodyRead(t *testing.T) {
-	l := New(Options{Concurrent: 1})
+	l := New(Options{Concurrent: 1, SlotWait: 50 * time.Millisecond})
 	reading, finish := make(chan struct{}), make(chan struct{})
 	h := l.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
@@ -366,3 +368,85 @@ func TestUploadAnsweredAtBodyRead(t *testing.T) {
 type writerToBody struct{ io.Reader }
 
 func (b *writerToBody) WriteTo(w io.Writer) (int64, error) { return io.Copy(w, b.Reader) }
+
+// TestBurstWaitsForSlot: a client without failures that sends more
+// requests at once than it may have in flight (a slow password check, a
+// burst of pushes) has the excess wait for a slot, up to
+// Options.SlotWait, instead of refusing requests a client may not be
+// able to send again. None of the waiting is checked before a slot is
+// free, and once the client has failures the excess is refused at once.
+func TestBurstWaitsForSlot(t *testing.T) {
+	serve := func(l *Limiter) (do func(pass string) int, entered, checking, most *atomic.Int32, release chan struct{}) {
+		entered, checking, most = new(atomic.Int32), new(atomic.Int32), new(atomic.Int32)
+		release = make(chan struct{})
+		h := l.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			n := checking.Add(1)
+			for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+			}
+			<-release // a slow password check
+			checking.Add(-1)
+			if _, p, _ := r.BasicAuth(); p != "right" {
+				w.WriteHeader(http.StatusUnauthorized)
+				return
+			}
+			fmt.Fprint(w, "ok")
+		}))
+		do = func(pass string) int {
+			r := httptest.NewRequest(http.MethodGet, "/", nil)
+			r.RemoteAddr = "10.0.0.8:1"
+			r.SetBasicAuth("u", pass)
+			w := httptest.NewRecorder()
+			entered.Add(1)
+			h.ServeHTTP(w, r)
+			return w.Code
+		}
+		return do, entered, checking, most, release
+	}
+
+	const n = 50
+	do, entered, checking, most, release := serve(New(Options{Concurrent: 2}))
+	codes := make(chan int, n)
+	for range n {
+		go func() { codes <- do("right") }()
+	}
+	waitFor(t, func() bool { return entered.Load() == n && checking.Load() == 2 })
+	time.Sleep(50 * time.Millisecond)
+	if len(codes) != 0 {
+		t.Fatalf("%d requests at once, 2 in flight: %d answered at once, want none (the rest waiting for a slot)", n, len(codes))
+	}
+	close(release)
+	for range n {
+		if got := <-codes; got != http.StatusOK {
+			t.Fatalf("a request of the burst: %d, want 200", got)
+		}
+	}
+	if most.Load() != 2 {
+		t.Fatalf("%d checks at once, want 2", most.Load())
+	}
+
+	// The wait is bounded.
+	do, _, checking, _, release = serve(New(Options{Concurrent: 1, SlotWait: 50 * time.Millisecond}))
+	go func() { codes <- do("right") }()
+	waitFor(t, func() bool { return checking.Load() == 1 })
+	start := time.Now()
+	if got := do("right"); got != http.StatusTooManyRequests || time.Since(start) < 50*time.Millisecond {
+		t.Fatalf("no slot within SlotWait: %d after %v, want 429 after 50ms", got, time.Since(start))
+	}
+	close(release)
+	<-codes
+
+	// A client with failures does not wait.
+	l := New(Options{Free: 5, Concurrent: 2})
+	do, _, checking, _, release = serve(l)
+	for range 4 {
+		l.Fail("10.0.0.8") // one free attempt left: one in flight
+	}
+	go func() { codes <- do("wrong") }()
+	waitFor(t, func() bool { return checking.Load() == 1 })
+	start = time.Now()
+	if got := do("wrong"); got != http.StatusTooManyRequests || time.Since(start) > 500*time.Millisecond {
+		t.Fatalf("a second guess with failures on record: %d after %v, want 429 at once", got, time.Since(start))
+	}
+	close(release)
+	<-codes
+}
