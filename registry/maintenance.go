@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"maps"
 	"net/http"
+	"net/url"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -154,6 +155,11 @@ type appState struct {
 }
 
 func (a *appSwitch) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	// distribution reads the API's parameters (digest, mount, from,
+	// _state) with FormValue, which parses a form body first: 10 MiB
+	// read into memory, before the credentials are checked. They are in
+	// the query only.
+	r.Form, r.PostForm = r.URL.Query(), url.Values{}
 	a.cur.Load().app.ServeHTTP(w, r)
 }
 

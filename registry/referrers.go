@@ -247,6 +247,11 @@ type manifestFields struct {
 }
 
 func (h *referrersHandler) putManifest(w http.ResponseWriter, r *http.Request, name, ref string) {
+	// Credentials first: a stranger's manifest is not read into memory.
+	w.Header().Set("Docker-Distribution-API-Version", "registry/2.0")
+	if !h.authorized(w, r, auth.Access{Resource: auth.Resource{Type: "repository", Name: name}, Action: "push"}) {
+		return
+	}
 	buf, err := io.ReadAll(io.LimitReader(r.Body, maxManifestSize+1))
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "MANIFEST_INVALID", "reading manifest: "+err.Error())

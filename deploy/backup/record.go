@@ -107,7 +107,8 @@ type Key struct {
 }
 
 // parseRecord reads and checks a record: its media type, every digest,
-// every repository index and name, each blob and repository listed once.
+// every repository index and name, each blob, repository, Package and key
+// listed once, and each repository of a blob.
 func parseRecord(data []byte) (*Record, error) {
 	if len(data) > MaxRecordSize {
 		return nil, fmt.Errorf("%w: its record is %d bytes, more than %d", ErrNotBackup, len(data), MaxRecordSize)
@@ -137,7 +138,10 @@ func parseRecord(data []byte) (*Record, error) {
 	// A blob listed twice could say two things (a manifest and a layer,
 	// two sizes); a backup ferry wrote lists each once.
 	blobs := make(map[digest.Digest]bool, len(rec.Blobs))
-	for _, b := range rec.Blobs {
+	// The blob that named each repository last: a blob names each once
+	// (each is one more request of a restore).
+	named := make([]int, len(rec.Repositories))
+	for bi, b := range rec.Blobs {
 		if err := b.Digest.Validate(); err != nil || b.Size < 0 {
 			return nil, fmt.Errorf("%w: record lists blob %q of %d bytes", ErrNotBackup, b.Digest, b.Size)
 		}
@@ -149,17 +153,34 @@ func parseRecord(data []byte) (*Record, error) {
 			if i < 0 || i >= len(rec.Repositories) {
 				return nil, fmt.Errorf("%w: blob %s names repository %d of %d", ErrNotBackup, b.Digest, i, len(rec.Repositories))
 			}
+			if named[i] == bi+1 {
+				return nil, fmt.Errorf("%w: blob %s names repository %s twice", ErrNotBackup, b.Digest, rec.Repositories[i].Name)
+			}
+			named[i] = bi + 1
 		}
 	}
+	// A Package or a key listed twice would be applied twice, the last
+	// spec or data winning (a key's first, as it is only created).
+	objects := make(map[string]bool, len(rec.Packages)+len(rec.Keys))
 	for _, p := range rec.Packages {
 		if len(validation.IsDNS1123Subdomain(p.Name)) > 0 || len(validation.IsDNS1123Label(p.Namespace)) > 0 {
 			return nil, fmt.Errorf("%w: Package %q in namespace %q: not a valid name", ErrNotBackup, p.Name, p.Namespace)
 		}
+		id := "Package " + p.Namespace + "/" + p.Name
+		if objects[id] {
+			return nil, fmt.Errorf("%w: record lists %s twice", ErrNotBackup, id)
+		}
+		objects[id] = true
 	}
 	for _, k := range rec.Keys {
 		if (k.Kind != "Secret" && k.Kind != "ConfigMap") || len(validation.IsDNS1123Subdomain(k.Name)) > 0 || len(validation.IsDNS1123Label(k.Namespace)) > 0 {
 			return nil, fmt.Errorf("%w: key %s %q in namespace %q: not a valid name", ErrNotBackup, k.Kind, k.Name, k.Namespace)
 		}
+		id := "key " + k.Kind + " " + k.Namespace + "/" + k.Name
+		if objects[id] {
+			return nil, fmt.Errorf("%w: record lists %s twice", ErrNotBackup, id)
+		}
+		objects[id] = true
 	}
 	return &rec, nil
 }

@@ -154,3 +154,39 @@ func TestHtpasswdReload(t *testing.T) {
 		}
 	}
 }
+
+// TestHealthProbeNoSuccess: a health probe is answered without looking at
+// credentials, so one that carries some is no successful sign-in: wrong
+// passwords sent between probes with a made-up Authorization header still
+// end in the back-off.
+func TestHealthProbeNoSuccess(t *testing.T) {
+	src := makeSource(t)
+	repo, _ := carried(t, src, "main")
+	_, bare := serve(t, lookupOf(repo), gitserver.WithAuthLimit(authlimit.Options{Free: 3, Base: time.Minute}))
+	host := strings.TrimSuffix(bare, "/"+testKey+".git")
+	c := clientFrom("127.0.0.1")
+	do := func(url, pass string) int {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodGet, url, nil)
+		req.SetBasicAuth(testUser, pass)
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	var codes []int
+	for range 10 {
+		codes = append(codes, do(bare+"/info/refs?service=git-upload-pack", "guess"))
+		if code := do(host+gitserver.PathHealth, "anything"); code != http.StatusOK && code != http.StatusTooManyRequests {
+			t.Fatalf("health probe with credentials: %d", code)
+		}
+	}
+	if codes[len(codes)-1] != http.StatusTooManyRequests {
+		t.Fatalf("10 wrong passwords, each followed by a health probe carrying credentials: %v; want 429 at the end", codes)
+	}
+	if code := do(host+gitserver.PathHealth, ""); code != http.StatusOK {
+		t.Fatalf("health probe during the back-off: %d, want 200", code)
+	}
+}

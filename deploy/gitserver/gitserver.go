@@ -264,19 +264,27 @@ const (
 // whose credentials were refused too often gets 429 until its back-off
 // ends.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == PathHealth {
+		// Before the password guessing limiter: a probe checks no
+		// credentials, so its 200 is no successful sign-in that would
+		// clear a guesser's failures.
+		health(w, r)
+		return
+	}
 	s.handler.ServeHTTP(w, r)
 }
 
-func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Path == PathHealth {
-		if r.Method != http.MethodGet && r.Method != http.MethodHead {
-			httpError(w, http.StatusMethodNotAllowed, "GET only")
-			return
-		}
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		_, _ = io.WriteString(w, "ok\n")
+// health answers a probe of PathHealth.
+func health(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		httpError(w, http.StatusMethodNotAllowed, "GET only")
 		return
 	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	_, _ = io.WriteString(w, "ok\n")
+}
+
+func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	if !s.authenticate(w, r) {
 		return
 	}

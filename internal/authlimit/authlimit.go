@@ -11,6 +11,8 @@
 package authlimit
 
 import (
+	"container/list"
+	"context"
 	"io"
 	"net"
 	"net/http"
@@ -18,6 +20,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -45,6 +48,10 @@ const (
 	// registry client's parallel requests). A client with failures has
 	// its free attempts left in flight at most, one once they are used.
 	DefaultConcurrent = 64
+	// DefaultSlotWait is how long a request of a client without failures
+	// that finds as many of its attempts in flight as it may have waits
+	// for one of them to be answered before it is refused (10 s).
+	DefaultSlotWait = 10 * time.Second
 )
 
 // Options configures a Limiter; the zero value uses the defaults above.
@@ -56,6 +63,8 @@ type Options struct {
 	Clients int
 	// Concurrent bounds a client's attempts in flight (DefaultConcurrent).
 	Concurrent int
+	// SlotWait bounds a request's wait for a slot in flight (DefaultSlotWait).
+	SlotWait time.Duration
 	// Now is the clock (time.Now if nil), for tests.
 	Now func() time.Time
 }
@@ -69,9 +78,10 @@ type Limiter struct {
 
 type client struct {
 	failures int
-	last     time.Time // last failure
-	until    time.Time // no attempt is looked at before
-	inflight int       // attempts begun, not yet answered
+	last     time.Time  // last failure
+	until    time.Time  // no attempt is looked at before
+	inflight int        // attempts begun, not yet answered
+	waiters  *list.List // of chan struct{}: requests waiting for a slot, first first
 }
 
 // New returns a Limiter with opts, defaults filled in.
@@ -93,6 +103,9 @@ func New(opts Options) *Limiter {
 	}
 	if opts.Concurrent <= 0 {
 		opts.Concurrent = DefaultConcurrent
+	}
+	if opts.SlotWait <= 0 {
+		opts.SlotWait = DefaultSlotWait
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
@@ -125,7 +138,7 @@ func (l *Limiter) forget(key string, c *client, now time.Time) bool {
 	if c.failures > 0 && now.Sub(c.last) > l.opts.Forget {
 		c.failures, c.until = 0, time.Time{}
 	}
-	if c.failures == 0 && c.inflight == 0 {
+	if c.failures == 0 && c.inflight == 0 && (c.waiters == nil || c.waiters.Len() == 0) {
 		if l.clients[key] == c {
 			delete(l.clients, key)
 		}
@@ -137,9 +150,11 @@ func (l *Limiter) forget(key string, c *client, now time.Time) bool {
 // Attempt is one authentication attempt Begin admitted; End records its
 // answer.
 type Attempt struct {
-	l   *Limiter
-	key string
-	c   *client
+	l        *Limiter
+	key      string
+	c        *client // the record that counts it in flight
+	answered bool    // no longer counted in flight
+	ended    bool
 }
 
 // Refusal says why an attempt was not looked at and when to retry.
@@ -169,51 +184,123 @@ func (r *Refusal) String() string {
 func (l *Limiter) Begin(key string) (*Attempt, *Refusal) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	a, no, _ := l.begin(key)
+	return a, no
+}
+
+// begin is Begin with mu held; it also returns key's record.
+func (l *Limiter) begin(key string) (*Attempt, *Refusal, *client) {
 	now := l.opts.Now()
-	c := l.clients[key]
-	if c != nil {
-		l.forget(key, c, now)
-	}
-	if l.clients[key] != c || c == nil {
-		if len(l.clients) >= l.opts.Clients {
-			l.evict(now)
-		}
-		c = &client{}
-		l.clients[key] = c
-	}
+	c := l.record(key, now)
 	if d := c.until.Sub(now); d > 0 {
-		return nil, &Refusal{Wait: d}
+		return nil, &Refusal{Wait: d}, c
 	}
 	limit := l.opts.Concurrent
 	if c.failures > 0 {
 		limit = max(1, l.opts.Free-c.failures)
 	}
 	if c.inflight >= limit {
-		return nil, &Refusal{Wait: time.Second, InFlight: true}
+		return nil, &Refusal{Wait: time.Second, InFlight: true}, c
 	}
 	c.inflight++
-	return &Attempt{l: l, key: key, c: c}, nil
+	return &Attempt{l: l, key: key, c: c}, nil, c
+}
+
+// beginWait is Begin for a request: one of a client without failures
+// that finds as many of its attempts in flight as it may have waits for
+// one to be answered, up to SlotWait and while ctx lasts. A burst of
+// requests with the right credentials (pushes at once, a slow password
+// check) is then served, not refused; none of the waiting is looked at
+// before a slot is free, and once the client has a failure they are
+// refused at once.
+func (l *Limiter) beginWait(ctx context.Context, key string) (*Attempt, *Refusal) {
+	var timeout <-chan time.Time
+	for {
+		l.mu.Lock()
+		a, no, c := l.begin(key)
+		if no == nil || !no.InFlight || c.failures > 0 {
+			l.mu.Unlock()
+			return a, no
+		}
+		if c.waiters == nil {
+			c.waiters = list.New()
+		}
+		woken := make(chan struct{})
+		e := c.waiters.PushBack(woken)
+		l.mu.Unlock()
+		if timeout == nil {
+			t := time.NewTimer(l.opts.SlotWait)
+			defer t.Stop()
+			timeout = t.C
+		}
+		select {
+		case <-woken:
+			continue
+		case <-timeout:
+		case <-ctx.Done():
+		}
+		l.mu.Lock()
+		select {
+		case <-woken: // a slot came meanwhile: the next one's
+			wake(c, false)
+		default:
+			c.waiters.Remove(e)
+		}
+		l.mu.Unlock()
+		return nil, no
+	}
+}
+
+// wake lets the first request waiting for one of c's slots try again,
+// or all of them (a failure: they are refused, or c dropped from the
+// table: they try again on a new record). Called with mu held.
+func wake(c *client, all bool) {
+	for c.waiters != nil && c.waiters.Len() > 0 {
+		close(c.waiters.Remove(c.waiters.Front()).(chan struct{}))
+		if !all {
+			return
+		}
+	}
 }
 
 // End records a's answer: 401 a failure, below 400 a success, anything
 // else (0: not known) neither. A second End does nothing.
 func (a *Attempt) End(status int) {
-	if a == nil || a.c == nil {
+	if a == nil {
 		return
 	}
-	l, c := a.l, a.c
-	a.c = nil
+	l := a.l
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	c.inflight--
+	if a.ended {
+		return
+	}
+	a.ended = true
+	a.answer()
 	now := l.opts.Now()
+	// The answer goes to key's record now: the one that counted a may
+	// have been dropped from a full table meanwhile.
 	switch {
 	case status == http.StatusUnauthorized:
-		l.fail(c, now)
+		l.fail(l.record(a.key, now), now)
 	case status != 0 && status < 400:
-		c.failures, c.until = 0, time.Time{}
+		if c := l.clients[a.key]; c != nil {
+			c.failures, c.until = 0, time.Time{}
+		}
 	}
-	l.forget(a.key, c, now)
+	if c := l.clients[a.key]; c != nil {
+		l.forget(a.key, c, now)
+	}
+}
+
+// answer stops counting a in flight: its credentials have been looked
+// at. Called with mu held.
+func (a *Attempt) answer() {
+	if !a.answered {
+		a.answered = true
+		a.c.inflight--
+		wake(a.c, false)
+	}
 }
 
 // Fail records a refused attempt of key.
@@ -221,24 +308,29 @@ func (l *Limiter) Fail(key string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := l.opts.Now()
+	l.fail(l.record(key, now), now)
+}
+
+// record returns key's record, made (room made for it in a full table)
+// if it has none or it was forgotten. Called with mu held.
+func (l *Limiter) record(key string, now time.Time) *client {
 	c := l.clients[key]
-	if c != nil {
-		l.forget(key, c, now)
+	if c != nil && !l.forget(key, c, now) {
+		return c
 	}
-	if l.clients[key] != c || c == nil {
-		if len(l.clients) >= l.opts.Clients {
-			l.evict(now)
-		}
-		c = &client{}
-		l.clients[key] = c
+	if len(l.clients) >= l.opts.Clients {
+		l.evict(now)
 	}
-	l.fail(c, now)
+	c = &client{}
+	l.clients[key] = c
+	return c
 }
 
 // fail counts a failure of c. Called with mu held.
 func (l *Limiter) fail(c *client, now time.Time) {
 	c.failures++
 	c.last = now
+	wake(c, true) // those waiting for a slot are refused now
 	if over := c.failures - l.opts.Free; over > 0 {
 		d := l.opts.Base
 		for i := 1; i < over && d < l.opts.Max; i++ {
@@ -279,6 +371,7 @@ func (l *Limiter) evict(now time.Time) {
 	}
 	slices.SortFunc(kept, func(a, b entry) int { return a.last.Compare(b.last) })
 	for _, e := range kept[:max(1, l.opts.Clients/8)] {
+		wake(l.clients[e.key], true)
 		delete(l.clients, e.key)
 	}
 }
@@ -287,16 +380,25 @@ func (l *Limiter) evict(now time.Time) {
 // a client that must wait gets 429 with Retry-After (next is not called); a
 // request with credentials answered 401 counts as a failure of its client,
 // one answered with a status below 400 as a success, as soon as its status
-// is written (a download's or an upload's bytes are not waited for).
-// Requests without an Authorization header are passed through and never
-// counted. The client is the request's remote IP address (ClientKey).
+// is written. It stops counting in flight as soon as next begins to read
+// its body, or writes its status: an upload's or a download's bytes are
+// not waited for. A request of a client without failures that finds as
+// many of its attempts in flight as it may have waits for a slot, up to
+// Options.SlotWait, before it is refused. Requests without an
+// Authorization header are passed through and never counted. The client
+// is the request's remote IP address (ClientKey).
+//
+// next must check a request's credentials before it reads its body, and
+// those of every request it answers below 400: a path that answers
+// without looking at them (a health probe) belongs in front of the
+// limiter, or its answer clears a guesser's failures.
 func (l *Limiter) Handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Authorization") == "" {
 			next.ServeHTTP(w, r)
 			return
 		}
-		a, no := l.Begin(ClientKey(r))
+		a, no := l.beginWait(r.Context(), ClientKey(r))
 		if no != nil {
 			w.Header().Set("Retry-After", strconv.Itoa(no.Seconds()))
 			http.Error(w, no.String(), http.StatusTooManyRequests)
@@ -304,8 +406,44 @@ func (l *Limiter) Handler(next http.Handler) http.Handler {
 		}
 		sw := &statusWriter{ResponseWriter: w, attempt: a}
 		defer a.End(0) // a handler that wrote nothing, or panicked
+		if body := r.Body; body != nil && body != http.NoBody {
+			r.Body = &attemptBody{ReadCloser: body, attempt: a}
+			// net/http drains a body left unread before it answers only
+			// if it is the one it gave.
+			defer func() { r.Body = body }()
+		}
 		next.ServeHTTP(sw, r)
 	})
+}
+
+// attemptBody stops counting its attempt in flight when it is first read.
+type attemptBody struct {
+	io.ReadCloser
+	attempt *Attempt
+	read    atomic.Bool
+}
+
+func (b *attemptBody) answer() {
+	if !b.read.Swap(true) {
+		l := b.attempt.l
+		l.mu.Lock()
+		b.attempt.answer()
+		l.mu.Unlock()
+	}
+}
+
+func (b *attemptBody) Read(p []byte) (int, error) {
+	b.answer()
+	return b.ReadCloser.Read(p)
+}
+
+// WriteTo keeps the body's own WriteTo in reach of io.Copy.
+func (b *attemptBody) WriteTo(w io.Writer) (int64, error) {
+	b.answer()
+	if wt, ok := b.ReadCloser.(io.WriterTo); ok {
+		return wt.WriteTo(w)
+	}
+	return io.Copy(w, struct{ io.Reader }{b.ReadCloser})
 }
 
 // ClientKey is the client a request comes from: its remote IPv4

@@ -2,6 +2,7 @@ package authlimit
 
 import (
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -154,10 +155,11 @@ func TestClientKeyIPv6(t *testing.T) {
 // TestConcurrentGuesses: a client sending many guesses at once has only
 // Options.Concurrent of them looked at before the first is answered, and
 // once it has failures, only its free attempts left; the rest are answered
-// 429 without reaching the password check.
+// 429 without reaching the password check (they wait for a slot, and are
+// refused once the first failure is in).
 func TestConcurrentGuesses(t *testing.T) {
 	release := make(chan struct{})
-	var checked atomic.Int32
+	var checked, entered atomic.Int32
 	l := New(Options{Free: 5, Base: time.Minute, Concurrent: 8})
 	h := l.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		checked.Add(1)
@@ -169,6 +171,7 @@ func TestConcurrentGuesses(t *testing.T) {
 		r.RemoteAddr = remote
 		r.SetBasicAuth("u", "guess")
 		w := httptest.NewRecorder()
+		entered.Add(1)
 		h.ServeHTTP(w, r)
 		return w.Code
 	}
@@ -178,7 +181,7 @@ func TestConcurrentGuesses(t *testing.T) {
 	for i := range n {
 		wg.Go(func() { codes <- guess(fmt.Sprintf("10.0.0.1:%d", i)) })
 	}
-	waitFor(t, func() bool { return checked.Load() == 8 && len(codes) == n-8 })
+	waitFor(t, func() bool { return checked.Load() == 8 && entered.Load() == n })
 	close(release)
 	wg.Wait()
 	close(codes)
@@ -277,4 +280,173 @@ func waitFor(t *testing.T, ok func() bool) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	t.Fatal("timed out")
+}
+
+// TestFailureOfEvictedAttempt: an attempt whose client was dropped from a
+// full table while it was in flight still counts its failure: other
+// clients' failures cannot wash a guess away.
+func TestFailureOfEvictedAttempt(t *testing.T) {
+	l := New(Options{Free: 1, Base: time.Minute, Clients: 8})
+	a, no := l.Begin("guesser")
+	if no != nil {
+		t.Fatal(no)
+	}
+	for i := range 8 {
+		l.Fail(fmt.Sprint("other-", i)) // the table fills; the guesser, with no failure yet, goes first
+	}
+	a.End(http.StatusUnauthorized)
+	b, no := l.Begin("guesser")
+	if no != nil {
+		t.Fatal(no)
+	}
+	b.End(http.StatusUnauthorized)
+	if l.Wait("guesser") == 0 {
+		t.Fatal("2 failures with 1 free and no back-off: the first was recorded on a dropped record")
+	}
+}
+
+// TestUploadAnsweredAtBodyRead: a request's credentials are checked
+// before its body is read, so an upload stops counting in flight when
+// its body is first read, not when its status is written at the end: a
+// client's long uploads leave room for its other requests. One answered
+// without its body being read (a refused guess) counts until answered.
+func TestUploadAnsweredAtBodyRead(t *testing.T) {
+	l := New(Options{Concurrent: 1, SlotWait: 50 * time.Millisecond})
+	reading, finish := make(chan struct{}), make(chan struct{})
+	h := l.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/upload":
+			// The body's own WriteTo is kept for io.Copy.
+			if _, ok := r.Body.(io.WriterTo); !ok {
+				t.Error("the body lost its WriteTo")
+			}
+			close(reading)
+			io.Copy(io.Discard, r.Body)
+			w.WriteHeader(http.StatusCreated)
+		case "/refuse":
+			<-finish
+			w.WriteHeader(http.StatusUnauthorized)
+		default:
+			fmt.Fprint(w, "ok")
+		}
+	}))
+	do := func(path string, body io.Reader) int {
+		r := httptest.NewRequest(http.MethodPost, path, body)
+		r.RemoteAddr = "10.0.0.7:1"
+		r.SetBasicAuth("u", "p")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w.Code
+	}
+	pr, pw := io.Pipe()
+	done := make(chan int)
+	go func() { done <- do("/upload", &writerToBody{pr}) }()
+	<-reading
+	if got := do("/", nil); got != http.StatusOK {
+		t.Fatalf("during an upload, another request: %d, want 200", got)
+	}
+	pw.Close()
+	if got := <-done; got != http.StatusCreated {
+		t.Fatalf("upload: %d", got)
+	}
+
+	go func() { done <- do("/refuse", strings.NewReader("a body not read")) }()
+	waitFor(t, func() bool {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return l.clients["10.0.0.7"] != nil && l.clients["10.0.0.7"].inflight == 1
+	})
+	if got := do("/", nil); got != http.StatusTooManyRequests {
+		t.Fatalf("while a guess with a body is unanswered, another: %d, want 429", got)
+	}
+	close(finish)
+	if got := <-done; got != http.StatusUnauthorized {
+		t.Fatalf("guess: %d", got)
+	}
+}
+
+type writerToBody struct{ io.Reader }
+
+func (b *writerToBody) WriteTo(w io.Writer) (int64, error) { return io.Copy(w, b.Reader) }
+
+// TestBurstWaitsForSlot: a client without failures that sends more
+// requests at once than it may have in flight (a slow password check, a
+// burst of pushes) has the excess wait for a slot, up to
+// Options.SlotWait, instead of refusing requests a client may not be
+// able to send again. None of the waiting is checked before a slot is
+// free, and once the client has failures the excess is refused at once.
+func TestBurstWaitsForSlot(t *testing.T) {
+	serve := func(l *Limiter) (do func(pass string) int, entered, checking, most *atomic.Int32, release chan struct{}) {
+		entered, checking, most = new(atomic.Int32), new(atomic.Int32), new(atomic.Int32)
+		release = make(chan struct{})
+		h := l.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			n := checking.Add(1)
+			for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+			}
+			<-release // a slow password check
+			checking.Add(-1)
+			if _, p, _ := r.BasicAuth(); p != "right" {
+				w.WriteHeader(http.StatusUnauthorized)
+				return
+			}
+			fmt.Fprint(w, "ok")
+		}))
+		do = func(pass string) int {
+			r := httptest.NewRequest(http.MethodGet, "/", nil)
+			r.RemoteAddr = "10.0.0.8:1"
+			r.SetBasicAuth("u", pass)
+			w := httptest.NewRecorder()
+			entered.Add(1)
+			h.ServeHTTP(w, r)
+			return w.Code
+		}
+		return do, entered, checking, most, release
+	}
+
+	const n = 50
+	do, entered, checking, most, release := serve(New(Options{Concurrent: 2}))
+	codes := make(chan int, n)
+	for range n {
+		go func() { codes <- do("right") }()
+	}
+	waitFor(t, func() bool { return entered.Load() == n && checking.Load() == 2 })
+	time.Sleep(50 * time.Millisecond)
+	if len(codes) != 0 {
+		t.Fatalf("%d requests at once, 2 in flight: %d answered at once, want none (the rest waiting for a slot)", n, len(codes))
+	}
+	close(release)
+	for range n {
+		if got := <-codes; got != http.StatusOK {
+			t.Fatalf("a request of the burst: %d, want 200", got)
+		}
+	}
+	if most.Load() != 2 {
+		t.Fatalf("%d checks at once, want 2", most.Load())
+	}
+
+	// The wait is bounded.
+	do, _, checking, _, release = serve(New(Options{Concurrent: 1, SlotWait: 50 * time.Millisecond}))
+	go func() { codes <- do("right") }()
+	waitFor(t, func() bool { return checking.Load() == 1 })
+	start := time.Now()
+	if got := do("right"); got != http.StatusTooManyRequests || time.Since(start) < 50*time.Millisecond {
+		t.Fatalf("no slot within SlotWait: %d after %v, want 429 after 50ms", got, time.Since(start))
+	}
+	close(release)
+	<-codes
+
+	// A client with failures does not wait.
+	l := New(Options{Free: 5, Concurrent: 2})
+	do, _, checking, _, release = serve(l)
+	for range 4 {
+		l.Fail("10.0.0.8") // one free attempt left: one in flight
+	}
+	go func() { codes <- do("wrong") }()
+	waitFor(t, func() bool { return checking.Load() == 1 })
+	start = time.Now()
+	if got := do("wrong"); got != http.StatusTooManyRequests || time.Since(start) > 500*time.Millisecond {
+		t.Fatalf("a second guess with failures on record: %d after %v, want 429 at once", got, time.Since(start))
+	}
+	close(release)
+	<-codes
 }
