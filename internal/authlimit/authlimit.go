@@ -113,25 +113,6 @@ func New(opts Options) *Limiter {
 	return &Limiter{opts: opts, clients: map[string]*client{}}
 }
 
-// Wait reports how long key must wait before its next attempt is looked at
-// (0: now).
-func (l *Limiter) Wait(key string) time.Duration {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	c := l.clients[key]
-	if c == nil {
-		return 0
-	}
-	now := l.opts.Now()
-	if l.forget(key, c, now) {
-		return 0
-	}
-	if d := c.until.Sub(now); d > 0 {
-		return d
-	}
-	return 0
-}
-
 // forget drops c's failures once they are older than Forget, and c itself
 // when nothing is left of it. Called with mu held.
 func (l *Limiter) forget(key string, c *client, now time.Time) bool {
@@ -303,14 +284,6 @@ func (a *Attempt) answer() {
 	}
 }
 
-// Fail records a refused attempt of key.
-func (l *Limiter) Fail(key string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	now := l.opts.Now()
-	l.fail(l.record(key, now), now)
-}
-
 // record returns key's record, made (room made for it in a full table)
 // if it has none or it was forgotten. Called with mu held.
 func (l *Limiter) record(key string, now time.Time) *client {
@@ -337,16 +310,6 @@ func (l *Limiter) fail(c *client, now time.Time) {
 			d *= 2
 		}
 		c.until = now.Add(min(d, l.opts.Max))
-	}
-}
-
-// Succeed forgets key's failures.
-func (l *Limiter) Succeed(key string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if c := l.clients[key]; c != nil {
-		c.failures, c.until = 0, time.Time{}
-		l.forget(key, c, l.opts.Now())
 	}
 }
 

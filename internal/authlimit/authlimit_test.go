@@ -20,35 +20,35 @@ func TestBackoff(t *testing.T) {
 	c := &clock{t: time.Unix(1000, 0)}
 	l := New(Options{Free: 3, Base: time.Second, Max: 8 * time.Second, Forget: time.Minute, Now: c.now})
 	for i := range 3 {
-		l.Fail("a")
-		if d := l.Wait("a"); d != 0 {
+		l.failKey("a")
+		if d := l.backoff("a"); d != 0 {
 			t.Fatalf("after %d failures: wait %s, want 0 (free attempts)", i+1, d)
 		}
 	}
 	want := []time.Duration{1, 2, 4, 8, 8}
 	for i, w := range want {
-		l.Fail("a")
-		if d := l.Wait("a"); d != w*time.Second {
+		l.failKey("a")
+		if d := l.backoff("a"); d != w*time.Second {
 			t.Fatalf("failure %d past the free ones: wait %s, want %s", i+1, d, w*time.Second)
 		}
 	}
-	if d := l.Wait("b"); d != 0 {
+	if d := l.backoff("b"); d != 0 {
 		t.Fatalf("another client waits %s", d)
 	}
 	c.t = c.t.Add(9 * time.Second)
-	if d := l.Wait("a"); d != 0 {
+	if d := l.backoff("a"); d != 0 {
 		t.Fatalf("after the wait: %s", d)
 	}
-	l.Fail("a") // still remembered: the back-off goes on
-	if d := l.Wait("a"); d != 8*time.Second {
+	l.failKey("a") // still remembered: the back-off goes on
+	if d := l.backoff("a"); d != 8*time.Second {
 		t.Fatalf("remembered client: wait %s, want 8s", d)
 	}
 	c.t = c.t.Add(2 * time.Minute)
-	if d := l.Wait("a"); d != 0 {
+	if d := l.backoff("a"); d != 0 {
 		t.Fatalf("forgotten client waits %s", d)
 	}
-	l.Fail("a")
-	l.Succeed("a")
+	l.failKey("a")
+	l.succeedKey("a")
 	if _, ok := l.clients["a"]; ok {
 		t.Fatal("a success did not forget the client")
 	}
@@ -57,7 +57,7 @@ func TestBackoff(t *testing.T) {
 func TestBoundedClients(t *testing.T) {
 	l := New(Options{Clients: 100})
 	for i := range 10_000 {
-		l.Fail(fmt.Sprint(i))
+		l.failKey(fmt.Sprint(i))
 	}
 	if n := len(l.clients); n > 100 {
 		t.Fatalf("%d clients tracked, want at most 100", n)
@@ -112,12 +112,12 @@ func TestHandler(t *testing.T) {
 func TestSprayedAddresses(t *testing.T) {
 	l := New(Options{})
 	for i := range DefaultClients {
-		l.Fail(fmt.Sprint("warm-", i))
+		l.failKey(fmt.Sprint("warm-", i))
 	}
 	const n = 50_000
 	start := time.Now()
 	for i := range n {
-		l.Fail(fmt.Sprint("spray-", i))
+		l.failKey(fmt.Sprint("spray-", i))
 	}
 	took := time.Since(start)
 	t.Logf("%d failures of new addresses with the table full: %v (%v each)", n, took, took/n)
@@ -192,7 +192,7 @@ func TestConcurrentGuesses(t *testing.T) {
 	if count[401] != 8 || count[429] != n-8 || checked.Load() != 8 {
 		t.Fatalf("%d guesses at once: answers %v, %d checked; want 8 checked and 401, the rest 429", n, count, checked.Load())
 	}
-	if l.Wait("10.0.0.1") == 0 {
+	if l.backoff("10.0.0.1") == 0 {
 		t.Fatal("8 failures and no back-off")
 	}
 	if l.clients["10.0.0.1"].inflight != 0 {
@@ -201,8 +201,8 @@ func TestConcurrentGuesses(t *testing.T) {
 
 	// With failures on record and no back-off yet: the free attempts left.
 	l2 := New(Options{Free: 5, Base: time.Minute})
-	l2.Fail("k")
-	l2.Fail("k")
+	l2.failKey("k")
+	l2.failKey("k")
 	var got []*Attempt
 	for {
 		a, no := l2.Begin("k")
@@ -292,7 +292,7 @@ func TestFailureOfEvictedAttempt(t *testing.T) {
 		t.Fatal(no)
 	}
 	for i := range 8 {
-		l.Fail(fmt.Sprint("other-", i)) // the table fills; the guesser, with no failure yet, goes first
+		l.failKey(fmt.Sprint("other-", i)) // the table fills; the guesser, with no failure yet, goes first
 	}
 	a.End(http.StatusUnauthorized)
 	b, no := l.Begin("guesser")
@@ -300,7 +300,7 @@ func TestFailureOfEvictedAttempt(t *testing.T) {
 		t.Fatal(no)
 	}
 	b.End(http.StatusUnauthorized)
-	if l.Wait("guesser") == 0 {
+	if l.backoff("guesser") == 0 {
 		t.Fatal("2 failures with 1 free and no back-off: the first was recorded on a dropped record")
 	}
 }
@@ -439,7 +439,7 @@ func TestBurstWaitsForSlot(t *testing.T) {
 	l := New(Options{Free: 5, Concurrent: 2})
 	do, _, checking, _, release = serve(l)
 	for range 4 {
-		l.Fail("10.0.0.8") // one free attempt left: one in flight
+		l.failKey("10.0.0.8") // one free attempt left: one in flight
 	}
 	go func() { codes <- do("wrong") }()
 	waitFor(t, func() bool { return checking.Load() == 1 })
@@ -449,4 +449,44 @@ func TestBurstWaitsForSlot(t *testing.T) {
 	}
 	close(release)
 	<-codes
+}
+
+// The helpers below give the tests a failure or a success of a key
+// without a request in flight; the package's users go through Begin/End.
+
+// backoff reports how long key must wait before its next attempt is looked at
+// (0: now).
+func (l *Limiter) backoff(key string) time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	c := l.clients[key]
+	if c == nil {
+		return 0
+	}
+	now := l.opts.Now()
+	if l.forget(key, c, now) {
+		return 0
+	}
+	if d := c.until.Sub(now); d > 0 {
+		return d
+	}
+	return 0
+}
+
+// failKey records a refused attempt of key.
+func (l *Limiter) failKey(key string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := l.opts.Now()
+	l.fail(l.record(key, now), now)
+}
+
+// succeedKey forgets key's failures.
+func (l *Limiter) succeedKey(key string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if c := l.clients[key]; c != nil {
+		c.failures, c.until = 0, time.Time{}
+		l.forget(key, c, l.opts.Now())
+	}
 }
