@@ -9,6 +9,8 @@ import (
 	"unicode"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/ferrypkg/ferry/internal/yamlbound"
 )
 
 // defParser reads a definition's YAML nodes into its types: each error a
@@ -81,9 +83,9 @@ var listIndex = regexp.MustCompile(`\[\d+\]`)
 
 func join(parent, key string) string {
 	if parent == "" {
-		return key
+		return yamlbound.Key(key)
 	}
-	return parent + "." + key
+	return parent + "." + yamlbound.Key(key)
 }
 
 // mapping walks a mapping node, calling the handler of each key and

@@ -9,6 +9,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/ferrypkg/ferry/artifact/definition"
+	"github.com/ferrypkg/ferry/internal/yamlbound"
 )
 
 // object is one mapping of zarf.yaml whose keys were checked against the
@@ -95,9 +96,9 @@ func deref(n *yaml.Node) *yaml.Node {
 
 func join(parent, key string) string {
 	if parent == "" {
-		return key
+		return yamlbound.Key(key)
 	}
-	return parent + "." + key
+	return parent + "." + yamlbound.Key(key)
 }
 
 func (o *object) has(key string) bool { _, ok := o.vals[key]; return ok }

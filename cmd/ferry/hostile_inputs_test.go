@@ -65,9 +65,17 @@ func newCorpus(t *testing.T, pkg string) *corpus {
 	garbage := make([]byte, 1<<20)
 	rand.Read(garbage)
 	mustDo(t, os.WriteFile(p("garbage"), garbage, 0o644))
+	// What random bytes only sometimes are: one long line, not UTF-8,
+	// that reads as a key, a user or a name wherever a parser quotes
+	// what it refuses.
+	long := strings.Repeat("\xb9", 20_000)
+	mustDo(t, os.WriteFile(p("long-line"), []byte(long+":"+long+"\n"+long+"\n"), 0o644))
+	key := strings.Repeat("k", 1000) // the longest a YAML key may be
+	mustDo(t, os.WriteFile(p("long-key"), []byte(key+": "+key+"\n"+key+":\n  "+key+": 1\n"), 0o644))
 	files := []corpusItem{
 		{"dev-zero", "/dev/zero"}, {"zero-link", p("zero-link")}, {"fifo", p("fifo")},
 		{"folder", p("folder")}, {"sparse", p("sparse")}, {"missing", p("missing")}, {"garbage", p("garbage")},
+		{"long-line", p("long-line")}, {"long-key", p("long-key")},
 	}
 	c.kinds[inputs.File] = files
 
@@ -360,7 +368,7 @@ func TestHostileInputs(t *testing.T) {
 				line := strings.TrimSuffix(r.stderr, "\n")
 				if r.killed {
 					t.Errorf("ferry %s: still running after %s (budget %d s), killed; stderr: %.300s", strings.Join(args, " "), r.elapsed.Round(time.Millisecond), budget.Seconds, line)
-				} else if fault := refusalFault(r.code, r.stderr); fault != "" {
+				} else if fault := refusalLinesFault(r.code, r.stderr, max(e.Lines, 1)); fault != "" {
 					t.Errorf("ferry %s: %s", strings.Join(args, " "), fault)
 				}
 				if r.elapsed > time.Duration(budget.Seconds)*time.Second {
@@ -384,22 +392,35 @@ func TestHostileInputs(t *testing.T) {
 // name of Go's or the kernel's (goInternals), no prefix said twice in a
 // row (doubledPrefix).
 func refusalFault(code int, stderr string) string {
-	line := strings.TrimSuffix(stderr, "\n")
+	return refusalLinesFault(code, stderr, 1)
+}
+
+// refusalLinesFault is refusalFault for a refusal of up to max lines, one
+// a problem, each held to what refusalFault holds one line to.
+func refusalLinesFault(code int, stderr string, max int) string {
+	text := strings.TrimSuffix(stderr, "\n")
+	lines := strings.Split(text, "\n")
 	switch {
 	case code != 1:
-		return fmt.Sprintf("exit %d, want 1 (a refusal); stderr: %.300s", code, line)
-	case strings.Contains(line, "\n"):
-		return fmt.Sprintf("%d lines on stderr, want one:\n%.600s", strings.Count(line, "\n")+1, line)
-	case !strings.HasPrefix(line, "ferry: "):
-		return fmt.Sprintf("stderr %.300q is not one `ferry: …` line", line)
-	case len(line) > 1024:
-		// Below cli.MaxErrorLine: refusals of hostile input name it in
-		// short, they are not merely cut.
-		return fmt.Sprintf("a refusal of %d bytes, want at most 1 KiB: %.300s…", len(line), line)
-	case goInternals.MatchString(line):
-		return fmt.Sprintf("the refusal shows Go's internals (%s): %.300s", goInternals.FindString(line), line)
-	case doubledPrefix(line) != "":
-		return fmt.Sprintf("the refusal says %q twice: %.300s", doubledPrefix(line), line)
+		return fmt.Sprintf("exit %d, want 1 (a refusal); stderr: %.300s", code, text)
+	case len(lines) > max && max == 1:
+		return fmt.Sprintf("%d lines on stderr, want one:\n%.600s", len(lines), text)
+	case len(lines) > max:
+		return fmt.Sprintf("%d lines on stderr, want at most %d:\n%.600s", len(lines), max, text)
+	}
+	for _, line := range lines {
+		switch {
+		case !strings.HasPrefix(line, "ferry: "):
+			return fmt.Sprintf("stderr %.300q is not one `ferry: …` line", line)
+		case len(line) > 1024:
+			// Below cli.MaxErrorLine: refusals of hostile input name it in
+			// short, they are not merely cut.
+			return fmt.Sprintf("a refusal of %d bytes, want at most 1 KiB: %.300s…", len(line), line)
+		case goInternals.MatchString(line):
+			return fmt.Sprintf("the refusal shows Go's internals (%s): %.300s", goInternals.FindString(line), line)
+		case doubledPrefix(line) != "":
+			return fmt.Sprintf("the refusal says %q twice: %.300s", doubledPrefix(line), line)
+		}
 	}
 	return ""
 }

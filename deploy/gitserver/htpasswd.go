@@ -181,7 +181,7 @@ func parseHtpasswd(b []byte) (map[string][]byte, error) {
 			return nil, fmt.Errorf("line %d: want user:hash", n)
 		}
 		if _, err := bcrypt.Cost([]byte(hash)); err != nil {
-			return nil, fmt.Errorf("line %d (user %q): not a bcrypt hash", n, user)
+			return nil, fmt.Errorf("line %d (user %.64q): not a bcrypt hash", n, user)
 		}
 		hashes[user] = []byte(hash)
 	}

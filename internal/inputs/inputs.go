@@ -98,6 +98,9 @@ type Entry struct {
 	// Test names the test that feeds this input its corpus when Try cannot
 	// (requests to servers, registries' answers reached through a fixture).
 	Test string
+	// Lines is how many lines a refusal of this input may have, one a
+	// problem, where it is read past its mistakes (a dry run): 1 when 0.
+	Lines int
 }
 
 // Budget is what one hostile run may cost: the whole ferry process tree's

@@ -118,7 +118,7 @@ func cli() []Entry {
 			{Where: create + " --file", Kind: Output, Bound: boundOutput, Try: "package create {def} -f {}" + noSBOM},
 			{Where: create + " --sign-key", Kind: File, Bound: boundKeyFile, Try: "package create {def} -f {out} --sign-key {}" + noSBOM},
 		},
-		[]Entry{{Where: create + " --dry-run", Kind: YAML, Bound: "the definition as ARGS says, read past its mistakes (at most 100 kept, definition.MaxProblems); its files, charts and layouts read as create reads them, charts in the bounded child; nothing fetched, nothing written", Try: "package create {} --dry-run"}},
+		[]Entry{{Where: create + " --dry-run", Kind: YAML, Bound: "the definition as ARGS says, read past its mistakes (at most 100 kept, definition.MaxProblems); its files, charts and layouts read as create reads them, charts in the bounded child; nothing fetched, nothing written", Try: "package create {} --dry-run", Lines: 101}},
 		none(create, "--format", "--part-size", "--sbom", "--sbom-format", "--render-memory", "--render-timeout"),
 		tlsOnly(create, "package create {def} -f {out}"+noSBOM),
 		output(create),

@@ -9,6 +9,7 @@ package yamlbound
 import (
 	"errors"
 	"fmt"
+	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
 )
@@ -99,4 +100,21 @@ func (s *sizer) size(n *yaml.Node) (int, error) {
 		s.memo[n] = total
 	}
 	return total, nil
+}
+
+// MaxKeyShown is how many bytes of a key an error names: a YAML key can be
+// 1,024 characters long, more than a refusal's one line can hold.
+const MaxKeyShown = 64
+
+// Key is key as a field path in an error names it: cut to MaxKeyShown
+// bytes on a character boundary, "…" marking the cut.
+func Key(key string) string {
+	if len(key) <= MaxKeyShown {
+		return key
+	}
+	n := MaxKeyShown
+	for n > 0 && !utf8.RuneStart(key[n]) {
+		n--
+	}
+	return key[:n] + "…"
 }

@@ -87,3 +87,17 @@ func TestCheckAndCount(t *testing.T) {
 		t.Fatalf("aliases counted as what they stand for: %d, %v", n, err)
 	}
 }
+
+func TestKey(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"image", "image"},
+		{strings.Repeat("k", 64), strings.Repeat("k", 64)},
+		{strings.Repeat("k", 1000), strings.Repeat("k", 64) + "…"},
+		// A character across the cut is left out whole.
+		{strings.Repeat("k", 63) + "é" + strings.Repeat("k", 10), strings.Repeat("k", 63) + "…"},
+	} {
+		if got := Key(c.in); got != c.want {
+			t.Errorf("Key(%.20q… %d bytes) = %q, want %q", c.in, len(c.in), got, c.want)
+		}
+	}
+}
