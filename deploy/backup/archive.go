@@ -71,7 +71,7 @@ type head struct {
 func build(c *content, h *head, key artifact.Signer, base map[digest.Digest]int64) (*archive, error) {
 	created, err := time.Parse(time.RFC3339, h.Created)
 	if err != nil {
-		return nil, fmt.Errorf("backup time %q: %w", h.Created, err)
+		return nil, fmt.Errorf("backup time %.40q: %w", h.Created, err)
 	}
 	version := created.UTC().Format("20060102T150405Z")
 	recData, err := json.Marshal(c.rec)

@@ -64,11 +64,11 @@ func ReadInfo(r io.Reader, name string) (*Info, error) {
 		case artifact.ConfigFileName:
 			var cfg artifact.Config
 			if err := json.Unmarshal(data, &cfg); err != nil || cfg.Name != PackageName || len(cfg.Components) != 1 || len(cfg.Components[0].Files) != 1 {
-				return nil, fmt.Errorf("%s: %w: its ferry.json names package %q", name, ErrNotBackup, cfg.Name)
+				return nil, fmt.Errorf("%s: %w: its ferry.json names package %.64q", name, ErrNotBackup, cfg.Name)
 			}
 			info.Config, recDigest = &cfg, cfg.Components[0].Files[0].Digest
 			if recDigest.Validate() != nil || recDigest.Algorithm() != digest.SHA256 {
-				return nil, fmt.Errorf("%s: %w: its ferry.json names record %q", name, ErrNotBackup, recDigest)
+				return nil, fmt.Errorf("%s: %w: its ferry.json names record %.80q", name, ErrNotBackup, recDigest)
 			}
 			recName = blobName(recDigest)
 		case "index.json":

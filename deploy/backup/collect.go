@@ -119,7 +119,7 @@ func (r *repoWalk) visit(ctx context.Context, d ocispec.Descriptor) error {
 	}
 	r.seen[d.Digest] = true
 	if d.Digest.Algorithm() != digest.SHA256 || d.Digest.Validate() != nil || d.Size < 0 {
-		return fmt.Errorf("%q: not a sha256 digest this backup can hold", d.Digest)
+		return fmt.Errorf("%.80q: not a sha256 digest this backup can hold", d.Digest)
 	}
 	container := isContainer(d.MediaType)
 	if container {

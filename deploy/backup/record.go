@@ -118,7 +118,7 @@ func parseRecord(data []byte) (*Record, error) {
 		return nil, fmt.Errorf("%w: record: %w", ErrNotBackup, err)
 	}
 	if rec.MediaType != MediaTypeRecord {
-		return nil, fmt.Errorf("%w: record media type %q, not %s", ErrNotBackup, rec.MediaType, MediaTypeRecord)
+		return nil, fmt.Errorf("%w: record media type %.64q, not %s", ErrNotBackup, rec.MediaType, MediaTypeRecord)
 	}
 	repos := make(map[string]bool, len(rec.Repositories))
 	for _, r := range rec.Repositories {
@@ -143,7 +143,7 @@ func parseRecord(data []byte) (*Record, error) {
 	named := make([]int, len(rec.Repositories))
 	for bi, b := range rec.Blobs {
 		if err := b.Digest.Validate(); err != nil || b.Size < 0 {
-			return nil, fmt.Errorf("%w: record lists blob %q of %d bytes", ErrNotBackup, b.Digest, b.Size)
+			return nil, fmt.Errorf("%w: record lists blob %.80q of %d bytes", ErrNotBackup, b.Digest, b.Size)
 		}
 		if blobs[b.Digest] {
 			return nil, fmt.Errorf("%w: record lists blob %s twice", ErrNotBackup, b.Digest)
@@ -164,7 +164,7 @@ func parseRecord(data []byte) (*Record, error) {
 	objects := make(map[string]bool, len(rec.Packages)+len(rec.Keys))
 	for _, p := range rec.Packages {
 		if len(validation.IsDNS1123Subdomain(p.Name)) > 0 || len(validation.IsDNS1123Label(p.Namespace)) > 0 {
-			return nil, fmt.Errorf("%w: Package %q in namespace %q: not a valid name", ErrNotBackup, p.Name, p.Namespace)
+			return nil, fmt.Errorf("%w: Package %.64q in namespace %.64q: not a valid name", ErrNotBackup, p.Name, p.Namespace)
 		}
 		id := "Package " + p.Namespace + "/" + p.Name
 		if objects[id] {
@@ -174,7 +174,7 @@ func parseRecord(data []byte) (*Record, error) {
 	}
 	for _, k := range rec.Keys {
 		if (k.Kind != "Secret" && k.Kind != "ConfigMap") || len(validation.IsDNS1123Subdomain(k.Name)) > 0 || len(validation.IsDNS1123Label(k.Namespace)) > 0 {
-			return nil, fmt.Errorf("%w: key %s %q in namespace %q: not a valid name", ErrNotBackup, k.Kind, k.Name, k.Namespace)
+			return nil, fmt.Errorf("%w: key %.16q %.64q in namespace %.64q: not a valid name", ErrNotBackup, k.Kind, k.Name, k.Namespace)
 		}
 		id := "key " + k.Kind + " " + k.Namespace + "/" + k.Name
 		if objects[id] {
@@ -188,7 +188,7 @@ func parseRecord(data []byte) (*Record, error) {
 // checkRepositoryName refuses a repository name a registry could not hold.
 func checkRepositoryName(name string) error {
 	if name == "" || len(name) > 255 || !repoName.MatchString(name) {
-		return fmt.Errorf("%w: %q is not a repository name", ErrNotBackup, name)
+		return fmt.Errorf("%w: %.64q is not a repository name", ErrNotBackup, name)
 	}
 	return nil
 }

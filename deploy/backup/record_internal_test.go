@@ -42,3 +42,25 @@ func TestParseRecordRefusesDuplicates(t *testing.T) {
 		})
 	}
 }
+
+// TestParseRecordNamesLongValuesInShort: a record's strings are as long as
+// its 64 MiB allow; a refusal names the one it refuses in short.
+func TestParseRecordNamesLongValuesInShort(t *testing.T) {
+	long := strings.Repeat("x", 1<<20)
+	const head = `{"mediaType":"` + MediaTypeRecord + `",`
+	for _, tc := range []struct{ name, record string }{
+		{"media type", `{"mediaType":"` + long + `"}`},
+		{"repository", head + `"repositories":[{"name":"` + long + `"}],"blobs":[]}`},
+		{"blob", head + `"repositories":[],"blobs":[{"digest":"sha256:` + long + `","size":1}]}`},
+		{"Package", head + `"repositories":[],"blobs":[],"packages":[{"name":"` + long + `","namespace":"` + long + `","spec":{}}]}`},
+		{"key", head + `"repositories":[],"blobs":[],"keys":[{"kind":"` + long + `","name":"` + long + `","namespace":"` + long + `","data":{}}]}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := parseRecord([]byte(tc.record))
+			if !errors.Is(err, ErrNotBackup) || len(err.Error()) > 512 {
+				t.Fatalf("got %d bytes: %.300v…, want a refusal of at most 512 bytes", len(err.Error()), err)
+			}
+			t.Log(err)
+		})
+	}
+}

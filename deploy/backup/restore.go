@@ -181,7 +181,7 @@ func (rs *restorer) restore(ctx context.Context, in *Info) error {
 		return err
 	}
 	if r.Config() == nil || r.Config().Name != PackageName || r.Root().Digest != in.Root {
-		return fmt.Errorf("%w: its package is %q", ErrNotBackup, r.Config().Name)
+		return fmt.Errorf("%w: its package is %.64q", ErrNotBackup, r.Config().Name)
 	}
 	if len(rs.opts.Keys) > 0 {
 		if _, err := artifact.Verify(ctx, r, "", artifact.VerifyOptions{Keys: rs.opts.Keys}); err != nil {

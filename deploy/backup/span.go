@@ -49,7 +49,7 @@ func scanBlobs(f *os.File, want func(digest.Digest) bool) ([]span, error) {
 			continue
 		case tar.TypeReg:
 		default:
-			return nil, fmt.Errorf("%w: unexpected entry %q", artifact.ErrCorrupt, h.Name)
+			return nil, fmt.Errorf("%w: unexpected entry %.80q", artifact.ErrCorrupt, h.Name)
 		}
 		rest, ok := strings.CutPrefix(h.Name, "blobs/sha256/")
 		if !ok {
@@ -57,7 +57,7 @@ func scanBlobs(f *os.File, want func(digest.Digest) bool) ([]span, error) {
 		}
 		d := digest.NewDigestFromEncoded(digest.SHA256, rest)
 		if d.Validate() != nil {
-			return nil, fmt.Errorf("%w: entry %q is not named by a sha256 digest", artifact.ErrCorrupt, h.Name)
+			return nil, fmt.Errorf("%w: entry %.80q is not named by a sha256 digest", artifact.ErrCorrupt, h.Name)
 		}
 		if !want(d) {
 			continue
