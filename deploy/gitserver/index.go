@@ -390,7 +390,7 @@ func checkRefs(st storage.Storer, repo *Repo) error {
 	branch := plumbing.ReferenceName(repo.Ref).IsBranch()
 	switch {
 	case branch && (head.Type() != plumbing.SymbolicReference || head.Target() != plumbing.ReferenceName(repo.Ref)):
-		return fmt.Errorf("%s: HEAD is %s, not a symbolic ref to %s", repo.Key, head, repo.Ref)
+		return fmt.Errorf("%s: HEAD is %.80s, not a symbolic ref to %.80s", repo.Key, head, repo.Ref)
 	case !branch && head.Hash() != commit:
 		return fmt.Errorf("%s: HEAD is %s, not the commit %s", repo.Key, head, repo.Commit)
 	}
@@ -421,7 +421,7 @@ func checkRefs(st storage.Storer, repo *Repo) error {
 	defer iter.Close()
 	return iter.ForEach(func(r *plumbing.Reference) error {
 		if n := r.Name(); n != plumbing.HEAD && n.String() != repo.Ref {
-			return fmt.Errorf("%s: unexpected ref %s", repo.Key, n)
+			return fmt.Errorf("%s: unexpected ref %.80s", repo.Key, n)
 		}
 		return nil
 	})
