@@ -95,7 +95,7 @@ func (r *Reader) readDelta(tr *tar.Reader) error {
 // checkDelta reads ferry-delta.json again in a walk: it must be what Open read.
 func (r *Reader) checkDelta(tr *tar.Reader, h *tar.Header) error {
 	if r.delta == nil {
-		return fmt.Errorf("%w: unexpected entry %q", ErrCorrupt, h.Name)
+		return fmt.Errorf("%w: unexpected entry %.64q", ErrCorrupt, h.Name)
 	}
 	data, err := readEntry(tr, h)
 	if err != nil {
@@ -114,7 +114,7 @@ func (r *Reader) setDelta(data []byte) error {
 		return fmt.Errorf("%w: %s: %w", ErrCorrupt, deltaFileName, err)
 	}
 	if info.MediaType != MediaTypeDelta {
-		return fmt.Errorf("%w: %s: media type %q, not %s", ErrCorrupt, deltaFileName, info.MediaType, MediaTypeDelta)
+		return fmt.Errorf("%w: %s: media type %.64q, not %s", ErrCorrupt, deltaFileName, info.MediaType, MediaTypeDelta)
 	}
 	if len(info.Omitted) > MaxBlobs {
 		return fmt.Errorf("%w: %s lists more than %d blobs", ErrCorrupt, deltaFileName, MaxBlobs)

@@ -64,7 +64,7 @@ func CheckEvidenceShape(m *ocispec.Manifest) error {
 			return err
 		}
 		if graph.IsContainer(d.MediaType) {
-			return fmt.Errorf("%s: a signature manifest's blob may not be a %q", d.Digest, d.MediaType)
+			return fmt.Errorf("%s: a signature manifest's blob may not be a %.64q", d.Digest, d.MediaType)
 		}
 		if d.Size > MaxEvidenceBlobSize {
 			return fmt.Errorf("blob %s is %d bytes, more than the %d a signature's may be", d.Digest, d.Size, MaxEvidenceBlobSize)

@@ -148,13 +148,13 @@ func checkImageSignatures(cfg *Config, root *ocispec.Index, node func(digest.Dig
 		}
 		subject := digest.Digest(a[AnnotationSignatureSubject])
 		if !im.graph[subject] && subject != im.rec.OriginalDigest {
-			return fmt.Errorf("%w: signature %s: its subject %q is not a manifest of image %s", ErrCorrupt, m.Digest, subject, ref)
+			return fmt.Errorf("%w: signature %s: its subject %.80q is not a manifest of image %s", ErrCorrupt, m.Digest, subject, ref)
 		}
 		tag := a[AnnotationSignatureTag]
 		kind := tagKind(tag)
 		switch {
 		case tag != "" && (kind == "" || tag != CosignTag(subject, tag[strings.LastIndexByte(tag, '.'):])):
-			return fmt.Errorf("%w: signature %s of %s: tag %q is not cosign's for %s", ErrCorrupt, m.Digest, ref, tag, subject)
+			return fmt.Errorf("%w: signature %s of %s: tag %.80q is not cosign's for %s", ErrCorrupt, m.Digest, ref, tag, subject)
 		case tag == "":
 			kind = EvidenceKind(ManifestArtifactType(&sm))
 			if kind == "" || sm.Subject == nil || sm.Subject.Digest != subject || m.ArtifactType != ManifestArtifactType(&sm) {

@@ -45,7 +45,7 @@ func ImagePolicy(cfg *Config, img Image) (*imagesig.Policy, error) {
 	}
 	pol := FindPolicy(cfg.ImagePolicies, img.Policy)
 	if pol == nil {
-		return nil, fmt.Errorf("%w: image %s names policy %q, which ferry.json does not carry", ErrCorrupt, img.Ref, img.Policy)
+		return nil, fmt.Errorf("%w: image %s names policy %.64q, which ferry.json does not carry", ErrCorrupt, img.Ref, img.Policy)
 	}
 	return pol, nil
 }

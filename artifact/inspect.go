@@ -76,7 +76,7 @@ func checkConfig(r *Reader, sum *Summary) error {
 		return corruptIn("root", err)
 	}
 	if root.Annotations[AnnotationPackageName] != r.config.Name || root.Annotations[AnnotationPackageVersion] != r.config.Version {
-		return fmt.Errorf("%w: %s names %s %s, the root %s %s", ErrCorrupt, ConfigFileName, r.config.Name, r.config.Version,
+		return fmt.Errorf("%w: %s names %.64q %.64q, the root %.64q %.64q", ErrCorrupt, ConfigFileName, r.config.Name, r.config.Version,
 			root.Annotations[AnnotationPackageName], root.Annotations[AnnotationPackageVersion])
 	}
 	entries := map[string]bool{}

@@ -58,7 +58,7 @@ type MirrorResult struct {
 func ImagePath(ref string) (repo, tag string, err error) {
 	named, err := reference.ParseNormalizedNamed(ref)
 	if err != nil {
-		return "", "", fmt.Errorf("invalid image reference %q: %w", ref, err)
+		return "", "", fmt.Errorf("invalid image reference %.80q: %w", ref, err)
 	}
 	if t, ok := named.(reference.Tagged); ok {
 		tag = t.Tag()

@@ -93,7 +93,7 @@ func planFrom(ctx context.Context, src oras.ReadOnlyTarget, ref string) (*Plan, 
 	}
 	var idx ocispec.Index
 	if err := json.Unmarshal(rootData, &idx); err != nil || root.MediaType != ocispec.MediaTypeImageIndex || idx.ArtifactType != ArtifactTypePackage {
-		return nil, fmt.Errorf("%w: %s is not a ferry package (media type %s)", ErrNotPackage, name, root.MediaType)
+		return nil, fmt.Errorf("%w: %s is not a ferry package (media type %.64q)", ErrNotPackage, name, root.MediaType)
 	}
 	root.ArtifactType = ArtifactTypePackage
 	p.Root = rootDescriptor(root)

@@ -329,9 +329,9 @@ func (r *Reader) readHead(tr *tar.Reader) (int, error) {
 		}
 		if h.Name != name {
 			if i == 0 {
-				return 0, fmt.Errorf("%w: first entry is %q, not %s", ErrNotPackage, h.Name, ConfigFileName)
+				return 0, fmt.Errorf("%w: first entry is %.64q, not %s", ErrNotPackage, h.Name, ConfigFileName)
 			}
-			return 0, fmt.Errorf("%w: entry %d is %q, want %s", ErrCorrupt, i+1, h.Name, name)
+			return 0, fmt.Errorf("%w: entry %d is %.64q, want %s", ErrCorrupt, i+1, h.Name, name)
 		}
 		if data[i], err = readEntry(tr, h); err != nil {
 			return 0, err
@@ -408,7 +408,7 @@ func checkIndex(entries []ocispec.Descriptor) (ocispec.Descriptor, error) {
 	}
 	root := roots[0]
 	if root.MediaType != ocispec.MediaTypeImageIndex {
-		return ocispec.Descriptor{}, fmt.Errorf("%w: the package root %s is a %q, not an image index", ErrCorrupt, root.Digest, root.MediaType)
+		return ocispec.Descriptor{}, fmt.Errorf("%w: the package root %s is a %.64q, not an image index", ErrCorrupt, root.Digest, root.MediaType)
 	}
 	if root.Size > MaxManifestSize {
 		return ocispec.Descriptor{}, fmt.Errorf("%w: the package root %s is %d bytes, more than the %d a manifest may have", ErrCorrupt, root.Digest, root.Size, MaxManifestSize)
@@ -453,24 +453,24 @@ func checkEntry(h *tar.Header) error {
 	switch h.Typeflag {
 	case tar.TypeReg, tar.TypeDir:
 	case tar.TypeSymlink, tar.TypeLink:
-		return fmt.Errorf("%w: %q is a link", ErrUnsafeEntry, h.Name)
+		return fmt.Errorf("%w: %.64q is a link", ErrUnsafeEntry, h.Name)
 	case tar.TypeChar, tar.TypeBlock, tar.TypeFifo:
-		return fmt.Errorf("%w: %q is a device or fifo", ErrUnsafeEntry, h.Name)
+		return fmt.Errorf("%w: %.64q is a device or fifo", ErrUnsafeEntry, h.Name)
 	default:
-		return fmt.Errorf("%w: %q has unsupported type %q", ErrUnsafeEntry, h.Name, h.Typeflag)
+		return fmt.Errorf("%w: %.64q has unsupported type %q", ErrUnsafeEntry, h.Name, h.Typeflag)
 	}
 	for k := range h.PAXRecords {
 		if strings.HasPrefix(k, "GNU.sparse.") {
-			return fmt.Errorf("%w: %q is a sparse file", ErrUnsafeEntry, h.Name)
+			return fmt.Errorf("%w: %.64q is a sparse file", ErrUnsafeEntry, h.Name)
 		}
 	}
 	name := h.Name
 	if strings.HasPrefix(name, "/") || strings.Contains(name, "\\") || strings.ContainsRune(name, 0) {
-		return fmt.Errorf("%w: %q is an absolute or invalid path", ErrUnsafeEntry, name)
+		return fmt.Errorf("%w: %.64q is an absolute or invalid path", ErrUnsafeEntry, name)
 	}
 	for _, part := range strings.Split(strings.TrimSuffix(name, "/"), "/") {
 		if part == ".." {
-			return fmt.Errorf("%w: %q contains ..", ErrUnsafeEntry, name)
+			return fmt.Errorf("%w: %.64q contains ..", ErrUnsafeEntry, name)
 		}
 	}
 	return nil

@@ -173,3 +173,48 @@ func TestOpenSkippableFrame(t *testing.T) {
 		t.Fatalf("inspect: %v", err)
 	}
 }
+
+// TestRefusalsNameLongStringsInShort: an entry name of nearly 1 MiB (what
+// a PAX header holds) or a receipt's media type of 1 MiB is named in a
+// refusal of at most 512 bytes, which still says what was refused.
+func TestRefusalsNameLongStringsInShort(t *testing.T) {
+	w := newWorld(t)
+	good := filepath.Join(t.TempDir(), "good.tar")
+	create(t, w, good)
+	entries := readTar(t, good)
+	long := strings.Repeat("a", 1<<20-1<<10)
+	archive := func(f func([]tarEntry) []tarEntry) error {
+		cp := append([]tarEntry(nil), entries...)
+		p := filepath.Join(t.TempDir(), "bad.tar")
+		writeTar(t, p, f(cp))
+		return inspectErr(p)
+	}
+	entry := func(name string, typ byte) tarEntry {
+		return tarEntry{&tar.Header{Name: name, Typeflag: typ, Mode: 0o644}, []byte("x")}
+	}
+	receipt := func(mediaType string) error {
+		_, err := artifact.ParseReceipt([]byte(`{"mediaType":"` + mediaType + `"}`))
+		return err
+	}
+	for _, tt := range []struct {
+		name, want string
+		err        error
+	}{
+		{"first entry", "first entry is", archive(func(es []tarEntry) []tarEntry { return append([]tarEntry{entry(long, tar.TypeReg)}, es...) })},
+		{"link", "is a link", archive(func(es []tarEntry) []tarEntry { return append(es, entry("blobs/sha256/"+long, tar.TypeSymlink)) })},
+		{"traversal", "contains ..", archive(func(es []tarEntry) []tarEntry { return append(es, entry("blobs/../"+long, tar.TypeReg)) })},
+		{"stray entry", "unexpected entry", archive(func(es []tarEntry) []tarEntry { return append(es, entry(long, tar.TypeReg)) })},
+		{"blob name", "is not named by a sha256 digest", archive(func(es []tarEntry) []tarEntry { return append(es, entry("blobs/sha256/"+long, tar.TypeReg)) })},
+		{"receipt media type", "not a receipt: media type", receipt(long)},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.err == nil {
+				t.Fatal("accepted")
+			}
+			msg := tt.err.Error()
+			if len(msg) > 512 || !strings.Contains(msg, tt.want) || strings.Contains(msg, "\n") {
+				t.Errorf("refusal of %d bytes %.200q, want at most 512 naming %q", len(msg), msg, tt.want)
+			}
+		})
+	}
+}

@@ -56,7 +56,7 @@ func ParseReceipt(data []byte) (*Receipt, error) {
 		return nil, fmt.Errorf("receipt: %w", err)
 	}
 	if rc.MediaType != MediaTypeReceipt {
-		return nil, fmt.Errorf("not a receipt: media type %q, not %s", rc.MediaType, MediaTypeReceipt)
+		return nil, fmt.Errorf("not a receipt: media type %.64q, not %s", rc.MediaType, MediaTypeReceipt)
 	}
 	for d, size := range rc.Blobs {
 		if err := graph.CheckDescriptor(ocispec.Descriptor{Digest: d, Size: size}); err != nil {

@@ -88,7 +88,7 @@ func checkSBOMs(root *ocispec.Index, node func(digest.Digest) ([]byte, bool)) er
 			return fmt.Errorf("%w: SBOM %s of %s: %w", ErrCorrupt, m.Digest, ref, err)
 		}
 		if _, ok := sbomFormatOf(sm.ArtifactType); !ok || len(sm.Layers) != 1 || sm.Layers[0].MediaType != sm.ArtifactType || m.ArtifactType != sm.ArtifactType {
-			return fmt.Errorf("%w: SBOM %s of %s: artifactType %q is not an SBOM format with one layer of that media type", ErrCorrupt, m.Digest, ref, sm.ArtifactType)
+			return fmt.Errorf("%w: SBOM %s of %s: artifactType %.64q is not an SBOM format with one layer of that media type", ErrCorrupt, m.Digest, ref, sm.ArtifactType)
 		}
 		if sm.Subject == nil || !graphs[m.Annotations[AnnotationComponent]+"|"+ref][sm.Subject.Digest] {
 			return fmt.Errorf("%w: SBOM %s: its subject is not a manifest of image %s", ErrCorrupt, m.Digest, ref)

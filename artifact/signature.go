@@ -80,7 +80,7 @@ func checkSignatureManifest(root digest.Digest, data []byte, fetch func(ocispec.
 	for i, l := range m.Layers {
 		n := i + 1
 		if l.MediaType != MediaTypeSimpleSigning {
-			return fmt.Errorf("%w: signature %d (%s) is a %q, not a cosign signature payload", ErrCorrupt, n, l.Digest, l.MediaType)
+			return fmt.Errorf("%w: signature %d (%s) is a %.64q, not a cosign signature payload", ErrCorrupt, n, l.Digest, l.MediaType)
 		}
 		if l.Size > MaxSignaturePayload {
 			return fmt.Errorf("%w: signature %d (%s) is %d bytes, more than %d", ErrCorrupt, n, l.Digest, l.Size, MaxSignaturePayload)

@@ -208,7 +208,7 @@ func (w *walker) walkTar(ctx context.Context, a *archiveStream) error {
 		}
 		if h.Typeflag == tar.TypeDir {
 			if (h.Name != blobsDir && h.Name != blobsSHA256Dir) || dirs[h.Name] {
-				return fmt.Errorf("%w: unexpected entry %q", ErrCorrupt, h.Name)
+				return fmt.Errorf("%w: unexpected entry %.64q", ErrCorrupt, h.Name)
 			}
 			dirs[h.Name] = true
 			continue
@@ -230,11 +230,11 @@ func (w *walker) walkTar(ctx context.Context, a *archiveStream) error {
 func blobDigest(name string) (digest.Digest, error) {
 	rest, ok := strings.CutPrefix(name, blobsSHA256Dir)
 	if !ok {
-		return "", fmt.Errorf("%w: unexpected entry %q", ErrCorrupt, name)
+		return "", fmt.Errorf("%w: unexpected entry %.64q", ErrCorrupt, name)
 	}
 	d := digest.NewDigestFromEncoded(digest.SHA256, rest)
 	if err := d.Validate(); err != nil {
-		return "", fmt.Errorf("%w: entry %q is not named by a sha256 digest", ErrCorrupt, name)
+		return "", fmt.Errorf("%w: entry %.80q is not named by a sha256 digest", ErrCorrupt, name)
 	}
 	return d, nil
 }

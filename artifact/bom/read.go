@@ -75,7 +75,7 @@ func Read(r io.Reader, mediaType string, lim Limits) ([]Component, error) {
 	case definition.ArtifactTypeSyft:
 		f = syftFormat
 	default:
-		return nil, fmt.Errorf("SBOM media type %q is not SPDX, CycloneDX or Syft JSON: %w", mediaType, ErrFormat)
+		return nil, fmt.Errorf("SBOM media type %.64q is not SPDX, CycloneDX or Syft JSON: %w", mediaType, ErrFormat)
 	}
 	lim = lim.withDefaults()
 	cr := &countReader{r: io.LimitReader(r, lim.MaxBytes+1)}

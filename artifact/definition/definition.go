@@ -172,7 +172,7 @@ func (p Platform) String() string {
 func ParsePlatform(s string) (Platform, error) {
 	parts := strings.Split(s, "/")
 	if len(parts) < 2 || len(parts) > 3 || parts[0] == "" || parts[1] == "" {
-		return Platform{}, fmt.Errorf("invalid platform %q: want os/arch[/variant]", s)
+		return Platform{}, fmt.Errorf("invalid platform %.64q: want os/arch[/variant]", s)
 	}
 	p := Platform{OS: parts[0], Architecture: parts[1]}
 	if len(parts) == 3 {
@@ -327,12 +327,12 @@ func (p *defParser) definition(file string, data []byte) (*Definition, error) {
 		return nil, err
 	}
 	if apiVersion != APIVersion {
-		if err := p.fail(p.errf(p.lineOf(root, "apiVersion"), "apiVersion", "must be %q, got %q", APIVersion, apiVersion)); err != nil {
+		if err := p.fail(p.errf(p.lineOf(root, "apiVersion"), "apiVersion", "must be %q, got %.64q", APIVersion, apiVersion)); err != nil {
 			return nil, err
 		}
 	}
 	if kind != Kind {
-		if err := p.fail(p.errf(p.lineOf(root, "kind"), "kind", "must be %q, got %q", Kind, kind)); err != nil {
+		if err := p.fail(p.errf(p.lineOf(root, "kind"), "kind", "must be %q, got %.64q", Kind, kind)); err != nil {
 			return nil, err
 		}
 	}
@@ -351,7 +351,7 @@ func (p *defParser) definition(file string, data []byte) (*Definition, error) {
 			line = n.Content[i].Line
 		}
 		if prev, dup := names[c.Name]; dup {
-			if err := p.fail(p.errf(line, fmt.Sprintf("components[%d].name", i), "duplicate component name %q (also components[%d])", c.Name, prev)); err != nil {
+			if err := p.fail(p.errf(line, fmt.Sprintf("components[%d].name", i), "duplicate component name %.64q (also components[%d])", c.Name, prev)); err != nil {
 				return nil, err
 			}
 			continue

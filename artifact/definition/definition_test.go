@@ -154,3 +154,34 @@ func TestDefinitionRefusesControlCharacters(t *testing.T) {
 		t.Errorf("line ends and tabs in a description: %v", err)
 	}
 }
+
+// TestDefinitionRefusalsNameLongValuesInShort: a value of 1 MiB at a field
+// is refused in at most 512 bytes that still name the field and the fault.
+func TestDefinitionRefusalsNameLongValuesInShort(t *testing.T) {
+	long := strings.Repeat("a", 1<<20)
+	head := "apiVersion: ferry.dev/v1alpha1\nkind: Package\nmetadata:\n  name: demo\n  version: 1.0.0\n"
+	comp := head + "components:\n  - name: a\n"
+	for _, tc := range []struct{ name, yaml, want string }{
+		{"name", "apiVersion: ferry.dev/v1alpha1\nkind: Package\nmetadata:\n  name: " + long + "\n  version: 1\n", "metadata.name: \"aaaa"},
+		{"kind", "apiVersion: ferry.dev/v1alpha1\nkind: " + long + "\nmetadata:\n  name: demo\n  version: 1\n", "kind: must be"},
+		{"platform", head + "platforms: [linux/" + long + ", linux/" + long + "]\n", "platforms[1]: duplicate platform"},
+		{"component name", head + "components:\n  - name: " + long + "\n", "components[0].name: \"aaaa"},
+		{"image", comp + "    images: [\"" + long + "!\"]\n", "components[0].images[0]: invalid image reference"},
+		{"path", comp + "    charts:\n      - path: ../" + long + "\n", "components[0].charts[0].path: path \"../aaa"},
+		{"chart url", comp + "    charts:\n      - url: https://" + long + "\n        version: 1\n", "components[0].charts[0].url: unsupported chart source"},
+		{"git ref", comp + "    repositories:\n      - url: https://git.example/x.git\n        ref: " + long + "~1\n", "components[0].repositories[0].ref: \"aaaa"},
+		{"file mode", comp + "    files:\n      - source: a\n        target: x\n        mode: " + long + "\n", "components[0].files[0].mode"},
+		{"policy", comp + "    verify: " + long + "\n", "names policy \"aaaa"},
+		{"regexp", head + "imagePolicies:\n  - name: p\n    authorities:\n      - keyless:\n          trustedRoot: r.json\n          identities:\n            - issuer: i\n              subjectRegExp: \"(" + long + "\"\n", "invalid regular expression: missing closing )"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := definition.Parse("ferry.yaml", []byte(tc.yaml))
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			if msg := err.Error(); len(msg) > 512 || !strings.Contains(msg, tc.want) || strings.Contains(msg, "\n") {
+				t.Errorf("refusal of %d bytes %.200q, want at most 512 naming %q", len(msg), msg, tc.want)
+			}
+		})
+	}
+}

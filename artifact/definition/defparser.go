@@ -179,7 +179,7 @@ func (p *defParser) dnsLabel(n *yaml.Node, field string, dst *string) error {
 		return err
 	}
 	if !labelRE.MatchString(*dst) {
-		return p.errf(n.Line, field, "%q is not a valid name (lowercase letters, digits and '-', at most 53)", *dst)
+		return p.errf(n.Line, field, "%.64q is not a valid name (lowercase letters, digits and '-', at most 53)", *dst)
 	}
 	return nil
 }

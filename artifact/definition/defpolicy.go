@@ -1,9 +1,11 @@
 package definition
 
 import (
+	"errors"
 	"fmt"
 	"net/url"
 	"regexp"
+	"regexp/syntax"
 
 	"gopkg.in/yaml.v3"
 
@@ -80,7 +82,7 @@ func (p *defParser) imagePolicies(n *yaml.Node, field string, dst *[]ImagePolicy
 			return err
 		}
 		if prev, dup := seen[pol.Name]; dup {
-			return p.errf(item.Line, join(f, "name"), "duplicate policy name %q (also %s[%d])", pol.Name, field, prev)
+			return p.errf(item.Line, join(f, "name"), "duplicate policy name %.64q (also %s[%d])", pol.Name, field, prev)
 		}
 		seen[pol.Name] = len(*dst)
 		*dst = append(*dst, pol)
@@ -115,7 +117,7 @@ func (p *defParser) imagePolicy(n *yaml.Node, field string) (ImagePolicy, error)
 	case pol.Name == "":
 		return pol, p.errf(n.Line, join(field, "name"), "missing")
 	case pol.Name == VerifyNone || !policyNameRE.MatchString(pol.Name):
-		return pol, p.errf(p.lineOf(n, "name"), join(field, "name"), "%q is not a valid policy name (lowercase letters, digits and '-'; not %q)", pol.Name, VerifyNone)
+		return pol, p.errf(p.lineOf(n, "name"), join(field, "name"), "%.64q is not a valid policy name (lowercase letters, digits and '-'; not %q)", pol.Name, VerifyNone)
 	case len(pol.Authorities) == 0:
 		return pol, p.errf(p.lineOf(n, "authorities"), join(field, "authorities"), "missing: a key or a keyless authority the images' signatures must verify against")
 	}
@@ -172,6 +174,11 @@ func (p *defParser) identity(n *yaml.Node, field string) (imagesig.Identity, err
 				return err
 			}
 			if _, err := regexp.Compile(*dst); err != nil {
+				// regexp's error quotes the whole expression; name its part in short.
+				var se *syntax.Error
+				if errors.As(err, &se) {
+					return p.errf(v.Line, f, "invalid regular expression: %s: %.64q", se.Code, se.Expr)
+				}
 				return p.errf(v.Line, f, "invalid regular expression: %v", err)
 			}
 			return nil
@@ -209,7 +216,7 @@ func (p *defParser) attestation(n *yaml.Node, field string) (imagesig.Attestatio
 	if uri, ok := predicateTypes[a.PredicateType]; ok {
 		a.PredicateType = uri
 	} else if u, err := url.Parse(a.PredicateType); err != nil || u.Scheme == "" || u.Host == "" {
-		return a, p.errf(p.lineOf(n, "predicateType"), join(field, "predicateType"), "%q is neither one of cosign's --type names (slsaprovenance1, spdxjson, cyclonedx, vuln, openvex, …) nor a URI", a.PredicateType)
+		return a, p.errf(p.lineOf(n, "predicateType"), join(field, "predicateType"), "%.64q is neither one of cosign's --type names (slsaprovenance1, spdxjson, cyclonedx, vuln, openvex, …) nor a URI", a.PredicateType)
 	}
 	return a, nil
 }
@@ -223,7 +230,7 @@ func (p *defParser) checkVerifyNames(def *Definition) error {
 	}
 	check := func(name string, line int, field string) error {
 		if name != "" && !known[name] {
-			return p.errf(line, field, "names policy %q, which imagePolicies does not define", name)
+			return p.errf(line, field, "names policy %.64q, which imagePolicies does not define", name)
 		}
 		return nil
 	}

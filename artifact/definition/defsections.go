@@ -36,11 +36,11 @@ func (p *defParser) metadata(n *yaml.Node, field string, md *Metadata) error {
 	case md.Name == "":
 		return p.errf(n.Line, join(field, "name"), "missing")
 	case !nameRE.MatchString(md.Name):
-		return p.errf(p.lineOf(n, "name"), join(field, "name"), "%q is not a valid name (lowercase letters, digits, '-' and '.')", md.Name)
+		return p.errf(p.lineOf(n, "name"), join(field, "name"), "%.64q is not a valid name (lowercase letters, digits, '-' and '.')", md.Name)
 	case md.Version == "":
 		return p.errf(n.Line, join(field, "version"), "missing")
 	case !versionRE.MatchString(md.Version):
-		return p.errf(p.lineOf(n, "version"), join(field, "version"), "%q is not a valid version (it must be usable as an OCI tag)", md.Version)
+		return p.errf(p.lineOf(n, "version"), join(field, "version"), "%.64q is not a valid version (it must be usable as an OCI tag)", md.Version)
 	}
 	return nil
 }
@@ -57,7 +57,7 @@ func (p *defParser) platforms(n *yaml.Node, field string, dst *[]Platform) error
 			return p.errf(item.Line, f, "%v", err)
 		}
 		if seen[pl.String()] {
-			return p.errf(item.Line, f, "duplicate platform %q", s)
+			return p.errf(item.Line, f, "duplicate platform %.64q", s)
 		}
 		seen[pl.String()] = true
 		*dst = append(*dst, pl)
@@ -129,7 +129,7 @@ func (p *defParser) component(n *yaml.Node, field string) (Component, error) {
 		return c, p.errf(n.Line, join(field, "name"), "missing")
 	}
 	if !nameRE.MatchString(c.Name) {
-		return c, p.errf(p.lineOf(n, "name"), join(field, "name"), "%q is not a valid component name (lowercase letters, digits, '-' and '.')", c.Name)
+		return c, p.errf(p.lineOf(n, "name"), join(field, "name"), "%.64q is not a valid component name (lowercase letters, digits, '-' and '.')", c.Name)
 	}
 	return c, nil
 }
@@ -139,11 +139,11 @@ func (p *defParser) component(n *yaml.Node, field string) (Component, error) {
 // gets ":latest".
 func NormalizeImageRef(s string) (string, error) {
 	if s == "" || strings.TrimSpace(s) != s {
-		return "", fmt.Errorf("invalid image reference %q", s)
+		return "", fmt.Errorf("invalid image reference %.80q", s)
 	}
 	named, err := reference.ParseNormalizedNamed(s)
 	if err != nil {
-		return "", fmt.Errorf("invalid image reference %q: %w", s, err)
+		return "", fmt.Errorf("invalid image reference %.80q: %w", s, err)
 	}
 	return reference.TagNameOnly(named).String(), nil
 }
@@ -224,11 +224,11 @@ func (p *defParser) chart(n *yaml.Node, field string) (Chart, error) {
 		return ch, p.errf(n.Line, field, "path and url are exclusive")
 	case ch.URL != "":
 		if !strings.HasPrefix(ch.URL, "oci://") {
-			return ch, p.errf(p.lineOf(n, "url"), join(field, "url"), "unsupported chart source %q: only oci:// URLs", redact.URL(ch.URL))
+			return ch, p.errf(p.lineOf(n, "url"), join(field, "url"), "unsupported chart source %.80q: only oci:// URLs", redact.URL(ch.URL))
 		}
 		rest := strings.TrimPrefix(ch.URL, "oci://")
 		if _, err := reference.ParseNamed(rest); err != nil || strings.ContainsAny(rest, "@") {
-			return ch, p.errf(p.lineOf(n, "url"), join(field, "url"), "invalid chart URL %q: want oci://host/path/chart", redact.URL(ch.URL))
+			return ch, p.errf(p.lineOf(n, "url"), join(field, "url"), "invalid chart URL %.80q: want oci://host/path/chart", redact.URL(ch.URL))
 		}
 		if ch.Version == "" {
 			return ch, p.errf(n.Line, join(field, "version"), "missing (required with url)")
@@ -259,19 +259,19 @@ func (p *defParser) repository(n *yaml.Node, field string) (Repository, error) {
 	case rd.URL == "":
 		return rd, p.errf(n.Line, join(field, "url"), "missing: the repository's URL is its identity in the cluster (add path to read a local clone)")
 	case !gitURL.MatchString(rd.URL):
-		return rd, p.errf(p.lineOf(n, "url"), join(field, "url"), "%q is not a git URL (https://, http://, ssh://, git:// or user@host:path, without a query or fragment)", redact.URL(rd.URL))
+		return rd, p.errf(p.lineOf(n, "url"), join(field, "url"), "%.80q is not a git URL (https://, http://, ssh://, git:// or user@host:path, without a query or fragment)", redact.URL(rd.URL))
 	case strings.ContainsAny(rd.Ref, " \t~^:?*[\\") || strings.Contains(rd.Ref, ".."):
-		return rd, p.errf(p.lineOf(n, "ref"), join(field, "ref"), "%q is not a branch, tag, ref or commit", rd.Ref)
+		return rd, p.errf(p.lineOf(n, "ref"), join(field, "ref"), "%.64q is not a branch, tag, ref or commit", rd.Ref)
 	}
 	u, err := url.Parse(rd.URL)
 	if err != nil && strings.Contains(rd.URL, "://") {
 		// Not the parser's words: a password holding "/" ends the host
 		// early (https://u:p/w@host/…), and they would show its start.
-		return rd, p.errf(p.lineOf(n, "url"), join(field, "url"), "%q is not a git URL: its host does not parse", redact.URL(rd.URL))
+		return rd, p.errf(p.lineOf(n, "url"), join(field, "url"), "%.80q is not a git URL: its host does not parse", redact.URL(rd.URL))
 	}
 	if err == nil && u.User != nil {
 		if _, ok := u.User.Password(); ok {
-			return rd, p.errf(p.lineOf(n, "url"), join(field, "url"), "%s carries a password: credentials belong to git's credential helpers or ~/.netrc, never to a package", redact.URL(rd.URL))
+			return rd, p.errf(p.lineOf(n, "url"), join(field, "url"), "%.80s carries a password: credentials belong to git's credential helpers or ~/.netrc, never to a package", redact.URL(rd.URL))
 		}
 	}
 	return rd, nil
@@ -298,7 +298,7 @@ func (p *defParser) manifest(n *yaml.Node, field string) (Manifest, error) {
 		return m, p.errf(n.Line, join(field, "name"), "missing")
 	}
 	if !nameRE.MatchString(m.Name) {
-		return m, p.errf(p.lineOf(n, "name"), join(field, "name"), "%q is not a valid name", m.Name)
+		return m, p.errf(p.lineOf(n, "name"), join(field, "name"), "%.64q is not a valid name", m.Name)
 	}
 	if len(m.Files) == 0 {
 		return m, p.errf(n.Line, join(field, "files"), "missing")
@@ -317,7 +317,7 @@ func (p *defParser) fileDef(n *yaml.Node, field string) (File, error) {
 			}
 			mode, err := strconv.ParseInt(v.Value, 8, 32)
 			if err != nil || mode < 0 || mode > 0o777 {
-				return p.errf(v.Line, f, "%q is not a file mode such as 0644", v.Value)
+				return p.errf(v.Line, f, "%.64q is not a file mode such as 0644", v.Value)
 			}
 			fd.Mode = mode
 			return nil
@@ -358,11 +358,11 @@ func checkRelPath(s string) error {
 	case s == "":
 		return errors.New("empty path")
 	case strings.ContainsRune(s, 0):
-		return fmt.Errorf("invalid path %q", s)
+		return fmt.Errorf("invalid path %.64q", s)
 	case filepath.IsAbs(s) || strings.HasPrefix(s, "/"):
-		return fmt.Errorf("path %q must be relative to the definition's folder", s)
+		return fmt.Errorf("path %.64q must be relative to the definition's folder", s)
 	case !filepath.IsLocal(filepath.FromSlash(s)):
-		return fmt.Errorf("path %q escapes the definition's folder", s)
+		return fmt.Errorf("path %.64q escapes the definition's folder", s)
 	}
 	return nil
 }
@@ -380,7 +380,7 @@ func (p *defParser) sbom(n *yaml.Node, field string, dst *SBOM) error {
 			}
 			sf, err := ParseSBOMFormat(format)
 			if err != nil || format == "" {
-				return p.errf(v.Line, f, "must be %s or %s, not %q", SBOMFormatSPDX, SBOMFormatCycloneDX, format)
+				return p.errf(v.Line, f, "must be %s or %s, not %.64q", SBOMFormatSPDX, SBOMFormatCycloneDX, format)
 			}
 			dst.Format = sf
 			return nil

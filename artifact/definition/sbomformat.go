@@ -37,7 +37,7 @@ func ParseSBOMFormat(s string) (SBOMFormat, error) {
 	case SBOMFormatSPDX, SBOMFormatCycloneDX:
 		return f, nil
 	}
-	return "", fmt.Errorf("unknown SBOM format %q: want %s or %s", s, SBOMFormatSPDX, SBOMFormatCycloneDX)
+	return "", fmt.Errorf("unknown SBOM format %.64q: want %s or %s", s, SBOMFormatSPDX, SBOMFormatCycloneDX)
 }
 
 // ArtifactType is the media type of f's documents, which is also the

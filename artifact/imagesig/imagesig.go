@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"regexp/syntax"
 	"sync/atomic"
 
 	"github.com/sigstore/sigstore/pkg/cryptoutils"
@@ -221,7 +222,7 @@ func (p *Policy) Validate() error {
 // engine checks first when it compiles a policy.
 func (p *Policy) Check() error {
 	if len(p.Authorities) == 0 {
-		return fmt.Errorf("policy %q: no authorities", p.Name)
+		return fmt.Errorf("policy %.64q: no authorities", p.Name)
 	}
 	for i, a := range p.Authorities {
 		label := a.Name
@@ -230,30 +231,30 @@ func (p *Policy) Check() error {
 		}
 		switch {
 		case a.Key != nil && a.Keyless != nil:
-			return fmt.Errorf("policy %q: authority %s: both key and keyless", p.Name, label)
+			return fmt.Errorf("policy %.64q: authority %.64s: both key and keyless", p.Name, label)
 		case a.Key != nil:
 			if _, err := cryptoutils.UnmarshalPEMToPublicKey([]byte(a.Key.PEM)); err != nil {
-				return fmt.Errorf("policy %q: authority %s: public key: %v", p.Name, label, err)
+				return fmt.Errorf("policy %.64q: authority %.64s: public key: %v", p.Name, label, err)
 			}
 		case a.Keyless != nil:
 			if len(a.Keyless.TrustedRoot) == 0 || !json.Valid(a.Keyless.TrustedRoot) {
-				return fmt.Errorf("policy %q: authority %s: keyless without a trusted root", p.Name, label)
+				return fmt.Errorf("policy %.64q: authority %.64s: keyless without a trusted root", p.Name, label)
 			}
 			if len(a.Keyless.Identities) == 0 {
-				return fmt.Errorf("policy %q: authority %s: keyless without identities", p.Name, label)
+				return fmt.Errorf("policy %.64q: authority %.64s: keyless without identities", p.Name, label)
 			}
 			for _, id := range a.Keyless.Identities {
 				if err := id.validate(); err != nil {
-					return fmt.Errorf("policy %q: authority %s: %v", p.Name, label, err)
+					return fmt.Errorf("policy %.64q: authority %.64s: %v", p.Name, label, err)
 				}
 			}
 		default:
-			return fmt.Errorf("policy %q: authority %s: neither key nor keyless", p.Name, label)
+			return fmt.Errorf("policy %.64q: authority %.64s: neither key nor keyless", p.Name, label)
 		}
 	}
 	for _, at := range p.Attestations {
 		if at.PredicateType == "" {
-			return fmt.Errorf("policy %q: attestation %q without a predicate type", p.Name, at.Name)
+			return fmt.Errorf("policy %.64q: attestation %.64q without a predicate type", p.Name, at.Name)
 		}
 	}
 	return nil
@@ -268,6 +269,11 @@ func (id Identity) validate() error {
 	}
 	for _, re := range []string{id.IssuerRegExp, id.SubjectRegExp} {
 		if _, err := regexp.Compile(re); err != nil {
+			// regexp's error quotes the whole expression: name it in short.
+			var se *syntax.Error
+			if errors.As(err, &se) {
+				return fmt.Errorf("identity regexp: %s: %.64q", se.Code, se.Expr)
+			}
 			return fmt.Errorf("identity regexp: %v", err)
 		}
 	}

@@ -115,6 +115,7 @@ func TestMalformedEvidence(t *testing.T) {
 		{"timestamp garbage", imagesig.MediaTypeSimpleSigning, good, map[string]string{imagesig.AnnotationSignature: sig, imagesig.AnnotationTimestamp: `{"SignedRFC3161Timestamp":"AAAA"}`}, imagesig.ErrUnverified, "unknown key"},
 		{"envelope not JSON", imagesig.MediaTypeDSSE, []byte("["), nil, imagesig.ErrUnverified, "DSSE envelope"},
 		{"envelope of another type", imagesig.MediaTypeDSSE, envelope("text/plain", "x", 1), nil, imagesig.ErrUnverified, "not an in-toto statement"},
+		{"envelope of a 1 MiB type", imagesig.MediaTypeDSSE, envelope(string(bytes.Repeat([]byte("a"), 1<<20)), "x", 1), nil, imagesig.ErrUnverified, "not an in-toto statement"},
 		{"statement not JSON", imagesig.MediaTypeDSSE, envelope("application/vnd.in-toto+json", "{", 1), nil, imagesig.ErrUnverified, "in-toto statement"},
 		{"two signatures", imagesig.MediaTypeDSSE, envelope("application/vnd.in-toto+json", statementFor(testSubject, "p"), 2), nil, imagesig.ErrUnverified, "2 signatures"},
 		{"attestation by nobody", imagesig.MediaTypeDSSE, att, nil, imagesig.ErrNoSignature, ""},
@@ -146,6 +147,9 @@ func TestMalformedEvidence(t *testing.T) {
 						continue
 					}
 					wantErr(t, tc.name, err, tc.want, tc.reason)
+					if len(err.Error()) > 512 {
+						t.Fatalf("%s: a refusal of %d bytes: %.200q", tc.name, len(err.Error()), err)
+					}
 				}
 			}
 		})
@@ -241,4 +245,28 @@ func TestEvidenceBound(t *testing.T) {
 	}
 	_, err := p.Verify(ctx, s, testSubject, append(append(slices.Clone(others), signed(digest.FromString("one more"))), mine))
 	wantErr(t, "evidence past the bound", err, imagesig.ErrNoSignature, "")
+}
+
+// TestPolicyCheckNamesLongStringsInShort: a policy as ferry.json carries
+// it, with a name, an authority name or an identity regexp of 1 MiB, is
+// refused in at most 512 bytes that still name what is wrong.
+func TestPolicyCheckNamesLongStringsInShort(t *testing.T) {
+	long := string(bytes.Repeat([]byte("a"), 1<<20))
+	keyless := func(re string) *imagesig.KeylessAuthority {
+		return &imagesig.KeylessAuthority{TrustedRoot: json.RawMessage(`{}`), Identities: []imagesig.Identity{{Issuer: "i", SubjectRegExp: re}}}
+	}
+	for _, tc := range []struct {
+		name string
+		p    imagesig.Policy
+		want string
+	}{
+		{"policy name", imagesig.Policy{Name: long}, `policy "aaaa`},
+		{"authority name", imagesig.Policy{Name: "p", Authorities: []imagesig.Authority{{Name: long}}}, "neither key nor keyless"},
+		{"regexp", imagesig.Policy{Name: "p", Authorities: []imagesig.Authority{{Keyless: keyless("(" + long)}}}, "identity regexp: missing closing )"},
+	} {
+		err := tc.p.Check()
+		if err == nil || len(err.Error()) > 512 || !bytes.Contains([]byte(err.Error()), []byte(tc.want)) {
+			t.Errorf("%s: %.200v, want at most 512 bytes naming %q", tc.name, err, tc.want)
+		}
+	}
 }

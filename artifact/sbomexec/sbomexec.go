@@ -94,7 +94,7 @@ var _ build.SBOMGenerator = Generator{}
 // GenerateSBOM implements artifact.SBOMGenerator.
 func (g Generator) GenerateSBOM(ctx context.Context, src content.Fetcher, req build.SBOMRequest) ([]byte, error) {
 	if req.Manifest.MediaType != ocispec.MediaTypeImageManifest && req.Manifest.MediaType != "application/vnd.docker.distribution.manifest.v2+json" {
-		return nil, fmt.Errorf("%s: media type %q is not an image manifest", req.Manifest.Digest, req.Manifest.MediaType)
+		return nil, fmt.Errorf("%s: media type %.64q is not an image manifest", req.Manifest.Digest, req.Manifest.MediaType)
 	}
 	format, err := definition.ParseSBOMFormat(string(req.Format))
 	if err != nil {
@@ -230,9 +230,9 @@ func check(doc []byte, format definition.SBOMFormat) error {
 	}
 	switch {
 	case format == definition.SBOMFormatCycloneDX && head.BOMFormat != "CycloneDX":
-		return fmt.Errorf("its output is not a CycloneDX document (bomFormat %q)", head.BOMFormat)
+		return fmt.Errorf("its output is not a CycloneDX document (bomFormat %.64q)", head.BOMFormat)
 	case format == definition.SBOMFormatSPDX && !strings.HasPrefix(head.SPDXVersion, "SPDX-"):
-		return fmt.Errorf("its output is not an SPDX document (spdxVersion %q)", head.SPDXVersion)
+		return fmt.Errorf("its output is not an SPDX document (spdxVersion %.64q)", head.SPDXVersion)
 	}
 	return nil
 }

@@ -109,6 +109,18 @@ func TestGenerateChecksBlobs(t *testing.T) {
 	}
 }
 
+// TestGenerateNamesLongMediaTypeInShort: a manifest media type of 1 MiB
+// is refused in at most 512 bytes that still name it, the helper unrun.
+func TestGenerateNamesLongMediaTypeInShort(t *testing.T) {
+	mem, desc := fixtureImage(t)
+	desc.MediaType = strings.Repeat("a", 1<<20)
+	gen := sbomexec.Generator{Path: fakeHelper(t, "echo ran >&2; exit 1")}
+	_, err := gen.GenerateSBOM(context.Background(), mem, build.SBOMRequest{Ref: "example.com/app:1.0", Manifest: desc})
+	if err == nil || len(err.Error()) > 512 || !strings.Contains(err.Error(), "is not an image manifest") {
+		t.Fatalf("%.200v, want at most 512 bytes naming the media type", err)
+	}
+}
+
 // fakeHelper writes a shell script standing in for the helper.
 func fakeHelper(t *testing.T, body string) string {
 	t.Helper()

@@ -186,7 +186,7 @@ func (s *SourceRewriter) argoGit(src map[string]any, urlKey, revKey string, res 
 	default:
 		short := strings.TrimPrefix(strings.TrimPrefix(g.Ref, "refs/heads/"), "refs/tags/")
 		if !slices.Contains([]string{"", "HEAD", g.Ref, short}, rev) {
-			return fmt.Errorf("Application source %s: targetRevision %q %w: it carries %s", redact.URL(u), rev, ErrSourceRef, g.Revision)
+			return fmt.Errorf("Application source %s: targetRevision %.64q %w: it carries %s", redact.URL(u), rev, ErrSourceRef, g.Revision)
 		}
 		src[revKey] = movingRevision(g)
 	}
@@ -231,7 +231,7 @@ func (s *SourceRewriter) argoChart(src map[string]any, res *Result) error {
 	rev, _ := src["targetRevision"].(string)
 	if exactVersion.MatchString(rev) && !slices.Contains(tags, strings.ReplaceAll(rev, "+", "_")) {
 		slices.Sort(tags)
-		return fmt.Errorf("Application source %s chart %s: targetRevision %q %w: it carries %s", redact.URL(u), chart, rev, ErrSourceRef, strings.Join(tags, ", "))
+		return fmt.Errorf("Application source %s chart %s: targetRevision %.64q %w: it carries %s", redact.URL(u), chart, rev, ErrSourceRef, strings.Join(tags, ", "))
 	}
 	repo := s.Registry + "/" + path
 	src["repoURL"] = repo

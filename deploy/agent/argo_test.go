@@ -278,3 +278,14 @@ func TestArgoRefusalRedactsURL(t *testing.T) {
 		}
 	}
 }
+
+// TestArgoRefusalNamesLongRevisionInShort: a targetRevision of 1 MiB is
+// refused in at most 512 bytes that still name it.
+func TestArgoRefusalNamesLongRevisionInShort(t *testing.T) {
+	s := argoSources(t)
+	long := strings.Repeat("a", 1<<20)
+	_, err := s.Rewrite("Application", spec(t, `{"spec":{"source":{"repoURL":"https://github.com/org/fleet.git","targetRevision":"`+long+`"}}}`))
+	if !errors.Is(err, ErrSourceRef) || len(err.Error()) > 512 || !strings.Contains(err.Error(), `targetRevision "aaaa`) {
+		t.Errorf("%.200v (%d bytes), want at most 512 naming the targetRevision", err, len(fmt.Sprint(err)))
+	}
+}

@@ -82,7 +82,7 @@ func (m Policies) Add(cfg *artifact.Config) error {
 func normalize(ref string) (string, error) {
 	named, err := reference.ParseNormalizedNamed(ref)
 	if err != nil {
-		return "", fmt.Errorf("invalid image reference %q: %w", ref, err)
+		return "", fmt.Errorf("invalid image reference %.80q: %w", ref, err)
 	}
 	return reference.TagNameOnly(named).String(), nil
 }
@@ -339,7 +339,7 @@ func (rw *Rewriter) Checks(pod *corev1.Pod) ([]Check, error) {
 			}
 			p := rw.Policies[key]
 			if p == nil || p.Name != img.Policy {
-				return nil, fmt.Errorf("image %s: policy %q is not in its package", image, img.Policy)
+				return nil, fmt.Errorf("image %s: policy %.64q is not in its package", image, img.Policy)
 			}
 			named, _ := reference.ParseNormalizedNamed(key)
 			c := Check{Image: image, Path: reference.Path(named), Entry: img, Policy: p}

@@ -211,7 +211,7 @@ func checkFluxRef(g artifact.Repository, ref map[string]any) error {
 			ok = g.Digest.String() == val
 		}
 		if !ok {
-			return fmt.Errorf("ref %s %q %w: it carries %s (digest %s)", k, val, ErrSourceRef, g.Revision, g.Digest)
+			return fmt.Errorf("ref %s %.64q %w: it carries %s (digest %s)", k, val, ErrSourceRef, g.Revision, g.Digest)
 		}
 	}
 	return nil

@@ -221,7 +221,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.Set("Strict-Transport-Security", "max-age=31536000")
 	}
 	if !slices.Contains(s.opts.Hosts, strings.ToLower(r.Host)) {
-		s.refuse(w, r, http.StatusMisdirectedRequest, fmt.Sprintf("this dashboard does not answer to host %q", r.Host))
+		s.refuse(w, r, http.StatusMisdirectedRequest, fmt.Sprintf("this dashboard does not answer to host %.64q", r.Host))
 		return
 	}
 	if err := s.cop.Check(r); err != nil {
@@ -441,7 +441,7 @@ func (s *Server) cluster(r *http.Request) (Cluster, bool) {
 func (s *Server) clusterActor(w http.ResponseWriter, r *http.Request) (*actor, bool) {
 	c, ok := s.cluster(r)
 	if !ok {
-		s.refuse(w, r, http.StatusNotFound, fmt.Sprintf("no cluster %q", r.PathValue("cluster")))
+		s.refuse(w, r, http.StatusNotFound, fmt.Sprintf("no cluster %.64q", r.PathValue("cluster")))
 		return nil, false
 	}
 	a, err := s.actor(r, c)

@@ -103,6 +103,12 @@ func TestSecurityHeadersAndHost(t *testing.T) {
 	if resp.StatusCode != http.StatusMisdirectedRequest || !strings.Contains(body, "attacker.example") {
 		t.Errorf("foreign Host: %s %q", resp.Status, body)
 	}
+	// A Host of half what the server reads of the headers is named in short.
+	long := strings.Repeat("a", 512<<10)
+	resp, body = do(t, c, http.MethodGet, base+"/", nil, map[string]string{"Host": long + ".example"})
+	if resp.StatusCode != http.StatusMisdirectedRequest || !strings.Contains(body, "does not answer to host") || strings.Contains(body, long[:200]) {
+		t.Errorf("long foreign Host: %s, %d bytes of body", resp.Status, len(body))
+	}
 	if resp, _ := do(t, c, http.MethodGet, base+"/static/app.js", nil, nil); resp.StatusCode != http.StatusOK || !strings.Contains(resp.Header.Get("Content-Type"), "javascript") {
 		t.Errorf("app.js: %s %s", resp.Status, resp.Header.Get("Content-Type"))
 	}

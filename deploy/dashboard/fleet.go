@@ -307,7 +307,7 @@ func (s *Server) fleetPageWith(w http.ResponseWriter, r *http.Request, status in
 func (s *Server) listMembers(ctx context.Context, a *actor, selector string) ([]fleetv1.Member, int, error) {
 	sel, err := labels.Parse(selector)
 	if err != nil {
-		return nil, http.StatusBadRequest, fmt.Errorf("label selector %q: %s", selector, oneLine(err.Error()))
+		return nil, http.StatusBadRequest, fmt.Errorf("label selector %.64q: %.200s", selector, oneLine(err.Error()))
 	}
 	var list fleetv1.MemberList
 	if err := a.fc.List(ctx, &list, client.InNamespace(s.fleetNamespace()), client.MatchingLabelsSelector{Selector: sel}, fromWatchCache()); err != nil {

@@ -271,7 +271,7 @@ func (s *Server) promote(w http.ResponseWriter, r *http.Request) {
 	v := &trackView{Channel: strings.TrimSpace(r.PostFormValue("channel")), Ref: strings.TrimSpace(r.PostFormValue("ref"))}
 	switch {
 	case !channelName.MatchString(v.Channel) || len(v.Channel) > 63:
-		v.Error = fmt.Sprintf("promote: channel %q is not a channel's name (lower-case letters, digits and -, at most 63)", v.Channel)
+		v.Error = fmt.Sprintf("promote: channel %.64q is not a channel's name (lower-case letters, digits and -, at most 63)", v.Channel)
 	case v.Ref == "" || len(v.Ref) > 200 || strings.ContainsAny(v.Ref, " /"):
 		v.Error = "promote: name the version by its digest (sha256:…) or a tag of the track's repository"
 	}

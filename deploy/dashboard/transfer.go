@@ -140,7 +140,7 @@ type uploadView struct {
 
 func (s *Server) uploadPage(w http.ResponseWriter, r *http.Request) {
 	if _, ok := s.cluster(r); !ok {
-		s.refuse(w, r, http.StatusNotFound, fmt.Sprintf("no cluster %q", r.PathValue("cluster")))
+		s.refuse(w, r, http.StatusNotFound, fmt.Sprintf("no cluster %.64q", r.PathValue("cluster")))
 		return
 	}
 	s.render(w, r, "upload", &uploadView{view: s.view(r, "Upload"), AllowPaths: s.opts.AllowPaths})

@@ -431,7 +431,7 @@ func (s *Server) limitBody(w http.ResponseWriter, r *http.Request) (io.ReadClose
 		return &limitedGzip{zr: zr, raw: raw, left: s.opts.maxRequestBytes}, nil
 	default:
 		raw.Close()
-		return nil, fmt.Errorf("request body: unsupported Content-Encoding %q", enc)
+		return nil, fmt.Errorf("request body: unsupported Content-Encoding %.64q", enc)
 	}
 }
 

@@ -164,14 +164,14 @@ var errClosed = errors.New("gitserver: closed")
 func checkRepo(repo *Repo) error {
 	switch {
 	case !hexCommit.MatchString(repo.Commit):
-		return fmt.Errorf("%s: commit %q: want 40 lower-case hex digits", repo.Key, repo.Commit)
+		return fmt.Errorf("%s: commit %.64q: want 40 lower-case hex digits", repo.Key, repo.Commit)
 	case repo.Ref != "" && (!strings.HasPrefix(repo.Ref, "refs/") || plumbing.ReferenceName(repo.Ref).Validate() != nil):
-		return fmt.Errorf("%s: ref %q: want a full ref (refs/heads/…, refs/tags/…)", repo.Key, repo.Ref)
+		return fmt.Errorf("%s: ref %.64q: want a full ref (refs/heads/…, refs/tags/…)", repo.Key, repo.Ref)
 	case repo.Bundle == nil:
 		return fmt.Errorf("%s: no bundle", repo.Key)
 	}
 	if err := repo.BundleDigest.Validate(); err != nil {
-		return fmt.Errorf("%s: bundle digest %q: %w", repo.Key, repo.BundleDigest, err)
+		return fmt.Errorf("%s: bundle digest %.80q: %w", repo.Key, repo.BundleDigest, err)
 	}
 	return nil
 }
@@ -314,7 +314,7 @@ func readBundleHeader(br *bufio.Reader) ([]bundleRef, error) {
 	switch line {
 	case "# v2 git bundle\n", "# v3 git bundle\n":
 	default:
-		return nil, fmt.Errorf("not a v2 or v3 git bundle (starts %q)", strings.TrimSpace(line))
+		return nil, fmt.Errorf("not a v2 or v3 git bundle (starts %.64q)", strings.TrimSpace(line))
 	}
 	var refs []bundleRef
 	for n := 0; ; n++ {
@@ -333,14 +333,14 @@ func readBundleHeader(br *bufio.Reader) ([]bundleRef, error) {
 			return nil, errors.New("header: more than 10000 lines")
 		case strings.HasPrefix(line, "@"):
 			if line != "@object-format=sha1" {
-				return nil, fmt.Errorf("capability %q not supported", line)
+				return nil, fmt.Errorf("capability %.64q not supported", line)
 			}
 		case strings.HasPrefix(line, "-"):
 			return nil, errors.New("prerequisite commits: the bundle does not hold the whole history")
 		default:
 			h, name, ok := strings.Cut(line, " ")
 			if !ok || !hexCommit.MatchString(h) || name == "" {
-				return nil, fmt.Errorf("header line %q: want <hex> <ref>", line)
+				return nil, fmt.Errorf("header line %.80q: want <hex> <ref>", line)
 			}
 			refs = append(refs, bundleRef{plumbing.NewHash(h), name})
 		}
@@ -390,7 +390,7 @@ func checkRefs(st storage.Storer, repo *Repo) error {
 	branch := plumbing.ReferenceName(repo.Ref).IsBranch()
 	switch {
 	case branch && (head.Type() != plumbing.SymbolicReference || head.Target() != plumbing.ReferenceName(repo.Ref)):
-		return fmt.Errorf("%s: HEAD is %s, not a symbolic ref to %s", repo.Key, head, repo.Ref)
+		return fmt.Errorf("%s: HEAD is %.80s, not a symbolic ref to %.80s", repo.Key, head, repo.Ref)
 	case !branch && head.Hash() != commit:
 		return fmt.Errorf("%s: HEAD is %s, not the commit %s", repo.Key, head, repo.Commit)
 	}
@@ -421,7 +421,7 @@ func checkRefs(st storage.Storer, repo *Repo) error {
 	defer iter.Close()
 	return iter.ForEach(func(r *plumbing.Reference) error {
 		if n := r.Name(); n != plumbing.HEAD && n.String() != repo.Ref {
-			return fmt.Errorf("%s: unexpected ref %s", repo.Key, n)
+			return fmt.Errorf("%s: unexpected ref %.80s", repo.Key, n)
 		}
 		return nil
 	})

@@ -83,7 +83,7 @@ func (l *registryLookup) lookup(ctx context.Context, key string) (*Repo, error) 
 	}
 	e := *found
 	if err := e.Digest.Validate(); err != nil {
-		return nil, fmt.Errorf("%s: manifest digest %q: %w", key, e.Digest, err)
+		return nil, fmt.Errorf("%s: manifest digest %.80q: %w", key, e.Digest, err)
 	}
 	target, err := l.open(ctx, e.Repository)
 	if err != nil {

@@ -172,6 +172,14 @@ func TestOddRequests(t *testing.T) {
 			t.Errorf("%d %q, want 400", code, body)
 		}
 	})
+	t.Run("long encoding", func(t *testing.T) {
+		// Half of what a server reads of a request's headers: the refusal
+		// names the encoding in short.
+		code, body := postUploadPack(t, url, "", uploadPackRequest, []byte(pkt("")), "Content-Encoding", strings.Repeat("x", 512<<10))
+		if code != http.StatusBadRequest || !strings.Contains(body, "Content-Encoding") || len(body) > 512 {
+			t.Errorf("%d %.200q (%d bytes), want 400 of at most 512 bytes naming Content-Encoding", code, body, len(body))
+		}
+	})
 	t.Run("gzip ok", func(t *testing.T) {
 		code, body := postUploadPack(t, url, "", uploadPackRequest, gz(pkt("want "+head, "", "done")), "Content-Encoding", "gzip")
 		if code != http.StatusOK || !strings.Contains(body, "PACK") {

@@ -202,12 +202,12 @@ func (o Options) query() url.Values {
 func ParseOptions(q url.Values) (Options, error) {
 	o := Options{Components: q["component"], Set: q["set"], Source: q.Get("source")}
 	if len(o.Source) > 255 || strings.ContainsAny(o.Source, "/\x00\n\r") {
-		return o, fmt.Errorf("source %q: want the archive's file name", o.Source)
+		return o, fmt.Errorf("source %.64q: want the archive's file name", o.Source)
 	}
 	if t := q.Get("timeout"); t != "" {
 		d, err := time.ParseDuration(t)
 		if err != nil || d < 0 {
-			return o, fmt.Errorf("timeout %q: not a duration", t)
+			return o, fmt.Errorf("timeout %.64q: not a duration", t)
 		}
 		o.Timeout = d
 	}
@@ -216,7 +216,7 @@ func ParseOptions(q url.Values) (Options, error) {
 	case "false":
 		o.NoWait = true
 	default:
-		return o, fmt.Errorf("wait %q: true or false", q.Get("wait"))
+		return o, fmt.Errorf("wait %.64q: true or false", q.Get("wait"))
 	}
 	return o, nil
 }

@@ -304,7 +304,7 @@ func (s *Server) authorize(ctx context.Context, u user, verbs ...string) error {
 			why = append(why, sar.Status.Reason)
 		}
 	}
-	msg := fmt.Sprintf("user %q may not %s packages.%s in namespace %s", u, strings.Join(verbs, " or "), v1alpha1.GroupVersion.Group, s.Namespace)
+	msg := fmt.Sprintf("user %.64q may not %s packages.%s in namespace %s", u, strings.Join(verbs, " or "), v1alpha1.GroupVersion.Group, s.Namespace)
 	if len(why) > 0 {
 		msg += " (" + strings.Join(why, "; ") + ")"
 	}

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"reflect"
 	"strings"
@@ -22,6 +23,14 @@ func TestOptionsQuery(t *testing.T) {
 		r := httptest.NewRequest(http.MethodPost, Path+"?"+q, nil)
 		if _, err := ParseOptions(r.URL.Query()); err == nil {
 			t.Errorf("ParseOptions(%s): no error", q)
+		}
+	}
+	// A value of 1 MiB is named in short.
+	long := strings.Repeat("a", 1<<20)
+	for _, key := range []string{"timeout", "wait", "source"} {
+		_, err := ParseOptions(url.Values{key: {long}})
+		if err == nil || len(err.Error()) > 512 || !strings.HasPrefix(err.Error(), key+" ") {
+			t.Errorf("ParseOptions(%s=<1 MiB>): %.200v, want at most 512 bytes naming %s", key, err, key)
 		}
 	}
 }

@@ -246,7 +246,7 @@ func (s *statement) names(subject digest.Digest) bool {
 
 func decodeStatement(env *dsse.Envelope) (*statement, error) {
 	if env.PayloadType != intotoPayloadType {
-		return nil, fmt.Errorf("DSSE payload type %q is not an in-toto statement", env.PayloadType)
+		return nil, fmt.Errorf("DSSE payload type %.64q is not an in-toto statement", env.PayloadType)
 	}
 	raw, err := env.DecodeB64Payload()
 	if err != nil {

@@ -82,11 +82,11 @@ func compile(p *imagesig.Policy) (*compiled, error) {
 		case a.Key != nil:
 			pub, err := cryptoutils.UnmarshalPEMToPublicKey([]byte(a.Key.PEM))
 			if err != nil {
-				return nil, fmt.Errorf("policy %q: authority %s: public key: %v", p.Name, label, err)
+				return nil, fmt.Errorf("policy %.64q: authority %.64s: public key: %v", p.Name, label, err)
 			}
 			vs, err := keyVerifiers(pub)
 			if err != nil {
-				return nil, fmt.Errorf("policy %q: authority %s: public key: %v", p.Name, label, err)
+				return nil, fmt.Errorf("policy %.64q: authority %.64s: public key: %v", p.Name, label, err)
 			}
 			name := a.Name
 			if name == "" {
@@ -96,13 +96,13 @@ func compile(p *imagesig.Policy) (*compiled, error) {
 		default: // keyless, as Check made sure
 			tr, err := root.NewTrustedRootFromJSON(a.Keyless.TrustedRoot)
 			if err != nil {
-				return nil, fmt.Errorf("policy %q: authority %s: trusted root: %v", p.Name, label, err)
+				return nil, fmt.Errorf("policy %.64q: authority %.64s: trusted root: %v", p.Name, label, err)
 			}
 			au := authority{name: a.Name, root: tr}
 			for _, id := range a.Keyless.Identities {
 				m, err := newMatcher(id)
 				if err != nil {
-					return nil, fmt.Errorf("policy %q: authority %s: %v", p.Name, label, err)
+					return nil, fmt.Errorf("policy %.64q: authority %.64s: %v", p.Name, label, err)
 				}
 				au.identities = append(au.identities, m)
 			}

@@ -55,7 +55,7 @@ func IsContainer(mediaType string) bool { return IsManifest(mediaType) || IsInde
 // CheckDescriptor rejects descriptors that could not name a stored blob.
 func CheckDescriptor(d ocispec.Descriptor) error {
 	if err := d.Digest.Validate(); err != nil {
-		return fmt.Errorf("invalid digest %q: %w", d.Digest, err)
+		return fmt.Errorf("invalid digest %.80q: %w", d.Digest, err)
 	}
 	if d.Digest.Algorithm() != digest.SHA256 {
 		return fmt.Errorf("%s: unsupported digest algorithm", d.Digest)

@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"runtime"
 	"strings"
 	"testing"
@@ -117,6 +118,23 @@ func TestOpenReportStrict(t *testing.T) {
 		_, _, err := wire.OpenReport([]byte(tc.file))
 		if (tc.says == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.says)) {
 			t.Errorf("%s: %v, want %q", tc.file, err, tc.says)
+		}
+	}
+}
+
+// TestOpenReportNamesLongStringsInShort: a report file's media type, member
+// or unknown field of 1 MiB is refused in at most 512 bytes naming it.
+func TestOpenReportNamesLongStringsInShort(t *testing.T) {
+	long := strings.Repeat("a", 1<<20)
+	payload := func(p string) string { return `"` + base64.StdEncoding.EncodeToString([]byte(p)) + `"` }
+	for _, tc := range []struct{ file, says string }{
+		{`{"mediaType":"` + long + `","payload":` + payload(`{"member":"m"}`) + `}`, "not a signed fleet report: media type"},
+		{`{"mediaType":"` + wire.MediaTypeReport + `","payload":` + payload(`{"member":"`+long+`"}`) + `}`, "the report names no valid member"},
+		{`{"mediaType":"` + wire.MediaTypeReport + `","payload":` + payload(`{"member":"m"}`) + `,"` + long + `":1}`, "unknown field"},
+	} {
+		_, _, err := wire.OpenReport([]byte(tc.file))
+		if err == nil || len(err.Error()) > 512 || !strings.Contains(err.Error(), tc.says) {
+			t.Errorf("%.200v (%d bytes), want at most 512 naming %q", err, len(fmt.Sprint(err)), tc.says)
 		}
 	}
 }

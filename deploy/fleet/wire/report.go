@@ -61,7 +61,7 @@ func OpenReport(data []byte) (*SignedReport, *Report, error) {
 		return nil, nil, fmt.Errorf("not a signed fleet report: %w", err)
 	}
 	if sr.MediaType != MediaTypeReport {
-		return nil, nil, fmt.Errorf("not a signed fleet report: media type %q, not %s", sr.MediaType, MediaTypeReport)
+		return nil, nil, fmt.Errorf("not a signed fleet report: media type %.64q, not %s", sr.MediaType, MediaTypeReport)
 	}
 	var r Report // its packages and receipts counted before they are decoded
 	if err := json.Unmarshal(sr.Payload, &r); err != nil {
