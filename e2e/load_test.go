@@ -102,6 +102,13 @@ func (l *podLoad) reap(ctx context.Context) {
 	}
 }
 
+// Created is how many Pods the load has created (or tried to) so far.
+func (l *podLoad) Created() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.created
+}
+
 // Stop ends the creations, waits up to wait for every Pod created to
 // run, and counts; a Pod with a failed pull (an event of its kubelet)
 // counts even if a retry later ran it.

@@ -216,7 +216,11 @@ func upgradeUnderLoad(ctx context.Context, t *testing.T, c *harness.Cluster, ini
 	// Both packages' images still pull by digest (b's was not in the load).
 	ns2 := c.Namespace(t)
 	check := startPodLoad(ctx, t, c, ns2, nodes, refs["e2e-up-b"], 300*time.Millisecond)
-	time.Sleep(time.Duration(len(nodes)) * 300 * time.Millisecond)
+	// One Pod a node: wait for the count, not for the ticks (a tick lost to
+	// the clock left a node out).
+	if err := harness.PollUntil(ctx, time.Minute, func() (bool, error) { return check.Created() >= len(nodes), nil }); err != nil {
+		t.Fatalf("package b's image: %d Pods created of %d: %v", check.Created(), len(nodes), err)
+	}
 	if n := check.Stop(ctx, t, 2*time.Minute); n.Started < len(nodes) || len(n.Failures) > 0 {
 		t.Errorf("package b's image after the upgrade: %s: %v", n, n.Failures)
 	}
